@@ -1,0 +1,65 @@
+# orderstatus: every target installs what it needs itself.
+SHELL := /bin/bash
+GO ?= go
+GOFLAGS_TEST ?= -race -count=1
+BIN := bin/handler
+TOOLS_STAMP := tools/node_modules/.installed
+GO_SOURCES := $(shell find handler -name '*.go' -not -name '*_test.go') go.mod go.sum
+
+.PHONY: all build tools test test-go test-infra run package fmt vet clean fuzz bench soak
+
+all: build
+
+## build: the custom handler for this machine (CGO off, as deployed).
+build: $(BIN)
+
+$(BIN): $(GO_SOURCES)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./handler
+
+## tools: npm packages (Azurite, the Bicep parser) into tools/node_modules.
+tools: $(TOOLS_STAMP)
+
+$(TOOLS_STAMP): tools/package.json tools/package-lock.json
+	cd tools && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+## test: vet, all Go tests with -race against a real Azurite, the offline infra checks.
+test: vet test-go test-infra
+
+test-go: tools build
+	ORDERSTATUS_REQUIRE_AZURITE=1 $(GO) test $(GOFLAGS_TEST) ./...
+
+test-infra: tools
+	@if [ -d infra/check ]; then node --test infra/check/; fi
+
+## run: the whole system locally (development host, in-memory broker, Azurite).
+run: tools build
+	./scripts/run-local.sh
+
+## package: dist/ laid out as the Functions host expects, zipped to dist.zip.
+package:
+	rm -rf dist && mkdir -p dist/bin
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -o dist/bin/handler ./handler
+	cp host.json dist/
+	for f in functions/*/; do mkdir -p dist/$$(basename $$f) && cp $$f/function.json dist/$$(basename $$f)/; done
+	cd dist && rm -f ../dist.zip && $(GO) run ../scripts/zipdir.go ../dist.zip .
+	@echo "dist/ staged and zipped to dist.zip"
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+## fuzz: run each fuzz target for FUZZTIME (seed corpora run in make test).
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test ./handler/internal/hostproto -run '^$$' -fuzz FuzzDecodeInvocation -fuzztime $(FUZZTIME)
+	$(GO) test ./handler/internal/order -run '^$$' -fuzz FuzzParseUpdate -fuzztime $(FUZZTIME)
+
+bench: tools
+	ORDERSTATUS_REQUIRE_AZURITE=1 $(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin dist dist.zip .run

@@ -1,0 +1,217 @@
+// Package azurite starts and stops Azurite's Table service (the npm package
+// the Makefile installs into tools/node_modules) on 127.0.0.1, for tests and
+// for the development host. It owns nothing else.
+package azurite
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// AccountName and AccountKey are Azurite's well-known development account
+// (published in Azurite's README; not a secret).
+const (
+	AccountName = "devstoreaccount1"
+	AccountKey  = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+// ConnectionString returns the connection string for an Azurite Table
+// service at host:port.
+func ConnectionString(hostPort string) string {
+	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;TableEndpoint=http://%s/%s;",
+		AccountName, AccountKey, hostPort, AccountName)
+}
+
+// Server is a running azurite-table process.
+type Server struct {
+	// Addr is host:port on 127.0.0.1.
+	Addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+	once sync.Once
+	err  error
+}
+
+// ConnectionString returns the connection string for this server.
+func (s *Server) ConnectionString() string { return ConnectionString(s.Addr) }
+
+// Options tune Start. The zero value is usable.
+type Options struct {
+	// Binary is the azurite-table executable; empty means Find().
+	Binary string
+	// Port is the TCP port; 0 picks a free one.
+	Port int
+	// Log receives the process output; nil discards it.
+	Log io.Writer
+	// StartTimeout bounds the wait for readiness (default 30 s).
+	StartTimeout time.Duration
+}
+
+// ErrNotInstalled is returned by Find when no azurite-table binary exists.
+var ErrNotInstalled = errors.New("azurite: azurite-table not installed (run 'make tools')")
+
+// Find returns the azurite-table executable: $AZURITE_TABLE_BIN if set, else
+// tools/node_modules/.bin/azurite-table in the nearest directory upward from
+// the working directory that has go.mod.
+func Find() (string, error) {
+	if p := os.Getenv("AZURITE_TABLE_BIN"); p != "" {
+		return p, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			p := filepath.Join(dir, "tools", "node_modules", ".bin", "azurite-table")
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+			return "", ErrNotInstalled
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", ErrNotInstalled
+		}
+		dir = parent
+	}
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start launches azurite-table with in-memory persistence on 127.0.0.1 and
+// waits until it answers HTTP. Stop it with Stop.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	bin := opts.Binary
+	if bin == "" {
+		var err error
+		if bin, err = Find(); err != nil {
+			return nil, err
+		}
+	}
+	timeout := opts.StartTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	for attempt := 0; ; attempt++ {
+		port := opts.Port
+		if port == 0 {
+			p, err := FreePort()
+			if err != nil {
+				return nil, fmt.Errorf("azurite: free port: %w", err)
+			}
+			port = p
+		}
+		s, err := start(ctx, bin, port, opts.Log, timeout)
+		if err == nil || opts.Port != 0 || attempt >= 2 {
+			return s, err
+		}
+	}
+}
+
+func start(ctx context.Context, bin string, port int, logw io.Writer, timeout time.Duration) (*Server, error) {
+	cmd := exec.Command(bin, "--tableHost", "127.0.0.1", "--tablePort", fmt.Sprint(port),
+		"--inMemoryPersistence", "--skipApiVersionCheck", "--disableProductStyleUrl", "--silent")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("azurite: start %s: %w", bin, err)
+	}
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, done: make(chan struct{})}
+	var tail lineTail
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			tail.add(sc.Text())
+			if logw != nil {
+				fmt.Fprintln(logw, sc.Text())
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	go func() {
+		s.err = cmd.Wait()
+		pw.Close()
+		close(s.done)
+	}()
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: time.Second}
+	for {
+		resp, err := client.Get("http://" + s.Addr + "/" + AccountName + "/Tables")
+		if err == nil {
+			resp.Body.Close()
+			return s, nil
+		}
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("azurite: exited before answering on %s: %v: %s", s.Addr, s.err, tail.String())
+		case <-ctx.Done():
+			s.Stop()
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return nil, fmt.Errorf("azurite: no answer on %s within %s: %s", s.Addr, timeout, tail.String())
+		}
+	}
+}
+
+// Stop ends the process group and waits for it. Safe to call more than once.
+func (s *Server) Stop() {
+	s.once.Do(func() {
+		if s.cmd.Process != nil {
+			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
+			select {
+			case <-s.done:
+			case <-time.After(5 * time.Second):
+				_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+				<-s.done
+			}
+		}
+	})
+}
+
+// Done is closed when the process has exited.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+type lineTail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (t *lineTail) add(l string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, l)
+	if len(t.lines) > 10 {
+		t.lines = t.lines[1:]
+	}
+}
+
+func (t *lineTail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.lines, " | ")
+}

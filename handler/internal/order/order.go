@@ -1,0 +1,276 @@
+// Package order owns the order-status domain: the message contract
+// (OrderStatusChanged, PaymentTimeoutCheck), its validation, and the pure
+// rules that decide what a message does to an order's state. It performs no
+// I/O; the store and the function handler build on it.
+package order
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Subjects of the messages on the order-status queue.
+const (
+	SubjectStatusChanged  = "OrderStatusChanged"
+	SubjectPaymentTimeout = "PaymentTimeoutCheck"
+)
+
+// MaxIDLength is the longest order id accepted (characters). Table Storage
+// allows 1 KiB keys; 256 characters keeps ids readable and bounded.
+const MaxIDLength = 256
+
+// Status is an order's lifecycle state. Its JSON form is the name.
+type Status string
+
+// The statuses an order can have. Delivered and Cancelled are terminal.
+const (
+	Created   Status = "Created"
+	Paid      Status = "Paid"
+	Shipped   Status = "Shipped"
+	Delivered Status = "Delivered"
+	Cancelled Status = "Cancelled"
+)
+
+// Statuses lists every known status in lifecycle order.
+var Statuses = []Status{Created, Paid, Shipped, Delivered, Cancelled}
+
+// Valid reports whether s is a known status.
+func (s Status) Valid() bool {
+	switch s {
+	case Created, Paid, Shipped, Delivered, Cancelled:
+		return true
+	}
+	return false
+}
+
+// Terminal reports whether no further change may be applied after s.
+func (s Status) Terminal() bool { return s == Delivered || s == Cancelled }
+
+// Update is the body of an OrderStatusChanged message.
+type Update struct {
+	OrderID    string    `json:"orderId"`
+	Status     Status    `json:"status"`
+	Sequence   int64     `json:"sequence"`
+	OccurredAt time.Time `json:"occurredAt"`
+}
+
+// TimeoutCheck is the body of a PaymentTimeoutCheck message.
+type TimeoutCheck struct {
+	OrderID string `json:"orderId"`
+}
+
+// State is what the store keeps per order.
+type State struct {
+	Status       Status
+	LastSequence int64
+	OccurredAt   time.Time
+	UpdatedAt    time.Time
+}
+
+// Poison reasons. They are stable: alerts, the sweeper policy and runbooks
+// match on them.
+const (
+	ReasonInvalidPayload    = "InvalidPayload"
+	ReasonUnknownSubject    = "UnknownSubject"
+	ReasonInvalidTransition = "InvalidTransition"
+)
+
+// PoisonError marks a message that no retry can fix. Reason is one of the
+// Reason constants; Description is for humans.
+type PoisonError struct {
+	Reason      string
+	Description string
+}
+
+func (e *PoisonError) Error() string { return e.Reason + ": " + e.Description }
+
+func poison(reason, format string, args ...any) *PoisonError {
+	return &PoisonError{Reason: reason, Description: fmt.Sprintf(format, args...)}
+}
+
+// ValidateID checks that id is usable as an order id and Table Storage
+// PartitionKey: non-empty, valid UTF-8, at most MaxIDLength characters, none
+// of / \ # ? and no control characters. It returns a *PoisonError with reason
+// InvalidPayload.
+func ValidateID(id string) error {
+	switch {
+	case id == "":
+		return poison(ReasonInvalidPayload, "orderId is empty")
+	case !utf8.ValidString(id):
+		return poison(ReasonInvalidPayload, "orderId is not valid UTF-8")
+	case utf8.RuneCountInString(id) > MaxIDLength:
+		return poison(ReasonInvalidPayload, "orderId is longer than %d characters", MaxIDLength)
+	case strings.ContainsAny(id, `/\#?`):
+		return poison(ReasonInvalidPayload, "orderId %q contains one of / \\ # ?", id)
+	case strings.IndexFunc(id, unicode.IsControl) >= 0:
+		return poison(ReasonInvalidPayload, "orderId %q contains a control character", id)
+	}
+	return nil
+}
+
+// ParseUpdate decodes and validates an OrderStatusChanged body received in
+// session sessionID. Every failure is a *PoisonError with reason
+// InvalidPayload: the body must be one JSON object of the contract's shape
+// (unknown fields are ignored), the orderId legal and equal to sessionID, the
+// status known and the sequence at least 1.
+func ParseUpdate(body []byte, sessionID string) (Update, error) {
+	var raw struct {
+		OrderID    *string          `json:"orderId"`
+		Status     *string          `json:"status"`
+		Sequence   *json.RawMessage `json:"sequence"`
+		OccurredAt *string          `json:"occurredAt"`
+	}
+	if err := decodeObject(body, &raw); err != nil {
+		return Update{}, err
+	}
+	if raw.OrderID == nil {
+		return Update{}, poison(ReasonInvalidPayload, "orderId is missing")
+	}
+	u := Update{OrderID: *raw.OrderID}
+	if err := ValidateID(u.OrderID); err != nil {
+		return Update{}, err
+	}
+	if u.OrderID != sessionID {
+		return Update{}, poison(ReasonInvalidPayload, "orderId %q does not match SessionId %q", u.OrderID, sessionID)
+	}
+	if raw.Status == nil {
+		return Update{}, poison(ReasonInvalidPayload, "status is missing")
+	}
+	u.Status = Status(*raw.Status)
+	if !u.Status.Valid() {
+		return Update{}, poison(ReasonInvalidPayload, "status %q is not one of Created, Paid, Shipped, Delivered, Cancelled", *raw.Status)
+	}
+	if raw.Sequence == nil {
+		return Update{}, poison(ReasonInvalidPayload, "sequence is missing")
+	}
+	if err := json.Unmarshal(*raw.Sequence, &u.Sequence); err != nil {
+		return Update{}, poison(ReasonInvalidPayload, "sequence is not an integer: %s", truncate(string(*raw.Sequence)))
+	}
+	if u.Sequence < 1 {
+		return Update{}, poison(ReasonInvalidPayload, "sequence %d is below 1", u.Sequence)
+	}
+	if raw.OccurredAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *raw.OccurredAt)
+		if err != nil {
+			return Update{}, poison(ReasonInvalidPayload, "occurredAt %q is not an RFC 3339 time", truncate(*raw.OccurredAt))
+		}
+		u.OccurredAt = t.UTC()
+	}
+	return u, nil
+}
+
+// ParseTimeoutCheck decodes and validates a PaymentTimeoutCheck body received
+// in session sessionID, with the same rules as ParseUpdate for the orderId.
+func ParseTimeoutCheck(body []byte, sessionID string) (TimeoutCheck, error) {
+	var raw struct {
+		OrderID *string `json:"orderId"`
+	}
+	if err := decodeObject(body, &raw); err != nil {
+		return TimeoutCheck{}, err
+	}
+	if raw.OrderID == nil {
+		return TimeoutCheck{}, poison(ReasonInvalidPayload, "orderId is missing")
+	}
+	if err := ValidateID(*raw.OrderID); err != nil {
+		return TimeoutCheck{}, err
+	}
+	if *raw.OrderID != sessionID {
+		return TimeoutCheck{}, poison(ReasonInvalidPayload, "orderId %q does not match SessionId %q", *raw.OrderID, sessionID)
+	}
+	return TimeoutCheck{OrderID: *raw.OrderID}, nil
+}
+
+// decodeObject decodes body, which must be exactly one JSON object, into v.
+func decodeObject(body []byte, v any) error {
+	trimmed := strings.TrimSpace(string(body))
+	if trimmed == "" {
+		return poison(ReasonInvalidPayload, "body is empty")
+	}
+	if trimmed[0] != '{' {
+		return poison(ReasonInvalidPayload, "body is not a JSON object")
+	}
+	dec := json.NewDecoder(strings.NewReader(trimmed))
+	if err := dec.Decode(v); err != nil {
+		return poison(ReasonInvalidPayload, "body is not valid JSON of the contract: %s", truncate(err.Error()))
+	}
+	if dec.More() {
+		return poison(ReasonInvalidPayload, "body has data after the JSON object")
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	const max = 120
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
+}
+
+// Result is the outcome of applying a message to an order.
+type Result string
+
+// The results. Applied changed the state; Duplicate and Stale changed nothing
+// and are settled as success; InvalidTransition is poison.
+const (
+	Applied           Result = "Applied"
+	Duplicate         Result = "Duplicate"
+	Stale             Result = "Stale"
+	InvalidTransition Result = "InvalidTransition"
+)
+
+// Decision is what Decide and DecideExpire conclude.
+type Decision struct {
+	Result Result
+	// Next is the state to write when Result is Applied.
+	Next State
+	// Gap is how many sequence numbers were skipped (0 when none): an
+	// update whose sequence jumps by more than one is still applied.
+	Gap int64
+	// Poison explains an InvalidTransition.
+	Poison *PoisonError
+}
+
+// Decide applies u to the current state (nil when the order is unknown) at
+// time now, without side effects:
+//   - sequence equal to LastSequence: Duplicate; lower: Stale;
+//   - current status terminal (Delivered, Cancelled): InvalidTransition;
+//   - otherwise Applied, with Next carrying the new status and sequence.
+func Decide(current *State, u Update, now time.Time) Decision {
+	var last int64
+	if current != nil {
+		last = current.LastSequence
+		switch {
+		case u.Sequence == last:
+			return Decision{Result: Duplicate}
+		case u.Sequence < last:
+			return Decision{Result: Stale}
+		case current.Status.Terminal():
+			return Decision{Result: InvalidTransition, Poison: poison(ReasonInvalidTransition,
+				"order %s is %s; cannot move to %s (sequence %d)", u.OrderID, current.Status, u.Status, u.Sequence)}
+		}
+	}
+	occurred := u.OccurredAt
+	if occurred.IsZero() {
+		occurred = now
+	}
+	d := Decision{Result: Applied, Next: State{Status: u.Status, LastSequence: u.Sequence, OccurredAt: occurred.UTC(), UpdatedAt: now.UTC()}}
+	if u.Sequence-last > 1 {
+		d.Gap = u.Sequence - last - 1
+	}
+	return d
+}
+
+// DecideExpire decides a PaymentTimeoutCheck: only an order still Created
+// becomes Cancelled (LastSequence kept); anything else, an unknown order
+// included, is Stale.
+func DecideExpire(current *State, now time.Time) Decision {
+	if current == nil || current.Status != Created {
+		return Decision{Result: Stale}
+	}
+	return Decision{Result: Applied, Next: State{Status: Cancelled, LastSequence: current.LastSequence, OccurredAt: now.UTC(), UpdatedAt: now.UTC()}}
+}
