@@ -1,0 +1,95 @@
+// Package retry runs an operation again after transient failures, with
+// exponential backoff and jitter, inside a fixed time budget. It owns nothing
+// else: what counts as transient is the caller's decision.
+package retry
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+)
+
+// Policy bounds the retries of one logical operation.
+type Policy struct {
+	// Budget is the total time from the first attempt after which no new
+	// attempt starts. It must stay well below the message lock duration.
+	Budget time.Duration
+	// Initial is the first backoff (default 100 ms); each next one is
+	// Multiplier (default 2) times longer, capped at Max (default 2 s).
+	Initial, Max time.Duration
+	Multiplier   float64
+}
+
+func (p Policy) withDefaults() Policy {
+	if p.Initial <= 0 {
+		p.Initial = 100 * time.Millisecond
+	}
+	if p.Max <= 0 {
+		p.Max = 2 * time.Second
+	}
+	if p.Multiplier < 1 {
+		p.Multiplier = 2
+	}
+	return p
+}
+
+// Backoff returns the wait before retry number attempt (1-based), with
+// "equal jitter": between half and all of the exponential value.
+func (p Policy) Backoff(attempt int) time.Duration {
+	p = p.withDefaults()
+	d := float64(p.Initial)
+	for i := 1; i < attempt && d < float64(p.Max); i++ {
+		d *= p.Multiplier
+	}
+	d = min(d, float64(p.Max))
+	half := d / 2
+	return time.Duration(half + rand.Float64()*half)
+}
+
+// ErrBudgetExhausted is joined to the last error when the budget ran out.
+var ErrBudgetExhausted = errors.New("retry: budget exhausted")
+
+// Attempt describes a failed attempt that will be retried.
+type Attempt struct {
+	Number int           // 1 for the first attempt
+	Err    error         // why it failed
+	Wait   time.Duration // backoff before the next attempt
+}
+
+// Do calls op until it succeeds, fails with an error for which retryable is
+// false, or the budget would be exceeded by the next wait. It sleeps between
+// attempts on stop: when stop (or ctx) is done, Do returns at once with the
+// last error joined to stop's cause. op receives ctx, never stop, so an
+// attempt under way is never cut short by stop. onRetry, if not nil, is
+// called before each wait.
+//
+// On giving up, the result wraps the last error (errors.Is still finds its
+// sentinel) and ErrBudgetExhausted or the context's error.
+func Do(ctx, stop context.Context, p Policy, retryable func(error) bool, op func(context.Context) error, onRetry func(Attempt)) error {
+	p = p.withDefaults()
+	deadline := time.Now().Add(p.Budget)
+	for n := 1; ; n++ {
+		err := op(ctx)
+		if err == nil || !retryable(err) {
+			return err
+		}
+		wait := p.Backoff(n)
+		if time.Now().Add(wait).After(deadline) {
+			return errors.Join(err, ErrBudgetExhausted)
+		}
+		if onRetry != nil {
+			onRetry(Attempt{Number: n, Err: err, Wait: wait})
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, context.Cause(ctx))
+		case <-stop.Done():
+			t.Stop()
+			return errors.Join(err, context.Cause(stop))
+		}
+	}
+}
