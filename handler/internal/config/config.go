@@ -1,0 +1,178 @@
+// Package config reads and validates the handler's settings from the
+// environment (the Functions host passes app settings as environment
+// variables). Names are those in local.settings.json.template. A missing or
+// invalid setting is an error that names it.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Setting names.
+const (
+	EnvPort                  = "FUNCTIONS_CUSTOMHANDLER_PORT"
+	EnvQueue                 = "ORDER_STATUS_QUEUE"
+	EnvPoisonQueue           = "POISON_QUEUE"
+	EnvServiceBusNamespace   = "ServiceBusConnection__fullyQualifiedNamespace"
+	EnvServiceBusClientID    = "ServiceBusConnection__clientId"
+	EnvDevBrokerURL          = "ORDERSTATUS_DEV_BROKER_URL"
+	EnvStoreServiceURI       = "OrderStore__serviceUri"
+	EnvStoreConnectionString = "OrderStore__connectionString"
+	EnvStoreTable            = "OrderStore__tableName"
+	EnvClientID              = "AZURE_CLIENT_ID"
+	EnvRetryBudget           = "ORDER_STATUS_RETRY_BUDGET"
+	EnvLogLevel              = "LOG_LEVEL"
+)
+
+// Defaults.
+const (
+	DefaultQueue       = "order-status"
+	DefaultPoisonQueue = "order-status-poison"
+	DefaultTable       = "orderstatus"
+	DefaultRetryBudget = 20 * time.Second
+	// MaxRetryBudget keeps the in-call retries well below the 1 min lock.
+	MaxRetryBudget = 45 * time.Second
+)
+
+// Config is the validated configuration of the handler process.
+type Config struct {
+	Port        int
+	Queue       string
+	PoisonQueue string
+
+	// Service Bus: the namespace (managed identity), or the development
+	// host's loopback broker URL. Neither: poison cannot be parked and is
+	// answered 5xx.
+	ServiceBusNamespace string
+	ServiceBusClientID  string
+	DevBrokerURL        string
+
+	// Table Storage: exactly one of the two.
+	StoreServiceURI       string
+	StoreConnectionString string
+	StoreTable            string
+
+	// ClientID is the user-assigned identity for azidentity (may be empty).
+	ClientID    string
+	RetryBudget time.Duration
+	LogLevel    slog.Level
+}
+
+var (
+	tableName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]{2,62}$`)
+	queueName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,259}$`)
+	hostName  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)+$`)
+)
+
+// Load reads the configuration through getenv (os.Getenv in main). It
+// returns the first problem as an error naming the setting.
+func Load(getenv func(string) string) (Config, error) {
+	get := func(k, def string) string {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			return v
+		}
+		return def
+	}
+	c := Config{
+		Queue:                 get(EnvQueue, DefaultQueue),
+		PoisonQueue:           get(EnvPoisonQueue, DefaultPoisonQueue),
+		ServiceBusNamespace:   get(EnvServiceBusNamespace, ""),
+		ServiceBusClientID:    get(EnvServiceBusClientID, ""),
+		DevBrokerURL:          get(EnvDevBrokerURL, ""),
+		StoreServiceURI:       get(EnvStoreServiceURI, ""),
+		StoreConnectionString: get(EnvStoreConnectionString, ""),
+		StoreTable:            get(EnvStoreTable, DefaultTable),
+		ClientID:              get(EnvClientID, ""),
+	}
+
+	port := get(EnvPort, "")
+	if port == "" {
+		return c, missing(EnvPort, "the Functions host sets it; to run by hand use e.g. "+EnvPort+"=8080, or 'handler dev'")
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return c, invalid(EnvPort, port, "want a TCP port 1-65535")
+	}
+	c.Port = p
+
+	for _, q := range []struct{ name, val string }{{EnvQueue, c.Queue}, {EnvPoisonQueue, c.PoisonQueue}} {
+		if !queueName.MatchString(q.val) {
+			return c, invalid(q.name, q.val, "want a Service Bus queue name")
+		}
+	}
+	if c.Queue == c.PoisonQueue {
+		return c, invalid(EnvPoisonQueue, c.PoisonQueue, "must differ from "+EnvQueue)
+	}
+
+	if c.ServiceBusNamespace != "" {
+		if strings.Contains(c.ServiceBusNamespace, "://") || !hostName.MatchString(c.ServiceBusNamespace) {
+			return c, invalid(EnvServiceBusNamespace, c.ServiceBusNamespace, "want a host name like <namespace>.servicebus.windows.net")
+		}
+	}
+	if c.DevBrokerURL != "" {
+		u, err := url.Parse(c.DevBrokerURL)
+		if err != nil || u.Scheme != "http" || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost" && u.Hostname() != "::1") {
+			return c, invalid(EnvDevBrokerURL, c.DevBrokerURL, "want an http://127.0.0.1:<port> URL (set by 'handler dev')")
+		}
+		if c.ServiceBusNamespace != "" {
+			return c, invalid(EnvDevBrokerURL, c.DevBrokerURL, "set only one of "+EnvDevBrokerURL+" and "+EnvServiceBusNamespace)
+		}
+	}
+
+	switch {
+	case c.StoreServiceURI == "" && c.StoreConnectionString == "":
+		return c, missing(EnvStoreServiceURI, "or "+EnvStoreConnectionString+" (Azurite and local runs)")
+	case c.StoreServiceURI != "" && c.StoreConnectionString != "":
+		return c, invalid(EnvStoreConnectionString, "<redacted>", "set only one of "+EnvStoreServiceURI+" and "+EnvStoreConnectionString)
+	case c.StoreServiceURI != "":
+		u, err := url.Parse(c.StoreServiceURI)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return c, invalid(EnvStoreServiceURI, c.StoreServiceURI, "want https://<account>.table.core.windows.net")
+		}
+	default:
+		if !strings.Contains(c.StoreConnectionString, "AccountName=") && !strings.Contains(c.StoreConnectionString, "UseDevelopmentStorage=true") {
+			return c, invalid(EnvStoreConnectionString, "<redacted>", "want a storage connection string with AccountName=")
+		}
+	}
+	if !tableName.MatchString(c.StoreTable) {
+		return c, invalid(EnvStoreTable, c.StoreTable, "want 3-63 letters and digits, starting with a letter")
+	}
+
+	c.RetryBudget = DefaultRetryBudget
+	if s := get(EnvRetryBudget, ""); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 || d > MaxRetryBudget {
+			return c, invalid(EnvRetryBudget, s, fmt.Sprintf("want a Go duration above 0 and at most %s (well below the 1 min lock)", MaxRetryBudget))
+		}
+		c.RetryBudget = d
+	}
+
+	c.LogLevel = slog.LevelInfo
+	if s := get(EnvLogLevel, ""); s != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(s)); err != nil {
+			return c, invalid(EnvLogLevel, s, "want debug, info, warn or error")
+		}
+	}
+	return c, nil
+}
+
+// ServiceBusConfigured reports whether poison messages can be parked.
+func (c Config) ServiceBusConfigured() bool { return c.ServiceBusNamespace != "" || c.DevBrokerURL != "" }
+
+// ErrSetting is wrapped by every error Load returns.
+var ErrSetting = errors.New("config")
+
+func missing(name, hint string) error {
+	return fmt.Errorf("%w: %s is not set (%s)", ErrSetting, name, hint)
+}
+
+func invalid(name, value, want string) error {
+	return fmt.Errorf("%w: %s=%q is invalid: %s", ErrSetting, name, value, want)
+}

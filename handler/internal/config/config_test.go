@@ -1,0 +1,120 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+const azurite = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;TableEndpoint=http://127.0.0.1:10002/devstoreaccount1;"
+
+func TestLoadDefaults(t *testing.T) {
+	c, err := Load(env(EnvPort, "8080", EnvStoreConnectionString, azurite))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := Config{Port: 8080, Queue: "order-status", PoisonQueue: "order-status-poison", StoreConnectionString: azurite,
+		StoreTable: "orderstatus", RetryBudget: 20 * time.Second, LogLevel: slog.LevelInfo}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("got %+v\nwant %+v", c, want)
+	}
+	if c.ServiceBusConfigured() {
+		t.Error("ServiceBusConfigured() = true with no Service Bus setting")
+	}
+}
+
+func TestLoadProduction(t *testing.T) {
+	c, err := Load(env(EnvPort, "40000", EnvStoreServiceURI, "https://st1.table.core.windows.net",
+		EnvServiceBusNamespace, "sb-1.servicebus.windows.net", EnvClientID, "abc", EnvRetryBudget, "5s", EnvLogLevel, "DEBUG"))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if !c.ServiceBusConfigured() || c.RetryBudget != 5*time.Second || c.LogLevel != slog.LevelDebug || c.ClientID != "abc" {
+		t.Errorf("got %+v", c)
+	}
+}
+
+func TestLoadErrorsNameTheSetting(t *testing.T) {
+	base := []string{EnvPort, "8080", EnvStoreConnectionString, azurite}
+	with := func(kv ...string) func(string) string {
+		m := append(slices.Clone(base), kv...)
+		return env(m...)
+	}
+	tests := []struct {
+		name    string
+		getenv  func(string) string
+		setting string
+	}{
+		{"port missing", env(EnvStoreConnectionString, azurite), EnvPort},
+		{"port not a number", with(EnvPort, "x"), EnvPort},
+		{"port out of range", with(EnvPort, "70000"), EnvPort},
+		{"no store", env(EnvPort, "8080"), EnvStoreServiceURI},
+		{"both stores", with(EnvStoreServiceURI, "https://a.table.core.windows.net"), EnvStoreConnectionString},
+		{"service uri not a url", env(EnvPort, "1", EnvStoreServiceURI, "table.core.windows.net"), EnvStoreServiceURI},
+		{"connection string without account", with(EnvStoreConnectionString, "foo=bar"), EnvStoreConnectionString},
+		{"bad table", with(EnvStoreTable, "order-status"), EnvStoreTable},
+		{"table too short", with(EnvStoreTable, "ab"), EnvStoreTable},
+		{"bad queue", with(EnvQueue, "bad queue"), EnvQueue},
+		{"same queues", with(EnvPoisonQueue, "order-status"), EnvPoisonQueue},
+		{"namespace with scheme", with(EnvServiceBusNamespace, "sb://x.servicebus.windows.net"), EnvServiceBusNamespace},
+		{"budget not a duration", with(EnvRetryBudget, "20"), EnvRetryBudget},
+		{"budget zero", with(EnvRetryBudget, "0s"), EnvRetryBudget},
+		{"budget above lock margin", with(EnvRetryBudget, "50s"), EnvRetryBudget},
+		{"log level", with(EnvLogLevel, "loud"), EnvLogLevel},
+		{"dev broker not loopback", with(EnvDevBrokerURL, "http://10.0.0.1:80"), EnvDevBrokerURL},
+		{"dev broker and namespace", with(EnvDevBrokerURL, "http://127.0.0.1:9", EnvServiceBusNamespace, "x.servicebus.windows.net"), EnvDevBrokerURL},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(tt.getenv)
+			if err == nil {
+				t.Fatal("Load succeeded, want an error")
+			}
+			if !errors.Is(err, ErrSetting) || !strings.Contains(err.Error(), tt.setting) {
+				t.Errorf("error %q does not name %s", err, tt.setting)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error spans lines: %q", err)
+			}
+			if strings.Contains(err.Error(), "AccountKey") {
+				t.Errorf("error leaks the connection string: %q", err)
+			}
+		})
+	}
+}
+
+// TestTemplateListsEverySetting keeps local.settings.json.template (which
+// the infra checks read) in step with the settings this package reads.
+func TestTemplateListsEverySetting(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "local.settings.json.template"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tpl struct{ Values map[string]string }
+	if err := json.Unmarshal(raw, &tpl); err != nil {
+		t.Fatalf("template: %v", err)
+	}
+	// Set by the Functions host or the development host, not by users.
+	hostSet := map[string]bool{EnvPort: true, EnvDevBrokerURL: true}
+	for _, name := range []string{EnvPort, EnvQueue, EnvPoisonQueue, EnvServiceBusNamespace, EnvServiceBusClientID,
+		EnvDevBrokerURL, EnvStoreServiceURI, EnvStoreConnectionString, EnvStoreTable, EnvClientID, EnvRetryBudget, EnvLogLevel} {
+		if _, ok := tpl.Values[name]; !ok && !hostSet[name] {
+			t.Errorf("local.settings.json.template lacks %s", name)
+		}
+	}
+}

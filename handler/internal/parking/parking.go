@@ -1,0 +1,113 @@
+// Package parking copies poison messages to the poison queue with the reason
+// and the original's identity, so a custom handler (which cannot dead-letter)
+// can answer 200 and let the host complete the original. The copy's
+// MessageId is stable, `<original>:parked`, so a re-park after a lost answer
+// is dropped by the poison queue's duplicate detection.
+package parking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+	"unicode/utf8"
+
+	"orderstatus/handler/internal/broker"
+)
+
+// Application property names on a parked message.
+const (
+	PropReason                 = "DeadLetterReason"
+	PropDescription            = "DeadLetterErrorDescription"
+	PropOriginalMessageID      = "OriginalMessageId"
+	PropOriginalSessionID      = "OriginalSessionId"
+	PropOriginalSequenceNumber = "OriginalSequenceNumber"
+	PropOriginalSubject        = "OriginalSubject"
+	PropOriginalEnqueuedTime   = "OriginalEnqueuedTime"
+	PropDeliveryCount          = "DeliveryCount"
+)
+
+// MaxDescription bounds DeadLetterErrorDescription (characters).
+const MaxDescription = 1024
+
+// Sender is the part of the broker port parking needs.
+type Sender interface {
+	Send(ctx context.Context, queue string, msg broker.Message) error
+}
+
+var _ Sender = broker.Broker(nil)
+
+// ErrNotConfigured is returned by Park when no Service Bus is configured:
+// the message cannot be parked and must not be completed.
+var ErrNotConfigured = errors.New("parking: no Service Bus configured, cannot park")
+
+// Original is what parking keeps of the message it parks.
+type Original struct {
+	MessageID             string
+	SessionID             string
+	SequenceNumber        int64
+	Subject               string
+	ContentType           string
+	CorrelationID         string
+	EnqueuedTime          time.Time
+	DeliveryCount         int32
+	Body                  []byte
+	ApplicationProperties map[string]any
+}
+
+// Parker sends parked copies to one queue. A nil sender makes every Park
+// fail with ErrNotConfigured.
+type Parker struct {
+	sender Sender
+	queue  string
+}
+
+// New returns a Parker that sends to queue through s (nil: not configured).
+func New(s Sender, queue string) *Parker { return &Parker{sender: s, queue: queue} }
+
+// Message builds the parked copy: body, subject and content type unchanged,
+// no SessionId (the poison queue has no sessions), the original application
+// properties kept, and the parking properties set over them.
+func Message(o Original, reason, description string) broker.Message {
+	props := maps.Clone(o.ApplicationProperties)
+	if props == nil {
+		props = map[string]any{}
+	}
+	props[PropReason] = reason
+	props[PropDescription] = truncate(description, MaxDescription)
+	props[PropOriginalMessageID] = o.MessageID
+	props[PropOriginalSessionID] = o.SessionID
+	props[PropOriginalSequenceNumber] = o.SequenceNumber
+	props[PropOriginalSubject] = o.Subject
+	props[PropOriginalEnqueuedTime] = o.EnqueuedTime.UTC()
+	props[PropDeliveryCount] = int64(o.DeliveryCount)
+	return broker.Message{
+		MessageID:             o.MessageID + ":parked",
+		Subject:               o.Subject,
+		ContentType:           o.ContentType,
+		CorrelationID:         o.CorrelationID,
+		Body:                  append([]byte(nil), o.Body...),
+		ApplicationProperties: props,
+	}
+}
+
+// Park sends the parked copy of o. It returns nil only when the broker
+// accepted it; errors wrap the broker's sentinels.
+func (p *Parker) Park(ctx context.Context, o Original, reason, description string) error {
+	if p == nil || p.sender == nil {
+		return ErrNotConfigured
+	}
+	if err := p.sender.Send(ctx, p.queue, Message(o, reason, description)); err != nil {
+		return fmt.Errorf("parking: send %s to %s: %w", o.MessageID, p.queue, err)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-3]) + "..."
+}

@@ -1,0 +1,82 @@
+package parking
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"orderstatus/handler/internal/broker"
+)
+
+type fakeSender struct {
+	sent  []broker.Message
+	queue string
+	err   error
+}
+
+func (f *fakeSender) Send(_ context.Context, queue string, m broker.Message) error {
+	if f.err != nil {
+		return f.err
+	}
+	f.queue = queue
+	f.sent = append(f.sent, m)
+	return nil
+}
+
+func original() Original {
+	return Original{
+		MessageID: "o-1:2", SessionID: "o-1", SequenceNumber: 17, Subject: "OrderStatusChanged",
+		ContentType: "application/json", EnqueuedTime: time.Date(2026, 11, 29, 10, 20, 30, 0, time.UTC),
+		DeliveryCount: 2, Body: []byte(`{not json`), ApplicationProperties: map[string]any{"tenant": "t1", PropReason: "old"},
+	}
+}
+
+
+func TestParkSendsTheContractMessage(t *testing.T) {
+	f := &fakeSender{}
+	o := original()
+	if err := New(f, "order-status-poison").Park(context.Background(), o, "InvalidPayload", "body is not valid JSON"); err != nil {
+		t.Fatalf("Park: %v", err)
+	}
+	if f.queue != "order-status-poison" || len(f.sent) != 1 {
+		t.Fatalf("sent %d messages to %q, want 1 to order-status-poison", len(f.sent), f.queue)
+	}
+	m := f.sent[0]
+	if m.MessageID != "o-1:2:parked" || m.SessionID != "" || string(m.Body) != `{not json` || m.Subject != o.Subject || m.ContentType != o.ContentType {
+		t.Errorf("message = %+v", m)
+	}
+	want := map[string]any{
+		PropReason: "InvalidPayload", PropDescription: "body is not valid JSON", PropOriginalMessageID: "o-1:2",
+		PropOriginalSessionID: "o-1", PropOriginalSequenceNumber: int64(17), PropOriginalSubject: "OrderStatusChanged",
+		PropOriginalEnqueuedTime: o.EnqueuedTime, PropDeliveryCount: int64(2), "tenant": "t1",
+	}
+	for k, v := range want {
+		if got := m.ApplicationProperties[k]; got != v {
+			t.Errorf("property %s = %#v, want %#v", k, got, v)
+		}
+	}
+	if o.ApplicationProperties[PropReason] != "old" {
+		t.Error("Park changed the original's properties")
+	}
+}
+
+func TestParkErrors(t *testing.T) {
+	if err := New(nil, "q").Park(context.Background(), original(), "r", "d"); !errors.Is(err, ErrNotConfigured) {
+		t.Errorf("nil sender: err = %v, want ErrNotConfigured", err)
+	}
+	f := &fakeSender{err: broker.ErrTransient}
+	err := New(f, "q").Park(context.Background(), original(), "r", "d")
+	if !errors.Is(err, broker.ErrTransient) || !strings.Contains(err.Error(), "o-1:2") {
+		t.Errorf("err = %v, want it to wrap ErrTransient and name the message", err)
+	}
+}
+
+func TestDescriptionIsBounded(t *testing.T) {
+	m := Message(original(), "r", strings.Repeat("é", 5000))
+	d := m.ApplicationProperties[PropDescription].(string)
+	if n := len([]rune(d)); n != MaxDescription {
+		t.Errorf("description has %d characters, want %d", n, MaxDescription)
+	}
+}

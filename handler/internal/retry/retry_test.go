@@ -1,0 +1,97 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+var errTransient = errors.New("transient")
+
+func isTransient(err error) bool { return errors.Is(err, errTransient) }
+
+func TestDo(t *testing.T) {
+	permanent := errors.New("permanent")
+	fast := Policy{Budget: time.Second, Initial: time.Millisecond, Max: 2 * time.Millisecond}
+	tests := []struct {
+		name      string
+		results   []error // what each attempt returns; the last repeats
+		policy    Policy
+		wantCalls int
+		wantErr   []error // errors.Is targets; nil means success
+	}{
+		{"first try", []error{nil}, fast, 1, nil},
+		{"transient then ok", []error{errTransient, errTransient, nil}, fast, 3, nil},
+		{"permanent stops at once", []error{permanent}, fast, 1, []error{permanent}},
+		{"transient then permanent", []error{errTransient, permanent}, fast, 2, []error{permanent}},
+		{"budget smaller than first wait", []error{errTransient}, Policy{Budget: time.Millisecond, Initial: 50 * time.Millisecond}, 1,
+			[]error{errTransient, ErrBudgetExhausted}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls, retries := 0, 0
+			err := Do(context.Background(), context.Background(), tt.policy, isTransient, func(context.Context) error {
+				r := tt.results[min(calls, len(tt.results)-1)]
+				calls++
+				return r
+			}, func(Attempt) { retries++ })
+			if calls != tt.wantCalls {
+				t.Errorf("calls = %d, want %d", calls, tt.wantCalls)
+			}
+			if tt.wantErr == nil && err != nil {
+				t.Errorf("err = %v, want nil", err)
+			}
+			for _, target := range tt.wantErr {
+				if !errors.Is(err, target) {
+					t.Errorf("err = %v, want it to wrap %v", err, target)
+				}
+			}
+			if tt.wantErr == nil && retries != calls-1 {
+				t.Errorf("onRetry called %d times, want %d", retries, calls-1)
+			}
+		})
+	}
+}
+
+func TestDoGivesUpWithinBudget(t *testing.T) {
+	p := Policy{Budget: 30 * time.Millisecond, Initial: 5 * time.Millisecond, Max: 10 * time.Millisecond}
+	calls := 0
+	err := Do(context.Background(), context.Background(), p, isTransient, func(context.Context) error { calls++; return errTransient }, nil)
+	if !errors.Is(err, ErrBudgetExhausted) || !errors.Is(err, errTransient) {
+		t.Fatalf("err = %v, want budget exhausted wrapping the transient error", err)
+	}
+	// Waits are at least half of 5, 10, 10... ms: at most ~12 attempts fit.
+	if calls < 2 || calls > 13 {
+		t.Errorf("calls = %d, want between 2 and 13 within a 30 ms budget", calls)
+	}
+}
+
+func TestDoStopEndsWaitButNotAttempt(t *testing.T) {
+	stop, cancel := context.WithCancel(context.Background())
+	p := Policy{Budget: time.Minute, Initial: time.Minute, Max: time.Minute}
+	var opCtxErr error
+	err := Do(context.Background(), stop, p, isTransient, func(ctx context.Context) error {
+		cancel() // shutdown begins during the attempt
+		opCtxErr = ctx.Err()
+		return errTransient
+	}, nil)
+	if opCtxErr != nil {
+		t.Errorf("attempt context was cancelled by stop: %v", opCtxErr)
+	}
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, errTransient) {
+		t.Errorf("err = %v, want context.Canceled joined with the last error", err)
+	}
+}
+
+func TestBackoffGrowsAndCaps(t *testing.T) {
+	p := Policy{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2}
+	for attempt, wantMax := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 10: time.Second} {
+		for range 20 {
+			got := p.Backoff(attempt)
+			if got < wantMax/2 || got > wantMax {
+				t.Fatalf("Backoff(%d) = %v, want in [%v, %v]", attempt, got, wantMax/2, wantMax)
+			}
+		}
+	}
+}
