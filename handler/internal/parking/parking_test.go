@@ -33,7 +33,6 @@ func original() Original {
 	}
 }
 
-
 func TestParkSendsTheContractMessage(t *testing.T) {
 	f := &fakeSender{}
 	o := original()
