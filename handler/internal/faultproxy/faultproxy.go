@@ -1,0 +1,188 @@
+// Package faultproxy is a loopback HTTP proxy that stands in front of a
+// service (Azurite, in the simulation tests) and injects the failures real
+// networks and storage produce: 503 ServerBusy answers, dropped
+// connections, latency, and requests that take effect upstream while their
+// answer is lost. It is test equipment; production never uses it.
+package faultproxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Mode is what the proxy does to a request.
+type Mode int
+
+// Modes.
+const (
+	// Pass forwards the request and its answer.
+	Pass Mode = iota
+	// ServerBusy answers 503 with a Table Storage error body, without
+	// forwarding: nothing happens upstream.
+	ServerBusy
+	// Drop closes the client connection without forwarding.
+	Drop
+	// LoseAnswer forwards the request (it takes effect upstream) and then
+	// closes the client connection instead of answering.
+	LoseAnswer
+)
+
+// Rule decides the mode of one request; nil means Pass.
+type Rule func(r *http.Request) Mode
+
+// Proxy is a running fault proxy on 127.0.0.1.
+type Proxy struct {
+	// Addr is host:port of the proxy.
+	Addr string
+
+	srv     *http.Server
+	rule    atomic.Pointer[Rule]
+	delay   atomic.Int64
+	mu      sync.Mutex
+	after   func(r *http.Request, status int)
+	counts  [4]atomic.Int64
+	stopped chan struct{}
+}
+
+// Start runs a proxy to upstream (an http://127.0.0.1:port URL).
+func Start(upstream string) (*Proxy, error) {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return nil, err
+	}
+	if h := u.Hostname(); h != "127.0.0.1" && h != "localhost" {
+		return nil, errors.New("faultproxy: upstream must be on loopback")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{Addr: ln.Addr().String(), stopped: make(chan struct{})}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 64, ResponseHeaderTimeout: 30 * time.Second}
+	rp.ErrorLog = nil
+	rp.ModifyResponse = func(resp *http.Response) error {
+		p.mu.Lock()
+		after := p.after
+		p.mu.Unlock()
+		if after != nil {
+			after(resp.Request, resp.StatusCode)
+		}
+		return nil
+	}
+	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d := time.Duration(p.delay.Load()); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		mode := Pass
+		if rule := p.rule.Load(); rule != nil && *rule != nil {
+			mode = (*rule)(r)
+		}
+		p.counts[mode].Add(1)
+		switch mode {
+		case ServerBusy:
+			w.Header().Set("Content-Type", "application/json;odata=minimalmetadata")
+			w.Header().Set("x-ms-error-code", "ServerBusy")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"odata.error":{"code":"ServerBusy","message":{"lang":"en-US","value":"The server is busy (injected)."}}}`))
+		case Drop:
+			hijackClose(w)
+		case LoseAnswer:
+			rec := &discard{header: http.Header{}}
+			rp.ServeHTTP(rec, r)
+			hijackClose(w)
+		default:
+			rp.ServeHTTP(w, r)
+		}
+	})}
+	go func() {
+		_ = p.srv.Serve(ln)
+		close(p.stopped)
+	}()
+	return p, nil
+}
+
+// URL returns http://Addr.
+func (p *Proxy) URL() string { return "http://" + p.Addr }
+
+// SetRule replaces the rule (nil: pass everything).
+func (p *Proxy) SetRule(r Rule) { p.rule.Store(&r) }
+
+// SetDelay adds d of latency to every request (0: none).
+func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// OnAnswer sets a hook called with each upstream answer before it is
+// passed on (for example to kill a process between a write and its
+// acknowledgement). nil removes it.
+func (p *Proxy) OnAnswer(f func(r *http.Request, status int)) {
+	p.mu.Lock()
+	p.after = f
+	p.mu.Unlock()
+}
+
+// Count returns how many requests got mode m.
+func (p *Proxy) Count(m Mode) int64 { return p.counts[m].Load() }
+
+// Close stops the proxy.
+func (p *Proxy) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := p.srv.Shutdown(ctx)
+	if err != nil {
+		err = p.srv.Close()
+	}
+	<-p.stopped
+	return err
+}
+
+// Always returns a rule that gives every request mode m.
+func Always(m Mode) Rule { return func(*http.Request) Mode { return m } }
+
+// Writes returns a rule that gives writes (POST, PUT, PATCH, MERGE,
+// DELETE) mode m and passes reads.
+func Writes(m Mode) Rule {
+	return func(r *http.Request) Mode {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			return Pass
+		}
+		return m
+	}
+}
+
+// Until returns a rule that applies inner until t, then passes.
+func Until(t time.Time, inner Rule) Rule {
+	return func(r *http.Request) Mode {
+		if time.Now().Before(t) {
+			return inner(r)
+		}
+		return Pass
+	}
+}
+
+func hijackClose(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if c, _, err := hj.Hijack(); err == nil {
+			_ = c.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// discard is a ResponseWriter that keeps nothing.
+type discard struct{ header http.Header }
+
+func (d *discard) Header() http.Header         { return d.header }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}
