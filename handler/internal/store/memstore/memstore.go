@@ -1,0 +1,119 @@
+// Package memstore is the in-memory order-row backend: the same contract as
+// tablestore (conditional insert, ETag-guarded replace, the store sentinels)
+// without a network. Tests and the development host use it; production never
+// does.
+package memstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"orderstatus/handler/internal/order"
+	"orderstatus/handler/internal/store"
+)
+
+// Store holds order rows in memory. The zero value is not usable; call New.
+// All methods are safe for concurrent use.
+type Store struct {
+	mu      sync.Mutex
+	rows    map[string]store.Row
+	version uint64
+}
+
+// New returns an empty Store.
+func New() *Store {
+	return &Store{rows: make(map[string]store.Row)}
+}
+
+// errUnconditional is returned by Replace for the empty or wildcard ETag.
+var errUnconditional = errors.New("unconditional write refused: an ETag from a read or write is required")
+
+// Get returns the row of orderID, or an error wrapping store.ErrNotFound.
+// It fails only when ctx is done or orderID is empty.
+func (s *Store) Get(ctx context.Context, orderID string) (store.Row, error) {
+	if err := check(ctx, orderID); err != nil {
+		return store.Row{}, fmt.Errorf("memstore: get %s: %w", orderID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	row, ok := s.rows[orderID]
+	if !ok {
+		return store.Row{}, fmt.Errorf("memstore: get %s: %w", orderID, store.ErrNotFound)
+	}
+	return row, nil
+}
+
+// Insert creates the row of orderID with state st and returns its ETag. If
+// the row exists the error wraps store.ErrConflict and nothing changes.
+func (s *Store) Insert(ctx context.Context, orderID string, st order.State) (store.ETag, error) {
+	if err := check(ctx, orderID); err != nil {
+		return "", fmt.Errorf("memstore: insert %s: %w", orderID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.rows[orderID]; ok {
+		return "", fmt.Errorf("memstore: insert %s: %w", orderID, store.ErrConflict)
+	}
+	return s.put(orderID, st), nil
+}
+
+// Replace overwrites the row of orderID with state st if its current ETag is
+// etag, and returns the new ETag. A different ETag fails with
+// store.ErrConflict, a missing row with store.ErrNotFound; neither changes
+// anything. The empty ETag and "*" are refused: there is no unconditional
+// write.
+func (s *Store) Replace(ctx context.Context, orderID string, st order.State, etag store.ETag) (store.ETag, error) {
+	if etag == "" || etag == "*" {
+		return "", fmt.Errorf("memstore: replace %s: %w", orderID, errUnconditional)
+	}
+	if err := check(ctx, orderID); err != nil {
+		return "", fmt.Errorf("memstore: replace %s: %w", orderID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	row, ok := s.rows[orderID]
+	switch {
+	case !ok:
+		return "", fmt.Errorf("memstore: replace %s: %w", orderID, store.ErrNotFound)
+	case row.ETag != etag:
+		return "", fmt.Errorf("memstore: replace %s: %w", orderID, store.ErrConflict)
+	}
+	return s.put(orderID, st), nil
+}
+
+// put stores st under a fresh ETag. The caller holds s.mu.
+func (s *Store) put(orderID string, st order.State) store.ETag {
+	s.version++
+	etag := store.ETag(`W/"` + strconv.FormatUint(s.version, 10) + `"`)
+	s.rows[orderID] = store.Row{OrderID: orderID, State: normalize(st), ETag: etag}
+	return etag
+}
+
+// normalize gives times the precision and zone Table Storage keeps: UTC,
+// 100 ns ticks, no monotonic reading.
+func normalize(st order.State) order.State {
+	st.OccurredAt = tick(st.OccurredAt)
+	st.UpdatedAt = tick(st.UpdatedAt)
+	return st
+}
+
+func tick(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC().Truncate(100 * time.Nanosecond)
+}
+
+func check(ctx context.Context, orderID string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if orderID == "" {
+		return errors.New("empty order id")
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package storetest
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"orderstatus/handler/internal/order"
+	"orderstatus/handler/internal/orderstate"
+	"orderstatus/handler/internal/store"
+)
+
+// RunConcurrentDelivery races two hosts on one order: hostA and hostB are
+// two independent clients of the same storage, each behind its own
+// orderstate.Service (own cache), and 16 goroutines deliver sequences 1..30,
+// four copies each, in a locally shuffled order, to either host. It checks
+// that each sequence was applied at most once, the last one exactly once,
+// that the successful writes form one chain of ETag-conditioned versions
+// whose LastSequence only grows, and that the final row holds the last
+// sequence.
+func RunConcurrentDelivery(t *testing.T, hostA, hostB Backend) {
+	const (
+		orderID = "o-race"
+		n       = 30
+		copies  = 4
+		workers = 16
+		window  = 8  // how far a delivery may move from its place in line
+		retries = 50 // a caller's retry budget for ErrTransient (contention)
+	)
+	writes := &WriteLog{}
+	hosts := []*orderstate.Service{
+		orderstate.New(&Recording{Backend: hostA, Log: writes}, nil),
+		orderstate.New(&Recording{Backend: hostB, Log: writes}, nil),
+	}
+
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("shuffle seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	var deliveries []order.Update
+	for seq := int64(1); seq <= n; seq++ {
+		status := order.Paid
+		switch {
+		case seq == 1:
+			status = order.Created
+		case seq == n:
+			status = order.Delivered
+		case seq > n/2:
+			status = order.Shipped
+		}
+		for range copies {
+			deliveries = append(deliveries, order.Update{OrderID: orderID, Status: status, Sequence: seq, OccurredAt: at(int(seq))})
+		}
+	}
+	for i := range deliveries {
+		j := i + rng.IntN(min(window, len(deliveries)-i))
+		deliveries[i], deliveries[j] = deliveries[j], deliveries[i]
+	}
+
+	type result struct {
+		seq int64
+		out orderstate.Outcome
+	}
+	ctx := ctxFor(t)
+	var (
+		wg      sync.WaitGroup
+		next    = make(chan int)
+		results = make(chan result, len(deliveries))
+	)
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				u := deliveries[i]
+				host := hosts[i%len(hosts)]
+				for attempt := 1; ; attempt++ {
+					out, err := host.Apply(ctx, u)
+					if err == nil {
+						results <- result{u.Sequence, out}
+						break
+					}
+					if !errors.Is(err, store.ErrTransient) || attempt == retries {
+						t.Errorf("delivery %d (seq %d), attempt %d: %v", i, u.Sequence, attempt, err)
+						break
+					}
+				}
+			}
+		})
+	}
+	for i := range deliveries {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(results)
+
+	applied := map[int64]int{}
+	byResult := map[order.Result]int{}
+	var trips, conflicts int
+	for r := range results {
+		byResult[r.out.Result]++
+		trips += r.out.RoundTrips
+		conflicts += r.out.Conflicts
+		if r.out.Result == order.Applied {
+			applied[r.seq]++
+		}
+		if r.out.Result == order.InvalidTransition {
+			t.Errorf("seq %d: InvalidTransition (%v); a terminal status is only reached by the last sequence", r.seq, r.out.Poison)
+		}
+	}
+	t.Logf("results %v, %d round trips, %d conflicts for %d deliveries", byResult, trips, conflicts, len(deliveries))
+	for seq, count := range applied {
+		if count > 1 {
+			t.Errorf("seq %d applied %d times, want at most once", seq, count)
+		}
+	}
+	if applied[n] != 1 {
+		t.Errorf("last seq %d applied %d times, want exactly once", n, applied[n])
+	}
+
+	final := checkOrder(t, hostA, orderID, &rowWant{order.Delivered, n})
+	checkChain(t, writes.Writes(), byResult[order.Applied], final.ETag)
+}
+
+// checkChain verifies that the successful writes form one chain from the
+// insert to the final version, each conditioned on its predecessor's ETag,
+// with LastSequence strictly increasing: no write was lost, overwritten
+// blindly, or moved the order backwards.
+func checkChain(t *testing.T, writes []Write, appliedOutcomes int, finalETag store.ETag) {
+	t.Helper()
+	if len(writes) != appliedOutcomes {
+		t.Errorf("%d successful writes, %d Applied outcomes; want one write per Applied", len(writes), appliedOutcomes)
+	}
+	var head *Write
+	after := map[store.ETag]Write{} // IfMatch -> the write conditioned on it
+	for i, w := range writes {
+		if w.Op == OpInsert {
+			if head != nil {
+				t.Errorf("two successful inserts: %+v and %+v", *head, w)
+			}
+			head = &writes[i]
+			continue
+		}
+		if prev, dup := after[w.IfMatch]; dup {
+			t.Errorf("two writes succeeded on ETag %q: seq %d and seq %d", w.IfMatch, prev.State.LastSequence, w.State.LastSequence)
+		}
+		after[w.IfMatch] = w
+	}
+	if head == nil {
+		t.Fatalf("no successful insert among %d writes", len(writes))
+	}
+	cur, visited := *head, 1
+	for visited <= len(writes) {
+		nxt, ok := after[cur.ETag]
+		if !ok {
+			break
+		}
+		if nxt.State.LastSequence <= cur.State.LastSequence {
+			t.Errorf("write moved LastSequence from %d to %d", cur.State.LastSequence, nxt.State.LastSequence)
+		}
+		cur = nxt
+		visited++
+	}
+	if visited != len(writes) {
+		t.Errorf("chain from the insert covers %d of %d writes", visited, len(writes))
+	}
+	if cur.ETag != finalETag {
+		t.Errorf("chain ends at ETag %q, stored row has %q", cur.ETag, finalETag)
+	}
+}

@@ -1,0 +1,332 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"orderstatus/handler/internal/order"
+	"orderstatus/handler/internal/orderstate"
+	"orderstatus/handler/internal/store"
+)
+
+// step is one message: an OrderStatusChanged update, or a
+// PaymentTimeoutCheck when expire is set.
+type step struct {
+	expire bool
+	status order.Status
+	seq    int64
+}
+
+func upd(status order.Status, seq int64) step { return step{status: status, seq: seq} }
+
+var expire = step{expire: true}
+
+func (s step) String() string {
+	if s.expire {
+		return "expire"
+	}
+	return fmt.Sprintf("%s#%d", s.status, s.seq)
+}
+
+// rowWant is the expected stored row; nil means no row.
+type rowWant struct {
+	status order.Status
+	seq    int64
+}
+
+// clock returns a Now function that advances one second per call, so that
+// every write has a distinct UpdatedAt.
+func clock() func() time.Time {
+	var n atomic.Int64
+	return func() time.Time { return at(int(n.Add(1)) * 60) }
+}
+
+func newService(b Backend, o *orderstate.Options) *orderstate.Service {
+	opts := orderstate.Options{Now: clock()}
+	if o != nil {
+		opts.CacheSize, opts.MaxConflicts = o.CacheSize, o.MaxConflicts
+	}
+	return orderstate.New(b, &opts)
+}
+
+func do(t *testing.T, svc *orderstate.Service, orderID string, s step) (orderstate.Outcome, error) {
+	t.Helper()
+	if s.expire {
+		return svc.ExpireIfUnpaid(ctxFor(t), orderID)
+	}
+	return svc.Apply(ctxFor(t), order.Update{OrderID: orderID, Status: s.status, Sequence: s.seq, OccurredAt: at(int(s.seq))})
+}
+
+func mustDo(t *testing.T, svc *orderstate.Service, orderID string, steps ...step) {
+	t.Helper()
+	for _, s := range steps {
+		if _, err := do(t, svc, orderID, s); err != nil {
+			t.Fatalf("%s on %s: %v", s, orderID, err)
+		}
+	}
+}
+
+func checkOrder(t *testing.T, b Backend, orderID string, want *rowWant) store.Row {
+	t.Helper()
+	row, err := b.Get(ctxFor(t), orderID)
+	switch {
+	case want == nil && errors.Is(err, store.ErrNotFound):
+		return store.Row{}
+	case want == nil:
+		t.Fatalf("Get %s = %s seq %d, %v; want no row", orderID, row.State.Status, row.State.LastSequence, err)
+	case err != nil:
+		t.Fatalf("Get %s: %v", orderID, err)
+	case row.State.Status != want.status || row.State.LastSequence != want.seq:
+		t.Errorf("row %s = %s seq %d, want %s seq %d", orderID, row.State.Status, row.State.LastSequence, want.status, want.seq)
+	}
+	return row
+}
+
+// RunOrderState checks orderstate.Service over the backends newBackend
+// returns: the apply matrix, round trips, stale caches shared storage, and
+// retries after lost answers.
+func RunOrderState(t *testing.T, newBackend func(t *testing.T) Backend) {
+	t.Run("ApplyMatrix", func(t *testing.T) { testApplyMatrix(t, newBackend(t)) })
+	t.Run("RoundTrips", func(t *testing.T) { testRoundTrips(t, newBackend(t)) })
+	t.Run("StaleCache", func(t *testing.T) { testStaleCache(t, newBackend(t)) })
+	t.Run("LostAnswer", func(t *testing.T) { testLostAnswer(t, newBackend(t)) })
+}
+
+func testApplyMatrix(t *testing.T, b Backend) {
+	delivered := []step{upd(order.Created, 1), upd(order.Paid, 2), upd(order.Shipped, 3), upd(order.Delivered, 4)}
+	tests := []struct {
+		name       string
+		before     []step
+		do         step
+		want       order.Result
+		wantGap    int64
+		wantRow    *rowWant
+		wantReason string
+	}{
+		{name: "new order", do: upd(order.Created, 1), want: order.Applied, wantRow: &rowWant{order.Created, 1}},
+		{name: "next sequence", before: []step{upd(order.Created, 1)}, do: upd(order.Paid, 2),
+			want: order.Applied, wantRow: &rowWant{order.Paid, 2}},
+		{name: "duplicate", before: []step{upd(order.Created, 1), upd(order.Paid, 2)}, do: upd(order.Paid, 2),
+			want: order.Duplicate, wantRow: &rowWant{order.Paid, 2}},
+		{name: "stale", before: []step{upd(order.Created, 1), upd(order.Paid, 2)}, do: upd(order.Created, 1),
+			want: order.Stale, wantRow: &rowWant{order.Paid, 2}},
+		{name: "gap counted", before: []step{upd(order.Created, 1)}, do: upd(order.Shipped, 4),
+			want: order.Applied, wantGap: 2, wantRow: &rowWant{order.Shipped, 4}},
+		{name: "first message with gap", do: upd(order.Paid, 3),
+			want: order.Applied, wantGap: 2, wantRow: &rowWant{order.Paid, 3}},
+		{name: "after terminal", before: delivered, do: upd(order.Paid, 5),
+			want: order.InvalidTransition, wantRow: &rowWant{order.Delivered, 4}, wantReason: order.ReasonInvalidTransition},
+		{name: "duplicate of terminal", before: delivered, do: upd(order.Delivered, 4),
+			want: order.Duplicate, wantRow: &rowWant{order.Delivered, 4}},
+		{name: "expire created", before: []step{upd(order.Created, 1)}, do: expire,
+			want: order.Applied, wantRow: &rowWant{order.Cancelled, 1}},
+		{name: "expire paid", before: []step{upd(order.Created, 1), upd(order.Paid, 2)}, do: expire,
+			want: order.Stale, wantRow: &rowWant{order.Paid, 2}},
+		{name: "expire unknown", do: expire, want: order.Stale},
+		{name: "expire twice", before: []step{upd(order.Created, 1), expire}, do: expire,
+			want: order.Stale, wantRow: &rowWant{order.Cancelled, 1}},
+		{name: "paid after cancel", before: []step{upd(order.Created, 1), expire}, do: upd(order.Paid, 2),
+			want: order.InvalidTransition, wantRow: &rowWant{order.Cancelled, 1}, wantReason: order.ReasonInvalidTransition},
+	}
+	for i, tt := range tests {
+		// warm: the service that handled the earlier messages (cache
+		// filled); cold: a new service (no cache), as after a restart.
+		for _, mode := range []string{"warm", "cold"} {
+			t.Run(tt.name+"/"+mode, func(t *testing.T) {
+				id := fmt.Sprintf("o-m%d-%s", i, mode)
+				svc := newService(b, nil)
+				mustDo(t, svc, id, tt.before...)
+				if mode == "cold" {
+					svc = newService(b, nil)
+				}
+				got, err := do(t, svc, id, tt.do)
+				if err != nil {
+					t.Fatalf("%s: %v", tt.do, err)
+				}
+				if got.Result != tt.want || got.Gap != tt.wantGap {
+					t.Errorf("%s = %s gap %d, want %s gap %d", tt.do, got.Result, got.Gap, tt.want, tt.wantGap)
+				}
+				switch {
+				case tt.wantReason == "" && got.Poison != nil:
+					t.Errorf("Poison = %v, want nil", got.Poison)
+				case tt.wantReason != "" && (got.Poison == nil || got.Poison.Reason != tt.wantReason):
+					t.Errorf("Poison = %v, want reason %s", got.Poison, tt.wantReason)
+				}
+				row := checkOrder(t, b, id, tt.wantRow)
+				if tt.wantRow != nil && (got.State.Status != row.State.Status || got.State.LastSequence != row.State.LastSequence) {
+					t.Errorf("Outcome.State = %s seq %d, want the stored %s seq %d",
+						got.State.Status, got.State.LastSequence, row.State.Status, row.State.LastSequence)
+				}
+			})
+		}
+	}
+}
+
+func testRoundTrips(t *testing.T, b Backend) {
+	counting := NewCounting(b)
+	a, fresh := newService(counting, nil), newService(counting, nil)
+	tests := []struct {
+		name      string
+		svc       *orderstate.Service
+		do        step
+		want      order.Result
+		wantTrips int
+		wantHit   bool
+	}{
+		{"first message: read and insert", a, upd(order.Created, 1), order.Applied, 2, false},
+		{"steady state: one write", a, upd(order.Paid, 2), order.Applied, 1, true},
+		{"steady state with gap: one write", a, upd(order.Shipped, 4), order.Applied, 1, true},
+		{"duplicate from cache", a, upd(order.Shipped, 4), order.Duplicate, 0, true},
+		{"stale from cache", a, upd(order.Paid, 2), order.Stale, 0, true},
+		{"another instance: read and write", fresh, upd(order.Shipped, 5), order.Applied, 2, false},
+		{"stale cache: write, 412, read", a, upd(order.Shipped, 6), order.Applied, 3, true},
+		{"expiry always reads", a, expire, order.Stale, 1, true},
+		{"terminal: one write", a, upd(order.Delivered, 7), order.Applied, 1, true},
+		{"poison from cache is confirmed by a read", a, upd(order.Paid, 8), order.InvalidTransition, 1, true},
+	}
+	const id = "o-rt"
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := counting.Total()
+			got, err := do(t, tt.svc, id, tt.do)
+			if err != nil {
+				t.Fatalf("%s: %v", tt.do, err)
+			}
+			calls := counting.Total() - before
+			if got.Result != tt.want || got.RoundTrips != tt.wantTrips || got.CacheHit != tt.wantHit {
+				t.Errorf("%s = %s, %d round trips, cache hit %t; want %s, %d, %t",
+					tt.do, got.Result, got.RoundTrips, got.CacheHit, tt.want, tt.wantTrips, tt.wantHit)
+			}
+			if calls != int64(got.RoundTrips) {
+				t.Errorf("backend saw %d calls, Outcome.RoundTrips = %d", calls, got.RoundTrips)
+			}
+		})
+	}
+
+	t.Run("one round trip per applied message", func(t *testing.T) {
+		const n = 20
+		counting := NewCounting(b)
+		svc := newService(counting, nil)
+		mustDo(t, svc, "o-steady", upd(order.Created, 1))
+		before := counting.Total()
+		for seq := int64(2); seq <= n; seq++ {
+			mustDo(t, svc, "o-steady", upd(order.Paid, seq), upd(order.Paid, seq)) // each delivered twice
+		}
+		if trips, applied := counting.Total()-before, int64(n-1); trips != applied {
+			t.Errorf("%d round trips for %d applied messages (each delivered twice), want %d", trips, applied, applied)
+		}
+		if got := counting.Calls(OpGet) + counting.Calls(OpInsert); got != 2 {
+			t.Errorf("reads+inserts = %d, want 2 (only for the first message)", got)
+		}
+	})
+}
+
+func testStaleCache(t *testing.T, b Backend) {
+	tests := []struct {
+		name          string
+		byA, byB      []step // A runs first and caches; B then moves the row on
+		do            step   // then A handles this, with its stale cache
+		want          order.Result
+		wantRow       rowWant
+		wantConflicts int
+	}{
+		{"B applied the same sequence",
+			[]step{upd(order.Created, 1), upd(order.Paid, 2)}, []step{upd(order.Shipped, 3)},
+			upd(order.Shipped, 3), order.Duplicate, rowWant{order.Shipped, 3}, 1},
+		{"B applied a later sequence",
+			[]step{upd(order.Created, 1), upd(order.Paid, 2)}, []step{upd(order.Shipped, 4)},
+			upd(order.Shipped, 3), order.Stale, rowWant{order.Shipped, 4}, 1},
+		{"B applied the predecessor",
+			[]step{upd(order.Created, 1), upd(order.Paid, 2)}, []step{upd(order.Shipped, 3)},
+			upd(order.Delivered, 4), order.Applied, rowWant{order.Delivered, 4}, 1},
+		{"B delivered",
+			[]step{upd(order.Created, 1), upd(order.Paid, 2)}, []step{upd(order.Delivered, 3)},
+			upd(order.Shipped, 4), order.InvalidTransition, rowWant{order.Delivered, 3}, 1},
+		{"B expired the unpaid order",
+			[]step{upd(order.Created, 1)}, []step{expire},
+			upd(order.Paid, 2), order.InvalidTransition, rowWant{order.Cancelled, 1}, 1},
+		{"B expired, A expires too",
+			[]step{upd(order.Created, 1)}, []step{expire},
+			expire, order.Stale, rowWant{order.Cancelled, 1}, 0},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := fmt.Sprintf("o-sc%d", i)
+			a, bsvc := newService(b, nil), newService(b, nil)
+			mustDo(t, a, id, tt.byA...)
+			mustDo(t, bsvc, id, tt.byB...)
+			got, err := do(t, a, id, tt.do)
+			if err != nil {
+				t.Fatalf("A %s: %v", tt.do, err)
+			}
+			if got.Result != tt.want || got.Conflicts != tt.wantConflicts {
+				t.Errorf("A %s = %s with %d conflicts, want %s with %d", tt.do, got.Result, got.Conflicts, tt.want, tt.wantConflicts)
+			}
+			checkOrder(t, b, id, &tt.wantRow)
+		})
+	}
+}
+
+func testLostAnswer(t *testing.T, b Backend) {
+	tests := []struct {
+		name      string
+		before    []step
+		cold      bool // a new service (empty cache) handles do
+		op        Op
+		fault     Fault
+		do        step
+		wantRetry order.Result
+		wantTrips int // of the retry: the failed write dropped the cache entry
+		wantRow   rowWant
+	}{
+		{"insert took effect", nil, false, OpInsert, FailAfter,
+			upd(order.Created, 1), order.Duplicate, 1, rowWant{order.Created, 1}},
+		{"insert never arrived", nil, false, OpInsert, FailBefore,
+			upd(order.Created, 1), order.Applied, 2, rowWant{order.Created, 1}},
+		{"replace took effect", []step{upd(order.Created, 1)}, false, OpReplace, FailAfter,
+			upd(order.Paid, 2), order.Duplicate, 1, rowWant{order.Paid, 2}},
+		{"replace never arrived", []step{upd(order.Created, 1)}, false, OpReplace, FailBefore,
+			upd(order.Paid, 2), order.Applied, 2, rowWant{order.Paid, 2}},
+		{"expiry took effect", []step{upd(order.Created, 1)}, false, OpReplace, FailAfter,
+			expire, order.Stale, 1, rowWant{order.Cancelled, 1}},
+		{"read failed", []step{upd(order.Created, 1)}, true, OpGet, FailBefore,
+			upd(order.Paid, 2), order.Applied, 2, rowWant{order.Paid, 2}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := fmt.Sprintf("o-la%d", i)
+			faulty := NewFaulty(b)
+			svc := newService(faulty, nil)
+			mustDo(t, svc, id, tt.before...)
+			if tt.cold {
+				svc = newService(faulty, nil)
+			}
+			faulty.Arm(tt.op, tt.fault)
+			_, err := do(t, svc, id, tt.do)
+			if !errors.Is(err, store.ErrTransient) {
+				t.Fatalf("%s with %s on %s: error = %v, want ErrTransient", tt.do, tt.fault, tt.op, err)
+			}
+			if n := faulty.Pending(tt.op); n != 0 {
+				t.Fatalf("%d armed faults did not fire", n)
+			}
+			var afterFault store.Row
+			if tt.fault == FailAfter {
+				afterFault = checkOrder(t, b, id, &tt.wantRow)
+			}
+			got, err := do(t, svc, id, tt.do) // the caller's retry
+			if err != nil {
+				t.Fatalf("retry %s: %v", tt.do, err)
+			}
+			if got.Result != tt.wantRetry || got.RoundTrips != tt.wantTrips {
+				t.Errorf("retry %s = %s in %d round trips, want %s in %d", tt.do, got.Result, got.RoundTrips, tt.wantRetry, tt.wantTrips)
+			}
+			row := checkOrder(t, b, id, &tt.wantRow)
+			if tt.fault == FailAfter && row.ETag != afterFault.ETag {
+				t.Errorf("row ETag changed by the retry (%q -> %q): the message took effect twice", afterFault.ETag, row.ETag)
+			}
+		})
+	}
+}
