@@ -7,9 +7,10 @@ package parking
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+	"math"
 	"time"
 	"unicode/utf8"
 
@@ -70,9 +71,9 @@ func New(s Sender, queue string) *Parker { return &Parker{sender: s, queue: queu
 // no SessionId (the poison queue has no sessions), the original application
 // properties kept, and the parking properties set over them.
 func Message(o Original, reason, description string) broker.Message {
-	props := maps.Clone(o.ApplicationProperties)
-	if props == nil {
-		props = map[string]any{}
+	props := make(map[string]any, len(o.ApplicationProperties)+8)
+	for k, v := range o.ApplicationProperties {
+		props[k] = propertyValue(v)
 	}
 	props[PropReason] = reason
 	props[PropDescription] = truncate(description, MaxDescription)
@@ -102,6 +103,39 @@ func (p *Parker) Park(ctx context.Context, o Original, reason, description strin
 		return fmt.Errorf("parking: send %s to %s: %w", o.MessageID, p.queue, err)
 	}
 	return nil
+}
+
+// propertyValue converts a value decoded from the host's JSON into a type
+// every broker implementation carries: json.Number becomes int64 or
+// float64; objects and arrays become their JSON text.
+func propertyValue(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		if f, err := x.Float64(); err == nil {
+			return f
+		}
+		return x.String()
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			return int64(x)
+		}
+		return x
+	case string, bool, int64, time.Time, nil:
+		return x
+	case int:
+		return int64(x)
+	case int32:
+		return int64(x)
+	default:
+		b, err := json.Marshal(x)
+		if err != nil {
+			return fmt.Sprint(x)
+		}
+		return string(b)
+	}
 }
 
 func truncate(s string, n int) string {

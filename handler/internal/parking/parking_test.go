@@ -2,6 +2,7 @@ package parking
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -77,5 +78,20 @@ func TestDescriptionIsBounded(t *testing.T) {
 	d := m.ApplicationProperties[PropDescription].(string)
 	if n := len([]rune(d)); n != MaxDescription {
 		t.Errorf("description has %d characters, want %d", n, MaxDescription)
+	}
+}
+
+func TestPropertyValuesAreBrokerTypes(t *testing.T) {
+	o := original()
+	o.ApplicationProperties = map[string]any{
+		"int": json.Number("42"), "float": json.Number("1.5"), "nested": map[string]any{"a": 1.0}, "list": []any{"x"},
+		"bool": true, "str": "s", "f64int": 7.0,
+	}
+	props := Message(o, "r", "d").ApplicationProperties
+	want := map[string]any{"int": int64(42), "float": 1.5, "nested": `{"a":1}`, "list": `["x"]`, "bool": true, "str": "s", "f64int": int64(7)}
+	for k, v := range want {
+		if props[k] != v {
+			t.Errorf("%s = %#v (%T), want %#v", k, props[k], props[k], v)
+		}
 	}
 }
