@@ -56,6 +56,8 @@ vet:
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./handler/internal/hostproto -run '^$$' -fuzz FuzzDecodeInvocation -fuzztime $(FUZZTIME)
+	$(GO) test ./handler/internal/hostproto -run '^$$' -fuzz FuzzDecodeServiceBus -fuzztime $(FUZZTIME)
+	$(GO) test ./handler/internal/hostproto -run '^$$' -fuzz FuzzDecodeTimer -fuzztime $(FUZZTIME)
 	$(GO) test ./handler/internal/order -run '^$$' -fuzz FuzzParseUpdate -fuzztime $(FUZZTIME)
 
 bench: tools

@@ -5,6 +5,7 @@
 package order
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -49,6 +50,41 @@ func (s Status) Valid() bool {
 
 // Terminal reports whether no further change may be applied after s.
 func (s Status) Terminal() bool { return s == Delivered || s == Cancelled }
+
+// ParseStatus returns the known status whose name equals name ignoring the
+// case of ASCII letters ("paid" and "PAID" are Paid), as .NET's
+// JsonStringEnumConverter reads it. The result is always the canonical
+// name. It reports false when name is not a status.
+func ParseStatus(name string) (Status, bool) {
+	for _, s := range Statuses {
+		if asciiEqualFold(name, string(s)) {
+			return s, true
+		}
+	}
+	return "", false
+}
+
+// asciiEqualFold is strings.EqualFold restricted to ASCII letters, so that
+// no Unicode folding (the Kelvin sign, the long s) makes an odd spelling
+// name a status.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
 
 // Update is the body of an OrderStatusChanged message.
 type Update struct {
@@ -112,11 +148,21 @@ func ValidateID(id string) error {
 	return nil
 }
 
+// Bounds of OccurredAt: the range of an Edm.DateTime in Table Storage, which
+// rejects anything outside it with a 400 that no retry can fix.
+var (
+	minOccurredAt = time.Date(1601, time.January, 1, 0, 0, 0, 0, time.UTC)
+	maxOccurredAt = time.Date(9999, time.December, 31, 23, 59, 59, 999999900, time.UTC)
+)
+
 // ParseUpdate decodes and validates an OrderStatusChanged body received in
 // session sessionID. Every failure is a *PoisonError with reason
-// InvalidPayload: the body must be one JSON object of the contract's shape
-// (unknown fields are ignored), the orderId legal and equal to sessionID, the
-// status known and the sequence at least 1.
+// InvalidPayload: the body must be one JSON object of the contract's shape in
+// valid UTF-8 (unknown fields are ignored, field names match in any case),
+// the orderId legal and equal to sessionID, the status known (in any ASCII
+// case; the result holds the canonical name), the sequence a JSON integer of
+// at least 1, and occurredAt, when present, an RFC 3339 time between the
+// years 1601 and 9999 (UTC).
 func ParseUpdate(body []byte, sessionID string) (Update, error) {
 	var raw struct {
 		OrderID    *string          `json:"orderId"`
@@ -140,10 +186,11 @@ func ParseUpdate(body []byte, sessionID string) (Update, error) {
 	if raw.Status == nil {
 		return Update{}, poison(ReasonInvalidPayload, "status is missing")
 	}
-	u.Status = Status(*raw.Status)
-	if !u.Status.Valid() {
-		return Update{}, poison(ReasonInvalidPayload, "status %q is not one of Created, Paid, Shipped, Delivered, Cancelled", *raw.Status)
+	status, ok := ParseStatus(*raw.Status)
+	if !ok {
+		return Update{}, poison(ReasonInvalidPayload, "status %q is not one of Created, Paid, Shipped, Delivered, Cancelled", truncate(*raw.Status))
 	}
+	u.Status = status
 	if raw.Sequence == nil {
 		return Update{}, poison(ReasonInvalidPayload, "sequence is missing")
 	}
@@ -158,7 +205,11 @@ func ParseUpdate(body []byte, sessionID string) (Update, error) {
 		if err != nil {
 			return Update{}, poison(ReasonInvalidPayload, "occurredAt %q is not an RFC 3339 time", truncate(*raw.OccurredAt))
 		}
-		u.OccurredAt = t.UTC()
+		t = t.UTC()
+		if t.Before(minOccurredAt) || t.After(maxOccurredAt) {
+			return Update{}, poison(ReasonInvalidPayload, "occurredAt %q is outside the years 1601 to 9999", *raw.OccurredAt)
+		}
+		u.OccurredAt = t
 	}
 	return u, nil
 }
@@ -184,31 +235,37 @@ func ParseTimeoutCheck(body []byte, sessionID string) (TimeoutCheck, error) {
 	return TimeoutCheck{OrderID: *raw.OrderID}, nil
 }
 
-// decodeObject decodes body, which must be exactly one JSON object, into v.
+// decodeObject decodes body, which must be exactly one JSON object in valid
+// UTF-8 (as RFC 8259 and .NET's reader require), into v. Only JSON
+// whitespace may surround it.
 func decodeObject(body []byte, v any) error {
-	trimmed := strings.TrimSpace(string(body))
-	if trimmed == "" {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	switch {
+	case len(trimmed) == 0:
 		return poison(ReasonInvalidPayload, "body is empty")
-	}
-	if trimmed[0] != '{' {
+	case trimmed[0] != '{':
 		return poison(ReasonInvalidPayload, "body is not a JSON object")
+	case !utf8.Valid(body):
+		return poison(ReasonInvalidPayload, "body is not valid UTF-8")
 	}
-	dec := json.NewDecoder(strings.NewReader(trimmed))
-	if err := dec.Decode(v); err != nil {
+	// Unmarshal, unlike a Decoder, rejects anything after the object.
+	if err := json.Unmarshal(body, v); err != nil {
 		return poison(ReasonInvalidPayload, "body is not valid JSON of the contract: %s", truncate(err.Error()))
-	}
-	if dec.More() {
-		return poison(ReasonInvalidPayload, "body has data after the JSON object")
 	}
 	return nil
 }
 
+// truncate shortens s for an error description, on a rune boundary.
 func truncate(s string) string {
 	const max = 120
 	if len(s) <= max {
 		return s
 	}
-	return s[:max] + "..."
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // Result is the outcome of applying a message to an order.

@@ -1,0 +1,126 @@
+package hostproto
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// addGoldenSeeds adds every testdata file to f's seed corpus (inputs and
+// want files alike: both are JSON a decoder must survive).
+func addGoldenSeeds(f *testing.F) {
+	for _, path := range goldenInputs(f) {
+		f.Add(readFile(f, path))
+	}
+	for _, s := range []string{
+		``,
+		`{"Data":{"message":""},"Metadata":{"SessionId":"o-1","DeliveryCount":3}}`,
+		`{"Data":{"message":"AA=="},"Metadata":{"SessionId":"\"\\ud800\"","MessageId":" \"a\" ","Subject":"\"a\" x","To":"\"\\\"x\\\"\""}}`,
+		`{"Data":{"message":"AA=="},"Metadata":{"EnqueuedTimeUtc":"2026-11-29T10:20:30,5","ExpiresAt":"0001-01-01T01:30:00.9+01:00","SessionActions":{"SessionLockedUntil":"\"9999-12-31T23:59:59.99999999Z\""}}}`,
+		`{"Data":{"message":"AA=="},"Metadata":{"ApplicationProperties":"{\"a\":1,\"a\":-0,\"b\":[1E+2,{}]}","DeliveryCount":"\"-0\"","SequenceNumber":-9223372036854775808}}`,
+		`{"Data":{"timer":"{\"ScheduleStatus\":{\"Last\":\"0001-01-01T00:00:00.00000001Z\",\"Next\":null}}"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+}
+
+// FuzzDecodeInvocation: never panics; failures are *DecodeError; an
+// accepted invocation re-encodes (json.Marshal) to a fixed point.
+func FuzzDecodeInvocation(f *testing.F) {
+	addGoldenSeeds(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		inv, err := DecodeInvocation(body)
+		if err != nil {
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("error %v is a %T, want *DecodeError", err, err)
+			}
+			return
+		}
+		if inv.Data == nil || inv.Metadata == nil {
+			t.Fatalf("Data or Metadata is nil, want empty maps")
+		}
+		e1, err := json.Marshal(inv)
+		if err != nil {
+			t.Fatalf("re-encoding %+v: %v", inv, err)
+		}
+		inv2, err := DecodeInvocation(e1)
+		if err != nil {
+			t.Fatalf("decoding the re-encoding %s: %v", e1, err)
+		}
+		if !reflect.DeepEqual(keysOf(inv.Data), keysOf(inv2.Data)) || !reflect.DeepEqual(keysOf(inv.Metadata), keysOf(inv2.Metadata)) {
+			t.Fatalf("keys changed: %s then %s", body, e1)
+		}
+		e2, err := json.Marshal(inv2)
+		if err != nil || !bytes.Equal(e1, e2) {
+			t.Fatalf("re-encoding is not stable:\n%s\n%s (%v)", e1, e2, err)
+		}
+	})
+}
+
+// FuzzDecodeServiceBus: never panics; failures are *DecodeError; an
+// accepted message encodes, and decodes back to itself with its times cut
+// to what the host sends (whole seconds, 100 ns for SessionLockedUntil).
+func FuzzDecodeServiceBus(f *testing.F) {
+	addGoldenSeeds(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		m, err := DecodeServiceBus(body, serviceBusBind)
+		if err != nil {
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("error %v is a %T, want *DecodeError", err, err)
+			}
+			return
+		}
+		e1, err := EncodeServiceBus(m, serviceBusBind, "OrderStatus", canonicalNow)
+		if err != nil {
+			t.Fatalf("EncodeServiceBus(%+v): %v", m, err)
+		}
+		m2, err := DecodeServiceBus(e1, serviceBusBind)
+		if err != nil {
+			t.Fatalf("decoding the encoding %s: %v", e1, err)
+		}
+		want := m
+		want.EnqueuedTime = m.EnqueuedTime.Truncate(time.Second)
+		want.ExpiresAt = m.ExpiresAt.Truncate(time.Second)
+		want.SessionLockedUntil = m.SessionLockedUntil.Truncate(100 * time.Nanosecond)
+		assertMessage(t, m2, want)
+		e2, err := EncodeServiceBus(m2, serviceBusBind, "OrderStatus", canonicalNow)
+		if err != nil || !bytes.Equal(e1, e2) {
+			t.Fatalf("encoding is not stable:\n%s\n%s (%v)", e1, e2, err)
+		}
+	})
+}
+
+// FuzzDecodeTimer: as FuzzDecodeServiceBus, for timer invocations.
+func FuzzDecodeTimer(f *testing.F) {
+	addGoldenSeeds(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		ti, err := DecodeTimer(body, timerBind)
+		if err != nil {
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("error %v is a %T, want *DecodeError", err, err)
+			}
+			return
+		}
+		e1, err := EncodeTimer(ti, timerBind, "DeadLetterSweeper", canonicalTimerNow)
+		if err != nil {
+			t.Fatalf("EncodeTimer(%+v): %v", ti, err)
+		}
+		ti2, err := DecodeTimer(e1, timerBind)
+		if err != nil {
+			t.Fatalf("decoding the encoding %s: %v", e1, err)
+		}
+		want := ti
+		want.Last = ti.Last.Truncate(100 * time.Nanosecond)
+		want.Next = ti.Next.Truncate(100 * time.Nanosecond)
+		want.LastUpdated = ti.LastUpdated.Truncate(100 * time.Nanosecond)
+		if ti2 != want {
+			t.Fatalf("round trip of %+v gives %+v (encoded %s)", want, ti2, e1)
+		}
+	})
+}
