@@ -38,12 +38,20 @@ type Received struct {
 	DeliveryCount  int32
 	EnqueuedTime   time.Time
 	ExpiresAt      time.Time
-	// Set on dead-lettered messages.
+	// Set on dead-lettered messages. As in Service Bus, the reason and the
+	// description travel as the application properties "DeadLetterReason"
+	// and "DeadLetterErrorDescription" and are read from there, so a
+	// message sent with those properties (a parked poison copy) shows them
+	// too; clone ApplicationProperties without them before a replay.
 	DeadLetterReason           string
 	DeadLetterErrorDescription string
 	DeadLetterSource           string
 	// LockToken identifies the lock of a received (not peeked) message.
 	LockToken string
+	// Scheduled is true for a message seen by Peek that is scheduled and
+	// not yet visible; its SequenceNumber is the one CancelScheduled takes.
+	// When it becomes visible it gets a new SequenceNumber.
+	Scheduled bool
 }
 
 // Source names what Receive, Peek, Complete and Abandon work on: a queue
@@ -60,6 +68,16 @@ func (s Source) String() string {
 	}
 	return s.Queue
 }
+
+// Names Service Bus gives to dead-lettering: the application properties that
+// carry the reason and description, and the reasons the broker itself sets.
+const (
+	PropertyDeadLetterReason           = "DeadLetterReason"
+	PropertyDeadLetterErrorDescription = "DeadLetterErrorDescription"
+
+	ReasonMaxDeliveryCountExceeded = "MaxDeliveryCountExceeded"
+	ReasonTTLExpired               = "TTLExpiredException"
+)
 
 // Sentinel errors; implementations wrap them with %w.
 var (

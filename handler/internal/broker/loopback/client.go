@@ -1,0 +1,194 @@
+package loopback
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"orderstatus/handler/internal/broker"
+	"orderstatus/handler/internal/broker/internal/msgutil"
+)
+
+// Options tune NewClient. The zero value (or nil) is usable.
+type Options struct {
+	// HTTPClient makes the requests; nil means a client of its own.
+	HTTPClient *http.Client
+	// Timeout bounds every call, on top of a receive's wait (default 30 s).
+	Timeout time.Duration
+}
+
+// Client implements broker.Broker against a NewServer on 127.0.0.1. It is
+// safe for concurrent use.
+type Client struct {
+	base    string
+	http    *http.Client
+	own     bool
+	timeout time.Duration
+}
+
+var _ broker.Broker = (*Client)(nil)
+
+// NewClient returns a client of the server at baseURL, which must be an
+// http URL on 127.0.0.1 (such as "http://127.0.0.1:7071"): the development
+// broker is never reached over a network.
+func NewClient(baseURL string, opts *Options) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("loopback: broker URL %q: %w", baseURL, err)
+	}
+	if u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("loopback: broker URL %q: want http://127.0.0.1:<port>[/path]", baseURL)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	c := &Client{base: strings.TrimSuffix(u.String(), "/"), http: o.HTTPClient, timeout: o.Timeout}
+	if c.http == nil {
+		c.http = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		c.own = true
+	}
+	if c.timeout <= 0 {
+		c.timeout = 30 * time.Second
+	}
+	return c, nil
+}
+
+// call posts req to the endpoint and decodes the answer into resp. Errors
+// name op and key and wrap the port's sentinels: the server's, ErrTransient
+// when the server cannot be reached or the call timed out, or ctx's
+// cancellation.
+func (c *Client) call(ctx context.Context, op, key, endpoint string, extra time.Duration, req, resp any) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout+extra)
+	defer cancel()
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("loopback: %s %s: encode: %w", op, key, err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/broker/"+endpoint, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("loopback: %s %s: %w", op, key, err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hresp, err := c.http.Do(hreq)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("loopback: %s %s: %w", op, key, err)
+		}
+		return fmt.Errorf("loopback: %s %s: %w: %w", op, key, broker.ErrTransient, err)
+	}
+	defer hresp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, maxRequestBytes*4))
+	if err != nil {
+		return fmt.Errorf("loopback: %s %s: read answer: %w: %w", op, key, broker.ErrTransient, err)
+	}
+	if hresp.StatusCode/100 != 2 {
+		var e errorResponse
+		if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
+			return fmt.Errorf("loopback: %s %s: HTTP %d: %.200s", op, key, hresp.StatusCode, data)
+		}
+		return fmt.Errorf("loopback: %s %s: %w", op, key, &remoteError{msg: e.Error.Message, sentinel: sentinels[e.Error.Code]})
+	}
+	if resp != nil {
+		if err := json.Unmarshal(data, resp); err != nil {
+			return fmt.Errorf("loopback: %s %s: decode answer: %w", op, key, err)
+		}
+	}
+	return nil
+}
+
+// remoteError is the server's error: its message, which names the
+// sentinel already, and the sentinel itself for errors.Is.
+type remoteError struct {
+	msg      string
+	sentinel error // nil for codes without one
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.sentinel }
+
+// Send enqueues msg on queue.
+func (c *Client) Send(ctx context.Context, queue string, msg broker.Message) error {
+	return c.call(ctx, "send", queue+" message "+msg.MessageID, "send", 0,
+		sendRequest{Queue: queue, Message: encodeMessage(msgutil.Message(msg))}, nil)
+}
+
+// Schedule enqueues msg to become visible at at and returns its sequence
+// number.
+func (c *Client) Schedule(ctx context.Context, queue string, msg broker.Message, at time.Time) (int64, error) {
+	var resp scheduleResponse
+	err := c.call(ctx, "schedule", queue+" message "+msg.MessageID, "schedule", 0,
+		scheduleRequest{Queue: queue, Message: encodeMessage(msgutil.Message(msg)), At: at}, &resp)
+	return resp.SequenceNumber, err
+}
+
+// CancelScheduled removes a scheduled message; ErrNotFound if there is
+// none with that number.
+func (c *Client) CancelScheduled(ctx context.Context, queue string, sequenceNumber int64) error {
+	return c.call(ctx, "cancel", fmt.Sprintf("%s seq %d", queue, sequenceNumber), "cancel", 0,
+		cancelRequest{Queue: queue, SequenceNumber: sequenceNumber}, nil)
+}
+
+// Receive locks and returns up to max messages of src, waiting up to wait
+// (on the server's clock) for the first.
+func (c *Client) Receive(ctx context.Context, src broker.Source, maxMessages int, wait time.Duration) ([]broker.Received, error) {
+	var resp messagesResponse
+	err := c.call(ctx, "receive", src.String(), "receive", max(wait, 0),
+		receiveRequest{Source: toWireSource(src), Max: maxMessages, Wait: wait.String()}, &resp)
+	if err != nil {
+		return nil, err
+	}
+	return decodeMessages("receive", src, resp)
+}
+
+// Peek returns up to max messages of src from sequence number from on,
+// without locking them.
+func (c *Client) Peek(ctx context.Context, src broker.Source, max int, from int64) ([]broker.Received, error) {
+	var resp messagesResponse
+	err := c.call(ctx, "peek", src.String(), "peek", 0,
+		peekRequest{Source: toWireSource(src), Max: max, From: from}, &resp)
+	if err != nil {
+		return nil, err
+	}
+	return decodeMessages("peek", src, resp)
+}
+
+func decodeMessages(op string, src broker.Source, resp messagesResponse) ([]broker.Received, error) {
+	out := make([]broker.Received, len(resp.Messages))
+	for i, w := range resp.Messages {
+		m, err := decodeReceived(w)
+		if err != nil {
+			return nil, fmt.Errorf("loopback: %s %s: decode message %d: %w", op, src, i, err)
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+// Complete removes a received message. ErrLockLost if its lock expired.
+func (c *Client) Complete(ctx context.Context, src broker.Source, m broker.Received) error {
+	return c.call(ctx, "complete", fmt.Sprintf("%s seq %d", src, m.SequenceNumber), "complete", 0,
+		settleRequest{Source: toWireSource(src), LockToken: m.LockToken, SequenceNumber: m.SequenceNumber}, nil)
+}
+
+// Abandon releases a received message's lock.
+func (c *Client) Abandon(ctx context.Context, src broker.Source, m broker.Received) error {
+	return c.call(ctx, "abandon", fmt.Sprintf("%s seq %d", src, m.SequenceNumber), "abandon", 0,
+		settleRequest{Source: toWireSource(src), LockToken: m.LockToken, SequenceNumber: m.SequenceNumber}, nil)
+}
+
+// Close releases idle connections of the client's own HTTP client; the
+// server and its broker are not affected.
+func (c *Client) Close(context.Context) error {
+	if c.own {
+		c.http.CloseIdleConnections()
+	}
+	return nil
+}

@@ -1,0 +1,494 @@
+// Package membroker is an in-memory message broker with the Service Bus
+// semantics the product relies on: queues with or without sessions, session
+// locks with one holder each, peek-lock with lock expiry, delivery counts and
+// dead-lettering past the maximum, time-to-live with dead-lettering on
+// expiry, scheduled messages that can be cancelled, a duplicate detection
+// window, and the dead-letter subqueue of every queue.
+//
+// It is the engine of the development host and of the simulation tests;
+// production uses sbbroker. *Broker implements broker.Broker for the
+// handler's side and adds the session receiving that the Functions host does
+// (AcceptNextSession and Session), plus introspection (Stats, Idle,
+// WaitIdle).
+//
+// All times (lock durations, schedules, time-to-live, receive waits) are on
+// the broker's clock.Clock, so a clock.Scaled clock runs the whole broker
+// faster than real time. Timed transitions are applied lazily, in time
+// order, whenever the queue is looked at, and blocked receivers wake exactly
+// when something changes or the next transition falls due; there is no
+// background goroutine.
+package membroker
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"orderstatus/handler/internal/broker"
+	"orderstatus/handler/internal/broker/internal/msgutil"
+	"orderstatus/handler/internal/clock"
+)
+
+// QueueOptions are a queue's settings, named as in Service Bus. Start from
+// DefaultQueueOptions: zero durations and counts mean the default, the
+// booleans are taken as given.
+type QueueOptions struct {
+	RequiresSession bool
+	// MaxDeliveryCount is the number of deliveries after which a message
+	// that was not completed is dead-lettered (default 5).
+	MaxDeliveryCount int32
+	// LockDuration is how long a received message, or a session, stays
+	// locked (default 1 minute).
+	LockDuration time.Duration
+	// RequiresDuplicateDetection drops a message whose MessageId was sent
+	// within DuplicateWindow (default 10 minutes) of its first sending.
+	RequiresDuplicateDetection bool
+	DuplicateWindow            time.Duration
+	// DefaultTTL is the time-to-live of messages that set none or a longer
+	// one (default 7 days).
+	DefaultTTL time.Duration
+	// DeadLetterOnExpiration moves expired messages to the dead-letter
+	// subqueue with reason TTLExpiredException instead of dropping them.
+	DeadLetterOnExpiration bool
+}
+
+// DefaultQueueOptions returns the settings of the production queues (see
+// the Bicep): max delivery 5, lock 1 minute, duplicate detection over 10
+// minutes, time-to-live 7 days, dead-lettering on expiry; without sessions.
+func DefaultQueueOptions() QueueOptions {
+	return QueueOptions{
+		MaxDeliveryCount:           5,
+		LockDuration:               time.Minute,
+		RequiresDuplicateDetection: true,
+		DuplicateWindow:            10 * time.Minute,
+		DefaultTTL:                 7 * 24 * time.Hour,
+		DeadLetterOnExpiration:     true,
+	}
+}
+
+func (o QueueOptions) withDefaults() QueueOptions {
+	d := DefaultQueueOptions()
+	if o.MaxDeliveryCount == 0 {
+		o.MaxDeliveryCount = d.MaxDeliveryCount
+	}
+	if o.LockDuration == 0 {
+		o.LockDuration = d.LockDuration
+	}
+	if o.DuplicateWindow == 0 {
+		o.DuplicateWindow = d.DuplicateWindow
+	}
+	if o.DefaultTTL == 0 {
+		o.DefaultTTL = d.DefaultTTL
+	}
+	return o
+}
+
+// DefaultMaxMessageSize is the Service Bus Standard tier's message size
+// limit.
+const DefaultMaxMessageSize = 256 * 1024
+
+// Options tune New. The zero value (or nil) is usable.
+type Options struct {
+	// Clock is the broker's time; nil means the wall clock.
+	Clock clock.Clock
+	// Logger receives dead-lettering, expiry and lock-loss events; nil
+	// discards them.
+	Logger *slog.Logger
+	// MaxMessageSize bounds body plus application properties, in bytes
+	// (default DefaultMaxMessageSize; negative means unlimited).
+	MaxMessageSize int
+}
+
+// QueueStats counts a queue's messages at one instant.
+type QueueStats struct {
+	Active         int // visible and not locked
+	Locked         int // visible and locked by a receiver or session
+	Scheduled      int // not visible yet
+	DeadLettered   int // in the dead-letter subqueue
+	LockedSessions int // sessions held by an acceptor
+}
+
+// Broker is the in-memory broker. Its methods are safe for concurrent use.
+type Broker struct {
+	clock   clock.Clock
+	log     *slog.Logger
+	maxSize int
+
+	mu     sync.Mutex
+	queues map[string]*queue
+}
+
+var _ broker.Broker = (*Broker)(nil)
+
+// New returns an empty broker; create queues with CreateQueue.
+func New(opts *Options) *Broker {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxMessageSize == 0 {
+		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	return &Broker{
+		clock:   o.Clock,
+		log:     o.Logger.With(slog.String("component", "membroker")),
+		maxSize: o.MaxMessageSize,
+		queues:  make(map[string]*queue),
+	}
+}
+
+// Clock returns the broker's clock.
+func (b *Broker) Clock() clock.Clock { return b.clock }
+
+// CreateQueue creates a queue (with its dead-letter subqueue). Creating an
+// existing queue with the same options does nothing; with other options it
+// fails with broker.ErrInvalid, as do an empty name or negative settings.
+func (b *Broker) CreateQueue(name string, o QueueOptions) error {
+	if name == "" || strings.ContainsAny(name, "$") {
+		return fmt.Errorf("membroker: create queue %q: bad name: %w", name, broker.ErrInvalid)
+	}
+	if o.MaxDeliveryCount < 0 || o.LockDuration < 0 || o.DuplicateWindow < 0 || o.DefaultTTL < 0 {
+		return fmt.Errorf("membroker: create queue %s: negative setting in %+v: %w", name, o, broker.ErrInvalid)
+	}
+	o = o.withDefaults()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if q, ok := b.queues[name]; ok {
+		if q.opts != o {
+			return fmt.Errorf("membroker: create queue %s: exists with options %+v, not %+v: %w",
+				name, q.opts, o, broker.ErrInvalid)
+		}
+		return nil
+	}
+	b.queues[name] = newQueue(name, o, b.log)
+	return nil
+}
+
+// queueLocked returns the queue after applying the transitions due now.
+// b.mu must be held.
+func (b *Broker) queueLocked(op, name string) (*queue, time.Time, error) {
+	q, ok := b.queues[name]
+	if !ok {
+		return nil, time.Time{}, fmt.Errorf("membroker: %s %s: no such queue: %w", op, name, broker.ErrNotFound)
+	}
+	now := b.clock.Now()
+	q.advance(now)
+	return q, now, nil
+}
+
+// sourceLocked resolves src for the peek-lock operations, which Service
+// Bus refuses on the main queue of a session-enabled queue.
+func (b *Broker) sourceLocked(op string, src broker.Source) (*queue, time.Time, error) {
+	q, now, err := b.queueLocked(op, src.Queue)
+	if err != nil {
+		return nil, now, err
+	}
+	if !src.DeadLetter && q.opts.RequiresSession {
+		return nil, now, fmt.Errorf("membroker: %s %s: the queue requires sessions: %w", op, src, broker.ErrInvalid)
+	}
+	return q, now, nil
+}
+
+// wait blocks until q changes, its next timed transition is due, until
+// passes (never, if until is zero) or ctx ends. It is called with b.mu held
+// and returns with it held; its error is ctx's.
+func (b *Broker) wait(ctx context.Context, q *queue, until time.Time) error {
+	changed := q.changed
+	wake, ok := q.nextEvent()
+	if !until.IsZero() && (!ok || until.Before(wake)) {
+		wake, ok = until, true
+	}
+	var d time.Duration = -1 // no timer
+	if ok {
+		d = max(wake.Sub(b.clock.Now()), 0)
+	}
+	b.mu.Unlock()
+	defer b.mu.Lock()
+	var timeout <-chan time.Time
+	if d >= 0 {
+		t := b.clock.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C()
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-changed:
+	case <-timeout:
+	}
+	return nil
+}
+
+func (b *Broker) prepare(op, queue string, msg broker.Message) (broker.Message, error) {
+	msg = msgutil.Message(msg)
+	if msg.MessageID == "" {
+		msg.MessageID = msgutil.NewID()
+	}
+	if b.maxSize > 0 {
+		if n := messageSize(msg); n > b.maxSize {
+			return msg, fmt.Errorf("membroker: %s %s message %s: %d bytes exceed %d: %w",
+				op, queue, msg.MessageID, n, b.maxSize, broker.ErrInvalid)
+		}
+	}
+	return msg, nil
+}
+
+// messageSize approximates the encoded size of body and properties.
+func messageSize(m broker.Message) int {
+	n := len(m.Body) + len(m.MessageID) + len(m.SessionID) + len(m.Subject) + len(m.ContentType) + len(m.CorrelationID)
+	for k, v := range m.ApplicationProperties {
+		n += len(k) + len(fmt.Sprint(v))
+	}
+	return n
+}
+
+func (b *Broker) enqueue(ctx context.Context, op, queue string, msg broker.Message, at *time.Time) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("membroker: %s %s: %w", op, queue, err)
+	}
+	msg, err := b.prepare(op, queue, msg)
+	if err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q, now, err := b.queueLocked(op, queue)
+	if err != nil {
+		return 0, err
+	}
+	if q.opts.RequiresSession && msg.SessionID == "" {
+		return 0, fmt.Errorf("membroker: %s %s message %s: the queue requires a SessionId: %w",
+			op, queue, msg.MessageID, broker.ErrInvalid)
+	}
+	seq := q.accept(msg, now, at)
+	q.notify()
+	return seq, nil
+}
+
+// Send enqueues msg on queue, giving it a random MessageId if it has none.
+// A MessageId sent within the duplicate detection window is dropped
+// silently. Errors: ErrNotFound (no queue), ErrInvalid (no SessionId on a
+// session queue, too large).
+func (b *Broker) Send(ctx context.Context, queue string, msg broker.Message) error {
+	_, err := b.enqueue(ctx, "send", queue, msg, nil)
+	return err
+}
+
+// Schedule enqueues msg to become visible at at and returns the sequence
+// number to cancel it with. When it becomes visible it is appended as if
+// sent at at, with a new sequence number. Duplicate detection applies from
+// now: a duplicate gets a sequence number that nothing answers to.
+func (b *Broker) Schedule(ctx context.Context, queue string, msg broker.Message, at time.Time) (int64, error) {
+	return b.enqueue(ctx, "schedule", queue, msg, &at)
+}
+
+// CancelScheduled removes a scheduled message that is not visible yet;
+// ErrNotFound otherwise.
+func (b *Broker) CancelScheduled(ctx context.Context, queue string, sequenceNumber int64) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("membroker: cancel %s seq %d: %w", queue, sequenceNumber, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q, _, err := b.queueLocked("cancel", queue)
+	if err != nil {
+		return err
+	}
+	if !q.cancel(sequenceNumber) {
+		return fmt.Errorf("membroker: cancel %s seq %d: no such scheduled message: %w",
+			queue, sequenceNumber, broker.ErrNotFound)
+	}
+	q.notify()
+	return nil
+}
+
+// Receive locks and returns up to max messages of src in sequence order,
+// waiting up to wait (broker time) for the first. It returns an empty slice
+// and nil when none came, and ctx's error if ctx ended first. A message
+// stays locked for LockDuration; after that it is available again with its
+// delivery count raised (dead-lettered past MaxDeliveryCount, except on a
+// dead-letter subqueue). ErrInvalid on a session queue's main source.
+func (b *Broker) Receive(ctx context.Context, src broker.Source, max int, wait time.Duration) ([]broker.Received, error) {
+	if max <= 0 {
+		return nil, fmt.Errorf("membroker: receive %s: max %d: %w", src, max, broker.ErrInvalid)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q, now, err := b.sourceLocked("receive", src)
+	if err != nil {
+		return nil, err
+	}
+	deadline := now.Add(wait)
+	for {
+		l := &q.main
+		if src.DeadLetter {
+			l = &q.dead
+		}
+		if got := l.firstUnlocked(max); len(got) > 0 {
+			out := make([]broker.Received, len(got))
+			for i, e := range got {
+				q.lock(e, now, nil)
+				out[i] = e.out()
+			}
+			q.notify()
+			return out, nil
+		}
+		if !now.Before(deadline) {
+			return []broker.Received{}, nil
+		}
+		if err := b.wait(ctx, q, deadline); err != nil {
+			return nil, fmt.Errorf("membroker: receive %s: %w", src, err)
+		}
+		if q, now, err = b.sourceLocked("receive", src); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Peek returns up to max messages of src with a sequence number of at least
+// from, in order, without locking or changing them: locked ones too, and on
+// a queue the scheduled ones (Received.Scheduled). ErrInvalid on a session
+// queue's main source.
+func (b *Broker) Peek(ctx context.Context, src broker.Source, max int, from int64) ([]broker.Received, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("membroker: peek %s: %w", src, err)
+	}
+	if max <= 0 {
+		return nil, fmt.Errorf("membroker: peek %s: max %d: %w", src, max, broker.ErrInvalid)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q, _, err := b.sourceLocked("peek", src)
+	if err != nil {
+		return nil, err
+	}
+	var all []*entry
+	if src.DeadLetter {
+		all = q.dead.items
+	} else {
+		all = make([]*entry, 0, len(q.main.items)+len(q.scheduled))
+		all = append(all, q.main.items...)
+		for _, e := range q.scheduled {
+			all = append(all, e)
+		}
+		slices.SortFunc(all, func(a, b *entry) int { return cmp.Compare(a.seq, b.seq) })
+	}
+	out := []broker.Received{}
+	for _, e := range all {
+		if len(out) == max {
+			break
+		}
+		if e.seq >= from {
+			r := e.out()
+			r.LockToken = "" // a peeked message cannot be settled
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// lockedEntry finds the entry locked under m's token on src.
+func (b *Broker) lockedEntry(op string, src broker.Source, m broker.Received) (*queue, *entry, error) {
+	q, _, err := b.sourceLocked(op, src)
+	if err != nil {
+		return nil, nil, err
+	}
+	locks := q.locks
+	if src.DeadLetter {
+		locks = q.deadLocks
+	}
+	e := locks[m.LockToken]
+	if e == nil || e.holder != nil {
+		return nil, nil, fmt.Errorf("membroker: %s %s seq %d: lock expired or message settled: %w",
+			op, src, m.SequenceNumber, broker.ErrLockLost)
+	}
+	return q, e, nil
+}
+
+// Complete removes a received message. ErrLockLost if its lock expired or
+// it was settled already.
+func (b *Broker) Complete(ctx context.Context, src broker.Source, m broker.Received) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("membroker: complete %s seq %d: %w", src, m.SequenceNumber, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q, e, err := b.lockedEntry("complete", src, m)
+	if err != nil {
+		return err
+	}
+	q.settle(e)
+	q.notify()
+	return nil
+}
+
+// Abandon releases a received message's lock and raises its delivery count;
+// past MaxDeliveryCount a message of a queue is dead-lettered with reason
+// MaxDeliveryCountExceeded (a dead-lettered one just becomes available).
+// ErrLockLost if its lock expired or it was settled already.
+func (b *Broker) Abandon(ctx context.Context, src broker.Source, m broker.Received) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("membroker: abandon %s seq %d: %w", src, m.SequenceNumber, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q, e, err := b.lockedEntry("abandon", src, m)
+	if err != nil {
+		return err
+	}
+	q.unlock(e, true)
+	q.notify()
+	return nil
+}
+
+// Close does nothing: the broker holds no connections, and its state stays
+// usable.
+func (b *Broker) Close(context.Context) error { return nil }
+
+// Stats counts queue's messages now; zero for an unknown queue.
+func (b *Broker) Stats(queue string) QueueStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q, _, err := b.queueLocked("stats", queue)
+	if err != nil {
+		return QueueStats{}
+	}
+	return q.stats()
+}
+
+// Idle reports whether queue has no visible messages, locked or not
+// (scheduled and dead-lettered ones don't count). An unknown queue is idle.
+func (b *Broker) Idle(queue string) bool {
+	s := b.Stats(queue)
+	return s.Active == 0 && s.Locked == 0
+}
+
+// WaitIdle blocks until queue is idle (see Idle) or ctx ends, and returns
+// ctx's error in the second case. ErrNotFound for an unknown queue.
+func (b *Broker) WaitIdle(ctx context.Context, queue string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		q, _, err := b.queueLocked("wait idle", queue)
+		if err != nil {
+			return err
+		}
+		if s := q.stats(); s.Active == 0 && s.Locked == 0 {
+			return nil
+		}
+		if err := b.wait(ctx, q, time.Time{}); err != nil {
+			return fmt.Errorf("membroker: wait idle %s: %w", queue, err)
+		}
+	}
+}

@@ -1,0 +1,539 @@
+package membroker
+
+import (
+	"container/heap"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"orderstatus/handler/internal/broker"
+	"orderstatus/handler/internal/broker/internal/msgutil"
+)
+
+// This file is the state machine of one queue. Everything here runs with
+// Broker.mu held and takes the broker time as an argument; nothing blocks.
+//
+// A message (entry) is scheduled, active (in the main list or its session's
+// list), dead-lettered (in the dead-letter list) or gone. Timed transitions
+// (a schedule falling due, a lock expiring, a time-to-live passing) are
+// events in a min-heap. Each event carries the generation of its entry or
+// session lock at the time it was pushed; any change bumps the generation,
+// so stale events are skipped instead of searched for and removed.
+
+type entryState int
+
+const (
+	stateScheduled entryState = iota
+	stateActive
+	stateDead
+	stateGone
+)
+
+type entry struct {
+	msg       broker.Message // owned; copied on the way in and out
+	seq       int64
+	enqueued  time.Time
+	expires   time.Time
+	visibleAt time.Time     // when scheduled
+	ttl       time.Duration // effective time-to-live
+	failed    int32         // unsuccessful deliveries so far
+	state     entryState
+
+	// A locked entry has a lockToken. Without sessions it is locked until
+	// lockedUntil; with sessions it is held by holder's session lock.
+	lockToken   string
+	lockedUntil time.Time
+	holder      *sessionLock
+
+	gen uint64
+}
+
+func (e *entry) locked() bool { return e.lockToken != "" }
+
+// out returns the caller's deep copy of e.
+func (e *entry) out() broker.Received {
+	r := broker.Received{
+		Message:        msgutil.Message(e.msg),
+		SequenceNumber: e.seq,
+		DeliveryCount:  e.failed + 1,
+		EnqueuedTime:   e.enqueued,
+		ExpiresAt:      e.expires,
+		LockToken:      e.lockToken,
+		Scheduled:      e.state == stateScheduled,
+	}
+	msgutil.DeadLetterFields(&r)
+	return r
+}
+
+// list is a set of entries ordered by sequence number.
+type list struct{ items []*entry }
+
+func (l *list) insert(e *entry) {
+	i, _ := slices.BinarySearchFunc(l.items, e.seq, cmpSeq)
+	l.items = slices.Insert(l.items, i, e)
+}
+
+func (l *list) remove(e *entry) {
+	if i, ok := slices.BinarySearchFunc(l.items, e.seq, cmpSeq); ok {
+		l.items = slices.Delete(l.items, i, i+1)
+	}
+}
+
+// firstUnlocked returns up to max unlocked entries in order.
+func (l *list) firstUnlocked(max int) []*entry {
+	var out []*entry
+	for _, e := range l.items {
+		if len(out) == max {
+			break
+		}
+		if !e.locked() {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func cmpSeq(e *entry, seq int64) int {
+	switch {
+	case e.seq < seq:
+		return -1
+	case e.seq > seq:
+		return 1
+	}
+	return 0
+}
+
+// group is one session of a session-enabled queue.
+type group struct {
+	id   string
+	msgs list
+	lock *sessionLock // nil when nobody holds the session
+}
+
+type sessionLock struct {
+	g        *group
+	until    time.Time
+	released bool
+	gen      uint64
+}
+
+type event struct {
+	at  time.Time
+	e   *entry
+	s   *sessionLock
+	gen uint64
+}
+
+type events []event
+
+func (h events) Len() int           { return len(h) }
+func (h events) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h events) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *events) Push(x any)        { *h = append(*h, x.(event)) }
+func (h *events) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func (ev event) valid() bool {
+	if ev.s != nil {
+		return !ev.s.released && ev.s.gen == ev.gen
+	}
+	return ev.e.gen == ev.gen
+}
+
+type dupRecord struct {
+	first time.Time
+}
+
+type queue struct {
+	name string
+	opts QueueOptions
+	log  *slog.Logger
+
+	nextSeq   int64
+	scheduled map[int64]*entry
+	main      list              // visible messages, queues without sessions
+	groups    map[string]*group // visible messages by session
+	dead      list
+	locks     map[string]*entry // lock token -> active entry
+	deadLocks map[string]*entry // lock token -> dead-lettered entry
+	dupes     map[string]dupRecord
+	dupesMax  int // size that triggers the next purge
+
+	events events
+	live   int // entries not gone, plus held session locks
+
+	// changed is closed and replaced whenever the queue changes, waking
+	// everyone blocked on it.
+	changed chan struct{}
+}
+
+func newQueue(name string, o QueueOptions, log *slog.Logger) *queue {
+	return &queue{
+		name:      name,
+		opts:      o,
+		log:       log.With(slog.String("queue", name)),
+		nextSeq:   1,
+		scheduled: make(map[int64]*entry),
+		groups:    make(map[string]*group),
+		locks:     make(map[string]*entry),
+		deadLocks: make(map[string]*entry),
+		dupes:     make(map[string]dupRecord),
+		dupesMax:  1024,
+		changed:   make(chan struct{}),
+	}
+}
+
+func (q *queue) notify() {
+	close(q.changed)
+	q.changed = make(chan struct{})
+}
+
+// nextEvent returns the time of the earliest pending event (possibly stale).
+func (q *queue) nextEvent() (time.Time, bool) {
+	if len(q.events) == 0 {
+		return time.Time{}, false
+	}
+	return q.events[0].at, true
+}
+
+func (q *queue) push(ev event) {
+	heap.Push(&q.events, ev)
+	if len(q.events) > 64 && len(q.events) > 4*q.live {
+		q.compact()
+	}
+}
+
+// compact drops stale events so the heap stays proportional to the number
+// of live messages.
+func (q *queue) compact() {
+	kept := q.events[:0]
+	for _, ev := range q.events {
+		if ev.valid() {
+			kept = append(kept, ev)
+		}
+	}
+	clear(q.events[len(kept):])
+	q.events = kept
+	heap.Init(&q.events)
+}
+
+// touch records that e changed and schedules its next timed transition.
+func (q *queue) touch(e *entry) {
+	e.gen++
+	var at time.Time
+	switch {
+	case e.state == stateScheduled:
+		at = e.visibleAt
+	case e.state == stateActive && e.holder != nil:
+		return // the session lock's event covers it
+	case (e.state == stateActive || e.state == stateDead) && e.locked():
+		at = e.lockedUntil
+	case e.state == stateActive:
+		at = e.expires
+	default:
+		return
+	}
+	q.push(event{at: at, e: e, gen: e.gen})
+}
+
+func (q *queue) touchSession(l *sessionLock) {
+	l.gen++
+	q.push(event{at: l.until, s: l, gen: l.gen})
+}
+
+// advance applies every timed transition due at or before now, in time
+// order, and wakes the waiters if anything changed. The other mutators
+// leave waking to their caller.
+func (q *queue) advance(now time.Time) {
+	changed := false
+	for len(q.events) > 0 && !q.events[0].at.After(now) {
+		ev := heap.Pop(&q.events).(event)
+		if !ev.valid() {
+			continue
+		}
+		changed = true
+		if ev.s != nil {
+			q.log.Warn("session lock expired", slog.String("session_id", ev.s.g.id))
+			q.releaseSession(ev.s, ev.at)
+			continue
+		}
+		e := ev.e
+		switch {
+		case e.state == stateScheduled:
+			q.activate(e)
+		case e.locked():
+			q.log.Debug("message lock expired", slog.String("message_id", e.msg.MessageID),
+				slog.Int64("sequence", e.seq))
+			q.unlock(e, true)
+		case e.state == stateActive:
+			q.expire(e)
+		}
+	}
+	if changed {
+		q.notify()
+	}
+}
+
+// accept stores a new message, or drops it as a duplicate. It returns the
+// sequence number assigned (a duplicate gets one too, as in Service Bus, but
+// nothing stored answers to it).
+func (q *queue) accept(msg broker.Message, now time.Time, at *time.Time) int64 {
+	seq := q.nextSeq
+	q.nextSeq++
+	if q.duplicate(msg.MessageID, now) {
+		q.log.Debug("duplicate message dropped", slog.String("message_id", msg.MessageID))
+		return seq
+	}
+	ttl := q.opts.DefaultTTL
+	if msg.TimeToLive > 0 && msg.TimeToLive < ttl {
+		ttl = msg.TimeToLive
+	}
+	e := &entry{msg: msg, seq: seq, ttl: ttl}
+	q.live++
+	if at != nil && at.After(now) {
+		e.state = stateScheduled
+		e.visibleAt = *at
+		e.enqueued = *at
+		e.expires = at.Add(ttl)
+		q.scheduled[seq] = e
+		q.touch(e)
+	} else {
+		e.state = stateActive
+		e.enqueued = now
+		e.expires = now.Add(ttl)
+		q.insertActive(e)
+		q.touch(e)
+	}
+	return seq
+}
+
+// duplicate reports whether id was seen within the duplicate detection
+// window, and records it if not.
+func (q *queue) duplicate(id string, now time.Time) bool {
+	if !q.opts.RequiresDuplicateDetection {
+		return false
+	}
+	if r, ok := q.dupes[id]; ok && now.Before(r.first.Add(q.opts.DuplicateWindow)) {
+		return true
+	}
+	if len(q.dupes) >= q.dupesMax {
+		for k, r := range q.dupes {
+			if !now.Before(r.first.Add(q.opts.DuplicateWindow)) {
+				delete(q.dupes, k)
+			}
+		}
+		q.dupesMax = max(1024, 2*len(q.dupes))
+	}
+	q.dupes[id] = dupRecord{first: now}
+	return false
+}
+
+// activate makes a scheduled message visible: it is appended as if sent at
+// its scheduled time, with a new sequence number.
+func (q *queue) activate(e *entry) {
+	delete(q.scheduled, e.seq)
+	e.seq = q.nextSeq
+	q.nextSeq++
+	e.state = stateActive
+	e.enqueued = e.visibleAt
+	e.expires = e.visibleAt.Add(e.ttl)
+	q.insertActive(e)
+	q.touch(e)
+}
+
+func (q *queue) cancel(seq int64) bool {
+	e, ok := q.scheduled[seq]
+	if !ok {
+		return false
+	}
+	delete(q.scheduled, seq)
+	q.gone(e)
+	return true
+}
+
+// insertActive puts the active entry e into its list, creating its
+// session's group when needed.
+func (q *queue) insertActive(e *entry) {
+	if !q.opts.RequiresSession {
+		q.main.insert(e)
+		return
+	}
+	g := q.groups[e.msg.SessionID]
+	if g == nil {
+		g = &group{id: e.msg.SessionID}
+		q.groups[g.id] = g
+	}
+	g.msgs.insert(e)
+}
+
+// removeActive takes the active entry e out of its list and forgets its
+// session if nothing is left of it.
+func (q *queue) removeActive(e *entry) {
+	if !q.opts.RequiresSession {
+		q.main.remove(e)
+		return
+	}
+	if g := q.groups[e.msg.SessionID]; g != nil {
+		g.msgs.remove(e)
+		q.dropGroupIfEmpty(g.id)
+	}
+}
+
+// dropGroupIfEmpty forgets a session with no messages and no holder.
+func (q *queue) dropGroupIfEmpty(id string) {
+	if g := q.groups[id]; g != nil && g.lock == nil && len(g.msgs.items) == 0 {
+		delete(q.groups, id)
+	}
+}
+
+// lock hands e out: under the session lock l, or for LockDuration.
+func (q *queue) lock(e *entry, now time.Time, l *sessionLock) {
+	e.lockToken = msgutil.NewID()
+	if l != nil {
+		e.holder = l
+		e.lockedUntil = l.until
+	} else {
+		e.lockedUntil = now.Add(q.opts.LockDuration)
+	}
+	if e.state == stateDead {
+		q.deadLocks[e.lockToken] = e
+	} else {
+		q.locks[e.lockToken] = e
+	}
+	q.touch(e)
+}
+
+// unlock releases e's lock. failed counts the delivery as unsuccessful (an
+// abandon, an expired or lost lock): past MaxDeliveryCount an active
+// message is dead-lettered.
+func (q *queue) unlock(e *entry, failed bool) {
+	delete(q.locks, e.lockToken)
+	delete(q.deadLocks, e.lockToken)
+	e.lockToken, e.lockedUntil, e.holder = "", time.Time{}, nil
+	if failed {
+		e.failed++
+	}
+	if e.state == stateActive && e.failed >= q.opts.MaxDeliveryCount {
+		q.deadLetter(e, broker.ReasonMaxDeliveryCountExceeded,
+			fmt.Sprintf("Message could not be consumed after %d delivery attempts.", q.opts.MaxDeliveryCount))
+		return
+	}
+	q.touch(e) // an active message past its time-to-live expires now
+}
+
+// expire handles an unlocked active message whose time-to-live passed.
+func (q *queue) expire(e *entry) {
+	if !q.opts.DeadLetterOnExpiration {
+		q.log.Info("message expired and dropped", slog.String("message_id", e.msg.MessageID),
+			slog.Int64("sequence", e.seq))
+		q.removeActive(e)
+		q.gone(e)
+		return
+	}
+	q.deadLetter(e, broker.ReasonTTLExpired, "The message expired and was dead lettered.")
+}
+
+// deadLetter moves the active entry e to the dead-letter subqueue, keeping
+// its sequence number.
+func (q *queue) deadLetter(e *entry, reason, description string) {
+	q.log.Info("message dead-lettered", slog.String("message_id", e.msg.MessageID),
+		slog.Int64("sequence", e.seq), slog.String("session_id", e.msg.SessionID),
+		slog.String("reason", reason), slog.Int("delivery_count", int(e.failed)))
+	q.removeActive(e)
+	e.msg.ApplicationProperties = msgutil.WithDeadLetter(e.msg.ApplicationProperties, reason, description)
+	e.state = stateDead
+	q.dead.insert(e)
+	q.touch(e)
+}
+
+// settle removes a received entry for good.
+func (q *queue) settle(e *entry) {
+	delete(q.locks, e.lockToken)
+	delete(q.deadLocks, e.lockToken)
+	e.lockToken, e.holder = "", nil
+	if e.state == stateDead {
+		q.dead.remove(e)
+	} else {
+		q.removeActive(e)
+	}
+	q.gone(e)
+}
+
+func (q *queue) gone(e *entry) {
+	e.state = stateGone
+	e.gen++
+	q.live--
+}
+
+// releaseSession ends the session lock l: its in-flight messages become
+// available again with their delivery count raised (dead-lettered past the
+// maximum), and the session can be accepted again.
+func (q *queue) releaseSession(l *sessionLock, now time.Time) {
+	if l.released {
+		return
+	}
+	l.released = true
+	if now.Before(l.until) {
+		l.until = now
+	}
+	l.gen++
+	q.live--
+	g := l.g
+	g.lock = nil
+	for _, e := range slices.Clone(g.msgs.items) {
+		if e.holder == l {
+			q.unlock(e, true)
+		}
+	}
+	q.dropGroupIfEmpty(g.id)
+}
+
+// nextSession returns the session, not held by anyone, whose first message
+// has the lowest sequence number.
+func (q *queue) nextSession() *group {
+	var best *group
+	for _, g := range q.groups {
+		if g.lock != nil || len(g.msgs.items) == 0 {
+			continue
+		}
+		if best == nil || g.msgs.items[0].seq < best.msgs.items[0].seq {
+			best = g
+		}
+	}
+	return best
+}
+
+func (q *queue) holdSession(g *group, now time.Time) *sessionLock {
+	l := &sessionLock{g: g, until: now.Add(q.opts.LockDuration)}
+	g.lock = l
+	q.live++
+	q.touchSession(l)
+	return l
+}
+
+// stats counts the queue's messages.
+func (q *queue) stats() QueueStats {
+	s := QueueStats{Scheduled: len(q.scheduled), DeadLettered: len(q.dead.items)}
+	count := func(l *list) {
+		for _, e := range l.items {
+			if e.locked() {
+				s.Locked++
+			} else {
+				s.Active++
+			}
+		}
+	}
+	count(&q.main)
+	for _, g := range q.groups {
+		count(&g.msgs)
+		if g.lock != nil {
+			s.LockedSessions++
+		}
+	}
+	return s
+}

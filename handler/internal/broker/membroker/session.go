@@ -1,0 +1,197 @@
+package membroker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"orderstatus/handler/internal/broker"
+)
+
+// Session is one session of a session-enabled queue, locked by the acceptor
+// that got it from AcceptNextSession: nobody else can receive its messages
+// until Close or until the lock expires. Its methods are safe for concurrent
+// use.
+//
+// When the session lock expires (LockDuration after acceptance or the last
+// RenewLock) the session becomes available to the next acceptor, and the
+// messages it had handed out and not settled are delivered again with their
+// delivery count raised. From then on every method of this Session returns
+// broker.ErrLockLost and changes nothing.
+type Session struct {
+	b    *Broker
+	q    *queue
+	lock *sessionLock
+}
+
+// AcceptNextSession blocks until a session of queue has a visible message
+// and no holder, locks it and returns it; among several it takes the one
+// whose first message is oldest. It returns ctx's error when ctx ends first,
+// ErrNotFound for an unknown queue and ErrInvalid for a queue without
+// sessions.
+func (b *Broker) AcceptNextSession(ctx context.Context, queue string) (*Session, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		q, now, err := b.queueLocked("accept session", queue)
+		if err != nil {
+			return nil, err
+		}
+		if !q.opts.RequiresSession {
+			return nil, fmt.Errorf("membroker: accept session %s: the queue has no sessions: %w", queue, broker.ErrInvalid)
+		}
+		if g := q.nextSession(); g != nil {
+			l := q.holdSession(g, now)
+			q.notify()
+			return &Session{b: b, q: q, lock: l}, nil
+		}
+		if err := b.wait(ctx, q, time.Time{}); err != nil {
+			return nil, fmt.Errorf("membroker: accept session %s: %w", queue, err)
+		}
+	}
+}
+
+// ID returns the session id.
+func (s *Session) ID() string { return s.lock.g.id }
+
+// check applies the transitions due now and reports ErrLockLost if the
+// session lock is gone. s.b.mu must be held.
+func (s *Session) check(op string) (time.Time, error) {
+	now := s.b.clock.Now()
+	s.q.advance(now)
+	if s.lock.released {
+		return now, fmt.Errorf("membroker: %s %s session %s: session lock lost: %w",
+			op, s.q.name, s.lock.g.id, broker.ErrLockLost)
+	}
+	return now, nil
+}
+
+// Receive returns the session's next message not handed out yet, in
+// sequence order, locked under the session lock. It waits up to wait
+// (broker time) and returns (nil, nil) when none came (the session is
+// idle), ctx's error if ctx ended first, and ErrLockLost once the session
+// lock is lost.
+func (s *Session) Receive(ctx context.Context, wait time.Duration) (*broker.Received, error) {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	now, err := s.check("receive")
+	if err != nil {
+		return nil, err
+	}
+	deadline := now.Add(wait)
+	for {
+		if got := s.lock.g.msgs.firstUnlocked(1); len(got) == 1 {
+			e := got[0]
+			s.q.lock(e, now, s.lock)
+			s.q.notify()
+			r := e.out()
+			return &r, nil
+		}
+		if !now.Before(deadline) {
+			return nil, nil
+		}
+		if err := s.b.wait(ctx, s.q, deadline); err != nil {
+			return nil, fmt.Errorf("membroker: receive %s session %s: %w", s.q.name, s.lock.g.id, err)
+		}
+		if now, err = s.check("receive"); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// held returns the entry of m if this session still holds it.
+func (s *Session) held(op string, m *broker.Received) (*entry, error) {
+	if _, err := s.check(op); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, fmt.Errorf("membroker: %s %s session %s: nil message: %w", op, s.q.name, s.lock.g.id, broker.ErrInvalid)
+	}
+	e := s.q.locks[m.LockToken]
+	if e == nil || e.holder != s.lock {
+		return nil, fmt.Errorf("membroker: %s %s session %s seq %d: not held by this session: %w",
+			op, s.q.name, s.lock.g.id, m.SequenceNumber, broker.ErrLockLost)
+	}
+	return e, nil
+}
+
+// Complete removes m. ErrLockLost if the session lock was lost or m is not
+// (any longer) held by this session.
+func (s *Session) Complete(ctx context.Context, m *broker.Received) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("membroker: complete %s session %s: %w", s.q.name, s.lock.g.id, err)
+	}
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	e, err := s.held("complete", m)
+	if err != nil {
+		return err
+	}
+	s.q.settle(e)
+	s.q.notify()
+	return nil
+}
+
+// Abandon releases m with its delivery count raised: it is the session's
+// next message again, or, past MaxDeliveryCount, dead-lettered with reason
+// MaxDeliveryCountExceeded. ErrLockLost as for Complete.
+func (s *Session) Abandon(ctx context.Context, m *broker.Received) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("membroker: abandon %s session %s: %w", s.q.name, s.lock.g.id, err)
+	}
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	e, err := s.held("abandon", m)
+	if err != nil {
+		return err
+	}
+	s.q.unlock(e, true)
+	s.q.notify()
+	return nil
+}
+
+// RenewLock extends the session lock by LockDuration from now. ErrLockLost
+// if it was lost already.
+func (s *Session) RenewLock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("membroker: renew %s session %s: %w", s.q.name, s.lock.g.id, err)
+	}
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	now, err := s.check("renew")
+	if err != nil {
+		return err
+	}
+	s.lock.until = now.Add(s.q.opts.LockDuration)
+	for _, e := range s.lock.g.msgs.items {
+		if e.holder == s.lock {
+			e.lockedUntil = s.lock.until
+		}
+	}
+	s.q.touchSession(s.lock)
+	s.q.notify()
+	return nil
+}
+
+// LockedUntil returns when the session lock expires (in the past once it
+// was lost or released).
+func (s *Session) LockedUntil() time.Time {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	return s.lock.until
+}
+
+// Close releases the session lock so another acceptor can take the session.
+// Messages handed out and not settled are delivered again with their
+// delivery count raised, as after a lost lock. Closing again, or after the
+// lock was lost, does nothing.
+func (s *Session) Close() error {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	if s.lock.released {
+		return nil
+	}
+	s.q.releaseSession(s.lock, s.b.clock.Now())
+	s.q.notify()
+	return nil
+}
