@@ -1,3 +1,223 @@
+// Command handler is the orderstatus Azure Functions custom handler.
+//
+//	handler            serve the functions for the Functions host (default)
+//	handler dev ...    the development host: in-memory Service Bus, Azurite
+//	handler version    print the version
+//
+// Serving reads its settings from the environment (see the README's
+// configuration table), listens on 127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT,
+// and on SIGTERM stops accepting, finishes in-flight calls and exits 0.
 package main
 
-func main() {}
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"orderstatus/handler/internal/api"
+	"orderstatus/handler/internal/broker"
+	"orderstatus/handler/internal/broker/loopback"
+	"orderstatus/handler/internal/broker/sbbroker"
+	"orderstatus/handler/internal/config"
+	"orderstatus/handler/internal/devhost"
+	"orderstatus/handler/internal/logging"
+	"orderstatus/handler/internal/metrics"
+	"orderstatus/handler/internal/orderfn"
+	"orderstatus/handler/internal/orderstate"
+	"orderstatus/handler/internal/parking"
+	"orderstatus/handler/internal/retry"
+	"orderstatus/handler/internal/store/tablestore"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage: handler [serve | dev [flags] | version | help]`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	switch cmd {
+	case "serve":
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "handler: serve takes no arguments (got %q); %s\n", args[0], usage)
+			return 2
+		}
+		return serve(ctx, stdout, stderr)
+	case "dev":
+		return devhost.Main(ctx, args, stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "orderstatus handler", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "handler: unknown command %q; %s\n", cmd, usage)
+		return 2
+	}
+}
+
+// serve runs the custom handler until ctx is cancelled (SIGTERM).
+func serve(ctx context.Context, stdout, stderr io.Writer) int {
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "handler:", err)
+		return 1
+	}
+	log := logging.New(stdout, stderr, cfg.LogLevel)
+
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, version)
+
+	cred, err := credential(cfg)
+	if err != nil {
+		log.Error("start-up failed: credential", "error", err.Error())
+		return 1
+	}
+
+	tables, err := newTableStore(cfg, cred, m)
+	if err != nil {
+		log.Error("start-up failed: store", "error", err.Error())
+		return 1
+	}
+	ensureTable(ctx, tables, cfg.StoreTable, log)
+
+	bus, err := newBroker(cfg, cred)
+	if err != nil {
+		log.Error("start-up failed: service bus", "error", err.Error())
+		return 1
+	}
+	var sender parking.Sender
+	if bus != nil {
+		sender = bus
+		defer func() {
+			closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = bus.Close(closeCtx)
+		}()
+	} else {
+		log.Warn("no Service Bus configured: poison messages will be answered 5xx instead of parked",
+			"setting", config.EnvServiceBusNamespace)
+	}
+
+	orders := orderstate.New(tables, nil)
+	// stopping ends in-call retry waits at shutdown: those calls answer 5xx.
+	stopping, cancelStopping := context.WithCancel(context.Background())
+	defer cancelStopping()
+	orderStatus := orderfn.New(orders, parking.New(sender, cfg.PoisonQueue), m, log, orderfn.Options{
+		Retry: retry.Policy{Budget: cfg.RetryBudget},
+		Stop:  stopping,
+	})
+	router := api.New(api.Options{
+		Orders:    orders,
+		Gatherer:  reg,
+		Functions: map[string]http.Handler{"OrderStatus": orderStatus},
+		Logger:    log,
+	})
+
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Error("start-up failed: listen", "addr", addr, "error", err.Error())
+		return 1
+	}
+	srv := &http.Server{
+		Handler:           router,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("handler listening", "addr", addr, "queue", cfg.Queue, "poison_queue", cfg.PoisonQueue,
+		"table", cfg.StoreTable, "retry_budget", cfg.RetryBudget.String(), "version", version)
+
+	select {
+	case err := <-served:
+		log.Error("server stopped", "error", err.Error())
+		return 1
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight calls")
+	cancelStopping()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.RetryBudget+15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		log.Error("shutdown incomplete", "error", err.Error())
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// credential returns the Entra ID credential for managed identity (or a
+// developer's az login), or nil when no setting needs one.
+func credential(cfg config.Config) (azcore.TokenCredential, error) {
+	if cfg.StoreServiceURI == "" && cfg.ServiceBusNamespace == "" {
+		return nil, nil
+	}
+	clientID := cfg.ClientID
+	if clientID == "" {
+		clientID = cfg.ServiceBusClientID
+	}
+	if clientID != "" {
+		return azidentity.NewManagedIdentityCredential(&azidentity.ManagedIdentityCredentialOptions{ID: azidentity.ClientID(clientID)})
+	}
+	return azidentity.NewDefaultAzureCredential(nil)
+}
+
+func newTableStore(cfg config.Config, cred azcore.TokenCredential, m *metrics.Metrics) (*tablestore.Store, error) {
+	opts := &tablestore.Options{Observe: m.ObserveStore}
+	if cfg.StoreConnectionString != "" {
+		return tablestore.NewFromConnectionString(cfg.StoreConnectionString, cfg.StoreTable, opts)
+	}
+	return tablestore.NewWithCredential(cfg.StoreServiceURI, cfg.StoreTable, cred, opts)
+}
+
+// ensureTable creates the table if absent, retrying for a bounded time; a
+// failure is logged and serving goes on (writes then fail and are retried
+// by redelivery, nothing is lost).
+func ensureTable(ctx context.Context, s *tablestore.Store, table string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	err := retry.Do(ctx, ctx, retry.Policy{Budget: 15 * time.Second, Initial: 200 * time.Millisecond}, func(error) bool { return true },
+		s.EnsureTable, nil)
+	if err != nil {
+		log.Error("could not ensure the table exists; continuing", "table", table, "error", err.Error())
+	}
+}
+
+// newBroker returns the Service Bus port: the development host's loopback
+// broker, the namespace through managed identity, or nil when neither is set.
+func newBroker(cfg config.Config, cred azcore.TokenCredential) (broker.Broker, error) {
+	switch {
+	case cfg.DevBrokerURL != "":
+		return loopback.NewClient(cfg.DevBrokerURL, nil)
+	case cfg.ServiceBusNamespace != "":
+		return sbbroker.New(cfg.ServiceBusNamespace, cred, nil)
+	}
+	return nil, nil
+}
+
+var _ = errors.New
