@@ -1,0 +1,315 @@
+// Alerts for orderstatus, the action group they notify and the operations
+// workbook. Every alert names its runbook: alerts/runbooks/<alert-name>.md,
+// linked from the alert's description and from the notification payload
+// (webHookProperties for metric alerts, customProperties for log alerts).
+
+@description('Azure region of the log alerts and the workbook.')
+param location string
+
+@description('Tags applied to every resource.')
+param tags object = {}
+
+@description('Action group name.')
+param actionGroupName string
+
+@description('E-mail address notified by every alert. Empty: no receiver.')
+param alertEmail string = ''
+
+@description('Base URL of alerts/runbooks; a runbook link is <runbookBaseUrl>/<alert-name>.md.')
+param runbookBaseUrl string
+
+@description('Service Bus namespace name.')
+param serviceBusNamespaceName string
+
+@description('Queue the OrderStatus function consumes.')
+param orderStatusQueueName string
+
+@description('Queue poison messages are parked in.')
+param poisonQueueName string
+
+@description('Application Insights component name.')
+param applicationInsightsName string
+
+@description('Active messages on order-status above which the backlog alert fires.')
+@minValue(1)
+param backlogThreshold int = 100
+
+@description('Age in seconds of the oldest dead-lettered or parked message above which the age alert fires.')
+@minValue(60)
+param deadLetterAgeThresholdSeconds int = 3600
+
+@description('Failed OrderStatus invocations in 15 minutes above which the failure alert fires.')
+@minValue(0)
+param failedInvocationsThreshold int = 5
+
+resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' existing = {
+  name: serviceBusNamespaceName
+}
+
+resource appInsights 'Microsoft.Insights/components@2020-02-02' existing = {
+  name: applicationInsightsName
+}
+
+resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = {
+  name: actionGroupName
+  location: 'global'
+  tags: tags
+  properties: {
+    groupShortName: 'orderstatus'
+    enabled: true
+    emailReceivers: empty(alertEmail) ? [] : [
+      {
+        name: 'operator'
+        emailAddress: alertEmail
+        useCommonAlertSchema: true
+      }
+    ]
+  }
+}
+
+// Metric alerts on the namespace; the EntityName dimension selects queues.
+// Thresholds follow the Azure Monitor Baseline Alerts for Service Bus.
+var metricAlerts = [
+  {
+    name: 'order-status-dead-lettered'
+    severity: 2
+    summary: 'Messages are in the dead-letter queue of order-status (MaxDeliveryCountExceeded, TTLExpiredException) or of order-status-poison (parked messages that outlived their 14 day TTL).'
+    metricName: 'DeadletteredMessages'
+    dimensions: [
+      {
+        name: 'EntityName'
+        operator: 'Include'
+        values: [
+          orderStatusQueueName
+          poisonQueueName
+        ]
+      }
+    ]
+    operator: 'GreaterThan'
+    threshold: 0
+    timeAggregation: 'Maximum'
+  }
+  {
+    name: 'order-status-poison-parked'
+    severity: 2
+    summary: 'The handler parked poison messages (InvalidPayload, UnknownSubject, InvalidTransition) in order-status-poison.'
+    metricName: 'ActiveMessages'
+    dimensions: [
+      {
+        name: 'EntityName'
+        operator: 'Include'
+        values: [
+          poisonQueueName
+        ]
+      }
+    ]
+    operator: 'GreaterThan'
+    threshold: 0
+    timeAggregation: 'Maximum'
+  }
+  {
+    name: 'order-status-backlog'
+    severity: 3
+    summary: 'Active messages on order-status are above the backlog threshold: consumers are not keeping up.'
+    metricName: 'ActiveMessages'
+    dimensions: [
+      {
+        name: 'EntityName'
+        operator: 'Include'
+        values: [
+          orderStatusQueueName
+        ]
+      }
+    ]
+    operator: 'GreaterThan'
+    threshold: backlogThreshold
+    timeAggregation: 'Average'
+  }
+  {
+    name: 'service-bus-server-errors'
+    severity: 2
+    summary: 'Service Bus answered requests on the namespace with server errors.'
+    metricName: 'ServerErrors'
+    dimensions: []
+    operator: 'GreaterThan'
+    threshold: 0
+    timeAggregation: 'Total'
+  }
+  {
+    name: 'service-bus-throttled-requests'
+    severity: 3
+    summary: 'Service Bus throttled requests on the namespace (Standard tier credit limits).'
+    metricName: 'ThrottledRequests'
+    dimensions: []
+    operator: 'GreaterThan'
+    threshold: 0
+    timeAggregation: 'Total'
+  }
+]
+
+resource metricAlertRules 'Microsoft.Insights/metricAlerts@2018-03-01' = [for alert in metricAlerts: {
+  name: alert.name
+  location: 'global'
+  tags: tags
+  properties: {
+    description: '${alert.summary} Runbook: ${runbookBaseUrl}/${alert.name}.md'
+    severity: alert.severity
+    enabled: true
+    scopes: [
+      namespace.id
+    ]
+    evaluationFrequency: 'PT1M'
+    windowSize: 'PT5M'
+    autoMitigate: true
+    criteria: {
+      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
+      allOf: [
+        {
+          criterionType: 'StaticThresholdCriterion'
+          name: alert.metricName
+          metricNamespace: 'Microsoft.ServiceBus/namespaces'
+          metricName: alert.metricName
+          dimensions: alert.dimensions
+          operator: alert.operator
+          threshold: alert.threshold
+          timeAggregation: alert.timeAggregation
+        }
+      ]
+    }
+    actions: [
+      {
+        actionGroupId: actionGroup.id
+        webHookProperties: {
+          runbook: '${runbookBaseUrl}/${alert.name}.md'
+        }
+      }
+    ]
+  }
+}]
+
+// Azure Monitor has no "age of the oldest message" metric. The sweeper logs
+// one JSON line per source and reason on every run,
+//   {"msg":"deadletter_stats","source":"dlq|poison","reason":"...","depth":N,"oldest_age_seconds":S}
+// and the Functions host records stdout as traces. The line is the message
+// text (possibly behind a prefix); customDimensions is the fallback.
+var deadLetterAgeQuery = '''
+traces
+| where message has "deadletter_stats"
+| extend line = iff(message startswith "{", message, extract(@"(\{.*\})", 1, message))
+| extend stats = parse_json(line)
+| where coalesce(tostring(stats.msg), tostring(customDimensions.msg)) == "deadletter_stats"
+| extend source = coalesce(tostring(stats.source), tostring(customDimensions.source)),
+         reason = coalesce(tostring(stats.reason), tostring(customDimensions.reason)),
+         depth = coalesce(tolong(stats.depth), tolong(customDimensions.depth)),
+         oldest_age_seconds = coalesce(todouble(stats.oldest_age_seconds), todouble(customDimensions.oldest_age_seconds))
+| summarize arg_max(timestamp, depth, oldest_age_seconds) by source, reason
+'''
+
+// A failed OrderStatus invocation is a non-2xx answer: the host abandons the
+// message and, after 5 deliveries, the broker dead-letters it.
+var failedInvocationsQuery = '''
+requests
+| where operation_Name == "OrderStatus"
+| where success == false
+| project timestamp, id, operation_Id, resultCode, duration, cloud_RoleInstance
+'''
+
+var logAlerts = [
+  {
+    name: 'dead-letter-oldest-age'
+    severity: 2
+    summary: 'A dead-lettered or parked message has waited longer than the age threshold: the sweeper is not clearing it (a reason left for humans, or the sweeper is failing).'
+    query: deadLetterAgeQuery
+    timeAggregation: 'Maximum'
+    metricMeasureColumn: 'oldest_age_seconds'
+    dimensions: [
+      {
+        name: 'source'
+        operator: 'Include'
+        values: [
+          '*'
+        ]
+      }
+      {
+        name: 'reason'
+        operator: 'Include'
+        values: [
+          '*'
+        ]
+      }
+    ]
+    threshold: deadLetterAgeThresholdSeconds
+  }
+  {
+    name: 'order-status-failed-invocations'
+    severity: 3
+    summary: 'OrderStatus invocations failed (non-2xx answers): messages are being abandoned and retried, and dead-lettered after 5 deliveries.'
+    query: failedInvocationsQuery
+    timeAggregation: 'Count'
+    metricMeasureColumn: null
+    dimensions: []
+    threshold: failedInvocationsThreshold
+  }
+]
+
+resource logAlertRules 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = [for alert in logAlerts: {
+  name: alert.name
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: alert.name
+    description: '${alert.summary} Runbook: ${runbookBaseUrl}/${alert.name}.md'
+    severity: alert.severity
+    enabled: true
+    scopes: [
+      appInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: alert.query
+          timeAggregation: alert.timeAggregation
+          metricMeasureColumn: alert.metricMeasureColumn
+          dimensions: alert.dimensions
+          operator: 'GreaterThan'
+          threshold: alert.threshold
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+      customProperties: {
+        runbook: '${runbookBaseUrl}/${alert.name}.md'
+      }
+    }
+  }
+}]
+
+// The operations workbook: queue and poison depth, dead letters by reason,
+// oldest age, handler results and duration.
+resource workbook 'Microsoft.Insights/workbooks@2022-04-01' = {
+  name: guid(resourceGroup().id, 'orderstatus-operations-workbook')
+  location: location
+  tags: tags
+  kind: 'shared'
+  properties: {
+    displayName: 'Order status operations'
+    category: 'workbook'
+    sourceId: appInsights.id
+    serializedData: replace(replace(loadTextContent('workbook.json'), '__SERVICE_BUS_NAMESPACE_ID__', namespace.id), '__APPLICATION_INSIGHTS_ID__', appInsights.id)
+  }
+}
+
+output actionGroupId string = actionGroup.id
+output workbookId string = workbook.id
+output alertNames array = concat(map(metricAlerts, a => a.name), map(logAlerts, a => a.name))

@@ -1,0 +1,170 @@
+// The Flex Consumption plan and the function app that runs the Go custom
+// handler (runtime "custom" 1.0). Every connection is identity-based through
+// the one user-assigned identity: no connection strings, no keys.
+
+@description('Function app name (globally unique).')
+param name string
+
+@description('Flex Consumption plan name.')
+param planName string
+
+@description('Azure region.')
+param location string
+
+@description('Tags applied to every resource.')
+param tags object = {}
+
+@description('Resource id of the user-assigned identity.')
+param identityId string
+
+@description('Client id of the user-assigned identity.')
+param identityClientId string
+
+@description('Storage account used as host storage and for the deployment package.')
+param storageAccountName string
+
+@description('Blob container that holds the deployment package.')
+param deploymentContainerName string
+
+@description('Application Insights component name.')
+param applicationInsightsName string
+
+@description('Service Bus namespace host name, <namespace>.servicebus.windows.net.')
+param serviceBusFullyQualifiedNamespace string
+
+@description('Queue the OrderStatus function consumes.')
+param orderStatusQueueName string
+
+@description('Queue the handler parks poison messages in.')
+param poisonQueueName string
+
+@description('Table holding one row per order.')
+param orderStoreTableName string
+
+@description('Table the sweeper archives discarded messages to.')
+param deadLetterArchiveTableName string
+
+@description('Table the sweeper writes one audit row per action to.')
+param deadLetterAuditTableName string
+
+@description('Memory of each instance in MB.')
+@allowed([
+  512
+  2048
+  4096
+])
+param instanceMemoryMB int = 2048
+
+@description('Upper bound on the number of instances the app scales out to.')
+@minValue(1)
+@maxValue(1000)
+param maximumInstanceCount int = 40
+
+@description('Bounded in-call retry budget for transient store errors (Go duration), well below the 1 minute lock.')
+param orderStatusRetryBudget string = '20s'
+
+@description('NCRONTAB schedule of the DeadLetterSweeper timer.')
+param deadLetterSweepSchedule string = '0 */5 * * * *'
+
+@description('Handler log level.')
+@allowed([
+  'debug'
+  'info'
+  'warn'
+  'error'
+])
+param logLevel string = 'info'
+
+resource storageAccount 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
+  name: storageAccountName
+}
+
+resource appInsights 'Microsoft.Insights/components@2020-02-02' existing = {
+  name: applicationInsightsName
+}
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  name: planName
+  location: location
+  tags: tags
+  kind: 'functionapp'
+  sku: {
+    name: 'FC1'
+    tier: 'FlexConsumption'
+  }
+  properties: {
+    reserved: true
+  }
+}
+
+resource site 'Microsoft.Web/sites@2024-04-01' = {
+  name: name
+  location: location
+  tags: union(tags, { 'azd-service-name': 'orderstatus' })
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${identityId}': {}
+    }
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    siteConfig: {
+      minTlsVersion: '1.2'
+    }
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: '${storageAccount.properties.primaryEndpoints.blob}${deploymentContainerName}'
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: identityId
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        instanceMemoryMB: instanceMemoryMB
+        maximumInstanceCount: maximumInstanceCount
+      }
+      runtime: {
+        name: 'custom'
+        version: '1.0'
+      }
+    }
+  }
+}
+
+// Every setting the handler and the host read (local.settings.json.template
+// lists them). Flex Consumption takes the runtime from functionAppConfig, so
+// FUNCTIONS_WORKER_RUNTIME is deliberately absent.
+resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
+  parent: site
+  name: 'appsettings'
+  properties: {
+    AzureWebJobsStorage__accountName: storageAccount.name
+    AzureWebJobsStorage__credential: 'managedidentity'
+    AzureWebJobsStorage__clientId: identityClientId
+    ServiceBusConnection__fullyQualifiedNamespace: serviceBusFullyQualifiedNamespace
+    ServiceBusConnection__credential: 'managedidentity'
+    ServiceBusConnection__clientId: identityClientId
+    ORDER_STATUS_QUEUE: orderStatusQueueName
+    POISON_QUEUE: poisonQueueName
+    OrderStore__serviceUri: storageAccount.properties.primaryEndpoints.table
+    OrderStore__tableName: orderStoreTableName
+    DEAD_LETTER_ARCHIVE_TABLE: deadLetterArchiveTableName
+    DEAD_LETTER_AUDIT_TABLE: deadLetterAuditTableName
+    AZURE_CLIENT_ID: identityClientId
+    ORDER_STATUS_RETRY_BUDGET: orderStatusRetryBudget
+    DEAD_LETTER_SWEEP_SCHEDULE: deadLetterSweepSchedule
+    LOG_LEVEL: logLevel
+    APPLICATIONINSIGHTS_CONNECTION_STRING: appInsights.properties.ConnectionString
+    APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
+  }
+}
+
+output name string = site.name
+output id string = site.id
+output defaultHostName string = site.properties.defaultHostName

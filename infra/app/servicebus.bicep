@@ -1,0 +1,178 @@
+// The Service Bus namespace, the two queues the product owns and every Service
+// Bus role assignment, each scoped to a single queue.
+//
+// order-status is created exactly as the seed's provisioning script creates
+// it. Sessions and duplicate detection can only be chosen when a queue is
+// created: changing them later means a new queue.
+
+@description('Service Bus namespace name (globally unique).')
+param name string
+
+@description('Azure region.')
+param location string
+
+@description('Tags applied to every resource.')
+param tags object = {}
+
+@description('Principal (object) id of the function app identity.')
+param appPrincipalId string
+
+@description('Also give the app identity Azure Service Bus Data Owner on order-status, so the Functions scale controller can read the queue length (see docs/deploy.md). Off by default: Receiver and Sender are all the handler needs.')
+param grantAppQueueOwnerForScaling bool = false
+
+@description('Principal (object) id of the person or pipeline running azd. Empty: no deployer access.')
+param deployerPrincipalId string = ''
+
+@description('Type of deployerPrincipalId.')
+@allowed([
+  'User'
+  'ServicePrincipal'
+  'Group'
+])
+param deployerPrincipalType string = 'User'
+
+@description('Give the deployer Azure Service Bus Data Owner on both queues (for handler deadletters and the portal Service Bus Explorer). Off by default.')
+param grantDeployerDataOwner bool = false
+
+var orderStatusQueueName = 'order-status'
+var poisonQueueName = 'order-status-poison'
+
+// Built-in role definition ids.
+var serviceBusDataReceiver = '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
+var serviceBusDataSender = '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39'
+var serviceBusDataOwner = '090c5cfd-751d-490a-894a-3ce6f1109419'
+
+var grantDeployer = grantDeployerDataOwner && !empty(deployerPrincipalId)
+
+resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' = {
+  name: name
+  location: location
+  tags: tags
+  sku: {
+    // Basic has neither sessions nor duplicate detection.
+    name: 'Standard'
+    tier: 'Standard'
+  }
+  properties: {
+    disableLocalAuth: true
+    minimumTlsVersion: '1.2'
+    publicNetworkAccess: 'Enabled'
+  }
+}
+
+// The queue producers send to and the OrderStatus function consumes.
+resource orderStatusQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' = {
+  parent: namespace
+  name: orderStatusQueueName
+  properties: {
+    requiresSession: true
+    maxDeliveryCount: 5
+    lockDuration: 'PT1M'
+    requiresDuplicateDetection: true
+    duplicateDetectionHistoryTimeWindow: 'PT10M'
+    defaultMessageTimeToLive: 'P7D'
+    deadLetteringOnMessageExpiration: true
+  }
+}
+
+// Where the handler parks poison messages (with DeadLetterReason and
+// DeadLetterErrorDescription as application properties). No trigger reads it:
+// only the DeadLetterSweeper and handler deadletters do. Duplicate detection
+// turns a re-park of the same message into a no-op; the long TTL gives people
+// time to act, and anything that still expires is dead-lettered, not lost.
+resource poisonQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' = {
+  parent: namespace
+  name: poisonQueueName
+  properties: {
+    requiresSession: false
+    maxDeliveryCount: 10
+    lockDuration: 'PT1M'
+    requiresDuplicateDetection: true
+    duplicateDetectionHistoryTimeWindow: 'PT10M'
+    defaultMessageTimeToLive: 'P14D'
+    deadLetteringOnMessageExpiration: true
+  }
+}
+
+// The OrderStatus trigger receives from order-status; the sweeper receives
+// from its dead-letter sub-queue, which this assignment covers.
+resource appReceiverOrderStatus 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(orderStatusQueue.id, appPrincipalId, serviceBusDataReceiver)
+  scope: orderStatusQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiver)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// The sweeper replays dead-lettered messages into order-status.
+resource appSenderOrderStatus 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(orderStatusQueue.id, appPrincipalId, serviceBusDataSender)
+  scope: orderStatusQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataSender)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// The sweeper archives and completes parked messages.
+resource appReceiverPoison 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(poisonQueue.id, appPrincipalId, serviceBusDataReceiver)
+  scope: poisonQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiver)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// The handler parks poison messages.
+resource appSenderPoison 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(poisonQueue.id, appPrincipalId, serviceBusDataSender)
+  scope: poisonQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataSender)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// Optional: the Manage right lets the scale controller read the exact queue
+// length instead of falling back to peeking the first message.
+resource appOwnerOrderStatus 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantAppQueueOwnerForScaling) {
+  name: guid(orderStatusQueue.id, appPrincipalId, serviceBusDataOwner)
+  scope: orderStatusQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataOwner)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource deployerOwnerOrderStatus 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantDeployer) {
+  name: guid(orderStatusQueue.id, deployerPrincipalId, serviceBusDataOwner)
+  scope: orderStatusQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataOwner)
+    principalId: deployerPrincipalId
+    principalType: deployerPrincipalType
+  }
+}
+
+resource deployerOwnerPoison 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantDeployer) {
+  name: guid(poisonQueue.id, deployerPrincipalId, serviceBusDataOwner)
+  scope: poisonQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataOwner)
+    principalId: deployerPrincipalId
+    principalType: deployerPrincipalType
+  }
+}
+
+output namespaceName string = namespace.name
+output namespaceId string = namespace.id
+output fullyQualifiedNamespace string = '${namespace.name}.servicebus.windows.net'
+output orderStatusQueueName string = orderStatusQueue.name
+output poisonQueueName string = poisonQueue.name

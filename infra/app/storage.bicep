@@ -1,0 +1,137 @@
+// The storage account: host storage for the Functions runtime (blobs), the
+// Flex Consumption deployment container, and the three tables the handler
+// owns. Shared keys are disabled: every caller authenticates with Entra ID.
+
+@description('Storage account name (3-24 lowercase letters and digits, globally unique).')
+@minLength(3)
+@maxLength(24)
+param name string
+
+@description('Azure region.')
+param location string
+
+@description('Tags applied to every resource.')
+param tags object = {}
+
+@description('Blob container that holds the Flex Consumption deployment package.')
+param deploymentContainerName string
+
+@description('Principal (object) id of the function app identity.')
+param appPrincipalId string
+
+@description('Principal (object) id of the person or pipeline running azd. Empty: no deployer access.')
+param deployerPrincipalId string = ''
+
+@description('Type of deployerPrincipalId.')
+@allowed([
+  'User'
+  'ServicePrincipal'
+  'Group'
+])
+param deployerPrincipalType string = 'User'
+
+@description('Give the deployer Storage Table Data Contributor on the three tables (for handler deadletters). Off by default.')
+param grantDeployerDataOwner bool = false
+
+var orderStoreTableName = 'orderstatus'
+var deadLetterArchiveTableName = 'deadletterarchive'
+var deadLetterAuditTableName = 'deadletteraudit'
+var tableNames = [
+  orderStoreTableName
+  deadLetterArchiveTableName
+  deadLetterAuditTableName
+]
+
+// Built-in role definition ids.
+var storageBlobDataOwner = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
+var storageTableDataContributor = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
+
+var grantDeployer = grantDeployerDataOwner && !empty(deployerPrincipalId)
+
+resource storageAccount 'Microsoft.Storage/storageAccounts@2023-05-01' = {
+  name: name
+  location: location
+  tags: tags
+  kind: 'StorageV2'
+  sku: {
+    name: 'Standard_LRS'
+  }
+  properties: {
+    allowSharedKeyAccess: false
+    defaultToOAuthAuthentication: true
+    minimumTlsVersion: 'TLS1_2'
+    allowBlobPublicAccess: false
+    supportsHttpsTrafficOnly: true
+    publicNetworkAccess: 'Enabled'
+    networkAcls: {
+      defaultAction: 'Allow'
+      bypass: 'AzureServices'
+    }
+  }
+}
+
+resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2023-05-01' = {
+  parent: storageAccount
+  name: 'default'
+}
+
+resource deploymentContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' = {
+  parent: blobService
+  name: deploymentContainerName
+  properties: {
+    publicAccess: 'None'
+  }
+}
+
+resource tableService 'Microsoft.Storage/storageAccounts/tableServices@2023-05-01' = {
+  parent: storageAccount
+  name: 'default'
+}
+
+resource tables 'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01' = [for tableName in tableNames: {
+  parent: tableService
+  name: tableName
+}]
+
+// Host storage (AzureWebJobsStorage) creates and leases its own containers,
+// and the deployment container lives in the same account, so this role is
+// assigned on the account: the narrowest scope that covers both.
+resource appBlobDataOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(storageAccount.id, appPrincipalId, storageBlobDataOwner)
+  scope: storageAccount
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataOwner)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// One assignment per table: the app can read and write its three tables and
+// nothing else in the account's table service.
+resource appTableDataContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for (tableName, i) in tableNames: {
+  name: guid(tables[i].id, appPrincipalId, storageTableDataContributor)
+  scope: tables[i]
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageTableDataContributor)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}]
+
+resource deployerTableDataContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for (tableName, i) in tableNames: if (grantDeployer) {
+  name: guid(tables[i].id, deployerPrincipalId, storageTableDataContributor)
+  scope: tables[i]
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageTableDataContributor)
+    principalId: deployerPrincipalId
+    principalType: deployerPrincipalType
+  }
+}]
+
+output accountName string = storageAccount.name
+output blobEndpoint string = storageAccount.properties.primaryEndpoints.blob
+output tableEndpoint string = storageAccount.properties.primaryEndpoints.table
+output deploymentContainerName string = deploymentContainer.name
+output orderStoreTableName string = orderStoreTableName
+output deadLetterArchiveTableName string = deadLetterArchiveTableName
+output deadLetterAuditTableName string = deadLetterAuditTableName

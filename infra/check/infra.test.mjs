@@ -1,0 +1,269 @@
+// Invariants of infra/ read from the Bicep syntax trees: the Service Bus
+// queues, storage, monitoring, the Flex Consumption function app and its app
+// settings, every role assignment with its scope, main.bicep and its
+// parameters, and the azd wiring. Each check also runs on a deliberately
+// broken copy of the files to prove it can fail.
+
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, statSync, readdirSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { repoRoot, Expr, Template, isExpr } from './lib/bicep.mjs';
+import { Project } from './lib/project.mjs';
+import {
+  checkServiceBus, checkStorage, checkMonitoring, checkFunctionApp, roleAssignments,
+  LOCAL_ONLY_SETTINGS, ROLE_NAMES,
+} from './lib/infra-rules.mjs';
+
+const read = (rel) => readFileSync(path.join(repoRoot, rel), 'utf8');
+const templateValues = JSON.parse(read('local.settings.json.template')).Values;
+const project = await Project.load();
+
+/**
+ * Every role assignment the deployment makes, one line per scope. The app
+ * identity gets data-plane roles on exactly the queues, tables, account and
+ * component it uses; the deployer gets Data Owner (and table access) only
+ * behind grantDeployerDataOwner. Anything else is a failure, including a
+ * broader scope for the same role.
+ */
+const EXPECTED_ROLE_ASSIGNMENTS = [
+  // The OrderStatus trigger; the sweeper reads the dead-letter sub-queue.
+  'Azure Service Bus Data Receiver @ queues:order-status -> app',
+  // The sweeper archives and completes parked messages.
+  'Azure Service Bus Data Receiver @ queues:order-status-poison -> app',
+  // The sweeper replays dead-lettered messages.
+  'Azure Service Bus Data Sender @ queues:order-status -> app',
+  // The handler parks poison messages.
+  'Azure Service Bus Data Sender @ queues:order-status-poison -> app',
+  // Optional: exact queue length for the scale controller (off by default).
+  'Azure Service Bus Data Owner @ queues:order-status -> app if grantAppQueueOwnerForScaling',
+  // The deploying user, off by default.
+  'Azure Service Bus Data Owner @ queues:order-status -> deployer if grantDeployerDataOwner',
+  'Azure Service Bus Data Owner @ queues:order-status-poison -> deployer if grantDeployerDataOwner',
+  // Host storage and the deployment container (same account).
+  'Storage Blob Data Owner @ storageAccounts -> app',
+  'Storage Table Data Contributor @ tables:orderstatus -> app',
+  'Storage Table Data Contributor @ tables:deadletterarchive -> app',
+  'Storage Table Data Contributor @ tables:deadletteraudit -> app',
+  'Storage Table Data Contributor @ tables:orderstatus -> deployer if grantDeployerDataOwner',
+  'Storage Table Data Contributor @ tables:deadletterarchive -> deployer if grantDeployerDataOwner',
+  'Storage Table Data Contributor @ tables:deadletteraudit -> deployer if grantDeployerDataOwner',
+  // Entra ID telemetry ingestion.
+  'Monitoring Metrics Publisher @ components -> app',
+].sort();
+
+function checkRoles(p) {
+  const { lines, problems } = roleAssignments(p);
+  const missing = EXPECTED_ROLE_ASSIGNMENTS.filter((l) => !lines.includes(l)).map((l) => `missing role assignment: ${l}`);
+  const extra = lines.filter((l) => !EXPECTED_ROLE_ASSIGNMENTS.includes(l)).map((l) => `unexpected role assignment: ${l}`);
+  return [...problems, ...missing, ...extra];
+}
+
+// Checks of main.bicep, its parameters file and the abbreviations.
+function checkMain(p) {
+  const problems = [];
+  const main = p.get('infra/main.bicep');
+  if (main.targetScope !== 'subscription') problems.push(`targetScope ${main.targetScope}, want subscription`);
+  const rgs = main.resourcesOfType('Microsoft.Resources/resourceGroups');
+  if (rgs.length !== 1) problems.push(`want one resource group, got ${rgs.length}`);
+  const token = main.vars.get('resourceToken')?.text.replace(/\s+/g, '');
+  if (token !== 'toLower(uniqueString(subscription().id,environmentName,location))') {
+    problems.push(`resourceToken: got ${token}, want toLower(uniqueString(subscription().id, environmentName, location))`);
+  }
+  const abbrs = JSON.parse(read('infra/abbreviations.json'));
+  for (const [, key] of main.source.matchAll(/abbrs\.(\w+)/g)) {
+    if (!(key in abbrs)) problems.push(`abbreviations.json has no ${key}`);
+  }
+  for (const mod of main.modules) {
+    if (!isExpr(mod.body.scope, rgs[0]?.symbol)) problems.push(`module ${mod.symbol}: scope ${mod.body.scope}, want the resource group`);
+    for (const [key, v] of Object.entries(mod.body.params ?? {})) {
+      if (/(^n|N)ame$/.test(key) && v instanceof Template && !v.text.includes('${resourceToken}')) {
+        problems.push(`module ${mod.symbol} ${key}: ${v.text} is not derived from resourceToken`);
+      }
+    }
+  }
+  const memory = main.params.get('instanceMemoryMB');
+  const allowed = memory?.decorators.allowed?.[0] ?? [];
+  if (!allowed.length || !allowed.every((v) => [512, 2048, 4096].includes(v)) || !allowed.includes(main.paramDefault('instanceMemoryMB'))) {
+    problems.push(`param instanceMemoryMB: @allowed ${JSON.stringify(allowed)}, want Flex Consumption sizes (512, 2048, 4096) including the default`);
+  }
+  const count = main.params.get('maximumInstanceCount');
+  if (!(count?.decorators.minValue?.[0] >= 1 && count?.decorators.maxValue?.[0] <= 1000)) {
+    problems.push('param maximumInstanceCount: want @minValue(>= 1) and @maxValue(<= 1000)');
+  }
+  for (const name of ['grantDeployerDataOwner', 'grantAppQueueOwnerForScaling']) {
+    if (main.paramDefault(name) !== false) problems.push(`param ${name} must default to false`);
+  }
+  const params = JSON.parse(read('infra/main.parameters.json')).parameters;
+  for (const [key, { value }] of Object.entries(params)) {
+    if (!main.params.has(key)) problems.push(`main.parameters.json sets ${key}, which main.bicep does not declare`);
+    if (!/^\$\{[A-Z_]+(=[^}]*)?\}$/.test(String(value))) problems.push(`main.parameters.json ${key}: ${value} is not an azd \${VAR} reference`);
+  }
+  for (const [key, param] of main.params) {
+    if (param.defaultNode === null && !(key in params)) problems.push(`param ${key} has no default and is not in main.parameters.json`);
+  }
+  for (const [key, env] of [['environmentName', 'AZURE_ENV_NAME'], ['location', 'AZURE_LOCATION'], ['principalId', 'AZURE_PRINCIPAL_ID'], ['grantDeployerDataOwner', 'GRANT_DEPLOYER_DATA_OWNER=false']]) {
+    if (params[key]?.value !== `\${${env}}`) problems.push(`main.parameters.json ${key}: got ${params[key]?.value}, want \${${env}}`);
+  }
+  return problems;
+}
+
+test('Service Bus: Standard, no local auth, TLS 1.2, order-status as the seed creates it, the poison queue', () => {
+  assert.deepEqual(checkServiceBus(project), []);
+});
+
+test('Storage: no shared keys, TLS 1.2, no public blobs, the three tables, the deployment container', () => {
+  assert.deepEqual(checkStorage(project), []);
+});
+
+test('Monitoring: workspace-based Application Insights with local authentication disabled', () => {
+  assert.deepEqual(checkMonitoring(project), []);
+});
+
+test('Function app: FC1, runtime custom 1.0, identity-based deployment storage, scale parameters, every app setting', () => {
+  assert.deepEqual(checkFunctionApp(project, templateValues), []);
+});
+
+test('the settings excluded from Azure are exactly the local-only ones, each with a reason', () => {
+  for (const [key, reason] of Object.entries(LOCAL_ONLY_SETTINGS)) {
+    assert.ok(key in templateValues, `${key} is excluded but not in local.settings.json.template`);
+    assert.ok(reason.length > 20, `${key} needs a reason`);
+  }
+});
+
+test('role assignments: every role id with its scope and principal, nothing broader', () => {
+  assert.deepEqual(checkRoles(project), []);
+});
+
+test('role definition ids are the built-in ones', () => {
+  for (const [rel, ctx] of project.contexts()) {
+    for (const name of ctx.file.vars.keys()) {
+      const v = ctx.file.variable(name);
+      if (typeof v === 'string' && /^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$/.test(v)) {
+        assert.ok(v in ROLE_NAMES, `${rel} var ${name} = ${v} is not a known role id`);
+      }
+    }
+  }
+});
+
+test('main.bicep: subscription scope, resource group, names from resourceToken, parameters wired for azd', () => {
+  assert.deepEqual(checkMain(project), []);
+});
+
+test('every .bicep file is reachable from main.bicep', () => {
+  const loaded = new Set([...project.contexts().keys()]);
+  const walk = (dir) => readdirSync(path.join(repoRoot, dir), { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? (e.name === 'check' ? [] : walk(path.join(dir, e.name))) : e.name.endsWith('.bicep') ? [path.join(dir, e.name)] : []);
+  for (const f of [...walk('infra'), ...walk('alerts')]) {
+    assert.ok(loaded.has(f), `${f} is not used by main.bicep`);
+  }
+});
+
+test('outputs: what azd, the deploy hook, the runbooks and the handler read', () => {
+  const main = project.get('infra/main.bicep');
+  const want = [
+    'AZURE_LOCATION', 'AZURE_TENANT_ID', 'AZURE_RESOURCE_GROUP', 'AZURE_FUNCTION_APP_NAME',
+    'AZURE_FUNCTION_APP_HOSTNAME', 'AZURE_MANAGED_IDENTITY_CLIENT_ID', 'SERVICE_BUS_NAMESPACE',
+    'STORAGE_ACCOUNT_NAME', 'APPLICATIONINSIGHTS_NAME',
+    // The app-setting names, so `eval "$(azd env get-values)"` configures bin/handler.
+    'ServiceBusConnection__fullyQualifiedNamespace', 'ORDER_STATUS_QUEUE', 'POISON_QUEUE',
+    'OrderStore__serviceUri', 'OrderStore__tableName', 'DEAD_LETTER_ARCHIVE_TABLE', 'DEAD_LETTER_AUDIT_TABLE',
+  ];
+  for (const name of want) assert.ok(main.outputs.has(name), `main.bicep has no output ${name}`);
+
+  // An output named like an app setting holds the same value the app gets.
+  const root = project.root();
+  const fa = project.enter(root, 'functionApp');
+  const settings = fa.file.resourcesOfType('Microsoft.Web/sites/config')[0].body.properties;
+  for (const name of ['ORDER_STATUS_QUEUE', 'POISON_QUEUE', 'OrderStore__tableName', 'DEAD_LETTER_ARCHIVE_TABLE', 'DEAD_LETTER_AUDIT_TABLE']) {
+    const out = project.resolve(root, main.output(name)).value;
+    const app = project.resolve(fa, settings[name]).value;
+    assert.equal(out, app, `output ${name} = ${out}, app setting = ${app}`);
+    assert.equal(out, templateValues[name], `output ${name} = ${out}, local.settings.json.template = ${templateValues[name]}`);
+  }
+  const table = project.resolve(root, main.output('OrderStore__serviceUri'));
+  assert.ok(table.value instanceof Expr && /primaryEndpoints\.table$/.test(table.value.text), `OrderStore__serviceUri output: ${table.value}`);
+});
+
+test('azure.yaml: bicep infra in infra/, hooks that exist, are executable and parse as sh', () => {
+  const yaml = read('azure.yaml');
+  assert.match(yaml, /^infra:\s*\n\s+provider: bicep\s*\n\s+path: infra\s*\n\s+module: main\s*$/m);
+  const hooks = [...yaml.matchAll(/^\s+run:\s*(\S+)\s*$/gm)].map((m) => m[1]);
+  assert.ok(hooks.includes('./scripts/azd-deploy.sh'), `hooks ${hooks}, want ./scripts/azd-deploy.sh`);
+  assert.match(yaml, /^\s{2}postdeploy:\s*\n(\s{4}.*\n)*?\s{4}run: \.\/scripts\/azd-deploy\.sh/m);
+  for (const hook of hooks) {
+    const file = path.join(repoRoot, hook);
+    assert.ok(statSync(file).mode & 0o111, `${hook} is not executable`);
+    const r = spawnSync('sh', ['-n', file], { encoding: 'utf8', timeout: 10_000 });
+    assert.equal(r.status, 0, `sh -n ${hook}: ${r.stderr}`);
+  }
+});
+
+test('the deploy hook stages with make package and deploys dist.zip with config-zip, using outputs that exist', () => {
+  const script = read('scripts/azd-deploy.sh');
+  assert.match(script, /^make package$/m);
+  assert.match(script, /az functionapp deployment source config-zip "\$@"/);
+  assert.match(script, /--src dist\.zip/);
+  const main = project.get('infra/main.bicep');
+  const azdProvided = new Set(['AZURE_ENV_NAME', 'AZURE_SUBSCRIPTION_ID', 'AZURE_LOCATION', 'AZURE_PRINCIPAL_ID']);
+  for (const s of ['scripts/azd-deploy.sh', 'scripts/azd-preflight.sh']) {
+    for (const [, name] of read(s).matchAll(/\$\{?(AZURE_[A-Z_]+)/g)) {
+      assert.ok(main.outputs.has(name) || azdProvided.has(name), `${s} reads ${name}, which neither azd nor main.bicep provides`);
+    }
+  }
+});
+
+// Each mutation breaks one invariant in a copy of one file; the named check
+// must then report a problem matching want.
+const mutations = [
+  ['servicebus.bicep', 'maxDeliveryCount: 5', 'maxDeliveryCount: 10', checkServiceBus, /order-status properties/],
+  ['servicebus.bicep', "lockDuration: 'PT1M'\n    requiresDuplicateDetection: true\n    duplicateDetectionHistoryTimeWindow: 'PT10M'\n    defaultMessageTimeToLive: 'P7D'", "lockDuration: 'PT5M'\n    requiresDuplicateDetection: true\n    duplicateDetectionHistoryTimeWindow: 'PT10M'\n    defaultMessageTimeToLive: 'P7D'", checkServiceBus, /order-status properties/],
+  ['servicebus.bicep', 'disableLocalAuth: true', 'disableLocalAuth: false', checkServiceBus, /disableLocalAuth/],
+  ['servicebus.bicep', "name: 'Standard'", "name: 'Basic'", checkServiceBus, /sku\.name/],
+  ['servicebus.bicep', "defaultMessageTimeToLive: 'P14D'", "defaultMessageTimeToLive: 'P1D'", checkServiceBus, /order-status-poison defaultMessageTimeToLive/],
+  ['servicebus.bicep', "var poisonQueueName = 'order-status-poison'", "var poisonQueueName = 'poison'", checkServiceBus, /queue names/],
+  ['storage.bicep', 'allowSharedKeyAccess: false', 'allowSharedKeyAccess: true', checkStorage, /allowSharedKeyAccess/],
+  ['storage.bicep', "minimumTlsVersion: 'TLS1_2'", "minimumTlsVersion: 'TLS1_0'", checkStorage, /minimumTlsVersion/],
+  ['storage.bicep', "var deadLetterAuditTableName = 'deadletteraudit'", "var deadLetterAuditTableName = 'audit'", checkStorage, /tables/],
+  ['monitoring.bicep', 'DisableLocalAuth: true', 'DisableLocalAuth: false', checkMonitoring, /DisableLocalAuth/],
+  ['functionapp.bicep', "name: 'FC1'", "name: 'Y1'", checkFunctionApp, /sku\.name/],
+  ['functionapp.bicep', "'${identityId}': {}", "'${storageAccountName}': {}", checkFunctionApp, /userAssignedIdentities/],
+  ['functionapp.bicep', "name: 'custom'", "name: 'go'", checkFunctionApp, /runtime/],
+  ['functionapp.bicep', "type: 'UserAssignedIdentity'", "type: 'StorageAccountConnectionString'", checkFunctionApp, /authentication\.type/],
+  ['functionapp.bicep', '    DEAD_LETTER_AUDIT_TABLE: deadLetterAuditTableName\n', '', checkFunctionApp, /DEAD_LETTER_AUDIT_TABLE .* not set/],
+  ['functionapp.bicep', '    LOG_LEVEL: logLevel\n', "    LOG_LEVEL: logLevel\n    FUNCTIONS_WORKER_RUNTIME: 'custom'\n", checkFunctionApp, /FUNCTIONS_WORKER_RUNTIME must not be set/],
+  ['functionapp.bicep', 'AZURE_CLIENT_ID: identityClientId', 'AZURE_CLIENT_ID: identityId', checkFunctionApp, /AZURE_CLIENT_ID/],
+  ['functionapp.bicep', "ServiceBusConnection__credential: 'managedidentity'", "ServiceBusConnection__credential: 'connectionstring'", checkFunctionApp, /ServiceBusConnection__credential/],
+  ['functionapp.bicep', 'maximumInstanceCount: maximumInstanceCount\n      }', 'maximumInstanceCount: 100\n      }', checkFunctionApp, /maximumInstanceCount/],
+  ['main.bicep', "param deadLetterSweepSchedule string = '0 */5 * * * *'", "param deadLetterSweepSchedule string = '0 */1 * * * *'", checkFunctionApp, /DEAD_LETTER_SWEEP_SCHEDULE/],
+  ['main.bicep', "var deploymentContainerName = 'app-package'", "var deploymentContainerName = 'other'", checkFunctionApp, null],
+  ['main.bicep', 'deploymentContainerName: storage.outputs.deploymentContainerName', "deploymentContainerName: 'other'", checkFunctionApp, /not a container the storage module creates/],
+  ['servicebus.bicep', 'name: guid(poisonQueue.id, appPrincipalId, serviceBusDataReceiver)\n  scope: poisonQueue', 'name: guid(namespace.id, appPrincipalId, serviceBusDataReceiver)\n  scope: namespace', checkRoles, /unexpected role assignment: Azure Service Bus Data Receiver @ namespaces -> app/],
+  ['servicebus.bicep', "var serviceBusDataSender = '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39'", "var serviceBusDataSender = '090c5cfd-751d-490a-894a-3ce6f1109419'", checkRoles, /missing role assignment: Azure Service Bus Data Sender/],
+  ['servicebus.bicep', 'resource deployerOwnerPoison \'Microsoft.Authorization/roleAssignments@2022-04-01\' = if (grantDeployer) {', 'resource deployerOwnerPoison \'Microsoft.Authorization/roleAssignments@2022-04-01\' = {', checkRoles, /unexpected role assignment: Azure Service Bus Data Owner @ queues:order-status-poison -> deployer$/m],
+  ['servicebus.bicep', 'var grantDeployer = grantDeployerDataOwner && !empty(deployerPrincipalId)', 'var grantDeployer = !empty(deployerPrincipalId)', checkRoles, /unexpected role assignment/],
+  ['storage.bicep', 'name: guid(storageAccount.id, appPrincipalId, storageBlobDataOwner)', 'name: guid(storageAccount.id, storageBlobDataOwner)', checkRoles, /name guid/],
+  ['storage.bicep', "  scope: storageAccount\n  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataOwner)", "  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataOwner)", checkRoles, /the whole resource group/],
+  ['storage.bicep', 'principalId: appPrincipalId\n    principalType: \'ServicePrincipal\'\n  }\n}\n\n// One assignment', 'principalId: deployerPrincipalId\n    principalType: \'ServicePrincipal\'\n  }\n}\n\n// One assignment', checkRoles, /Storage Blob Data Owner @ storageAccounts -> deployer/],
+  ['monitoring.bicep', "var monitoringMetricsPublisher = '3913510d-42f4-4e42-8a64-420c390055eb'", "var monitoringMetricsPublisher = '00000000-0000-0000-0000-000000000000'", checkRoles, /not one of the known built-in roles/],
+  ['main.bicep', '  512\n  2048\n  4096\n])\nparam instanceMemoryMB', '  512\n  2048\n  8192\n])\nparam instanceMemoryMB', checkMain, /instanceMemoryMB/],
+  ['main.bicep', 'param grantDeployerDataOwner bool = false', 'param grantDeployerDataOwner bool = true', checkMain, /grantDeployerDataOwner must default to false/],
+  ['main.bicep', "    name: '${abbrs.serviceBusNamespaces}${resourceToken}'", "    name: '${abbrs.serviceBusNamespaces}${environmentName}'", checkMain, /not derived from resourceToken/],
+];
+
+for (const [file, from, to, check, want] of mutations) {
+  const rel = file === 'main.bicep' ? 'infra/main.bicep' : `infra/app/${file}`;
+  test(`${check.name} fails when ${rel} changes ${JSON.stringify(from.split('\n')[0])}`, async () => {
+    const source = read(rel);
+    assert.ok(source.includes(from), `${rel} no longer contains ${JSON.stringify(from)}: update this mutation`);
+    const broken = await Project.load({ [rel]: source.replace(from, to) });
+    const problems = check(broken, templateValues);
+    if (want === null) {
+      // A value renamed consistently everywhere keeps every invariant.
+      assert.deepEqual(problems, []);
+    } else {
+      assert.match(problems.join('\n'), want, `got problems:\n${problems.join('\n') || '(none)'}`);
+    }
+  });
+}
