@@ -5,6 +5,8 @@ GOFLAGS_TEST ?= -race -count=1
 BIN := bin/handler
 TOOLS_STAMP := tools/node_modules/.installed
 GO_SOURCES := $(shell find handler -name '*.go' -not -name '*_test.go') go.mod go.sum
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
 
 .PHONY: all build tools test test-go test-infra run package fmt vet clean fuzz bench soak
 
@@ -14,7 +16,7 @@ all: build
 build: $(BIN)
 
 $(BIN): $(GO_SOURCES)
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./handler
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./handler
 
 ## tools: npm packages (Azurite, the Bicep parser) into tools/node_modules.
 tools: $(TOOLS_STAMP)
@@ -39,17 +41,17 @@ run: tools build
 ## package: dist/ laid out as the Functions host expects, zipped to dist.zip.
 package:
 	rm -rf dist && mkdir -p dist/bin
-	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -o dist/bin/handler ./handler
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/bin/handler ./handler
 	cp host.json dist/
 	for f in functions/*/; do mkdir -p dist/$$(basename $$f) && cp $$f/function.json dist/$$(basename $$f)/; done
 	cd dist && rm -f ../dist.zip && $(GO) run ../scripts/zipdir.go ../dist.zip .
 	@echo "dist/ staged and zipped to dist.zip"
 
 fmt:
-	gofmt -w $$(git ls-files '*.go')
+	gofmt -w handler scripts
 
 vet:
-	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	@unformatted=$$(gofmt -l handler scripts); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
 ## fuzz: run each fuzz target for FUZZTIME (seed corpora run in make test).

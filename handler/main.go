@@ -39,6 +39,7 @@ import (
 	"orderstatus/handler/internal/orderstate"
 	"orderstatus/handler/internal/parking"
 	"orderstatus/handler/internal/retry"
+	"orderstatus/handler/internal/store"
 	"orderstatus/handler/internal/store/tablestore"
 )
 
@@ -64,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "handler: serve takes no arguments (got %q); %s\n", args[0], usage)
 			return 2
 		}
-		return serve(ctx, stdout, stderr)
+		return serve(ctx, stop, stdout, stderr)
 	case "dev":
 		return devhost.Main(ctx, args, stdout, stderr)
 	case "version", "--version":
@@ -79,8 +80,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// serve runs the custom handler until ctx is cancelled (SIGTERM).
-func serve(ctx context.Context, stdout, stderr io.Writer) int {
+// serve runs the custom handler until ctx is cancelled (SIGTERM);
+// stopSignals restores the default signal handling.
+func serve(ctx context.Context, stopSignals func(), stdout, stderr io.Writer) int {
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
 		fmt.Fprintln(stderr, "handler:", err)
@@ -102,8 +104,6 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 		log.Error("start-up failed: store", "error", err.Error())
 		return 1
 	}
-	ensureTable(ctx, tables, cfg.StoreTable, log)
-
 	bus, err := newBroker(cfg, cred)
 	if err != nil {
 		log.Error("start-up failed: service bus", "error", err.Error())
@@ -150,6 +150,10 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	// Listen first, so the host's readiness probe is answered at once; a
+	// message that arrives before the table exists fails transiently and
+	// is retried.
+	go ensureTable(stopping, tables, cfg.StoreTable, log)
 	log.Info("handler listening", "addr", addr, "queue", cfg.Queue, "poison_queue", cfg.PoisonQueue,
 		"table", cfg.StoreTable, "retry_budget", cfg.RetryBudget.String(), "version", version)
 
@@ -159,6 +163,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 		return 1
 	case <-ctx.Done():
 	}
+	stopSignals() // a second signal kills the process
 	log.Info("shutting down: finishing in-flight calls")
 	cancelStopping()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.RetryBudget+15*time.Second)
@@ -195,16 +200,18 @@ func newTableStore(cfg config.Config, cred azcore.TokenCredential, m *metrics.Me
 	return tablestore.NewWithCredential(cfg.StoreServiceURI, cfg.StoreTable, cred, opts)
 }
 
-// ensureTable creates the table if absent, retrying for a bounded time; a
-// failure is logged and serving goes on (writes then fail and are retried
-// by redelivery, nothing is lost).
+// ensureTable creates the table if absent, retrying transient failures
+// (an outage, a role assignment still propagating) with backoff until it
+// succeeds, fails for good, or ctx ends. Failures are logged; serving goes
+// on either way (writes then fail transiently and messages are retried).
 func ensureTable(ctx context.Context, s *tablestore.Store, table string, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	err := retry.Do(ctx, ctx, retry.Policy{Budget: 15 * time.Second, Initial: 200 * time.Millisecond}, func(error) bool { return true },
-		s.EnsureTable, nil)
-	if err != nil {
-		log.Error("could not ensure the table exists; continuing", "table", table, "error", err.Error())
+	err := retry.Do(ctx, ctx, retry.Policy{Budget: 10 * time.Minute, Initial: 500 * time.Millisecond, Max: 30 * time.Second},
+		func(err error) bool { return errors.Is(err, store.ErrTransient) }, s.EnsureTable,
+		func(a retry.Attempt) {
+			log.Warn("table not ensured yet, retrying", "table", table, "attempt", a.Number, "error", a.Err.Error())
+		})
+	if err != nil && ctx.Err() == nil {
+		log.Error("could not ensure the table exists", "table", table, "error", err.Error())
 	}
 }
 
@@ -219,5 +226,3 @@ func newBroker(cfg config.Config, cred azcore.TokenCredential) (broker.Broker, e
 	}
 	return nil, nil
 }
-
-var _ = errors.New

@@ -43,11 +43,16 @@ func New(o Options) http.Handler {
 	if o.ReadTimeout == 0 {
 		o.ReadTimeout = 10 * time.Second
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	mux.Handle("GET /api/orders/{orderId}", getOrder{orders: o.Orders, log: o.Logger, timeout: o.ReadTimeout})
+	orders := getOrder{orders: o.Orders, log: o.Logger, timeout: o.ReadTimeout}
+	mux.Handle("GET /api/orders/{orderId}", orders)
+	mux.Handle("GET /api/orders/{$}", orders) // empty id: 400
 	mux.Handle("GET /api/metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelError)}))
 	for name, h := range o.Functions {
 		mux.Handle("POST /"+name, h)

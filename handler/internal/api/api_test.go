@@ -61,6 +61,7 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/api/orders/a%23b", 400, "application/json", `illegal order id`},
 		{"GET", "/api/orders/" + strings.Repeat("x", 257), 400, "application/json", `illegal order id`},
 		{"GET", "/api/orders/down", 503, "application/json", `store unavailable`},
+		{"GET", "/api/orders/", 400, "application/json", `illegal order id`},
 		{"GET", "/api/metrics", 200, "text/plain", `orderstatus_messages_total{result="Applied",subject="OrderStatusChanged"} 1`},
 		{"POST", "/OrderStatus", 200, "application/json", `"called"`},
 		{"POST", "/DeadLetterSweeper", 404, "application/json", `no function`},

@@ -133,12 +133,14 @@ func Load(getenv func(string) string) (Config, error) {
 		return c, invalid(EnvStoreConnectionString, "<redacted>", "set only one of "+EnvStoreServiceURI+" and "+EnvStoreConnectionString)
 	case c.StoreServiceURI != "":
 		u, err := url.Parse(c.StoreServiceURI)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return c, invalid(EnvStoreServiceURI, c.StoreServiceURI, "want https://<account>.table.core.windows.net")
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" {
+			return c, invalid(EnvStoreServiceURI, redactURL(c.StoreServiceURI), "want https://<account>.table.core.windows.net (no query: the app signs in with its identity)")
 		}
+	case strings.EqualFold(strings.TrimSuffix(c.StoreConnectionString, ";"), "UseDevelopmentStorage=true"):
+		c.StoreConnectionString = DevelopmentStorage
 	default:
-		if !strings.Contains(c.StoreConnectionString, "AccountName=") && !strings.Contains(c.StoreConnectionString, "UseDevelopmentStorage=true") {
-			return c, invalid(EnvStoreConnectionString, "<redacted>", "want a storage connection string with AccountName=")
+		if !strings.Contains(c.StoreConnectionString, "AccountName=") {
+			return c, invalid(EnvStoreConnectionString, "<redacted>", "want a storage connection string with AccountName=, or UseDevelopmentStorage=true")
 		}
 	}
 	if !tableName.MatchString(c.StoreTable) {
@@ -163,8 +165,25 @@ func Load(getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
-// ServiceBusConfigured reports whether poison messages can be parked.
-func (c Config) ServiceBusConfigured() bool { return c.ServiceBusNamespace != "" || c.DevBrokerURL != "" }
+// DevelopmentStorage is what UseDevelopmentStorage=true stands for:
+// Azurite's Table service on its default port with the well-known
+// development account (public, not a secret).
+const DevelopmentStorage = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;" +
+	"AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;" +
+	"TableEndpoint=http://127.0.0.1:10002/devstoreaccount1;"
+
+// redactURL drops a URL's query and user info, where secrets would be.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		if i := strings.IndexAny(s, "?#"); i >= 0 {
+			return s[:i]
+		}
+		return s
+	}
+	u.RawQuery, u.Fragment, u.User = "", "", nil
+	return u.String()
+}
 
 // ErrSetting is wrapped by every error Load returns.
 var ErrSetting = errors.New("config")

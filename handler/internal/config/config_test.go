@@ -33,9 +33,6 @@ func TestLoadDefaults(t *testing.T) {
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got %+v\nwant %+v", c, want)
 	}
-	if c.ServiceBusConfigured() {
-		t.Error("ServiceBusConfigured() = true with no Service Bus setting")
-	}
 }
 
 func TestLoadProduction(t *testing.T) {
@@ -44,7 +41,7 @@ func TestLoadProduction(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	if !c.ServiceBusConfigured() || c.RetryBudget != 5*time.Second || c.LogLevel != slog.LevelDebug || c.ClientID != "abc" {
+	if c.ServiceBusNamespace != "sb-1.servicebus.windows.net" || c.RetryBudget != 5*time.Second || c.LogLevel != slog.LevelDebug || c.ClientID != "abc" {
 		t.Errorf("got %+v", c)
 	}
 }
@@ -66,6 +63,7 @@ func TestLoadErrorsNameTheSetting(t *testing.T) {
 		{"no store", env(EnvPort, "8080"), EnvStoreServiceURI},
 		{"both stores", with(EnvStoreServiceURI, "https://a.table.core.windows.net"), EnvStoreConnectionString},
 		{"service uri not a url", env(EnvPort, "1", EnvStoreServiceURI, "table.core.windows.net"), EnvStoreServiceURI},
+		{"service uri with a SAS", env(EnvPort, "1", EnvStoreServiceURI, "https://a.table.core.windows.net/?sv=1&sig=AccountKey"), EnvStoreServiceURI},
 		{"connection string without account", with(EnvStoreConnectionString, "foo=bar"), EnvStoreConnectionString},
 		{"bad table", with(EnvStoreTable, "order-status"), EnvStoreTable},
 		{"table too short", with(EnvStoreTable, "ab"), EnvStoreTable},
@@ -95,6 +93,16 @@ func TestLoadErrorsNameTheSetting(t *testing.T) {
 				t.Errorf("error leaks the connection string: %q", err)
 			}
 		})
+	}
+}
+
+func TestUseDevelopmentStorage(t *testing.T) {
+	c, err := Load(env(EnvPort, "1", EnvStoreConnectionString, "UseDevelopmentStorage=true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.StoreConnectionString != DevelopmentStorage {
+		t.Errorf("connection string = %q, want Azurite's default", c.StoreConnectionString)
 	}
 }
 

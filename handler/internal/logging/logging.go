@@ -1,6 +1,6 @@
 // Package logging builds the handler's one slog.Logger: JSON lines on stdout
-// (the Functions host logs them at Information), and records at Warn or
-// above also on stderr (the host logs those as errors).
+// (the Functions host logs them at Information), and failures (records at
+// Error) also on stderr, which the host logs as errors.
 package logging
 
 import (
@@ -10,24 +10,24 @@ import (
 )
 
 // New returns a JSON logger writing every record at level or above to out
-// and records at Warn or above also to errOut (when not nil).
+// and records at Error also to errOut (when not nil).
 func New(out, errOut io.Writer, level slog.Leveler) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler = slog.NewJSONHandler(out, opts)
 	if errOut != nil {
-		h = tee{all: h, errs: slog.NewJSONHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})}
+		h = tee{all: h, errs: slog.NewJSONHandler(errOut, &slog.HandlerOptions{Level: slog.LevelError})}
 	}
 	return slog.New(h)
 }
 
-// tee sends every record to all and, from Warn up, to errs too.
+// tee sends every record to all and, from Error up, to errs too.
 type tee struct{ all, errs slog.Handler }
 
 func (t tee) Enabled(ctx context.Context, l slog.Level) bool { return t.all.Enabled(ctx, l) }
 
 func (t tee) Handle(ctx context.Context, r slog.Record) error {
 	err := t.all.Handle(ctx, r)
-	if r.Level >= slog.LevelWarn {
+	if r.Level >= slog.LevelError {
 		if err2 := t.errs.Handle(ctx, r.Clone()); err == nil {
 			err = err2
 		}
@@ -41,11 +41,4 @@ func (t tee) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (t tee) WithGroup(name string) slog.Handler {
 	return tee{all: t.all.WithGroup(name), errs: t.errs.WithGroup(name)}
-}
-
-// ParseLevel maps debug, info, warn and error (any case) to a level.
-func ParseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	err := l.UnmarshalText([]byte(s))
-	return l, err
 }

@@ -52,6 +52,10 @@ const (
 	ResultFailed = "Failed"
 )
 
+// DefaultRetryBudget is the in-call retry budget when Options leave it zero:
+// well below the 1 minute lock of the order-status queue.
+const DefaultRetryBudget = 20 * time.Second
+
 // MaxInvocationBytes bounds the request body (a 256 KiB Standard-tier
 // message, base64-encoded, plus metadata, with room to spare).
 const MaxInvocationBytes = 4 << 20
@@ -60,13 +64,12 @@ const MaxInvocationBytes = 4 << 20
 type Options struct {
 	// Binding is the trigger binding name in function.json (default "message").
 	Binding string
-	// Retry bounds in-call retries of transient failures.
+	// Retry bounds in-call retries of transient failures; Retry.Budget
+	// (default DefaultRetryBudget) is the deadline of the whole call.
 	Retry retry.Policy
 	// Stop, when done, ends retry waits at once (shutdown): the call is
 	// answered 5xx. nil means never.
 	Stop context.Context
-	// Now is the clock (default time.Now).
-	Now func() time.Time
 }
 
 // Handler serves POST /OrderStatus.
@@ -86,8 +89,8 @@ func New(a Applier, p Parker, m *metrics.Metrics, log *slog.Logger, opts Options
 	if opts.Stop == nil {
 		opts.Stop = context.Background()
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Retry.Budget <= 0 {
+		opts.Retry.Budget = DefaultRetryBudget
 	}
 	return &Handler{applier: a, parker: p, metrics: m, log: log, opts: opts}
 }
@@ -107,9 +110,13 @@ type outcome struct {
 	retries     int
 	err         error // set when result is ResultFailed
 	httpStatus  int
+	// invocationID is the host's X-Azure-Functions-InvocationId.
+	invocationID string
 }
 
-// ServeHTTP handles one invocation.
+// ServeHTTP handles one invocation. The whole call, parking included, has
+// one deadline: the retry budget from the moment the request arrived, so
+// that the answer comes well within the message lock.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if r.Method != http.MethodPost {
@@ -132,8 +139,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out = outcome{result: ResultFailed, err: fmt.Errorf("decode invocation: %w", err), httpStatus: http.StatusInternalServerError}
 	} else {
 		h.metrics.DeliveryCount.Observe(float64(msg.DeliveryCount))
-		out = h.handle(r.Context(), msg)
+		ctx, cancel := context.WithTimeout(r.Context(), h.opts.Retry.Budget)
+		out = h.handle(ctx, msg)
+		cancel()
 	}
+	out.invocationID = r.Header.Get("X-Azure-Functions-InvocationId")
 	h.finish(w, msg, out, time.Since(start))
 }
 
@@ -142,42 +152,51 @@ func (h *Handler) handle(ctx context.Context, msg hostproto.ServiceBusMessage) o
 	case order.SubjectStatusChanged:
 		u, err := order.ParseUpdate(msg.Body, msg.SessionID)
 		if err != nil {
-			return h.park(ctx, msg, err)
+			return h.park(ctx, msg, outcome{orderID: msg.SessionID}, err)
 		}
 		out := outcome{orderID: u.OrderID, sequence: u.Sequence}
 		return h.apply(ctx, msg, out, func(ctx context.Context) (orderstate.Outcome, error) { return h.applier.Apply(ctx, u) })
 	case order.SubjectPaymentTimeout:
 		c, err := order.ParseTimeoutCheck(msg.Body, msg.SessionID)
 		if err != nil {
-			return h.park(ctx, msg, err)
+			return h.park(ctx, msg, outcome{orderID: msg.SessionID}, err)
 		}
 		out := outcome{orderID: c.OrderID}
 		return h.apply(ctx, msg, out, func(ctx context.Context) (orderstate.Outcome, error) { return h.applier.ExpireIfUnpaid(ctx, c.OrderID) })
 	default:
-		return h.park(ctx, msg, &order.PoisonError{Reason: order.ReasonUnknownSubject,
+		return h.park(ctx, msg, outcome{orderID: msg.SessionID}, &order.PoisonError{Reason: order.ReasonUnknownSubject,
 			Description: fmt.Sprintf("no handler for subject %q", msg.Subject)})
 	}
 }
 
-// apply runs op with in-call retries of transient failures.
+// retryLog logs one failed attempt that will be retried.
+func (h *Handler) retryLog(operation string, msg hostproto.ServiceBusMessage, out *outcome, a retry.Attempt) {
+	out.retries++
+	h.metrics.Retries.WithLabelValues(operation).Inc()
+	h.log.Warn("transient failure, retrying", "operation", operation, "order_id", out.orderID, "message_id", msg.MessageID,
+		"delivery_count", msg.DeliveryCount, "sequence", out.sequence, "subject", msg.Subject,
+		"attempt", a.Number, "wait_ms", a.Wait.Milliseconds(), "error", a.Err.Error())
+}
+
+// apply runs op with in-call retries of transient failures until ctx's
+// deadline.
 func (h *Handler) apply(ctx context.Context, msg hostproto.ServiceBusMessage, out outcome, op func(context.Context) (orderstate.Outcome, error)) outcome {
 	var res orderstate.Outcome
 	err := retry.Do(ctx, h.opts.Stop, h.opts.Retry, transient, func(ctx context.Context) error {
 		var err error
 		res, err = op(ctx)
+		// Count every attempt's storage work, failed ones included.
+		out.roundTrips += res.RoundTrips
+		out.conflicts += res.Conflicts
+		out.cacheHit = out.cacheHit || res.CacheHit
 		return err
-	}, func(a retry.Attempt) {
-		out.retries++
-		h.metrics.Retries.WithLabelValues("apply").Inc()
-		h.log.Warn("transient failure, retrying", "order_id", out.orderID, "message_id", msg.MessageID,
-			"attempt", a.Number, "wait_ms", a.Wait.Milliseconds(), "error", a.Err.Error())
-	})
+	}, func(a retry.Attempt) { h.retryLog("apply", msg, &out, a) })
 	if err != nil {
 		out.result, out.err, out.httpStatus = ResultFailed, err, statusFor(err)
 		return out
 	}
 	out.result = string(res.Result)
-	out.gap, out.roundTrips, out.cacheHit, out.conflicts = res.Gap, res.RoundTrips, res.CacheHit, res.Conflicts
+	out.gap = res.Gap
 	if res.Result == order.Applied {
 		out.status = res.State.Status
 	}
@@ -186,22 +205,21 @@ func (h *Handler) apply(ctx context.Context, msg hostproto.ServiceBusMessage, ou
 		if p == nil {
 			p = &order.PoisonError{Reason: order.ReasonInvalidTransition, Description: "invalid transition"}
 		}
-		parked := h.park(ctx, msg, p)
-		parked.orderID, parked.sequence, parked.roundTrips, parked.retries = out.orderID, out.sequence, out.roundTrips, out.retries+parked.retries
-		return parked
+		return h.park(ctx, msg, out, p)
 	}
 	out.httpStatus = http.StatusOK
 	return out
 }
 
 // park copies msg to the poison queue for the reason in cause (a
-// *order.PoisonError), with in-call retries of transient send failures.
-func (h *Handler) park(ctx context.Context, msg hostproto.ServiceBusMessage, cause error) outcome {
+// *order.PoisonError), with in-call retries of transient send failures
+// until ctx's deadline. out carries what is known of the message so far.
+func (h *Handler) park(ctx context.Context, msg hostproto.ServiceBusMessage, out outcome, cause error) outcome {
 	var pe *order.PoisonError
 	if !errors.As(cause, &pe) {
 		pe = &order.PoisonError{Reason: order.ReasonInvalidPayload, Description: cause.Error()}
 	}
-	out := outcome{result: ResultParked, reason: pe.Reason, description: pe.Description, orderID: msg.SessionID}
+	out.result, out.reason, out.description, out.status = ResultParked, pe.Reason, pe.Description, ""
 	orig := parking.Original{
 		MessageID: msg.MessageID, SessionID: msg.SessionID, SequenceNumber: msg.SequenceNumber,
 		Subject: msg.Subject, ContentType: msg.ContentType, CorrelationID: msg.CorrelationID,
@@ -210,12 +228,7 @@ func (h *Handler) park(ctx context.Context, msg hostproto.ServiceBusMessage, cau
 	}
 	err := retry.Do(ctx, h.opts.Stop, h.opts.Retry, transient, func(ctx context.Context) error {
 		return h.parker.Park(ctx, orig, pe.Reason, pe.Description)
-	}, func(a retry.Attempt) {
-		out.retries++
-		h.metrics.Retries.WithLabelValues("park").Inc()
-		h.log.Warn("transient failure parking, retrying", "message_id", msg.MessageID,
-			"attempt", a.Number, "wait_ms", a.Wait.Milliseconds(), "error", a.Err.Error())
-	})
+	}, func(a retry.Attempt) { h.retryLog("park", msg, &out, a) })
 	if err != nil {
 		out.result, out.err, out.httpStatus = ResultFailed, fmt.Errorf("park %s (%s): %w", msg.MessageID, pe.Reason, err), statusFor(err)
 		return out
@@ -275,6 +288,9 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 	}
 	if out.reason != "" {
 		attrs = append(attrs, "reason", out.reason, "description", out.description)
+	}
+	if out.invocationID != "" {
+		attrs = append(attrs, "invocation_id", out.invocationID)
 	}
 	level, text := slog.LevelInfo, "message settled"
 	switch {

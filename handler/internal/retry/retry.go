@@ -6,6 +6,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -58,17 +59,22 @@ type Attempt struct {
 }
 
 // Do calls op until it succeeds, fails with an error for which retryable is
-// false, or the budget would be exceeded by the next wait. It sleeps between
+// false, or the budget would be exceeded by the next wait. The budget ends
+// at p.Budget from now or at ctx's deadline, whichever is first, so callers
+// that share one deadline across several Do calls set it on ctx. It sleeps between
 // attempts on stop: when stop (or ctx) is done, Do returns at once with the
 // last error joined to stop's cause. op receives ctx, never stop, so an
 // attempt under way is never cut short by stop. onRetry, if not nil, is
 // called before each wait.
 //
 // On giving up, the result wraps the last error (errors.Is still finds its
-// sentinel) and ErrBudgetExhausted or the context's error.
+// sentinel) and ErrBudgetExhausted or the context's error, in one line.
 func Do(ctx, stop context.Context, p Policy, retryable func(error) bool, op func(context.Context) error, onRetry func(Attempt)) error {
 	p = p.withDefaults()
 	deadline := time.Now().Add(p.Budget)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 	for n := 1; ; n++ {
 		err := op(ctx)
 		if err == nil || !retryable(err) {
@@ -76,7 +82,7 @@ func Do(ctx, stop context.Context, p Policy, retryable func(error) bool, op func
 		}
 		wait := p.Backoff(n)
 		if time.Now().Add(wait).After(deadline) {
-			return errors.Join(err, ErrBudgetExhausted)
+			return fmt.Errorf("%w (%w)", err, ErrBudgetExhausted)
 		}
 		if onRetry != nil {
 			onRetry(Attempt{Number: n, Err: err, Wait: wait})
@@ -86,10 +92,10 @@ func Do(ctx, stop context.Context, p Policy, retryable func(error) bool, op func
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return errors.Join(err, context.Cause(ctx))
+			return fmt.Errorf("%w (%w)", err, context.Cause(ctx))
 		case <-stop.Done():
 			t.Stop()
-			return errors.Join(err, context.Cause(stop))
+			return fmt.Errorf("%w (%w)", err, context.Cause(stop))
 		}
 	}
 }

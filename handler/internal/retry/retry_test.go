@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -93,5 +94,19 @@ func TestBackoffGrowsAndCaps(t *testing.T) {
 				t.Fatalf("Backoff(%d) = %v, want in [%v, %v]", attempt, got, wantMax/2, wantMax)
 			}
 		}
+	}
+}
+
+func TestDoHonoursTheContextDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	p := Policy{Budget: time.Hour, Initial: 50 * time.Millisecond, Max: 50 * time.Millisecond}
+	calls := 0
+	err := Do(ctx, context.Background(), p, isTransient, func(context.Context) error { calls++; return errTransient }, nil)
+	if calls != 1 || !errors.Is(err, ErrBudgetExhausted) {
+		t.Errorf("calls %d err %v, want 1 call then ErrBudgetExhausted: the next wait passes the context deadline", calls, err)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("error spans lines: %q", err)
 	}
 }

@@ -23,7 +23,10 @@ import (
 //     refuses (not-allowed: a message without SessionId for a session queue,
 //     a receiver without session on one; invalid-field; size exceeded;
 //     argument errors): ErrInvalid.
-//   - CodeUnauthorizedAccess and anything else: unchanged, not transient.
+//   - CodeUnauthorizedAccess: ErrTransient, as a fresh role assignment takes
+//     minutes to propagate; a lasting one ends, after the in-call retries
+//     and the redeliveries, in the dead-letter queue and its alert;
+//   - anything else: unchanged, not transient.
 //
 // The caller's cancellation stays context.Canceled, not transient.
 func classify(err error) error {
@@ -52,7 +55,7 @@ func sentinelOf(err error) error {
 		case azservicebus.CodeTimeout, azservicebus.CodeConnectionLost, azservicebus.CodeClosed:
 			return broker.ErrTransient
 		case azservicebus.CodeUnauthorizedAccess:
-			return nil
+			return broker.ErrTransient
 		}
 	}
 	if errors.Is(err, azservicebus.ErrMessageTooLarge) {

@@ -24,7 +24,7 @@ func TestClassify(t *testing.T) {
 		{"timeout", &azservicebus.Error{Code: azservicebus.CodeTimeout}, broker.ErrTransient},
 		{"connection lost", &azservicebus.Error{Code: azservicebus.CodeConnectionLost}, broker.ErrTransient},
 		{"closed", &azservicebus.Error{Code: azservicebus.CodeClosed}, broker.ErrTransient},
-		{"unauthorized", &azservicebus.Error{Code: azservicebus.CodeUnauthorizedAccess}, nil},
+		{"unauthorized", &azservicebus.Error{Code: azservicebus.CodeUnauthorizedAccess}, broker.ErrTransient},
 		{"too large", fmt.Errorf("send: %w", azservicebus.ErrMessageTooLarge), broker.ErrInvalid},
 		{"no session id", &amqp.Error{Condition: amqp.ErrCondNotAllowed}, broker.ErrInvalid},
 		{"no such queue", &amqp.Error{Condition: amqp.ErrCondNotFound}, broker.ErrNotFound},

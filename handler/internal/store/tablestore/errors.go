@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"syscall"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -25,6 +27,10 @@ type classified struct {
 	err    error
 }
 
+// ErrStorage is matched by failures that are neither a sentinel nor the
+// caller's context: a request the service refused for good (HTTP 400...).
+var ErrStorage = errors.New("tablestore: request failed")
+
 func (e *classified) Error() string   { return e.kind.Error() + " (" + e.detail + ")" }
 func (e *classified) Unwrap() []error { return []error{e.kind, e.err} }
 
@@ -36,9 +42,16 @@ func (e *classified) Unwrap() []error { return []error{e.kind, e.err} }
 //   - 404 (except TableNotFound, a deployment error): store.ErrNotFound;
 //   - 408, 429, 5xx, the per-call deadline, connection failures:
 //     store.ErrTransient;
+//   - 403 and TableNotFound: store.ErrTransient too. Both are what a fresh
+//     deployment shows while a role assignment propagates or the table is
+//     being created; retried within the call and then by redelivery, a
+//     lasting one ends in the dead-letter queue, where the alert and the
+//     runbook take over, instead of burning every delivery in milliseconds;
 //   - the caller's context ending: that context's error;
-//   - anything else (400, 403, a missing table, ...): err unchanged, not
-//     retryable.
+//   - anything else (400, 409 on replace, ...): ErrStorage, not retryable.
+//
+// The text of a classified error is one line and never carries the
+// request's query string (which may hold a SAS token).
 func classify(callCtx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
@@ -47,7 +60,7 @@ func classify(callCtx context.Context, op string, err error) error {
 	if errors.As(err, &re) {
 		kind := statusKind(op, re.StatusCode, re.ErrorCode)
 		if kind == nil {
-			return err
+			kind = ErrStorage
 		}
 		return &classified{kind: kind, detail: fmt.Sprintf("HTTP %d %s", re.StatusCode, re.ErrorCode), err: err}
 	}
@@ -56,12 +69,29 @@ func classify(callCtx context.Context, op string, err error) error {
 			return &classified{kind: store.ErrTransient, detail: "no answer within the call timeout", err: err}
 		}
 		// The caller's context ended: report that, not a storage failure.
-		return &classified{kind: callCtx.Err(), detail: err.Error(), err: err}
+		return &classified{kind: callCtx.Err(), detail: redact(err), err: err}
 	}
 	if isConnectionError(err) {
-		return &classified{kind: store.ErrTransient, detail: err.Error(), err: err}
+		return &classified{kind: store.ErrTransient, detail: redact(err), err: err}
 	}
-	return err
+	return &classified{kind: ErrStorage, detail: redact(err), err: err}
+}
+
+// redact describes err without the request URL's query string, where a
+// SAS token would be: a *url.Error becomes "Op scheme://host/path: cause".
+func redact(err error) string {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return strings.ReplaceAll(err.Error(), "\n", " ")
+	}
+	where := ue.URL
+	if u, perr := url.Parse(ue.URL); perr == nil {
+		u.RawQuery, u.Fragment, u.User = "", "", nil
+		where = u.String()
+	} else if i := strings.IndexByte(where, '?'); i >= 0 {
+		where = where[:i]
+	}
+	return strings.ReplaceAll(ue.Op+" "+where+": "+ue.Err.Error(), "\n", " ")
 }
 
 // statusKind maps an HTTP status and service error code to a sentinel, or
@@ -74,7 +104,8 @@ func statusKind(op string, status int, code string) error {
 		return store.ErrConflict
 	case status == http.StatusNotFound && code != string(aztables.TableNotFound):
 		return store.ErrNotFound
-	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500:
+	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500,
+		status == http.StatusForbidden, status == http.StatusNotFound:
 		return store.ErrTransient
 	}
 	return nil

@@ -55,16 +55,16 @@ func TestClassifyResponseErrors(t *testing.T) {
 		{OpReplace, 412, string(aztables.UpdateConditionNotSatisfied), store.ErrConflict},
 		{OpGet, 404, string(aztables.ResourceNotFound), store.ErrNotFound},
 		{OpReplace, 404, string(aztables.ResourceNotFound), store.ErrNotFound},
-		{OpGet, 404, string(aztables.TableNotFound), nil},
+		{OpGet, 404, string(aztables.TableNotFound), store.ErrTransient},
 		{OpGet, 408, "", store.ErrTransient},
 		{OpReplace, 429, "", store.ErrTransient},
 		{OpGet, 500, "InternalError", store.ErrTransient},
 		{OpInsert, 502, "", store.ErrTransient},
 		{OpReplace, 503, "ServerBusy", store.ErrTransient},
 		{OpGet, 504, "", store.ErrTransient},
-		{OpReplace, 400, string(aztables.InvalidInput), nil},
+		{OpReplace, 400, string(aztables.InvalidInput), nil}, // ErrStorage: see TestClassifyRefusedForGood
 		{OpGet, 401, "", nil},
-		{OpGet, 403, "AuthorizationPermissionMismatch", nil},
+		{OpGet, 403, "AuthorizationPermissionMismatch", store.ErrTransient},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s %d %s", tt.op, tt.status, tt.code), func(t *testing.T) {
@@ -168,7 +168,7 @@ func TestHTTPFailures(t *testing.T) {
 	}{
 		{http.StatusServiceUnavailable, "ServerBusy", store.ErrTransient, 2},
 		{http.StatusTooManyRequests, "", store.ErrTransient, 2},
-		{http.StatusForbidden, "AuthorizationFailure", nil, 1},
+		{http.StatusForbidden, "AuthorizationFailure", store.ErrTransient, 1},
 		{http.StatusBadRequest, "InvalidInput", nil, 1},
 		{http.StatusPreconditionFailed, "UpdateConditionNotSatisfied", store.ErrConflict, 1},
 	}
@@ -222,4 +222,35 @@ func TestCallTimeout(t *testing.T) {
 			t.Errorf("error = %v, want context.Canceled", err)
 		}
 	})
+}
+
+func TestClassifyRefusedForGood(t *testing.T) {
+	err := classify(context.Background(), OpReplace, &azcore.ResponseError{StatusCode: 400, ErrorCode: "InvalidInput"})
+	if !errors.Is(err, ErrStorage) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("400: %q, want one line matching ErrStorage", err)
+	}
+	err = classify(context.Background(), OpGet, errors.New("local failure"))
+	if !errors.Is(err, ErrStorage) {
+		t.Errorf("unknown error: %v, want ErrStorage", err)
+	}
+}
+
+// TestErrorsNeverCarryTheSAS: a SAS connection string against a closed port
+// must not put the token into the error text (which reaches logs and
+// answers).
+func TestErrorsNeverCarryTheSAS(t *testing.T) {
+	port, err := azurite.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := fmt.Sprintf("AccountName=devstoreaccount1;TableEndpoint=http://127.0.0.1:%d/devstoreaccount1;SharedAccessSignature=sv=2024-01-01&sig=SECRETSIG", port)
+	s, err := NewFromConnectionString(cs, "orders", quick(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Get(t.Context(), "o-1")
+	checkKind(t, err, store.ErrTransient)
+	if msg := err.Error(); strings.Contains(msg, "SECRETSIG") || strings.Contains(msg, "sig=") || strings.Contains(msg, "\n") {
+		t.Errorf("error text leaks the SAS or spans lines: %q", msg)
+	}
 }

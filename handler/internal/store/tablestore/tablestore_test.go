@@ -73,8 +73,9 @@ func TestEnsureTableIdempotent(t *testing.T) {
 	}
 }
 
-// TestMissingTable checks that a missing table is a plain error, not "no
-// such row": writing on would only fail again.
+// TestMissingTable checks that a missing table is never "no such row"
+// (inserting on would only fail again) but a transient failure: a table
+// still being provisioned is retried, a lasting one dead-letters.
 func TestMissingTable(t *testing.T) {
 	s, err := tablestore.NewFromConnectionString(testenv.Azurite(t), tableName(), nil)
 	if err != nil {
@@ -85,8 +86,8 @@ func TestMissingTable(t *testing.T) {
 	_, insErr := s.Insert(ctx, "o-1", order.State{Status: order.Created, LastSequence: 1})
 	for name, err := range map[string]error{"Get": getErr, "Insert": insErr} {
 		var re *azcore.ResponseError
-		if err == nil || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrTransient) || !errors.As(err, &re) {
-			t.Errorf("%s on a missing table: error = %v, want a non-sentinel *azcore.ResponseError", name, err)
+		if err == nil || errors.Is(err, store.ErrNotFound) || !errors.Is(err, store.ErrTransient) || !errors.As(err, &re) || re.ErrorCode != "TableNotFound" {
+			t.Errorf("%s on a missing table: error = %v, want ErrTransient wrapping the TableNotFound *azcore.ResponseError", name, err)
 		}
 	}
 }
