@@ -1,12 +1,14 @@
 // Package parking copies poison messages to the poison queue with the reason
 // and the original's identity, so a custom handler (which cannot dead-letter)
 // can answer 200 and let the host complete the original. The copy's
-// MessageId is stable, `<original>:parked`, so a re-park after a lost answer
-// is dropped by the poison queue's duplicate detection.
+// MessageId is stable (see ParkedID), so a re-park after a lost answer is
+// dropped by the poison queue's duplicate detection.
 package parking
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +30,30 @@ const (
 	PropOriginalEnqueuedTime   = "OriginalEnqueuedTime"
 	PropDeliveryCount          = "DeliveryCount"
 )
+
+// MaxMessageIDLength is Service Bus's limit on MessageId.
+const MaxMessageIDLength = 128
+
+// ParkedID is the parked copy's MessageId: stable across redeliveries of
+// the same original, so that the poison queue's duplicate detection drops
+// a re-park, and distinct for distinct originals:
+//   - `<MessageId>:parked`;
+//   - with no MessageId (the host leaves nulls out), `seq-<SequenceNumber>:parked`,
+//     since sequence numbers are unique in a queue;
+//   - when that would pass 128 characters, `sha256-<hex of the id>:parked`
+//     (OriginalMessageId still carries the real id).
+func ParkedID(o Original) string {
+	id := o.MessageID
+	if id == "" {
+		id = fmt.Sprintf("seq-%d", o.SequenceNumber)
+	}
+	const suffix = ":parked"
+	if len(id)+len(suffix) > MaxMessageIDLength {
+		sum := sha256.Sum256([]byte(id))
+		id = "sha256-" + hex.EncodeToString(sum[:])
+	}
+	return id + suffix
+}
 
 // MaxDescription bounds DeadLetterErrorDescription (characters).
 const MaxDescription = 1024
@@ -84,7 +110,7 @@ func Message(o Original, reason, description string) broker.Message {
 	props[PropOriginalEnqueuedTime] = o.EnqueuedTime.UTC()
 	props[PropDeliveryCount] = int64(o.DeliveryCount)
 	return broker.Message{
-		MessageID:             o.MessageID + ":parked",
+		MessageID:             ParkedID(o),
 		Subject:               o.Subject,
 		ContentType:           o.ContentType,
 		CorrelationID:         o.CorrelationID,

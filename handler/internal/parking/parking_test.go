@@ -95,3 +95,34 @@ func TestPropertyValuesAreBrokerTypes(t *testing.T) {
 		}
 	}
 }
+
+func TestParkedID(t *testing.T) {
+	long := strings.Repeat("x", 122)
+	tests := []struct {
+		name string
+		o    Original
+		want string
+	}{
+		{"message id", Original{MessageID: "o-1:2", SequenceNumber: 9}, "o-1:2:parked"},
+		{"no message id", Original{SequenceNumber: 9}, "seq-9:parked"},
+		{"longest kept", Original{MessageID: strings.Repeat("x", 121)}, strings.Repeat("x", 121) + ":parked"},
+		{"too long is hashed", Original{MessageID: long}, "sha256-"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ParkedID(tt.o)
+			if !strings.HasPrefix(got, tt.want) || len(got) > MaxMessageIDLength {
+				t.Errorf("ParkedID = %q (%d chars), want prefix %q and at most %d chars", got, len(got), tt.want, MaxMessageIDLength)
+			}
+			if got != ParkedID(tt.o) {
+				t.Error("ParkedID is not stable")
+			}
+		})
+	}
+	if ParkedID(Original{SequenceNumber: 1}) == ParkedID(Original{SequenceNumber: 2}) {
+		t.Error("two originals without MessageId share a parked id")
+	}
+	if ParkedID(Original{MessageID: long}) == ParkedID(Original{MessageID: long + "y"}) {
+		t.Error("two long ids share a parked id")
+	}
+}
