@@ -20,4 +20,5 @@ func TestConformance(t *testing.T) {
 func TestConcurrentDelivery(t *testing.T) {
 	s := memstore.New()
 	storetest.RunConcurrentDelivery(t, s, s)
+	storetest.RunLockstepDelivery(t, s, s)
 }

@@ -168,3 +168,65 @@ func checkChain(t *testing.T, writes []Write, appliedOutcomes int, finalETag sto
 		t.Errorf("chain ends at ETag %q, stored row has %q", cur.ETag, finalETag)
 	}
 }
+
+// RunLockstepDelivery races every copy of one sequence at once: for each
+// sequence 1..n in turn, eight concurrent deliveries of it, split across two
+// hosts (independent clients and caches of the same storage), must give
+// exactly one Applied and seven Duplicate; the final row holds sequence n.
+// This is the redelivery-during-lock-loss case: the same message in flight
+// in several calls at the same time.
+func RunLockstepDelivery(t *testing.T, hostA, hostB Backend) {
+	const (
+		orderID = "o-lockstep"
+		n       = 10
+		copies  = 8
+		retries = 50
+	)
+	writes := &WriteLog{}
+	hosts := []*orderstate.Service{
+		orderstate.New(&Recording{Backend: hostA, Log: writes}, nil),
+		orderstate.New(&Recording{Backend: hostB, Log: writes}, nil),
+	}
+	ctx := ctxFor(t)
+	appliedTotal := 0
+	for seq := int64(1); seq <= n; seq++ {
+		status := order.Paid
+		if seq == 1 {
+			status = order.Created
+		}
+		u := order.Update{OrderID: orderID, Status: status, Sequence: seq, OccurredAt: at(int(seq))}
+		results := make(chan order.Result, copies)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range copies {
+			wg.Go(func() {
+				<-start
+				host := hosts[i%len(hosts)]
+				for attempt := 1; ; attempt++ {
+					out, err := host.Apply(ctx, u)
+					if err == nil {
+						results <- out.Result
+						return
+					}
+					if !errors.Is(err, store.ErrTransient) || attempt == retries {
+						t.Errorf("seq %d copy %d, attempt %d: %v", seq, i, attempt, err)
+						return
+					}
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(results)
+		got := map[order.Result]int{}
+		for r := range results {
+			got[r]++
+		}
+		if got[order.Applied] != 1 || got[order.Duplicate] != copies-1 {
+			t.Errorf("seq %d: results %v, want exactly 1 Applied and %d Duplicate", seq, got, copies-1)
+		}
+		appliedTotal += got[order.Applied]
+	}
+	final := checkOrder(t, hostA, orderID, &rowWant{order.Paid, n})
+	checkChain(t, writes.Writes(), appliedTotal, final.ETag)
+}

@@ -64,6 +64,7 @@ func TestConcurrentDelivery(t *testing.T) {
 		t.Fatalf("NewFromConnectionString: %v", err)
 	}
 	storetest.RunConcurrentDelivery(t, hostA, hostB)
+	storetest.RunLockstepDelivery(t, hostA, hostB)
 }
 
 func TestEnsureTableIdempotent(t *testing.T) {
