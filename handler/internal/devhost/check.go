@@ -1,0 +1,221 @@
+package devhost
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"orderstatus/handler/internal/broker"
+	"orderstatus/handler/internal/order"
+)
+
+// CheckInput is what Check judges: what the host sent and saw, and what the
+// store and queues hold at the end.
+type CheckInput struct {
+	// Completions are the workload queue's messages completed after a 2xx
+	// answer, in completion order.
+	Completions []Completion
+	// SentIDs are the MessageIds the host sent to the workload queue.
+	SentIDs map[string]bool
+	// Orders are the rows found; Queried the order ids looked up.
+	Orders  map[string]OrderRow
+	Queried map[string]bool
+	// Parked and DeadLettered as in Summary.
+	Parked       []Entry
+	DeadLettered []Entry
+	// Busy describes triggered queues that still hold messages.
+	Busy []string
+	// MaxDelivery is the queues' max delivery count.
+	MaxDelivery int32
+	// CallsPerSession is maxConcurrentCallsPerSession; the order checks
+	// need 1 (messages of a session handled one at a time, in order).
+	CallsPerSession int
+}
+
+// The result the handler reports for a parked message.
+const resultParked = "Parked"
+
+// Check returns the invariants of a finished run that do not hold. What it
+// checks is deterministic for a correct handler behind a correct broker,
+// whatever the delivery timing, lock losses, redeliveries or handler
+// restarts:
+//
+//  1. Drained: no triggered queue holds active, locked or scheduled
+//     messages.
+//  2. Nothing lost: every MessageId sent was completed at least once or
+//     dead-lettered (duplicates the broker dropped share the id).
+//  3. Dead-letter queue by broker rules only: every dead-lettered message
+//     has reason MaxDeliveryCountExceeded with a delivery count of at
+//     least the max delivery count, or TTLExpiredException (a custom
+//     handler cannot dead-letter).
+//  4. Rows: for every order whose messages were all completed (none
+//     dead-lettered), the row equals the fold of order.Decide and
+//     order.DecideExpire over its completed messages in completion order,
+//     which for a session is delivery order. In particular the highest
+//     valid sequence wins, an update after Delivered or Cancelled changes
+//     nothing, and a payment timeout cancels only a Created order. An
+//     order the fold leaves without state has no row.
+//  5. Parking: the messages the fold calls poison (bad payload, unknown
+//     subject, invalid transition) are exactly the ones parked, each with
+//     the fold's reason and under one parked MessageId; a dead-lettered
+//     message may also have been parked by an earlier attempt.
+//  6. Results: for each message completed at its first delivery, the
+//     handler's result equals the fold's (Applied, Duplicate, Stale, or
+//     Parked for poison). Later deliveries are not judged: an earlier
+//     attempt may have applied the message before its lock was lost.
+//
+// Checks 4 to 6 need maxConcurrentCallsPerSession 1 and are skipped
+// otherwise.
+func Check(in CheckInput) []string {
+	var v []string
+	add := func(format string, args ...any) { v = append(v, fmt.Sprintf(format, args...)) }
+
+	v = append(v, in.Busy...)
+
+	completed := map[string]bool{}
+	for _, c := range in.Completions {
+		completed[c.MessageID] = true
+	}
+	dead := map[string]bool{}
+	// Orders with a dead-lettered message are not judged (check 4): its
+	// effect may or may not have happened before it was dead-lettered.
+	deadSessions := map[string]bool{}
+	for _, e := range in.DeadLettered {
+		dead[e.MessageID] = true
+		deadSessions[e.SessionID] = true
+		switch {
+		case e.Reason == broker.ReasonTTLExpired:
+		case e.Reason == broker.ReasonMaxDeliveryCountExceeded:
+			if !e.Removed && e.DeliveryCount < in.MaxDelivery {
+				add("dead-lettered message %s: MaxDeliveryCountExceeded after %d deliveries, want at least %d", e.MessageID, e.DeliveryCount, in.MaxDelivery)
+			}
+		default:
+			add("dead-lettered message %s: reason %q; only the broker dead-letters (MaxDeliveryCountExceeded, TTLExpiredException)", e.MessageID, e.Reason)
+		}
+	}
+	for _, id := range sortedKeys(in.SentIDs) {
+		if !completed[id] && !dead[id] {
+			add("message %s was sent but neither completed nor dead-lettered", id)
+		}
+	}
+	if in.CallsPerSession > 1 {
+		return v
+	}
+
+	// Fold each session's completed messages in order.
+	type expect struct {
+		state *order.State
+		n     int
+	}
+	folds := map[string]*expect{}
+	wantParked := map[string]string{} // original MessageId -> reason
+	now := time.Unix(0, 0).UTC()
+	for _, c := range in.Completions {
+		e := folds[c.SessionID]
+		if e == nil {
+			e = &expect{}
+			folds[c.SessionID] = e
+		}
+		e.n++
+		want, reason := foldOne(&e.state, c, now)
+		if reason != "" {
+			wantParked[c.MessageID] = reason
+		}
+		if c.DeliveryCount == 1 && c.Result != want {
+			add("message %s (first delivery): handler answered %s, want %s", c.MessageID, c.Result, want)
+		}
+	}
+	for _, id := range sortedKeys(folds) {
+		if deadSessions[id] || !in.Queried[id] {
+			continue
+		}
+		e := folds[id]
+		row, found := in.Orders[id]
+		switch {
+		case e.state == nil && found:
+			add("order %s: row %s/%d, want none (%d completed messages change nothing)", id, row.Status, row.LastSequence, e.n)
+		case e.state != nil && !found:
+			add("order %s: no row, want %s/%d", id, e.state.Status, e.state.LastSequence)
+		case e.state != nil && (row.Status != string(e.state.Status) || row.LastSequence != e.state.LastSequence):
+			add("order %s: row %s/%d, want %s/%d (fold of %d completed messages)", id, row.Status, row.LastSequence, e.state.Status, e.state.LastSequence, e.n)
+		}
+	}
+	for id := range in.Orders {
+		if _, ok := folds[id]; !ok && !deadSessions[id] {
+			add("order %s: row %s/%d, but no message of it was completed", id, in.Orders[id].Status, in.Orders[id].LastSequence)
+		}
+	}
+
+	parkedAs := map[string][]Entry{}
+	for _, p := range in.Parked {
+		parkedAs[p.MessageID] = append(parkedAs[p.MessageID], p)
+	}
+	for _, id := range sortedKeys(wantParked) {
+		ps := parkedAs[id]
+		switch {
+		case len(ps) == 0:
+			add("message %s: want it parked (%s), it was not", id, wantParked[id])
+		case len(ps) > 1:
+			var ids []string
+			for _, p := range ps {
+				ids = append(ids, p.ParkedID)
+			}
+			add("message %s: parked %d times under different ids (%s), want once", id, len(ps), strings.Join(ids, ", "))
+		case ps[0].Reason != wantParked[id]:
+			add("message %s: parked with reason %s, want %s", id, ps[0].Reason, wantParked[id])
+		}
+	}
+	for _, id := range sortedKeys(parkedAs) {
+		if _, ok := wantParked[id]; !ok && !dead[id] {
+			add("message %s: parked (%s), but it is not poison", id, parkedAs[id][0].Reason)
+		}
+	}
+	return v
+}
+
+// foldOne applies one completed message to *state and returns the result a
+// correct handler reports, and the poison reason when it parks it.
+func foldOne(state **order.State, c Completion, now time.Time) (result, reason string) {
+	poison := func(err error) (string, string) {
+		var pe *order.PoisonError
+		if errors.As(err, &pe) {
+			return resultParked, pe.Reason
+		}
+		return resultParked, order.ReasonInvalidPayload
+	}
+	var d order.Decision
+	switch c.Subject {
+	case order.SubjectStatusChanged:
+		u, err := order.ParseUpdate(c.Body, c.SessionID)
+		if err != nil {
+			return poison(err)
+		}
+		d = order.Decide(*state, u, now)
+	case order.SubjectPaymentTimeout:
+		if _, err := order.ParseTimeoutCheck(c.Body, c.SessionID); err != nil {
+			return poison(err)
+		}
+		d = order.DecideExpire(*state, now)
+	default:
+		return resultParked, order.ReasonUnknownSubject
+	}
+	switch d.Result {
+	case order.Applied:
+		next := d.Next
+		*state = &next
+	case order.InvalidTransition:
+		return resultParked, order.ReasonInvalidTransition
+	}
+	return string(d.Result), ""
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,180 @@
+package devhost
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"orderstatus/handler/internal/broker"
+)
+
+func upd(session string, seq int, status string, result string) Completion {
+	return Completion{
+		Queue: "order-status", SessionID: session, MessageID: fmt.Sprintf("%s:%d", session, seq), Subject: "OrderStatusChanged",
+		Body:          []byte(fmt.Sprintf(`{"orderId":%q,"status":%q,"sequence":%d}`, session, status, seq)),
+		DeliveryCount: 1, Result: result,
+	}
+}
+
+func timeoutFor(session, result string) Completion {
+	return Completion{Queue: "order-status", SessionID: session, MessageID: session + ":payment-timeout", Subject: "PaymentTimeoutCheck",
+		Body: []byte(fmt.Sprintf(`{"orderId":%q}`, session)), DeliveryCount: 1, Result: result}
+}
+
+// goodRun is a run a correct handler produces: reordering, a duplicate, a
+// payment timeout, an update after it, and a bad body.
+func goodRun() CheckInput {
+	bad := Completion{Queue: "order-status", SessionID: "o-3", MessageID: "o-3:bad", Subject: "OrderStatusChanged",
+		Body: []byte("{oops"), DeliveryCount: 1, Result: "Parked"}
+	in := CheckInput{
+		Completions: []Completion{
+			upd("o-1", 1, "Created", "Applied"),
+			upd("o-2", 1, "Created", "Applied"),
+			upd("o-1", 3, "Shipped", "Applied"),
+			upd("o-1", 2, "Paid", "Stale"),
+			timeoutFor("o-2", "Applied"),
+			upd("o-2", 2, "Paid", "Parked"), // after the cancellation: InvalidTransition
+			bad,
+		},
+		Orders: map[string]OrderRow{
+			"o-1": {Status: "Shipped", LastSequence: 3},
+			"o-2": {Status: "Cancelled", LastSequence: 1},
+		},
+		Queried: map[string]bool{"o-1": true, "o-2": true, "o-3": true},
+		Parked: []Entry{
+			{MessageID: "o-2:2", Reason: "InvalidTransition", ParkedID: "o-2:2:parked"},
+			{MessageID: "o-3:bad", Reason: "InvalidPayload", ParkedID: "o-3:bad:parked"},
+		},
+		MaxDelivery:     5,
+		CallsPerSession: 1,
+		SentIDs:         map[string]bool{},
+	}
+	for _, c := range in.Completions {
+		in.SentIDs[c.MessageID] = true
+	}
+	return in
+}
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*CheckInput)
+		want   []string // substrings, one per expected violation; nil: none
+	}{
+		{"a correct run", func(*CheckInput) {}, nil},
+		{
+			"row behind", func(in *CheckInput) { in.Orders["o-1"] = OrderRow{Status: "Paid", LastSequence: 2} },
+			[]string{"order o-1: row Paid/2, want Shipped/3"},
+		},
+		{
+			"row missing", func(in *CheckInput) { delete(in.Orders, "o-2") },
+			[]string{"order o-2: no row, want Cancelled/1"},
+		},
+		{
+			"row for an order of poison only", func(in *CheckInput) { in.Orders["o-3"] = OrderRow{Status: "Created", LastSequence: 1} },
+			[]string{"order o-3: row Created/1, want none"},
+		},
+		{
+			"row of an order never completed", func(in *CheckInput) { in.Orders["o-9"] = OrderRow{Status: "Paid", LastSequence: 2} },
+			[]string{"order o-9"},
+		},
+		{
+			"poison not parked", func(in *CheckInput) { in.Parked = in.Parked[1:] },
+			[]string{"message o-2:2: want it parked (InvalidTransition)"},
+		},
+		{
+			"parked with the wrong reason", func(in *CheckInput) { in.Parked[1].Reason = "UnknownSubject" },
+			[]string{"message o-3:bad: parked with reason UnknownSubject, want InvalidPayload"},
+		},
+		{
+			"parked twice", func(in *CheckInput) {
+				in.Parked = append(in.Parked, Entry{MessageID: "o-3:bad", Reason: "InvalidPayload", ParkedID: "o-3:bad:parked:2"})
+			},
+			[]string{"message o-3:bad: parked 2 times"},
+		},
+		{
+			"parked but not poison", func(in *CheckInput) {
+				in.Parked = append(in.Parked, Entry{MessageID: "o-1:1", Reason: "InvalidPayload", ParkedID: "o-1:1:parked"})
+			},
+			[]string{"message o-1:1: parked (InvalidPayload), but it is not poison"},
+		},
+		{
+			"wrong result at first delivery", func(in *CheckInput) { in.Completions[3].Result = "Applied" },
+			[]string{"message o-1:2 (first delivery): handler answered Applied, want Stale"},
+		},
+		{
+			"results of redeliveries are not judged", func(in *CheckInput) {
+				in.Completions[0].DeliveryCount, in.Completions[0].Result = 2, "Duplicate"
+			},
+			nil,
+		},
+		{
+			"a message lost", func(in *CheckInput) { in.SentIDs["o-4:1"] = true },
+			[]string{"message o-4:1 was sent but neither completed nor dead-lettered"},
+		},
+		{
+			"dead-lettered by the broker, order not judged", func(in *CheckInput) {
+				in.SentIDs["o-4:1"] = true
+				in.Orders["o-4"] = OrderRow{Status: "Created", LastSequence: 1}
+				in.DeadLettered = []Entry{{MessageID: "o-4:1", SessionID: "o-4", Reason: broker.ReasonMaxDeliveryCountExceeded, DeliveryCount: 5}}
+			},
+			nil,
+		},
+		{
+			"dead-lettered too early", func(in *CheckInput) {
+				in.SentIDs["o-4:1"] = true
+				in.DeadLettered = []Entry{{MessageID: "o-4:1", SessionID: "o-4", Reason: broker.ReasonMaxDeliveryCountExceeded, DeliveryCount: 2}}
+			},
+			[]string{"after 2 deliveries, want at least 5"},
+		},
+		{
+			"dead-lettered with a reason the broker never gives", func(in *CheckInput) {
+				in.DeadLettered = []Entry{{MessageID: "o-5:1", SessionID: "o-5", Reason: "InvalidPayload"}}
+			},
+			[]string{`dead-lettered message o-5:1: reason "InvalidPayload"`},
+		},
+		{
+			"queue not drained", func(in *CheckInput) { in.Busy = []string{"queue order-status is not drained: 1 active"} },
+			[]string{"not drained"},
+		},
+		{
+			"order checks need one call per session", func(in *CheckInput) {
+				in.CallsPerSession = 2
+				in.Orders["o-1"] = OrderRow{Status: "Paid", LastSequence: 2}
+			},
+			nil,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := goodRun()
+			tt.change(&in)
+			got := Check(in)
+			if len(got) != len(tt.want) {
+				t.Fatalf("violations: got %q, want %d matching %q", got, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("violation %d: got %q, want it to contain %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckPaidOrderTimeoutIsStale(t *testing.T) {
+	in := CheckInput{
+		Completions: []Completion{upd("o-1", 1, "Created", "Applied"), upd("o-1", 2, "Paid", "Applied"), timeoutFor("o-1", "Stale")},
+		Orders:      map[string]OrderRow{"o-1": {Status: "Paid", LastSequence: 2}},
+		Queried:     map[string]bool{"o-1": true},
+		SentIDs:     map[string]bool{"o-1:1": true, "o-1:2": true, "o-1:payment-timeout": true},
+		MaxDelivery: 5, CallsPerSession: 1,
+	}
+	if got := Check(in); len(got) != 0 {
+		t.Errorf("violations: got %q, want none", got)
+	}
+	in.Completions[2].Result = "Applied"
+	if got := Check(in); len(got) != 1 || !strings.Contains(got[0], "want Stale") {
+		t.Errorf("violations: got %q, want the timeout's result judged Stale", got)
+	}
+}

@@ -1,0 +1,639 @@
+// Package devhost is the development host behind `handler dev`: it runs the
+// real custom handler exactly as the Azure Functions host does, backed by an
+// in-memory broker with Service Bus semantics (membroker) and Azurite for
+// Table Storage. Production never uses it.
+//
+// A Host reads host.json, the function folders and the app settings
+// (funcapp), starts the handler as a child process with
+// FUNCTIONS_CUSTOMHANDLER_PORT and restarts it when it dies (child), and
+// dispatches:
+//   - serviceBusTrigger: per function, maxConcurrentSessions workers accept
+//     sessions and POST /<Function> with each message encoded as the host
+//     encodes it (hostproto); a 2xx answer completes the message, anything
+//     else, or no answer, abandons it; the session lock is renewed while a
+//     session is held, up to maxAutoLockRenewalDuration after a message was
+//     received;
+//   - timerTrigger: six-field NCRONTAB schedules (ncrontab) on the host's
+//     clock, POST /<Function> with the timer payload;
+//   - httpTrigger with enableForwardingHttpRequest: a front on
+//     127.0.0.1:7071 forwards /api/... to the handler (function keys are
+//     not checked, as with the Core Tools).
+//
+// Settings come from local.settings.json (in a fresh clone, from
+// local.settings.json.template), the environment, which wins, and
+// Options.Settings; ORDER_STATUS_QUEUE and POISON_QUEUE default to
+// order-status and order-status-poison. The handler inherits them as its
+// environment, except the Service Bus trigger connections' settings
+// (ServiceBusConnection__*): the development host is its Service Bus, which
+// it reaches over loopback HTTP (ORDERSTATUS_DEV_BROKER_URL). When no store
+// is configured (OrderStore__connectionString or OrderStore__serviceUri)
+// the host starts Azurite itself, in memory on a free port. Main is the `handler dev` command; New and the Host
+// methods are the library the simulation tests drive.
+package devhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"orderstatus/handler/internal/azurite"
+	"orderstatus/handler/internal/broker"
+	"orderstatus/handler/internal/broker/loopback"
+	"orderstatus/handler/internal/broker/membroker"
+	"orderstatus/handler/internal/clock"
+	"orderstatus/handler/internal/devhost/child"
+	"orderstatus/handler/internal/devhost/funcapp"
+	"orderstatus/handler/internal/devhost/ncrontab"
+	"orderstatus/handler/internal/devhost/scenario"
+)
+
+// ScenarioLine is one message of a workload (see package scenario).
+type ScenarioLine = scenario.Line
+
+// Settings the development host reads or sets.
+const (
+	SettingQueue             = "ORDER_STATUS_QUEUE"
+	SettingPoisonQueue       = "POISON_QUEUE"
+	SettingStoreConnection   = "OrderStore__connectionString"
+	SettingStoreServiceURI   = "OrderStore__serviceUri"
+	SettingDevBrokerURL      = "ORDERSTATUS_DEV_BROKER_URL"
+	SettingAppRootPath       = "FUNCTIONS_APP_ROOT_PATH"
+	DefaultQueue             = "order-status"
+	DefaultPoisonQueue       = "order-status-poison"
+	DefaultHTTPAddr          = "127.0.0.1:7071"
+	defaultServiceBusConnKey = "AzureWebJobsServiceBus" // the extension's default connection name
+)
+
+// PoisonQueueTTL is the poison queue's message time-to-live (the Bicep's).
+const PoisonQueueTTL = 14 * 24 * time.Hour
+
+// QueueOverrides change the queues' settings from those of the Bicep (max
+// delivery 5, lock 1 minute, duplicate window 10 minutes, TTL 7 days); zero
+// keeps a setting. All apply to the triggered queues; LockDuration,
+// MaxDeliveryCount and DuplicateWindow also to the poison queue, whose TTL
+// stays PoisonQueueTTL.
+type QueueOverrides struct {
+	LockDuration     time.Duration
+	MaxDeliveryCount int32
+	TimeToLive       time.Duration
+	DuplicateWindow  time.Duration
+}
+
+// Options configure New. The zero value runs the app in the working
+// directory.
+type Options struct {
+	// AppRoot holds host.json and the function folders (default ".").
+	AppRoot string
+	// HandlerPath replaces host.json's defaultExecutablePath.
+	HandlerPath string
+	// Settings override the app settings; "" removes one.
+	Settings map[string]string
+	// Env is the environment settings are read from and the handler
+	// inherits; nil means os.Environ().
+	Env []string
+	// Queues override the queue settings.
+	Queues QueueOverrides
+	// TimeScale > 1 runs the broker, schedules and timers that many times
+	// faster than the wall clock (0 or 1: real time).
+	TimeScale float64
+	// Clock replaces the clock TimeScale would make.
+	Clock clock.Clock
+	// HTTPAddr is the front's address (default 127.0.0.1:7071; use
+	// 127.0.0.1:0 in tests). "off" serves no front.
+	HTTPAddr string
+	// Stdout and Stderr receive the handler's output; nil discards it.
+	Stdout, Stderr io.Writer
+	// Logger receives the host's own events; nil discards them.
+	Logger *slog.Logger
+	// DisableLockRenewal stops renewing session locks, so that a call
+	// running longer than the lock duration loses its lock (tests).
+	DisableLockRenewal bool
+	// ReadyTimeout bounds each wait for the handler to answer GET /
+	// (default 60 s).
+	ReadyTimeout time.Duration
+	// DrainTimeout is how long Close lets running calls finish (default
+	// 10 s).
+	DrainTimeout time.Duration
+	// AzuriteLog receives Azurite's output when the host starts it.
+	AzuriteLog io.Writer
+}
+
+// Host is a development host. Create it with New, then Start; Close stops
+// everything. Its methods are safe for concurrent use.
+type Host struct {
+	opts   Options
+	app    *funcapp.App
+	log    *slog.Logger
+	clock  clock.Clock
+	broker *membroker.Broker
+	rec    *recorder
+	stats  *stats
+
+	queue, poisonQueue string
+	triggered          []string // queues with a Service Bus trigger, sorted
+	maxDelivery        int32    // the triggered queues' max delivery count
+	sessions           []*sessionDispatcher
+	plain              []*queueDispatcher
+	timers             []*timerDispatcher
+	routes             []route
+
+	// Set by Start.
+	started     atomic.Bool
+	storeSource string
+	az          *azurite.Server
+	brokerSrv   *http.Server
+	brokerURL   string
+	proc        *child.Process
+	inv         *invoker
+	front       *http.Server
+	frontAddr   string
+	stopAccept  context.CancelFunc // stops taking new work
+	stopCalls   context.CancelFunc // aborts running calls
+	workers     sync.WaitGroup
+	closeOnce   sync.Once
+	closeErr    error
+}
+
+// New reads the app and prepares the host; it starts nothing. Errors name
+// the file or setting at fault (an unresolved %NAME%, a bad schedule).
+func New(opts Options) (*Host, error) {
+	if opts.AppRoot == "" {
+		opts.AppRoot = "."
+	}
+	if opts.Env == nil {
+		opts.Env = os.Environ()
+	}
+	if opts.HTTPAddr == "" {
+		opts.HTTPAddr = DefaultHTTPAddr
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = io.Discard
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = io.Discard
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = 10 * time.Second
+	}
+	if opts.TimeScale < 0 {
+		return nil, fmt.Errorf("devhost: time scale %v is negative", opts.TimeScale)
+	}
+	app, err := funcapp.Load(opts.AppRoot, &funcapp.LoadOptions{
+		Env:       opts.Env,
+		Overrides: opts.Settings,
+		Defaults:  map[string]string{SettingQueue: DefaultQueue, SettingPoisonQueue: DefaultPoisonQueue},
+	})
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{opts: opts, app: app, log: opts.Logger, stats: newStats()}
+	switch {
+	case opts.Clock != nil:
+		h.clock = opts.Clock
+	case opts.TimeScale > 0 && opts.TimeScale != 1:
+		h.clock = clock.Scaled(opts.TimeScale)
+	default:
+		h.clock = clock.Real()
+	}
+	h.broker = membroker.New(&membroker.Options{Clock: h.clock, Logger: h.log})
+	h.queue = app.Settings.Get(SettingQueue)
+	h.poisonQueue = app.Settings.Get(SettingPoisonQueue)
+	if h.queue == h.poisonQueue {
+		return nil, fmt.Errorf("devhost: %s and %s are both %q", SettingQueue, SettingPoisonQueue, h.queue)
+	}
+	if err := h.plan(); err != nil {
+		return nil, err
+	}
+	h.rec = newRecorder(h.broker, h.poisonQueue)
+	return h, nil
+}
+
+// plan creates the queues and the dispatchers from the function folders.
+func (h *Host) plan() error {
+	base := membroker.DefaultQueueOptions()
+	o := h.opts.Queues
+	if o.LockDuration > 0 {
+		base.LockDuration = o.LockDuration
+	}
+	if o.MaxDeliveryCount > 0 {
+		base.MaxDeliveryCount = o.MaxDeliveryCount
+	}
+	if o.DuplicateWindow > 0 {
+		base.DuplicateWindow = o.DuplicateWindow
+	}
+	triggered := base
+	if o.TimeToLive > 0 {
+		triggered.DefaultTTL = o.TimeToLive
+	}
+	h.maxDelivery = triggered.MaxDeliveryCount
+	sessionQueues := map[string]bool{}
+	sb := h.app.Host.ServiceBus
+	for _, fn := range h.app.Functions {
+		t, ok := fn.Trigger()
+		if !ok {
+			h.log.Warn("function has no trigger; skipped", slog.String("function", fn.Name))
+			continue
+		}
+		switch t.Type {
+		case funcapp.TypeServiceBusTrigger:
+			if t.QueueName == "" {
+				return fmt.Errorf("devhost: %s: only queue triggers are supported (topic %q)", fn.Path, t.TopicName)
+			}
+			if prev, seen := sessionQueues[t.QueueName]; seen && prev != t.IsSessionsEnabled {
+				return fmt.Errorf("devhost: %s: queue %s is used with and without sessions", fn.Path, t.QueueName)
+			}
+			if _, seen := sessionQueues[t.QueueName]; !seen {
+				opts := triggered
+				opts.RequiresSession = t.IsSessionsEnabled
+				if err := h.broker.CreateQueue(t.QueueName, opts); err != nil {
+					return fmt.Errorf("devhost: create queue %s: %w", t.QueueName, err)
+				}
+				h.triggered = append(h.triggered, t.QueueName)
+			}
+			sessionQueues[t.QueueName] = t.IsSessionsEnabled
+			if t.IsSessionsEnabled {
+				h.sessions = append(h.sessions, &sessionDispatcher{h: h, fn: fn.Name, binding: t.Name, queue: t.QueueName,
+					workers: sb.MaxConcurrentSessions, callsPerSession: sb.MaxConcurrentCallsPerSession,
+					idle: sb.SessionIdleTimeout, lock: triggered.LockDuration, maxRenew: sb.MaxAutoLockRenewalDuration})
+			} else {
+				h.plain = append(h.plain, &queueDispatcher{h: h, fn: fn.Name, binding: t.Name, queue: t.QueueName,
+					workers: sb.MaxConcurrentCalls})
+			}
+		case funcapp.TypeTimerTrigger:
+			sched, err := ncrontab.Parse(t.Schedule)
+			if err != nil {
+				return fmt.Errorf("devhost: %s: binding %q: %w", fn.Path, t.Name, err)
+			}
+			h.timers = append(h.timers, &timerDispatcher{h: h, fn: fn.Name, binding: t, sched: sched})
+		case funcapp.TypeHTTPTrigger:
+			if !h.app.Host.EnableForwardingHTTPRequest {
+				h.log.Warn("HTTP function skipped: only enableForwardingHttpRequest is supported", slog.String("function", fn.Name))
+				continue
+			}
+			r, err := newRoute(h.app.Host.RoutePrefix, fn.Name, t)
+			if err != nil {
+				return fmt.Errorf("devhost: %s: %w", fn.Path, err)
+			}
+			h.routes = append(h.routes, r)
+		default:
+			h.log.Warn("trigger type not supported by the development host; function skipped",
+				slog.String("function", fn.Name), slog.String("type", t.Type))
+		}
+	}
+	// The workload queue and the poison queue exist even without a
+	// function on them.
+	if _, ok := sessionQueues[h.queue]; !ok {
+		opts := triggered
+		opts.RequiresSession = true
+		if err := h.broker.CreateQueue(h.queue, opts); err != nil {
+			return fmt.Errorf("devhost: create queue %s: %w", h.queue, err)
+		}
+	} else if !sessionQueues[h.queue] {
+		return fmt.Errorf("devhost: queue %s (%s) must have sessions", h.queue, SettingQueue)
+	}
+	if _, ok := sessionQueues[h.poisonQueue]; !ok {
+		po := base
+		po.RequiresSession = false
+		po.RequiresDuplicateDetection = true
+		po.DefaultTTL = PoisonQueueTTL
+		if err := h.broker.CreateQueue(h.poisonQueue, po); err != nil {
+			return fmt.Errorf("devhost: create queue %s: %w", h.poisonQueue, err)
+		}
+	}
+	sort.Strings(h.triggered)
+	sort.Slice(h.routes, func(i, j int) bool { return h.routes[i].less(h.routes[j]) })
+	return nil
+}
+
+// Start starts the store (Azurite when none is configured), the broker's
+// loopback server, the handler (waiting until it answers), the front and
+// the dispatchers. ctx bounds the start only. On error everything started
+// is stopped again.
+func (h *Host) Start(ctx context.Context) (err error) {
+	if !h.started.CompareAndSwap(false, true) {
+		return errors.New("devhost: Start called twice")
+	}
+	defer func() {
+		if err != nil {
+			_ = h.Close()
+		}
+	}()
+	settings := h.app.Settings.Clone()
+
+	// Store.
+	switch {
+	case settings.Get(SettingStoreConnection) != "":
+		h.storeSource = SettingStoreConnection + " (from settings)"
+	case settings.Get(SettingStoreServiceURI) != "":
+		h.storeSource = SettingStoreServiceURI + " " + settings.Get(SettingStoreServiceURI)
+	default:
+		az, err := azurite.Start(ctx, azurite.Options{Log: h.opts.AzuriteLog})
+		if err != nil {
+			return fmt.Errorf("devhost: no store configured (%s or %s) and Azurite did not start: %w",
+				SettingStoreConnection, SettingStoreServiceURI, err)
+		}
+		h.az = az
+		settings[SettingStoreConnection] = az.ConnectionString()
+		h.storeSource = "Azurite (in memory) on " + az.Addr
+	}
+
+	// Broker over loopback HTTP.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("devhost: broker listener: %w", err)
+	}
+	h.brokerURL = "http://" + l.Addr().String()
+	h.brokerSrv = &http.Server{Handler: loopback.NewServer(h.rec), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = h.brokerSrv.Serve(l) }()
+
+	// The handler. The development host is the Service Bus: the trigger
+	// connections' settings are not passed on, so the handler talks to
+	// the loopback broker.
+	for _, conn := range h.connections() {
+		for k := range settings {
+			if k == conn || strings.HasPrefix(k, conn+"__") || strings.HasPrefix(k, conn+":") {
+				delete(settings, k)
+			}
+		}
+	}
+	settings[SettingDevBrokerURL] = h.brokerURL
+	settings[SettingAppRootPath] = h.app.Root
+	path := h.app.Host.ExecutablePath
+	if h.opts.HandlerPath != "" {
+		path = h.opts.HandlerPath
+	}
+	h.proc, err = child.Start(ctx, child.Options{
+		Path:         path,
+		Args:         h.app.Host.Arguments,
+		Dir:          h.app.Host.WorkingDirectory,
+		Env:          settings.Environ(),
+		Stdout:       h.opts.Stdout,
+		Stderr:       h.opts.Stderr,
+		ReadyTimeout: h.opts.ReadyTimeout,
+		Logger:       h.log,
+	})
+	if err != nil {
+		return fmt.Errorf("devhost: start the handler: %w", err)
+	}
+	h.inv = newInvoker(h.proc, h.app.Host.FunctionTimeout, h.log)
+
+	// Front.
+	if h.opts.HTTPAddr != "off" {
+		fl, err := net.Listen("tcp", h.opts.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("devhost: HTTP front on %s (is another host running there? pick another address): %w", h.opts.HTTPAddr, err)
+		}
+		h.frontAddr = fl.Addr().String()
+		h.front = &http.Server{Handler: newFront(h.routes, h.proc, h.log), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = h.front.Serve(fl) }()
+	}
+
+	// Dispatchers.
+	acceptCtx, stopAccept := context.WithCancel(context.Background())
+	callCtx, stopCalls := context.WithCancel(context.Background())
+	h.stopAccept, h.stopCalls = stopAccept, stopCalls
+	for _, d := range h.sessions {
+		d.start(acceptCtx, callCtx, &h.workers)
+	}
+	for _, d := range h.plain {
+		d.start(acceptCtx, callCtx, &h.workers)
+	}
+	for _, d := range h.timers {
+		d.start(acceptCtx, callCtx, &h.workers)
+	}
+	h.log.Info("development host started", slog.String("handler", path), slog.String("store", h.storeSource),
+		slog.String("broker", h.brokerURL), slog.String("front", h.frontAddr), slog.String("settings", h.app.SettingsSource))
+	return nil
+}
+
+// connections returns the setting prefixes of the Service Bus triggers.
+func (h *Host) connections() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, fn := range h.app.Functions {
+		if t, ok := fn.Trigger(); ok && t.Type == funcapp.TypeServiceBusTrigger {
+			c := t.Connection
+			if c == "" {
+				c = defaultServiceBusConnKey
+			}
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// Close stops taking new work, lets running calls finish for up to
+// DrainTimeout, then stops the dispatchers, the front, the handler, the
+// broker server and Azurite. It is safe to call more than once and on a
+// host that was never started.
+func (h *Host) Close() error {
+	h.closeOnce.Do(func() {
+		if h.stopAccept != nil {
+			h.stopAccept()
+			done := make(chan struct{})
+			go func() { h.workers.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(h.opts.DrainTimeout):
+				h.log.Warn("calls still running after the drain timeout; aborting them")
+			}
+			h.stopCalls()
+			<-done
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var errs []error
+		if h.front != nil {
+			errs = append(errs, h.front.Shutdown(ctx))
+		}
+		if h.proc != nil {
+			h.proc.Stop()
+		}
+		if h.brokerSrv != nil {
+			errs = append(errs, h.brokerSrv.Shutdown(ctx))
+		}
+		if h.az != nil {
+			h.az.Stop()
+		}
+		h.closeErr = errors.Join(errs...)
+	})
+	return h.closeErr
+}
+
+// Broker returns the in-memory broker.
+func (h *Host) Broker() *membroker.Broker { return h.broker }
+
+// Clock returns the host's clock (scaled when TimeScale > 1).
+func (h *Host) Clock() clock.Clock { return h.clock }
+
+// Queue returns the workload queue (ORDER_STATUS_QUEUE).
+func (h *Host) Queue() string { return h.queue }
+
+// PoisonQueue returns the poison queue (POISON_QUEUE).
+func (h *Host) PoisonQueue() string { return h.poisonQueue }
+
+// HandlerPID returns the handler's process id, 0 while none runs.
+func (h *Host) HandlerPID() int {
+	if h.proc == nil {
+		return 0
+	}
+	return h.proc.PID()
+}
+
+// HandlerStarts returns how many times the handler was started.
+func (h *Host) HandlerStarts() int {
+	if h.proc == nil {
+		return 0
+	}
+	return h.proc.Starts()
+}
+
+// Addr returns the front's address (host:port), "" without a front.
+func (h *Host) Addr() string { return h.frontAddr }
+
+// BrokerURL returns the loopback broker's base URL given to the handler.
+func (h *Host) BrokerURL() string { return h.brokerURL }
+
+// StoreSource says which store the handler uses.
+func (h *Host) StoreSource() string { return h.storeSource }
+
+// SettingsSource says which settings file was read ("environment" if
+// none).
+func (h *Host) SettingsSource() string { return h.app.SettingsSource }
+
+// HandlerDone is closed when the handler failed for good (it kept dying
+// and is no longer restarted) or was stopped; HandlerErr says why.
+func (h *Host) HandlerDone() <-chan struct{} {
+	if h.proc == nil {
+		return nil
+	}
+	return h.proc.Done()
+}
+
+// HandlerErr returns why the handler is no longer supervised, nil while it
+// is.
+func (h *Host) HandlerErr() error {
+	if h.proc == nil {
+		return nil
+	}
+	return h.proc.Err()
+}
+
+// Send sends one workload message to the workload queue: at once, or
+// scheduled ScheduleAfter from now on the host's clock. SendAfter is
+// ignored here (see Play). A message dropped by duplicate detection is no
+// error.
+func (h *Host) Send(ctx context.Context, l ScenarioLine) error {
+	msg := l.Message()
+	var err error
+	if l.ScheduleAfter > 0 {
+		_, err = h.broker.Schedule(ctx, h.queue, msg, h.clock.Now().Add(l.ScheduleAfter))
+	} else {
+		err = h.broker.Send(ctx, h.queue, msg)
+	}
+	if err != nil {
+		if l.Pos != "" {
+			return fmt.Errorf("devhost: send %s (%s): %w", l.MessageID, l.Pos, err)
+		}
+		return fmt.Errorf("devhost: send %s: %w", l.MessageID, err)
+	}
+	h.stats.sent(l)
+	return nil
+}
+
+// Play sends lines in order, holding each line until SendAfter has passed
+// on the host's clock since Play began.
+func (h *Host) Play(ctx context.Context, lines []ScenarioLine) error {
+	start := h.clock.Now()
+	for _, l := range lines {
+		if wait := start.Add(l.SendAfter).Sub(h.clock.Now()); l.SendAfter > 0 && wait > 0 {
+			if err := clock.Sleep(ctx, h.clock, wait); err != nil {
+				return err
+			}
+		}
+		if err := h.Send(ctx, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pollInterval is how often WaitIdle looks at the queues (wall clock).
+const pollInterval = 20 * time.Millisecond
+
+// WaitIdle blocks until every triggered queue has no active, locked or
+// scheduled messages and no Service Bus call is running, or ctx ends.
+// Scheduled messages make it wait until they are due and handled; the
+// dead-letter subqueues and the poison queue do not count.
+func (h *Host) WaitIdle(ctx context.Context) error {
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		if h.idle() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("devhost: wait idle: %w", ctx.Err())
+		case <-h.HandlerDone():
+			if err := h.HandlerErr(); err != nil {
+				return fmt.Errorf("devhost: wait idle: %w", err)
+			}
+		case <-t.C:
+		}
+	}
+}
+
+func (h *Host) idle() bool {
+	if h.stats.inFlight.Load() != 0 {
+		return false
+	}
+	for _, q := range h.triggered {
+		if s := h.broker.Stats(q); s.Active != 0 || s.Locked != 0 || s.Scheduled != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// FireTimers invokes every timer function once, now, in name order, and
+// returns when all have answered. Failed invocations are joined into the
+// error. Without timer functions it does nothing.
+func (h *Host) FireTimers(ctx context.Context) error {
+	if h.inv == nil {
+		return errors.New("devhost: FireTimers before Start")
+	}
+	var errs []error
+	for _, d := range h.timers {
+		errs = append(errs, d.fire(ctx, false))
+	}
+	return errors.Join(errs...)
+}
+
+// TimerFunctions returns the names of the timer functions.
+func (h *Host) TimerFunctions() []string {
+	var out []string
+	for _, d := range h.timers {
+		out = append(out, d.fn)
+	}
+	return out
+}
+
+// deadLetters returns the broker.Source of a queue's dead-letter subqueue.
+func deadLetters(queue string) broker.Source { return broker.Source{Queue: queue, DeadLetter: true} }

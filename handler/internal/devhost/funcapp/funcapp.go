@@ -1,0 +1,575 @@
+// Package funcapp reads a Functions app the way the Functions host does:
+// host.json, one function.json per function folder, and the app settings
+// (local.settings.json and the environment, as the Core Tools merge them),
+// with `%NAME%` in binding expressions resolved from those settings. It
+// performs no other I/O and starts nothing.
+package funcapp
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrConfig is wrapped by every error of this package: the app on disk is
+// missing a file, has invalid JSON, or names a setting that is not set.
+var ErrConfig = errors.New("funcapp")
+
+// App is a loaded Functions app.
+type App struct {
+	// Root is the app root: the directory holding host.json.
+	Root string
+	Host Host
+	// Functions are sorted by name; disabled functions are left out.
+	Functions []Function
+	// Settings are the resolved app settings (see LoadSettings).
+	Settings Settings
+	// SettingsSource says where the file layer of Settings came from.
+	SettingsSource string
+}
+
+// Host is what the development host uses of host.json, defaults filled in.
+type Host struct {
+	// FunctionTimeout bounds one invocation; 0 means unbounded ("-1").
+	FunctionTimeout time.Duration
+	// ExecutablePath is customHandler.description.defaultExecutablePath
+	// made absolute against the app root.
+	ExecutablePath   string
+	Arguments        []string
+	WorkingDirectory string // absolute; the app root when not set
+	// EnableForwardingHTTPRequest is customHandler.enableForwardingHttpRequest.
+	EnableForwardingHTTPRequest bool
+	// RoutePrefix is extensions.http.routePrefix (default "api").
+	RoutePrefix string
+	ServiceBus  ServiceBus
+}
+
+// ServiceBus is extensions.serviceBus of host.json, defaults of the Service
+// Bus extension 5.x filled in.
+type ServiceBus struct {
+	MaxConcurrentSessions        int           // default 8
+	MaxConcurrentCallsPerSession int           // default 1
+	MaxConcurrentCalls           int           // default 16 (non-session triggers)
+	SessionIdleTimeout           time.Duration // default: clientRetryOptions.tryTimeout, else 1 min
+	MaxAutoLockRenewalDuration   time.Duration // default 5 min; 0 disables renewal
+	AutoCompleteMessages         bool          // default true
+}
+
+// Defaults of host.json values that are absent.
+const (
+	DefaultFunctionTimeout            = 5 * time.Minute
+	DefaultRoutePrefix                = "api"
+	DefaultMaxConcurrentSessions      = 8
+	DefaultMaxConcurrentCallsPerSess  = 1
+	DefaultMaxConcurrentCalls         = 16
+	DefaultSessionIdleTimeout         = time.Minute
+	DefaultMaxAutoLockRenewalDuration = 5 * time.Minute
+)
+
+// Binding types the development host knows.
+const (
+	TypeServiceBusTrigger = "serviceBusTrigger"
+	TypeTimerTrigger      = "timerTrigger"
+	TypeHTTPTrigger       = "httpTrigger"
+	TypeHTTP              = "http"
+)
+
+// Function is one function folder.
+type Function struct {
+	// Name is the folder name; the host POSTs non-HTTP invocations to
+	// /<Name>.
+	Name string
+	// Path is the function.json file, for messages.
+	Path     string
+	Bindings []Binding
+}
+
+// Binding is one entry of function.json's bindings, with %NAME%
+// expressions in QueueName, TopicName, SubscriptionName and Schedule
+// resolved.
+type Binding struct {
+	Type      string `json:"type"`
+	Direction string `json:"direction"`
+	Name      string `json:"name"`
+	DataType  string `json:"dataType"`
+
+	// serviceBusTrigger
+	QueueName         string `json:"queueName"`
+	TopicName         string `json:"topicName"`
+	SubscriptionName  string `json:"subscriptionName"`
+	Connection        string `json:"connection"`
+	IsSessionsEnabled bool   `json:"isSessionsEnabled"`
+
+	// timerTrigger
+	Schedule     string `json:"schedule"`
+	UseMonitor   *bool  `json:"useMonitor"`
+	RunOnStartup bool   `json:"runOnStartup"`
+
+	// httpTrigger
+	AuthLevel string   `json:"authLevel"`
+	Methods   []string `json:"methods"`
+	Route     string   `json:"route"`
+}
+
+// Monitor reports whether a timer keeps schedule status (useMonitor,
+// default true).
+func (b Binding) Monitor() bool { return b.UseMonitor == nil || *b.UseMonitor }
+
+// Trigger returns the function's trigger binding (direction in, type
+// ending in "Trigger").
+func (f Function) Trigger() (Binding, bool) {
+	for _, b := range f.Bindings {
+		if strings.EqualFold(b.Direction, "in") && strings.HasSuffix(b.Type, "Trigger") {
+			return b, true
+		}
+	}
+	return Binding{}, false
+}
+
+// LoadOptions tune Load. The zero value (or nil) reads settings from the
+// setting files only.
+type LoadOptions struct {
+	// Env is the process environment (os.Environ form).
+	Env []string
+	// Overrides win over every other source; "" removes a setting.
+	Overrides map[string]string
+	// Defaults apply to names no other source sets.
+	Defaults map[string]string
+}
+
+// Load reads the app at root: its settings (see LoadSettings; Defaults
+// fill the gaps), host.json and function folders.
+func Load(root string, o *LoadOptions) (*App, error) {
+	if o == nil {
+		o = &LoadOptions{}
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("%w: app root %s: %v", ErrConfig, root, err)
+	}
+	settings, source, err := LoadSettings(abs, o.Env, o.Overrides)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range o.Defaults {
+		if _, set := settings[k]; !set && v != "" {
+			if _, removed := o.Overrides[k]; !removed {
+				settings[k] = v
+			}
+		}
+	}
+	host, err := LoadHost(abs)
+	if err != nil {
+		return nil, err
+	}
+	fns, err := LoadFunctions(abs, settings)
+	if err != nil {
+		return nil, err
+	}
+	return &App{Root: abs, Host: host, Functions: fns, Settings: settings, SettingsSource: source}, nil
+}
+
+// hostFile mirrors the parts of host.json we read. encoding/json matches
+// keys case-insensitively, like the host's configuration.
+type hostFile struct {
+	FunctionTimeout *string `json:"functionTimeout"`
+	CustomHandler   struct {
+		Description struct {
+			DefaultExecutablePath string   `json:"defaultExecutablePath"`
+			WorkingDirectory      string   `json:"workingDirectory"`
+			Arguments             []string `json:"arguments"`
+		} `json:"description"`
+		EnableForwardingHTTPRequest bool `json:"enableForwardingHttpRequest"`
+	} `json:"customHandler"`
+	Extensions struct {
+		HTTP struct {
+			RoutePrefix *string `json:"routePrefix"`
+		} `json:"http"`
+		ServiceBus struct {
+			MaxConcurrentSessions        *int    `json:"maxConcurrentSessions"`
+			MaxConcurrentCallsPerSession *int    `json:"maxConcurrentCallsPerSession"`
+			MaxConcurrentCalls           *int    `json:"maxConcurrentCalls"`
+			SessionIdleTimeout           *string `json:"sessionIdleTimeout"`
+			MaxAutoLockRenewalDuration   *string `json:"maxAutoLockRenewalDuration"`
+			AutoCompleteMessages         *bool   `json:"autoCompleteMessages"`
+			ClientRetryOptions           struct {
+				TryTimeout *string `json:"tryTimeout"`
+			} `json:"clientRetryOptions"`
+		} `json:"serviceBus"`
+	} `json:"extensions"`
+}
+
+// LoadHost reads root/host.json.
+func LoadHost(root string) (Host, error) {
+	path := filepath.Join(root, "host.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Host{}, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	var f hostFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return Host{}, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
+	}
+	bad := func(key, val string, err error) error {
+		return fmt.Errorf("%w: %s: %s %q: %v", ErrConfig, path, key, val, err)
+	}
+	h := Host{
+		FunctionTimeout:             DefaultFunctionTimeout,
+		Arguments:                   f.CustomHandler.Description.Arguments,
+		EnableForwardingHTTPRequest: f.CustomHandler.EnableForwardingHTTPRequest,
+		RoutePrefix:                 DefaultRoutePrefix,
+		ServiceBus: ServiceBus{
+			MaxConcurrentSessions:        DefaultMaxConcurrentSessions,
+			MaxConcurrentCallsPerSession: DefaultMaxConcurrentCallsPerSess,
+			MaxConcurrentCalls:           DefaultMaxConcurrentCalls,
+			SessionIdleTimeout:           DefaultSessionIdleTimeout,
+			MaxAutoLockRenewalDuration:   DefaultMaxAutoLockRenewalDuration,
+			AutoCompleteMessages:         true,
+		},
+	}
+	if v := f.FunctionTimeout; v != nil {
+		if strings.TrimSpace(*v) == "-1" {
+			h.FunctionTimeout = 0
+		} else if d, err := ParseTimeSpan(*v); err != nil || d <= 0 {
+			return Host{}, bad("functionTimeout", *v, orPositive(err))
+		} else {
+			h.FunctionTimeout = d
+		}
+	}
+	exe := f.CustomHandler.Description.DefaultExecutablePath
+	if exe == "" {
+		return Host{}, fmt.Errorf("%w: %s: customHandler.description.defaultExecutablePath is not set", ErrConfig, path)
+	}
+	h.ExecutablePath = absUnder(root, exe)
+	h.WorkingDirectory = root
+	if wd := f.CustomHandler.Description.WorkingDirectory; wd != "" {
+		h.WorkingDirectory = absUnder(root, wd)
+	}
+	if p := f.Extensions.HTTP.RoutePrefix; p != nil {
+		h.RoutePrefix = strings.Trim(*p, "/")
+	}
+	sb := f.Extensions.ServiceBus
+	for _, n := range []struct {
+		key string
+		src *int
+		dst *int
+	}{
+		{"extensions.serviceBus.maxConcurrentSessions", sb.MaxConcurrentSessions, &h.ServiceBus.MaxConcurrentSessions},
+		{"extensions.serviceBus.maxConcurrentCallsPerSession", sb.MaxConcurrentCallsPerSession, &h.ServiceBus.MaxConcurrentCallsPerSession},
+		{"extensions.serviceBus.maxConcurrentCalls", sb.MaxConcurrentCalls, &h.ServiceBus.MaxConcurrentCalls},
+	} {
+		if n.src == nil {
+			continue
+		}
+		if *n.src < 1 {
+			return Host{}, bad(n.key, strconv.Itoa(*n.src), errors.New("want at least 1"))
+		}
+		*n.dst = *n.src
+	}
+	if v := sb.ClientRetryOptions.TryTimeout; v != nil {
+		d, err := ParseTimeSpan(*v)
+		if err != nil || d <= 0 {
+			return Host{}, bad("extensions.serviceBus.clientRetryOptions.tryTimeout", *v, orPositive(err))
+		}
+		h.ServiceBus.SessionIdleTimeout = d
+	}
+	if v := sb.SessionIdleTimeout; v != nil {
+		d, err := ParseTimeSpan(*v)
+		if err != nil || d <= 0 {
+			return Host{}, bad("extensions.serviceBus.sessionIdleTimeout", *v, orPositive(err))
+		}
+		h.ServiceBus.SessionIdleTimeout = d
+	}
+	if v := sb.MaxAutoLockRenewalDuration; v != nil {
+		d, err := ParseTimeSpan(*v)
+		if err != nil || d < 0 {
+			return Host{}, bad("extensions.serviceBus.maxAutoLockRenewalDuration", *v, orPositive(err))
+		}
+		h.ServiceBus.MaxAutoLockRenewalDuration = d
+	}
+	if v := sb.AutoCompleteMessages; v != nil {
+		h.ServiceBus.AutoCompleteMessages = *v
+	}
+	return h, nil
+}
+
+func orPositive(err error) error {
+	if err != nil {
+		return err
+	}
+	return errors.New("must be positive")
+}
+
+func absUnder(root, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(root, filepath.FromSlash(p))
+}
+
+// ParseTimeSpan parses .NET TimeSpan text as host.json uses it:
+// `[d.]hh:mm[:ss[.fffffff]]`, or a whole number of days.
+func ParseTimeSpan(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	bad := fmt.Errorf("not a TimeSpan like 00:05:00 or 1.02:03:04.5")
+	if s == "" {
+		return 0, bad
+	}
+	var days int64
+	rest := s
+	if !strings.Contains(s, ":") {
+		n, err := strconv.ParseInt(s, 10, 32)
+		if err != nil {
+			return 0, bad
+		}
+		days, rest = n, ""
+	} else if i := strings.IndexByte(s, '.'); i >= 0 && i < strings.IndexByte(s, ':') {
+		n, err := strconv.ParseInt(s[:i], 10, 32)
+		if err != nil {
+			return 0, bad
+		}
+		days, rest = n, s[i+1:]
+	}
+	d := time.Duration(days) * 24 * time.Hour
+	if rest != "" {
+		parts := strings.Split(rest, ":")
+		if len(parts) < 2 || len(parts) > 3 {
+			return 0, bad
+		}
+		limits := []int64{23, 59, 59}
+		units := []time.Duration{time.Hour, time.Minute, time.Second}
+		for i, p := range parts {
+			frac := ""
+			if i == 2 {
+				p, frac, _ = strings.Cut(p, ".")
+			}
+			n, err := strconv.ParseInt(p, 10, 32)
+			if err != nil || n < 0 || n > limits[i] || p == "" {
+				return 0, bad
+			}
+			d += time.Duration(n) * units[i]
+			if frac != "" {
+				if len(frac) > 7 {
+					return 0, bad
+				}
+				f, err := strconv.ParseInt(frac+strings.Repeat("0", 7-len(frac)), 10, 64)
+				if err != nil {
+					return 0, bad
+				}
+				d += time.Duration(f) * 100 // ticks of 100 ns
+			}
+		}
+	}
+	if neg {
+		d = -d
+	}
+	return d, nil
+}
+
+// functionsDir is where function folders live: root/functions when it
+// exists (this repository's layout), else root itself (the deployed
+// layout, where each function folder sits next to host.json).
+func functionsDir(root string) string {
+	dir := filepath.Join(root, "functions")
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return dir
+	}
+	return root
+}
+
+// LoadFunctions reads every <dir>/<Name>/function.json, resolves %NAME%
+// expressions from settings and leaves out disabled functions ("disabled":
+// true, or the setting AzureWebJobs.<Name>.Disabled=true).
+func LoadFunctions(root string, settings Settings) ([]Function, error) {
+	dir := functionsDir(root)
+	paths, err := filepath.Glob(filepath.Join(dir, "*", "function.json"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	sort.Strings(paths)
+	var fns []Function
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		var f struct {
+			Disabled json.RawMessage `json:"disabled"`
+			Bindings []Binding       `json:"bindings"`
+		}
+		if err := json.Unmarshal(data, &f); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrConfig, rel(root, path), err)
+		}
+		name := filepath.Base(filepath.Dir(path))
+		if disabled(f.Disabled, settings, name) {
+			continue
+		}
+		fn := Function{Name: name, Path: rel(root, path), Bindings: f.Bindings}
+		for i := range fn.Bindings {
+			b := &fn.Bindings[i]
+			for _, field := range []struct {
+				key string
+				val *string
+			}{{"queueName", &b.QueueName}, {"topicName", &b.TopicName}, {"subscriptionName", &b.SubscriptionName}, {"schedule", &b.Schedule}} {
+				v, err := settings.Resolve(*field.val)
+				if err != nil {
+					return nil, fmt.Errorf("%w: %s: binding %q: %s: %w", ErrConfig, fn.Path, b.Name, field.key, err)
+				}
+				*field.val = v
+			}
+		}
+		fns = append(fns, fn)
+	}
+	return fns, nil
+}
+
+func disabled(raw json.RawMessage, settings Settings, name string) bool {
+	if v, ok := settings["AzureWebJobs."+name+".Disabled"]; ok && strings.EqualFold(v, "true") {
+		return true
+	}
+	var b bool
+	if json.Unmarshal(raw, &b) == nil {
+		return b
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if v, ok := settings[s]; ok {
+			return strings.EqualFold(v, "true")
+		}
+		return strings.EqualFold(s, "true")
+	}
+	return false
+}
+
+func rel(root, path string) string {
+	if r, err := filepath.Rel(root, path); err == nil {
+		return filepath.ToSlash(r)
+	}
+	return path
+}
+
+// Settings are app settings by name. Names are case-sensitive here; the
+// host treats them case-insensitively on Windows only.
+type Settings map[string]string
+
+// ErrUnresolved is wrapped when a %NAME% expression names a setting that is
+// not set.
+var ErrUnresolved = errors.New("setting is not set")
+
+var expr = regexp.MustCompile(`%([^%]+)%`)
+
+// Resolve replaces every %NAME% in s with the setting NAME. A name that is
+// not set (or set to "") is an error wrapping ErrUnresolved that names it.
+func (s Settings) Resolve(v string) (string, error) {
+	var missing []string
+	out := expr.ReplaceAllStringFunc(v, func(m string) string {
+		name := m[1 : len(m)-1]
+		val, ok := s[name]
+		if !ok || val == "" {
+			missing = append(missing, name)
+		}
+		return val
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("%%%s%%: %w (set %s in local.settings.json or the environment)", missing[0], ErrUnresolved, missing[0])
+	}
+	return out, nil
+}
+
+// Get returns the setting name, or "" when it is not set.
+func (s Settings) Get(name string) string { return s[name] }
+
+// Environ returns the settings as KEY=value lines, sorted.
+func (s Settings) Environ() []string {
+	out := make([]string, 0, len(s))
+	for k, v := range s {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Clone returns a copy.
+func (s Settings) Clone() Settings {
+	c := make(Settings, len(s))
+	for k, v := range s {
+		c[k] = v
+	}
+	return c
+}
+
+// Setting-file names, in the order LoadSettings looks for them.
+const (
+	LocalSettingsFile    = "local.settings.json"
+	LocalSettingsExample = "local.settings.json.template"
+)
+
+// LoadSettings merges the app settings as the Core Tools do:
+//
+//  1. the Values of root/local.settings.json; when that file does not
+//     exist, those of root/local.settings.json.template (the repository's
+//     documented defaults, so a fresh clone runs);
+//  2. the environment env (os.Environ form), which wins over the file for
+//     names it sets to a non-empty value;
+//  3. overrides, which win over both; an override to "" removes a setting.
+//
+// Settings whose value is "" are dropped, as .NET drops empty environment
+// variables. The source names the file used, or "environment".
+func LoadSettings(root string, env []string, overrides map[string]string) (Settings, string, error) {
+	s := Settings{}
+	source := "environment"
+	for _, name := range []string{LocalSettingsFile, LocalSettingsExample} {
+		path := filepath.Join(root, name)
+		data, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		var f struct {
+			Values map[string]any `json:"Values"`
+		}
+		if err := json.Unmarshal(data, &f); err != nil {
+			return nil, "", fmt.Errorf("%w: %s: %v", ErrConfig, name, err)
+		}
+		for k, v := range f.Values {
+			switch v := v.(type) {
+			case string:
+				s[k] = v
+			case nil:
+			default:
+				// Numbers and booleans become their JSON text, as the
+				// Core Tools read them.
+				b, _ := json.Marshal(v)
+				s[k] = string(b)
+			}
+		}
+		source = name
+		break
+	}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" && v != "" {
+			s[k] = v
+		}
+	}
+	for k, v := range overrides {
+		s[k] = v
+	}
+	for k, v := range s {
+		if v == "" {
+			delete(s, k)
+		}
+	}
+	return s, source, nil
+}

@@ -1,0 +1,184 @@
+package devhost
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+
+	"orderstatus/handler/internal/devhost/child"
+)
+
+// invoker POSTs non-HTTP invocations to the handler as the host does.
+type invoker struct {
+	proc    *child.Process
+	client  *http.Client
+	timeout time.Duration // functionTimeout; 0: none
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	notFound map[string]bool // functions the handler answered 404 for (logged once)
+}
+
+func newInvoker(proc *child.Process, timeout time.Duration, log *slog.Logger) *invoker {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	tr.Proxy = nil // loopback only
+	return &invoker{proc: proc, client: &http.Client{Transport: tr}, timeout: timeout, log: log, notFound: map[string]bool{}}
+}
+
+// answer is the handler's answer to one invocation.
+type answer struct {
+	Status int
+	// Result is ReturnValue.result, "" when absent.
+	Result string
+	// ReturnValue is the raw ReturnValue, nil when absent.
+	ReturnValue json.RawMessage
+	Logs        []string
+}
+
+// OK reports a 2xx status: the host counts the invocation as a success.
+func (a answer) OK() bool { return a.Status >= 200 && a.Status < 300 }
+
+// errNoAnswer wraps failures to get any HTTP answer (connection refused or
+// reset, the handler died, timeout).
+var errNoAnswer = errors.New("no answer from the handler")
+
+// invoke POSTs body to /<function> and returns the answer. It waits for the
+// handler to be ready first. A transport failure or timeout is errNoAnswer.
+// A 2xx answer whose body is not JSON fails the invocation, as in the host
+// (reported as status 500 with the reason in Logs).
+func (iv *invoker) invoke(ctx context.Context, function string, body []byte) (answer, error) {
+	if iv.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, iv.timeout)
+		defer cancel()
+	}
+	id := newGUID()
+	var resp *http.Response
+	for {
+		base, err := iv.proc.Ready(ctx)
+		if err != nil {
+			return answer{}, fmt.Errorf("%w: %v", errNoAnswer, err)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/"+function, bytes.NewReader(body))
+		if err != nil {
+			return answer{}, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Azure-Functions-InvocationId", id)
+		resp, err = iv.client.Do(req)
+		if err == nil {
+			break
+		}
+		// Refused: the handler process is gone (and being restarted)
+		// and never saw the request. The host does not dispatch to a
+		// dead worker, so wait for the next one rather than fail.
+		if errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil {
+			pause(ctx, 20*time.Millisecond)
+			continue
+		}
+		return answer{}, fmt.Errorf("%w: POST /%s: %v", errNoAnswer, function, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return answer{}, fmt.Errorf("%w: POST /%s: reading the answer: %v", errNoAnswer, function, err)
+	}
+	a := answer{Status: resp.StatusCode}
+	if resp.StatusCode == http.StatusNotFound {
+		iv.mu.Lock()
+		first := !iv.notFound[function]
+		iv.notFound[function] = true
+		iv.mu.Unlock()
+		if first {
+			iv.log.Warn("the handler does not implement this function (404); its invocations fail", slog.String("function", function))
+		}
+	}
+	var r struct {
+		Logs        []string        `json:"Logs"`
+		ReturnValue json.RawMessage `json:"ReturnValue"`
+	}
+	fail := func(why string) (answer, error) {
+		iv.log.Warn("invocation failed: "+why, slog.String("function", function), slog.Int("status", resp.StatusCode))
+		a.Status = http.StatusInternalServerError
+		a.Logs = []string{"devhost: " + why}
+		return a, nil
+	}
+	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch err := json.Unmarshal(data, &r); {
+	case !a.OK():
+		if err != nil {
+			return a, nil
+		}
+	case len(bytes.TrimSpace(data)) == 0:
+		return fail("the answer is empty; the host would wait for it until functionTimeout")
+	case mediaType != "application/json":
+		return fail(fmt.Sprintf("the answer's Content-Type is %q, the host fails an invocation without application/json", resp.Header.Get("Content-Type")))
+	case err != nil:
+		return fail("the answer is not JSON, the host fails such an invocation: " + err.Error())
+	}
+	a.Logs, a.ReturnValue = r.Logs, r.ReturnValue
+	a.Result = resultOf(r.ReturnValue)
+	return a, nil
+}
+
+// awaitHealthy returns once the handler answers GET / (a new incarnation
+// after a crash), or ctx ends, or supervision gave up. The dispatchers call
+// it after a call got no answer and before abandoning the message, so the
+// redelivery goes to a live handler instead of burning a delivery on one
+// that is still dying.
+func (iv *invoker) awaitHealthy(ctx context.Context) {
+	for ctx.Err() == nil {
+		base, err := iv.proc.Ready(ctx)
+		if err != nil {
+			return
+		}
+		probeCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		req, _ := http.NewRequestWithContext(probeCtx, http.MethodGet, base+"/", nil)
+		resp, err := iv.client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+			resp.Body.Close()
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		pause(ctx, 20*time.Millisecond)
+	}
+}
+
+// resultOf reads ReturnValue.result: from an object, or from a JSON string
+// holding one.
+func resultOf(rv json.RawMessage) string {
+	var s string
+	if json.Unmarshal(rv, &s) == nil {
+		rv = json.RawMessage(s)
+	}
+	var v struct {
+		Result string `json:"result"`
+	}
+	if json.Unmarshal(rv, &v) == nil {
+		return v.Result
+	}
+	return ""
+}
+
+// newGUID returns a random GUID for invocation ids.
+func newGUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

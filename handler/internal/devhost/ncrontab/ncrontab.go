@@ -1,0 +1,253 @@
+// Package ncrontab parses the six-field NCRONTAB expressions of Azure
+// Functions timer triggers, `{second} {minute} {hour} {day} {month}
+// {day-of-week}`, and computes their occurrences. It follows the NCrontab
+// library the Functions host uses: a field is `*`, a number, a range `a-b`,
+// a step `*/n`, `a-b/n` or `a/n` (from a to the field's maximum), or a
+// comma-separated list of those; day and day-of-week must both match (not
+// either, as in Vixie cron); day-of-week counts from Sunday = 0 to 6;
+// month and day names (`Jan`, `Mon`, any case, unambiguous prefixes of at
+// least three letters) are accepted.
+package ncrontab
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrSyntax is wrapped by every error Parse returns.
+var ErrSyntax = errors.New("ncrontab: invalid expression")
+
+type fieldKind int
+
+const (
+	second fieldKind = iota
+	minute
+	hour
+	day
+	month
+	weekday
+)
+
+type fieldSpec struct {
+	name     string
+	min, max int
+	names    []string // names[i] is value min+i
+}
+
+var specs = [6]fieldSpec{
+	second:  {name: "second", min: 0, max: 59},
+	minute:  {name: "minute", min: 0, max: 59},
+	hour:    {name: "hour", min: 0, max: 23},
+	day:     {name: "day", min: 1, max: 31},
+	month:   {name: "month", min: 1, max: 12, names: []string{"january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"}},
+	weekday: {name: "day-of-week", min: 0, max: 6, names: []string{"sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"}},
+}
+
+// Schedule is a parsed expression. It is immutable and safe for concurrent
+// use.
+type Schedule struct {
+	expr   string
+	fields [6]uint64 // bit v set: value v matches
+}
+
+// Parse parses a six-field expression. Errors wrap ErrSyntax and name the
+// field at fault.
+func Parse(expr string) (*Schedule, error) {
+	parts := strings.Fields(expr)
+	if len(parts) != 6 {
+		return nil, fmt.Errorf("%w: %q has %d fields, want 6: {second} {minute} {hour} {day} {month} {day-of-week}", ErrSyntax, expr, len(parts))
+	}
+	s := &Schedule{expr: strings.Join(parts, " ")}
+	for k, p := range parts {
+		set, err := parseField(specs[k], p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %q: %s field %q: %v", ErrSyntax, expr, specs[k].name, p, err)
+		}
+		s.fields[k] = set
+	}
+	return s, nil
+}
+
+// MustParse is Parse that panics on error, for expressions fixed in code.
+func MustParse(expr string) *Schedule {
+	s, err := Parse(expr)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// String returns the expression with its fields separated by single spaces.
+func (s *Schedule) String() string { return s.expr }
+
+func parseField(spec fieldSpec, text string) (uint64, error) {
+	var set uint64
+	for _, item := range strings.Split(text, ",") {
+		lo, hi, step := spec.min, spec.max, 1
+		rangePart, stepPart, hasStep := strings.Cut(item, "/")
+		if hasStep {
+			n, err := strconv.Atoi(stepPart)
+			if err != nil || n < 1 {
+				return 0, fmt.Errorf("step %q is not a positive number", stepPart)
+			}
+			step = n
+		}
+		switch {
+		case rangePart == "*":
+		case strings.Contains(rangePart, "-"):
+			a, b, _ := strings.Cut(rangePart, "-")
+			var err error
+			if lo, err = parseValue(spec, a); err != nil {
+				return 0, err
+			}
+			if hi, err = parseValue(spec, b); err != nil {
+				return 0, err
+			}
+			if lo > hi {
+				return 0, fmt.Errorf("range %d-%d runs backwards", lo, hi)
+			}
+		default:
+			v, err := parseValue(spec, rangePart)
+			if err != nil {
+				return 0, err
+			}
+			lo = v
+			if !hasStep {
+				hi = v
+			}
+		}
+		for v := lo; v <= hi; v += step {
+			set |= 1 << uint(v)
+		}
+	}
+	return set, nil
+}
+
+func parseValue(spec fieldSpec, text string) (int, error) {
+	if text == "" {
+		return 0, errors.New("empty value")
+	}
+	if c := text[0]; c >= '0' && c <= '9' {
+		v, err := strconv.Atoi(text)
+		if err != nil || v < spec.min || v > spec.max {
+			return 0, fmt.Errorf("%q is not a number from %d to %d", text, spec.min, spec.max)
+		}
+		return v, nil
+	}
+	if spec.names == nil {
+		return 0, fmt.Errorf("%q is not a number from %d to %d", text, spec.min, spec.max)
+	}
+	lower := strings.ToLower(text)
+	if len(lower) >= 3 {
+		for i, n := range spec.names {
+			if strings.HasPrefix(n, lower) {
+				return spec.min + i, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("%q is not a %s name or number", text, spec.name)
+}
+
+func (s *Schedule) has(k fieldKind, v int) bool { return s.fields[k]&(1<<uint(v)) != 0 }
+
+// first returns the lowest matching value of field k that is >= from, or
+// -1 when there is none.
+func (s *Schedule) first(k fieldKind, from int) int {
+	if from > specs[k].max {
+		return -1
+	}
+	rest := s.fields[k] >> uint(from) << uint(from)
+	if rest == 0 {
+		return -1
+	}
+	return bits.TrailingZeros64(rest)
+}
+
+// searchYears bounds the search for the next occurrence. A 29 February that
+// must also fall on a given weekday recurs within 28 years.
+const searchYears = 30
+
+// Next returns the first occurrence strictly after t, in t's location, with
+// whole seconds. It returns the zero Time when the expression can never
+// match (for example 30 February) within the next 30 years.
+func (s *Schedule) Next(t time.Time) time.Time {
+	loc := t.Location()
+	limit := t.Year() + searchYears
+	// Start at the next whole second after t.
+	t = t.Truncate(time.Second).Add(time.Second)
+	year, mon, dd := t.Date()
+	hh, mm, ss := t.Clock()
+	for year <= limit {
+		if !s.has(month, int(mon)) {
+			next := s.first(month, int(mon)+1)
+			if next < 0 {
+				year, mon = year+1, time.Month(s.first(month, 1))
+			} else {
+				mon = time.Month(next)
+			}
+			dd, hh, mm, ss = 1, 0, 0, 0
+			continue
+		}
+		if dd > daysIn(year, mon) {
+			year, mon, dd = nextMonth(year, mon)
+			hh, mm, ss = 0, 0, 0
+			continue
+		}
+		wd := time.Date(year, mon, dd, 12, 0, 0, 0, time.UTC).Weekday()
+		if !s.has(day, dd) || !s.has(weekday, int(wd)) {
+			dd++
+			hh, mm, ss = 0, 0, 0
+			continue
+		}
+		if h := s.first(hour, hh); h < 0 {
+			dd++
+			hh, mm, ss = 0, 0, 0
+			continue
+		} else if h != hh {
+			hh, mm, ss = h, 0, 0
+		}
+		if m := s.first(minute, mm); m < 0 {
+			hh++
+			mm, ss = 0, 0
+			if hh > 23 {
+				dd++
+				hh = 0
+			}
+			continue
+		} else if m != mm {
+			mm, ss = m, 0
+		}
+		if sec := s.first(second, ss); sec < 0 {
+			mm++
+			ss = 0
+			if mm > 59 {
+				hh++
+				mm = 0
+				if hh > 23 {
+					dd++
+					hh = 0
+				}
+			}
+			continue
+		} else {
+			ss = sec
+		}
+		return time.Date(year, mon, dd, hh, mm, ss, 0, loc)
+	}
+	return time.Time{}
+}
+
+func daysIn(year int, m time.Month) int {
+	return time.Date(year, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
+}
+
+func nextMonth(year int, m time.Month) (int, time.Month, int) {
+	if m == time.December {
+		return year + 1, time.January, 1
+	}
+	return year, m + 1, 1
+}

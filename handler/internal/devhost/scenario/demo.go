@@ -1,0 +1,214 @@
+package scenario
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"orderstatus/handler/internal/order"
+)
+
+// DemoOptions tune Demo. The zero value is usable.
+type DemoOptions struct {
+	// Seed makes the workload reproducible (same seed, same messages).
+	Seed uint64
+	// Orders is the number of orders (default 300).
+	Orders int
+	// Start is the occurredAt of the first event (default 2026-11-29
+	// 10:00 UTC; the development host passes its clock's now).
+	Start time.Time
+}
+
+// The demo's fixed delays, on the development host's clock.
+const (
+	// PaymentTimeout is when the payment timeout check of an order fires
+	// after its creation.
+	PaymentTimeout = 30 * time.Minute
+	// LateReplayAfter is when the demo's late replays are sent: past the
+	// queue's 10 minute duplicate detection window, so the handler (not
+	// the broker) must recognise them.
+	LateReplayAfter = 11 * time.Minute
+)
+
+// Demo generates the built-in workload, deterministic for a seed:
+//
+//   - orders o-0001... with 3 to 5 OrderStatusChanged events each
+//     (Created, Paid, then Shipped, Delivered, a second Shipped, or
+//     Cancelled), MessageId <order>:<sequence>, SessionId the order id,
+//     interleaved across orders;
+//   - producer reordering: in about one order in ten two neighbouring
+//     events are sent in the wrong sequence order;
+//   - about 5% duplicate sends with the same MessageId: half right away
+//     (dropped by the broker's duplicate detection), half as a late replay
+//     after LateReplayAfter (answered Duplicate or Stale by the handler);
+//   - about 5% unpaid orders (Created only) whose PaymentTimeoutCheck,
+//     MessageId <order>:payment-timeout, is scheduled PaymentTimeout after
+//     creation and cancels them, and two paid orders whose timeout still
+//     fires (Stale);
+//   - a few poison messages: a body that is not JSON, an unknown subject,
+//     a body whose orderId is not the session's, and an update after
+//     Delivered (InvalidTransition).
+func Demo(o DemoOptions) []Line {
+	if o.Orders <= 0 {
+		o.Orders = 300
+	}
+	if o.Start.IsZero() {
+		o.Start = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, 0x6f72646572737461)) // "ordersta"
+	g := demo{start: o.Start.UTC()}
+
+	type plan struct {
+		id     string
+		events []Line
+	}
+	plans := make([]plan, o.Orders)
+	paidWithTimeout := 0
+	for i := range plans {
+		id := fmt.Sprintf("o-%04d", i+1)
+		created := g.start.Add(time.Duration(i) * 7 * time.Second)
+		var statuses []order.Status
+		timeout := false
+		switch r := rng.IntN(100); {
+		case r < 5:
+			statuses, timeout = []order.Status{order.Created}, true
+		case r < 25:
+			statuses = []order.Status{order.Created, order.Paid, order.Shipped}
+		case r < 40:
+			statuses = []order.Status{order.Created, order.Paid, order.Cancelled}
+		case r < 80:
+			statuses = []order.Status{order.Created, order.Paid, order.Shipped, order.Delivered}
+		default:
+			statuses = []order.Status{order.Created, order.Paid, order.Shipped, order.Shipped, order.Delivered}
+		}
+		if !timeout && paidWithTimeout < 2 && len(statuses) == 3 && statuses[2] == order.Shipped {
+			timeout = true // a paid order whose timeout was not cancelled
+			paidWithTimeout++
+		}
+		var events []Line
+		for seq, st := range statuses {
+			events = append(events, g.update(id, id, st, int64(seq+1), created.Add(time.Duration(seq)*4*time.Minute)))
+		}
+		if len(events) >= 3 && rng.IntN(10) == 0 {
+			k := 1 + rng.IntN(len(events)-1)
+			events[k-1], events[k] = events[k], events[k-1]
+		}
+		if timeout {
+			events = append(events, g.timeout(id))
+		}
+		plans[i] = plan{id: id, events: events}
+	}
+
+	// Poison, in orders that are not reordered (so that the update after
+	// Delivered is sent after the Delivered).
+	var late []Line
+	poisonKinds := []func(id, other string) Line{
+		func(id, _ string) Line {
+			return Line{Subject: order.SubjectStatusChanged, SessionID: id, MessageID: id + ":bad-json",
+				Body: []byte(`{"orderId":"` + id + `","status":`)}
+		},
+		func(id, _ string) Line {
+			l := g.update(id, id, order.Paid, 90, g.start)
+			l.Subject, l.MessageID = "OrderRefunded", id+":refund"
+			return l
+		},
+		func(id, other string) Line {
+			l := g.update(other, id, order.Paid, 91, g.start)
+			l.MessageID = id + ":mismatch"
+			return l
+		},
+	}
+	nPoison := max(4, o.Orders/60)
+	for n, k := 0, 0; n < nPoison && k < len(plans); k++ {
+		p := &plans[(k*37)%len(plans)]
+		last := p.events[len(p.events)-1]
+		if last.Subject != order.SubjectStatusChanged || !inOrder(p.events) {
+			continue
+		}
+		if n%4 == 3 {
+			if u, err := order.ParseUpdate(last.Body, p.id); err == nil && u.Status == order.Delivered {
+				p.events = append(p.events, g.update(p.id, p.id, order.Shipped, u.Sequence+1, u.OccurredAt.Add(time.Hour)))
+				n++
+			}
+			continue
+		}
+		other := plans[(k*37+1)%len(plans)].id
+		p.events = append(p.events, poisonKinds[n%4](p.id, other))
+		n++
+	}
+
+	// Interleave the orders, keeping each order's own order.
+	total := 0
+	for _, p := range plans {
+		total += len(p.events)
+	}
+	out := make([]Line, 0, total+total/10)
+	next := make([]int, len(plans))
+	live := make([]int, len(plans))
+	for i := range live {
+		live[i] = i
+	}
+	for len(live) > 0 {
+		j := rng.IntN(min(len(live), 24)) // a moving window: orders overlap in time
+		pi := live[j]
+		l := plans[pi].events[next[pi]]
+		next[pi]++
+		if next[pi] == len(plans[pi].events) {
+			live = append(live[:j], live[j+1:]...)
+		}
+		out = append(out, l)
+		if l.ScheduleAfter == 0 && rng.IntN(20) == 0 {
+			if rng.IntN(2) == 0 {
+				out = append(out, l) // a producer retry: the broker drops it
+			} else {
+				r := l
+				r.SendAfter = LateReplayAfter
+				late = append(late, r)
+			}
+		}
+	}
+	return append(out, late...)
+}
+
+// inOrder reports whether the status events are in sequence order.
+func inOrder(events []Line) bool {
+	var last int64
+	for _, e := range events {
+		if e.Subject != order.SubjectStatusChanged {
+			continue
+		}
+		u, err := order.ParseUpdate(e.Body, e.SessionID)
+		if err != nil || u.Sequence < last {
+			return false
+		}
+		last = u.Sequence
+	}
+	return true
+}
+
+type demo struct{ start time.Time }
+
+// update is an OrderStatusChanged in session sessionID about bodyOrder.
+func (demo) update(bodyOrder, sessionID string, st order.Status, seq int64, at time.Time) Line {
+	body, _ := json.Marshal(order.Update{OrderID: bodyOrder, Status: st, Sequence: seq, OccurredAt: at.UTC()})
+	return Line{
+		Subject:     order.SubjectStatusChanged,
+		SessionID:   sessionID,
+		MessageID:   fmt.Sprintf("%s:%d", sessionID, seq),
+		ContentType: "application/json",
+		Body:        body,
+	}
+}
+
+func (demo) timeout(id string) Line {
+	body, _ := json.Marshal(order.TimeoutCheck{OrderID: id})
+	return Line{
+		Subject:       order.SubjectPaymentTimeout,
+		SessionID:     id,
+		MessageID:     id + ":payment-timeout",
+		ContentType:   "application/json",
+		Body:          body,
+		ScheduleAfter: PaymentTimeout,
+	}
+}

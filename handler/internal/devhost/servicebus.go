@@ -1,0 +1,271 @@
+package devhost
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"orderstatus/handler/internal/broker"
+	"orderstatus/handler/internal/broker/membroker"
+	"orderstatus/handler/internal/clock"
+	"orderstatus/handler/internal/hostproto"
+)
+
+// Results the development host counts besides the handler's own
+// ReturnValue.result.
+const (
+	// ResultAbandoned: the call failed (non-2xx, no answer, not JSON) and
+	// the message was abandoned.
+	ResultAbandoned = "Abandoned"
+	// ResultLockLost: the message's lock was gone when the host settled it
+	// (it is or was delivered again).
+	ResultLockLost = "LockLost"
+	// ResultCompleted: a 2xx answer without ReturnValue.result.
+	ResultCompleted = "Completed"
+)
+
+// sessionDispatcher runs one session-enabled serviceBusTrigger function:
+// workers (maxConcurrentSessions) each accept a session, receive its
+// messages until it is idle for the idle timeout, and close it.
+type sessionDispatcher struct {
+	h                  *Host
+	fn, binding, queue string
+	workers            int
+	callsPerSession    int
+	idle               time.Duration // sessionIdleTimeout (broker clock)
+	lock               time.Duration // the queue's lock duration
+	maxRenew           time.Duration // maxAutoLockRenewalDuration
+}
+
+func (d *sessionDispatcher) start(acceptCtx, callCtx context.Context, wg *sync.WaitGroup) {
+	for range max(1, d.workers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.worker(acceptCtx, callCtx)
+		}()
+	}
+}
+
+func (d *sessionDispatcher) worker(acceptCtx, callCtx context.Context) {
+	for acceptCtx.Err() == nil {
+		s, err := d.h.broker.AcceptNextSession(acceptCtx, d.queue)
+		if err != nil {
+			if acceptCtx.Err() != nil {
+				return
+			}
+			d.h.log.Error("accept session failed", slog.String("queue", d.queue), slog.Any("error", err))
+			pause(acceptCtx, time.Second)
+			continue
+		}
+		d.session(acceptCtx, callCtx, s)
+	}
+}
+
+// session processes one accepted session until it is idle, its lock is
+// lost, or the host stops taking work, and then closes it.
+func (d *sessionDispatcher) session(acceptCtx, callCtx context.Context, s *membroker.Session) {
+	defer s.Close()
+	var lastReceive atomic.Int64 // broker-clock time of the last message handed out
+	lastReceive.Store(d.h.clock.Now().UnixNano())
+
+	renewCtx, stopRenew := context.WithCancel(callCtx)
+	var renewing sync.WaitGroup
+	if !d.h.opts.DisableLockRenewal && d.maxRenew > 0 {
+		renewing.Add(1)
+		go func() {
+			defer renewing.Done()
+			d.renew(renewCtx, s, &lastReceive)
+		}()
+	}
+	defer func() {
+		stopRenew()
+		renewing.Wait()
+	}()
+
+	var calls sync.WaitGroup
+	for range max(1, d.callsPerSession) {
+		calls.Add(1)
+		go func() {
+			defer calls.Done()
+			for {
+				m, err := s.Receive(acceptCtx, d.idle)
+				if err != nil {
+					if !errors.Is(err, broker.ErrLockLost) && acceptCtx.Err() == nil {
+						d.h.log.Error("receive failed", slog.String("queue", d.queue), slog.String("session_id", s.ID()), slog.Any("error", err))
+					}
+					return
+				}
+				if m == nil {
+					return // idle for sessionIdleTimeout
+				}
+				lastReceive.Store(d.h.clock.Now().UnixNano())
+				d.h.handle(callCtx, d.fn, d.binding, d.queue, m, s, s.LockedUntil())
+			}
+		}()
+	}
+	calls.Wait()
+}
+
+// renew keeps the session lock alive, renewing it when half the lock
+// duration is left, as long as the last message was handed out less than
+// maxRenew ago (maxAutoLockRenewalDuration, measured per message).
+func (d *sessionDispatcher) renew(ctx context.Context, s *membroker.Session, lastReceive *atomic.Int64) {
+	for {
+		wait := s.LockedUntil().Sub(d.h.clock.Now()) - d.lock/2
+		if err := clock.Sleep(ctx, d.h.clock, wait); err != nil {
+			return
+		}
+		if d.h.clock.Now().Sub(time.Unix(0, lastReceive.Load())) > d.maxRenew {
+			// Past the renewal budget: let the lock run out, but look
+			// again later in case a new message starts a new budget.
+			if clock.Sleep(ctx, d.h.clock, d.lock/4) != nil {
+				return
+			}
+			continue
+		}
+		if err := s.RenewLock(ctx); err != nil {
+			if !errors.Is(err, broker.ErrLockLost) && ctx.Err() == nil {
+				d.h.log.Warn("session lock renewal failed", slog.String("session_id", s.ID()), slog.Any("error", err))
+			}
+			return
+		}
+	}
+}
+
+// queueDispatcher runs a serviceBusTrigger function on a queue without
+// sessions: maxConcurrentCalls workers receive one message at a time. The
+// broker port has no per-message lock renewal, so a call longer than the
+// lock duration loses its lock.
+type queueDispatcher struct {
+	h                  *Host
+	fn, binding, queue string
+	workers            int
+}
+
+func (d *queueDispatcher) start(acceptCtx, callCtx context.Context, wg *sync.WaitGroup) {
+	for range max(1, d.workers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src := broker.Source{Queue: d.queue}
+			st := sourceSettler{b: d.h.broker, src: src}
+			for acceptCtx.Err() == nil {
+				msgs, err := d.h.broker.Receive(acceptCtx, src, 1, time.Minute)
+				if err != nil {
+					if acceptCtx.Err() != nil {
+						return
+					}
+					d.h.log.Error("receive failed", slog.String("queue", d.queue), slog.Any("error", err))
+					pause(acceptCtx, time.Second)
+					continue
+				}
+				for i := range msgs {
+					d.h.handle(callCtx, d.fn, d.binding, d.queue, &msgs[i], st, time.Time{})
+				}
+			}
+		}()
+	}
+}
+
+// settler settles one received message.
+type settler interface {
+	Complete(ctx context.Context, m *broker.Received) error
+	Abandon(ctx context.Context, m *broker.Received) error
+}
+
+var _ settler = (*membroker.Session)(nil)
+
+// sourceSettler settles messages of a queue without sessions.
+type sourceSettler struct {
+	b   broker.Broker
+	src broker.Source
+}
+
+func (s sourceSettler) Complete(ctx context.Context, m *broker.Received) error {
+	return s.b.Complete(ctx, s.src, *m)
+}
+
+func (s sourceSettler) Abandon(ctx context.Context, m *broker.Received) error {
+	return s.b.Abandon(ctx, s.src, *m)
+}
+
+// hostMessage is the message as the host hands it to the handler.
+func hostMessage(m broker.Received, sessionLockedUntil time.Time) hostproto.ServiceBusMessage {
+	return hostproto.ServiceBusMessage{
+		Body:                  m.Body,
+		MessageID:             m.MessageID,
+		SessionID:             m.SessionID,
+		Subject:               m.Subject,
+		ContentType:           m.ContentType,
+		CorrelationID:         m.CorrelationID,
+		LockToken:             m.LockToken,
+		DeadLetterSource:      m.DeadLetterSource,
+		DeliveryCount:         m.DeliveryCount,
+		SequenceNumber:        m.SequenceNumber,
+		EnqueuedTime:          m.EnqueuedTime,
+		ExpiresAt:             m.ExpiresAt,
+		ApplicationProperties: m.ApplicationProperties,
+		SessionLockedUntil:    sessionLockedUntil,
+	}
+}
+
+// handle invokes fn for one received message and settles it from the
+// answer: 2xx completes, anything else abandons.
+func (h *Host) handle(ctx context.Context, fn, binding, queue string, m *broker.Received, st settler, lockedUntil time.Time) {
+	h.stats.inFlight.Add(1)
+	defer h.stats.inFlight.Add(-1)
+	log := h.log.With(slog.String("function", fn), slog.String("message_id", m.MessageID),
+		slog.String("session_id", m.SessionID), slog.Int("delivery_count", int(m.DeliveryCount)))
+	// Settle even while the host shuts down: the answer is in.
+	settleCtx := context.WithoutCancel(ctx)
+
+	body, err := hostproto.EncodeServiceBus(hostMessage(*m, lockedUntil), binding, fn, h.clock.Now())
+	var a answer
+	if err == nil {
+		a, err = h.inv.invoke(ctx, fn, body)
+	}
+	if err == nil && a.OK() {
+		if err := st.Complete(settleCtx, m); err != nil {
+			h.stats.result(ResultLockLost)
+			if errors.Is(err, broker.ErrLockLost) {
+				log.Warn("the answer came after the lock was lost; the message is delivered again", slog.Any("error", err))
+			} else {
+				log.Error("complete failed; the message is delivered again", slog.Any("error", err))
+			}
+			return
+		}
+		result := a.Result
+		if result == "" {
+			result = ResultCompleted
+		}
+		h.stats.completed(queue, *m, result)
+		return
+	}
+	if err != nil {
+		log.Warn("invocation failed; abandoning the message", slog.Any("error", err))
+		if errors.Is(err, errNoAnswer) {
+			h.inv.awaitHealthy(ctx)
+		}
+	} else {
+		log.Warn("invocation failed; abandoning the message", slog.Int("status", a.Status), slog.Any("logs", a.Logs))
+	}
+	if err := st.Abandon(settleCtx, m); err != nil {
+		h.stats.result(ResultLockLost)
+		return
+	}
+	h.stats.result(ResultAbandoned)
+}
+
+// pause waits d of wall-clock time or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

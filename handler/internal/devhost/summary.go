@@ -1,0 +1,375 @@
+package devhost
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"orderstatus/handler/internal/broker"
+	"orderstatus/handler/internal/order"
+)
+
+// Summary is what a run did. Its JSON form is the --summary-json file.
+type Summary struct {
+	// Orders maps every order the host saw (a session id it sent or
+	// delivered that is a legal order id) to its row, read through the
+	// handler's GetOrder; an order without a row is left out.
+	Orders map[string]OrderRow `json:"orders"`
+	// Results counts invocations by outcome: the handler's
+	// ReturnValue.result for completed messages, Abandoned for failed
+	// calls, LockLost for answers that came after the lock was lost.
+	Results map[string]int `json:"results"`
+	// Parked lists every message the handler parked during the run, once
+	// per parked copy, by the ORIGINAL message's id (the
+	// OriginalMessageId property; the copy's own id is <original>:parked)
+	// with its DeadLetterReason. It is recorded as the handler sends, so a
+	// sweeper that archived some since does not shrink it.
+	Parked []Entry `json:"parked"`
+	// DeadLettered lists the triggered queues' dead-lettered messages:
+	// those still in the dead-letter subqueue, then those a sweeper took
+	// out during the run.
+	DeadLettered []Entry `json:"deadLettered"`
+	// Sent is the number of workload messages sent.
+	Sent int `json:"sent"`
+	// PoisonDepth and DeadLetterDepth are the current depths of the
+	// poison queue and of the triggered queues' dead-letter subqueues.
+	PoisonDepth     int `json:"poisonDepth"`
+	DeadLetterDepth int `json:"deadLetterDepth"`
+	// Violations lists the invariants that do not hold (see Check);
+	// empty when all hold.
+	Violations []string `json:"violations"`
+}
+
+// OrderRow is an order's row as GetOrder shows it.
+type OrderRow struct {
+	Status       string `json:"status"`
+	LastSequence int64  `json:"lastSequence"`
+}
+
+// Entry is a parked or dead-lettered message.
+type Entry struct {
+	MessageID string `json:"messageId"`
+	Reason    string `json:"reason"`
+	// ParkedID is the parked copy's MessageId (parked entries).
+	ParkedID string `json:"-"`
+	// Queue is the queue whose dead-letter subqueue held it, SessionID
+	// its session, and DeliveryCount its delivery count there
+	// (dead-lettered entries).
+	Queue         string `json:"-"`
+	SessionID     string `json:"-"`
+	DeliveryCount int32  `json:"-"`
+	// Removed: a sweeper took it out of the dead-letter subqueue.
+	Removed bool `json:"-"`
+}
+
+// Summary collects the summary and checks the invariants. It reads every
+// order through the handler, so the handler must be running. Call it when
+// the host is idle (WaitIdle) for the invariants to be meaningful.
+func (h *Host) Summary(ctx context.Context) (Summary, error) {
+	if h.inv == nil {
+		return Summary{}, errors.New("devhost: Summary before Start")
+	}
+	sent, results := h.stats.snapshot()
+	parked, removed := h.rec.snapshot()
+	s := Summary{Results: results, Parked: parked, Sent: sent, DeadLettered: []Entry{}}
+	if s.Parked == nil {
+		s.Parked = []Entry{}
+	}
+	ps := h.broker.Stats(h.poisonQueue)
+	s.PoisonDepth = ps.Active + ps.Locked
+	for _, q := range h.triggered {
+		dl, err := peekAll(ctx, h.broker, deadLetters(q))
+		if err != nil {
+			return Summary{}, err
+		}
+		for _, m := range dl {
+			s.DeadLettered = append(s.DeadLettered, Entry{MessageID: m.MessageID, Reason: m.DeadLetterReason, Queue: q, SessionID: m.SessionID, DeliveryCount: m.DeliveryCount})
+		}
+		s.DeadLetterDepth += len(dl)
+	}
+	for _, e := range removed {
+		e.Removed = true
+		s.DeadLettered = append(s.DeadLettered, e)
+	}
+
+	h.stats.mu.Lock()
+	sessions := slices.Clone(h.stats.sessions)
+	completions := slices.Clone(h.stats.completions)
+	sentIDs := make(map[string]bool, len(h.stats.sentIDs))
+	for id := range h.stats.sentIDs {
+		sentIDs[id] = true
+	}
+	h.stats.mu.Unlock()
+
+	orders, queried, err := h.readOrders(ctx, sessions)
+	if err != nil {
+		return Summary{}, err
+	}
+	s.Orders = orders
+
+	var busy []string
+	for _, q := range h.triggered {
+		if st := h.broker.Stats(q); st.Active+st.Locked+st.Scheduled > 0 {
+			busy = append(busy, fmt.Sprintf("queue %s is not drained: %d active, %d locked, %d scheduled", q, st.Active, st.Locked, st.Scheduled))
+		}
+	}
+	var workload []Completion
+	for _, c := range completions {
+		if c.Queue == h.queue {
+			workload = append(workload, c)
+		}
+	}
+	s.Violations = Check(CheckInput{
+		Completions:     workload,
+		SentIDs:         sentIDs,
+		Orders:          orders,
+		Queried:         queried,
+		Parked:          s.Parked,
+		DeadLettered:    s.DeadLettered,
+		Busy:            busy,
+		MaxDelivery:     h.maxDelivery,
+		CallsPerSession: h.app.Host.ServiceBus.MaxConcurrentCallsPerSession,
+	})
+	if s.Violations == nil {
+		s.Violations = []string{}
+	}
+	return s, nil
+}
+
+// peekAll returns every message of src.
+func peekAll(ctx context.Context, b broker.Broker, src broker.Source) ([]broker.Received, error) {
+	var out []broker.Received
+	var from int64
+	for {
+		page, err := b.Peek(ctx, src, 250, from)
+		if err != nil {
+			return nil, fmt.Errorf("devhost: peek %s: %w", src, err)
+		}
+		out = append(out, page...)
+		if len(page) < 250 {
+			return out, nil
+		}
+		from = page[len(page)-1].SequenceNumber + 1
+	}
+}
+
+// readOrders reads the row of every session id that is a legal order id
+// through the handler's GET /<prefix>/orders/{id}. It returns the rows
+// found and the ids it looked up.
+func (h *Host) readOrders(ctx context.Context, ids []string) (map[string]OrderRow, map[string]bool, error) {
+	base, err := h.proc.Ready(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("devhost: read orders: %w", err)
+	}
+	prefix := "/" + h.app.Host.RoutePrefix
+	if prefix == "/" {
+		prefix = ""
+	}
+	var (
+		mu      sync.Mutex
+		rows    = map[string]OrderRow{}
+		queried = map[string]bool{}
+		errs    []error
+		wg      sync.WaitGroup
+		next    = make(chan string)
+	)
+	client := h.inv.client
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range next {
+				row, found, err := getOrder(ctx, client, base+prefix+"/orders/"+url.PathEscape(id))
+				mu.Lock()
+				switch {
+				case err != nil:
+					errs = append(errs, fmt.Errorf("devhost: read order %s: %w", id, err))
+				case found:
+					rows[id] = row
+					queried[id] = true
+				default:
+					queried[id] = true
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, id := range ids {
+		if order.ValidateID(id) == nil {
+			next <- id
+		}
+	}
+	close(next)
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	return rows, queried, nil
+}
+
+// getOrder GETs one order: 200 is a row, 404 none; anything else is an
+// error (after a few tries for 5xx and transport failures).
+func getOrder(ctx context.Context, client *http.Client, u string) (OrderRow, bool, error) {
+	var lastErr error
+	for attempt := range 4 {
+		if attempt > 0 {
+			pause(ctx, time.Duration(attempt)*200*time.Millisecond)
+		}
+		if err := ctx.Err(); err != nil {
+			return OrderRow{}, false, err
+		}
+		status, body, err := getOnce(ctx, client, u)
+		switch {
+		case err != nil:
+			lastErr = err
+		case status == http.StatusOK:
+			var row OrderRow
+			if err := json.Unmarshal(body, &row); err != nil {
+				return OrderRow{}, false, fmt.Errorf("GetOrder answered %s", snippet(body))
+			}
+			return row, true, nil
+		case status == http.StatusNotFound:
+			return OrderRow{}, false, nil
+		case status >= 500:
+			lastErr = fmt.Errorf("GetOrder answered %d: %s", status, snippet(body))
+		default:
+			return OrderRow{}, false, fmt.Errorf("GetOrder answered %d: %s", status, snippet(body))
+		}
+	}
+	return OrderRow{}, false, lastErr
+}
+
+// getOnce GETs u within 30 s and returns the status and body.
+func getOnce(ctx context.Context, client *http.Client, u string) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, body, err
+}
+
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+// WriteJSON writes s as indented JSON to path (via a temporary file in the
+// same directory, renamed into place).
+func (s Summary) WriteJSON(path string) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".summary-*.json")
+	if err != nil {
+		return fmt.Errorf("devhost: write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("devhost: write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("devhost: write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("devhost: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteTable writes the summary as aligned plain text: orders by status,
+// messages by result, parked by reason, the dead-letter queue by reason,
+// and the invariants (at most 50 violations; the JSON has all).
+func (s Summary) WriteTable(w io.Writer) error {
+	type section struct {
+		title  string
+		counts map[string]int
+		order  []string
+	}
+	statuses := map[string]int{}
+	for _, r := range s.Orders {
+		statuses[r.Status]++
+	}
+	var statusOrder []string
+	for _, st := range order.Statuses {
+		statusOrder = append(statusOrder, string(st))
+	}
+	parked := map[string]int{}
+	for _, e := range s.Parked {
+		parked[e.Reason]++
+	}
+	dead := map[string]int{}
+	for _, e := range s.DeadLettered {
+		if !e.Removed {
+			dead[e.Reason]++
+		}
+	}
+	sections := []section{
+		{fmt.Sprintf("orders by status (%d orders)", len(s.Orders)), statuses, statusOrder},
+		{fmt.Sprintf("messages by result (%d sent)", s.Sent), s.Results,
+			[]string{string(order.Applied), string(order.Duplicate), string(order.Stale), resultParked, ResultCompleted, ResultAbandoned, ResultLockLost}},
+		{fmt.Sprintf("parked by reason (poison queue depth %d)", s.PoisonDepth), parked, nil},
+		{fmt.Sprintf("dead-lettered by reason (DLQ depth %d)", s.DeadLetterDepth), dead, nil},
+	}
+	width := len("(none)")
+	for _, sec := range sections {
+		for k := range sec.counts {
+			width = max(width, len(k))
+		}
+	}
+	var b strings.Builder
+	for _, sec := range sections {
+		b.WriteString(sec.title + "\n")
+		keys := sortedKeys(sec.counts)
+		rank := func(k string) int {
+			if i := slices.Index(sec.order, k); i >= 0 {
+				return i
+			}
+			return len(sec.order)
+		}
+		sort.SliceStable(keys, func(i, j int) bool { return rank(keys[i]) < rank(keys[j]) })
+		if len(keys) == 0 {
+			b.WriteString("  (none)\n")
+		}
+		for _, k := range keys {
+			fmt.Fprintf(&b, "  %-*s %7d\n", width, k, sec.counts[k])
+		}
+	}
+	if len(s.Violations) == 0 {
+		b.WriteString("invariants: all hold\n")
+	} else {
+		fmt.Fprintf(&b, "invariants: %d violated\n", len(s.Violations))
+		for i, v := range s.Violations {
+			if i == 50 {
+				fmt.Fprintf(&b, "  ... and %d more (see --summary-json)\n", len(s.Violations)-50)
+				break
+			}
+			fmt.Fprintf(&b, "  - %s\n", v)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole system on this machine, no Azure needed: `handler dev` runs the
+# custom handler exactly as the Functions host does, with an in-memory
+# Service Bus and Azurite (started on a free port), plays the built-in demo
+# workload, prints a summary and keeps serving GetOrder and Metrics on
+# http://127.0.0.1:7071 until Ctrl-C.
+#
+# `make run` builds bin/handler and installs Azurite first, then calls this.
+# Arguments go to `handler dev` (see `bin/handler dev -h`), for example:
+#   scripts/run-local.sh --scenario my-workload.jsonl --exit-when-idle
+# The handler's own JSON logs go to .run/handler.log.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -x bin/handler ]; then
+  echo "run-local: bin/handler is missing; run 'make run' (or 'make build' first)" >&2
+  exit 1
+fi
+mkdir -p .run
+: > .run/handler.log
+exec bin/handler dev --handler-log .run/handler.log "$@"
