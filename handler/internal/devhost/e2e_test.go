@@ -43,7 +43,7 @@ const e2eScenario = `
 // copyApp lays out the repository's app (host.json with the executable
 // made absolute, the function folders, the settings template) in a fresh
 // directory, so a developer's local.settings.json does not leak in.
-func copyApp(t *testing.T, root, handler string) string {
+func copyApp(t testing.TB, root, handler string) string {
 	t.Helper()
 	dst := t.TempDir()
 	var host map[string]any
