@@ -24,9 +24,11 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"orderstatus/handler/internal/azurite"
 	"orderstatus/handler/internal/broker"
 	"orderstatus/handler/internal/broker/loopback"
 	"orderstatus/handler/internal/broker/membroker"
+	"orderstatus/handler/internal/faultproxy"
 	"orderstatus/handler/internal/hostproto"
 	"orderstatus/handler/internal/testenv"
 )
@@ -310,6 +312,69 @@ func TestSIGTERMExitsZero(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no exit within 30 s of SIGTERM")
+	}
+}
+
+// TestSIGTERMFinishesInFlightCalls: a call whose storage write is under
+// way when SIGTERM arrives is finished and answered (its effect durable),
+// then the process exits 0; new connections are refused meanwhile.
+func TestSIGTERMFinishesInFlightCalls(t *testing.T) {
+	az := testenv.StartAzurite(t)
+	proxy, err := faultproxy.Start("http://" + az.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	host := strings.TrimPrefix(proxy.URL(), "http://")
+	p := start(t, "OrderStore__connectionString="+azurite.ConnectionString(host), "OrderStore__tableName=e2einflight")
+	proxy.SetDelay(1500 * time.Millisecond) // every storage call now takes 1.5 s
+
+	type result struct {
+		status int
+		a      answer
+		err    error
+	}
+	body, err := hostproto.EncodeServiceBus(statusMsg("o-1", "Created", 1, 1), "message", "OrderStatus", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		resp, err := http.Post(p.base+"/OrderStatus", "application/json", bytes.NewReader(body))
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		r.status = resp.StatusCode
+		r.err = json.NewDecoder(resp.Body).Decode(&r.a)
+		done <- r
+	}()
+	time.Sleep(500 * time.Millisecond) // the call is waiting on storage
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("in-flight call got no answer: %v", r.err)
+	}
+	if r.status != 200 || r.a.ReturnValue["result"] != "Applied" {
+		t.Errorf("in-flight call: %d %v, want 200 Applied", r.status, r.a.ReturnValue)
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v, want 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit within 30 s of SIGTERM")
+	}
+	proxy.SetDelay(0)
+	client, _ := aztables.NewServiceClientFromConnectionString(az.ConnectionString(), nil)
+	if _, err := client.NewClient("e2einflight").GetEntity(context.Background(), "o-1", "status", nil); err != nil {
+		t.Errorf("the answered write is not in the table: %v", err)
 	}
 }
 
