@@ -59,13 +59,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// After the first signal, the default handling returns: a second one
+	// ends the process at once.
+	context.AfterFunc(ctx, stop)
 	switch cmd {
 	case "serve":
 		if len(args) > 0 {
 			fmt.Fprintf(stderr, "handler: serve takes no arguments (got %q); %s\n", args[0], usage)
 			return 2
 		}
-		return serve(ctx, stop, stdout, stderr)
+		return serve(ctx, stdout, stderr)
 	case "dev":
 		return devhost.Main(ctx, args, stdout, stderr)
 	case "version", "--version":
@@ -80,9 +83,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// serve runs the custom handler until ctx is cancelled (SIGTERM);
-// stopSignals restores the default signal handling.
-func serve(ctx context.Context, stopSignals func(), stdout, stderr io.Writer) int {
+// serve runs the custom handler until ctx is cancelled (SIGTERM).
+func serve(ctx context.Context, stdout, stderr io.Writer) int {
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
 		fmt.Fprintln(stderr, "handler:", err)
@@ -163,7 +165,6 @@ func serve(ctx context.Context, stopSignals func(), stdout, stderr io.Writer) in
 		return 1
 	case <-ctx.Done():
 	}
-	stopSignals() // a second signal kills the process
 	log.Info("shutting down: finishing in-flight calls")
 	cancelStopping()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.RetryBudget+15*time.Second)
