@@ -214,53 +214,18 @@ requests
 | project timestamp, id, operation_Id, resultCode, duration, cloud_RoleInstance
 '''
 
-var logAlerts = [
-  {
-    name: 'dead-letter-oldest-age'
-    severity: 2
-    summary: 'A dead-lettered or parked message has waited longer than the age threshold: the sweeper is not clearing it (a reason left for humans, or the sweeper is failing).'
-    query: deadLetterAgeQuery
-    timeAggregation: 'Maximum'
-    metricMeasureColumn: 'oldest_age_seconds'
-    dimensions: [
-      {
-        name: 'source'
-        operator: 'Include'
-        values: [
-          '*'
-        ]
-      }
-      {
-        name: 'reason'
-        operator: 'Include'
-        values: [
-          '*'
-        ]
-      }
-    ]
-    threshold: deadLetterAgeThresholdSeconds
-  }
-  {
-    name: 'order-status-failed-invocations'
-    severity: 3
-    summary: 'OrderStatus invocations failed (non-2xx answers): messages are being abandoned and retried, and dead-lettered after 5 deliveries.'
-    query: failedInvocationsQuery
-    timeAggregation: 'Count'
-    metricMeasureColumn: null
-    dimensions: []
-    threshold: failedInvocationsThreshold
-  }
-]
-
-resource logAlertRules 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = [for alert in logAlerts: {
-  name: alert.name
+// The two log alerts are declared one by one: only the age alert measures a
+// column (metricMeasureColumn); the failure alert counts rows, and a shared
+// loop would have to pass null for it, which Bicep flags (BCP036, BCP321).
+resource deadLetterAgeAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'dead-letter-oldest-age'
   location: location
   tags: tags
   kind: 'LogAlert'
   properties: {
-    displayName: alert.name
-    description: '${alert.summary} Runbook: ${runbookBaseUrl}/${alert.name}.md'
-    severity: alert.severity
+    displayName: 'dead-letter-oldest-age'
+    description: 'A dead-lettered or parked message has waited longer than the age threshold: the sweeper is not clearing it (a reason left for humans, or the sweeper is failing). Runbook: ${runbookBaseUrl}/dead-letter-oldest-age.md'
+    severity: 2
     enabled: true
     scopes: [
       appInsights.id
@@ -271,12 +236,27 @@ resource logAlertRules 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = [fo
     criteria: {
       allOf: [
         {
-          query: alert.query
-          timeAggregation: alert.timeAggregation
-          metricMeasureColumn: alert.metricMeasureColumn
-          dimensions: alert.dimensions
+          query: deadLetterAgeQuery
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'oldest_age_seconds'
+          dimensions: [
+            {
+              name: 'source'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+            {
+              name: 'reason'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
           operator: 'GreaterThan'
-          threshold: alert.threshold
+          threshold: deadLetterAgeThresholdSeconds
           failingPeriods: {
             numberOfEvaluationPeriods: 1
             minFailingPeriodsToAlert: 1
@@ -289,11 +269,52 @@ resource logAlertRules 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = [fo
         actionGroup.id
       ]
       customProperties: {
-        runbook: '${runbookBaseUrl}/${alert.name}.md'
+        runbook: '${runbookBaseUrl}/dead-letter-oldest-age.md'
       }
     }
   }
-}]
+}
+
+resource failedInvocationsAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'order-status-failed-invocations'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'order-status-failed-invocations'
+    description: 'OrderStatus invocations failed (non-2xx answers): messages are being abandoned and retried, and dead-lettered after 5 deliveries. Runbook: ${runbookBaseUrl}/order-status-failed-invocations.md'
+    severity: 3
+    enabled: true
+    scopes: [
+      appInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: failedInvocationsQuery
+          timeAggregation: 'Count'
+          operator: 'GreaterThan'
+          threshold: failedInvocationsThreshold
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+      customProperties: {
+        runbook: '${runbookBaseUrl}/order-status-failed-invocations.md'
+      }
+    }
+  }
+}
 
 // The operations workbook: queue and poison depth, dead letters by reason,
 // oldest age, handler results and duration.
@@ -312,4 +333,7 @@ resource workbook 'Microsoft.Insights/workbooks@2022-04-01' = {
 
 output actionGroupId string = actionGroup.id
 output workbookId string = workbook.id
-output alertNames array = concat(map(metricAlerts, a => a.name), map(logAlerts, a => a.name))
+output alertNames array = concat(map(metricAlerts, a => a.name), [
+  deadLetterAgeAlert.name
+  failedInvocationsAlert.name
+])

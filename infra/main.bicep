@@ -48,7 +48,7 @@ param grantAppQueueOwnerForScaling bool = false
 ])
 param instanceMemoryMB int = 2048
 
-@description('Upper bound on the number of function app instances.')
+@description('Upper bound on the number of function app instances. Flex Consumption accepts 40 to 1000 in most regions (lower values are in preview in a few); Azure enforces the range of the region.')
 @minValue(1)
 @maxValue(1000)
 param maximumInstanceCount int = 40
@@ -212,8 +212,8 @@ output STORAGE_ACCOUNT_NAME string = storage.outputs.accountName
 output APPLICATIONINSIGHTS_NAME string = monitoring.outputs.applicationInsightsName
 
 // The same names the handler reads as app settings, so that
-// `eval "$(azd env get-values)"` configures bin/handler against this
-// environment (it then authenticates as you, through az login).
+// `set -a; eval "$(azd env get-values)"; set +a` configures bin/handler
+// against this environment (it then authenticates as you, through az login).
 output ServiceBusConnection__fullyQualifiedNamespace string = serviceBus.outputs.fullyQualifiedNamespace
 output ORDER_STATUS_QUEUE string = serviceBus.outputs.orderStatusQueueName
 output POISON_QUEUE string = serviceBus.outputs.poisonQueueName

@@ -6,7 +6,10 @@
 # One Deploy endpoint into the app's deployment container.
 #
 # azd passes the environment's values (outputs of infra/main.bicep) as
-# environment variables. Run by hand with: eval "$(azd env get-values)" first.
+# environment variables. To run it by hand, export them first (a bare eval
+# sets shell variables that this script, a child process, would not see):
+#   set -a; eval "$(azd env get-values)"; set +a; ./scripts/azd-deploy.sh
+# or let azd do it: azd hooks run postdeploy
 set -eu
 
 cd "$(dirname "$0")/.."

@@ -55,7 +55,7 @@ param deadLetterAuditTableName string
 ])
 param instanceMemoryMB int = 2048
 
-@description('Upper bound on the number of instances the app scales out to.')
+@description('Upper bound on the number of instances the app scales out to (Flex Consumption: 40 to 1000 in most regions).')
 @minValue(1)
 @maxValue(1000)
 param maximumInstanceCount int = 40
@@ -97,10 +97,12 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   }
 }
 
+// No azd-service-name tag: azure.yaml declares no service (the postdeploy
+// hook deploys the package), so nothing would look the tag up.
 resource site 'Microsoft.Web/sites@2024-04-01' = {
   name: name
   location: location
-  tags: union(tags, { 'azd-service-name': 'orderstatus' })
+  tags: tags
   kind: 'functionapp,linux'
   identity: {
     type: 'UserAssigned'

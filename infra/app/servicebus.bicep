@@ -173,6 +173,9 @@ resource deployerOwnerPoison 'Microsoft.Authorization/roleAssignments@2022-04-01
 
 output namespaceName string = namespace.name
 output namespaceId string = namespace.id
-output fullyQualifiedNamespace string = '${namespace.name}.servicebus.windows.net'
+// The host name clients connect to, taken from the endpoint Azure reports
+// (https://<namespace>.servicebus.windows.net:443/) so that sovereign clouds,
+// whose suffix differs, get theirs.
+output fullyQualifiedNamespace string = replace(replace(namespace.properties.serviceBusEndpoint, 'https://', ''), ':443/', '')
 output orderStatusQueueName string = orderStatusQueue.name
 output poisonQueueName string = poisonQueue.name

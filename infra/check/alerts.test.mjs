@@ -8,8 +8,8 @@ import { readFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { repoRoot } from './lib/bicep.mjs';
 import { Project } from './lib/project.mjs';
-import { alertRules, checkAlerts, logAlertQueries, EXPECTED_ALERTS } from './lib/alert-rules.mjs';
-import { readRunbooks, parseRunbook, handlerInvocations, squashWhitespace, RUNBOOK_SECTIONS } from './lib/runbooks.mjs';
+import { alertRules, checkAlerts, checkWorkbook, logAlertQueries, EXPECTED_ALERTS } from './lib/alert-rules.mjs';
+import { readRunbooks, parseRunbook, handlerInvocations, squashWhitespace, codeBlocks, RUNBOOK_SECTIONS } from './lib/runbooks.mjs';
 
 const read = (rel) => readFileSync(path.join(repoRoot, rel), 'utf8');
 const runbookDir = path.join(repoRoot, 'alerts/runbooks');
@@ -78,6 +78,67 @@ for (const name of DEAD_LETTER_RUNBOOKS) {
   });
 }
 
+// The host's writes to its diagnostic-events tables are refused by design
+// (Table Data Contributor is scoped to our tables; docs/deploy.md, "Identity
+// and roles"); error-log queries leave those lines out.
+const DIAGNOSTIC_EVENTS_FILTER = 'where message !contains "diagnostic event" and message !has "table reference"';
+
+/**
+ * Problems with the az commands and KQL in one Markdown text, each a known
+ * way to get an empty or wrong answer:
+ *  - a KQL block filtering severityLevel >= 3 without DIAGNOSTIC_EVENTS_FILTER;
+ *  - az storage entity query printed as a table without --query items (the
+ *    command returns {items, nextMarker}, which -o table cannot show);
+ *  - az functionapp show --query reaching into properties. (the CLI flattens
+ *    properties, so the path is null);
+ *  - --maximum-instance-count outside 40..1000, what Flex Consumption accepts
+ *    in most regions;
+ *  - az monitor app-insights query with --app instead of --apps.
+ */
+function commandProblems(name, text) {
+  const problems = [];
+  for (const block of codeBlocks(text)) {
+    const code = block.code.replace(/\\\n/g, ' ');
+    if (block.lang === 'kql' && /severityLevel\s*>=\s*3/.test(code) && !code.includes(DIAGNOSTIC_EVENTS_FILTER)) {
+      problems.push(`${name}:${block.line}: error-log query without | ${DIAGNOSTIC_EVENTS_FILTER}`);
+    }
+    for (const line of code.split('\n')) {
+      if (/\baz storage entity query\b/.test(line) && /-o table/.test(line) && !/--query items\b/.test(line)) {
+        problems.push(`${name}:${block.line}: az storage entity query -o table needs --query items`);
+      }
+      if (/\baz functionapp show\b/.test(line) && /--query\s+\S*\bproperties\./.test(line)) {
+        problems.push(`${name}:${block.line}: az functionapp show flattens properties; query functionAppConfig... directly`);
+      }
+      for (const [, n] of line.matchAll(/--maximum-instance-count\s+(\d+)/g)) {
+        if (Number(n) < 40 || Number(n) > 1000) problems.push(`${name}:${block.line}: --maximum-instance-count ${n}: Flex Consumption accepts 40 to 1000`);
+      }
+      if (/\baz monitor app-insights query\b/.test(line) && /\s--app\s/.test(line)) {
+        problems.push(`${name}:${block.line}: az monitor app-insights query takes --apps`);
+      }
+    }
+  }
+  return problems;
+}
+
+test('the az commands and error-log queries in the runbooks avoid the known empty-answer traps', () => {
+  const texts = [...runbooks.map((b) => [`${b.name}.md`, b.text]), ['alerts/README.md', read('alerts/README.md')]];
+  for (const [name, text] of texts) assert.deepEqual(commandProblems(name, text), []);
+
+  const failed = runbooks.find((b) => b.name === 'order-status-failed-invocations').text;
+  const throttled = runbooks.find((b) => b.name === 'service-bus-throttled-requests').text;
+  const cases = [
+    [failed, `   | ${DIAGNOSTIC_EVENTS_FILTER}\n`, '', /error-log query without/],
+    [throttled, '--num-results 50 --query items -o table', '--num-results 50 -o table', /needs --query items/],
+    [throttled, '--query "{state: state, scale: functionAppConfig.scaleAndConcurrency}"', '--query properties.functionAppConfig.scaleAndConcurrency', /flattens properties/],
+    [throttled, '--maximum-instance-count 40', '--maximum-instance-count 20', /--maximum-instance-count 20: Flex Consumption accepts 40 to 1000/],
+    [read('alerts/README.md'), 'query --apps "$APPI"', 'query --app "$APPI"', /takes --apps/],
+  ];
+  for (const [text, from, to, want] of cases) {
+    assert.ok(text.includes(from), `no longer contains ${JSON.stringify(from)}: update this case`);
+    assert.match(commandProblems('x.md', text.replace(from, to)).join('\n'), want);
+  }
+});
+
 test('each log alert query appears verbatim in its runbook', () => {
   const queries = logAlertQueries(project);
   assert.deepEqual(Object.keys(queries).sort(), Object.entries(EXPECTED_ALERTS).filter(([, s]) => s.kind === 'log').map(([n]) => n).sort());
@@ -95,12 +156,26 @@ test('the runbook checks can fail', async () => {
   const source = read('alerts/alerts.bicep');
   const cases = [
     ["runbook: '${runbookBaseUrl}/${alert.name}.md'\n        }", "runbook: '${runbookBaseUrl}/${alert.metricName}.md'\n        }", /webHookProperties\.runbook/],
-    ["description: '${alert.summary} Runbook: ${runbookBaseUrl}/${alert.name}.md'\n    severity: alert.severity\n    enabled: true\n    scopes: [\n      appInsights.id", "description: alert.summary\n    severity: alert.severity\n    enabled: true\n    scopes: [\n      appInsights.id", /description/],
+    ["Runbook: ${runbookBaseUrl}/order-status-failed-invocations.md'", "'", /description/],
+    ["runbook: '${runbookBaseUrl}/dead-letter-oldest-age.md'", "runbook: '${runbookBaseUrl}/index.md'", /customProperties\.runbook/],
     ["name: 'order-status-backlog'", "name: 'order-status-queue-depth'", /alerts: got/],
     ["metricName: 'ThrottledRequests'", "metricName: 'UserErrors'", /metricName UserErrors/],
     ["| where success == false\n| project", "| project", /query must contain success == false/],
     ["metricMeasureColumn: 'oldest_age_seconds'", "metricMeasureColumn: 'depth'", /metricMeasureColumn/],
     ["threshold: backlogThreshold", "threshold: 1000", /threshold 1000, want the parameter backlogThreshold/],
+    // Metric alert shape.
+    ["resource metricAlertRules 'Microsoft.Insights/metricAlerts@2018-03-01' = [for alert in metricAlerts: {\n  name: alert.name\n  location: 'global'", "resource metricAlertRules 'Microsoft.Insights/metricAlerts@2018-03-01' = [for alert in metricAlerts: {\n  name: alert.name\n  location: location", /order-status-backlog: location .*location.*, want global/],
+    ["'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'", "'odata.type': 'Microsoft.Azure.Monitor.MultipleResourceMultipleMetricCriteria'", /criteria odata\.type/],
+    ["criterionType: 'StaticThresholdCriterion'", "criterionType: 'DynamicThresholdCriterion'", /criterionType DynamicThresholdCriterion/],
+    ["threshold: 0\n    timeAggregation: 'Total'\n  }\n  {\n    name: 'service-bus-throttled-requests'", "threshold: 0\n    timeAggregation: 'Average'\n  }\n  {\n    name: 'service-bus-throttled-requests'", /service-bus-server-errors: timeAggregation Average for ServerErrors, want one of Total/],
+    ["threshold: 0\n    timeAggregation: 'Maximum'\n  }\n  {\n    name: 'order-status-poison-parked'", "threshold: 0\n    timeAggregation: 'Total'\n  }\n  {\n    name: 'order-status-poison-parked'", /order-status-dead-lettered: timeAggregation Total for DeadletteredMessages/],
+    ["evaluationFrequency: 'PT1M'\n    windowSize: 'PT5M'", "evaluationFrequency: 'PT15M'\n    windowSize: 'PT5M'", /evaluationFrequency PT15M is longer than windowSize PT5M/],
+    // Log alert shape.
+    ["name: 'order-status-failed-invocations'\n  location: location\n  tags: tags\n  kind: 'LogAlert'", "name: 'order-status-failed-invocations'\n  location: location\n  tags: tags\n  kind: 'SimpleLogAlert'", /kind SimpleLogAlert, want LogAlert/],
+    ["timeAggregation: 'Count'", "timeAggregation: 'Sum'", /timeAggregation Sum, want one of Count/],
+    ["timeAggregation: 'Maximum'\n          metricMeasureColumn", "timeAggregation: 'Average'\n          metricMeasureColumn", /dead-letter-oldest-age: timeAggregation Average, want Maximum/],
+    ["timeAggregation: 'Count'", "timeAggregation: 'Count'\n          metricMeasureColumn: null", /must not set it \(not even to null\)/],
+    ["evaluationFrequency: 'PT5M'\n    windowSize: 'PT15M'\n    autoMitigate: true\n    criteria: {\n      allOf: [\n        {\n          query: failedInvocationsQuery", "evaluationFrequency: 'PT30M'\n    windowSize: 'PT15M'\n    autoMitigate: true\n    criteria: {\n      allOf: [\n        {\n          query: failedInvocationsQuery", /order-status-failed-invocations: evaluationFrequency PT30M is longer than windowSize PT15M/],
   ];
   for (const [from, to, want] of cases) {
     assert.ok(source.includes(from), `alerts.bicep no longer contains ${JSON.stringify(from)}: update this case`);
@@ -108,6 +183,64 @@ test('the runbook checks can fail', async () => {
     const problems = checkAlerts(p);
     assert.match(problems.join('\n'), want, `for ${JSON.stringify(from)} got:\n${problems.join('\n') || '(none)'}`);
   }
+});
+
+test('the workbook resource: shared, in the workbook gallery, on Application Insights, content from workbook.json', async () => {
+  const { problems } = checkWorkbook(project);
+  assert.deepEqual(problems, []);
+
+  const source = read('alerts/alerts.bicep');
+  const cases = [
+    ["kind: 'shared'", "kind: 'user'", /workbook kind user, want shared/],
+    ["category: 'workbook'", "category: 'insights'", /workbook category insights, want workbook/],
+    ['sourceId: appInsights.id', 'sourceId: namespace.id', /sourceId .*namespace\.id.*, want the id of the Application Insights component/],
+    ["displayName: 'Order status operations'", 'displayName: actionGroupName', /workbook displayName: want a literal name/],
+    ["loadTextContent('workbook.json')", "loadTextContent('other.json')", /want loadTextContent\('workbook\.json'\)/],
+    ["serializedData: replace(replace(loadTextContent('workbook.json')", "serializedData: replace(replace(string(loadJsonContent('workbook.json'))", /want loadTextContent/],
+  ];
+  for (const [from, to, want] of cases) {
+    assert.ok(source.includes(from), `alerts.bicep no longer contains ${JSON.stringify(from)}: update this case`);
+    const p = await Project.load({ 'alerts/alerts.bicep': source.replace(from, to) });
+    assert.match(checkWorkbook(p).problems.join('\n'), want, `for ${JSON.stringify(from)}`);
+  }
+});
+
+/**
+ * Metric aggregation codes in workbook JSON (MetricsItem/2.0): read from the
+ * public Azure Monitor workbook templates (microsoft/Application-Insights-Workbooks),
+ * where every chart titled "Average"/"Avg" uses 4, "Max"/"Maximum" 3,
+ * "Minimum" 2, "Sum" 1 and "Count" 7.
+ */
+const WORKBOOK_AGGREGATIONS = { 1: 'sum', 2: 'min', 3: 'max', 4: 'average', 7: 'count' };
+
+/** Problems with metric charts whose title names an aggregation other than the one they use. */
+function workbookAggregationProblems(wb) {
+  const problems = [];
+  for (const item of wb.items.filter((i) => i.type === 10)) {
+    const { title, metrics } = item.content;
+    for (const m of metrics) {
+      const name = WORKBOOK_AGGREGATIONS[m.aggregation];
+      if (!name) {
+        problems.push(`${item.name}: aggregation ${m.aggregation} is not a known workbook aggregation`);
+        continue;
+      }
+      const said = /\((?:[^)]*, )?(max|min|average|sum|count)\)/i.exec(title)?.[1]?.toLowerCase();
+      if (!said) problems.push(`${item.name}: title "${title}" does not say which aggregation the chart shows`);
+      else if (said !== name) problems.push(`${item.name}: title says ${said} but aggregation ${m.aggregation} is ${name}`);
+    }
+  }
+  return problems;
+}
+
+test('workbook metric charts use the aggregation their titles name', () => {
+  const wb = JSON.parse(read('alerts/workbook.json'));
+  assert.deepEqual(workbookAggregationProblems(wb), []);
+  const broken = structuredClone(wb);
+  broken.items.find((i) => i.name === 'queue-and-poison-depth').content.metrics[0].aggregation = 4;
+  assert.match(workbookAggregationProblems(broken).join('\n'), /queue-and-poison-depth: title says max but aggregation 4 is average/);
+  const untitled = structuredClone(wb);
+  untitled.items.find((i) => i.name === 'dead-lettered-depth').content.title = 'Dead-lettered messages';
+  assert.match(workbookAggregationProblems(untitled).join('\n'), /does not say which aggregation/);
 });
 
 test('the workbook shows queue and poison depth, dead letters by reason, oldest age, handler results and duration', () => {
@@ -133,8 +266,12 @@ test('the workbook shows queue and poison depth, dead letters by reason, oldest 
 
   // The placeholders are exactly the ones alerts.bicep replaces.
   const placeholders = [...new Set(text.match(/__[A-Z_]+__/g))].sort();
-  const bicep = read('alerts/alerts.bicep');
-  assert.match(bicep, /loadTextContent\('workbook\.json'\)/);
-  for (const p of placeholders) assert.ok(bicep.includes(`'${p}'`), `alerts.bicep does not replace ${p}`);
+  assert.deepEqual([...checkWorkbook(project).placeholders].sort(), placeholders);
   assert.deepEqual(placeholders, ['__APPLICATION_INSIGHTS_ID__', '__SERVICE_BUS_NAMESPACE_ID__']);
+  // The results chart matches the key in any log line format; a quoted
+  // "\"result\"" would only match JSON written without a prefix or escaping.
+  const matchesResultKey = (q) => /^\| where message has "result"$/m.test(q);
+  const results = items.find((i) => i.name === 'handler-results').content.query;
+  assert.ok(matchesResultKey(results), `handler results query:\n${results}`);
+  assert.ok(!matchesResultKey(results.replace('message has "result"', 'message has "\\"result\\""')), 'the results filter check cannot fail');
 });

@@ -6,18 +6,21 @@
 
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, statSync, readdirSync } from 'node:fs';
+import { readFileSync, statSync, readdirSync, mkdtempSync, writeFileSync, chmodSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { repoRoot, Expr, Template, isExpr } from './lib/bicep.mjs';
 import { Project } from './lib/project.mjs';
 import {
   checkServiceBus, checkStorage, checkMonitoring, checkFunctionApp, roleAssignments,
-  LOCAL_ONLY_SETTINGS, ROLE_NAMES,
+  checkHandlerSettings, handlerEnvNames, serviceBusHostProblem,
+  LOCAL_ONLY_SETTINGS, ROLE_NAMES, HANDLER_ENV_NOT_APP_SETTINGS,
 } from './lib/infra-rules.mjs';
 
 const read = (rel) => readFileSync(path.join(repoRoot, rel), 'utf8');
 const templateValues = JSON.parse(read('local.settings.json.template')).Values;
+const configGo = read('handler/internal/config/config.go');
 const project = await Project.load();
 
 /**
@@ -132,6 +135,43 @@ test('the settings excluded from Azure are exactly the local-only ones, each wit
   }
 });
 
+test('every setting config.go reads is in local.settings.json.template and set on the function app, except the local ones', () => {
+  const names = handlerEnvNames(configGo);
+  for (const want of ['ORDER_STATUS_QUEUE', 'OrderStore__serviceUri', 'FUNCTIONS_CUSTOMHANDLER_PORT']) {
+    assert.ok(names.includes(want), `handlerEnvNames found ${JSON.stringify(names)}, want ${want} among them`);
+  }
+  assert.deepEqual(checkHandlerSettings(project, templateValues, names), []);
+  for (const [key, reason] of Object.entries(HANDLER_ENV_NOT_APP_SETTINGS)) {
+    assert.ok(reason.length > 20, `${key} needs a reason`);
+  }
+});
+
+test('the config.go settings check can fail', async () => {
+  const names = handlerEnvNames(configGo);
+  const check = (p, values, goSource) => checkHandlerSettings(p, values, handlerEnvNames(goSource)).join('\n');
+  // A setting the handler starts reading must reach the template and Azure.
+  const added = configGo.replace(/^(\s*)EnvLogLevel(\s*)=/m, '$1EnvSweepBatch = "DEAD_LETTER_SWEEP_BATCH"\n$1EnvLogLevel$2=');
+  assert.notEqual(added, configGo, 'config.go no longer declares EnvLogLevel: update this case');
+  assert.match(check(project, templateValues, added), /DEAD_LETTER_SWEEP_BATCH \(read by .*config\.go\) is not in local.settings.json.template/);
+  assert.match(check(project, templateValues, added), /DEAD_LETTER_SWEEP_BATCH .* is not set on the function app/);
+  // The template loses one.
+  const { ORDER_STATUS_RETRY_BUDGET: _, ...withoutBudget } = templateValues;
+  assert.match(check(project, withoutBudget, configGo), /ORDER_STATUS_RETRY_BUDGET .* is not in local.settings.json.template/);
+  // The function app loses one.
+  const rel = 'infra/app/functionapp.bicep';
+  const bicep = read(rel);
+  assert.ok(bicep.includes('    LOG_LEVEL: logLevel\n'), `${rel} no longer sets LOG_LEVEL: update this case`);
+  const broken = await Project.load({ [rel]: bicep.replace('    LOG_LEVEL: logLevel\n', '') });
+  assert.match(check(broken, templateValues, configGo), /LOG_LEVEL .* is not set on the function app/);
+  // An exception config.go no longer reads is stale.
+  const noDev = configGo.replace(/^\s*EnvDevBrokerURL\s*=.*\n/m, '');
+  assert.notEqual(noDev, configGo, 'config.go no longer declares EnvDevBrokerURL: update this case');
+  assert.match(check(project, templateValues, noDev), /lists ORDERSTATUS_DEV_BROKER_URL, which .* no longer reads/);
+  // A config.go without the constants is a failure, not a silent pass.
+  assert.match(check(project, templateValues, 'package config\n'), /found no Env\* = "\.\.\." constants/);
+  assert.ok(names.length >= 10, `found only ${names.length} settings in config.go`);
+});
+
 test('role assignments: every role id with its scope and principal, nothing broader', () => {
   assert.deepEqual(checkRoles(project), []);
 });
@@ -166,7 +206,7 @@ test('outputs: what azd, the deploy hook, the runbooks and the handler read', ()
     'AZURE_LOCATION', 'AZURE_TENANT_ID', 'AZURE_RESOURCE_GROUP', 'AZURE_FUNCTION_APP_NAME',
     'AZURE_FUNCTION_APP_HOSTNAME', 'AZURE_MANAGED_IDENTITY_CLIENT_ID', 'SERVICE_BUS_NAMESPACE',
     'STORAGE_ACCOUNT_NAME', 'APPLICATIONINSIGHTS_NAME',
-    // The app-setting names, so `eval "$(azd env get-values)"` configures bin/handler.
+    // The app-setting names, so `set -a; eval "$(azd env get-values)"; set +a` configures bin/handler.
     'ServiceBusConnection__fullyQualifiedNamespace', 'ORDER_STATUS_QUEUE', 'POISON_QUEUE',
     'OrderStore__serviceUri', 'OrderStore__tableName', 'DEAD_LETTER_ARCHIVE_TABLE', 'DEAD_LETTER_AUDIT_TABLE',
   ];
@@ -182,6 +222,7 @@ test('outputs: what azd, the deploy hook, the runbooks and the handler read', ()
     assert.equal(out, app, `output ${name} = ${out}, app setting = ${app}`);
     assert.equal(out, templateValues[name], `output ${name} = ${out}, local.settings.json.template = ${templateValues[name]}`);
   }
+  assert.equal(serviceBusHostProblem(project, root, main.output('ServiceBusConnection__fullyQualifiedNamespace')), null);
   const table = project.resolve(root, main.output('OrderStore__serviceUri'));
   assert.ok(table.value instanceof Expr && /primaryEndpoints\.table$/.test(table.value.text), `OrderStore__serviceUri output: ${table.value}`);
 });
@@ -198,6 +239,74 @@ test('azure.yaml: bicep infra in infra/, hooks that exist, are executable and pa
     const r = spawnSync('sh', ['-n', file], { encoding: 'utf8', timeout: 10_000 });
     assert.equal(r.status, 0, `sh -n ${hook}: ${r.stderr}`);
   }
+});
+
+// azure.yaml declares no service, so no resource may carry the tag azd uses
+// to find a service's host: it would suggest a deployment path that is not there.
+function serviceTagProblems(yaml, sources) {
+  if (/^services:/m.test(yaml)) return [];
+  return Object.entries(sources)
+    .filter(([, text]) => /'azd-service-name'/.test(text.replace(/\/\/.*$/gm, '')))
+    .map(([rel]) => `${rel} tags azd-service-name, but azure.yaml declares no service`);
+}
+
+test('no azd-service-name tag without an azd service', () => {
+  const sources = Object.fromEntries(project.all().map((f) => [f.rel, f.source]));
+  assert.deepEqual(serviceTagProblems(read('azure.yaml'), sources), []);
+  const rel = 'infra/app/functionapp.bicep';
+  const tagged = sources[rel].replace('  tags: tags\n  kind: \'functionapp,linux\'', "  tags: union(tags, { 'azd-service-name': 'orderstatus' })\n  kind: 'functionapp,linux'");
+  assert.notEqual(tagged, sources[rel], `${rel} changed: update this case`);
+  assert.match(serviceTagProblems(read('azure.yaml'), { ...sources, [rel]: tagged }).join('\n'), /functionapp\.bicep tags azd-service-name/);
+});
+
+// Runs scripts/azd-preflight.sh with stub az, go and make that succeed
+// (azOk false: az fails), and the given extra environment.
+function preflight(t, env, { azOk = true } = {}) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'orderstatus-preflight-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  for (const [tool, code] of [['az', azOk ? 0 : 1], ['go', 0], ['make', 0]]) {
+    writeFileSync(path.join(dir, tool), `#!/bin/sh\nexit ${code}\n`);
+    chmodSync(path.join(dir, tool), 0o755);
+  }
+  return spawnSync('/bin/sh', [path.join(repoRoot, 'scripts/azd-preflight.sh')], {
+    encoding: 'utf8',
+    timeout: 10_000,
+    env: { PATH: `${dir}:/usr/bin:/bin`, ...env },
+  });
+}
+
+test('the preflight hook warns, without failing, when RUNBOOK_BASE_URL is empty', (t) => {
+  const params = JSON.parse(read('infra/main.parameters.json')).parameters;
+  assert.equal(params.runbookBaseUrl?.value, '${RUNBOOK_BASE_URL}', 'runbookBaseUrl must come from RUNBOOK_BASE_URL');
+  const unset = preflight(t, {});
+  assert.equal(unset.status, 0, unset.stderr);
+  assert.match(unset.stderr, /warning: RUNBOOK_BASE_URL is empty/);
+  const set = preflight(t, { RUNBOOK_BASE_URL: 'https://example.com/orderstatus/alerts/runbooks' });
+  assert.equal(set.status, 0, set.stderr);
+  assert.doesNotMatch(set.stderr, /RUNBOOK_BASE_URL/);
+  const signedOut = preflight(t, { RUNBOOK_BASE_URL: 'https://example.com/x' }, { azOk: false });
+  assert.equal(signedOut.status, 1, 'preflight must fail when az is not signed in');
+  assert.match(signedOut.stderr, /az is not signed in/);
+});
+
+// `eval "$(azd env get-values)"` alone sets shell variables that child
+// processes (bin/handler, az, the deploy script) do not see; every place
+// that tells people to run it must export them with set -a.
+function unexportedEvals(text) {
+  const lines = text.split('\n');
+  return lines
+    .map((line, i) => ({ line, n: i + 1 }))
+    .filter(({ line }) => line.includes('eval "$(azd env get-values)"') && !/set -a;\s*eval "\$\(azd env get-values\)";\s*set \+a/.test(line))
+    .map(({ n, line }) => `${n}: ${line.trim()}`);
+}
+
+test('every eval of azd env get-values exports the values (set -a)', () => {
+  const files = ['docs/deploy.md', 'alerts/README.md', 'scripts/azd-deploy.sh', 'scripts/azd-preflight.sh', 'infra/main.bicep', 'azure.yaml',
+    ...readdirSync(path.join(repoRoot, 'alerts/runbooks')).map((f) => `alerts/runbooks/${f}`)];
+  for (const rel of files) assert.deepEqual(unexportedEvals(read(rel)), [], `${rel} evals azd env get-values without set -a`);
+  assert.deepEqual(unexportedEvals('set -a; eval "$(azd env get-values)"; set +a'), []);
+  assert.equal(unexportedEvals('```sh\neval "$(azd env get-values)"\n```').length, 1);
+  assert.equal(unexportedEvals('`eval "$(azd env get-values)" && ./scripts/azd-deploy.sh`').length, 1);
 });
 
 test('the deploy hook stages with make package and deploys dist.zip with config-zip, using outputs that exist', () => {
@@ -247,6 +356,8 @@ const mutations = [
   ['storage.bicep', "  scope: storageAccount\n  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataOwner)", "  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataOwner)", checkRoles, /the whole resource group/],
   ['storage.bicep', 'principalId: appPrincipalId\n    principalType: \'ServicePrincipal\'\n  }\n}\n\n// One assignment', 'principalId: deployerPrincipalId\n    principalType: \'ServicePrincipal\'\n  }\n}\n\n// One assignment', checkRoles, /Storage Blob Data Owner @ storageAccounts -> deployer/],
   ['monitoring.bicep', "var monitoringMetricsPublisher = '3913510d-42f4-4e42-8a64-420c390055eb'", "var monitoringMetricsPublisher = '00000000-0000-0000-0000-000000000000'", checkRoles, /not one of the known built-in roles/],
+  ['servicebus.bicep', "replace(replace(namespace.properties.serviceBusEndpoint, 'https://', ''), ':443/', '')", "'${namespace.name}.servicebus.windows.net'", checkFunctionApp, /ServiceBusConnection__fullyQualifiedNamespace: got .*servicebus\.windows\.net.*, want replace/],
+  ['servicebus.bicep', "replace(replace(namespace.properties.serviceBusEndpoint, 'https://', ''), ':443/', '')", "replace(namespace.properties.serviceBusEndpoint, 'https://', '')", checkFunctionApp, /ServiceBusConnection__fullyQualifiedNamespace/],
   ['main.bicep', '  512\n  2048\n  4096\n])\nparam instanceMemoryMB', '  512\n  2048\n  8192\n])\nparam instanceMemoryMB', checkMain, /instanceMemoryMB/],
   ['main.bicep', 'param grantDeployerDataOwner bool = false', 'param grantDeployerDataOwner bool = true', checkMain, /grantDeployerDataOwner must default to false/],
   ['main.bicep', "    name: '${abbrs.serviceBusNamespaces}${resourceToken}'", "    name: '${abbrs.serviceBusNamespaces}${environmentName}'", checkMain, /not derived from resourceToken/],

@@ -1,10 +1,12 @@
-// The invariants of alerts/: which alerts exist, what each one watches, and
-// that every alert carries its runbook link. Alerts may be declared one
-// resource each or, as alerts.bicep does, as a resource loop over a list of
-// specs; either way they are read back as one record per alert.
+// The invariants of alerts/: which alerts exist, what each one watches, the
+// shape Azure Monitor expects of each rule, that every alert carries its
+// runbook link, and the workbook resource. Alerts may be declared one
+// resource each (the log alerts in alerts.bicep) or as a resource loop over
+// a list of specs (the metric alerts); either way they are read back as one
+// record per alert.
 
 import { Expr, Template, isExpr, isPlainObject } from './bicep.mjs';
-import { at, declared, QUEUE_NAMES } from './infra-rules.mjs';
+import { at, declared, durationSeconds, QUEUE_NAMES } from './infra-rules.mjs';
 
 /**
  * The alerts the issue asks for. metric: Service Bus namespace metric alerts
@@ -27,16 +29,35 @@ export const EXPECTED_ALERTS = {
   'dead-letter-oldest-age': {
     kind: 'log',
     mustQuery: ['traces', 'deadletter_stats', 'parse_json', 'oldest_age_seconds', 'source', 'reason'],
+    timeAggregation: 'Maximum',
     measure: 'oldest_age_seconds',
     threshold: 'deadLetterAgeThresholdSeconds',
   },
   'order-status-failed-invocations': {
     kind: 'log',
     mustQuery: ['requests', 'operation_Name == "OrderStatus"', 'success == false'],
+    timeAggregation: 'Count',
     measure: null,
     threshold: 'failedInvocationsThreshold',
   },
 };
+
+/**
+ * The time aggregations that make sense for each Service Bus metric an alert
+ * watches: the queue gauges are read as a maximum or an average over the
+ * window, the error counters as a total (an average of counts hides bursts).
+ */
+export const METRIC_TIME_AGGREGATIONS = {
+  ActiveMessages: ['Maximum', 'Average'],
+  DeadletteredMessages: ['Maximum', 'Average'],
+  ServerErrors: ['Total'],
+  ThrottledRequests: ['Total'],
+};
+
+/** The timeAggregation values a scheduled query rule (2022-06-15) accepts. */
+export const LOG_TIME_AGGREGATIONS = ['Count', 'Average', 'Minimum', 'Maximum', 'Total'];
+
+const METRIC_CRITERIA_ODATA_TYPE = 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria';
 
 // Replaces <item>.<field> references (the loop variable) with the spec's
 // values, in Exprs and inside string templates.
@@ -147,7 +168,22 @@ export function checkAlerts(project) {
           problems.push(`${where}: webHookProperties.runbook ${JSON.stringify(pattern(at(a, 'webHookProperties.runbook')))}, want ${link}`);
         }
       }
-      const c = at(p, 'criteria.allOf')?.[0] ?? {};
+      if (body.location !== 'global') problems.push(`${where}: location ${pattern(body.location)}, want global (metric alerts are global resources)`);
+      const criteria = p.criteria ?? {};
+      if (criteria['odata.type'] !== METRIC_CRITERIA_ODATA_TYPE) {
+        problems.push(`${where}: criteria odata.type ${pattern(criteria['odata.type'])}, want ${METRIC_CRITERIA_ODATA_TYPE}`);
+      }
+      const allOf = Array.isArray(criteria.allOf) ? criteria.allOf : [];
+      if (allOf.length !== 1) problems.push(`${where}: want exactly one criterion, got ${allOf.length}`);
+      const c = allOf[0] ?? {};
+      if (c.criterionType !== 'StaticThresholdCriterion') {
+        problems.push(`${where}: criterionType ${pattern(c.criterionType)}, want StaticThresholdCriterion`);
+      }
+      const aggregations = METRIC_TIME_AGGREGATIONS[spec.metricName] ?? [];
+      if (!aggregations.includes(c.timeAggregation)) {
+        problems.push(`${where}: timeAggregation ${pattern(c.timeAggregation)} for ${spec.metricName}, want one of ${aggregations.join(', ')}`);
+      }
+      checkSchedule(problems, where, p);
       if (c.metricName !== spec.metricName) problems.push(`${where}: metricName ${pattern(c.metricName)}, want ${spec.metricName}`);
       if (c.metricNamespace !== 'Microsoft.ServiceBus/namespaces') problems.push(`${where}: metricNamespace ${pattern(c.metricNamespace)}`);
       if (c.operator !== 'GreaterThan') problems.push(`${where}: operator ${pattern(c.operator)}, want GreaterThan`);
@@ -169,15 +205,31 @@ export function checkAlerts(project) {
       if (pattern(at(actions, 'customProperties.runbook')) !== link) {
         problems.push(`${where}: customProperties.runbook ${JSON.stringify(pattern(at(actions, 'customProperties.runbook')))}, want ${link}`);
       }
-      const c = at(p, 'criteria.allOf')?.[0] ?? {};
+      if (body.kind !== 'LogAlert') problems.push(`${where}: kind ${pattern(body.kind)}, want LogAlert`);
+      checkSchedule(problems, where, p);
+      const allOf = at(p, 'criteria.allOf');
+      if (!Array.isArray(allOf) || allOf.length !== 1) problems.push(`${where}: want exactly one criterion`);
+      const c = Array.isArray(allOf) ? allOf[0] ?? {} : {};
+      if (!LOG_TIME_AGGREGATIONS.includes(c.timeAggregation)) {
+        problems.push(`${where}: timeAggregation ${pattern(c.timeAggregation)}, want one of ${LOG_TIME_AGGREGATIONS.join(', ')}`);
+      } else if (c.timeAggregation !== spec.timeAggregation) {
+        problems.push(`${where}: timeAggregation ${c.timeAggregation}, want ${spec.timeAggregation}`);
+      }
       const query = resolve(c.query);
       if (typeof query !== 'string') {
         problems.push(`${where}: query is not a literal string`);
       } else {
         for (const s of spec.mustQuery) if (!query.includes(s)) problems.push(`${where}: query must contain ${s}`);
       }
+      // Count counts rows; every other aggregation needs the column it
+      // aggregates. A null column is not "absent": Bicep rejects null for a
+      // string property, so the key must be left out.
       const measure = c.metricMeasureColumn;
-      if (spec.measure && measure !== spec.measure) problems.push(`${where}: metricMeasureColumn ${pattern(measure)}, want ${spec.measure}`);
+      if (spec.measure === null) {
+        if ('metricMeasureColumn' in c) problems.push(`${where}: metricMeasureColumn ${pattern(measure)}: a Count alert must not set it (not even to null)`);
+      } else if (measure !== spec.measure) {
+        problems.push(`${where}: metricMeasureColumn ${pattern(measure)}, want ${spec.measure}`);
+      }
       if (c.operator !== 'GreaterThan') problems.push(`${where}: operator ${pattern(c.operator)}, want GreaterThan`);
       const scope = p.scopes?.[0];
       const scopeRes = scope instanceof Expr && scope.ref?.kind === 'resource' ? ctx.file.resource(scope.ref.name) : null;
@@ -186,6 +238,18 @@ export function checkAlerts(project) {
     }
   }
   return problems;
+}
+
+// Both durations are ISO 8601, and the rule is evaluated at least once per
+// window (a frequency longer than the window would leave gaps unwatched).
+function checkSchedule(problems, where, p) {
+  const every = durationSeconds(p.evaluationFrequency);
+  const window = durationSeconds(p.windowSize);
+  if (!(every > 0) || !(window > 0)) {
+    problems.push(`${where}: evaluationFrequency ${pattern(p.evaluationFrequency)} and windowSize ${pattern(p.windowSize)} must be ISO 8601 durations`);
+  } else if (every > window) {
+    problems.push(`${where}: evaluationFrequency ${p.evaluationFrequency} is longer than windowSize ${p.windowSize}`);
+  }
 }
 
 // A threshold is a number, or a parameter of the alerts module with that name.
@@ -206,4 +270,47 @@ export function logAlertQueries(project) {
     if (typeof q === 'string') out[rule.name] = q;
   }
   return out;
+}
+
+/**
+ * Checks the operations workbook resource: a shared workbook in the
+ * 'workbook' gallery, attached to Application Insights, whose content is
+ * alerts/workbook.json with its placeholders replaced. Returns
+ * {problems, placeholders}: placeholders are the strings the Bicep replaces,
+ * in order.
+ */
+export function checkWorkbook(project) {
+  const problems = [];
+  const placeholders = [];
+  const workbooks = declared(project, 'Microsoft.Insights/workbooks');
+  if (workbooks.length !== 1) return { problems: [`want one workbook, got ${workbooks.length}`], placeholders };
+  const { ctx, resource } = workbooks[0];
+  const body = resource.body;
+  const p = body.properties ?? {};
+  if (body.kind !== 'shared') problems.push(`workbook kind ${pattern(body.kind)}, want shared`);
+  if (p.category !== 'workbook') problems.push(`workbook category ${pattern(p.category)}, want workbook`);
+  if (typeof p.displayName !== 'string' || p.displayName === '') problems.push('workbook displayName: want a literal name');
+  const source = p.sourceId;
+  const m = source instanceof Expr ? /^(\w+)\.id$/.exec(source.text.replace(/\s+/g, '')) : null;
+  if (ctx.file.resource(m?.[1])?.type !== 'Microsoft.Insights/components') {
+    problems.push(`workbook sourceId ${pattern(source)}, want the id of the Application Insights component`);
+  }
+
+  // serializedData: replace(replace(loadTextContent('workbook.json'), '__A__', x), '__B__', y)
+  const data = p.serializedData;
+  let node = data instanceof Expr ? data.node : null;
+  const fn = (n) => n?.type === 'call_expression' ? n.childForFieldName('function').text : null;
+  const args = (n) => n.childForFieldName('arguments').namedChildren;
+  while (fn(node) === 'replace' && args(node).length === 3) {
+    const [inner, from] = args(node);
+    const placeholder = ctx.file.value(from);
+    if (typeof placeholder !== 'string') problems.push(`workbook serializedData: replace() of ${from.text}, want a literal placeholder`);
+    else placeholders.unshift(placeholder);
+    node = inner;
+  }
+  const loaded = fn(node) === 'loadTextContent' && args(node).length === 1 ? ctx.file.value(args(node)[0]) : null;
+  if (loaded !== 'workbook.json') {
+    problems.push(`workbook serializedData ${pattern(data)}: want loadTextContent('workbook.json'), optionally inside replace() calls`);
+  }
+  return { problems, placeholders };
 }

@@ -43,6 +43,61 @@ export const LOCAL_ONLY_SETTINGS = {
     'local development only (Azurite); Azure uses OrderStore__serviceUri with the managed identity',
 };
 
+/**
+ * Settings handler/internal/config/config.go reads (its Env* constants) that
+ * are deliberately not app settings, each with the reason. Every other one
+ * must be in local.settings.json.template and set on the function app.
+ */
+export const HANDLER_ENV_NOT_APP_SETTINGS = {
+  FUNCTIONS_CUSTOMHANDLER_PORT:
+    'the Functions host sets it for the handler process it starts; an app setting would be ignored or conflict',
+  ORDERSTATUS_DEV_BROKER_URL:
+    "set only by 'handler dev' for its in-memory Service Bus; never in Azure",
+  OrderStore__connectionString:
+    'local development only (Azurite); Azure uses OrderStore__serviceUri with the managed identity',
+};
+
+/** The setting names of the Env* constants in config.go source text, in order. */
+export function handlerEnvNames(goSource) {
+  return [...goSource.matchAll(/^\s*Env\w*\s*=\s*"([^"]+)"/gm)].map((m) => m[1]);
+}
+
+/**
+ * The app settings of the function app: {ctx, settings} with settings the
+ * literal object of its Microsoft.Web/sites/config 'appsettings', or null
+ * when there is not exactly one site with one such object.
+ */
+export function functionAppSettings(project) {
+  const sites = declared(project, 'Microsoft.Web/sites');
+  if (sites.length !== 1) return null;
+  const { ctx } = sites[0];
+  const configs = ctx.file.resourcesOfType('Microsoft.Web/sites/config').filter((r) => r.body.name === 'appsettings');
+  const settings = configs.length === 1 ? configs[0].body.properties : null;
+  return isPlainObject(settings) ? { ctx, settings } : null;
+}
+
+/**
+ * Every setting config.go reads (envNames, from handlerEnvNames) is in the
+ * template's Values and set on the function app, except the ones in
+ * HANDLER_ENV_NOT_APP_SETTINGS; every exception is still read by config.go.
+ */
+export function checkHandlerSettings(project, templateValues, envNames) {
+  const problems = [];
+  const source = 'handler/internal/config/config.go';
+  if (envNames.length === 0) return [`found no Env* = "..." constants in ${source}: has the list moved?`];
+  const app = functionAppSettings(project);
+  if (!app) problems.push('want one function app with a literal appsettings object');
+  for (const name of envNames) {
+    if (name in HANDLER_ENV_NOT_APP_SETTINGS) continue;
+    if (!(name in templateValues)) problems.push(`${name} (read by ${source}) is not in local.settings.json.template`);
+    if (app && !(name in app.settings)) problems.push(`${name} (read by ${source}) is not set on the function app`);
+  }
+  for (const name of Object.keys(HANDLER_ENV_NOT_APP_SETTINGS)) {
+    if (!envNames.includes(name)) problems.push(`HANDLER_ENV_NOT_APP_SETTINGS lists ${name}, which ${source} no longer reads: remove it`);
+  }
+  return problems;
+}
+
 /** Settings Flex Consumption rejects or that would reintroduce shared keys. */
 export const FORBIDDEN_SETTINGS = [
   'FUNCTIONS_WORKER_RUNTIME',
@@ -211,6 +266,22 @@ function identityAttribute(project, ctx, value) {
 }
 
 /**
+ * Returns null when value resolves to the host name of the Service Bus
+ * namespace derived from the endpoint Azure reports,
+ * replace(replace(<namespace>.properties.serviceBusEndpoint, 'https://', ''), ':443/', ''),
+ * and a description of the problem otherwise. A hard-coded
+ * '<name>.servicebus.windows.net' is refused: it is wrong in sovereign clouds.
+ */
+export function serviceBusHostProblem(project, ctx, value) {
+  const { value: v, ctx: where } = project.resolve(ctx, value);
+  const text = v instanceof Expr ? v.text.replace(/\s+/g, '') : '';
+  const m = /^replace\(replace\((\w+)\.properties\.serviceBusEndpoint,'https:\/\/',''\),':443\/',''\)$/.exec(text);
+  const res = m && where ? where.file.resource(m[1]) : null;
+  if (res?.type === 'Microsoft.ServiceBus/namespaces') return null;
+  return `got ${show(v)}, want replace(replace(<namespace>.properties.serviceBusEndpoint, 'https://', ''), ':443/', '') of the Service Bus namespace`;
+}
+
+/**
  * The function app: Flex Consumption FC1, runtime custom 1.0, deployment
  * storage through the user-assigned identity, scale settings from parameters,
  * and every app setting the handler reads (templateValues: the Values of
@@ -319,10 +390,8 @@ export function checkFunctionApp(project, templateValues) {
   const aiOk = ai instanceof Template && ai.parts.length === 3 && ai.parts[0] === 'ClientId=' &&
     ai.parts[2] === ';Authorization=AAD' && identityAttribute(project, ctx, ai.parts[1]) === 'clientId';
   if (!aiOk) problems.push(`APPLICATIONINSIGHTS_AUTHENTICATION_STRING: got ${show(ai)}, want ClientId=<identity clientId>;Authorization=AAD`);
-  const fqdn = resolved('ServiceBusConnection__fullyQualifiedNamespace');
-  if (!(fqdn instanceof Template && fqdn.pattern.endsWith('.servicebus.windows.net'))) {
-    problems.push(`ServiceBusConnection__fullyQualifiedNamespace: got ${show(fqdn)}, want <namespace>.servicebus.windows.net`);
-  }
+  const fqdnProblem = serviceBusHostProblem(project, ctx, settings.ServiceBusConnection__fullyQualifiedNamespace);
+  if (fqdnProblem) problems.push(`ServiceBusConnection__fullyQualifiedNamespace: ${fqdnProblem}`);
   const tableUri = resolved('OrderStore__serviceUri');
   if (!(tableUri instanceof Expr && /primaryEndpoints\.table$/.test(tableUri.text))) {
     problems.push(`OrderStore__serviceUri: got ${show(tableUri)}, want the storage account's table endpoint`);
