@@ -68,5 +68,12 @@ fuzz:
 bench: tools build
 	ORDERSTATUS_REQUIRE_AZURITE=1 $(GO) test -run '^$$' -bench . -benchmem ./...
 
+## soak: the simulation with thousands of schedules (SIM_SCHEDULES, default 2000;
+## SIM_FIRST_SEED and SIM_PARALLEL as in make test); prints the fault-mix totals.
+soak: tools
+	set -o pipefail; SIM_SCHEDULES=$${SIM_SCHEDULES:-2000} ORDERSTATUS_REQUIRE_AZURITE=1 \
+	  $(GO) test $(GOFLAGS_TEST) -timeout 6h -run '^TestSimulation$$' -v ./handler/internal/sim/ \
+	  | grep -v -E '^(=== (RUN|NAME|PAUSE|CONT) |    --- PASS: )'
+
 clean:
 	rm -rf bin dist dist.zip .run

@@ -6,8 +6,10 @@
 package faultproxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -73,6 +75,9 @@ func Start(upstream string) (*Proxy, error) {
 		after := p.after
 		p.mu.Unlock()
 		if after != nil {
+			if x, ok := resp.Request.Context().Value(exchangeKey{}).(*exchange); ok {
+				x.answerHeader = resp.Header
+			}
 			after(resp.Request, resp.StatusCode)
 		}
 		return nil
@@ -90,6 +95,16 @@ func Start(upstream string) (*Proxy, error) {
 			mode = (*rule)(r)
 		}
 		p.counts[mode].Add(1)
+		if mode == Pass || mode == LoseAnswer {
+			// A forwarded request runs to completion upstream even if
+			// its client goes away meanwhile, as on a real network, so
+			// that OnAnswer sees every upstream answer. (A context that
+			// is never cancelled but has a Done channel also keeps the
+			// reverse proxy from cancelling on the client's close.)
+			ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+			defer cancel()
+			r = capture(r.WithContext(ctx))
+		}
 		switch mode {
 		case ServerBusy:
 			w.Header().Set("Content-Type", "application/json;odata=minimalmetadata")
@@ -124,7 +139,11 @@ func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
 // OnAnswer sets a hook called with each upstream answer before it is
 // passed on (for example to kill a process between a write and its
-// acknowledgement). nil removes it.
+// acknowledgement), also for requests whose answer LoseAnswer then
+// withholds and for requests whose client went away after the proxy
+// forwarded them. Inside the hook, RequestBody and AnswerHeader give the
+// request's body and the answer's header. The hook runs on the request's
+// goroutine and may be called concurrently. nil removes it.
 func (p *Proxy) OnAnswer(f func(r *http.Request, status int)) {
 	p.mu.Lock()
 	p.after = f
@@ -144,6 +163,64 @@ func (p *Proxy) Close() error {
 	}
 	<-p.stopped
 	return err
+}
+
+// MaxCapturedBody is the largest request body RequestBody returns; a
+// larger one is forwarded without being kept.
+const MaxCapturedBody = 1 << 20
+
+// exchange is what the proxy keeps of one forwarded request for the
+// OnAnswer hook; it travels in the request's context.
+type exchange struct {
+	body         []byte
+	answerHeader http.Header
+}
+
+type exchangeKey struct{}
+
+// capture returns r carrying an exchange, with the body of a write (any
+// method but GET and HEAD) read into it and r.Body replaced by a reader
+// over the same bytes.
+func capture(r *http.Request) *http.Request {
+	x := &exchange{}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Body != nil && r.Body != http.NoBody {
+		b, err := io.ReadAll(io.LimitReader(r.Body, MaxCapturedBody+1))
+		switch {
+		case err != nil:
+			// Forward what was read; the upstream sees the short body
+			// as the client's failure it is.
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		case len(b) > MaxCapturedBody:
+			r.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
+		default:
+			x.body = b
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
+	}
+	return r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x))
+}
+
+// RequestBody returns, inside an OnAnswer hook, the body of r as the proxy
+// forwarded it: for writes (any method but GET and HEAD) of at most
+// MaxCapturedBody bytes; nil otherwise. The caller must not modify it.
+func RequestBody(r *http.Request) []byte {
+	if x, ok := r.Context().Value(exchangeKey{}).(*exchange); ok {
+		return x.body
+	}
+	return nil
+}
+
+// AnswerHeader returns, inside an OnAnswer hook, the header of the
+// upstream answer to r (for example its ETag); nil outside a hook. The
+// caller must not modify it.
+func AnswerHeader(r *http.Request) http.Header {
+	if x, ok := r.Context().Value(exchangeKey{}).(*exchange); ok {
+		return x.answerHeader
+	}
+	return nil
 }
 
 // Always returns a rule that gives every request mode m.

@@ -1,9 +1,11 @@
 package faultproxy
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,5 +84,146 @@ func TestOnAnswerSeesUpstreamStatus(t *testing.T) {
 func TestRejectsNonLoopbackUpstream(t *testing.T) {
 	if _, err := Start("http://192.0.2.1:80"); err == nil {
 		t.Error("Start accepted a non-loopback upstream")
+	}
+}
+
+func TestOnAnswerSeesRequestBodyAndAnswerHeader(t *testing.T) {
+	var upstreamBody atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		upstreamBody.Store(string(b))
+		w.Header().Set("ETag", `W/"e-`+r.Method+`"`)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer up.Close()
+	p, err := Start(up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	type seen struct {
+		body string
+		etag string
+	}
+	got := make(chan seen, 1)
+	p.OnAnswer(func(r *http.Request, status int) {
+		got <- seen{body: string(RequestBody(r)), etag: AnswerHeader(r).Get("ETag")}
+	})
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+	tests := []struct {
+		name     string
+		rule     Rule
+		method   string
+		body     string
+		wantBody string // what the hook sees
+	}{
+		{"write", nil, http.MethodPut, `{"PartitionKey":"o-1"}`, `{"PartitionKey":"o-1"}`},
+		{"write whose answer is lost", Always(LoseAnswer), http.MethodPost, `{"a":1}`, `{"a":1}`},
+		{"read", nil, http.MethodGet, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p.SetRule(tt.rule)
+			var body io.Reader
+			if tt.body != "" {
+				body = strings.NewReader(tt.body)
+			}
+			req, _ := http.NewRequest(tt.method, p.URL()+"/t", body)
+			if resp, err := client.Do(req); err == nil {
+				resp.Body.Close()
+			}
+			s := <-got
+			if s.body != tt.wantBody {
+				t.Errorf("hook saw body %q, want %q", s.body, tt.wantBody)
+			}
+			if want := `W/"e-` + tt.method + `"`; s.etag != want {
+				t.Errorf("hook saw ETag %q, want %q", s.etag, want)
+			}
+			if b, _ := upstreamBody.Load().(string); b != tt.body {
+				t.Errorf("upstream got body %q, want %q", b, tt.body)
+			}
+		})
+	}
+}
+
+func TestLargeBodyIsForwardedNotCaptured(t *testing.T) {
+	var n atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		n.Store(int64(len(b)))
+	}))
+	defer up.Close()
+	p, err := Start(up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	captured := make(chan int, 1)
+	p.OnAnswer(func(r *http.Request, status int) { captured <- len(RequestBody(r)) })
+	big := strings.Repeat("x", MaxCapturedBody+10)
+	resp, err := http.Post(p.URL()+"/t", "text/plain", strings.NewReader(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := <-captured; got != 0 {
+		t.Errorf("hook saw %d body bytes, want none (over MaxCapturedBody)", got)
+	}
+	if got := n.Load(); got != int64(len(big)) {
+		t.Errorf("upstream got %d bytes, want %d", got, len(big))
+	}
+}
+
+func TestAccessorsOutsideAHook(t *testing.T) {
+	r := httptest.NewRequest(http.MethodPut, "/t", strings.NewReader("x"))
+	if b := RequestBody(r); b != nil {
+		t.Errorf("RequestBody = %q, want nil for a request that did not pass the proxy", b)
+	}
+	if h := AnswerHeader(r); h != nil {
+		t.Errorf("AnswerHeader = %v, want nil", h)
+	}
+}
+
+func TestForwardedRequestCompletesWhenTheClientLeaves(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-release
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer up.Close()
+	defer close(release)
+	p, err := Start(up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	answered := make(chan int, 1)
+	p.OnAnswer(func(r *http.Request, status int) { answered <- status })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, p.URL()+"/t", strings.NewReader("x"))
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-arrived
+	cancel() // the client goes away while the write is upstream
+	if err := <-done; err == nil {
+		t.Fatal("the cancelled request succeeded")
+	}
+	release <- struct{}{}
+	select {
+	case s := <-answered:
+		if s != http.StatusNoContent {
+			t.Errorf("hook saw %d, want 204", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hook never saw the upstream answer of a request whose client left")
 	}
 }

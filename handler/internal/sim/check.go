@@ -1,0 +1,539 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"orderstatus/handler/internal/broker"
+	"orderstatus/handler/internal/order"
+)
+
+// Row is an order's stored row.
+type Row struct {
+	Status       order.Status
+	LastSequence int64
+}
+
+func (r Row) String() string { return fmt.Sprintf("%s/%d", r.Status, r.LastSequence) }
+
+// Write is one successful (2xx) entity write seen on the wire between the
+// handler and the storage.
+type Write struct {
+	// N numbers the writes in the order the proxy saw their answers.
+	N     int
+	Order string // PartitionKey
+	Row
+	// Insert: a POST (a new row); otherwise a conditional replace.
+	Insert bool
+	// IfMatch is the request's If-Match ("" when absent); ETag the
+	// answer's.
+	IfMatch, ETag string
+}
+
+func (w Write) String() string {
+	op := "replace"
+	if w.Insert {
+		op = "insert"
+	}
+	return fmt.Sprintf("#%d %s %s %s", w.N, op, w.Order, w.Row)
+}
+
+// Answer is one answer of the handler to an OrderStatus invocation, as it
+// logged it.
+type Answer struct {
+	MessageID     string
+	Order         string
+	Subject       string
+	DeliveryCount int
+	Sequence      int64
+	// Result is Applied, Duplicate, Stale, Parked or Failed; Reason the
+	// poison reason of a parked message.
+	Result, Reason string
+	// Start and End bound the call (End is when the handler logged it).
+	Start, End int64 // Unix nanoseconds
+}
+
+// Parked is a message in the poison queue.
+type Parked struct {
+	ParkedID, OriginalMessageID, Reason string
+}
+
+// DeadLetter is a message in the workload queue's dead-letter subqueue.
+type DeadLetter struct {
+	MessageID, SessionID, Reason string
+	DeliveryCount                int32
+}
+
+// Observation is everything a run saw, for Check.
+type Observation struct {
+	// Rows are the table's rows by order id, read from the storage.
+	Rows map[string]Row
+	// Writes are the successful entity writes on the wire, in the order
+	// their answers were seen.
+	Writes []Write
+	// Answers are the handler's answers.
+	Answers []Answer
+	// Parked is the poison queue's content.
+	Parked []Parked
+	// DeadLettered is the dead-letter subqueue before the replays,
+	// LeftInDLQ after them.
+	DeadLettered []DeadLetter
+	LeftInDLQ    []DeadLetter
+	// Replays maps a replay's MessageId to the dead-lettered MessageId it
+	// replays.
+	Replays     map[string]string
+	MaxDelivery int32
+	// Host are the development host's own invariant violations
+	// (devhost.Summary).
+	Host []string
+}
+
+// Results of the handler that complete a message.
+const (
+	resultApplied   = string(order.Applied)
+	resultDuplicate = string(order.Duplicate)
+	resultStale     = string(order.Stale)
+	resultParked    = "Parked"
+	resultFailed    = "Failed"
+)
+
+// checker holds what Check derives once.
+type checker struct {
+	s Schedule
+	o Observation
+	v []string
+
+	orders   map[string]Order
+	messages map[string]Message // by MessageId: the first message sent with it
+	// cancelled: orders whose timeout cancelled them (row Cancelled/1).
+	cancelled map[string]bool
+	dead      map[string]bool     // sessions with a dead-lettered message
+	answers   map[string][]Answer // by the MessageId a replay stands for
+}
+
+func (c *checker) add(format string, args ...any) { c.v = append(c.v, fmt.Sprintf(format, args...)) }
+
+// Check returns the invariants o breaks, as sentences naming the message,
+// order or write at fault; none for a correct run:
+//
+//  1. Rows: each order's row is the fold of its events: the status of its
+//     highest sequence; an order with a payment timeout may instead be
+//     Cancelled/1 (the timeout came first: legal for a race, expected for
+//     an unpaid order, whose uncancelled row is legal only when a message
+//     of it was dead-lettered and replayed after the timeout); no row for
+//     anything else.
+//  2. Nothing lost: every message sent (or its replay) was answered with a
+//     result that completes it; every valid event was applied or proven a
+//     duplicate or stale, except those after a cancellation, which are
+//     parked; nothing is left in the dead-letter queue after the replays.
+//  3. No double effect, no regression, from the wire: per order, the writes
+//     form one chain of ETag conditions starting with one insert; along it
+//     LastSequence strictly increases, except the expiry write (Created to
+//     Cancelled, LastSequence kept); nothing is written after a terminal
+//     status; every write is an event sent for the order or an expiry; the
+//     last write is the row.
+//  4. Poison: every poison message (and every event after a
+//     cancellation) is in the poison queue exactly once with its reason;
+//     nothing else is.
+//  5. No paid order cancelled by a timeout: no Cancelled write after a
+//     Paid, Shipped or Delivered one unless it is a Cancelled event sent.
+//  6. Nothing completed whose effect is not durable: every Applied,
+//     Duplicate or Stale answer of an event is covered by the row's
+//     LastSequence (an Applied one by a write on the wire), every Applied
+//     timeout by a Cancelled row; the dead-letter queue holds only what
+//     the broker's own rules put there (MaxDeliveryCountExceeded at the
+//     max delivery count, TTLExpiredException).
+//
+// The development host's violations (Observation.Host) are included.
+func Check(s Schedule, o Observation) []string {
+	c := &checker{s: s, o: o, orders: map[string]Order{}, messages: map[string]Message{},
+		cancelled: map[string]bool{}, dead: map[string]bool{}, answers: map[string][]Answer{}}
+	for _, ord := range s.Orders {
+		c.orders[ord.ID] = ord
+		if ord.Timeout != NoTimeout && o.Rows[ord.ID] == (Row{Status: order.Cancelled, LastSequence: 1}) {
+			c.cancelled[ord.ID] = true
+		}
+	}
+	for _, m := range s.Messages {
+		if _, ok := c.messages[m.Line.MessageID]; !ok {
+			c.messages[m.Line.MessageID] = m
+		}
+	}
+	for _, d := range o.DeadLettered {
+		c.dead[d.SessionID] = true
+	}
+	for _, a := range o.Answers {
+		id := c.logical(a.MessageID)
+		c.answers[id] = append(c.answers[id], a)
+	}
+	for _, h := range o.Host {
+		c.add("devhost: %s", h)
+	}
+	c.rows()
+	c.wire()
+	c.lost()
+	c.poison()
+	c.durable()
+	c.deadLetters()
+	return c.v
+}
+
+// logical returns the MessageId a replay stands for (itself otherwise).
+func (c *checker) logical(id string) string {
+	for range 10 {
+		orig, ok := c.o.Replays[id]
+		if !ok {
+			return id
+		}
+		id = orig
+	}
+	return id
+}
+
+// 1. Rows.
+func (c *checker) rows() {
+	for _, ord := range c.s.Orders {
+		row, found := c.o.Rows[ord.ID]
+		if !found {
+			c.add("order %s: no row, want %s", ord.ID, c.legal(ord)[0])
+			continue
+		}
+		legal := c.legal(ord)
+		ok := false
+		for _, l := range legal {
+			ok = ok || row == l
+		}
+		if !ok {
+			var want []string
+			for _, l := range legal {
+				want = append(want, l.String())
+			}
+			c.add("order %s: row %s, want %s", ord.ID, row, strings.Join(want, " or "))
+		}
+	}
+	for _, id := range sortedKeys(c.o.Rows) {
+		if _, ok := c.orders[id]; !ok {
+			c.add("row %s (%s) belongs to no order of the schedule", id, c.o.Rows[id])
+		}
+	}
+}
+
+// legal returns the rows order may end with, the expected one first.
+func (c *checker) legal(ord Order) []Row {
+	cancelled := Row{Status: order.Cancelled, LastSequence: 1}
+	switch ord.Timeout {
+	case RaceTimeout:
+		return []Row{ord.Last(), cancelled}
+	case UnpaidTimeout:
+		if c.dead[ord.ID] {
+			return []Row{cancelled, ord.Last()}
+		}
+		return []Row{cancelled}
+	}
+	return []Row{ord.Last()}
+}
+
+// 3 and 5. The wire.
+func (c *checker) wire() {
+	byOrder := map[string][]Write{}
+	for _, w := range c.o.Writes {
+		byOrder[w.Order] = append(byOrder[w.Order], w)
+	}
+	for _, id := range sortedKeys(byOrder) {
+		ord, known := c.orders[id]
+		if !known {
+			for _, w := range byOrder[id] {
+				c.add("write %s: no order %s in the schedule", w, id)
+			}
+			continue
+		}
+		chain := c.chain(id, byOrder[id])
+		var prev *Write
+		paid := false
+		for i := range chain {
+			w := &chain[i]
+			expiry := prev != nil && w.LastSequence == prev.LastSequence &&
+				prev.Status == order.Created && w.Status == order.Cancelled
+			if prev != nil {
+				if prev.Status.Terminal() {
+					c.add("order %s: write %s after the terminal %s (status regression)", id, w, prev)
+				}
+				if w.LastSequence < prev.LastSequence {
+					c.add("order %s: write %s after %s: LastSequence went back (regression)", id, w, prev)
+				}
+				if w.LastSequence == prev.LastSequence && !expiry {
+					c.add("order %s: write %s after %s: sequence %d written twice (double effect)", id, w, prev, w.LastSequence)
+				}
+			}
+			if expiry && ord.Timeout == NoTimeout {
+				c.add("order %s: write %s expires an order that has no payment timeout", id, w)
+			}
+			if !expiry && !c.sent(ord, w.Row) {
+				c.add("order %s: write %s matches no event sent for the order", id, w)
+			}
+			if w.Status == order.Cancelled && paid && !c.sent(ord, w.Row) {
+				c.add("order %s: write %s cancels a paid order (a timeout must not cancel a paid order)", id, w)
+			}
+			switch w.Status {
+			case order.Paid, order.Shipped, order.Delivered:
+				paid = true
+			}
+			prev = w
+		}
+		if row, ok := c.o.Rows[id]; ok && prev != nil && prev.Row != row {
+			c.add("order %s: row %s, but the last write seen is %s", id, row, prev)
+		}
+	}
+	for _, id := range sortedKeys(c.o.Rows) {
+		if _, ok := c.orders[id]; ok && len(byOrder[id]) == 0 {
+			c.add("order %s: row %s, but no write of it was seen on the wire", id, c.o.Rows[id])
+		}
+	}
+}
+
+// sent reports whether a valid event of ord carries row.
+func (c *checker) sent(ord Order, r Row) bool {
+	i := r.LastSequence - 1
+	return i >= 0 && i < int64(len(ord.Events)) && ord.Events[i] == r.Status
+}
+
+// chain orders the writes of one order causally: the insert, then the
+// write whose If-Match is the previous write's ETag, and so on. Writes
+// that do not fit (a second insert, an unconditional write, two writes on
+// one ETag, an If-Match that follows no write seen) are violations and are
+// placed by when they were seen.
+func (c *checker) chain(id string, ws []Write) []Write {
+	var inserts []Write
+	next := map[string][]Write{} // If-Match -> writes
+	for _, w := range ws {
+		switch {
+		case w.Insert:
+			inserts = append(inserts, w)
+		case w.IfMatch == "" || w.IfMatch == "*":
+			c.add("order %s: write %s is unconditional (If-Match %q)", id, w, w.IfMatch)
+		default:
+			next[w.IfMatch] = append(next[w.IfMatch], w)
+		}
+	}
+	if len(inserts) > 1 {
+		c.add("order %s: %d inserts succeeded (%s and %s), want one", id, len(inserts), inserts[0], inserts[1])
+	}
+	var chain []Write
+	used := map[int]bool{}
+	if len(inserts) > 0 {
+		cur := inserts[0]
+		for {
+			chain = append(chain, cur)
+			used[cur.N] = true
+			succ := next[cur.ETag]
+			if cur.ETag == "" || len(succ) == 0 {
+				break
+			}
+			if len(succ) > 1 {
+				c.add("order %s: writes %s and %s both succeeded on ETag %s (lost update)", id, succ[0], succ[1], cur.ETag)
+			}
+			if used[succ[0].N] {
+				break
+			}
+			cur = succ[0]
+		}
+	}
+	var rest []Write
+	for _, w := range ws {
+		if !used[w.N] {
+			rest = append(rest, w)
+		}
+	}
+	for _, w := range rest {
+		if !w.Insert && w.IfMatch != "" && w.IfMatch != "*" {
+			c.add("order %s: write %s (If-Match %s) follows no write seen (a write is missing from the wire log)", id, w, w.IfMatch)
+		}
+	}
+	sort.SliceStable(rest, func(i, j int) bool { return rest[i].N < rest[j].N })
+	return append(chain, rest...)
+}
+
+// successful reports whether result completes a message.
+func successful(result string) bool {
+	switch result {
+	case resultApplied, resultDuplicate, resultStale, resultParked:
+		return true
+	}
+	return false
+}
+
+// 2. Nothing lost.
+func (c *checker) lost() {
+	for _, id := range sortedKeys(c.messages) {
+		m := c.messages[id]
+		var results []string
+		ok := false
+		for _, a := range c.answers[id] {
+			results = append(results, a.Result)
+			switch m.Kind {
+			case KindPoison:
+				ok = ok || a.Result == resultParked
+			case KindTimeout:
+				ok = ok || a.Result == resultApplied || a.Result == resultStale
+			default:
+				if c.cancelled[m.Order] && m.Sequence > 1 {
+					ok = ok || (a.Result == resultParked && a.Reason == order.ReasonInvalidTransition)
+				} else {
+					ok = ok || a.Result == resultApplied || a.Result == resultDuplicate || a.Result == resultStale
+				}
+			}
+		}
+		if !ok {
+			c.add("message %s (%s): lost: never answered with a result that settles it (answers: %s)", id, m.Kind, orNone(results))
+		}
+		if m.Sequence > 0 && !c.cancelled[m.Order] {
+			if row, found := c.o.Rows[m.Order]; found && m.Sequence > row.LastSequence {
+				c.add("message %s: sequence %d is above the row's %s: neither applied nor proven stale", id, m.Sequence, row)
+			}
+		}
+	}
+	for _, d := range c.o.LeftInDLQ {
+		c.add("message %s: still in the dead-letter queue after the replays (%s)", d.MessageID, d.Reason)
+	}
+	for _, a := range c.o.Answers {
+		if _, ok := c.messages[c.logical(a.MessageID)]; !ok {
+			c.add("the handler answered %s for message %s, which was never sent", a.Result, a.MessageID)
+		}
+	}
+}
+
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
+}
+
+// 4. Poison.
+func (c *checker) poison() {
+	want := map[string]string{} // logical MessageId -> reason
+	for id, m := range c.messages {
+		switch {
+		case m.Kind == KindPoison:
+			want[id] = m.Reason
+		case m.Sequence > 1 && c.cancelled[m.Order]:
+			want[id] = order.ReasonInvalidTransition
+		}
+	}
+	copies := map[string][]Parked{} // OriginalMessageId -> copies
+	got := map[string][]Parked{}    // logical MessageId -> copies
+	for _, p := range c.o.Parked {
+		copies[p.OriginalMessageID] = append(copies[p.OriginalMessageID], p)
+		id := c.logical(p.OriginalMessageID)
+		got[id] = append(got[id], p)
+	}
+	for _, id := range sortedKeys(copies) {
+		if ps := copies[id]; len(ps) > 1 {
+			var ids []string
+			for _, p := range ps {
+				ids = append(ids, p.ParkedID)
+			}
+			c.add("message %s: in the poison queue %d times (%s), want once", id, len(ps), strings.Join(ids, ", "))
+		}
+	}
+	for _, id := range sortedKeys(want) {
+		ps := got[id]
+		if len(ps) == 0 {
+			c.add("message %s: not in the poison queue, want it parked (%s)", id, want[id])
+			continue
+		}
+		for _, p := range ps {
+			if p.Reason != want[id] {
+				c.add("message %s: parked with reason %q, want %q", p.OriginalMessageID, p.Reason, want[id])
+			}
+		}
+	}
+	for _, id := range sortedKeys(got) {
+		if _, ok := want[id]; !ok {
+			c.add("message %s: in the poison queue (%s), but it is not poison", got[id][0].OriginalMessageID, got[id][0].Reason)
+		}
+	}
+	// The handler's own answers must give the same reasons.
+	for _, a := range c.o.Answers {
+		id := c.logical(a.MessageID)
+		if a.Result != resultParked {
+			continue
+		}
+		if r, ok := want[id]; ok && a.Reason != r {
+			c.add("message %s: answered Parked (%s), want reason %s", a.MessageID, a.Reason, r)
+		}
+	}
+}
+
+// 6. Durability of what was answered as settled.
+func (c *checker) durable() {
+	for _, a := range c.o.Answers {
+		switch a.Result {
+		case resultApplied, resultDuplicate, resultStale:
+		default:
+			continue
+		}
+		row, found := c.o.Rows[a.Order]
+		switch {
+		case a.Subject == order.SubjectPaymentTimeout:
+			if a.Result == resultApplied && row.Status != order.Cancelled {
+				c.add("message %s: answered Applied (timeout, delivery %d), but the row is %s, not Cancelled (not durable)", a.MessageID, a.DeliveryCount, row)
+			}
+			if a.Result == resultApplied && !c.wrote(a.Order, func(w Write) bool { return w.Status == order.Cancelled && !w.Insert }) {
+				c.add("message %s: answered Applied (timeout), but no Cancelled write of %s was seen on the wire", a.MessageID, a.Order)
+			}
+		case a.Sequence > 0:
+			if !found || row.LastSequence < a.Sequence {
+				c.add("message %s: answered %s (delivery %d), but the row is %s: the effect of sequence %d is not durable",
+					a.MessageID, a.Result, a.DeliveryCount, orMissing(row, found), a.Sequence)
+			}
+			if a.Result == resultApplied {
+				m := c.messages[c.logical(a.MessageID)]
+				if !c.wrote(a.Order, func(w Write) bool { return w.LastSequence == a.Sequence && w.Status == m.Status }) {
+					c.add("message %s: answered Applied, but no write of %s/%d was seen on the wire", a.MessageID, m.Status, a.Sequence)
+				}
+			}
+		}
+	}
+}
+
+func orMissing(r Row, found bool) string {
+	if !found {
+		return "missing"
+	}
+	return r.String()
+}
+
+func (c *checker) wrote(id string, match func(Write) bool) bool {
+	for _, w := range c.o.Writes {
+		if w.Order == id && match(w) {
+			return true
+		}
+	}
+	return false
+}
+
+// 6. Dead-lettered only by the broker's rules.
+func (c *checker) deadLetters() {
+	for _, d := range c.o.DeadLettered {
+		switch d.Reason {
+		case broker.ReasonTTLExpired:
+		case broker.ReasonMaxDeliveryCountExceeded:
+			if d.DeliveryCount < c.o.MaxDelivery {
+				c.add("message %s: dead-lettered (MaxDeliveryCountExceeded) after %d deliveries, want at least %d", d.MessageID, d.DeliveryCount, c.o.MaxDelivery)
+			}
+		default:
+			c.add("message %s: dead-lettered with reason %q; only the broker dead-letters (MaxDeliveryCountExceeded, TTLExpiredException)", d.MessageID, d.Reason)
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

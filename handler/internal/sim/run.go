@@ -1,0 +1,560 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"orderstatus/handler/internal/azurite"
+	"orderstatus/handler/internal/broker"
+	"orderstatus/handler/internal/broker/loopback"
+	"orderstatus/handler/internal/config"
+	"orderstatus/handler/internal/devhost"
+	"orderstatus/handler/internal/faultproxy"
+	"orderstatus/handler/internal/order"
+	"orderstatus/handler/internal/parking"
+)
+
+// Env is what Run needs around it.
+type Env struct {
+	// HandlerPath is the handler binary.
+	HandlerPath string
+	// AppRoot holds host.json and the function folders.
+	AppRoot string
+	// Storage is host:port of the Table service (Azurite) on 127.0.0.1;
+	// the handler reaches it through a fault proxy.
+	Storage string
+	// Tables reaches the same service directly (no faults), to create,
+	// read and delete each run's table.
+	Tables *aztables.ServiceClient
+	// ProcessEnv is the environment the handler inherits besides its
+	// settings (nil: none).
+	ProcessEnv []string
+}
+
+// Stats count what the faults did in one run.
+type Stats struct {
+	Kills          int   // handler processes killed after a write
+	LostAnswers    int64 // write answers the proxy withheld
+	OutageRequests int64 // requests failed by an outage (ServerBusy or Drop)
+	ShortOutages   int
+	LongOutages    int
+	LockExpiry     bool // a lock-expiry window ran
+	// ConcurrentCalls counts pairs of calls of the same message that
+	// overlapped; LockLost the answers that came after the lock was lost.
+	ConcurrentCalls int
+	LockLost        int
+	Abandoned       int
+	Restarts        int // handler restarts
+	DeadLettered    int // messages dead-lettered by the broker
+	Replays         int // dead-lettered messages replayed
+	Writes          int // successful entity writes
+	Answers         int
+	// RacesPaid and RacesCancelled count the timeout races by outcome:
+	// Paid came first, or the timeout did.
+	RacesPaid, RacesCancelled int
+}
+
+// Result is what Run saw.
+type Result struct {
+	Observation Observation
+	Stats       Stats
+	// Violations are Check's verdict, plus anything the run itself found
+	// wrong (a write on the wire it could not read).
+	Violations []string
+	// HandlerStdout and HandlerStderr are the handler's output, HostLog
+	// the development host's own log.
+	HandlerStdout, HandlerStderr, HostLog []byte
+}
+
+// Timeouts of a run (wall clock).
+const (
+	idleTimeout = 60 * time.Second
+	runTimeout  = 3 * time.Minute
+)
+
+// Run plays s against a real handler: a development host (in-memory broker,
+// the handler as a child process) whose storage is Env.Storage behind a
+// fault proxy, in a table of its own, which it deletes afterwards. It
+// injects the schedule's faults, waits until the queues are drained,
+// replays what the broker dead-lettered as the sweeper would, collects the
+// Observation and checks it. An error means the run itself failed (the
+// host did not start, did not drain); invariant violations are in
+// Result.Violations.
+func Run(ctx context.Context, env Env, s Schedule) (res Result, err error) {
+	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	defer cancel()
+	r := &run{env: env, s: s}
+	defer func() {
+		res.HandlerStdout, res.HandlerStderr, res.HostLog = r.stdout.Bytes(), r.stderr.Bytes(), r.hostLog.Bytes()
+	}()
+	if err := r.setUp(ctx); err != nil {
+		r.tearDown()
+		return res, err
+	}
+	err = r.play(ctx)
+	if err == nil {
+		res, err = r.observe(ctx)
+	}
+	r.tearDown()
+	return res, err
+}
+
+type run struct {
+	env Env
+	s   Schedule
+
+	table   string
+	proxy   *faultproxy.Proxy
+	host    atomic.Pointer[devhost.Host]
+	wire    WireLog
+	timers  []*time.Timer
+	stdout  syncBuffer
+	stderr  syncBuffer
+	hostLog syncBuffer
+
+	kills     atomic.Int64
+	killArmed atomic.Bool
+	writeReqs atomic.Int64
+	replays   map[string]string
+}
+
+func (r *run) setUp(ctx context.Context) error {
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	r.table = fmt.Sprintf("sim%dx%x", r.s.Seed, suffix)
+	if _, err := r.env.Tables.CreateTable(ctx, r.table, nil); err != nil {
+		return fmt.Errorf("sim: create table %s: %w", r.table, err)
+	}
+	p, err := faultproxy.Start("http://" + r.env.Storage)
+	if err != nil {
+		return fmt.Errorf("sim: fault proxy: %w", err)
+	}
+	r.proxy = p
+	kills := map[int]bool{}
+	for _, n := range r.s.Faults.Kills {
+		kills[n] = true
+	}
+	r.killArmed.Store(true)
+	p.OnAnswer(func(req *http.Request, status int) {
+		w, ok := r.wire.Record(req.Method, req.URL.Path, status, faultproxy.RequestBody(req),
+			req.Header.Get("If-Match"), faultproxy.AnswerHeader(req).Get("ETag"))
+		if !ok || !kills[w.N] || !r.killArmed.Load() {
+			return
+		}
+		// The write is durable upstream; its answer has not reached the
+		// handler yet.
+		if h := r.host.Load(); h != nil {
+			if pid := h.HandlerPID(); pid > 0 && syscall.Kill(pid, syscall.SIGKILL) == nil {
+				r.kills.Add(1)
+			}
+		}
+	})
+
+	f := r.s.Faults
+	h, err := devhost.New(devhost.Options{
+		AppRoot:     r.env.AppRoot,
+		HandlerPath: r.env.HandlerPath,
+		Env:         append([]string{}, r.env.ProcessEnv...),
+		Settings: map[string]string{
+			devhost.SettingStoreConnection: azurite.ConnectionString(p.Addr),
+			devhost.SettingStoreServiceURI: "",
+			config.EnvStoreTable:           r.table,
+			config.EnvRetryBudget:          f.RetryBudget.String(),
+			config.EnvLogLevel:             "info",
+		},
+		Queues:             devhost.QueueOverrides{LockDuration: f.LockDuration, MaxDeliveryCount: f.MaxDelivery},
+		TimeScale:          1,
+		HTTPAddr:           "off",
+		Stdout:             &r.stdout,
+		Stderr:             &r.stderr,
+		Logger:             slog.New(slog.NewJSONHandler(&r.hostLog, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		DisableLockRenewal: f.LockExpiry != nil,
+		DrainTimeout:       5 * time.Second,
+	})
+	if err != nil {
+		return fmt.Errorf("sim: development host: %w", err)
+	}
+	r.host.Store(h)
+	if err := h.Start(ctx); err != nil {
+		return fmt.Errorf("sim: start the development host: %w", err)
+	}
+	return nil
+}
+
+// play injects the faults on the schedule's clock and sends the messages.
+func (r *run) play(ctx context.Context) error {
+	f := r.s.Faults
+	lose := map[int64]bool{}
+	for _, n := range f.LoseAnswers {
+		lose[int64(n)] = true
+	}
+	t0 := time.Now()
+	outages := f.Outages
+	r.proxy.SetRule(func(req *http.Request) faultproxy.Mode {
+		now := time.Now()
+		for _, o := range outages {
+			from := t0.Add(o.Start)
+			if !now.Before(from) && now.Before(from.Add(o.Duration)) &&
+				(!o.WritesOnly || (req.Method != http.MethodGet && req.Method != http.MethodHead)) {
+				return o.Mode
+			}
+		}
+		if IsEntityWrite(req.Method, req.URL.Path) && lose[r.writeReqs.Add(1)] {
+			return faultproxy.LoseAnswer
+		}
+		return faultproxy.Pass
+	})
+	if e := f.LockExpiry; e != nil {
+		r.timers = append(r.timers,
+			time.AfterFunc(e.Start, func() { r.proxy.SetDelay(e.Delay) }),
+			time.AfterFunc(e.Start+e.Duration, func() { r.proxy.SetDelay(0) }))
+	}
+	h := r.host.Load()
+	if err := h.Play(ctx, r.s.Lines()); err != nil {
+		return fmt.Errorf("sim: play: %w", err)
+	}
+	if err := r.waitIdle(ctx); err != nil {
+		return err
+	}
+	if err := h.FireTimers(ctx); err != nil {
+		return fmt.Errorf("sim: fire timers: %w", err)
+	}
+	return r.waitIdle(ctx)
+}
+
+func (r *run) waitIdle(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, idleTimeout)
+	defer cancel()
+	if err := r.host.Load().WaitIdle(ctx); err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	return nil
+}
+
+// observe replays the dead-letter queue, lets it drain, and collects the
+// observation.
+func (r *run) observe(ctx context.Context) (Result, error) {
+	h := r.host.Load()
+	var res Result
+	o := &res.Observation
+	o.MaxDelivery = r.s.Faults.MaxDelivery
+	dlq := broker.Source{Queue: h.Queue(), DeadLetter: true}
+	r.replays = map[string]string{}
+	for round := 0; ; round++ {
+		dead, err := peekAll(ctx, h.Broker(), dlq)
+		if err != nil {
+			return res, err
+		}
+		if len(dead) == 0 {
+			break
+		}
+		if round == 3 {
+			o.LeftInDLQ = deadLetters(dead)
+			break
+		}
+		o.DeadLettered = append(o.DeadLettered, deadLetters(dead)...)
+		if err := r.replay(ctx, h, dlq); err != nil {
+			return res, err
+		}
+		if err := r.waitIdle(ctx); err != nil {
+			return res, err
+		}
+	}
+	o.Replays = r.replays
+	// The faults are over: no more kills while the summary reads.
+	r.killArmed.Store(false)
+	r.proxy.SetRule(nil)
+	r.proxy.SetDelay(0)
+
+	sum, err := h.Summary(ctx)
+	if err != nil {
+		return res, fmt.Errorf("sim: summary: %w", err)
+	}
+	deadSessions := map[string]bool{}
+	for _, d := range o.DeadLettered {
+		deadSessions[d.SessionID] = true
+	}
+	o.Host = hostViolations(sum.Violations, r.proxy.Count(faultproxy.LoseAnswer) > 0, deadSessions, len(r.replays))
+	if o.Rows, err = r.rows(ctx); err != nil {
+		return res, err
+	}
+	parked, err := peekAll(ctx, h.Broker(), broker.Source{Queue: h.PoisonQueue()})
+	if err != nil {
+		return res, err
+	}
+	for _, m := range parked {
+		o.Parked = append(o.Parked, Parked{
+			ParkedID:          m.MessageID,
+			OriginalMessageID: stringProp(m.ApplicationProperties, parking.PropOriginalMessageID),
+			Reason:            stringProp(m.ApplicationProperties, parking.PropReason),
+		})
+	}
+	o.Writes = r.wire.Writes()
+	// Stopping the handler flushes its output: every answer is logged
+	// before it is sent, but may still be in the pipe.
+	restarts := h.HandlerStarts() - 1
+	if err := h.Close(); err != nil {
+		return res, fmt.Errorf("sim: close the development host: %w", err)
+	}
+	o.Answers = ParseAnswers(r.stdout.Bytes())
+
+	res.Violations = Check(r.s, *o)
+	for _, e := range r.wire.Errors() {
+		res.Violations = append(res.Violations, "wire: a write could not be read: "+e)
+	}
+	f := r.s.Faults
+	st := &res.Stats
+	st.Kills = int(r.kills.Load())
+	st.LostAnswers = r.proxy.Count(faultproxy.LoseAnswer)
+	st.OutageRequests = r.proxy.Count(faultproxy.ServerBusy) + r.proxy.Count(faultproxy.Drop)
+	for _, ou := range f.Outages {
+		if ou.Long {
+			st.LongOutages++
+		} else {
+			st.ShortOutages++
+		}
+	}
+	st.LockExpiry = f.LockExpiry != nil
+	st.ConcurrentCalls = ConcurrentCalls(o.Answers)
+	st.LockLost = sum.Results[devhost.ResultLockLost]
+	st.Abandoned = sum.Results[devhost.ResultAbandoned]
+	st.Restarts = restarts
+	st.DeadLettered = len(o.DeadLettered)
+	st.Replays = len(r.replays)
+	st.Writes = len(o.Writes)
+	st.Answers = len(o.Answers)
+	for _, ord := range r.s.Orders {
+		if ord.Timeout != RaceTimeout {
+			continue
+		}
+		if o.Rows[ord.ID].Status == order.Cancelled {
+			st.RacesCancelled++
+		} else {
+			st.RacesPaid++
+		}
+	}
+	return res, nil
+}
+
+// hostViolations drops what devhost.Check reports wrongly under the
+// faults of a simulation (Check judges the same things its own way):
+//
+//   - devhost.Check means to leave alone the orders with a dead-lettered
+//     message (whose effect may have happened in a failed delivery), but
+//     the host records a message taken out of the dead-letter queue through
+//     its loopback broker without its MessageId, session and reason (the
+//     loopback settle request carries only the lock token and sequence
+//     number): a replayed message then shows as dead-lettered with reason
+//     "", its original as neither completed nor dead-lettered, and its
+//     order is judged by a fold that misses the dead-lettered message's
+//     effect. Violations naming such an order are dropped, and as many
+//     blank dead-letter reasons as there were replays;
+//   - it expects the fold's result for a message completed at its first
+//     delivery, but when a write's answer is lost the SDK's retry of it is
+//     refused (409 or 412) and the handler, rereading, finds its own write
+//     and rightly answers Duplicate or Stale instead of Applied.
+func hostViolations(vs []string, lostAnswers bool, deadSessions map[string]bool, replays int) []string {
+	var out []string
+	for _, v := range vs {
+		switch {
+		case replays > 0 && strings.HasPrefix(v, `dead-lettered message : reason ""`):
+			replays--
+			continue
+		case deadSessions[violationOrder(v)]:
+			continue
+		case lostAnswers && strings.Contains(v, "(first delivery): handler answered ") && strings.HasSuffix(v, ", want Applied") &&
+			(strings.Contains(v, "answered Duplicate,") || strings.Contains(v, "answered Stale,")):
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// violationOrder returns the order a devhost violation names ("order
+// <id>: ..." or "message <id>...", whose ids are <order>:...), "" if
+// none.
+func violationOrder(v string) string {
+	for _, prefix := range []string{"order ", "message ", "dead-lettered message "} {
+		if rest, ok := strings.CutPrefix(v, prefix); ok {
+			id, _, _ := strings.Cut(rest, " ")
+			id, _, _ = strings.Cut(id, ":")
+			return id
+		}
+	}
+	return ""
+}
+
+// replay does what the dead-letter sweeper does with a message the broker
+// dead-lettered: it sends a copy under a new MessageId
+// (<original>:replay:<n>) in the same session, without the dead-letter
+// properties, then completes the dead-lettered one. It goes through the
+// host's loopback broker, as the handler's sweeper would.
+func (r *run) replay(ctx context.Context, h *devhost.Host, dlq broker.Source) error {
+	cl, err := loopback.NewClient(h.BrokerURL(), nil)
+	if err != nil {
+		return fmt.Errorf("sim: replay: %w", err)
+	}
+	defer cl.Close(ctx)
+	for {
+		msgs, err := cl.Receive(ctx, dlq, 50, 0)
+		if err != nil {
+			return fmt.Errorf("sim: replay: receive: %w", err)
+		}
+		if len(msgs) == 0 {
+			return nil
+		}
+		for _, m := range msgs {
+			orig := m.MessageID
+			if o, ok := r.replays[orig]; ok {
+				orig = o
+			}
+			n := 1
+			for _, o := range r.replays {
+				if o == orig {
+					n++
+				}
+			}
+			id := fmt.Sprintf("%s:replay:%d", orig, n)
+			props := maps.Clone(m.ApplicationProperties)
+			delete(props, broker.PropertyDeadLetterReason)
+			delete(props, broker.PropertyDeadLetterErrorDescription)
+			if props == nil {
+				props = map[string]any{}
+			}
+			props["ReplayedFromDeadLetter"] = true
+			props["ReplayCount"] = int64(n)
+			msg := broker.Message{
+				MessageID: id, SessionID: m.SessionID, Subject: m.Subject, ContentType: m.ContentType,
+				CorrelationID: m.CorrelationID, Body: m.Body, ApplicationProperties: props,
+			}
+			if err := cl.Send(ctx, h.Queue(), msg); err != nil {
+				return fmt.Errorf("sim: replay %s: send: %w", m.MessageID, err)
+			}
+			if err := cl.Complete(ctx, dlq, m); err != nil {
+				return fmt.Errorf("sim: replay %s: complete: %w", m.MessageID, err)
+			}
+			r.replays[id] = orig
+		}
+	}
+}
+
+// rows reads every row of the run's table directly.
+func (r *run) rows(ctx context.Context) (map[string]Row, error) {
+	rows := map[string]Row{}
+	pager := r.env.Tables.NewClient(r.table).NewListEntitiesPager(nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("sim: list %s: %w", r.table, err)
+		}
+		for _, e := range page.Entities {
+			id, row, err := ParseEntity(e)
+			if err != nil {
+				return nil, fmt.Errorf("sim: list %s: %w", r.table, err)
+			}
+			rows[id] = row
+		}
+	}
+	return rows, nil
+}
+
+// tearDown stops the host (and the handler), the proxy and the timers, and
+// deletes the table.
+func (r *run) tearDown() {
+	for _, t := range r.timers {
+		t.Stop()
+	}
+	if h := r.host.Load(); h != nil {
+		_ = h.Close()
+	}
+	if r.proxy != nil {
+		_ = r.proxy.Close()
+	}
+	if r.table != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = r.env.Tables.DeleteTable(ctx, r.table, nil)
+	}
+}
+
+func peekAll(ctx context.Context, b broker.Broker, src broker.Source) ([]broker.Received, error) {
+	var out []broker.Received
+	var from int64
+	for {
+		page, err := b.Peek(ctx, src, 250, from)
+		if err != nil {
+			return nil, fmt.Errorf("sim: peek %s: %w", src, err)
+		}
+		out = append(out, page...)
+		if len(page) < 250 {
+			return out, nil
+		}
+		from = page[len(page)-1].SequenceNumber + 1
+	}
+}
+
+func deadLetters(ms []broker.Received) []DeadLetter {
+	out := make([]DeadLetter, len(ms))
+	for i, m := range ms {
+		out[i] = DeadLetter{MessageID: m.MessageID, SessionID: m.SessionID, Reason: m.DeadLetterReason, DeliveryCount: m.DeliveryCount}
+	}
+	return out
+}
+
+func stringProp(props map[string]any, key string) string {
+	s, _ := props[key].(string)
+	return s
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+var _ io.Writer = (*syncBuffer)(nil)
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// Bytes returns a copy of what was written.
+func (b *syncBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.b.Bytes())
+}
+
+// Tail returns the last n lines of out, each cut to at most width bytes.
+func Tail(out []byte, n, width int) string {
+	text := strings.TrimRight(string(out), "\n")
+	if text == "" {
+		return ""
+	}
+	lines := strings.Split(text, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	for i, l := range lines {
+		if len(l) > width {
+			lines[i] = l[:width] + "..."
+		}
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,515 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"orderstatus/handler/internal/devhost/scenario"
+	"orderstatus/handler/internal/faultproxy"
+	"orderstatus/handler/internal/order"
+)
+
+// Kind says what a scheduled message is.
+type Kind int
+
+// Kinds of messages.
+const (
+	// KindEvent is a valid OrderStatusChanged, MessageId <order>:<seq>.
+	KindEvent Kind = iota
+	// KindDuplicateSend is a producer retry with the same MessageId; the
+	// broker's duplicate detection drops it.
+	KindDuplicateSend
+	// KindLateReplay is a valid event sent again later under a new
+	// MessageId (<order>:<seq>:late); the handler must find it Duplicate
+	// or Stale.
+	KindLateReplay
+	// KindTimeout is a PaymentTimeoutCheck, MessageId
+	// <order>:payment-timeout, scheduled ScheduleAfter after it is sent.
+	KindTimeout
+	// KindPoison is a message that must be parked with Reason.
+	KindPoison
+)
+
+var kindNames = [...]string{"event", "duplicate-send", "late-replay", "timeout", "poison"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// TimeoutKind says whether and why an order has a payment timeout.
+type TimeoutKind int
+
+// Timeout kinds.
+const (
+	// NoTimeout: the order has no PaymentTimeoutCheck.
+	NoTimeout TimeoutKind = iota
+	// RaceTimeout: the check is due close to when Paid is sent; either
+	// Paid wins (the check is Stale) or the check cancels the order
+	// first (Paid and every later event are parked InvalidTransition).
+	RaceTimeout
+	// UnpaidTimeout: the order is only created, and the check cancels it.
+	UnpaidTimeout
+)
+
+// Order is one order of a schedule.
+type Order struct {
+	ID string
+	// Events are the statuses of its valid events: Events[i] has
+	// sequence i+1. Only the last may be terminal.
+	Events  []order.Status
+	Timeout TimeoutKind
+	// Reordered: the producer sends some of its events out of sequence
+	// order.
+	Reordered bool
+}
+
+// Last returns the order's row when every event is applied and no timeout
+// cancels it: the status of the highest sequence.
+func (o Order) Last() Row {
+	return Row{Status: o.Events[len(o.Events)-1], LastSequence: int64(len(o.Events))}
+}
+
+// Message is one message of a schedule.
+type Message struct {
+	// Line is what is sent; Line.SendAfter is when (since the start of
+	// the schedule), Line.ScheduleAfter delays a timeout.
+	Line  scenario.Line
+	Kind  Kind
+	Order string // the session
+	// Sequence and Status of a valid event (KindEvent, KindDuplicateSend,
+	// KindLateReplay).
+	Sequence int64
+	Status   order.Status
+	// Poison names the kind of poison (KindPoison) and Reason the reason
+	// it must be parked with.
+	Poison string
+	Reason string
+}
+
+// Outage is a window in which the storage fails.
+type Outage struct {
+	Start, Duration time.Duration // since the start of the schedule
+	// Mode is faultproxy.ServerBusy or faultproxy.Drop.
+	Mode faultproxy.Mode
+	// WritesOnly: reads pass.
+	WritesOnly bool
+	// Long: the window is longer than the retry budget, so calls fail
+	// and messages are abandoned (and may be dead-lettered).
+	Long bool
+}
+
+// LockExpiry is a window in which every storage request is delayed by more
+// than the lock duration, while lock renewal is off: calls outlive their
+// session lock and the same message runs in two calls at once.
+type LockExpiry struct {
+	Start, Duration, Delay time.Duration
+}
+
+// Faults are the faults of one schedule and the settings they need.
+type Faults struct {
+	// RetryBudget is ORDER_STATUS_RETRY_BUDGET.
+	RetryBudget time.Duration
+	// LockDuration overrides the queues' lock duration (0: the default);
+	// MaxDelivery their max delivery count.
+	LockDuration time.Duration
+	MaxDelivery  int32
+	Outages      []Outage
+	// LoseAnswers are 1-based ordinals of entity write requests whose
+	// answer is lost after they took effect.
+	LoseAnswers []int
+	// Kills are 1-based ordinals of successful entity writes after which
+	// the handler is killed with SIGKILL, before the answer reaches it.
+	Kills      []int
+	LockExpiry *LockExpiry
+}
+
+// Schedule is everything one simulation run does.
+type Schedule struct {
+	Seed   uint64
+	Orders []Order
+	// Messages in send order (Line.SendAfter does not decrease).
+	Messages []Message
+	Faults   Faults
+}
+
+// Lines returns the messages as a workload for devhost.Host.Play.
+func (s Schedule) Lines() []scenario.Line {
+	out := make([]scenario.Line, len(s.Messages))
+	for i, m := range s.Messages {
+		out[i] = m.Line
+	}
+	return out
+}
+
+// Order returns the order with id, and whether there is one.
+func (s Schedule) Order(id string) (Order, bool) {
+	for _, o := range s.Orders {
+		if o.ID == id {
+			return o, true
+		}
+	}
+	return Order{}, false
+}
+
+// Settings of the generator.
+const (
+	// DefaultRetryBudget is the in-call retry budget of most schedules:
+	// short, so that an outage longer than it is cheap.
+	DefaultRetryBudget = time.Second
+	// LockExpiryBudget is the budget of lock-expiry schedules: longer than
+	// the delayed storage calls, so that a call outlives its lock.
+	LockExpiryBudget = 3 * time.Second
+	// LockExpiryLock is the lock duration of lock-expiry schedules.
+	LockExpiryLock = 1500 * time.Millisecond
+	// MaxDelivery is the queues' max delivery count in every schedule, so
+	// that an outage of a few seconds dead-letters.
+	MaxDelivery = 3
+)
+
+// The poison kinds and the reasons they must be parked with.
+var poisonKinds = []struct{ name, reason string }{
+	{"bad-json", order.ReasonInvalidPayload},
+	{"unknown-subject", order.ReasonUnknownSubject},
+	{"session-mismatch", order.ReasonInvalidPayload},
+	{"unknown-status", order.ReasonInvalidPayload},
+	{"sequence-zero", order.ReasonInvalidPayload},
+	{"timeout-mismatch", order.ReasonInvalidPayload},
+}
+
+// Generate returns the schedule of seed. It is deterministic: the same seed
+// gives the same schedule. The fault mix is chosen by the seed:
+//   - 4 to 10 orders with 3 to 5 valid events each (some ending Cancelled),
+//     some of them reordered by the producer, plus payment timeouts racing
+//     Paid and unpaid orders whose timeout cancels them;
+//   - duplicate sends with the same MessageId and late replays under new
+//     ones;
+//   - a poison mix;
+//   - storage outages shorter or longer than the retry budget, lost write
+//     answers, handler kills between a write and its answer, or a window
+//     of storage latency above the lock duration with lock renewal off.
+func Generate(seed uint64) Schedule {
+	rng := rand.New(rand.NewPCG(seed, 0x73696d756c617465)) // "simulate"
+	g := &gen{rng: rng, s: Schedule{Seed: seed}}
+	g.s.Faults = Faults{RetryBudget: DefaultRetryBudget, MaxDelivery: MaxDelivery}
+	g.orders()
+	g.duplicates()
+	g.poison()
+	g.faults()
+	sort.SliceStable(g.s.Messages, func(i, j int) bool {
+		return g.s.Messages[i].Line.SendAfter < g.s.Messages[j].Line.SendAfter
+	})
+	return g.s
+}
+
+type gen struct {
+	rng *rand.Rand
+	s   Schedule
+	end time.Duration // the latest send so far
+}
+
+func (g *gen) chance(percent int) bool { return g.rng.IntN(100) < percent }
+
+// between returns a duration in [lo, hi], in whole milliseconds.
+func (g *gen) between(lo, hi time.Duration) time.Duration {
+	ms := int64(lo / time.Millisecond)
+	span := int64((hi-lo)/time.Millisecond) + 1
+	return time.Duration(ms+g.rng.Int64N(span)) * time.Millisecond
+}
+
+func (g *gen) add(m Message) {
+	g.s.Messages = append(g.s.Messages, m)
+	g.end = max(g.end, m.Line.SendAfter)
+}
+
+func (g *gen) orders() {
+	n := 4 + g.rng.IntN(7)
+	races := 0
+	if g.chance(60) {
+		races = 1 + g.rng.IntN(2)
+	}
+	unpaid := 0
+	if g.chance(35) {
+		unpaid = 1
+	}
+	reorder := g.chance(60)
+	for i := range n {
+		o := Order{ID: fmt.Sprintf("o-%d", i+1)}
+		switch {
+		case i < races:
+			o.Timeout = RaceTimeout
+			o.Events = []order.Status{order.Created, order.Paid}
+			if g.chance(50) {
+				o.Events = append(o.Events, order.Shipped)
+			}
+		case i < races+unpaid:
+			o.Timeout = UnpaidTimeout
+			o.Events = []order.Status{order.Created}
+		default:
+			patterns := [][]order.Status{
+				{order.Created, order.Paid, order.Shipped},
+				{order.Created, order.Paid, order.Cancelled},
+				{order.Created, order.Paid, order.Shipped, order.Delivered},
+				{order.Created, order.Paid, order.Shipped, order.Delivered},
+				{order.Created, order.Paid, order.Shipped, order.Shipped, order.Delivered},
+			}
+			o.Events = slices.Clone(patterns[g.rng.IntN(len(patterns))])
+			o.Reordered = reorder && g.chance(50)
+		}
+		g.order(&o)
+		g.s.Orders = append(g.s.Orders, o)
+	}
+}
+
+// order schedules the events (and the timeout) of o.
+func (g *gen) order(o *Order) {
+	t := g.between(0, 700*time.Millisecond)
+	at := make([]time.Duration, len(o.Events))
+	for i := range o.Events {
+		at[i] = t
+		t += g.between(40*time.Millisecond, 200*time.Millisecond)
+	}
+	switch o.Timeout {
+	case RaceTimeout:
+		// The check becomes due within ±80 ms of Paid being sent, so
+		// either may reach the session first.
+		after := g.between(150*time.Millisecond, 400*time.Millisecond)
+		g.add(g.timeout(o.ID, at[0]+5*time.Millisecond, after))
+		paid := at[0] + 5*time.Millisecond + after + g.between(0, 160*time.Millisecond) - 80*time.Millisecond
+		shift := paid - at[1]
+		for i := 1; i < len(at); i++ {
+			at[i] += shift
+		}
+	case UnpaidTimeout:
+		g.add(g.timeout(o.ID, at[0]+5*time.Millisecond, g.between(100*time.Millisecond, 600*time.Millisecond)))
+	}
+	if o.Reordered {
+		// Swap the send times of two events (the first may be
+		// involved: the order is then created by a later status).
+		i := g.rng.IntN(len(at) - 1)
+		j := i + 1 + g.rng.IntN(len(at)-1-i)
+		at[i], at[j] = at[j], at[i]
+	}
+	for i, st := range o.Events {
+		g.add(event(o.ID, int64(i+1), st, at[i], KindEvent, ""))
+	}
+}
+
+func event(id string, seq int64, st order.Status, at time.Duration, kind Kind, suffix string) Message {
+	body, _ := json.Marshal(order.Update{OrderID: id, Status: st, Sequence: seq,
+		OccurredAt: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC).Add(time.Duration(seq) * time.Minute)})
+	return Message{
+		Line: scenario.Line{
+			Subject:     order.SubjectStatusChanged,
+			SessionID:   id,
+			MessageID:   fmt.Sprintf("%s:%d%s", id, seq, suffix),
+			ContentType: "application/json",
+			Body:        body,
+			SendAfter:   at,
+		},
+		Kind: kind, Order: id, Sequence: seq, Status: st,
+	}
+}
+
+func (g *gen) timeout(id string, at, after time.Duration) Message {
+	body, _ := json.Marshal(order.TimeoutCheck{OrderID: id})
+	return Message{
+		Line: scenario.Line{
+			Subject:       order.SubjectPaymentTimeout,
+			SessionID:     id,
+			MessageID:     id + ":payment-timeout",
+			ContentType:   "application/json",
+			Body:          body,
+			SendAfter:     at,
+			ScheduleAfter: after,
+		},
+		Kind: KindTimeout, Order: id,
+	}
+}
+
+// duplicates adds producer retries (same MessageId) and late replays (new
+// MessageId) of some valid events.
+func (g *gen) duplicates() {
+	var events []Message
+	for _, m := range g.s.Messages {
+		if m.Kind == KindEvent {
+			events = append(events, m)
+		}
+	}
+	if g.chance(50) {
+		for range 1 + g.rng.IntN(3) {
+			m := events[g.rng.IntN(len(events))]
+			m.Kind = KindDuplicateSend
+			m.Line.SendAfter += g.between(0, 300*time.Millisecond)
+			g.add(m)
+		}
+	}
+	if g.chance(50) {
+		late := g.end
+		for range 1 + g.rng.IntN(3) {
+			m := events[g.rng.IntN(len(events))]
+			r := event(m.Order, m.Sequence, m.Status, late+g.between(100*time.Millisecond, 400*time.Millisecond), KindLateReplay, ":late")
+			if slices.ContainsFunc(g.s.Messages, func(x Message) bool { return x.Line.MessageID == r.Line.MessageID }) {
+				continue // that event is replayed already
+			}
+			g.add(r)
+		}
+	}
+}
+
+// poison adds a mix of bad messages to random orders' sessions.
+func (g *gen) poison() {
+	if !g.chance(55) {
+		return
+	}
+	kinds := g.rng.Perm(len(poisonKinds))[:1+g.rng.IntN(3)]
+	for _, k := range kinds {
+		o := g.s.Orders[g.rng.IntN(len(g.s.Orders))]
+		other := g.s.Orders[(slices.IndexFunc(g.s.Orders, func(x Order) bool { return x.ID == o.ID })+1)%len(g.s.Orders)].ID
+		p := poisonKinds[k]
+		l := scenario.Line{
+			Subject:     order.SubjectStatusChanged,
+			SessionID:   o.ID,
+			MessageID:   o.ID + ":poison:" + p.name,
+			ContentType: "application/json",
+			SendAfter:   g.between(0, 1200*time.Millisecond),
+		}
+		switch p.name {
+		case "bad-json":
+			l.Body, l.ContentType = []byte(`{"orderId":"`+o.ID+`","status":`), ""
+		case "unknown-subject":
+			l.Subject = "OrderRefunded"
+			l.Body = fmt.Appendf(nil, `{"orderId":%q,"status":"Paid","sequence":90}`, o.ID)
+		case "session-mismatch":
+			// The body is about another order of the schedule: applying
+			// it would change that order's row.
+			l.Body = fmt.Appendf(nil, `{"orderId":%q,"status":"Paid","sequence":91}`, other)
+		case "unknown-status":
+			l.Body = fmt.Appendf(nil, `{"orderId":%q,"status":"Refunded","sequence":92}`, o.ID)
+		case "sequence-zero":
+			l.Body = fmt.Appendf(nil, `{"orderId":%q,"status":"Paid","sequence":0}`, o.ID)
+		case "timeout-mismatch":
+			l.Subject = order.SubjectPaymentTimeout
+			l.Body = fmt.Appendf(nil, `{"orderId":%q}`, other)
+		}
+		g.add(Message{Line: l, Kind: KindPoison, Order: o.ID, Poison: p.name, Reason: p.reason})
+	}
+}
+
+// faults picks the storage and process faults.
+func (g *gen) faults() {
+	f := &g.s.Faults
+	if g.chance(20) {
+		f.RetryBudget, f.LockDuration = LockExpiryBudget, LockExpiryLock
+		f.LockExpiry = &LockExpiry{
+			Start:    g.between(200*time.Millisecond, 800*time.Millisecond),
+			Duration: g.between(800*time.Millisecond, 1500*time.Millisecond),
+			Delay:    g.between(1600*time.Millisecond, 2200*time.Millisecond),
+		}
+	} else if g.chance(45) {
+		for range 1 + g.rng.IntN(2) {
+			o := Outage{Start: g.between(100*time.Millisecond, 1200*time.Millisecond), Mode: faultproxy.ServerBusy, WritesOnly: g.chance(50)}
+			if g.chance(50) {
+				o.Mode = faultproxy.Drop
+			}
+			if g.chance(45) {
+				o.Long = true
+				o.Duration = g.between(1500*time.Millisecond, 3200*time.Millisecond)
+			} else {
+				o.Duration = g.between(150*time.Millisecond, 600*time.Millisecond)
+			}
+			f.Outages = append(f.Outages, o)
+		}
+	}
+	if g.chance(30) {
+		for range 1 + g.rng.IntN(3) {
+			f.LoseAnswers = append(f.LoseAnswers, 1+g.rng.IntN(20))
+		}
+		f.LoseAnswers = uniqueSorted(f.LoseAnswers)
+	}
+	if g.chance(30) {
+		for range 1 + g.rng.IntN(2) {
+			f.Kills = append(f.Kills, 2+g.rng.IntN(14))
+		}
+		f.Kills = uniqueSorted(f.Kills)
+	}
+}
+
+func uniqueSorted(xs []int) []int {
+	slices.Sort(xs)
+	return slices.Compact(xs)
+}
+
+// Mix describes the schedule's fault mix in one line.
+func (s Schedule) Mix() string {
+	count := map[Kind]int{}
+	var poison []string
+	for _, m := range s.Messages {
+		count[m.Kind]++
+		if m.Kind == KindPoison {
+			poison = append(poison, m.Poison)
+		}
+	}
+	var races, unpaid, reordered int
+	for _, o := range s.Orders {
+		switch o.Timeout {
+		case RaceTimeout:
+			races++
+		case UnpaidTimeout:
+			unpaid++
+		}
+		if o.Reordered {
+			reordered++
+		}
+	}
+	parts := []string{fmt.Sprintf("%d orders, %d messages", len(s.Orders), len(s.Messages))}
+	add := func(n int, format string, args ...any) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf(format, args...))
+		}
+	}
+	add(reordered, "%d reordered", reordered)
+	add(count[KindDuplicateSend], "%d duplicate sends", count[KindDuplicateSend])
+	add(count[KindLateReplay], "%d late replays", count[KindLateReplay])
+	add(races, "%d timeout races", races)
+	add(unpaid, "%d unpaid", unpaid)
+	add(len(poison), "poison [%s]", strings.Join(poison, " "))
+	f := s.Faults
+	for _, o := range f.Outages {
+		kind := "short"
+		if o.Long {
+			kind = "long"
+		}
+		scope := "all"
+		if o.WritesOnly {
+			scope = "writes"
+		}
+		parts = append(parts, fmt.Sprintf("%s outage %s of %s at %s for %s", kind, modeName(o.Mode), scope, o.Start, o.Duration))
+	}
+	add(len(f.LoseAnswers), "lost answers of writes %v", f.LoseAnswers)
+	add(len(f.Kills), "kills after writes %v", f.Kills)
+	if e := f.LockExpiry; e != nil {
+		parts = append(parts, fmt.Sprintf("lock expiry (lock %s, no renewal): delay %s at %s for %s", f.LockDuration, e.Delay, e.Start, e.Duration))
+	}
+	parts = append(parts, fmt.Sprintf("retry budget %s, max delivery %d", f.RetryBudget, f.MaxDelivery))
+	return strings.Join(parts, "; ")
+}
+
+func modeName(m faultproxy.Mode) string {
+	switch m {
+	case faultproxy.ServerBusy:
+		return "ServerBusy"
+	case faultproxy.Drop:
+		return "Drop"
+	case faultproxy.LoseAnswer:
+		return "LoseAnswer"
+	}
+	return "Pass"
+}

@@ -1,0 +1,243 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"orderstatus/handler/internal/order"
+)
+
+func TestGenerateIsDeterministic(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 17, 1 << 40} {
+		a, b := Generate(seed), Generate(seed)
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("seed %d: two schedules differ", seed)
+		}
+	}
+	if reflect.DeepEqual(Generate(1).Messages, Generate(2).Messages) {
+		t.Error("seeds 1 and 2 give the same messages")
+	}
+}
+
+// poisonReason is what the message contract says about m (independently
+// of the generator's label): the reason it must be parked with, or "" for
+// a valid message.
+func poisonReason(m Message) string {
+	var err error
+	switch m.Line.Subject {
+	case order.SubjectStatusChanged:
+		_, err = order.ParseUpdate(m.Line.Body, m.Line.SessionID)
+	case order.SubjectPaymentTimeout:
+		_, err = order.ParseTimeoutCheck(m.Line.Body, m.Line.SessionID)
+	default:
+		return order.ReasonUnknownSubject
+	}
+	var pe *order.PoisonError
+	if errors.As(err, &pe) {
+		return pe.Reason
+	}
+	return ""
+}
+
+// TestGenerateShape checks the contract of Generate over many seeds.
+func TestGenerateShape(t *testing.T) {
+	for seed := uint64(1); seed <= 1000; seed++ {
+		s := Generate(seed)
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("seed %d: %s\nschedule: %s", seed, fmt.Sprintf(format, args...), s.Mix())
+		}
+		if n := len(s.Orders); n < 4 || n > 10 {
+			fail("%d orders, want 4 to 10", n)
+		}
+		for _, o := range s.Orders {
+			n := len(o.Events)
+			switch o.Timeout {
+			case NoTimeout:
+				if n < 3 || n > 5 {
+					fail("order %s has %d events, want 3 to 5", o.ID, n)
+				}
+			case RaceTimeout:
+				if n < 2 || o.Events[1] != order.Paid {
+					fail("race order %s: events %v, want Created, Paid, ...", o.ID, o.Events)
+				}
+			case UnpaidTimeout:
+				if n != 1 {
+					fail("unpaid order %s: events %v, want Created only", o.ID, o.Events)
+				}
+			}
+			if o.Events[0] != order.Created {
+				fail("order %s starts with %s", o.ID, o.Events[0])
+			}
+			for i, st := range o.Events[:n-1] {
+				if st.Terminal() {
+					fail("order %s: terminal %s at sequence %d, before the last event", o.ID, st, i+1)
+				}
+			}
+		}
+
+		var last time.Duration
+		firstSend := map[string]Message{}
+		sentEvents := map[string]int{}
+		timeouts := map[string]Message{}
+		eventAt := map[string]time.Duration{}
+		for _, m := range s.Messages {
+			l := m.Line
+			if l.SendAfter < last {
+				fail("message %s is sent at %s, before the previous one (%s)", l.MessageID, l.SendAfter, last)
+			}
+			last = l.SendAfter
+			if l.SessionID != m.Order {
+				fail("message %s: session %q, want its order %q", l.MessageID, l.SessionID, m.Order)
+			}
+			if prev, ok := firstSend[l.MessageID]; ok && (m.Kind != KindDuplicateSend || !reflect.DeepEqual(prev.Line.Body, l.Body)) {
+				fail("MessageId %s is used by two different messages", l.MessageID)
+			}
+			if _, ok := firstSend[l.MessageID]; !ok {
+				firstSend[l.MessageID] = m
+			}
+			reason := poisonReason(m)
+			switch m.Kind {
+			case KindPoison:
+				if reason == "" || reason != m.Reason {
+					fail("poison %s (%s): the contract gives reason %q, the schedule expects %q", l.MessageID, m.Poison, reason, m.Reason)
+				}
+			case KindEvent, KindDuplicateSend, KindLateReplay:
+				if reason != "" {
+					fail("valid event %s is poison (%s)", l.MessageID, reason)
+				}
+				u, _ := order.ParseUpdate(l.Body, l.SessionID)
+				o, _ := s.Order(m.Order)
+				if u.Sequence != m.Sequence || u.Status != m.Status || o.Events[u.Sequence-1] != u.Status {
+					fail("event %s carries %s/%d, not its order's event", l.MessageID, u.Status, u.Sequence)
+				}
+				want := fmt.Sprintf("%s:%d", m.Order, m.Sequence)
+				if m.Kind == KindLateReplay {
+					want += ":late"
+				}
+				if l.MessageID != want {
+					fail("event MessageId %s, want %s", l.MessageID, want)
+				}
+				if m.Kind == KindEvent {
+					sentEvents[want]++
+					eventAt[want] = l.SendAfter
+				}
+			case KindTimeout:
+				if reason != "" || l.MessageID != m.Order+":payment-timeout" || l.ScheduleAfter <= 0 {
+					fail("timeout %s: reason %q, scheduled after %s", l.MessageID, reason, l.ScheduleAfter)
+				}
+				timeouts[m.Order] = m
+			}
+		}
+		for _, o := range s.Orders {
+			for i := range o.Events {
+				if id := fmt.Sprintf("%s:%d", o.ID, i+1); sentEvents[id] != 1 {
+					fail("event %s is sent %d times as an event, want once", id, sentEvents[id])
+				}
+			}
+			tm, has := timeouts[o.ID]
+			if has != (o.Timeout != NoTimeout) {
+				fail("order %s (timeout kind %d) has a timeout: %v", o.ID, o.Timeout, has)
+			}
+			if o.Timeout == RaceTimeout {
+				due := tm.Line.SendAfter + tm.Line.ScheduleAfter
+				paid := eventAt[o.ID+":2"]
+				if d := paid - due; d < -80*time.Millisecond || d > 80*time.Millisecond {
+					fail("race order %s: Paid is sent %s from the timeout's due time, want within 80 ms", o.ID, d)
+				}
+			}
+			inOrder := true
+			for i := 1; i < len(o.Events); i++ {
+				inOrder = inOrder && eventAt[fmt.Sprintf("%s:%d", o.ID, i)] <= eventAt[fmt.Sprintf("%s:%d", o.ID, i+1)]
+			}
+			if o.Reordered == inOrder {
+				fail("order %s: reordered %v, but its events are sent in sequence order: %v", o.ID, o.Reordered, inOrder)
+			}
+		}
+
+		f := s.Faults
+		if f.MaxDelivery != MaxDelivery {
+			fail("max delivery %d", f.MaxDelivery)
+		}
+		if f.LockExpiry != nil {
+			if f.LockExpiry.Delay <= f.LockDuration || f.RetryBudget <= f.LockExpiry.Delay || len(f.Outages) > 0 {
+				fail("lock expiry: delay %s, lock %s, budget %s, %d outages: want lock < delay < budget and no outage",
+					f.LockExpiry.Delay, f.LockDuration, f.RetryBudget, len(f.Outages))
+			}
+		} else if f.RetryBudget != DefaultRetryBudget || f.LockDuration != 0 {
+			fail("budget %s, lock %s without lock expiry", f.RetryBudget, f.LockDuration)
+		}
+		for _, o := range f.Outages {
+			if o.Long != (o.Duration > f.RetryBudget) {
+				fail("outage of %s marked long=%v with a %s budget", o.Duration, o.Long, f.RetryBudget)
+			}
+		}
+	}
+}
+
+// TestGenerateCoversEveryFault: the CI seeds (1 to 200) exercise every
+// fault many times.
+func TestGenerateCoversEveryFault(t *testing.T) {
+	count := map[string]int{}
+	for seed := uint64(1); seed <= defaultSchedules; seed++ {
+		s := Generate(seed)
+		seen := map[string]bool{}
+		for _, m := range s.Messages {
+			seen[m.Kind.String()] = true
+			if m.Kind == KindPoison {
+				seen["poison "+m.Poison] = true
+			}
+		}
+		for _, o := range s.Orders {
+			seen["reordered"] = seen["reordered"] || o.Reordered
+			seen["race"] = seen["race"] || o.Timeout == RaceTimeout
+			seen["unpaid"] = seen["unpaid"] || o.Timeout == UnpaidTimeout
+			seen["ends cancelled"] = seen["ends cancelled"] || (o.Timeout == NoTimeout && o.Last().Status == order.Cancelled)
+		}
+		f := s.Faults
+		for _, o := range f.Outages {
+			seen[map[bool]string{false: "short outage", true: "long outage"}[o.Long]] = true
+			seen["outage of "+modeName(o.Mode)] = true
+			seen[map[bool]string{false: "outage of all", true: "outage of writes"}[o.WritesOnly]] = true
+		}
+		seen["lost answers"] = len(f.LoseAnswers) > 0
+		seen["kills"] = len(f.Kills) > 0
+		seen["lock expiry"] = f.LockExpiry != nil
+		for k, v := range seen {
+			if v {
+				count[k]++
+			}
+		}
+	}
+	want := []string{"event", "duplicate-send", "late-replay", "timeout", "poison", "reordered", "race", "unpaid", "ends cancelled",
+		"short outage", "long outage", "outage of ServerBusy", "outage of Drop", "outage of all", "outage of writes",
+		"lost answers", "kills", "lock expiry"}
+	for _, p := range poisonKinds {
+		want = append(want, "poison "+p.name)
+	}
+	var missing []string
+	for _, k := range want {
+		if count[k] < 10 {
+			missing = append(missing, fmt.Sprintf("%s (%d)", k, count[k]))
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("seeds 1 to %d: fewer than 10 schedules with: %s", defaultSchedules, strings.Join(missing, ", "))
+	}
+}
+
+func TestMix(t *testing.T) {
+	s := Generate(4)
+	s.Faults.Kills = []int{3}
+	s.Faults.LoseAnswers = []int{2, 5}
+	mix := s.Mix()
+	for _, want := range []string{fmt.Sprintf("%d orders", len(s.Orders)), "kills after writes [3]", "lost answers of writes [2 5]", "retry budget"} {
+		if !strings.Contains(mix, want) {
+			t.Errorf("Mix() = %q, want it to mention %q", mix, want)
+		}
+	}
+}

@@ -1,0 +1,338 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"orderstatus/handler/internal/testenv"
+)
+
+// The simulation's knobs (environment variables).
+const (
+	// envSeed runs the one schedule of that seed (the replay command).
+	envSeed = "SIM_SEED"
+	// envSchedules is how many schedules run (default defaultSchedules,
+	// 20 with -short); seeds are envFirstSeed, envFirstSeed+1, ...
+	envSchedules = "SIM_SCHEDULES"
+	envFirstSeed = "SIM_FIRST_SEED"
+	// envParallel is how many schedules run at once (default 6).
+	envParallel = "SIM_PARALLEL"
+
+	defaultSchedules = 200
+	defaultParallel  = 6
+)
+
+// built is the handler binary and the app folder, made once per test
+// binary (see setUp) and removed by TestMain.
+var built struct {
+	once    sync.Once
+	dir     string
+	handler string
+	app     string
+	err     error
+}
+
+func TestMain(m *testing.M) {
+	code := testenv.Main(m)
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// moduleRoot is the directory of go.mod above the working directory.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// setUp builds the handler from the current sources (never a possibly
+// stale bin/handler) and lays out the app (host.json, the function
+// folders, the settings template) in a fresh folder, so a developer's
+// local.settings.json does not leak in. It runs once per test binary.
+func setUp(t *testing.T) (handler, app string) {
+	t.Helper()
+	built.once.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			built.err = err
+			return
+		}
+		if built.dir, err = os.MkdirTemp("", "sim-"); err != nil {
+			built.err = err
+			return
+		}
+		built.handler = filepath.Join(built.dir, "handler")
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+		}
+		cmd := exec.Command(goTool, "build", "-o", built.handler, "./handler")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build ./handler: %v\n%s", err, out)
+			return
+		}
+		built.app = filepath.Join(built.dir, "app")
+		files, _ := filepath.Glob(filepath.Join(root, "functions", "*", "function.json"))
+		files = append(files, filepath.Join(root, "host.json"), filepath.Join(root, "local.settings.json.template"))
+		for _, f := range files {
+			rel, _ := filepath.Rel(root, f)
+			data, err := os.ReadFile(f)
+			if err == nil {
+				err = os.MkdirAll(filepath.Join(built.app, filepath.Dir(rel)), 0o755)
+			}
+			if err == nil {
+				err = os.WriteFile(filepath.Join(built.app, rel), data, 0o644)
+			}
+			if err != nil {
+				built.err = err
+				return
+			}
+		}
+	})
+	if built.err != nil {
+		t.Fatalf("set up the simulation: %v", built.err)
+	}
+	return built.handler, built.app
+}
+
+// storageAddr returns host:port of the TableEndpoint of an Azurite
+// connection string.
+func storageAddr(cs string) (string, error) {
+	for _, part := range strings.Split(cs, ";") {
+		if v, ok := strings.CutPrefix(part, "TableEndpoint="); ok {
+			rest, ok := strings.CutPrefix(v, "http://")
+			if !ok {
+				break
+			}
+			host, _, _ := strings.Cut(rest, "/")
+			return host, nil
+		}
+	}
+	return "", fmt.Errorf("no http TableEndpoint in the Azurite connection string")
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q: want a non-negative integer", name, s)
+	}
+	return n
+}
+
+// seeds returns the seeds to run: SIM_SEED alone, or SIM_SCHEDULES seeds
+// from SIM_FIRST_SEED on.
+func seeds(t *testing.T) []uint64 {
+	if os.Getenv(envSeed) != "" {
+		return []uint64{uint64(envInt(t, envSeed, 0))}
+	}
+	def := defaultSchedules
+	if testing.Short() {
+		def = 20
+	}
+	n, first := envInt(t, envSchedules, def), envInt(t, envFirstSeed, 1)
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = uint64(first + i)
+	}
+	return out
+}
+
+// TestSimulation runs the schedules of the seeds, several at once, each
+// against its own development host, handler process, fault proxy and
+// table, and checks the invariants after each (see Check). A failure
+// prints the seed, the fault mix, the violations, the handler's stderr and
+// the command that replays it.
+func TestSimulation(t *testing.T) {
+	handler, app := setUp(t)
+	cs := testenv.Azurite(t)
+	addr, err := storageAddr(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := aztables.NewServiceClientFromConnectionString(cs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := Env{HandlerPath: handler, AppRoot: app, Storage: addr, Tables: tables,
+		ProcessEnv: []string{"PATH=" + os.Getenv("PATH")}}
+
+	all := seeds(t)
+	parallel := max(1, envInt(t, envParallel, defaultParallel))
+	var (
+		mu     sync.Mutex
+		totals totalStats
+		next   = make(chan uint64)
+		wg     sync.WaitGroup
+	)
+	start := time.Now()
+	for range min(parallel, len(all)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seed := range next {
+				// t.Run may be called from several goroutines at once;
+				// this pool, not -parallel, bounds the concurrency.
+				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+					st := runSeed(t, env, seed)
+					mu.Lock()
+					totals.add(st)
+					mu.Unlock()
+				})
+			}
+		}()
+	}
+	for _, s := range all {
+		next <- s
+	}
+	close(next)
+	wg.Wait()
+	t.Logf("%d schedules in %s (%d at once): %s", len(all), time.Since(start).Round(time.Second), parallel, totals)
+}
+
+// runSeed runs one schedule and reports its violations.
+func runSeed(t *testing.T, env Env, seed uint64) Stats {
+	s := Generate(seed)
+	res, err := Run(context.Background(), env, s)
+	t.Logf("seed %d: %s; %s", seed, s.Mix(), statsLine(res.Stats))
+	if err == nil && len(res.Violations) == 0 {
+		return res.Stats
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d failed\nfault mix: %s\nfaults fired: %s\n", seed, s.Mix(), statsLine(res.Stats))
+	if err != nil {
+		fmt.Fprintf(&b, "run error: %v\n", err)
+	}
+	if len(res.Violations) > 0 {
+		fmt.Fprintf(&b, "%d violations:\n", len(res.Violations))
+		for _, v := range res.Violations {
+			fmt.Fprintf(&b, "  - %s\n", v)
+		}
+	}
+	fmt.Fprintf(&b, "handler stderr (last lines):\n%s\n", Tail(res.HandlerStderr, 12, 400))
+	if path, err := saveLogs(seed, s, res); err == nil {
+		fmt.Fprintf(&b, "full logs: %s\n", path)
+	}
+	fmt.Fprintf(&b, "replay: %s=%d go test -race -run TestSimulation ./handler/internal/sim/", envSeed, seed)
+	t.Error(b.String())
+	return res.Stats
+}
+
+// saveLogs writes everything a failed run saw to a file for diagnosis.
+func saveLogs(seed uint64, s Schedule, res Result) (string, error) {
+	f, err := os.CreateTemp("", fmt.Sprintf("sim-seed%d-*.log", seed))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "# schedule (seed %d): %s\n", seed, s.Mix())
+	for _, m := range s.Messages {
+		fmt.Fprintf(f, "%8s %-14s %-36s %s after=%s\n", m.Line.SendAfter, m.Kind, m.Line.MessageID, m.Line.Body, m.Line.ScheduleAfter)
+	}
+	fmt.Fprintf(f, "\n# writes on the wire\n")
+	for _, w := range res.Observation.Writes {
+		fmt.Fprintf(f, "%s if-match=%s etag=%s\n", w, w.IfMatch, w.ETag)
+	}
+	fmt.Fprintf(f, "\n# rows\n")
+	for _, id := range sortedKeys(res.Observation.Rows) {
+		fmt.Fprintf(f, "%s %s\n", id, res.Observation.Rows[id])
+	}
+	fmt.Fprintf(f, "\n# parked\n")
+	for _, p := range res.Observation.Parked {
+		fmt.Fprintf(f, "%s %s\n", p.OriginalMessageID, p.Reason)
+	}
+	fmt.Fprintf(f, "\n# dead-lettered\n")
+	for _, d := range res.Observation.DeadLettered {
+		fmt.Fprintf(f, "%s %s delivery %d\n", d.MessageID, d.Reason, d.DeliveryCount)
+	}
+	fmt.Fprintf(f, "\n# violations\n%s\n", strings.Join(res.Violations, "\n"))
+	fmt.Fprintf(f, "\n# handler stdout\n%s\n# handler stderr\n%s\n# host log\n%s\n", res.HandlerStdout, res.HandlerStderr, res.HostLog)
+	return f.Name(), nil
+}
+
+func statsLine(s Stats) string {
+	return fmt.Sprintf("kills=%d lost_answers=%d outage_requests=%d lock_lost=%d concurrent_calls=%d abandoned=%d restarts=%d dead_lettered=%d replays=%d races_paid=%d races_cancelled=%d writes=%d answers=%d",
+		s.Kills, s.LostAnswers, s.OutageRequests, s.LockLost, s.ConcurrentCalls, s.Abandoned, s.Restarts, s.DeadLettered, s.Replays,
+		s.RacesPaid, s.RacesCancelled, s.Writes, s.Answers)
+}
+
+// totalStats sums Stats over schedules, counting schedules where each
+// fault fired.
+type totalStats struct {
+	schedules                                                int
+	kills, lostAnswers, outageRequests, lockLost, concurrent int64
+	shortOutages, longOutages, lockExpiryWindows, restarts   int
+	deadLettered, replays, abandoned, writes, answers        int
+	withKills, withLostAnswers, withConcurrent, withReplays  int
+	withOutageHits, racesPaid, racesCancelled                int
+}
+
+func (t *totalStats) add(s Stats) {
+	t.schedules++
+	t.kills += int64(s.Kills)
+	t.lostAnswers += s.LostAnswers
+	t.outageRequests += s.OutageRequests
+	t.lockLost += int64(s.LockLost)
+	t.concurrent += int64(s.ConcurrentCalls)
+	t.shortOutages += s.ShortOutages
+	t.longOutages += s.LongOutages
+	if s.LockExpiry {
+		t.lockExpiryWindows++
+	}
+	t.restarts += s.Restarts
+	t.deadLettered += s.DeadLettered
+	t.replays += s.Replays
+	t.abandoned += s.Abandoned
+	t.writes += s.Writes
+	t.answers += s.Answers
+	t.racesPaid += s.RacesPaid
+	t.racesCancelled += s.RacesCancelled
+	count := func(n *int, fired bool) {
+		if fired {
+			*n++
+		}
+	}
+	count(&t.withKills, s.Kills > 0)
+	count(&t.withLostAnswers, s.LostAnswers > 0)
+	count(&t.withConcurrent, s.ConcurrentCalls > 0)
+	count(&t.withReplays, s.Replays > 0)
+	count(&t.withOutageHits, s.OutageRequests > 0)
+}
+
+func (t totalStats) String() string {
+	return fmt.Sprintf("kills %d (in %d schedules), handler restarts %d; lost answers %d (in %d); outages %d short + %d long, %d requests failed (in %d schedules); "+
+		"lock-expiry windows %d, answers after a lost lock %d, concurrent calls of one message %d (in %d); abandoned %d; dead-lettered %d, replayed %d (in %d); "+
+		"timeout races won by Paid %d, by the timeout %d; writes %d, answers %d",
+		t.kills, t.withKills, t.restarts, t.lostAnswers, t.withLostAnswers, t.shortOutages, t.longOutages, t.outageRequests, t.withOutageHits,
+		t.lockExpiryWindows, t.lockLost, t.concurrent, t.withConcurrent, t.abandoned, t.deadLettered, t.replays, t.withReplays,
+		t.racesPaid, t.racesCancelled, t.writes, t.answers)
+}
