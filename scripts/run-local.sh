@@ -8,7 +8,11 @@
 # `make run` builds bin/handler and installs Azurite first, then calls this.
 # Arguments go to `handler dev` (see `bin/handler dev -h`), for example:
 #   scripts/run-local.sh --scenario my-workload.jsonl --exit-when-idle
-# The handler's own JSON logs go to .run/handler.log.
+# With --exit-when-idle the run ends when the work is done, skipping idle
+# time (a message scheduled 30 minutes ahead is handled at once), and a
+# busy 7071 is replaced by a free port unless --http-addr names one.
+# The handler's own JSON logs go to .run/handler.log (--handler-log FILE
+# elsewhere).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -59,14 +60,23 @@ type Options struct {
 	StartTimeout time.Duration
 }
 
-// ErrNotInstalled is returned by Find when no azurite-table binary exists.
+// ErrNotInstalled is returned by Find and FindFrom when no azurite-table
+// binary exists.
 var ErrNotInstalled = errors.New("azurite: azurite-table not installed (run 'make tools')")
+
+// EnvBinary names an azurite-table executable that Find and FindFrom
+// return without searching.
+const EnvBinary = "AZURITE_TABLE_BIN"
+
+// binInTools is where 'make tools' installs azurite-table, relative to the
+// repository root.
+var binInTools = filepath.Join("tools", "node_modules", ".bin", "azurite-table")
 
 // Find returns the azurite-table executable: $AZURITE_TABLE_BIN if set, else
 // tools/node_modules/.bin/azurite-table in the nearest directory upward from
 // the working directory that has go.mod.
 func Find() (string, error) {
-	if p := os.Getenv("AZURITE_TABLE_BIN"); p != "" {
+	if p := os.Getenv(EnvBinary); p != "" {
 		return p, nil
 	}
 	dir, err := os.Getwd()
@@ -75,7 +85,7 @@ func Find() (string, error) {
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, "tools", "node_modules", ".bin", "azurite-table")
+			p := filepath.Join(dir, binInTools)
 			if _, err := os.Stat(p); err == nil {
 				return p, nil
 			}
@@ -87,6 +97,47 @@ func Find() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// FindFrom returns the azurite-table executable for a program that may run
+// outside the repository: $AZURITE_TABLE_BIN if set; else
+// tools/node_modules/.bin/azurite-table in each of dirs or any directory
+// above it, trying dirs in order and, within one, the nearest directory
+// first; else azurite-table on the PATH. The error wraps ErrNotInstalled
+// and names the directories searched.
+func FindFrom(dirs ...string) (string, error) {
+	if p := os.Getenv(EnvBinary); p != "" {
+		return p, nil
+	}
+	var searched []string
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		dir, err := filepath.Abs(d)
+		if err != nil {
+			continue
+		}
+		searched = append(searched, dir)
+		for !seen[dir] {
+			seen[dir] = true
+			p := filepath.Join(dir, binInTools)
+			if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+				return p, nil
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	if p, err := exec.LookPath("azurite-table"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: no %s in or above %s, none on the PATH, and %s is not set",
+		ErrNotInstalled, binInTools, strings.Join(searched, ", "), EnvBinary)
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
@@ -132,13 +183,31 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 func start(ctx context.Context, bin string, port int, logw io.Writer, timeout time.Duration) (*Server, error) {
 	cmd := exec.Command(bin, "--tableHost", "127.0.0.1", "--tablePort", fmt.Sprint(port),
 		"--inMemoryPersistence", "--skipApiVersionCheck", "--disableProductStyleUrl", "--silent")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = sysProcAttr()
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, done: make(chan struct{})}
+	// The process is started and waited for on one goroutine locked to its
+	// OS thread for the process's whole life: on Linux the parent-death
+	// signal (see sysProcAttr) fires when the thread that started the
+	// process exits, and the Go runtime may end an unlocked thread at any
+	// time. The goroutine never unlocks, so its thread ends with it, after
+	// the process exited.
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		s.err = cmd.Wait()
+		pw.Close()
+		close(s.done)
+	}()
+	if err := <-started; err != nil {
 		return nil, fmt.Errorf("azurite: start %s: %w", bin, err)
 	}
-	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, done: make(chan struct{})}
 	var tail lineTail
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -149,11 +218,6 @@ func start(ctx context.Context, bin string, port int, logw io.Writer, timeout ti
 			}
 		}
 		_, _ = io.Copy(io.Discard, pr)
-	}()
-	go func() {
-		s.err = cmd.Wait()
-		pw.Close()
-		close(s.done)
 	}()
 	deadline := time.Now().Add(timeout)
 	client := &http.Client{Timeout: time.Second}
@@ -195,6 +259,20 @@ func (s *Server) Stop() {
 
 // Done is closed when the process has exited.
 func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err returns how the process ended (the exec.Cmd.Wait error; nil for
+// exit status 0) once Done is closed, and nil before.
+func (s *Server) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// PID returns the process id.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
 
 type lineTail struct {
 	mu    sync.Mutex

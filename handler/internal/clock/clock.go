@@ -5,12 +5,15 @@
 //
 // Real is the wall clock. Scaled runs a fixed factor faster than the wall
 // clock, continuously and monotonically, so code that waits on it behaves
-// exactly as it would in production, only sooner.
+// exactly as it would in production, only sooner; it can also be advanced
+// at once, to skip a stretch in which nothing happens.
 package clock
 
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,11 +67,19 @@ func (r realTimer) C() <-chan time.Time { return r.t.C }
 func (r realTimer) Stop() bool          { return r.t.Stop() }
 
 // ScaledClock is a clock that starts at the wall-clock time of its creation
-// and then runs Factor times faster than the wall clock.
+// and then runs Factor times faster than the wall clock. Advance and
+// AdvanceTo move it forward at once (a development host fast-forwards over
+// idle stretches that way); its pending timers are re-evaluated then, so
+// those now due fire at once and the others wait for the rest of their time.
+// Its methods are safe for concurrent use.
 type ScaledClock struct {
 	factor    float64
-	realStart time.Time // carries the monotonic reading
-	start     time.Time // clock time at realStart, wall reading only
+	realStart time.Time    // carries the monotonic reading
+	start     time.Time    // clock time at realStart, wall reading only
+	offset    atomic.Int64 // nanoseconds added by Advance; only grows
+
+	mu      sync.Mutex // serialises Advance and guards pending
+	pending map[*scaledTimer]struct{}
 }
 
 // Scaled returns a clock running factor times faster than the wall clock
@@ -79,7 +90,7 @@ func Scaled(factor float64) *ScaledClock {
 		panic(fmt.Sprintf("clock: Scaled factor must be positive, got %v", factor))
 	}
 	now := time.Now()
-	return &ScaledClock{factor: factor, realStart: now, start: now.Round(0)}
+	return &ScaledClock{factor: factor, realStart: now, start: now.Round(0), pending: map[*scaledTimer]struct{}{}}
 }
 
 // Factor returns how many times faster than the wall clock c runs.
@@ -88,7 +99,7 @@ func (c *ScaledClock) Factor() float64 { return c.factor }
 // Now returns the scaled time. It never goes backwards.
 func (c *ScaledClock) Now() time.Time {
 	elapsed := time.Since(c.realStart) // monotonic
-	return c.start.Add(time.Duration(float64(elapsed) * c.factor))
+	return c.start.Add(time.Duration(float64(elapsed)*c.factor) + time.Duration(c.offset.Load()))
 }
 
 // Real converts a duration on this clock into wall-clock time.
@@ -96,21 +107,109 @@ func (c *ScaledClock) Real(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / c.factor)
 }
 
-// NewTimer returns a timer that fires after d of scaled time, that is d /
-// Factor of wall-clock time.
+// Advanced returns how far Advance and AdvanceTo moved c in total.
+func (c *ScaledClock) Advanced() time.Duration { return time.Duration(c.offset.Load()) }
+
+// Advance moves c forward by d at once (nothing for d <= 0). Timers due by
+// the new time fire now; the others are re-armed for their remaining time.
+func (c *ScaledClock) Advance(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset.Add(int64(d))
+	c.recheckLocked()
+}
+
+// AdvanceTo moves c forward to t if it is earlier than t, as Advance does,
+// and returns by how much (0 if c had reached t already). Unlike Advance
+// with a duration computed from Now, it cannot overshoot t while the clock
+// keeps running.
+func (c *ScaledClock) AdvanceTo(t time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := t.Sub(c.Now())
+	if d <= 0 {
+		return 0
+	}
+	c.offset.Add(int64(d))
+	c.recheckLocked()
+	return d
+}
+
+// recheckLocked fires the pending timers that are due and re-arms the
+// others. c.mu must be held.
+func (c *ScaledClock) recheckLocked() {
+	now := c.Now()
+	for t := range c.pending {
+		if left := t.deadline.Sub(now); left > 0 {
+			t.t.Reset(c.Real(left))
+			continue
+		}
+		t.t.Stop()
+		delete(c.pending, t)
+		t.ch <- now
+	}
+}
+
+// NewTimer returns a timer that fires once d of this clock's time has
+// passed: after d / Factor of wall-clock time, or sooner if the clock is
+// advanced.
 func (c *ScaledClock) NewTimer(d time.Duration) Timer {
-	ch := make(chan time.Time, 1) // the callback runs at most once
-	t := time.AfterFunc(c.Real(d), func() { ch <- c.Now() })
-	return scaledTimer{t: t, ch: ch}
+	t := &scaledTimer{c: c, ch: make(chan time.Time, 1)} // sent to at most once
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.Now()
+	if d <= 0 {
+		t.ch <- now
+		return t
+	}
+	t.deadline = now.Add(d)
+	c.pending[t] = struct{}{}
+	t.t = time.AfterFunc(c.Real(d), t.expire)
+	return t
 }
 
 type scaledTimer struct {
-	t  *time.Timer
-	ch chan time.Time
+	c        *ScaledClock
+	deadline time.Time // on the clock
+	t        *time.Timer
+	ch       chan time.Time
 }
 
-func (s scaledTimer) C() <-chan time.Time { return s.ch }
-func (s scaledTimer) Stop() bool          { return s.t.Stop() }
+// expire runs when the wall-clock timer fires. The conversion to wall time
+// may fall a little short, so it re-arms the timer until the clock really
+// reached the deadline.
+func (t *scaledTimer) expire() {
+	c := t.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pending[t]; !ok {
+		return // stopped, or fired by an Advance
+	}
+	now := c.Now()
+	if left := t.deadline.Sub(now); left > 0 {
+		t.t.Reset(max(c.Real(left), time.Microsecond))
+		return
+	}
+	delete(c.pending, t)
+	t.ch <- now
+}
+
+func (t *scaledTimer) C() <-chan time.Time { return t.ch }
+
+func (t *scaledTimer) Stop() bool {
+	c := t.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pending[t]; !ok {
+		return false
+	}
+	delete(c.pending, t)
+	t.t.Stop()
+	return true
+}
 
 var (
 	_ Clock = realClock{}

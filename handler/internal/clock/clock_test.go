@@ -68,3 +68,93 @@ func TestScaledRejectsNonPositiveFactor(t *testing.T) {
 		}()
 	}
 }
+
+// within fails the test if tm does not fire within a generous bound (a
+// guard against hanging, not a timing assertion) and returns what it
+// delivered.
+func within(t *testing.T, tm clock.Timer, what string) time.Time {
+	t.Helper()
+	select {
+	case v := <-tm.C():
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not fire", what)
+		return time.Time{}
+	}
+}
+
+func notFired(t *testing.T, tm clock.Timer, what string) {
+	t.Helper()
+	select {
+	case v := <-tm.C():
+		t.Fatalf("%s fired with %v, want it pending", what, v)
+	default:
+	}
+}
+
+func TestScaledAdvance(t *testing.T) {
+	c := clock.Scaled(1) // real time: only Advance can fire an hour's timer
+	before := c.Now()
+	due := c.NewTimer(time.Hour)
+	later := c.NewTimer(3 * time.Hour)
+	stopped := c.NewTimer(time.Hour)
+	if !stopped.Stop() {
+		t.Fatal("Stop of a pending timer = false, want true")
+	}
+
+	c.Advance(2 * time.Hour)
+	if got := c.Now().Sub(before); got < 2*time.Hour {
+		t.Errorf("Now moved %v across Advance(2h), want at least 2h", got)
+	}
+	if c.Advanced() != 2*time.Hour {
+		t.Errorf("Advanced = %v, want 2h", c.Advanced())
+	}
+	if v := within(t, due, "the 1h timer after Advance(2h)"); v.Sub(before) < 2*time.Hour {
+		t.Errorf("the 1h timer delivered %v, want the advanced time (at least %v)", v, before.Add(2*time.Hour))
+	}
+	if due.Stop() {
+		t.Error("Stop after firing = true, want false")
+	}
+	notFired(t, later, "the 3h timer after Advance(2h)")
+	notFired(t, stopped, "a stopped timer")
+
+	// A pending timer is re-armed for what is left of it: 3h - 2h - (1h
+	// - 30ms) leaves 30 ms of real time.
+	c.Advance(time.Hour - 30*time.Millisecond)
+	notFired(t, later, "the 3h timer 30 ms before its time")
+	within(t, later, "the 3h timer after its remaining 30 ms")
+	notFired(t, stopped, "a stopped timer")
+}
+
+func TestScaledAdvanceTo(t *testing.T) {
+	c := clock.Scaled(1)
+	target := c.Now().Add(30 * time.Minute)
+	tm := c.NewTimer(30 * time.Minute)
+	if d := c.AdvanceTo(target); d <= 0 || d > 30*time.Minute {
+		t.Errorf("AdvanceTo(now+30m) = %v, want (0, 30m]", d)
+	}
+	if now := c.Now(); now.Before(target) || now.Sub(target) > time.Minute {
+		t.Errorf("Now after AdvanceTo = %v, want %v or a moment later", now, target)
+	}
+	within(t, tm, "a 30m timer after AdvanceTo(now+30m)")
+	if d := c.AdvanceTo(target.Add(-time.Minute)); d != 0 {
+		t.Errorf("AdvanceTo(a past time) = %v, want 0", d)
+	}
+	c.Advance(-time.Hour)
+	if now := c.Now(); now.Before(target) {
+		t.Errorf("Advance(-1h) moved the clock back to %v", now)
+	}
+}
+
+// TestScaledTimerNeverEarly checks that a timer delivers a time at or past
+// its deadline, whatever the rounding of the conversion to wall time.
+func TestScaledTimerNeverEarly(t *testing.T) {
+	c := clock.Scaled(3)
+	for i := range 20 {
+		d := time.Duration(i+1) * 333333 * time.Nanosecond
+		start := c.Now()
+		if got := within(t, c.NewTimer(d), "a short timer"); got.Sub(start) < d {
+			t.Fatalf("timer of %v delivered %v after its start", d, got.Sub(start))
+		}
+	}
+}

@@ -27,8 +27,16 @@
 // (ServiceBusConnection__*): the development host is its Service Bus, which
 // it reaches over loopback HTTP (ORDERSTATUS_DEV_BROKER_URL). When no store
 // is configured (OrderStore__connectionString or OrderStore__serviceUri)
-// the host starts Azurite itself, in memory on a free port. Main is the `handler dev` command; New and the Host
-// methods are the library the simulation tests drive.
+// the host starts Azurite itself, in memory on a free port, and a run whose
+// Azurite dies fails. On Linux the handler and that Azurite die with the
+// host, even when it is killed with SIGKILL.
+//
+// Time runs on the host's clock: real time, TimeScale times faster, and
+// with FastForward moved ahead at once over stretches in which the host
+// only waits for a scheduled message.
+//
+// Main is the `handler dev` command; New and the Host methods are the
+// library the simulation tests drive.
 package devhost
 
 import (
@@ -40,10 +48,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"orderstatus/handler/internal/azurite"
@@ -77,6 +87,24 @@ const (
 // PoisonQueueTTL is the poison queue's message time-to-live (the Bicep's).
 const PoisonQueueTTL = 14 * 24 * time.Hour
 
+// MaxTimeScale bounds Options.TimeScale: a faster clock would overflow
+// time.Duration within a long run (at 10 000 times, after 29 years).
+const MaxTimeScale = 10000
+
+// What a fast-forward jumped to (see Options.OnFastForward).
+const (
+	JumpScheduled    = "to the next scheduled message"
+	JumpSendAfter    = "to the next line held by sendAfter"
+	JumpIdleSessions = "to let idle sessions close"
+)
+
+// advancer is a clock that can be moved forward (clock.ScaledClock).
+type advancer interface {
+	AdvanceTo(t time.Time) time.Duration
+}
+
+var _ advancer = (*clock.ScaledClock)(nil)
+
 // QueueOverrides change the queues' settings from those of the Bicep (max
 // delivery 5, lock 1 minute, duplicate window 10 minutes, TTL 7 days); zero
 // keeps a setting. All apply to the triggered queues; LockDuration,
@@ -104,13 +132,40 @@ type Options struct {
 	// Queues override the queue settings.
 	Queues QueueOverrides
 	// TimeScale > 1 runs the broker, schedules and timers that many times
-	// faster than the wall clock (0 or 1: real time).
+	// faster than the wall clock (0 or 1: real time); at most MaxTimeScale.
 	TimeScale float64
-	// Clock replaces the clock TimeScale would make.
+	// Clock replaces the clock TimeScale would make. With FastForward it
+	// must also have AdvanceTo(time.Time) time.Duration, as
+	// clock.ScaledClock has.
 	Clock clock.Clock
+	// FastForward moves the clock forward at once, instead of waiting,
+	// whenever the host has nothing to do but wait for time to pass (in
+	// WaitIdle and Play): no call runs, no message is locked, and every
+	// session held waits idle for its next message, while a scheduled
+	// message is due later, Play holds its next line for SendAfter, or
+	// the held sessions' sessionIdleTimeout keeps visible messages from
+	// the workers. The clock then jumps to the earliest such time, at
+	// most a quarter of the lock duration while sessions are held, so
+	// that no lock runs out in a jump. Everything else on the clock (timer
+	// schedules, the duplicate detection window, time-to-live) sees the
+	// jump as time that passed. It suits one driver that plays a workload
+	// and waits for the end (`handler dev --exit-when-idle`); the timer
+	// schedules keep running, on the jumping clock, until StopTimers.
+	FastForward bool
+	// OnFastForward, if set, is called after each jump with its size and
+	// what it jumped to (one of the Jump* phrases).
+	OnFastForward func(by time.Duration, to string)
 	// HTTPAddr is the front's address (default 127.0.0.1:7071; use
 	// 127.0.0.1:0 in tests). "off" serves no front.
 	HTTPAddr string
+	// FallbackHTTPAddr, if set, is listened on when HTTPAddr is in use
+	// (Addr tells which one the front got).
+	FallbackHTTPAddr string
+	// AzuriteBinary is the azurite-table executable for the Azurite the
+	// host starts when no store is configured; empty: azurite.FindFrom
+	// the working directory, AppRoot, the running executable's directory
+	// and the handler's.
+	AzuriteBinary string
 	// Stdout and Stderr receive the handler's output; nil discards it.
 	Stdout, Stderr io.Writer
 	// Logger receives the host's own events; nil discards them.
@@ -146,6 +201,10 @@ type Host struct {
 	plain              []*queueDispatcher
 	timers             []*timerDispatcher
 	routes             []route
+	ff                 advancer       // nil unless FastForward
+	idleStep           time.Duration  // longest fast-forward while sessions are held
+	sessionWorkers     map[string]int // session queue -> its dispatchers' workers
+	idleSessions       *idleTracker
 
 	// Set by Start.
 	started     atomic.Bool
@@ -155,11 +214,15 @@ type Host struct {
 	brokerURL   string
 	proc        *child.Process
 	inv         *invoker
+	frontLn     net.Listener
 	front       *http.Server
 	frontAddr   string
 	stopAccept  context.CancelFunc // stops taking new work
 	stopCalls   context.CancelFunc // aborts running calls
-	workers     sync.WaitGroup
+	stopTimers  context.CancelFunc // stops the timer schedules
+	workers     sync.WaitGroup     // Service Bus dispatchers
+	timerRuns   sync.WaitGroup     // timer schedules
+	closing     atomic.Bool
 	closeOnce   sync.Once
 	closeErr    error
 }
@@ -188,8 +251,8 @@ func New(opts Options) (*Host, error) {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 10 * time.Second
 	}
-	if opts.TimeScale < 0 {
-		return nil, fmt.Errorf("devhost: time scale %v is negative", opts.TimeScale)
+	if opts.TimeScale < 0 || opts.TimeScale > MaxTimeScale {
+		return nil, fmt.Errorf("devhost: time scale %v is outside 0 to %d", opts.TimeScale, MaxTimeScale)
 	}
 	app, err := funcapp.Load(opts.AppRoot, &funcapp.LoadOptions{
 		Env:       opts.Env,
@@ -199,14 +262,23 @@ func New(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{opts: opts, app: app, log: opts.Logger, stats: newStats()}
+	h := &Host{opts: opts, app: app, log: opts.Logger, stats: newStats(), sessionWorkers: map[string]int{}, idleSessions: newIdleTracker()}
 	switch {
 	case opts.Clock != nil:
 		h.clock = opts.Clock
 	case opts.TimeScale > 0 && opts.TimeScale != 1:
 		h.clock = clock.Scaled(opts.TimeScale)
+	case opts.FastForward:
+		h.clock = clock.Scaled(1) // real time that can be advanced
 	default:
 		h.clock = clock.Real()
+	}
+	if opts.FastForward {
+		adv, ok := h.clock.(advancer)
+		if !ok {
+			return nil, fmt.Errorf("devhost: FastForward needs a clock that can be advanced, not a %T", h.clock)
+		}
+		h.ff = adv
 	}
 	h.broker = membroker.New(&membroker.Options{Clock: h.clock, Logger: h.log})
 	h.queue = app.Settings.Get(SettingQueue)
@@ -268,6 +340,13 @@ func (h *Host) plan() error {
 				h.sessions = append(h.sessions, &sessionDispatcher{h: h, fn: fn.Name, binding: t.Name, queue: t.QueueName,
 					workers: sb.MaxConcurrentSessions, callsPerSession: sb.MaxConcurrentCallsPerSession,
 					idle: sb.SessionIdleTimeout, lock: triggered.LockDuration, maxRenew: sb.MaxAutoLockRenewalDuration})
+				h.sessionWorkers[t.QueueName] += max(1, sb.MaxConcurrentSessions)
+				// A fast-forward while sessions are held moves at most a
+				// quarter of the lock duration, so that no session lock
+				// runs out between its renewals.
+				if step := triggered.LockDuration / 4; h.idleStep == 0 || step < h.idleStep {
+					h.idleStep = step
+				}
 			} else {
 				h.plain = append(h.plain, &queueDispatcher{h: h, fn: fn.Name, binding: t.Name, queue: t.QueueName,
 					workers: sb.MaxConcurrentCalls})
@@ -318,10 +397,11 @@ func (h *Host) plan() error {
 	return nil
 }
 
-// Start starts the store (Azurite when none is configured), the broker's
-// loopback server, the handler (waiting until it answers), the front and
-// the dispatchers. ctx bounds the start only. On error everything started
-// is stopped again.
+// Start binds the front's address, starts the store (Azurite when none is
+// configured), the broker's loopback server, the handler (waiting until it
+// answers), the front and the dispatchers. ctx bounds the start only. On
+// error everything started is stopped again. The front's address is bound
+// first, so a busy address fails the start before anything else runs.
 func (h *Host) Start(ctx context.Context) (err error) {
 	if !h.started.CompareAndSwap(false, true) {
 		return errors.New("devhost: Start called twice")
@@ -332,6 +412,18 @@ func (h *Host) Start(ctx context.Context) (err error) {
 		}
 	}()
 	settings := h.app.Settings.Clone()
+	path := h.app.Host.ExecutablePath
+	if h.opts.HandlerPath != "" {
+		path = h.opts.HandlerPath
+	}
+
+	// Front address.
+	if h.opts.HTTPAddr != "off" {
+		if h.frontLn, err = h.listenFront(); err != nil {
+			return err
+		}
+		h.frontAddr = h.frontLn.Addr().String()
+	}
 
 	// Store.
 	switch {
@@ -340,7 +432,14 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	case settings.Get(SettingStoreServiceURI) != "":
 		h.storeSource = SettingStoreServiceURI + " " + settings.Get(SettingStoreServiceURI)
 	default:
-		az, err := azurite.Start(ctx, azurite.Options{Log: h.opts.AzuriteLog})
+		bin := h.opts.AzuriteBinary
+		if bin == "" {
+			if bin, err = azurite.FindFrom(azuriteDirs(h.app.Root, path)...); err != nil {
+				return fmt.Errorf("devhost: no store configured (%s or %s) and no Azurite to start: %w",
+					SettingStoreConnection, SettingStoreServiceURI, err)
+			}
+		}
+		az, err := azurite.Start(ctx, azurite.Options{Binary: bin, Log: h.opts.AzuriteLog})
 		if err != nil {
 			return fmt.Errorf("devhost: no store configured (%s or %s) and Azurite did not start: %w",
 				SettingStoreConnection, SettingStoreServiceURI, err)
@@ -371,10 +470,6 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	}
 	settings[SettingDevBrokerURL] = h.brokerURL
 	settings[SettingAppRootPath] = h.app.Root
-	path := h.app.Host.ExecutablePath
-	if h.opts.HandlerPath != "" {
-		path = h.opts.HandlerPath
-	}
 	h.proc, err = child.Start(ctx, child.Options{
 		Path:         path,
 		Args:         h.app.Host.Arguments,
@@ -391,20 +486,16 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	h.inv = newInvoker(h.proc, h.app.Host.FunctionTimeout, h.log)
 
 	// Front.
-	if h.opts.HTTPAddr != "off" {
-		fl, err := net.Listen("tcp", h.opts.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("devhost: HTTP front on %s (is another host running there? pick another address): %w", h.opts.HTTPAddr, err)
-		}
-		h.frontAddr = fl.Addr().String()
+	if h.frontLn != nil {
 		h.front = &http.Server{Handler: newFront(h.routes, h.proc, h.log), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = h.front.Serve(fl) }()
+		go func() { _ = h.front.Serve(h.frontLn) }()
 	}
 
 	// Dispatchers.
 	acceptCtx, stopAccept := context.WithCancel(context.Background())
 	callCtx, stopCalls := context.WithCancel(context.Background())
-	h.stopAccept, h.stopCalls = stopAccept, stopCalls
+	timerCtx, stopTimers := context.WithCancel(acceptCtx)
+	h.stopAccept, h.stopCalls, h.stopTimers = stopAccept, stopCalls, stopTimers
 	for _, d := range h.sessions {
 		d.start(acceptCtx, callCtx, &h.workers)
 	}
@@ -412,11 +503,75 @@ func (h *Host) Start(ctx context.Context) (err error) {
 		d.start(acceptCtx, callCtx, &h.workers)
 	}
 	for _, d := range h.timers {
-		d.start(acceptCtx, callCtx, &h.workers)
+		d.start(timerCtx, callCtx, &h.timerRuns)
 	}
 	h.log.Info("development host started", slog.String("handler", path), slog.String("store", h.storeSource),
 		slog.String("broker", h.brokerURL), slog.String("front", h.frontAddr), slog.String("settings", h.app.SettingsSource))
 	return nil
+}
+
+// listenFront listens on HTTPAddr, or on FallbackHTTPAddr when HTTPAddr
+// is in use.
+func (h *Host) listenFront() (net.Listener, error) {
+	l, err := net.Listen("tcp", h.opts.HTTPAddr)
+	if err != nil && h.opts.FallbackHTTPAddr != "" && errors.Is(err, syscall.EADDRINUSE) {
+		h.log.Info("the front's address is in use; using the fallback", slog.String("addr", h.opts.HTTPAddr),
+			slog.String("fallback", h.opts.FallbackHTTPAddr))
+		l, err = net.Listen("tcp", h.opts.FallbackHTTPAddr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("devhost: HTTP front on %s (is another host running there? pick another address): %w", h.opts.HTTPAddr, err)
+	}
+	return l, nil
+}
+
+// azuriteDirs are the directories azurite.FindFrom searches upward from:
+// the working directory, the app root, the running executable's directory
+// and the handler's, so that `bin/handler dev` finds the repository's
+// tools/ from anywhere.
+func azuriteDirs(appRoot, handlerPath string) []string {
+	var dirs []string
+	if wd, err := os.Getwd(); err == nil {
+		dirs = append(dirs, wd)
+	}
+	dirs = append(dirs, appRoot)
+	if exe, err := os.Executable(); err == nil {
+		dirs = append(dirs, filepath.Dir(exe))
+	}
+	if handlerPath != "" {
+		if !filepath.IsAbs(handlerPath) {
+			handlerPath = filepath.Join(appRoot, handlerPath)
+		}
+		dirs = append(dirs, filepath.Dir(handlerPath))
+	}
+	return dirs
+}
+
+// storeErr returns an error once the Azurite the host started has exited,
+// nil while it runs (or with a store from settings).
+func (h *Host) storeErr() error {
+	if h.az == nil {
+		return nil
+	}
+	select {
+	case <-h.az.Done():
+		if h.closing.Load() {
+			return errors.New("devhost: the host is closed")
+		}
+		return fmt.Errorf("devhost: Azurite, the store on %s, exited (%v); the run cannot go on", h.az.Addr, h.az.Err())
+	default:
+		return nil
+	}
+}
+
+// StoreDone is closed when the Azurite the host started has exited: on
+// its own (a failed run; WaitIdle, Play and Summary then fail) or by
+// Close. It is nil, never ready, with a store from settings.
+func (h *Host) StoreDone() <-chan struct{} {
+	if h.az == nil {
+		return nil
+	}
+	return h.az.Done()
 }
 
 // connections returns the setting prefixes of the Service Bus triggers.
@@ -439,15 +594,16 @@ func (h *Host) connections() []string {
 }
 
 // Close stops taking new work, lets running calls finish for up to
-// DrainTimeout, then stops the dispatchers, the front, the handler, the
-// broker server and Azurite. It is safe to call more than once and on a
+// DrainTimeout, then stops the dispatchers, the front, the handler (closing
+// the connections to it), the broker server and Azurite. It is safe to call more than once and on a
 // host that was never started.
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
+		h.closing.Store(true)
 		if h.stopAccept != nil {
 			h.stopAccept()
 			done := make(chan struct{})
-			go func() { h.workers.Wait(); close(done) }()
+			go func() { h.workers.Wait(); h.timerRuns.Wait(); close(done) }()
 			select {
 			case <-done:
 			case <-time.After(h.opts.DrainTimeout):
@@ -459,8 +615,14 @@ func (h *Host) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var errs []error
-		if h.front != nil {
+		switch {
+		case h.front != nil:
 			errs = append(errs, h.front.Shutdown(ctx))
+		case h.frontLn != nil:
+			errs = append(errs, h.frontLn.Close())
+		}
+		if h.inv != nil {
+			h.inv.close()
 		}
 		if h.proc != nil {
 			h.proc.Stop()
@@ -558,14 +720,19 @@ func (h *Host) Send(ctx context.Context, l ScenarioLine) error {
 }
 
 // Play sends lines in order, holding each line until SendAfter has passed
-// on the host's clock since Play began.
+// on the host's clock since Play began. With FastForward, a hold during
+// which the host has nothing else to do is skipped by moving the clock.
+// It fails when Send does, ctx ends, or the store the host started died.
 func (h *Host) Play(ctx context.Context, lines []ScenarioLine) error {
 	start := h.clock.Now()
 	for _, l := range lines {
-		if wait := start.Add(l.SendAfter).Sub(h.clock.Now()); l.SendAfter > 0 && wait > 0 {
-			if err := clock.Sleep(ctx, h.clock, wait); err != nil {
+		if l.SendAfter > 0 {
+			if err := h.sleepUntil(ctx, start.Add(l.SendAfter)); err != nil {
 				return err
 			}
+		}
+		if err := h.storeErr(); err != nil {
+			return err
 		}
 		if err := h.Send(ctx, l); err != nil {
 			return err
@@ -574,20 +741,57 @@ func (h *Host) Play(ctx context.Context, lines []ScenarioLine) error {
 	return nil
 }
 
+// sleepUntil waits until the clock reaches wake, fast-forwarding when it
+// may, or until ctx ends or the store died.
+func (h *Host) sleepUntil(ctx context.Context, wake time.Time) error {
+	var poll <-chan time.Time
+	if h.ff != nil {
+		t := time.NewTicker(pollInterval)
+		defer t.Stop()
+		poll = t.C
+	}
+	for {
+		if err := h.storeErr(); err != nil {
+			return err
+		}
+		if !h.clock.Now().Before(wake) {
+			return nil
+		}
+		h.fastForward(wake)
+		t := h.clock.NewTimer(wake.Sub(h.clock.Now()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-h.StoreDone():
+		case <-t.C():
+		case <-poll:
+		}
+		t.Stop()
+	}
+}
+
 // pollInterval is how often WaitIdle looks at the queues (wall clock).
 const pollInterval = 20 * time.Millisecond
 
 // WaitIdle blocks until every triggered queue has no active, locked or
-// scheduled messages and no Service Bus call is running, or ctx ends.
-// Scheduled messages make it wait until they are due and handled; the
-// dead-letter subqueues and the poison queue do not count.
+// scheduled messages and no call (Service Bus or timer) is running, or ctx
+// ends. Scheduled messages make it wait until they are due and handled
+// (with FastForward, the clock jumps to them when nothing else is left to
+// do); the dead-letter subqueues and the poison queue do not count. It
+// fails when the handler is no longer supervised or the store the host
+// started died.
 func (h *Host) WaitIdle(ctx context.Context) error {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
 	for {
+		if err := h.storeErr(); err != nil {
+			return err
+		}
 		if h.idle() {
 			return nil
 		}
+		h.fastForward(time.Time{})
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("devhost: wait idle: %w", ctx.Err())
@@ -595,6 +799,7 @@ func (h *Host) WaitIdle(ctx context.Context) error {
 			if err := h.HandlerErr(); err != nil {
 				return fmt.Errorf("devhost: wait idle: %w", err)
 			}
+		case <-h.StoreDone():
 		case <-t.C:
 		}
 	}
@@ -612,6 +817,65 @@ func (h *Host) idle() bool {
 	return true
 }
 
+// fastForward moves the clock, if FastForward is set and nothing runs, to
+// the next time something falls due. Nothing runs when no call runs, no
+// message is locked, every session the dispatchers hold waits idle for
+// its next message, and no visible message waits for a free worker. What
+// falls due: a scheduled message, limit (Play's next line; zero for none),
+// or the end of an idle session's wait (so that its worker moves on to
+// the next session); while sessions are held, the clock moves a quarter
+// of the lock duration at most. It assumes one driver: what starts
+// between its look at the queues and the jump can only be what falls due
+// by the jump's target.
+func (h *Host) fastForward(limit time.Time) {
+	if h.ff == nil || h.stats.inFlight.Load() != 0 {
+		return
+	}
+	var next time.Time
+	anyHeld := false
+	for _, q := range h.triggered {
+		s := h.broker.Stats(q)
+		if s.Locked != 0 {
+			return
+		}
+		workers, sessions := h.sessionWorkers[q]
+		held, allWaiting := h.idleSessions.state(q)
+		switch {
+		case !sessions && s.Active != 0: // a receiver takes it now
+			return
+		case s.LockedSessions != held || !allWaiting: // a session starts, or a receiver is about to receive
+			return
+		case s.Active != 0 && held < workers: // a free worker takes it now
+			return
+		}
+		anyHeld = anyHeld || held > 0
+		if at, ok := h.broker.NextDue(q); ok && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	to := JumpScheduled
+	if !limit.IsZero() && (next.IsZero() || limit.Before(next)) {
+		next, to = limit, JumpSendAfter
+	}
+	if anyHeld {
+		if end, ok := h.idleSessions.firstWaitEnd(); ok && (next.IsZero() || end.Before(next)) {
+			next, to = end, JumpIdleSessions
+		}
+		if step := h.clock.Now().Add(h.idleStep); h.idleStep > 0 && !next.IsZero() && step.Before(next) {
+			next, to = step, JumpIdleSessions
+		}
+	}
+	if next.IsZero() {
+		return
+	}
+	if by := h.ff.AdvanceTo(next); by > 0 {
+		h.log.Debug("fast-forwarded the clock", slog.Duration("by", by), slog.String("to", to))
+		if h.opts.OnFastForward != nil {
+			h.opts.OnFastForward(by, to)
+		}
+	}
+}
+
 // FireTimers invokes every timer function once, now, in name order, and
 // returns when all have answered. Failed invocations are joined into the
 // error. Without timer functions it does nothing.
@@ -624,6 +888,19 @@ func (h *Host) FireTimers(ctx context.Context) error {
 		errs = append(errs, d.fire(ctx, false))
 	}
 	return errors.Join(errs...)
+}
+
+// StopTimers stops running the timer functions on their schedules and
+// returns once a scheduled invocation that is running has finished;
+// FireTimers still invokes them. It does nothing before Start. `handler dev
+// --exit-when-idle` calls it before its final drain, so that no scheduled
+// run overlaps the drain or the summary.
+func (h *Host) StopTimers() {
+	if h.stopTimers == nil {
+		return
+	}
+	h.stopTimers()
+	h.timerRuns.Wait()
 }
 
 // TimerFunctions returns the names of the timer functions.

@@ -70,6 +70,25 @@ func (r route) less(o route) bool {
 	return len(r.segs) > len(o.segs)
 }
 
+// expand returns the escaped path of the route with its one parameter
+// set to value; false if the route has no parameter or more than one.
+func (r route) expand(value string) (string, bool) {
+	out := make([]string, len(r.segs))
+	params := 0
+	for i, s := range r.segs {
+		if !isParam(s) {
+			out[i] = url.PathEscape(s)
+			continue
+		}
+		params++
+		out[i] = url.PathEscape(value)
+	}
+	if params != 1 {
+		return "", false
+	}
+	return "/" + strings.Join(out, "/"), true
+}
+
 // match reports whether the escaped path matches. Literals compare
 // without regard to case, as in the host.
 func (r route) match(escapedPath string) bool {

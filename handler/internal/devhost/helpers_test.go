@@ -13,11 +13,20 @@ import (
 	"testing"
 	"time"
 
+	"orderstatus/handler/internal/devhost/internal/fakeazurite"
 	"orderstatus/handler/internal/devhost/internal/fakehandler"
 	"orderstatus/handler/internal/testenv"
 )
 
+// mainArg as the first argument makes the test binary run Main with the
+// rest of its arguments: `handler dev` as a process of its own.
+const mainArg = "devhost-test-main"
+
 func TestMain(m *testing.M) {
+	fakeazurite.Main() // when re-executed as Azurite
+	if len(os.Args) > 1 && os.Args[1] == mainArg {
+		os.Exit(Main(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
+	}
 	fakehandler.Main() // when re-executed as the fake handler
 	os.Exit(testenv.Main(m))
 }

@@ -18,9 +18,16 @@ import (
 	"orderstatus/handler/internal/devhost/child"
 )
 
+// readier gives the handler's base URL once it answers (child.Process).
+type readier interface {
+	Ready(ctx context.Context) (string, error)
+}
+
+var _ readier = (*child.Process)(nil)
+
 // invoker POSTs non-HTTP invocations to the handler as the host does.
 type invoker struct {
-	proc    *child.Process
+	proc    readier
 	client  *http.Client
 	timeout time.Duration // functionTimeout; 0: none
 	log     *slog.Logger
@@ -29,12 +36,22 @@ type invoker struct {
 	notFound map[string]bool // functions the handler answered 404 for (logged once)
 }
 
-func newInvoker(proc *child.Process, timeout time.Duration, log *slog.Logger) *invoker {
+// newInvoker returns an invoker for the handler behind proc. Its client
+// goes to loopback only and, like the host, does not follow redirects: a
+// 3xx answer is the invocation's answer (and fails it).
+func newInvoker(proc readier, timeout time.Duration, log *slog.Logger) *invoker {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
 	tr.Proxy = nil // loopback only
-	return &invoker{proc: proc, client: &http.Client{Transport: tr}, timeout: timeout, log: log, notFound: map[string]bool{}}
+	client := &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return &invoker{proc: proc, client: client, timeout: timeout, log: log, notFound: map[string]bool{}}
 }
+
+// close closes the idle connections to the handler.
+func (iv *invoker) close() { iv.client.CloseIdleConnections() }
 
 // answer is the handler's answer to one invocation.
 type answer struct {

@@ -44,26 +44,28 @@ type config struct {
 	lockDuration time.Duration
 	maxDelivery  int
 	httpAddr     string
+	httpAddrSet  bool
 	handlerLog   string
 	quiet        bool
 }
 
 // parseFlags returns the configuration, or an exit code >= 0 to return.
-func parseFlags(args []string, stdout, stderr io.Writer) (config, int) {
+// defaultHTTPAddr is --http-addr's default.
+func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string) (config, int) {
 	var c config
 	fs := flag.NewFlagSet("handler dev", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.appRoot, "app-root", ".", "`dir`ectory with host.json and the function folders")
 	fs.StringVar(&c.scenario, "scenario", "", "JSON Lines `file` with the workload (default: the built-in demo)")
-	fs.BoolVar(&c.exitWhenIdle, "exit-when-idle", false, "when the queues are drained, fire each timer once, drain again, print the summary and exit (1 if an invariant does not hold)")
+	fs.BoolVar(&c.exitWhenIdle, "exit-when-idle", false, "when the queues are drained, fire each timer once, drain again, print the summary and exit (1 if an invariant does not hold); idle time, such as the wait for a scheduled message, is skipped")
 	fs.StringVar(&c.summaryJSON, "summary-json", "", "write the summary as JSON to `file`")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the built-in demo")
 	fs.IntVar(&c.orders, "orders", 300, "orders in the built-in demo")
-	fs.Float64Var(&c.timeScale, "time-scale", 0, fmt.Sprintf("run the broker clock this many times faster (default 1, or %d for the built-in demo)", DemoTimeScale))
+	fs.Float64Var(&c.timeScale, "time-scale", 0, fmt.Sprintf("run the broker clock this many times faster, up to %d (default 1, or %d for the built-in demo)", MaxTimeScale, DemoTimeScale))
 	fs.DurationVar(&c.lockDuration, "lock-duration", 0, "queue lock duration (default 1m)")
 	fs.IntVar(&c.maxDelivery, "max-delivery", 0, "queue max delivery count (default 5)")
-	fs.StringVar(&c.httpAddr, "http-addr", DefaultHTTPAddr, "`address` of the HTTP front (GetOrder, Metrics)")
-	fs.StringVar(&c.handlerLog, "handler-log", "", "append the handler's output to `file` instead of passing it through")
+	fs.StringVar(&c.httpAddr, "http-addr", defaultHTTPAddr, "`address` of the HTTP front (GetOrder, Metrics); with --exit-when-idle and no --http-addr, a free port when the default is in use")
+	fs.StringVar(&c.handlerLog, "handler-log", "", "append the handler's output to `file` (default: standard error)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines, only warnings and the summary")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -75,7 +77,10 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, int) {
 		fmt.Fprintf(stderr, "handler dev: %v (%s)\n", err, usageLine)
 		return c, ExitUsage
 	}
-	fs.Visit(func(f *flag.Flag) { c.scaleSet = c.scaleSet || f.Name == "time-scale" })
+	fs.Visit(func(f *flag.Flag) {
+		c.scaleSet = c.scaleSet || f.Name == "time-scale"
+		c.httpAddrSet = c.httpAddrSet || f.Name == "http-addr"
+	})
 	bad := func(format string, args ...any) (config, int) {
 		fmt.Fprintf(stderr, "handler dev: "+format+" (%s)\n", append(args, usageLine)...)
 		return c, ExitUsage
@@ -85,8 +90,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, int) {
 		return bad("unexpected argument %q", fs.Arg(0))
 	case c.orders < 1:
 		return bad("--orders %d: want at least 1", c.orders)
-	case c.scaleSet && (!(c.timeScale > 0) || c.timeScale > 1e6):
-		return bad("--time-scale %v: want a number above 0 and at most 1000000", c.timeScale)
+	case c.scaleSet && (!(c.timeScale > 0) || c.timeScale > MaxTimeScale):
+		return bad("--time-scale %v: want a number above 0 and at most %d", c.timeScale, MaxTimeScale)
 	case c.lockDuration < 0:
 		return bad("--lock-duration %s: want a positive duration", c.lockDuration)
 	case c.maxDelivery < 0 || c.maxDelivery > 2000:
@@ -107,12 +112,23 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, int) {
 // prints the summary, and then either exits (--exit-when-idle) or keeps
 // serving the HTTP functions until ctx ends (Ctrl-C). Exit codes: ExitOK,
 // ExitFailure (an invariant failed with --exit-when-idle, or a runtime
-// error), ExitUsage (a bad flag or scenario line, one line on stderr).
+// error, such as the store dying), ExitUsage (a bad flag, a missing
+// scenario file or a bad scenario line: one line on stderr).
+//
+// With --exit-when-idle the clock is fast-forwarded over idle stretches
+// (Options.FastForward), so a scheduled message due in 30 minutes is
+// handled in moments; a note on stderr says so. Without it the clock runs
+// in real (or --time-scale) time.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return run(ctx, args, stdout, stderr, DefaultHTTPAddr)
+}
+
+// run is Main with --http-addr's default as a parameter.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHTTPAddr string) int {
 	// The handler's output, the progress lines and the logs share the
 	// two streams.
 	stdout, stderr = &lockedWriter{w: stdout}, &lockedWriter{w: stderr}
-	c, code := parseFlags(args, stdout, stderr)
+	c, code := parseFlags(args, stdout, stderr, defaultHTTPAddr)
 	if code >= 0 {
 		return code
 	}
@@ -120,18 +136,20 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "handler dev: %v\n", err)
 		return ExitFailure
 	}
+	note := func(format string, args ...any) {
+		fmt.Fprintf(stderr, "handler dev: "+format+"\n", args...)
+	}
 
 	var lines []ScenarioLine
 	workload := ""
 	if c.scenario != "" {
 		var err error
-		if lines, err = scenario.ReadFile(c.scenario); err != nil {
-			var le *scenario.LineError
-			if errors.As(err, &le) {
-				fmt.Fprintf(stderr, "handler dev: %v\n", err)
-				return ExitUsage
-			}
-			return fail(err)
+		warn := func(msg string) { note("warning: %s", msg) }
+		if lines, err = scenario.ReadFile(c.scenario, &scenario.Options{Warn: warn}); err != nil {
+			// A bad line, or a --scenario file that cannot be read,
+			// is a usage error.
+			fmt.Fprintf(stderr, "handler dev: %v\n", err)
+			return ExitUsage
 		}
 		workload = fmt.Sprintf("scenario %s (%d messages)", c.scenario, len(lines))
 	} else {
@@ -140,9 +158,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	// The host's own log: warnings and errors (a restarted handler, a
-	// failed call); what it uses is printed below.
+	// failed call); what it uses is printed below. The handler's JSON
+	// logs go to stderr too, or to --handler-log, so that stdout holds
+	// the progress and the summary.
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	handlerOut, handlerErr := io.Writer(stdout), io.Writer(stderr)
+	handlerOut, handlerErr := io.Writer(stderr), io.Writer(stderr)
 	if c.handlerLog != "" {
 		if err := os.MkdirAll(filepath.Dir(c.handlerLog), 0o755); err != nil {
 			return fail(err)
@@ -156,15 +176,29 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		handlerOut, handlerErr = w, w
 	}
 
-	h, err := New(Options{
-		AppRoot:   c.appRoot,
-		Queues:    QueueOverrides{LockDuration: c.lockDuration, MaxDeliveryCount: int32(c.maxDelivery)},
-		TimeScale: c.timeScale,
-		HTTPAddr:  c.httpAddr,
-		Stdout:    handlerOut,
-		Stderr:    handlerErr,
-		Logger:    logger,
-	})
+	opts := Options{
+		AppRoot:     c.appRoot,
+		Queues:      QueueOverrides{LockDuration: c.lockDuration, MaxDeliveryCount: int32(c.maxDelivery)},
+		TimeScale:   c.timeScale,
+		HTTPAddr:    c.httpAddr,
+		Stdout:      handlerOut,
+		Stderr:      handlerErr,
+		Logger:      logger,
+		FastForward: c.exitWhenIdle,
+	}
+	if c.exitWhenIdle {
+		if !c.httpAddrSet {
+			opts.FallbackHTTPAddr = "127.0.0.1:0" // a second run next to `make run` still works
+		}
+		opts.OnFastForward = func(by time.Duration, to string) {
+			// Small steps (idle sessions closing, the next of many
+			// messages scheduled close together) are not worth a line.
+			if to != JumpIdleSessions && time.Duration(float64(by)/c.timeScale) >= time.Second {
+				note("idle: fast-forwarded the clock %s %s", shortDuration(by), to)
+			}
+		}
+	}
+	h, err := New(opts)
 	if err != nil {
 		return fail(err)
 	}
@@ -181,6 +215,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer h.Close()
+	if addr := h.Addr(); addr != "" {
+		if addr != c.httpAddr && opts.FallbackHTTPAddr != "" {
+			note("%s is in use; HTTP front on http://%s instead", c.httpAddr, addr)
+		} else {
+			note("HTTP front on http://%s", addr)
+		}
+	}
 	say("store: %s", h.StoreSource())
 	say("broker: in memory, queues %s and %s (handler reaches it at %s)", h.Queue(), h.PoisonQueue(), h.BrokerURL())
 	if c.handlerLog != "" {
@@ -191,9 +232,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		say("time scale %g: the broker clock runs %g times faster; a 30 min payment timeout fires after %s",
 			c.timeScale, c.timeScale, (time.Duration(float64(30*time.Minute) / c.timeScale)).Round(100*time.Millisecond))
 	}
-	if latest := latestDue(lines); latest > 0 {
+	if c.exitWhenIdle {
+		say("idle stretches are fast-forwarded: the clock jumps to the next scheduled message when nothing else runs")
+	} else if latest := latestDue(lines); latest > 0 {
 		if real := time.Duration(float64(latest) / c.timeScale); real > time.Minute {
-			say("note: the last scheduled message is due %s after it is sent (%s of real time); use --time-scale to run faster", latest, real.Round(time.Second))
+			note("the last scheduled message is due %s after it is sent (%s of real time); use --time-scale to run faster, or --exit-when-idle to skip idle time",
+				latest, real.Round(time.Second))
 		}
 	}
 
@@ -244,6 +288,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return interrupted(err)
 	}
 	if c.exitWhenIdle && len(h.timers) > 0 {
+		// No scheduled timer run may overlap the final drain and the
+		// summary: the schedules stop, and each timer runs once more.
+		h.StopTimers()
 		say("queues drained; firing each timer function once: %s", strings.Join(h.TimerFunctions(), ", "))
 		if err := h.FireTimers(ctx); err != nil {
 			logger.Warn("a timer function failed", slog.Any("error", err))
@@ -287,7 +334,22 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	case <-h.HandlerDone():
 		return fail(fmt.Errorf("the handler stopped: %v", h.HandlerErr()))
+	case <-h.StoreDone():
+		return fail(h.storeErr())
 	}
+}
+
+// shortDuration formats d to the second without trailing zero units:
+// 30m, 1h, 1h30m, 45s.
+func shortDuration(d time.Duration) string {
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // latestDue is the longest ScheduleAfter plus SendAfter of the workload.

@@ -35,6 +35,7 @@ func TestMainUsage(t *testing.T) {
 		{"extra argument", []string{"run"}, `unexpected argument "run"`},
 		{"no orders", []string{"--orders", "0"}, "--orders 0"},
 		{"zero time scale", []string{"--time-scale", "0"}, "--time-scale 0"},
+		{"time scale over the cap", []string{"--time-scale", "10001"}, "at most 10000"},
 		{"negative lock", []string{"--lock-duration", "-1s"}, "--lock-duration"},
 	}
 	for _, tt := range tests {
@@ -72,7 +73,7 @@ func TestParseFlagsTimeScale(t *testing.T) {
 		{[]string{"--time-scale", "1"}, 1},
 	}
 	for _, tt := range tests {
-		c, code := parseFlags(tt.args, &bytes.Buffer{}, &bytes.Buffer{})
+		c, code := parseFlags(tt.args, &bytes.Buffer{}, &bytes.Buffer{}, DefaultHTTPAddr)
 		if code != -1 || c.timeScale != tt.want {
 			t.Errorf("parseFlags(%q): time scale %v (code %d), want %v", tt.args, c.timeScale, code, tt.want)
 		}
@@ -81,14 +82,20 @@ func TestParseFlagsTimeScale(t *testing.T) {
 
 func TestMainBadScenario(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.jsonl")
-	os.WriteFile(path, []byte(`{"sessionId":"o-1","messageId":"a"}`+"\n"+`{"sessionId":"o-1"}`+"\n"), 0o644)
+	os.WriteFile(path, []byte(`{"sessionId":"o-1","messageId":"a"}`+"\n"+`{"messageId":"b"}`+"\n"), 0o644)
 	code, _, stderr := runMain(t, "--scenario", path)
-	if code != ExitUsage || !strings.Contains(stderr, path+":2") || !strings.Contains(stderr, "messageId") || strings.Count(stderr, "\n") != 1 {
+	if code != ExitUsage || !strings.Contains(stderr, path+":2") || !strings.Contains(stderr, "sessionId") || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("got %d %q, want exit 2 and one line naming %s:2", code, stderr, path)
 	}
 	code, _, stderr = runMain(t, "--scenario", filepath.Join(t.TempDir(), "missing.jsonl"))
-	if code != ExitFailure || !strings.Contains(stderr, "missing.jsonl") {
-		t.Errorf("missing file: got %d %q, want exit 1 naming the file", code, stderr)
+	if code != ExitUsage || !strings.Contains(stderr, "missing.jsonl") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("missing file: got %d %q, want exit 2 and one line naming the file", code, stderr)
+	}
+	big := `{"sessionId":"o-1","messageId":"big","body":"` + strings.Repeat("x", 300*1024) + `"}`
+	os.WriteFile(path, []byte(`{"sessionId":"o-1","messageId":"a"}`+"\n"+big+"\n"), 0o644)
+	code, _, stderr = runMain(t, "--scenario", path)
+	if code != ExitUsage || !strings.Contains(stderr, path+":2") || !strings.Contains(stderr, "limit") {
+		t.Errorf("message over 256 KiB: got %d %q, want exit 2 naming %s:2", code, stderr, path)
 	}
 }
 
@@ -149,25 +156,41 @@ func TestMainExitWhenIdle(t *testing.T) {
 			if err := json.Unmarshal(data, &s); err != nil {
 				t.Fatalf("summary JSON: %v\n%s", err, data)
 			}
-			if s.Results["Applied"] != 1 || s.Sent != 1 {
-				t.Errorf("summary: got %+v, want one message sent and Applied", s)
+			if s.Results["Applied"] != 1 {
+				t.Errorf("summary: got %+v, want one message Applied", s)
 			}
-			for _, key := range []string{`"orders"`, `"results"`, `"parked"`, `"deadLettered"`} {
-				if !bytes.Contains(data, []byte(key)) {
-					t.Errorf("summary JSON lacks %s:\n%s", key, data)
-				}
+			var keys map[string]json.RawMessage
+			if err := json.Unmarshal(data, &keys); err != nil || len(keys) != 4 ||
+				keys["orders"] == nil || keys["results"] == nil || keys["parked"] == nil || keys["deadLettered"] == nil {
+				t.Errorf("summary JSON: want exactly orders, results, parked, deadLettered:\n%s", data)
 			}
 			if tt.row {
-				if len(s.Violations) != 0 || s.Orders["o-1"] != (OrderRow{Status: "Created", LastSequence: 1}) {
-					t.Errorf("summary: got %+v, want o-1 Created/1 and no violations", s)
+				if s.Orders["o-1"] != (OrderRow{Status: "Created", LastSequence: 1}) || !strings.Contains(stdout, "invariants: all hold") {
+					t.Errorf("summary: got %+v (stdout %q), want o-1 Created/1 and no violations", s, stdout)
 				}
-			} else if len(s.Violations) != 1 || !strings.Contains(s.Violations[0], "order o-1: no row") ||
-				!strings.Contains(stdout, "order o-1: no row") {
-				t.Errorf("violations: got %q (stdout %q), want the missing row reported", s.Violations, stdout)
+			} else if !strings.Contains(stdout, "order o-1: no row") {
+				t.Errorf("stdout %q, want the missing row reported", stdout)
+			}
+			if !strings.Contains(stderr, "HTTP front on http://127.0.0.1:") {
+				t.Errorf("stderr lacks the front's address under --quiet:\n%s", stderr)
 			}
 			if !strings.Contains(stdout, "orders by status") || !strings.Contains(stdout, "messages by result") {
 				t.Errorf("stdout lacks the summary table:\n%s", stdout)
 			}
 		})
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{30 * time.Minute, "30m"}, {time.Hour, "1h"}, {90 * time.Minute, "1h30m"}, {45 * time.Second, "45s"},
+		{29*time.Minute + 59*time.Second + 600*time.Millisecond, "30m"}, {11*time.Minute + 5*time.Second, "11m5s"},
+	} {
+		if got := shortDuration(tt.d); got != tt.want {
+			t.Errorf("shortDuration(%v) = %q, want %q", tt.d, got, tt.want)
+		}
 	}
 }

@@ -68,6 +68,9 @@ func (d *sessionDispatcher) worker(acceptCtx, callCtx context.Context) {
 // session processes one accepted session until it is idle, its lock is
 // lost, or the host stops taking work, and then closes it.
 func (d *sessionDispatcher) session(acceptCtx, callCtx context.Context, s *membroker.Session) {
+	receivers := max(1, d.callsPerSession)
+	d.h.idleSessions.hold(d.queue, receivers)
+	defer d.h.idleSessions.release(d.queue) // after the Close below
 	defer s.Close()
 	var lastReceive atomic.Int64 // broker-clock time of the last message handed out
 	lastReceive.Store(d.h.clock.Now().UnixNano())
@@ -87,12 +90,16 @@ func (d *sessionDispatcher) session(acceptCtx, callCtx context.Context, s *membr
 	}()
 
 	var calls sync.WaitGroup
-	for range max(1, d.callsPerSession) {
+	for range receivers {
 		calls.Add(1)
 		go func() {
 			defer calls.Done()
-			for {
+			r := &receiver{queue: d.queue}
+			defer d.h.idleSessions.exited(r)
+			for acceptCtx.Err() == nil { // no new message once the host stops taking work
+				d.h.idleSessions.wait(r, d.h.clock.Now().Add(d.idle))
 				m, err := s.Receive(acceptCtx, d.idle)
+				d.h.idleSessions.woke(r)
 				if err != nil {
 					if !errors.Is(err, broker.ErrLockLost) && acceptCtx.Err() == nil {
 						d.h.log.Error("receive failed", slog.String("queue", d.queue), slog.String("session_id", s.ID()), slog.Any("error", err))

@@ -20,7 +20,9 @@ import (
 	"orderstatus/handler/internal/order"
 )
 
-// Summary is what a run did. Its JSON form is the --summary-json file.
+// Summary is what a run did. Its JSON form, the --summary-json file, has
+// exactly the four keys orders, results, parked and deadLettered, never
+// null; the other fields are for the printed table and for Go callers.
 type Summary struct {
 	// Orders maps every order the host saw (a session id it sent or
 	// delivered that is a legal order id) to its row, read through the
@@ -34,21 +36,57 @@ type Summary struct {
 	// per parked copy, by the ORIGINAL message's id (the
 	// OriginalMessageId property; the copy's own id is <original>:parked)
 	// with its DeadLetterReason. It is recorded as the handler sends, so a
-	// sweeper that archived some since does not shrink it.
+	// sweeper that archived some since does not shrink it. Sorted by
+	// MessageID, then Reason.
 	Parked []Entry `json:"parked"`
 	// DeadLettered lists the triggered queues' dead-lettered messages:
-	// those still in the dead-letter subqueue, then those a sweeper took
-	// out during the run.
+	// those still in the dead-letter subqueue and those a sweeper took out
+	// during the run (Removed). Sorted by MessageID, then Reason.
 	DeadLettered []Entry `json:"deadLettered"`
 	// Sent is the number of workload messages sent.
-	Sent int `json:"sent"`
+	Sent int `json:"-"`
 	// PoisonDepth and DeadLetterDepth are the current depths of the
 	// poison queue and of the triggered queues' dead-letter subqueues.
-	PoisonDepth     int `json:"poisonDepth"`
-	DeadLetterDepth int `json:"deadLetterDepth"`
+	PoisonDepth     int `json:"-"`
+	DeadLetterDepth int `json:"-"`
 	// Violations lists the invariants that do not hold (see Check);
 	// empty when all hold.
-	Violations []string `json:"violations"`
+	Violations []string `json:"-"`
+}
+
+// MarshalJSON writes the four keys of the --summary-json file, with empty
+// objects and arrays for nil maps and slices.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	type file struct {
+		Orders       map[string]OrderRow `json:"orders"`
+		Results      map[string]int      `json:"results"`
+		Parked       []Entry             `json:"parked"`
+		DeadLettered []Entry             `json:"deadLettered"`
+	}
+	f := file{Orders: s.Orders, Results: s.Results, Parked: s.Parked, DeadLettered: s.DeadLettered}
+	if f.Orders == nil {
+		f.Orders = map[string]OrderRow{}
+	}
+	if f.Results == nil {
+		f.Results = map[string]int{}
+	}
+	if f.Parked == nil {
+		f.Parked = []Entry{}
+	}
+	if f.DeadLettered == nil {
+		f.DeadLettered = []Entry{}
+	}
+	return json.Marshal(f)
+}
+
+// sortEntries orders entries by MessageID, then Reason, stably.
+func sortEntries(entries []Entry) {
+	slices.SortStableFunc(entries, func(a, b Entry) int {
+		if c := strings.Compare(a.MessageID, b.MessageID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Reason, b.Reason)
+	})
 }
 
 // OrderRow is an order's row as GetOrder shows it.
@@ -80,6 +118,9 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 	if h.inv == nil {
 		return Summary{}, errors.New("devhost: Summary before Start")
 	}
+	if err := h.storeErr(); err != nil {
+		return Summary{}, err
+	}
 	sent, results := h.stats.snapshot()
 	parked, removed := h.rec.snapshot()
 	s := Summary{Results: results, Parked: parked, Sent: sent, DeadLettered: []Entry{}}
@@ -102,6 +143,8 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 		e.Removed = true
 		s.DeadLettered = append(s.DeadLettered, e)
 	}
+	sortEntries(s.Parked)
+	sortEntries(s.DeadLettered)
 
 	h.stats.mu.Lock()
 	sessions := slices.Clone(h.stats.sessions)
@@ -164,17 +207,34 @@ func peekAll(ctx context.Context, b broker.Broker, src broker.Source) ([]broker.
 	}
 }
 
-// readOrders reads the row of every session id that is a legal order id
-// through the handler's GET /<prefix>/orders/{id}. It returns the rows
-// found and the ids it looked up.
-func (h *Host) readOrders(ctx context.Context, ids []string) (map[string]OrderRow, map[string]bool, error) {
-	base, err := h.proc.Ready(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("devhost: read orders: %w", err)
+// GetOrderFunction is the HTTP function the summary reads orders through.
+const GetOrderFunction = "GetOrder"
+
+// orderPath returns the handler's path of order id: GetOrderFunction's
+// route with its one parameter set to id, or <prefix>/orders/<id> when
+// the app has no such route.
+func (h *Host) orderPath(id string) string {
+	for _, r := range h.routes {
+		if r.fn == GetOrderFunction {
+			if p, ok := r.expand(id); ok {
+				return p
+			}
+		}
 	}
 	prefix := "/" + h.app.Host.RoutePrefix
 	if prefix == "/" {
 		prefix = ""
+	}
+	return prefix + "/orders/" + url.PathEscape(id)
+}
+
+// readOrders reads the row of every session id that is a legal order id
+// through the handler's GetOrder function (see orderPath). It returns the
+// rows found and the ids it looked up.
+func (h *Host) readOrders(ctx context.Context, ids []string) (map[string]OrderRow, map[string]bool, error) {
+	base, err := h.proc.Ready(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("devhost: read orders: %w", err)
 	}
 	var (
 		mu      sync.Mutex
@@ -190,7 +250,7 @@ func (h *Host) readOrders(ctx context.Context, ids []string) (map[string]OrderRo
 		go func() {
 			defer wg.Done()
 			for id := range next {
-				row, found, err := getOrder(ctx, client, base+prefix+"/orders/"+url.PathEscape(id))
+				row, found, err := getOrder(ctx, client, base+h.orderPath(id))
 				mu.Lock()
 				switch {
 				case err != nil:

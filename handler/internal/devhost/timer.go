@@ -27,15 +27,17 @@ type timerDispatcher struct {
 	lastUpdated time.Time  // when the status was last written
 }
 
-func (d *timerDispatcher) start(acceptCtx, callCtx context.Context, wg *sync.WaitGroup) {
+// start runs the schedule until scheduleCtx ends; invocations run on
+// callCtx, so one that started finishes.
+func (d *timerDispatcher) start(scheduleCtx, callCtx context.Context, wg *sync.WaitGroup) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		d.run(acceptCtx, callCtx)
+		d.run(scheduleCtx, callCtx)
 	}()
 }
 
-func (d *timerDispatcher) run(acceptCtx, callCtx context.Context) {
+func (d *timerDispatcher) run(scheduleCtx, callCtx context.Context) {
 	if d.binding.RunOnStartup {
 		_ = d.fire(callCtx, false)
 	}
@@ -46,8 +48,11 @@ func (d *timerDispatcher) run(acceptCtx, callCtx context.Context) {
 			d.h.log.Warn("timer schedule never fires", slog.String("function", d.fn), slog.String("schedule", d.sched.String()))
 			return
 		}
-		if err := clock.Sleep(acceptCtx, d.h.clock, next.Sub(now)); err != nil {
+		if err := clock.Sleep(scheduleCtx, d.h.clock, next.Sub(now)); err != nil {
 			return
+		}
+		if scheduleCtx.Err() != nil {
+			return // stopped while the timer fired
 		}
 		_ = d.fire(callCtx, false)
 	}

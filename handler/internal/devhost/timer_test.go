@@ -3,14 +3,21 @@ package devhost
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"orderstatus/handler/internal/clock"
+	"orderstatus/handler/internal/devhost/funcapp"
+	"orderstatus/handler/internal/devhost/ncrontab"
 	"orderstatus/handler/internal/hostproto"
 )
 
@@ -100,6 +107,30 @@ func TestTimerRunsOnSchedule(t *testing.T) {
 	}
 }
 
+// TestStopTimers: after StopTimers no scheduled run starts (and none is
+// running), while FireTimers still runs each timer once.
+func TestStopTimers(t *testing.T) {
+	h, up := testHost(t, timerApp("*/30 * * * * *"), func(o *Options) { o.TimeScale = 600 }) // every 50 ms
+	calls := recordTimers(t, up, http.StatusOK)
+	waitFor(t, "a scheduled timer run", func() bool { return len(calls()) >= 1 })
+	h.StopTimers()
+	if n := h.stats.inFlight.Load(); n != 0 {
+		t.Errorf("calls running after StopTimers: %d, want 0", n)
+	}
+	stopped := len(calls())
+	time.Sleep(300 * time.Millisecond) // six periods of the schedule
+	if got := len(calls()); got != stopped {
+		t.Errorf("timer runs after StopTimers: %d, want none", got-stopped)
+	}
+	if err := h.FireTimers(testCtx(t)); err != nil {
+		t.Fatalf("FireTimers after StopTimers: %v", err)
+	}
+	if got := len(calls()); got != stopped+1 {
+		t.Errorf("FireTimers after StopTimers: %d runs, want 1", got-stopped)
+	}
+	h.StopTimers() // again: nothing happens
+}
+
 func TestFireTimersReportsFailure(t *testing.T) {
 	h, up := testHost(t, timerApp("0 0 0 1 1 *"), nil)
 	recordTimers(t, up, http.StatusInternalServerError)
@@ -135,5 +166,95 @@ func TestBadSchedule(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "functions/Sweep/function.json") {
 		t.Errorf("New: got %v, want an error naming the function file", err)
+	}
+}
+
+// scriptedClock returns the given times from Now, in order (the last one
+// again once they are used up); it makes no timers.
+type scriptedClock struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (c *scriptedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.times[0]
+	if len(c.times) > 1 {
+		c.times = c.times[1:]
+	}
+	return now
+}
+
+func (c *scriptedClock) NewTimer(time.Duration) clock.Timer { panic("scriptedClock makes no timers") }
+
+func mustTime(t *testing.T, s string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestTimerEncodingMatchesGolden proves that the timer dispatcher invokes a
+// timer function with exactly the real host's payload: the first run with
+// ScheduleStatus null, and a regular tick whose status names the previous
+// run (compared as JSON values; sys.RandGuid is random and left out).
+func TestTimerEncodingMatchesGolden(t *testing.T) {
+	var mu sync.Mutex
+	var bodies [][]byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, body)
+		mu.Unlock()
+		reply(w, http.StatusOK, "")
+	}))
+	defer srv.Close()
+	sched, err := ncrontab.Parse("0 */5 * * * *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// dispatcher returns a timer dispatcher of DeadLetterSweeper whose
+	// clock tells the given times: each fire reads it when it starts and
+	// when the answer came.
+	dispatcher := func(times ...string) *timerDispatcher {
+		clk := &scriptedClock{}
+		for _, s := range times {
+			clk.times = append(clk.times, mustTime(t, s))
+		}
+		log := slog.New(slog.DiscardHandler)
+		h := &Host{clock: clk, stats: newStats(), log: log, inv: newInvoker(fixedReady(srv.URL), 0, log)}
+		return &timerDispatcher{h: h, fn: "DeadLetterSweeper", binding: funcapp.Binding{Type: funcapp.TypeTimerTrigger, Name: "timer"}, sched: sched}
+	}
+	ctx := testCtx(t)
+
+	first := dispatcher("2026-11-29T10:20:00.0001Z", "2026-11-29T10:20:00.0002Z")
+	if err := first.fire(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	tick := dispatcher("2026-11-29T10:15:00.0012345Z", "2026-11-29T10:15:00.0098765Z", // the previous run
+		"2026-11-29T10:20:00.0034567Z", "2026-11-29T10:20:00.0040000Z")
+	for range 2 {
+		if err := tick.fire(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range []struct {
+		golden string
+		body   []byte
+	}{{"timer_first_run.json", bodies[0]}, {"timer_tick.json", bodies[2]}} {
+		golden, err := os.ReadFile(filepath.Join(goldenDir, c.golden))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := normalise(t, c.body), normalise(t, golden); !reflect.DeepEqual(g, w) {
+			gj, _ := json.MarshalIndent(g, "", "  ")
+			wj, _ := json.MarshalIndent(w, "", "  ")
+			t.Errorf("%s: the development host's invocation differs from the host's:\n got %s\nwant %s", c.golden, gj, wj)
+		}
 	}
 }

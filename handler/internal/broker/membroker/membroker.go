@@ -8,7 +8,7 @@
 // It is the engine of the development host and of the simulation tests;
 // production uses sbbroker. *Broker implements broker.Broker for the
 // handler's side and adds the session receiving that the Functions host does
-// (AcceptNextSession and Session), plus introspection (Stats, Idle,
+// (AcceptNextSession and Session), plus introspection (Stats, NextDue, Idle,
 // WaitIdle).
 //
 // All times (lock durations, schedules, time-to-live, receive waits) are on
@@ -28,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"orderstatus/handler/internal/broker"
 	"orderstatus/handler/internal/broker/internal/msgutil"
@@ -230,13 +231,23 @@ func (b *Broker) wait(ctx context.Context, q *queue, until time.Time) error {
 	return nil
 }
 
+// MaxIDLength is the longest MessageId or SessionId, in characters, that
+// Service Bus accepts.
+const MaxIDLength = 128
+
 func (b *Broker) prepare(op, queue string, msg broker.Message) (broker.Message, error) {
 	msg = msgutil.Message(msg)
 	if msg.MessageID == "" {
 		msg.MessageID = msgutil.NewID()
 	}
+	for _, id := range []struct{ name, v string }{{"MessageId", msg.MessageID}, {"SessionId", msg.SessionID}} {
+		if n := utf8.RuneCountInString(id.v); n > MaxIDLength {
+			return msg, fmt.Errorf("membroker: %s %s: a %s of %d characters exceeds %d: %w",
+				op, queue, id.name, n, MaxIDLength, broker.ErrInvalid)
+		}
+	}
 	if b.maxSize > 0 {
-		if n := messageSize(msg); n > b.maxSize {
+		if n := MessageSize(msg); n > b.maxSize {
 			return msg, fmt.Errorf("membroker: %s %s message %s: %d bytes exceed %d: %w",
 				op, queue, msg.MessageID, n, b.maxSize, broker.ErrInvalid)
 		}
@@ -244,8 +255,9 @@ func (b *Broker) prepare(op, queue string, msg broker.Message) (broker.Message, 
 	return msg, nil
 }
 
-// messageSize approximates the encoded size of body and properties.
-func messageSize(m broker.Message) int {
+// MessageSize approximates the encoded size of m (body, ids and
+// application properties) as Options.MaxMessageSize measures it.
+func MessageSize(m broker.Message) int {
 	n := len(m.Body) + len(m.MessageID) + len(m.SessionID) + len(m.Subject) + len(m.ContentType) + len(m.CorrelationID)
 	for k, v := range m.ApplicationProperties {
 		n += len(k) + len(fmt.Sprint(v))
@@ -279,7 +291,8 @@ func (b *Broker) enqueue(ctx context.Context, op, queue string, msg broker.Messa
 // Send enqueues msg on queue, giving it a random MessageId if it has none.
 // A MessageId sent within the duplicate detection window is dropped
 // silently. Errors: ErrNotFound (no queue), ErrInvalid (no SessionId on a
-// session queue, too large).
+// session queue, a MessageId or SessionId longer than MaxIDLength, too
+// large).
 func (b *Broker) Send(ctx context.Context, queue string, msg broker.Message) error {
 	_, err := b.enqueue(ctx, "send", queue, msg, nil)
 	return err
@@ -465,6 +478,22 @@ func (b *Broker) Stats(queue string) QueueStats {
 		return QueueStats{}
 	}
 	return q.stats()
+}
+
+// NextDue returns when the next message of queue changes state on its own:
+// a scheduled message becomes visible, or a visible message that nobody
+// holds reaches the end of its time-to-live. ok is false when nothing is
+// due (or the queue is unknown). Lock expiries do not count. The
+// development host uses it to fast-forward its clock over stretches in
+// which nothing else happens.
+func (b *Broker) NextDue(queue string) (at time.Time, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q, _, err := b.queueLocked("next due", queue)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return q.nextDue()
 }
 
 // Idle reports whether queue has no visible messages, locked or not

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -502,6 +503,99 @@ func TestMessageTooLarge(t *testing.T) {
 	big := broker.Message{MessageID: "big", Body: make([]byte, membroker.DefaultMaxMessageSize+1)}
 	if err := f.b.Send(f.ctx, poison, big); !errors.Is(err, broker.ErrInvalid) {
 		t.Errorf("Send of %d bytes = %v, want ErrInvalid", len(big.Body), err)
+	}
+}
+
+func TestIDLengthLimit(t *testing.T) {
+	f := newFixture(t, 1, time.Minute)
+	long := strings.Repeat("é", membroker.MaxIDLength+1) // counted in characters, not bytes
+	limit := strings.Repeat("é", membroker.MaxIDLength)
+	tests := []struct {
+		name  string
+		queue string
+		msg   broker.Message
+		want  error
+	}{
+		{"MessageId at the limit", orders, broker.Message{MessageID: limit, SessionID: "s"}, nil},
+		{"SessionId at the limit", orders, broker.Message{MessageID: "m1", SessionID: limit}, nil},
+		{"MessageId too long", poison, broker.Message{MessageID: long}, broker.ErrInvalid},
+		{"SessionId too long", orders, broker.Message{MessageID: "m2", SessionID: long}, broker.ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := f.b.Send(f.ctx, tt.queue, tt.msg); !errors.Is(err, tt.want) {
+				t.Errorf("Send = %v, want %v", err, tt.want)
+			}
+			if _, err := f.b.Schedule(f.ctx, tt.queue, tt.msg, f.clk.Now().Add(time.Hour)); !errors.Is(err, tt.want) {
+				t.Errorf("Schedule = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestNextDue(t *testing.T) {
+	clk := clock.Scaled(1) // real time: only AdvanceTo makes an hour pass
+	o := membroker.DefaultQueueOptions()
+	o.LockDuration = 10 * time.Minute
+	b := newBroker(t, clk, o)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	if at, ok := b.NextDue(orders); ok {
+		t.Errorf("NextDue of an empty queue = %v, true; want false", at)
+	}
+	if _, ok := b.NextDue("nope"); ok {
+		t.Error("NextDue of an unknown queue = true, want false")
+	}
+	start := clk.Now()
+	late, soon := start.Add(2*time.Hour), start.Add(30*time.Minute)
+	if _, err := b.Schedule(ctx, orders, broker.Message{MessageID: "late", SessionID: "o-1"}, late); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Schedule(ctx, orders, broker.Message{MessageID: "soon", SessionID: "o-2"}, soon); err != nil {
+		t.Fatal(err)
+	}
+	if at, ok := b.NextDue(orders); !ok || !at.Equal(soon) {
+		t.Errorf("NextDue with two scheduled = %v, %v; want %v", at, ok, soon)
+	}
+	// An unlocked message's expiry counts; a locked one's does not.
+	if err := b.Send(ctx, poison, broker.Message{MessageID: "p", TimeToLive: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if at, ok := b.NextDue(poison); !ok || at.Sub(start) < time.Minute || at.Sub(start) > 2*time.Minute {
+		t.Errorf("NextDue of a message with a 1m TTL = %v, %v; want about %v", at, ok, start.Add(time.Minute))
+	}
+	if got, err := b.Receive(ctx, broker.Source{Queue: poison}, 1, 0); err != nil || len(got) != 1 {
+		t.Fatalf("Receive = %v, %v", got, err)
+	}
+	if at, ok := b.NextDue(poison); ok {
+		t.Errorf("NextDue with the only message locked = %v, true; want false", at)
+	}
+
+	// Advancing the clock to the due time wakes an acceptor waiting for
+	// the scheduled message.
+	accepted := make(chan string, 1)
+	go func() {
+		s, err := b.AcceptNextSession(ctx, orders)
+		if err != nil {
+			accepted <- err.Error()
+			return
+		}
+		accepted <- s.ID()
+	}()
+	if d := clk.AdvanceTo(soon); d <= 0 {
+		t.Fatalf("AdvanceTo(%v) = %v, want a jump", soon, d)
+	}
+	select {
+	case got := <-accepted:
+		if got != "o-2" {
+			t.Errorf("accepted %q after the clock reached the first due time, want o-2", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("no session accepted after the clock reached the due time")
+	}
+	if at, ok := b.NextDue(orders); !ok || !at.Equal(late) {
+		t.Errorf("NextDue after the first fell due = %v, %v; want %v", at, ok, late)
 	}
 }
 

@@ -516,6 +516,32 @@ func (q *queue) holdSession(g *group, now time.Time) *sessionLock {
 	return l
 }
 
+// nextDue returns the earliest time a scheduled message becomes visible or
+// an unlocked visible message expires.
+func (q *queue) nextDue() (time.Time, bool) {
+	var at time.Time
+	consider := func(t time.Time) {
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	for _, e := range q.scheduled {
+		consider(e.visibleAt)
+	}
+	unlocked := func(l *list) {
+		for _, e := range l.items {
+			if !e.locked() {
+				consider(e.expires)
+			}
+		}
+	}
+	unlocked(&q.main)
+	for _, g := range q.groups {
+		unlocked(&g.msgs)
+	}
+	return at, !at.IsZero()
+}
+
 // stats counts the queue's messages.
 func (q *queue) stats() QueueStats {
 	s := QueueStats{Scheduled: len(q.scheduled), DeadLettered: len(q.dead.items)}

@@ -3,7 +3,8 @@
 // FUNCTIONS_CUSTOMHANDLER_PORT (and FUNCTIONS_CUSTOMHANDLER_WORKER_ID),
 // polls GET / on 127.0.0.1 until any HTTP answer, restarts the process when
 // it exits (with a growing, bounded back-off), and stops it with SIGTERM,
-// then SIGKILL after a grace period.
+// then SIGKILL after a grace period. On Linux the process is also killed
+// when its supervisor's process dies, even by SIGKILL.
 package child
 
 import (
@@ -16,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -188,6 +190,13 @@ func (p *Process) Stop() {
 }
 
 func (p *Process) supervise(first chan<- error) {
+	// Every incarnation is started from this goroutine, locked to its OS
+	// thread until supervision ends: on Linux the parent-death signal (see
+	// sysProcAttr) fires when the thread that started the process exits,
+	// and the Go runtime may end an unlocked thread at any time. The lock
+	// is never released, so the thread ends with this goroutine, after the
+	// last incarnation exited.
+	runtime.LockOSThread()
 	defer close(p.done)
 	failures := 0
 	for {
@@ -248,9 +257,7 @@ func (p *Process) runOnce(first chan<- error) (ready bool, err error) {
 	cmd.Env = append(append([]string(nil), withoutKeys(p.opts.Env, EnvPort, EnvWorkerID)...),
 		EnvPort+"="+strconv.Itoa(port), EnvWorkerID+"="+newID())
 	cmd.Stdout, cmd.Stderr = p.opts.Stdout, p.opts.Stderr
-	// Own process group: a Ctrl-C in the terminal reaches the development
-	// host, which stops the handler in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		err = fmt.Errorf("child: start %s: %w", p.opts.Path, err)
 		report(err)

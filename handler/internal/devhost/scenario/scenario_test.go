@@ -35,18 +35,18 @@ func TestParse(t *testing.T) {
 			want: Line{SessionID: "o-1", MessageID: "m", Body: []byte("a\"b\n")},
 		},
 		{
-			name: "number and null bodies are JSON text",
+			name: "number body is JSON text",
 			in:   `{"sessionId":"o-1","messageId":"m","body":42}`,
 			want: Line{SessionID: "o-1", MessageID: "m", ContentType: "application/json", Body: []byte(`42`)},
 		},
 		{
-			name: "null body",
-			in:   `{"sessionId":"o-1","messageId":"m","body":null}`,
-			want: Line{SessionID: "o-1", MessageID: "m", ContentType: "application/json", Body: []byte(`null`)},
-		},
-		{
 			name: "no body, no subject",
 			in:   `{"sessionId":"o-1","messageId":"m"}`,
+			want: Line{SessionID: "o-1", MessageID: "m"},
+		},
+		{
+			name: "empty subject",
+			in:   `{"subject":"","sessionId":"o-1","messageId":"m"}`,
 			want: Line{SessionID: "o-1", MessageID: "m"},
 		},
 		{
@@ -57,10 +57,53 @@ func TestParse(t *testing.T) {
 				Body: []byte(`{"orderId":"o-1"}`), ScheduleAfter: 30 * time.Minute, SendAfter: 90 * time.Second,
 				ApplicationProperties: map[string]any{"s": "x", "i": int64(3), "f": 1.5, "b": true, "e": 1000.0}},
 		},
+		{
+			name: "content type, correlation id, time to live",
+			in:   `{"sessionId":"o-1","messageId":"m","body":{"a":1},"contentType":"application/vnd.order+json","correlationId":"c-1","timeToLive":"1h"}`,
+			want: Line{SessionID: "o-1", MessageID: "m", ContentType: "application/vnd.order+json", CorrelationID: "c-1",
+				TimeToLive: time.Hour, Body: []byte(`{"a":1}`)},
+		},
+		{
+			name: "content type of a string body",
+			in:   `{"sessionId":"o-1","messageId":"m","body":"<a/>","contentType":"application/xml"}`,
+			want: Line{SessionID: "o-1", MessageID: "m", ContentType: "application/xml", Body: []byte(`<a/>`)},
+		},
+		{
+			name: "null and empty optional fields are absent",
+			in: `{"subject":null,"sessionId":"o-1","messageId":"m","body":null,"scheduleAfter":"","sendAfter":null,` +
+				`"timeToLive":"","contentType":null,"correlationId":"","applicationProperties":null}`,
+			want: Line{SessionID: "o-1", MessageID: "m"},
+		},
+		{
+			name: "null properties left out, nested ones as JSON text",
+			in:   `{"sessionId":"o-1","messageId":"m","applicationProperties":{"gone":null,"obj":{"a": [1, 2]},"arr":[true, "x"]}}`,
+			want: Line{SessionID: "o-1", MessageID: "m", ApplicationProperties: map[string]any{"obj": `{"a":[1,2]}`, "arr": `[true,"x"]`}},
+		},
+		{
+			name: "only null properties",
+			in:   `{"sessionId":"o-1","messageId":"m","applicationProperties":{"gone":null}}`,
+			want: Line{SessionID: "o-1", MessageID: "m"},
+		},
+		{
+			name: "field names in any case",
+			in:   `{"SessionID":"o-1","MESSAGEID":"m","ScheduleAfter":"1s"}`,
+			want: Line{SessionID: "o-1", MessageID: "m", ScheduleAfter: time.Second},
+		},
+		{
+			name: "byte order mark",
+			in:   "\uFEFF" + `{"sessionId":"o-1","messageId":"m"}`,
+			want: Line{SessionID: "o-1", MessageID: "m"},
+		},
+		{
+			name: "ids at the limit",
+			in:   `{"sessionId":"` + strings.Repeat("s", 128) + `","messageId":"` + strings.Repeat("m", 128) + `"}`,
+			want: Line{SessionID: strings.Repeat("s", 128), MessageID: strings.Repeat("m", 128)},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Parse(strings.NewReader(tt.in+"\n"), "w.jsonl")
+			var warnings []string
+			got, err := Parse(strings.NewReader(tt.in+"\n"), "w.jsonl", &Options{Warn: func(m string) { warnings = append(warnings, m) }})
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -68,29 +111,65 @@ func TestParse(t *testing.T) {
 			if len(got) != 1 || !reflect.DeepEqual(got[0], tt.want) {
 				t.Errorf("Parse:\n got %+v\nwant %+v", got, tt.want)
 			}
+			if len(warnings) != 0 {
+				t.Errorf("warnings: got %q, want none", warnings)
+			}
 		})
 	}
 }
 
+func TestParseWarnings(t *testing.T) {
+	in := `{"sessionId":"o-1","messageId":"a","note":"x","Extra":1}` + "\n" +
+		`{"sessionId":"o-1","messageId":"b","note":"y"}` + "\n" +
+		`{"sessionId":"o-1","body":{"orderId":"o-1"}}` + "\n"
+	var warnings []string
+	lines, err := Parse(strings.NewReader(in), "dir/w.jsonl", &Options{Warn: func(m string) { warnings = append(warnings, m) }})
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if len(lines) != 3 || lines[2].MessageID != "w.jsonl:3" {
+		t.Fatalf("Parse: got %+v, want three lines, the last with MessageId w.jsonl:3", lines)
+	}
+	want := []string{
+		`dir/w.jsonl:1: unknown field "Extra" ignored (reported once)`,
+		`dir/w.jsonl:1: unknown field "note" ignored (reported once)`,
+		`dir/w.jsonl:3: no messageId; sending it as "w.jsonl:3"`,
+	}
+	if !reflect.DeepEqual(warnings, want) {
+		t.Errorf("warnings:\n got %q\nwant %q", warnings, want)
+	}
+	// Without Options, the same input parses and warns nobody.
+	if _, err := Parse(strings.NewReader(in), "w.jsonl", nil); err != nil {
+		t.Errorf("Parse without options: %v", err)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
+	big := strings.Repeat("x", MaxMessageBytes)
 	tests := []struct {
 		name, in, want string
 	}{
 		{"not an object", `[1]`, "one JSON object"},
 		{"invalid json", `{"sessionId":`, "invalid JSON"},
-		{"unknown field", `{"sesionId":"o-1","messageId":"m"}`, "sesionId"},
 		{"missing session", `{"messageId":"m"}`, "sessionId is missing"},
-		{"empty message id", `{"sessionId":"o-1","messageId":""}`, "messageId is missing"},
+		{"null session", `{"sessionId":null,"messageId":"m"}`, "sessionId is missing"},
+		{"empty session", `{"sessionId":"","messageId":"m"}`, "sessionId is missing"},
+		{"number for a string", `{"sessionId":"o-1","messageId":5}`, "messageId: want a string"},
 		{"bad schedule", `{"sessionId":"o-1","messageId":"m","scheduleAfter":"30 minutes"}`, "scheduleAfter"},
 		{"negative schedule", `{"sessionId":"o-1","messageId":"m","scheduleAfter":"-1s"}`, "scheduleAfter"},
-		{"bad send after", `{"sessionId":"o-1","messageId":"m","sendAfter":5}`, "invalid JSON"},
-		{"nested property", `{"sessionId":"o-1","messageId":"m","applicationProperties":{"k":{"a":1}}}`, "applicationProperties.k"},
+		{"bad send after", `{"sessionId":"o-1","messageId":"m","sendAfter":5}`, "sendAfter: want a string"},
+		{"bad time to live", `{"sessionId":"o-1","messageId":"m","timeToLive":"soon"}`, "timeToLive"},
+		{"properties not an object", `{"sessionId":"o-1","messageId":"m","applicationProperties":[1]}`, "applicationProperties: want an object"},
+		{"one field twice", `{"sessionId":"o-1","messageId":"m","MessageId":"n"}`, `"MessageId" and "messageId" name the same field`},
 		{"trailing data", `{"sessionId":"o-1","messageId":"m"} {}`, "after the JSON object"},
+		{"session id too long", `{"sessionId":"` + strings.Repeat("s", 129) + `","messageId":"m"}`, "sessionId has 129 characters"},
+		{"message id too long", `{"sessionId":"o-1","messageId":"` + strings.Repeat("m", 129) + `"}`, "messageId has 129 characters"},
+		{"message too large", `{"sessionId":"o-1","messageId":"m","body":"` + big + `"}`, "over the Service Bus limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := `{"sessionId":"o-1","messageId":"ok"}` + "\n\n" + tt.in + "\n"
-			_, err := Parse(strings.NewReader(in), "w.jsonl")
+			_, err := Parse(strings.NewReader(in), "w.jsonl", nil)
 			var le *LineError
 			if !errors.As(err, &le) || !errors.Is(err, ErrSyntax) {
 				t.Fatalf("Parse: got %v, want a *LineError wrapping ErrSyntax", err)
@@ -108,25 +187,27 @@ func TestReadFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	lines, err := ReadFile(path)
+	lines, err := ReadFile(path, nil)
 	if err != nil || len(lines) != 2 || lines[1].MessageID != "b" || lines[1].Pos != path+":2" {
 		t.Errorf("ReadFile: got %+v, %v", lines, err)
 	}
-	if _, err := ReadFile(filepath.Join(t.TempDir(), "missing.jsonl")); err == nil {
-		t.Errorf("ReadFile of a missing file: got nil error")
+	missing := filepath.Join(t.TempDir(), "missing.jsonl")
+	if _, err := ReadFile(missing, nil); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("ReadFile of a missing file: got %v, want an error naming it", err)
 	}
 }
 
 func TestLineMessage(t *testing.T) {
 	l := Line{Subject: "S", SessionID: "o-1", MessageID: "m", ContentType: "application/json", Body: []byte("{}"),
-		ApplicationProperties: map[string]any{"k": "v"}}
+		ApplicationProperties: map[string]any{"k": "v"}, CorrelationID: "c", TimeToLive: time.Hour}
 	m := l.Message()
 	m.Body[0] = 'x'
 	m.ApplicationProperties["k"] = "changed"
 	if string(l.Body) != "{}" || l.ApplicationProperties["k"] != "v" {
 		t.Errorf("Message shares memory with the line")
 	}
-	if m.SessionID != "o-1" || m.MessageID != "m" || m.Subject != "S" || m.ContentType != "application/json" {
+	if m.SessionID != "o-1" || m.MessageID != "m" || m.Subject != "S" || m.ContentType != "application/json" ||
+		m.CorrelationID != "c" || m.TimeToLive != time.Hour {
 		t.Errorf("Message: got %+v", m)
 	}
 }

@@ -33,6 +33,9 @@ const (
 	// EnvIgnoreTerm makes the process ignore SIGTERM (a handler that
 	// does not stop when asked).
 	EnvIgnoreTerm = "DEVHOST_FAKE_HANDLER_IGNORE_TERM"
+	// EnvLogLine, when set, is printed on the process's standard output
+	// as it starts (a handler's log line).
+	EnvLogLine = "DEVHOST_FAKE_HANDLER_LOG_LINE"
 	// HeaderPID carries the forwarding process's id to the test server.
 	HeaderPID = "X-Fake-Handler-Pid"
 	// PathEnv is answered by the process itself with its Env.
@@ -54,6 +57,9 @@ func Main() {
 	}
 	if os.Getenv(EnvExitAtStart) != "" {
 		os.Exit(3)
+	}
+	if line := os.Getenv(EnvLogLine); line != "" {
+		fmt.Println(line)
 	}
 	if os.Getenv(EnvIgnoreTerm) != "" {
 		signal.Ignore(syscall.SIGTERM)

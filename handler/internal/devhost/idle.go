@@ -1,0 +1,85 @@
+package devhost
+
+import (
+	"sync"
+	"time"
+)
+
+// idleTracker follows, for fast-forwarding, the sessions the dispatchers
+// hold and which of their receivers wait idle for the next message (and
+// until when, on the host's clock). Its methods are safe for concurrent
+// use.
+type idleTracker struct {
+	mu    sync.Mutex
+	held  map[string]int          // queue -> sessions held by the dispatchers
+	busy  map[string]int          // queue -> receivers of held sessions not waiting idle
+	waits map[*receiver]time.Time // receivers waiting idle -> when their wait ends
+}
+
+// receiver identifies one receiving goroutine of a held session.
+type receiver struct{ queue string }
+
+func newIdleTracker() *idleTracker {
+	return &idleTracker{held: map[string]int{}, busy: map[string]int{}, waits: map[*receiver]time.Time{}}
+}
+
+// hold records a session accepted on queue, with its receivers all busy
+// until they wait.
+func (t *idleTracker) hold(queue string, receivers int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.held[queue]++
+	t.busy[queue] += receivers
+}
+
+// release records that a session held on queue was closed, after all its
+// receivers exited.
+func (t *idleTracker) release(queue string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.held[queue]--
+}
+
+// wait records that r waits idle until until.
+func (t *idleTracker) wait(r *receiver, until time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.busy[r.queue]--
+	t.waits[r] = until
+}
+
+// woke records that r's wait ended.
+func (t *idleTracker) woke(r *receiver) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.busy[r.queue]++
+	delete(t.waits, r)
+}
+
+// exited records that r stopped receiving.
+func (t *idleTracker) exited(r *receiver) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.busy[r.queue]--
+}
+
+// state returns, for queue, how many sessions the dispatchers hold and
+// whether all their receivers wait idle.
+func (t *idleTracker) state(queue string) (held int, allWaiting bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.held[queue], t.busy[queue] == 0
+}
+
+// firstWaitEnd returns the earliest end of an idle wait.
+func (t *idleTracker) firstWaitEnd() (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var first time.Time
+	for _, until := range t.waits {
+		if first.IsZero() || until.Before(first) {
+			first = until
+		}
+	}
+	return first, !first.IsZero()
+}

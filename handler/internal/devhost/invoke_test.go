@@ -1,0 +1,79 @@
+package devhost
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+)
+
+// fixedReady is a handler that is always ready at base.
+type fixedReady string
+
+func (f fixedReady) Ready(context.Context) (string, error) { return string(f), nil }
+
+var _ readier = fixedReady("")
+
+// TestInvokerDoesNotFollowRedirects: the host takes a 3xx as the answer;
+// following it would complete a message the handler never handled.
+func TestInvokerDoesNotFollowRedirects(t *testing.T) {
+	var followed atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/elsewhere" {
+			followed.Store(true)
+			reply(w, http.StatusOK, "Applied")
+			return
+		}
+		http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+	}))
+	defer srv.Close()
+	iv := newInvoker(fixedReady(srv.URL), 0, slog.New(slog.DiscardHandler))
+	defer iv.close()
+	a, err := iv.invoke(testCtx(t), "OrderStatus", []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Status != http.StatusTemporaryRedirect || a.OK() || followed.Load() {
+		t.Errorf("answer %d (followed %v), want the 307 itself, not followed", a.Status, followed.Load())
+	}
+}
+
+// TestInvokerCloseClosesIdleConnections: Close leaves no connection to
+// the handler open.
+func TestInvokerCloseClosesIdleConnections(t *testing.T) {
+	closed := make(chan struct{}, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, "Applied")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			select {
+			case closed <- struct{}{}:
+			default:
+			}
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	iv := newInvoker(fixedReady(srv.URL), 0, slog.New(slog.DiscardHandler))
+	if _, err := iv.invoke(testCtx(t), "OrderStatus", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-closed:
+		t.Fatal("the connection closed before Close")
+	default:
+	}
+	iv.close()
+	waitFor(t, "the idle connection to close", func() bool {
+		select {
+		case <-closed:
+			return true
+		default:
+			return false
+		}
+	})
+}

@@ -1,0 +1,155 @@
+package devhost
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestSummaryJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		s    Summary
+		want string
+	}{
+		{
+			name: "empty: objects and arrays, never null",
+			s:    Summary{Sent: 3, PoisonDepth: 1, DeadLetterDepth: 2, Violations: []string{"v"}},
+			want: `{"orders":{},"results":{},"parked":[],"deadLettered":[]}`,
+		},
+		{
+			name: "four keys only, map keys sorted",
+			s: Summary{
+				Orders:       map[string]OrderRow{"o-2": {Status: "Paid", LastSequence: 2}, "o-1": {Status: "Created", LastSequence: 1}},
+				Results:      map[string]int{"Stale": 1, "Applied": 3},
+				Parked:       []Entry{{MessageID: "a", Reason: "InvalidPayload", ParkedID: "a:parked"}},
+				DeadLettered: []Entry{{MessageID: "b", Reason: "MaxDeliveryCountExceeded", Queue: "q", DeliveryCount: 5}},
+				Sent:         9,
+				Violations:   []string{},
+			},
+			want: `{"orders":{"o-1":{"status":"Created","lastSequence":1},"o-2":{"status":"Paid","lastSequence":2}},` +
+				`"results":{"Applied":3,"Stale":1},"parked":[{"messageId":"a","reason":"InvalidPayload"}],` +
+				`"deadLettered":[{"messageId":"b","reason":"MaxDeliveryCountExceeded"}]}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := json.Marshal(tt.s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("JSON:\n got %s\nwant %s", got, tt.want)
+			}
+			path := filepath.Join(t.TempDir(), "summary.json")
+			if err := tt.s.WriteJSON(path); err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back, want any
+			_ = json.Unmarshal(data, &back)
+			_ = json.Unmarshal([]byte(tt.want), &want)
+			if b, _ := json.Marshal(back); string(b) != string(mustJSON(t, want)) {
+				t.Errorf("WriteJSON wrote %s, want %s", data, tt.want)
+			}
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestSortEntries(t *testing.T) {
+	got := []Entry{
+		{MessageID: "o-2:1", Reason: "TTLExpiredException"},
+		{MessageID: "o-1:9", Reason: "MaxDeliveryCountExceeded", Removed: true},
+		{MessageID: "o-2:1", Reason: "MaxDeliveryCountExceeded"},
+		{MessageID: "o-1:10", Reason: "MaxDeliveryCountExceeded"},
+	}
+	sortEntries(got)
+	want := []string{"o-1:10 MaxDeliveryCountExceeded", "o-1:9 MaxDeliveryCountExceeded", "o-2:1 MaxDeliveryCountExceeded", "o-2:1 TTLExpiredException"}
+	for i, e := range got {
+		if s := e.MessageID + " " + e.Reason; s != want[i] {
+			t.Errorf("entry %d: got %s, want %s", i, s, want[i])
+		}
+	}
+}
+
+// TestSummarySortsAndUsesTheGetOrderRoute: the summary reads orders
+// through the GetOrder function's own route, and lists parked messages by
+// messageId.
+func TestSummarySortsAndUsesTheGetOrderRoute(t *testing.T) {
+	files := appFiles(1)
+	files["functions/GetOrder/function.json"] = `{"bindings":[{"type":"httpTrigger","direction":"in","name":"req","authLevel":"function",
+	  "methods":["get"],"route":"v2/order/{orderId}/status"},{"type":"http","direction":"out","name":"res"}]}`
+	h, up := testHost(t, files, nil)
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost:
+			reply(w, http.StatusOK, "Applied")
+		case r.URL.Path == "/api/v2/order/o-1/status":
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(OrderRow{Status: "Created", LastSequence: 1})
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	ctx := testCtx(t)
+	if err := h.Send(ctx, statusLine("o-1", "o-1:1", "Created", 1)); err != nil {
+		t.Fatal(err)
+	}
+	// What the handler parks, as it does, in an order other than the ids'.
+	for _, id := range []string{"o-9:bad", "o-1:bad", "o-5:bad"} {
+		msg := statusLine(id[:3], id+":parked", "Created", 1).Message()
+		msg.ApplicationProperties = map[string]any{propOriginalMessageID: id, "DeadLetterReason": "InvalidPayload"}
+		if err := h.rec.Send(ctx, h.PoisonQueue(), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := h.Summary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Orders["o-1"] != (OrderRow{Status: "Created", LastSequence: 1}) {
+		t.Errorf("orders: got %v, want o-1 read through /api/v2/order/o-1/status", s.Orders)
+	}
+	var ids []string
+	for _, p := range s.Parked {
+		ids = append(ids, p.MessageID)
+	}
+	if len(ids) != 3 || ids[0] != "o-1:bad" || ids[1] != "o-5:bad" || ids[2] != "o-9:bad" {
+		t.Errorf("parked: got %q, want sorted by messageId", ids)
+	}
+}
+
+func TestOrderPath(t *testing.T) {
+	files := appFiles(1)
+	h, err := New(Options{AppRoot: writeApp(t, files), Env: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.orderPath("o 1"); got != "/api/orders/o%201" {
+		t.Errorf("orderPath: got %q, want /api/orders/o%%201", got)
+	}
+	delete(files, "functions/GetOrder/function.json")
+	if h, err = New(Options{AppRoot: writeApp(t, files), Env: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.orderPath("o-1"); got != "/api/orders/o-1" {
+		t.Errorf("orderPath without a GetOrder function: got %q, want /api/orders/o-1", got)
+	}
+}
