@@ -108,6 +108,67 @@ func TestCheck(t *testing.T) {
 			},
 			nil,
 		},
+		// Check 6: a handler that finds its own write (its answer was lost,
+		// the retry refused) answers Duplicate or Stale where the fold says
+		// Applied.
+		{
+			"own write found: a status change answered Duplicate, the row holds it", func(in *CheckInput) {
+				in.Completions[2].Result = "Duplicate" // o-1:3 Shipped, the row Shipped/3
+			},
+			nil,
+		},
+		{
+			"own write found: a status change answered Duplicate, superseded later", func(in *CheckInput) {
+				in.Completions[0].Result = "Duplicate" // o-1:1 Created, the row Shipped/3
+			},
+			nil,
+		},
+		{
+			"own write found: a status change answered Duplicate, then cancelled at its sequence", func(in *CheckInput) {
+				in.Completions[1].Result = "Duplicate" // o-2:1 Created, the row Cancelled/1
+			},
+			nil,
+		},
+		{
+			"own write found: a payment timeout answered Stale, the row is Cancelled", func(in *CheckInput) {
+				in.Completions[4].Result = "Stale"
+			},
+			nil,
+		},
+		{
+			"a status change answered Stale where the fold says Applied", func(in *CheckInput) {
+				in.Completions[2].Result = "Stale" // never the answer to one's own write of a status change
+			},
+			[]string{"message o-1:3 (first delivery): handler answered Stale, want Applied"},
+		},
+		{
+			"a payment timeout answered Duplicate where the fold says Applied", func(in *CheckInput) {
+				in.Completions[4].Result = "Duplicate"
+			},
+			[]string{"message o-2:payment-timeout (first delivery): handler answered Duplicate, want Applied"},
+		},
+		{
+			"answered Duplicate, but the row is behind the message", func(in *CheckInput) {
+				in.Completions[2].Result = "Duplicate"
+				in.Orders["o-1"] = OrderRow{Status: "Paid", LastSequence: 2}
+			},
+			[]string{"message o-1:3 (first delivery): handler answered Duplicate, want Applied", "order o-1: row Paid/2, want Shipped/3"},
+		},
+		{
+			"answered Duplicate, but the row was not read", func(in *CheckInput) {
+				in.Completions[2].Result = "Duplicate"
+				delete(in.Queried, "o-1")
+				delete(in.Orders, "o-1")
+			},
+			[]string{"message o-1:3 (first delivery): handler answered Duplicate, want Applied"},
+		},
+		{
+			"a payment timeout answered Stale, but the row is not Cancelled", func(in *CheckInput) {
+				in.Completions[4].Result = "Stale"
+				in.Orders["o-2"] = OrderRow{Status: "Created", LastSequence: 1}
+			},
+			[]string{"message o-2:payment-timeout (first delivery): handler answered Stale, want Applied", "order o-2: row Created/1, want Cancelled/1"},
+		},
 		{
 			"a message lost", func(in *CheckInput) { in.SentIDs["o-4:1"] = true },
 			[]string{"message o-4:1 was sent but neither completed nor dead-lettered"},
@@ -176,5 +237,116 @@ func TestCheckPaidOrderTimeoutIsStale(t *testing.T) {
 	in.Completions[2].Result = "Applied"
 	if got := Check(in); len(got) != 1 || !strings.Contains(got[0], "want Stale") {
 		t.Errorf("violations: got %q, want the timeout's result judged Stale", got)
+	}
+}
+
+// deadRun is a correct run in which the effects of dead-lettered messages
+// happened in failed attempts:
+//   - o-4:2 (Paid) was written before it was dead-lettered, so the payment
+//     timeout that followed is Stale and o-4:3 (Shipped) Applied, where
+//     the fold, without o-4:2, says Applied and InvalidTransition;
+//   - o-5:2 (Cancelled) was written before it was dead-lettered (then
+//     taken out of the dead-letter queue to be replayed), so o-5:3 (Paid)
+//     is parked as an invalid transition, where the fold says Applied.
+func deadRun() CheckInput {
+	in := CheckInput{
+		Completions: []Completion{
+			upd("o-4", 1, "Created", "Applied"),
+			upd("o-5", 1, "Created", "Applied"),
+			timeoutFor("o-4", "Stale"),
+			upd("o-5", 3, "Paid", "Parked"),
+			upd("o-4", 3, "Shipped", "Applied"),
+		},
+		Orders: map[string]OrderRow{
+			"o-4": {Status: "Shipped", LastSequence: 3},
+			"o-5": {Status: "Cancelled", LastSequence: 2},
+		},
+		Queried: map[string]bool{"o-4": true, "o-5": true},
+		Parked:  []Entry{{MessageID: "o-5:3", Reason: "InvalidTransition", ParkedID: "o-5:3:parked"}},
+		DeadLettered: []Entry{
+			{MessageID: "o-4:2", SessionID: "o-4", Reason: broker.ReasonMaxDeliveryCountExceeded, DeliveryCount: 5},
+			{MessageID: "o-5:2", SessionID: "o-5", Reason: broker.ReasonMaxDeliveryCountExceeded, DeliveryCount: 6, Removed: true},
+		},
+		MaxDelivery:     5,
+		CallsPerSession: 1,
+		SentIDs:         map[string]bool{"o-4:2": true, "o-5:2": true},
+	}
+	for _, c := range in.Completions {
+		in.SentIDs[c.MessageID] = true
+	}
+	return in
+}
+
+func TestCheckSessionsWithDeadLetters(t *testing.T) {
+	bad := Completion{Queue: "order-status", SessionID: "o-4", MessageID: "o-4:bad", Subject: "OrderStatusChanged",
+		Body: []byte("{oops"), DeliveryCount: 1, Result: "Parked"}
+	tests := []struct {
+		name   string
+		change func(*CheckInput)
+		want   []string
+	}{
+		{"results, rows and invalid transitions are not judged", func(*CheckInput) {}, nil},
+		{
+			"the same run without the dead-lettered messages is wrong", func(in *CheckInput) {
+				in.DeadLettered = nil
+				delete(in.SentIDs, "o-4:2")
+				delete(in.SentIDs, "o-5:2")
+			},
+			[]string{
+				"message o-4:payment-timeout (first delivery): handler answered Stale, want Applied",
+				"message o-5:3 (first delivery): handler answered Parked, want Applied",
+				"message o-4:3 (first delivery): handler answered Applied, want Parked",
+				"order o-4: row Shipped/3, want Cancelled/1",
+				"order o-5: row Cancelled/2, want Paid/3",
+				"message o-4:3: want it parked (InvalidTransition), it was not",
+				"message o-5:3: parked (InvalidTransition), but it is not poison",
+			},
+		},
+		{
+			"a bad payload must still be parked", func(in *CheckInput) {
+				in.Completions = append(in.Completions, bad)
+				in.SentIDs[bad.MessageID] = true
+			},
+			[]string{"message o-4:bad: want it parked (InvalidPayload), it was not"},
+		},
+		{
+			"a bad payload parked", func(in *CheckInput) {
+				in.Completions = append(in.Completions, bad)
+				in.SentIDs[bad.MessageID] = true
+				in.Parked = append(in.Parked, Entry{MessageID: "o-4:bad", Reason: "InvalidPayload", ParkedID: "o-4:bad:parked"})
+			},
+			nil,
+		},
+		{
+			"parked for a reason that does not depend on the state, but not poison", func(in *CheckInput) {
+				in.Parked = append(in.Parked, Entry{MessageID: "o-4:3", Reason: "InvalidPayload", ParkedID: "o-4:3:parked"})
+			},
+			[]string{"message o-4:3: parked (InvalidPayload), but it is not poison"},
+		},
+		{
+			"parked twice", func(in *CheckInput) {
+				in.Parked = append(in.Parked, Entry{MessageID: "o-5:3", Reason: "InvalidTransition", ParkedID: "o-5:3:parked:2"})
+			},
+			[]string{"message o-5:3: parked 2 times"},
+		},
+		{
+			"dead-lettered with a reason the broker never gives", func(in *CheckInput) { in.DeadLettered[1].Reason = "" },
+			[]string{`dead-lettered message o-5:2: reason ""`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := deadRun()
+			tt.change(&in)
+			got := Check(in)
+			if len(got) != len(tt.want) {
+				t.Fatalf("violations: got %q, want %d matching %q", got, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("violation %d: got %q, want it to contain %q", i, got[i], w)
+				}
+			}
+		})
 	}
 }

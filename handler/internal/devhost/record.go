@@ -3,9 +3,11 @@ package devhost
 import (
 	"bytes"
 	"context"
+	"errors"
 	"maps"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"orderstatus/handler/internal/broker"
 	"orderstatus/handler/internal/broker/membroker"
@@ -20,6 +22,11 @@ const (
 // server): the membroker, plus a record of what the handler parked and
 // what it took out of the dead-letter subqueues, so the summary stays
 // complete after a sweeper archived or replayed some of it.
+//
+// A settle request that comes through the loopback server names its
+// message only by lock token (and sequence number), so the recorder keeps
+// each dead-lettered message it hands out by its lock token until it is
+// settled or received again, and records a completion from that copy.
 type recorder struct {
 	broker.Broker
 	poisonQueue string
@@ -28,12 +35,23 @@ type recorder struct {
 	parked     []Entry         // in order, one per distinct parked MessageId
 	parkedIDs  map[string]bool // parked MessageIds seen
 	dlqRemoved []Entry
+	// dlqLocked holds the dead-lettered messages handed out and not
+	// settled, by queue and lock token. A message received again (its
+	// earlier lock expired) replaces its stale entry, so it holds at most
+	// one entry per message in a dead-letter subqueue.
+	dlqLocked map[lockKey]broker.Received
+}
+
+// lockKey names a message handed out from a dead-letter subqueue.
+type lockKey struct {
+	queue     string
+	lockToken string
 }
 
 var _ broker.Broker = (*recorder)(nil)
 
 func newRecorder(b *membroker.Broker, poisonQueue string) *recorder {
-	return &recorder{Broker: b, poisonQueue: poisonQueue, parkedIDs: map[string]bool{}}
+	return &recorder{Broker: b, poisonQueue: poisonQueue, parkedIDs: map[string]bool{}, dlqLocked: map[lockKey]broker.Received{}}
 }
 
 // Send forwards to the broker and records a message sent to the poison
@@ -55,13 +73,60 @@ func (r *recorder) Send(ctx context.Context, queue string, msg broker.Message) e
 	return err
 }
 
+// Receive forwards to the broker and keeps what it hands out of a
+// dead-letter subqueue, for Complete.
+func (r *recorder) Receive(ctx context.Context, src broker.Source, max int, wait time.Duration) ([]broker.Received, error) {
+	got, err := r.Broker.Receive(ctx, src, max, wait)
+	if err != nil || !src.DeadLetter || len(got) == 0 {
+		return got, err
+	}
+	seqs := make(map[int64]bool, len(got))
+	for _, m := range got {
+		seqs[m.SequenceNumber] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, m := range r.dlqLocked {
+		if k.queue == src.Queue && seqs[m.SequenceNumber] {
+			delete(r.dlqLocked, k) // its lock expired: it was handed out again
+		}
+	}
+	for _, m := range got {
+		r.dlqLocked[lockKey{src.Queue, m.LockToken}] = m
+	}
+	return got, nil
+}
+
 // Complete forwards to the broker and records a message taken out of a
-// dead-letter subqueue.
+// dead-letter subqueue: as it was handed out under m's lock token, or as m
+// describes it when it was not handed out through the recorder.
 func (r *recorder) Complete(ctx context.Context, src broker.Source, m broker.Received) error {
 	err := r.Broker.Complete(ctx, src, m)
-	if err == nil && src.DeadLetter {
-		r.mu.Lock()
+	if !src.DeadLetter {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := lockKey{src.Queue, m.LockToken}
+	if got, ok := r.dlqLocked[k]; ok {
+		m = got
+	}
+	if err == nil || errors.Is(err, broker.ErrLockLost) {
+		delete(r.dlqLocked, k)
+	}
+	if err == nil {
 		r.dlqRemoved = append(r.dlqRemoved, Entry{MessageID: m.MessageID, Reason: m.DeadLetterReason, Queue: src.Queue, SessionID: m.SessionID, DeliveryCount: m.DeliveryCount})
+	}
+	return err
+}
+
+// Abandon forwards to the broker; the lock token of a dead-lettered
+// message is spent afterwards.
+func (r *recorder) Abandon(ctx context.Context, src broker.Source, m broker.Received) error {
+	err := r.Broker.Abandon(ctx, src, m)
+	if src.DeadLetter && (err == nil || errors.Is(err, broker.ErrLockLost)) {
+		r.mu.Lock()
+		delete(r.dlqLocked, lockKey{src.Queue, m.LockToken})
 		r.mu.Unlock()
 	}
 	return err

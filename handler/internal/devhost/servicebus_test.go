@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"orderstatus/handler/internal/broker"
+	"orderstatus/handler/internal/broker/loopback"
 	"orderstatus/handler/internal/devhost/internal/fakehandler"
 	"orderstatus/handler/internal/hostproto"
 )
@@ -430,6 +431,36 @@ func TestSummaryRecordsParkedAndDeadLettered(t *testing.T) {
 	}
 	if s.Sent != 3 {
 		t.Errorf("sent: got %d, want 3", s.Sent)
+	}
+
+	// A sweeper takes the dead-lettered message out through the loopback
+	// broker, whose settle request names it only by lock token: the
+	// summary still knows it, and nothing is lost.
+	cl, err := loopback.NewClient(h.BrokerURL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(ctx)
+	dlq := broker.Source{Queue: h.Queue(), DeadLetter: true}
+	got, err := cl.Receive(ctx, dlq, 10, 0)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("receive from the dead-letter queue: got %d messages, %v; want 1", len(got), err)
+	}
+	if err := cl.Complete(ctx, dlq, got[0]); err != nil {
+		t.Fatalf("complete from the dead-letter queue: %v", err)
+	}
+	if s, err = h.Summary(ctx); err != nil {
+		t.Fatalf("Summary: %v", err)
+	}
+	if len(s.DeadLettered) != 1 || s.DeadLetterDepth != 0 {
+		t.Fatalf("dead-lettered after the sweep: got %+v (depth %d), want o-2:1 taken out", s.DeadLettered, s.DeadLetterDepth)
+	}
+	want := Entry{MessageID: "o-2:1", Reason: broker.ReasonMaxDeliveryCountExceeded, Queue: h.Queue(), SessionID: "o-2", DeliveryCount: got[0].DeliveryCount, Removed: true}
+	if s.DeadLettered[0] != want {
+		t.Errorf("dead-lettered after the sweep: got %+v, want %+v", s.DeadLettered[0], want)
+	}
+	if len(s.Violations) != 0 {
+		t.Errorf("violations after the sweep: got %q, want none", s.Violations)
 	}
 }
 

@@ -156,35 +156,3 @@ func TestTail(t *testing.T) {
 		t.Errorf("Tail(nil) = %q, want empty", got)
 	}
 }
-
-func TestHostViolations(t *testing.T) {
-	vs := []string{
-		`dead-lettered message : reason ""; only the broker dead-letters (MaxDeliveryCountExceeded, TTLExpiredException)`,
-		`dead-lettered message : reason ""; only the broker dead-letters (MaxDeliveryCountExceeded, TTLExpiredException)`,
-		`message o-1:2 was sent but neither completed nor dead-lettered`,
-		`order o-1: row Cancelled/1, want Paid/2 (fold of 3 completed messages)`,
-		`message o-2:1 (first delivery): handler answered Duplicate, want Applied`,
-		`message o-2:payment-timeout (first delivery): handler answered Stale, want Applied`,
-		`message o-3:1 (first delivery): handler answered Parked, want Applied`,
-		`queue order-status is not drained: 1 active, 0 locked, 0 scheduled`,
-	}
-	tests := []struct {
-		name        string
-		lostAnswers bool
-		dead        map[string]bool
-		replays     int
-		want        []string
-	}{
-		{"nothing to excuse", false, nil, 0, vs},
-		{"replays and dead sessions", false, map[string]bool{"o-1": true}, 1, []string{vs[1], vs[4], vs[5], vs[6], vs[7]}},
-		{"lost answers", true, nil, 0, []string{vs[0], vs[1], vs[2], vs[3], vs[6], vs[7]}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := hostViolations(vs, tt.lostAnswers, tt.dead, tt.replays)
-			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
-				t.Errorf("kept:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
-			}
-		})
-	}
-}

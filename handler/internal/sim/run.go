@@ -283,11 +283,7 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("sim: summary: %w", err)
 	}
-	deadSessions := map[string]bool{}
-	for _, d := range o.DeadLettered {
-		deadSessions[d.SessionID] = true
-	}
-	o.Host = hostViolations(sum.Violations, r.proxy.Count(faultproxy.LoseAnswer) > 0, deadSessions, len(r.replays))
+	o.Host = sum.Violations
 	if o.Rows, err = r.rows(ctx); err != nil {
 		return res, err
 	}
@@ -347,55 +343,6 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 		}
 	}
 	return res, nil
-}
-
-// hostViolations drops what devhost.Check reports wrongly under the
-// faults of a simulation (Check judges the same things its own way):
-//
-//   - devhost.Check means to leave alone the orders with a dead-lettered
-//     message (whose effect may have happened in a failed delivery), but
-//     the host records a message taken out of the dead-letter queue through
-//     its loopback broker without its MessageId, session and reason (the
-//     loopback settle request carries only the lock token and sequence
-//     number): a replayed message then shows as dead-lettered with reason
-//     "", its original as neither completed nor dead-lettered, and its
-//     order is judged by a fold that misses the dead-lettered message's
-//     effect. Violations naming such an order are dropped, and as many
-//     blank dead-letter reasons as there were replays;
-//   - it expects the fold's result for a message completed at its first
-//     delivery, but when a write's answer is lost the SDK's retry of it is
-//     refused (409 or 412) and the handler, rereading, finds its own write
-//     and rightly answers Duplicate or Stale instead of Applied.
-func hostViolations(vs []string, lostAnswers bool, deadSessions map[string]bool, replays int) []string {
-	var out []string
-	for _, v := range vs {
-		switch {
-		case replays > 0 && strings.HasPrefix(v, `dead-lettered message : reason ""`):
-			replays--
-			continue
-		case deadSessions[violationOrder(v)]:
-			continue
-		case lostAnswers && strings.Contains(v, "(first delivery): handler answered ") && strings.HasSuffix(v, ", want Applied") &&
-			(strings.Contains(v, "answered Duplicate,") || strings.Contains(v, "answered Stale,")):
-			continue
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
-// violationOrder returns the order a devhost violation names ("order
-// <id>: ..." or "message <id>...", whose ids are <order>:...), "" if
-// none.
-func violationOrder(v string) string {
-	for _, prefix := range []string{"order ", "message ", "dead-lettered message "} {
-		if rest, ok := strings.CutPrefix(v, prefix); ok {
-			id, _, _ := strings.Cut(rest, " ")
-			id, _, _ = strings.Cut(id, ":")
-			return id
-		}
-	}
-	return ""
 }
 
 // replay does what the dead-letter sweeper does with a message the broker
