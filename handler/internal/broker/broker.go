@@ -13,6 +13,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -117,4 +118,28 @@ type Broker interface {
 	Abandon(ctx context.Context, src Source, m Received) error
 	// Close releases connections.
 	Close(ctx context.Context) error
+}
+
+// Peeker is the part of Broker that PeekAll needs.
+type Peeker interface {
+	Peek(ctx context.Context, src Source, max int, from int64) ([]Received, error)
+}
+
+// PeekAll returns every message of src, in sequence-number order, paging
+// through Peek. It locks and changes nothing.
+func PeekAll(ctx context.Context, p Peeker, src Source) ([]Received, error) {
+	const page = 250
+	var out []Received
+	var from int64
+	for {
+		got, err := p.Peek(ctx, src, page, from)
+		if err != nil {
+			return nil, fmt.Errorf("broker: peek %s: %w", src, err)
+		}
+		out = append(out, got...)
+		if len(got) < page {
+			return out, nil
+		}
+		from = got[len(got)-1].SequenceNumber + 1
+	}
 }

@@ -132,7 +132,7 @@ func TestSettleByAnswer(t *testing.T) {
 			if !reflect.DeepEqual(deliveries, want) {
 				t.Errorf("delivery counts seen: got %v, want %v", deliveries, want)
 			}
-			dl, err := peekAll(ctx, h.Broker(), deadLetters(h.Queue()))
+			dl, err := broker.PeekAll(ctx, h.Broker(), deadLetters(h.Queue()))
 			if err != nil {
 				t.Fatal(err)
 			}

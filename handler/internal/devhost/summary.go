@@ -130,7 +130,7 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 	ps := h.broker.Stats(h.poisonQueue)
 	s.PoisonDepth = ps.Active + ps.Locked
 	for _, q := range h.triggered {
-		dl, err := peekAll(ctx, h.broker, deadLetters(q))
+		dl, err := broker.PeekAll(ctx, h.broker, deadLetters(q))
 		if err != nil {
 			return Summary{}, err
 		}
@@ -188,23 +188,6 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 		s.Violations = []string{}
 	}
 	return s, nil
-}
-
-// peekAll returns every message of src.
-func peekAll(ctx context.Context, b broker.Broker, src broker.Source) ([]broker.Received, error) {
-	var out []broker.Received
-	var from int64
-	for {
-		page, err := b.Peek(ctx, src, 250, from)
-		if err != nil {
-			return nil, fmt.Errorf("devhost: peek %s: %w", src, err)
-		}
-		out = append(out, page...)
-		if len(page) < 250 {
-			return out, nil
-		}
-		from = page[len(page)-1].SequenceNumber + 1
-	}
 }
 
 // GetOrderFunction is the HTTP function the summary reads orders through.

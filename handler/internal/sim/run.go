@@ -254,7 +254,7 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	dlq := broker.Source{Queue: h.Queue(), DeadLetter: true}
 	r.replays = map[string]string{}
 	for round := 0; ; round++ {
-		dead, err := peekAll(ctx, h.Broker(), dlq)
+		dead, err := broker.PeekAll(ctx, h.Broker(), dlq)
 		if err != nil {
 			return res, err
 		}
@@ -287,7 +287,7 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	if o.Rows, err = r.rows(ctx); err != nil {
 		return res, err
 	}
-	parked, err := peekAll(ctx, h.Broker(), broker.Source{Queue: h.PoisonQueue()})
+	parked, err := broker.PeekAll(ctx, h.Broker(), broker.Source{Queue: h.PoisonQueue()})
 	if err != nil {
 		return res, err
 	}
@@ -435,22 +435,6 @@ func (r *run) tearDown() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, _ = r.env.Tables.DeleteTable(ctx, r.table, nil)
-	}
-}
-
-func peekAll(ctx context.Context, b broker.Broker, src broker.Source) ([]broker.Received, error) {
-	var out []broker.Received
-	var from int64
-	for {
-		page, err := b.Peek(ctx, src, 250, from)
-		if err != nil {
-			return nil, fmt.Errorf("sim: peek %s: %w", src, err)
-		}
-		out = append(out, page...)
-		if len(page) < 250 {
-			return out, nil
-		}
-		from = page[len(page)-1].SequenceNumber + 1
 	}
 }
 
