@@ -179,8 +179,12 @@ type Options struct {
 	// DrainTimeout is how long Close lets running calls finish (default
 	// 10 s).
 	DrainTimeout time.Duration
-	// AzuriteLog receives Azurite's output when the host starts it.
+	// AzuriteLog receives Azurite's output when the host starts it, and
+	// npm's when it installs Azurite first.
 	AzuriteLog io.Writer
+	// NoAzuriteInstall stops the host from running `npm ci` in tools/
+	// when no store is configured and Azurite is not installed.
+	NoAzuriteInstall bool
 }
 
 // Host is a development host. Create it with New, then Start; Close stops
@@ -434,7 +438,19 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	default:
 		bin := h.opts.AzuriteBinary
 		if bin == "" {
-			if bin, err = azurite.FindFrom(azuriteDirs(h.app.Root, path)...); err != nil {
+			dirs := azuriteDirs(h.app.Root, path)
+			bin, err = azurite.FindFrom(dirs...)
+			if errors.Is(err, azurite.ErrNotInstalled) && !h.opts.NoAzuriteInstall {
+				// A fresh clone: install the pinned Azurite once, as
+				// `make tools` would, rather than fail.
+				h.log.Warn("Azurite is not installed; installing it with npm ci in tools/ (once)")
+				if _, ierr := azurite.Install(ctx, h.installLog(), dirs...); ierr != nil {
+					err = fmt.Errorf("%w; installing it failed: %w", err, ierr)
+				} else {
+					bin, err = azurite.FindFrom(dirs...)
+				}
+			}
+			if err != nil {
 				return fmt.Errorf("devhost: no store configured (%s or %s) and no Azurite to start: %w",
 					SettingStoreConnection, SettingStoreServiceURI, err)
 			}
@@ -523,6 +539,14 @@ func (h *Host) listenFront() (net.Listener, error) {
 		return nil, fmt.Errorf("devhost: HTTP front on %s (is another host running there? pick another address): %w", h.opts.HTTPAddr, err)
 	}
 	return l, nil
+}
+
+// installLog is where npm's output goes when the host installs Azurite.
+func (h *Host) installLog() io.Writer {
+	if h.opts.AzuriteLog != nil {
+		return h.opts.AzuriteLog
+	}
+	return h.opts.Stderr
 }
 
 // azuriteDirs are the directories azurite.FindFrom searches upward from:

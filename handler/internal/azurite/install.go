@@ -1,0 +1,79 @@
+package azurite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// ToolsDir is the project folder whose package.json pins Azurite; npm
+// installs it into ToolsDir/node_modules.
+const ToolsDir = "tools"
+
+// StampFile marks a completed install (the Makefile's tools target uses it).
+const StampFile = "node_modules/.installed"
+
+// Install runs `npm ci` in the first ToolsDir found in or above dirs that
+// has a package.json and package-lock.json, so that a fresh clone can start
+// Azurite without a separate set-up step. npm's output goes to out. It
+// returns the tools directory it installed into. It needs npm on the PATH
+// and the npm registry; errors say which is missing.
+func Install(ctx context.Context, out io.Writer, dirs ...string) (string, error) {
+	tools, err := findTools(dirs)
+	if err != nil {
+		return "", err
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		return "", fmt.Errorf("azurite: install: npm not found on the PATH (install Node.js and npm, then run 'make tools'): %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd.Dir = tools
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("azurite: npm ci in %s: %w", tools, err)
+	}
+	stamp := filepath.Join(tools, StampFile)
+	if f, err := os.Create(stamp); err == nil {
+		f.Close()
+	}
+	return tools, nil
+}
+
+// findTools returns the first ToolsDir with package.json and
+// package-lock.json in or above one of dirs.
+func findTools(dirs []string) (string, error) {
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		dir, err := filepath.Abs(d)
+		if err != nil {
+			continue
+		}
+		for {
+			t := filepath.Join(dir, ToolsDir)
+			if isFile(filepath.Join(t, "package.json")) && isFile(filepath.Join(t, "package-lock.json")) {
+				return t, nil
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	return "", errors.New("azurite: install: no tools/package.json with a lock file in or above the app")
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
+}
