@@ -109,7 +109,25 @@ func FindFrom(dirs ...string) (string, error) {
 	if p := os.Getenv(EnvBinary); p != "" {
 		return p, nil
 	}
-	var searched []string
+	p, searched := searchUp(dirs, func(dir string) (string, bool) {
+		p := filepath.Join(dir, binInTools)
+		return p, isFile(p)
+	})
+	if p != "" {
+		return p, nil
+	}
+	if p, err := exec.LookPath("azurite-table"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: no %s in or above %s, none on the PATH, and %s is not set",
+		ErrNotInstalled, binInTools, strings.Join(searched, ", "), EnvBinary)
+}
+
+// searchUp calls found for each of dirs (made absolute) and every
+// directory above it, each directory once, the nearest first and dirs in
+// order, and returns the first result found accepts; "" when none does.
+// searched lists the absolute starting directories.
+func searchUp(dirs []string, found func(dir string) (string, bool)) (result string, searched []string) {
 	seen := map[string]bool{}
 	for _, d := range dirs {
 		if d == "" {
@@ -122,9 +140,8 @@ func FindFrom(dirs ...string) (string, error) {
 		searched = append(searched, dir)
 		for !seen[dir] {
 			seen[dir] = true
-			p := filepath.Join(dir, binInTools)
-			if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-				return p, nil
+			if r, ok := found(dir); ok {
+				return r, searched
 			}
 			parent := filepath.Dir(dir)
 			if parent == dir {
@@ -133,11 +150,7 @@ func FindFrom(dirs ...string) (string, error) {
 			dir = parent
 		}
 	}
-	if p, err := exec.LookPath("azurite-table"); err == nil {
-		return p, nil
-	}
-	return "", fmt.Errorf("%w: no %s in or above %s, none on the PATH, and %s is not set",
-		ErrNotInstalled, binInTools, strings.Join(searched, ", "), EnvBinary)
+	return "", searched
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.

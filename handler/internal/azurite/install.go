@@ -50,27 +50,14 @@ func Install(ctx context.Context, out io.Writer, dirs ...string) (string, error)
 // findTools returns the first ToolsDir with package.json and
 // package-lock.json in or above one of dirs.
 func findTools(dirs []string) (string, error) {
-	for _, d := range dirs {
-		if d == "" {
-			continue
-		}
-		dir, err := filepath.Abs(d)
-		if err != nil {
-			continue
-		}
-		for {
-			t := filepath.Join(dir, ToolsDir)
-			if isFile(filepath.Join(t, "package.json")) && isFile(filepath.Join(t, "package-lock.json")) {
-				return t, nil
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
+	tools, _ := searchUp(dirs, func(dir string) (string, bool) {
+		t := filepath.Join(dir, ToolsDir)
+		return t, isFile(filepath.Join(t, "package.json")) && isFile(filepath.Join(t, "package-lock.json"))
+	})
+	if tools == "" {
+		return "", errors.New("azurite: install: no tools/package.json with a lock file in or above the app")
 	}
-	return "", errors.New("azurite: install: no tools/package.json with a lock file in or above the app")
+	return tools, nil
 }
 
 func isFile(p string) bool {

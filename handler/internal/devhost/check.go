@@ -3,7 +3,8 @@ package devhost
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -119,7 +120,7 @@ func Check(in CheckInput) []string {
 			add("dead-lettered message %s: reason %q; only the broker dead-letters (MaxDeliveryCountExceeded, TTLExpiredException)", e.MessageID, e.Reason)
 		}
 	}
-	for _, id := range sortedKeys(in.SentIDs) {
+	for _, id := range slices.Sorted(maps.Keys(in.SentIDs)) {
 		if !completed[id] && !dead[id] {
 			add("message %s was sent but neither completed nor dead-lettered", id)
 		}
@@ -152,7 +153,7 @@ func Check(in CheckInput) []string {
 			add("message %s (first delivery): handler answered %s, want %s", c.MessageID, c.Result, want)
 		}
 	}
-	for _, id := range sortedKeys(folds) {
+	for _, id := range slices.Sorted(maps.Keys(folds)) {
 		if deadSessions[id] || !in.Queried[id] {
 			continue
 		}
@@ -177,7 +178,7 @@ func Check(in CheckInput) []string {
 	for _, p := range in.Parked {
 		parkedAs[p.MessageID] = append(parkedAs[p.MessageID], p)
 	}
-	for _, id := range sortedKeys(wantParked) {
+	for _, id := range slices.Sorted(maps.Keys(wantParked)) {
 		ps := parkedAs[id]
 		switch {
 		case len(ps) == 0:
@@ -186,7 +187,7 @@ func Check(in CheckInput) []string {
 			add("message %s: parked with reason %s, want %s", id, ps[0].Reason, wantParked[id])
 		}
 	}
-	for _, id := range sortedKeys(parkedAs) {
+	for _, id := range slices.Sorted(maps.Keys(parkedAs)) {
 		ps := parkedAs[id]
 		if len(ps) > 1 {
 			var ids []string
@@ -260,13 +261,4 @@ func foldOne(state **order.State, c Completion, now time.Time) (result, reason s
 		return resultParked, order.ReasonInvalidTransition
 	}
 	return string(d.Result), ""
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -3,7 +3,6 @@ package devhost
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"orderstatus/handler/internal/devhost/child"
+	"orderstatus/handler/internal/hostproto"
 )
 
 // readier gives the handler's base URL once it answers (child.Process).
@@ -80,7 +80,7 @@ func (iv *invoker) invoke(ctx context.Context, function string, body []byte) (an
 		ctx, cancel = context.WithTimeout(ctx, iv.timeout)
 		defer cancel()
 	}
-	id := newGUID()
+	id := hostproto.NewGUID()
 	var resp *http.Response
 	for {
 		base, err := iv.proc.Ready(ctx)
@@ -189,13 +189,4 @@ func resultOf(rv json.RawMessage) string {
 		return v.Result
 	}
 	return ""
-}
-
-// newGUID returns a random GUID for invocation ids.
-func newGUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -386,7 +387,7 @@ func (s Summary) WriteTable(w io.Writer) error {
 	var b strings.Builder
 	for _, sec := range sections {
 		b.WriteString(sec.title + "\n")
-		keys := sortedKeys(sec.counts)
+		keys := slices.Sorted(maps.Keys(sec.counts))
 		rank := func(k string) int {
 			if i := slices.Index(sec.order, k); i >= 0 {
 				return i

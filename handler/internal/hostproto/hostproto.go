@@ -31,6 +31,7 @@ package hostproto
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -320,4 +321,15 @@ func newSys(functionName string, now time.Time, seed ...string) (sysData, error)
 	g[8] = g[8]&0x3f | 0x80 // RFC 4122 variant
 	guid := fmt.Sprintf("%x-%x-%x-%x-%x", g[0:4], g[4:6], g[6:8], g[8:10], g[10:16])
 	return sysData{MethodName: functionName, UtcNow: utcNow, RandGuid: guid}, nil
+}
+
+// NewGUID returns a random version-4 GUID in the form the Functions host
+// uses for invocation ids (X-Azure-Functions-InvocationId) and worker ids
+// (FUNCTIONS_CUSTOMHANDLER_WORKER_ID).
+func NewGUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }

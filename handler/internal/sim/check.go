@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -212,7 +214,7 @@ func (c *checker) rows() {
 			c.add("order %s: row %s, want %s", ord.ID, row, strings.Join(want, " or "))
 		}
 	}
-	for _, id := range sortedKeys(c.o.Rows) {
+	for _, id := range slices.Sorted(maps.Keys(c.o.Rows)) {
 		if _, ok := c.orders[id]; !ok {
 			c.add("row %s (%s) belongs to no order of the schedule", id, c.o.Rows[id])
 		}
@@ -240,7 +242,7 @@ func (c *checker) wire() {
 	for _, w := range c.o.Writes {
 		byOrder[w.Order] = append(byOrder[w.Order], w)
 	}
-	for _, id := range sortedKeys(byOrder) {
+	for _, id := range slices.Sorted(maps.Keys(byOrder)) {
 		ord, known := c.orders[id]
 		if !known {
 			for _, w := range byOrder[id] {
@@ -285,7 +287,7 @@ func (c *checker) wire() {
 			c.add("order %s: row %s, but the last write seen is %s", id, row, prev)
 		}
 	}
-	for _, id := range sortedKeys(c.o.Rows) {
+	for _, id := range slices.Sorted(maps.Keys(c.o.Rows)) {
 		if _, ok := c.orders[id]; ok && len(byOrder[id]) == 0 {
 			c.add("order %s: row %s, but no write of it was seen on the wire", id, c.o.Rows[id])
 		}
@@ -365,7 +367,7 @@ func successful(result string) bool {
 
 // 2. Nothing lost.
 func (c *checker) lost() {
-	for _, id := range sortedKeys(c.messages) {
+	for _, id := range slices.Sorted(maps.Keys(c.messages)) {
 		m := c.messages[id]
 		var results []string
 		ok := false
@@ -428,7 +430,7 @@ func (c *checker) poison() {
 		id := c.logical(p.OriginalMessageID)
 		got[id] = append(got[id], p)
 	}
-	for _, id := range sortedKeys(copies) {
+	for _, id := range slices.Sorted(maps.Keys(copies)) {
 		if ps := copies[id]; len(ps) > 1 {
 			var ids []string
 			for _, p := range ps {
@@ -437,7 +439,7 @@ func (c *checker) poison() {
 			c.add("message %s: in the poison queue %d times (%s), want once", id, len(ps), strings.Join(ids, ", "))
 		}
 	}
-	for _, id := range sortedKeys(want) {
+	for _, id := range slices.Sorted(maps.Keys(want)) {
 		ps := got[id]
 		if len(ps) == 0 {
 			c.add("message %s: not in the poison queue, want it parked (%s)", id, want[id])
@@ -449,7 +451,7 @@ func (c *checker) poison() {
 			}
 		}
 	}
-	for _, id := range sortedKeys(got) {
+	for _, id := range slices.Sorted(maps.Keys(got)) {
 		if _, ok := want[id]; !ok {
 			c.add("message %s: in the poison queue (%s), but it is not poison", got[id][0].OriginalMessageID, got[id][0].Reason)
 		}
@@ -527,13 +529,4 @@ func (c *checker) deadLetters() {
 			c.add("message %s: dead-lettered with reason %q; only the broker dead-letters (MaxDeliveryCountExceeded, TTLExpiredException)", d.MessageID, d.Reason)
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -3,9 +3,11 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -263,7 +265,7 @@ func saveLogs(seed uint64, s Schedule, res Result) (string, error) {
 		fmt.Fprintf(f, "%s if-match=%s etag=%s\n", w, w.IfMatch, w.ETag)
 	}
 	fmt.Fprintf(f, "\n# rows\n")
-	for _, id := range sortedKeys(res.Observation.Rows) {
+	for _, id := range slices.Sorted(maps.Keys(res.Observation.Rows)) {
 		fmt.Fprintf(f, "%s %s\n", id, res.Observation.Rows[id])
 	}
 	fmt.Fprintf(f, "\n# parked\n")

@@ -9,7 +9,6 @@ package child
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +21,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"orderstatus/handler/internal/hostproto"
 )
 
 // Environment variables the host sets for the handler.
@@ -255,7 +256,7 @@ func (p *Process) runOnce(first chan<- error) (ready bool, err error) {
 	cmd := exec.Command(p.opts.Path, p.opts.Args...)
 	cmd.Dir = p.opts.Dir
 	cmd.Env = append(append([]string(nil), withoutKeys(p.opts.Env, EnvPort, EnvWorkerID)...),
-		EnvPort+"="+strconv.Itoa(port), EnvWorkerID+"="+newID())
+		EnvPort+"="+strconv.Itoa(port), EnvWorkerID+"="+hostproto.NewGUID())
 	cmd.Stdout, cmd.Stderr = p.opts.Stdout, p.opts.Stderr
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -375,13 +376,4 @@ outer:
 		out = append(out, kv)
 	}
 	return out
-}
-
-// newID returns a random GUID-shaped worker id.
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
