@@ -1,4 +1,4 @@
-module orderstatus
+module github.com/orderstatus/orderstatus
 
 go 1.26
 

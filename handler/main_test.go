@@ -24,13 +24,13 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"orderstatus/handler/internal/azurite"
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/loopback"
-	"orderstatus/handler/internal/broker/membroker"
-	"orderstatus/handler/internal/faultproxy"
-	"orderstatus/handler/internal/hostproto"
-	"orderstatus/handler/internal/testenv"
+	"github.com/orderstatus/orderstatus/handler/internal/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
+	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
+	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
 
 var binary string

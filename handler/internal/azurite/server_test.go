@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/testenv"
+	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
 
 // TestServerReportsDeath kills a running Azurite and expects Done and Err

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
 
 // pages serves n messages with sequence numbers 1..n through Peek.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
 )
 
 func TestScaledRunsFaster(t *testing.T) {

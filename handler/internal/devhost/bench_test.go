@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/testenv"
+	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
 
 // BenchmarkThroughputRealHandler is the load run of `make bench`: the real

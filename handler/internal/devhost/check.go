@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
 // CheckInput is what Check judges: what the host sent and saw, and what the

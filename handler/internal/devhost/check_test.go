@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
 
 func upd(session string, seq int, status string, result string) Completion {

@@ -56,15 +56,15 @@ import (
 	"syscall"
 	"time"
 
-	"orderstatus/handler/internal/azurite"
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/loopback"
-	"orderstatus/handler/internal/broker/membroker"
-	"orderstatus/handler/internal/clock"
-	"orderstatus/handler/internal/devhost/child"
-	"orderstatus/handler/internal/devhost/funcapp"
-	"orderstatus/handler/internal/devhost/ncrontab"
-	"orderstatus/handler/internal/devhost/scenario"
+	"github.com/orderstatus/orderstatus/handler/internal/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/child"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/funcapp"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/ncrontab"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 )
 
 // ScenarioLine is one message of a workload (see package scenario).

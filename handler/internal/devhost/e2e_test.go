@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/testenv"
+	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
 
 // repoRoot is the repository root, seen from this package.

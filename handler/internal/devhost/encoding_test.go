@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/hostproto"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
 // goldenDir holds the real host's payloads, shared with hostproto.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
 )
 
 // jumps records the host's fast-forwards.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"orderstatus/handler/internal/devhost/child"
-	"orderstatus/handler/internal/devhost/funcapp"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/child"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/funcapp"
 )
 
 // route is one HTTP function's route template under the route prefix:

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"orderstatus/handler/internal/devhost/funcapp"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/funcapp"
 )
 
 func TestRouteMatch(t *testing.T) {

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/devhost/internal/fakeazurite"
-	"orderstatus/handler/internal/devhost/internal/fakehandler"
-	"orderstatus/handler/internal/testenv"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/internal/fakeazurite"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/internal/fakehandler"
+	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
 
 // mainArg as the first argument makes the test binary run Main with the

@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"orderstatus/handler/internal/devhost/child"
-	"orderstatus/handler/internal/hostproto"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/child"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
 // readier gives the handler's base URL once it answers (child.Process).

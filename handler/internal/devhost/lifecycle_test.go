@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/azurite"
-	"orderstatus/handler/internal/devhost/internal/fakeazurite"
-	"orderstatus/handler/internal/devhost/internal/fakehandler"
+	"github.com/orderstatus/orderstatus/handler/internal/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/internal/fakeazurite"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/internal/fakehandler"
 )
 
 // mainApp writes an app whose handler is the fake handler (this test

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"orderstatus/handler/internal/devhost/scenario"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 )
 
 // Exit codes of Main.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/devhost/internal/fakehandler"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/internal/fakehandler"
 )
 
 func runMain(t *testing.T, args ...string) (code int, stdout, stderr string) {

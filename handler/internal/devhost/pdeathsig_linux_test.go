@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/azurite"
-	"orderstatus/handler/internal/devhost/internal/fakeazurite"
-	"orderstatus/handler/internal/devhost/internal/fakehandler"
+	"github.com/orderstatus/orderstatus/handler/internal/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/internal/fakeazurite"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/internal/fakehandler"
 )
 
 // TestKilledHostTakesChildrenDown runs `handler dev` as a process of its

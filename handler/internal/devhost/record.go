@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/membroker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 )
 
 // Application properties of a parked message (set by the handler).

@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/membroker"
-	"orderstatus/handler/internal/clock"
-	"orderstatus/handler/internal/hostproto"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
 // Results the development host counts besides the handler's own

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/loopback"
-	"orderstatus/handler/internal/devhost/internal/fakehandler"
-	"orderstatus/handler/internal/hostproto"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/internal/fakehandler"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
 // call is one invocation as the fake handler saw it.

@@ -17,8 +17,8 @@ import (
 	"sync"
 	"time"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
 // Summary is what a run did. Its JSON form, the --summary-json file, has

@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"orderstatus/handler/internal/clock"
-	"orderstatus/handler/internal/devhost/funcapp"
-	"orderstatus/handler/internal/devhost/ncrontab"
-	"orderstatus/handler/internal/hostproto"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/funcapp"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/ncrontab"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
 // timerDispatcher runs one timerTrigger function on its schedule, on the

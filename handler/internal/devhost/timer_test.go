@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/clock"
-	"orderstatus/handler/internal/devhost/funcapp"
-	"orderstatus/handler/internal/devhost/ncrontab"
-	"orderstatus/handler/internal/hostproto"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/funcapp"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/ncrontab"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
 func timerApp(schedule string) map[string]string {

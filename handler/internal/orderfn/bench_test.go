@@ -11,11 +11,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"orderstatus/handler/internal/logging"
-	"orderstatus/handler/internal/metrics"
-	"orderstatus/handler/internal/orderstate"
-	"orderstatus/handler/internal/retry"
-	"orderstatus/handler/internal/store/memstore"
+	"github.com/orderstatus/orderstatus/handler/internal/logging"
+	"github.com/orderstatus/orderstatus/handler/internal/metrics"
+	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
+	"github.com/orderstatus/orderstatus/handler/internal/retry"
+	"github.com/orderstatus/orderstatus/handler/internal/store/memstore"
 )
 
 // BenchmarkOrderStatus measures the handler's own cost per invocation

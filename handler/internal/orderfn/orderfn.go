@@ -19,14 +19,14 @@ import (
 	"net/http"
 	"time"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/hostproto"
-	"orderstatus/handler/internal/metrics"
-	"orderstatus/handler/internal/order"
-	"orderstatus/handler/internal/orderstate"
-	"orderstatus/handler/internal/parking"
-	"orderstatus/handler/internal/retry"
-	"orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
+	"github.com/orderstatus/orderstatus/handler/internal/metrics"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
+	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/retry"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
 // Applier applies messages to the order store (orderstate.Service).

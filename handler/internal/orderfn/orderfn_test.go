@@ -18,14 +18,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/logging"
-	"orderstatus/handler/internal/metrics"
-	"orderstatus/handler/internal/order"
-	"orderstatus/handler/internal/orderstate"
-	"orderstatus/handler/internal/parking"
-	"orderstatus/handler/internal/retry"
-	"orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/logging"
+	"github.com/orderstatus/orderstatus/handler/internal/metrics"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
+	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/retry"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
 // fakeApplier returns scripted results, one per call (the last repeats).

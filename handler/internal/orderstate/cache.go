@@ -4,8 +4,8 @@ import (
 	"container/list"
 	"sync"
 
-	"orderstatus/handler/internal/order"
-	"orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
 // cached is what the cache remembers of one order: the version last seen

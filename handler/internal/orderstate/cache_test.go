@@ -5,8 +5,8 @@ import (
 	"sync"
 	"testing"
 
-	"orderstatus/handler/internal/order"
-	"orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
 func entry(seq int64, etag string) cached {

@@ -17,8 +17,8 @@ import (
 	"fmt"
 	"time"
 
-	"orderstatus/handler/internal/order"
-	"orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
 // Backend is the order-row storage the Service needs. memstore.Store and

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/order"
-	"orderstatus/handler/internal/orderstate"
-	"orderstatus/handler/internal/store"
-	"orderstatus/handler/internal/store/memstore"
-	"orderstatus/handler/internal/store/storetest"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/store/memstore"
+	"github.com/orderstatus/orderstatus/handler/internal/store/storetest"
 )
 
 // TestOrderState runs the backend-independent suite over the in-memory

@@ -16,7 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
 
 // Application property names on a parked message.

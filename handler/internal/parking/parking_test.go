@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
 
 type fakeSender struct {

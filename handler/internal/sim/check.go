@@ -7,8 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
 // Row is an order's stored row.

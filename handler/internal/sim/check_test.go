@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/devhost/scenario"
-	"orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
 // ideal returns what a correct run of s observes when nothing fails:

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
 // IsEntityWrite reports whether a request to the Table service writes an

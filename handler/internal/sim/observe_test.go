@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
 func TestIsEntityWrite(t *testing.T) {

@@ -17,14 +17,14 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"orderstatus/handler/internal/azurite"
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/loopback"
-	"orderstatus/handler/internal/config"
-	"orderstatus/handler/internal/devhost"
-	"orderstatus/handler/internal/faultproxy"
-	"orderstatus/handler/internal/order"
-	"orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
+	"github.com/orderstatus/orderstatus/handler/internal/config"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost"
+	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/parking"
 )
 
 // Env is what Run needs around it.

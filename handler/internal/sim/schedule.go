@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"orderstatus/handler/internal/devhost/scenario"
-	"orderstatus/handler/internal/faultproxy"
-	"orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
+	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
 // Kind says what a scheduled message is.

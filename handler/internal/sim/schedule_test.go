@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
 func TestGenerateIsDeterministic(t *testing.T) {

@@ -10,7 +10,7 @@ package store
 import (
 	"errors"
 
-	"orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
 // Sentinel errors. Adapters wrap them with %w and the operation and key.

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"orderstatus/handler/internal/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/azurite"
 )
 
 var (

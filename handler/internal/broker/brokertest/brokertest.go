@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/internal/msgutil"
-	"orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/internal/msgutil"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
 )
 
 // Harness describes the implementation under test. Durations are on the

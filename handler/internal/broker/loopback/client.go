@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/internal/msgutil"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/internal/msgutil"
 )
 
 // Options tune NewClient. The zero value (or nil) is usable.

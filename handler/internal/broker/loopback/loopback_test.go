@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/brokertest"
-	"orderstatus/handler/internal/broker/loopback"
-	"orderstatus/handler/internal/broker/membroker"
-	"orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/brokertest"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
 )
 
 const (

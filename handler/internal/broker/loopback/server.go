@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
 
 // maxRequestBytes bounds a request body: a 256 KiB message in base64 with

@@ -18,8 +18,8 @@ import (
 	"strconv"
 	"time"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/internal/msgutil"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/internal/msgutil"
 )
 
 type wireSource struct {

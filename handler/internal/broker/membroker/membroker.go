@@ -30,9 +30,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/internal/msgutil"
-	"orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/internal/msgutil"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
 )
 
 // QueueOptions are a queue's settings, named as in Service Bus. Start from

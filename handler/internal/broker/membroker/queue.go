@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/internal/msgutil"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/internal/msgutil"
 )
 
 // This file is the state machine of one queue. Everything here runs with

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
 
 // TestEventsStayBounded: stale timed events (each sent message schedules

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
 
 // Session is one session of a session-enabled queue, locked by the acceptor

@@ -22,8 +22,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/internal/msgutil"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/internal/msgutil"
 )
 
 // Options tune New and NewFromConnectionString. The zero value (or nil) is

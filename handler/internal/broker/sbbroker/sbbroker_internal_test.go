@@ -10,7 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/go-amqp"
 
-	"orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
 
 func TestClassify(t *testing.T) {

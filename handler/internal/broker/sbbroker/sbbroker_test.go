@@ -6,9 +6,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/brokertest"
-	"orderstatus/handler/internal/broker/sbbroker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/brokertest"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/sbbroker"
 )
 
 // TestConformance runs the broker suite against a real Service Bus

@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"orderstatus/handler/internal/hostproto"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
 // Environment variables the host sets for the handler.

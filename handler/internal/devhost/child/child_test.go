@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/devhost/internal/fakehandler"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/internal/fakehandler"
 )
 
 func TestMain(m *testing.M) {

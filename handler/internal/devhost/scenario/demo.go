@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
 // DemoOptions tune Demo. The zero value is usable.

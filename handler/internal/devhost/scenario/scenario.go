@@ -57,8 +57,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/membroker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 )
 
 // Line is one message of a workload.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
 func TestParse(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"orderstatus/handler/internal/order"
-	"orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
 // Store holds order rows in memory. The zero value is not usable; call New.

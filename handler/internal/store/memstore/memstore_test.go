@@ -3,9 +3,9 @@ package memstore_test
 import (
 	"testing"
 
-	"orderstatus/handler/internal/orderstate"
-	"orderstatus/handler/internal/store/memstore"
-	"orderstatus/handler/internal/store/storetest"
+	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
+	"github.com/orderstatus/orderstatus/handler/internal/store/memstore"
+	"github.com/orderstatus/orderstatus/handler/internal/store/storetest"
 )
 
 var (

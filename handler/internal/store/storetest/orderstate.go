@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/order"
-	"orderstatus/handler/internal/orderstate"
-	"orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
 // step is one message: an OrderStatusChanged update, or a

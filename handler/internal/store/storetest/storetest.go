@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/order"
-	"orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
 // Backend is the order-row storage under test.

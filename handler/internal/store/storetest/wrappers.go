@@ -6,8 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"orderstatus/handler/internal/order"
-	"orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
 // Op names a backend operation.

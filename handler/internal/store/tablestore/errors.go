@@ -14,7 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
 // classified is an SDK error sorted into a store sentinel (kind). It

@@ -18,9 +18,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"orderstatus/handler/internal/azurite"
-	"orderstatus/handler/internal/order"
-	"orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
 var sentinels = []error{store.ErrConflict, store.ErrNotFound, store.ErrTransient}

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/azurite"
-	"orderstatus/handler/internal/faultproxy"
-	"orderstatus/handler/internal/order"
-	"orderstatus/handler/internal/orderstate"
-	"orderstatus/handler/internal/store/tablestore"
-	"orderstatus/handler/internal/testenv"
+	"github.com/orderstatus/orderstatus/handler/internal/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
+	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
+	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
 
 // TestLostAnswerSettlesAsDuplicate loses the answer to a conditional write

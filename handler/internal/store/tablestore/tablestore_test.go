@@ -13,12 +13,12 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
-	"orderstatus/handler/internal/order"
-	"orderstatus/handler/internal/orderstate"
-	"orderstatus/handler/internal/store"
-	"orderstatus/handler/internal/store/storetest"
-	"orderstatus/handler/internal/store/tablestore"
-	"orderstatus/handler/internal/testenv"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/store/storetest"
+	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
+	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
 
 var (

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
 
 // Message returns a deep copy of m with normalised application properties.

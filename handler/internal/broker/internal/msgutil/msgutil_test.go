@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"orderstatus/handler/internal/broker"
-	"orderstatus/handler/internal/broker/internal/msgutil"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/internal/msgutil"
 )
 
 func TestValue(t *testing.T) {
