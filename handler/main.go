@@ -1,9 +1,10 @@
 // Command handler is the orderstatus Azure Functions custom handler.
 //
-//	handler            serve the functions for the Functions host (default)
-//	handler dev ...    the development host: in-memory Service Bus, Azurite
-//	handler version    print the version
+//	handler [serve]            serve the functions for the Functions host (default)
+//	handler dev ...            the development host: in-memory Service Bus, Azurite
+//	handler version            print the version
 //
+// `handler --help` lists the commands, `handler <command> --help` their flags.
 // Serving reads its settings from the environment (see the README's
 // configuration table), listens on 127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT,
 // and on SIGTERM stops accepting, finishes in-flight calls and exits 0.
@@ -19,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -43,44 +45,141 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and revision are set at build time with
+// -ldflags "-X main.version=... -X main.revision=...".
+var (
+	version  = "dev"
+	revision = ""
+)
 
-const usage = `usage: handler [serve | dev [flags] | version | help]`
+// command is one subcommand of the binary. run gets the arguments after
+// the command's name and returns the exit code.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+// commands is the dispatch table; main only dispatches, each command's
+// package parses its own flags and answers its own --help.
+func commands() []command {
+	return []command{
+		{"serve", "serve the functions for the Functions host (the default; what Azure runs)", runServe},
+		{"dev", "the development host: the whole system on this machine (in-memory Service Bus, Azurite)", devhost.Main},
+		{"version", "print the version", runVersion},
+	}
+}
+
+// Exit codes shared by every command.
+const (
+	exitOK      = 0 // success
+	exitFailure = 1 // a runtime failure (a bad setting at start-up, a service that failed)
+	exitUsage   = 2 // a bad command, flag or input: one line on stderr says what
+)
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: handler [command] [flags]   (handler <command> --help for its flags)\n\ncommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, `
+With no command, handler serves (the Functions host starts it so). Settings are
+environment variables (app settings); the README's Configuration table lists them all
+and local.settings.json.template has each with its default.
+
+exit codes: %d success, %d failure (a bad setting, a service that failed), %d usage
+(a bad command, flag or input; one line on stderr says what).
+`, exitOK, exitFailure, exitUsage)
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	cmd := "serve"
+	name := "serve"
 	if len(args) > 0 {
-		cmd, args = args[0], args[1:]
+		name, args = args[0], args[1:]
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	// After the first signal, the default handling returns: a second one
 	// ends the process at once.
 	context.AfterFunc(ctx, stop)
-	switch cmd {
-	case "serve":
-		if len(args) > 0 {
-			fmt.Fprintf(stderr, "handler: serve takes no arguments (got %q); %s\n", args[0], usage)
-			return 2
-		}
-		return serve(ctx, stdout, stderr)
-	case "dev":
-		return devhost.Main(ctx, args, stdout, stderr)
-	case "version", "--version":
-		fmt.Fprintln(stdout, "orderstatus handler", version)
-		return 0
-	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "handler: unknown command %q; %s\n", cmd, usage)
-		return 2
+	switch name {
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return exitOK
+	case "--version", "-version":
+		name = "version"
 	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(ctx, args, stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "handler: unknown command %q (handler --help lists the commands)\n", name)
+	return exitUsage
+}
+
+// runVersion prints the version and the VCS revision.
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if isHelp(args[0]) {
+			fmt.Fprintln(stdout, "usage: handler version\n\nPrints the version and the source revision it was built from.")
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "handler version: unexpected argument %q (usage: handler version)\n", args[0])
+		return exitUsage
+	}
+	fmt.Fprintln(stdout, "orderstatus handler", version, buildRevision())
+	return exitOK
+}
+
+// runServe is the serve command: no flags, settings from the environment.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if isHelp(args[0]) {
+			fmt.Fprint(stdout, serveHelp)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "handler serve: unexpected argument %q (serve takes no arguments; settings are environment variables, see handler serve --help)\n", args[0])
+		return exitUsage
+	}
+	return serve(ctx, stdout, stderr)
+}
+
+const serveHelp = `usage: handler serve
+
+Serves the functions (OrderStatus, DeadLetterSweeper, GetOrder, Metrics) on
+127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT, as the Functions host expects, until
+SIGTERM, then finishes in-flight calls and exits 0. The Functions host starts
+it; 'handler dev' runs it locally.
+
+Settings (environment variables; the README's Configuration table has them all):
+  FUNCTIONS_CUSTOMHANDLER_PORT                  port, set by the host (required)
+  ServiceBusConnection__fullyQualifiedNamespace Service Bus namespace (managed identity)
+  OrderStore__serviceUri | OrderStore__connectionString   the order table's account
+  ORDER_STATUS_QUEUE, POISON_QUEUE, OrderStore__tableName, ORDER_STATUS_RETRY_BUDGET, LOG_LEVEL
+
+exit codes: 0 stopped cleanly, 1 a bad setting or a failed start, 2 an argument was given.
+`
+
+func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "help" }
+
+// buildRevision is the VCS revision: the linker's, else the one the go
+// command stamped, else "unknown".
+func buildRevision() string {
+	if revision != "" {
+		return revision
+	}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && s.Value != "" {
+				return s.Value
+			}
+		}
+	}
+	return "unknown"
 }
 
 // serve runs the custom handler until ctx is cancelled (SIGTERM).

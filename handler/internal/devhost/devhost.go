@@ -65,6 +65,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/funcapp"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/ncrontab"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
+	"github.com/orderstatus/orderstatus/handler/internal/devrun"
 )
 
 // ScenarioLine is one message of a workload (see package scenario).
@@ -213,22 +214,24 @@ type Host struct {
 	// Set by Start.
 	started     atomic.Bool
 	storeSource string
-	az          *azurite.Server
-	brokerSrv   *http.Server
-	brokerURL   string
-	proc        *child.Process
-	inv         *invoker
-	frontLn     net.Listener
-	front       *http.Server
-	frontAddr   string
-	stopAccept  context.CancelFunc // stops taking new work
-	stopCalls   context.CancelFunc // aborts running calls
-	stopTimers  context.CancelFunc // stops the timer schedules
-	workers     sync.WaitGroup     // Service Bus dispatchers
-	timerRuns   sync.WaitGroup     // timer schedules
-	closing     atomic.Bool
-	closeOnce   sync.Once
-	closeErr    error
+	// storeConn or storeServiceURI: where the handler's store is.
+	storeConn, storeServiceURI string
+	az                         *azurite.Server
+	brokerSrv                  *http.Server
+	brokerURL                  string
+	proc                       *child.Process
+	inv                        *invoker
+	frontLn                    net.Listener
+	front                      *http.Server
+	frontAddr                  string
+	stopAccept                 context.CancelFunc // stops taking new work
+	stopCalls                  context.CancelFunc // aborts running calls
+	stopTimers                 context.CancelFunc // stops the timer schedules
+	workers                    sync.WaitGroup     // Service Bus dispatchers
+	timerRuns                  sync.WaitGroup     // timer schedules
+	closing                    atomic.Bool
+	closeOnce                  sync.Once
+	closeErr                   error
 }
 
 // New reads the app and prepares the host; it starts nothing. Errors name
@@ -433,8 +436,10 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	switch {
 	case settings.Get(SettingStoreConnection) != "":
 		h.storeSource = SettingStoreConnection + " (from settings)"
+		h.storeConn = settings.Get(SettingStoreConnection)
 	case settings.Get(SettingStoreServiceURI) != "":
 		h.storeSource = SettingStoreServiceURI + " " + settings.Get(SettingStoreServiceURI)
+		h.storeServiceURI = settings.Get(SettingStoreServiceURI)
 	default:
 		bin := h.opts.AzuriteBinary
 		if bin == "" {
@@ -462,6 +467,7 @@ func (h *Host) Start(ctx context.Context) (err error) {
 		}
 		h.az = az
 		settings[SettingStoreConnection] = az.ConnectionString()
+		h.storeConn = az.ConnectionString()
 		h.storeSource = "Azurite (in memory) on " + az.Addr
 	}
 
@@ -695,6 +701,21 @@ func (h *Host) Addr() string { return h.frontAddr }
 
 // BrokerURL returns the loopback broker's base URL given to the handler.
 func (h *Host) BrokerURL() string { return h.brokerURL }
+
+// Endpoints returns where this host's broker, store and front listen, as
+// `handler deadletters` and `handler publish` find them (package devrun).
+func (h *Host) Endpoints() devrun.Endpoints {
+	return devrun.Endpoints{
+		PID:                   os.Getpid(),
+		BrokerURL:             h.brokerURL,
+		StoreConnectionString: h.storeConn,
+		StoreServiceURI:       h.storeServiceURI,
+		HTTPAddr:              h.frontAddr,
+		Queue:                 h.queue,
+		PoisonQueue:           h.poisonQueue,
+		AppRoot:               h.app.Root,
+	}
+}
 
 // StoreSource says which store the handler uses.
 func (h *Host) StoreSource() string { return h.storeSource }

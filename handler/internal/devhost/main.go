@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
+	"github.com/orderstatus/orderstatus/handler/internal/devrun"
 )
 
 // Exit codes of Main.
@@ -221,6 +222,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		} else {
 			note("HTTP front on http://%s", addr)
 		}
+	}
+	// `handler deadletters` and `handler publish` find this host here.
+	ep := h.Endpoints()
+	ep.StartedAt = time.Now().UTC()
+	if remove, err := devrun.Write(h.app.Root, ep); err != nil {
+		note("warning: the CLI will not find this host: %v", err)
+	} else {
+		defer remove()
 	}
 	say("store: %s", h.StoreSource())
 	say("broker: in memory, queues %s and %s (handler reaches it at %s)", h.Queue(), h.PoisonQueue(), h.BrokerURL())

@@ -1,0 +1,142 @@
+// Package devrun is how the operator and producer commands (`handler
+// deadletters`, `handler publish`) find a running development host (`make
+// run`, `handler dev`) on this machine: the host writes one small JSON file,
+// .run/devhost.json under its app root, naming where its loopback broker,
+// its store and its HTTP front listen, and removes it when it stops.
+//
+// The file holds the Azurite connection string, whose key is the public
+// development key; it is written with mode 0600 all the same.
+package devrun
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Dir and File name where a development host writes its endpoints,
+// relative to its app root.
+const (
+	Dir  = ".run"
+	File = "devhost.json"
+)
+
+// ErrNotRunning means no development host was found: no file, or a file
+// left by a host that is no longer running.
+var ErrNotRunning = errors.New("devrun: no running development host (start one with 'make run')")
+
+// Endpoints is what a development host publishes about itself.
+type Endpoints struct {
+	// PID is the development host's process id; Find ignores a file
+	// whose process is gone.
+	PID int `json:"pid"`
+	// BrokerURL is the loopback broker (package broker/loopback).
+	BrokerURL string `json:"brokerUrl"`
+	// StoreConnectionString is the Table Storage connection string the
+	// handler uses (Azurite's, or the one from the settings).
+	StoreConnectionString string `json:"storeConnectionString,omitempty"`
+	// StoreServiceURI is set instead when the settings name a service URI.
+	StoreServiceURI string `json:"storeServiceUri,omitempty"`
+	// HTTPAddr is the front's host:port ("" without a front).
+	HTTPAddr string `json:"httpAddr,omitempty"`
+	// Queue and PoisonQueue are the queue names the host serves.
+	Queue       string `json:"queue"`
+	PoisonQueue string `json:"poisonQueue"`
+	// AppRoot is the host's app root (absolute).
+	AppRoot   string    `json:"appRoot"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// Path returns the file's path under appRoot.
+func Path(appRoot string) string { return filepath.Join(appRoot, Dir, File) }
+
+// Write publishes e under appRoot, atomically (a reader never sees half a
+// file), and returns a function that removes it again if it is still ours.
+func Write(appRoot string, e Endpoints) (remove func(), err error) {
+	dir := filepath.Join(appRoot, Dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("devrun: %w", err)
+	}
+	b, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("devrun: encode: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, File+".*")
+	if err != nil {
+		return nil, fmt.Errorf("devrun: %w", err)
+	}
+	_, werr := tmp.Write(append(b, '\n'))
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return nil, fmt.Errorf("devrun: write: %w", err)
+	}
+	path := Path(appRoot)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return nil, fmt.Errorf("devrun: %w", err)
+	}
+	return func() {
+		// A second host may have replaced the file since: leave its.
+		if cur, err := read(path); err == nil && cur.PID == e.PID && cur.StartedAt.Equal(e.StartedAt) {
+			os.Remove(path)
+		}
+	}, nil
+}
+
+// Find looks for a running development host's file in dir and each of its
+// parents, so a command run anywhere inside the checkout finds `make run`.
+// A file whose process is gone is skipped. The error is ErrNotRunning
+// (wrapped, naming where it looked) when there is none.
+func Find(dir string) (Endpoints, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return Endpoints{}, fmt.Errorf("devrun: %w", err)
+	}
+	stale := ""
+	for d := dir; ; d = filepath.Dir(d) {
+		path := Path(d)
+		e, err := read(path)
+		switch {
+		case err == nil && alive(e.PID):
+			return e, nil
+		case err == nil:
+			stale = path
+		case !errors.Is(err, fs.ErrNotExist):
+			return Endpoints{}, fmt.Errorf("devrun: %s: %w", path, err)
+		}
+		if parent := filepath.Dir(d); parent == d {
+			break
+		}
+	}
+	if stale != "" {
+		return Endpoints{}, fmt.Errorf("%w: %s was left by a development host that has stopped", ErrNotRunning, stale)
+	}
+	return Endpoints{}, fmt.Errorf("%w: no %s in %s or above", ErrNotRunning, filepath.Join(Dir, File), dir)
+}
+
+func read(path string) (Endpoints, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Endpoints{}, err
+	}
+	var e Endpoints
+	if err := json.Unmarshal(b, &e); err != nil {
+		return Endpoints{}, fmt.Errorf("malformed: %w", err)
+	}
+	if e.PID <= 0 || e.BrokerURL == "" {
+		return Endpoints{}, errors.New("malformed: no pid or broker URL")
+	}
+	return e, nil
+}
+
+// alive reports whether a process with that id exists (signal 0).
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
