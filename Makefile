@@ -8,7 +8,7 @@ GO_SOURCES := $(shell find handler -name '*.go' -not -name '*_test.go') go.mod g
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build tools test test-go test-infra run package fmt vet clean fuzz bench soak
+.PHONY: all build tools test test-go test-infra lint-workflows run package fmt vet clean fuzz bench soak
 
 all: build
 
@@ -25,14 +25,28 @@ $(TOOLS_STAMP): tools/package.json tools/package-lock.json
 	cd tools && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-## test: vet, all Go tests with -race against a real Azurite, the offline infra checks.
-test: vet test-go test-infra
+## test: vet, actionlint, all Go tests with -race against a real Azurite, the offline infra checks.
+test: vet lint-workflows test-go test-infra
 
 test-go: tools build
 	ORDERSTATUS_REQUIRE_AZURITE=1 $(GO) test $(GOFLAGS_TEST) ./...
 
 test-infra: tools
 	@if [ -d infra/check ]; then node --test infra/check/; fi
+
+## lint-workflows: actionlint (fetched by the go command at ACTIONLINT_VERSION) on
+## .github/workflows; fails on any finding. actionlint shell-checks run: scripts
+## with shellcheck when it is on PATH; under CI (CI set) shellcheck is required.
+ACTIONLINT_VERSION := v1.7.12
+lint-workflows:
+	@if command -v shellcheck >/dev/null 2>&1; then \
+	  echo "lint-workflows: actionlint $(ACTIONLINT_VERSION), run: scripts checked with shellcheck $$(shellcheck --version | sed -n 's/^version: //p')"; \
+	elif [ -n "$${CI:-}" ]; then \
+	  echo "lint-workflows: shellcheck is required under CI (actionlint checks run: scripts with it)"; exit 1; \
+	else \
+	  echo "lint-workflows: shellcheck not on PATH: run: scripts are not shell-checked (install shellcheck to include them; CI requires it)"; \
+	fi
+	$(GO) run github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
 
 ## run: the whole system locally (development host, in-memory broker, Azurite).
 ## Pass dev-host flags with ARGS, e.g. make run ARGS="--scenario my.jsonl --exit-when-idle".

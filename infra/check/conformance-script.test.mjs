@@ -1,0 +1,122 @@
+// Runs scripts/azure-conformance.sh (what the azure-conformance workflow
+// runs) with stub az and go that record their arguments, so what it asks of
+// Azure and which suites it runs are checked without Azure.
+
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { repoRoot } from './lib/bicep.mjs';
+
+const script = path.join(repoRoot, 'scripts/azure-conformance.sh');
+const OID = '11111111-2222-3333-4444-555555555555';
+// A token whose payload carries OID (header and signature are not read).
+const token = `h.${Buffer.from(JSON.stringify({ oid: OID, tid: 't' })).toString('base64url')}.s`;
+
+const azd = {
+  AZURE_RESOURCE_GROUP: 'rg-x',
+  SERVICE_BUS_NAMESPACE: 'sb-x',
+  STORAGE_ACCOUNT_NAME: 'stx',
+  ServiceBusConnection__fullyQualifiedNamespace: 'sb-x.servicebus.windows.net',
+  OrderStore__serviceUri: 'https://stx.table.core.windows.net/',
+};
+
+// run(t, args, {env, granted, goOut, goExit}) runs the script with stubs:
+// az answers `role assignment list` with granted (count), go prints goOut
+// and exits goExit. Returns the result and the recorded calls.
+function run(t, args, { env = azd, granted = '0', goOut = '--- PASS: X (1.00s)', goExit = 0 } = {}) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'orderstatus-conformance-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const calls = path.join(dir, 'calls');
+  writeFileSync(calls, '');
+  const stub = (name, body) => {
+    writeFileSync(path.join(dir, name), `#!/bin/sh\n${body}\n`);
+    chmodSync(path.join(dir, name), 0o755);
+  };
+  stub('az', `echo "az $*" >>'${calls}'
+case "$*" in
+"account get-access-token"*) echo '${token}' ;;
+"account show"*) echo servicePrincipal ;;
+"role assignment list"*) echo '${granted}' ;;
+"servicebus queue show"*) echo "/subscriptions/s/resourceGroups/rg-x/providers/Microsoft.ServiceBus/namespaces/sb-x/queues/$(echo "$*" | sed 's/.*--name \\([^ ]*\\).*/\\1/')" ;;
+"storage account show"*) echo /subscriptions/s/resourceGroups/rg-x/providers/Microsoft.Storage/storageAccounts/stx ;;
+esac`);
+  stub('go', `echo "go $* | tables=$ORDERSTATUS_TEST_TABLES_SERVICE_URI ns=$SERVICEBUS_TEST_NAMESPACE q=$SERVICEBUS_TEST_QUEUE sq=$SERVICEBUS_TEST_SESSION_QUEUE cred=$AZURE_TOKEN_CREDENTIALS" >>'${calls}'
+test=$(echo "$*" | sed 's/.*-run \\^\\([A-Za-z]*\\).*/\\1/')
+echo "${goOut}" | sed "s/X/$test/"
+exit ${goExit}`);
+  const r = spawnSync('/bin/sh', [script, ...args], {
+    encoding: 'utf8',
+    timeout: 20_000,
+    env: { PATH: `${dir}:/usr/bin:/bin`, ROLE_PROPAGATION_SECONDS: '0', CONFORMANCE_LOG_DIR: path.join(dir, 'logs'), ...env },
+  });
+  return { ...r, calls: readFileSync(calls, 'utf8').trim().split('\n').filter(Boolean) };
+}
+
+test('setup creates the two test queues with the production settings, never touching the app queues', (t) => {
+  const r = run(t, ['setup']);
+  assert.equal(r.status, 0, r.stderr);
+  const creates = r.calls.filter((c) => c.startsWith('az servicebus queue create'));
+  assert.equal(creates.length, 2, r.calls.join('\n'));
+  for (const [name, sessions] of [['conformance', 'false'], ['conformance-sessions', 'true']]) {
+    const c = creates.find((x) => x.includes(`--name ${name} `));
+    assert.ok(c, `no queue ${name}: ${creates}`);
+    for (const flag of [`--enable-session ${sessions}`, '--duplicate-detection true', '--max-delivery-count 5', '--lock-duration PT1M',
+      '--enable-dead-lettering-on-message-expiration true', '--resource-group rg-x', '--namespace-name sb-x']) {
+      assert.ok(c.includes(flag), `${name}: ${c} lacks ${flag}`);
+    }
+  }
+  assert.ok(!r.calls.some((c) => /order-status/.test(c)), 'setup must not touch the app queues');
+});
+
+test('setup grants the signed-in principal (oid from its token) the data roles on the narrowest scopes, then waits', (t) => {
+  const r = run(t, ['setup']);
+  assert.equal(r.status, 0, r.stderr);
+  const grants = r.calls.filter((c) => c.startsWith('az role assignment create'));
+  assert.equal(grants.length, 3, grants.join('\n'));
+  for (const g of grants) assert.ok(g.includes(`--assignee-object-id ${OID} --assignee-principal-type ServicePrincipal`), g);
+  assert.ok(grants.some((g) => g.includes('--role Azure Service Bus Data Owner --scope /subscriptions/s/resourceGroups/rg-x/providers/Microsoft.ServiceBus/namespaces/sb-x/queues/conformance')));
+  assert.ok(grants.some((g) => g.includes('--role Azure Service Bus Data Owner --scope /subscriptions/s/resourceGroups/rg-x/providers/Microsoft.ServiceBus/namespaces/sb-x/queues/conformance-sessions')));
+  assert.ok(grants.some((g) => g.includes('--role Storage Table Data Contributor --scope /subscriptions/s/resourceGroups/rg-x/providers/Microsoft.Storage/storageAccounts/stx')));
+  assert.match(r.stdout, /waiting 0s for the new role assignments/);
+});
+
+test('setup grants nothing and does not wait when the roles are there', (t) => {
+  const r = run(t, ['setup'], { granted: '1' });
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(r.calls.filter((c) => c.startsWith('az role assignment create')), []);
+  assert.doesNotMatch(r.stdout, /waiting/);
+});
+
+test('tables and broker run their suite against the environment, with az as the credential', (t) => {
+  const tables = run(t, ['tables']);
+  assert.equal(tables.status, 0, tables.stderr);
+  assert.match(tables.calls.join('\n'), /^go test -race -count=1 -timeout 45m -run \^TestAzureConformance\$ -v \.\/handler\/internal\/store\/tablestore\/ \| tables=https:\/\/stx\.table\.core\.windows\.net\/ .* cred=AzureCLICredential$/m);
+  const broker = run(t, ['broker']);
+  assert.equal(broker.status, 0, broker.stderr);
+  assert.match(broker.calls.join('\n'), /^go test .*-run \^TestConformance\$ -v \.\/handler\/internal\/broker\/sbbroker\/ \| .*ns=sb-x\.servicebus\.windows\.net q=conformance sq=conformance-sessions cred=AzureCLICredential$/m);
+});
+
+test('a suite that fails, skips or reports nothing fails the script', (t) => {
+  const failed = run(t, ['tables'], { goOut: '--- FAIL: X (1.00s)', goExit: 1 });
+  assert.equal(failed.status, 1);
+  assert.match(failed.stderr, /tables: TestAzureConformance failed/);
+  const skipped = run(t, ['broker'], { goOut: '--- SKIP: X (0.00s)' });
+  assert.equal(skipped.status, 1);
+  assert.match(skipped.stderr, /broker: TestConformance skipped/);
+  const silent = run(t, ['broker'], { goOut: 'ok' });
+  assert.equal(silent.status, 1);
+  assert.match(silent.stderr, /did not report a result/);
+});
+
+test('missing environment values and a bad argument fail with one line saying what to do', (t) => {
+  const { OrderStore__serviceUri: _, ...withoutUri } = azd;
+  const missing = run(t, ['tables'], { env: withoutUri });
+  assert.equal(missing.status, 1);
+  assert.match(missing.stderr, /^azure-conformance: OrderStore__serviceUri is not set: export the environment's values first: set -a; eval "\$\(azd env get-values\)"; set \+a\n$/);
+  const bad = run(t, ['everything']);
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /^usage: scripts\/azure-conformance\.sh \[setup\|tables\|broker\|all\]\n$/);
+});

@@ -1,0 +1,176 @@
+#!/bin/sh
+# Runs the real-Azure conformance suites against a deployed azd environment:
+# the broker suite (handler/internal/broker/sbbroker) against its Service Bus
+# namespace and the store suite (handler/internal/store/tablestore) against
+# its storage account, both signed in through az (Entra ID, no keys).
+#
+#   scripts/azure-conformance.sh [setup|tables|broker|all]   (default: all)
+#
+# setup   creates the two queues the broker suite drains, next to (never
+#         instead of) the app's queues: SERVICEBUS_TEST_QUEUE (default
+#         conformance, no sessions) and SERVICEBUS_TEST_SESSION_QUEUE (default
+#         conformance-sessions), with the production settings; and gives the
+#         signed-in principal Azure Service Bus Data Owner on those two queues
+#         and Storage Table Data Contributor on the storage account, waiting
+#         ROLE_PROPAGATION_SECONDS (default 300) when it had to create one.
+# tables  the store suite, on fresh tables conformance<random> it deletes.
+# broker  the broker suite; SERVICEBUS_TEST_SLOW=1 adds the lock and TTL
+#         expiry cases (minutes).
+#
+# It reads the environment's values; export them first:
+#   set -a; eval "$(azd env get-values)"; set +a
+# Each suite's output is also written to CONFORMANCE_LOG_DIR (default
+# .run/conformance). A suite that skips counts as a failure here.
+set -eu
+
+cd "$(dirname "$0")/.."
+
+fail() {
+	echo "azure-conformance: $*" >&2
+	exit 1
+}
+
+say() {
+	echo "azure-conformance: $*"
+}
+
+test_queue=${SERVICEBUS_TEST_QUEUE:-conformance}
+test_session_queue=${SERVICEBUS_TEST_SESSION_QUEUE:-conformance-sessions}
+log_dir=${CONFORMANCE_LOG_DIR:-.run/conformance}
+
+# need NAME...: every NAME must be set and non-empty.
+need() {
+	for name in "$@"; do
+		eval "value=\${$name:-}"
+		[ -n "$value" ] ||
+			fail "$name is not set: export the environment's values first: set -a; eval \"\$(azd env get-values)\"; set +a"
+	done
+}
+
+# principal prints the object id of the signed-in principal (from the oid
+# claim of an ARM token, so it needs no directory read permission), or
+# CONFORMANCE_PRINCIPAL_ID when set.
+principal() {
+	if [ -n "${CONFORMANCE_PRINCIPAL_ID:-}" ]; then
+		echo "$CONFORMANCE_PRINCIPAL_ID"
+		return
+	fi
+	token=$(az account get-access-token --query accessToken -o tsv) || fail "az account get-access-token failed: run 'az login'"
+	payload=$(echo "$token" | cut -d. -f2 | tr '_-' '/+')
+	case $((${#payload} % 4)) in
+	2) payload="$payload==" ;;
+	3) payload="$payload=" ;;
+	esac
+	oid=$(echo "$payload" | base64 -d 2>/dev/null | sed -n 's/.*"oid" *: *"\([0-9a-fA-F-]*\)".*/\1/p')
+	[ -n "$oid" ] || fail "cannot read the signed-in principal's object id from its token: set CONFORMANCE_PRINCIPAL_ID"
+	echo "$oid"
+}
+
+# principal_type prints ServicePrincipal or User for the signed-in account.
+principal_type() {
+	case $(az account show --query user.type -o tsv) in
+	servicePrincipal) echo ServicePrincipal ;;
+	*) echo User ;;
+	esac
+}
+
+created_role=0
+
+# grant ROLE SCOPE: give the principal ROLE on SCOPE unless it has it.
+grant() {
+	n=$(az role assignment list --scope "$2" --role "$1" --query "length([?principalId=='$oid'])" -o tsv)
+	if [ "$n" != "0" ]; then
+		say "$1 on ${2##*/providers/} already granted"
+		return
+	fi
+	say "granting $1 on ${2##*/providers/}"
+	az role assignment create --assignee-object-id "$oid" --assignee-principal-type "$ptype" \
+		--role "$1" --scope "$2" -o none ||
+		fail "cannot grant $1: the signed-in principal needs User Access Administrator (azd pipeline config grants it) or someone must grant it once (see docs/deploy.md)"
+	created_role=1
+}
+
+setup() {
+	need AZURE_RESOURCE_GROUP SERVICE_BUS_NAMESPACE STORAGE_ACCOUNT_NAME
+	command -v az >/dev/null 2>&1 || fail "az is required (see docs/deploy.md)"
+	rg=$AZURE_RESOURCE_GROUP
+	for q in "$test_queue" "$test_session_queue"; do
+		sessions=false
+		[ "$q" = "$test_session_queue" ] && sessions=true
+		say "queue $q (sessions $sessions) in $SERVICE_BUS_NAMESPACE"
+		az servicebus queue create --resource-group "$rg" --namespace-name "$SERVICE_BUS_NAMESPACE" --name "$q" \
+			--enable-session "$sessions" --duplicate-detection true --max-delivery-count 5 --lock-duration PT1M \
+			--enable-dead-lettering-on-message-expiration true -o none
+	done
+	oid=$(principal)
+	ptype=$(principal_type)
+	for q in "$test_queue" "$test_session_queue"; do
+		grant "Azure Service Bus Data Owner" "$(az servicebus queue show --resource-group "$rg" --namespace-name "$SERVICE_BUS_NAMESPACE" --name "$q" --query id -o tsv)"
+	done
+	grant "Storage Table Data Contributor" "$(az storage account show --resource-group "$rg" --name "$STORAGE_ACCOUNT_NAME" --query id -o tsv)"
+	if [ "$created_role" = 1 ]; then
+		wait=${ROLE_PROPAGATION_SECONDS:-300}
+		say "waiting ${wait}s for the new role assignments to apply"
+		sleep "$wait"
+	fi
+}
+
+# run_suite NAME TEST PACKAGE: go test -run '^TEST$' PACKAGE, output kept in
+# $log_dir/NAME.log; fails when the test fails or skips.
+run_suite() {
+	command -v go >/dev/null 2>&1 || fail "go is required"
+	mkdir -p "$log_dir"
+	log="$log_dir/$1.log"
+	status="$log_dir/$1.status"
+	say "$1: go test -race -count=1 -run '^$2\$' -v $3"
+	# DefaultAzureCredential uses az's sign-in only (unless told otherwise):
+	# in the pipeline AZURE_CLIENT_ID is set without a secret, which would
+	# otherwise half-configure its environment credential.
+	{
+		if AZURE_TOKEN_CREDENTIALS=${AZURE_TOKEN_CREDENTIALS:-AzureCLICredential} \
+			go test -race -count=1 -timeout "${CONFORMANCE_TIMEOUT:-45m}" -run "^$2\$" -v "$3" 2>&1; then
+			echo 0 >"$status"
+		else
+			echo 1 >"$status"
+		fi
+	} | tee "$log"
+	if grep -q -- "^--- SKIP: $2 " "$log"; then
+		fail "$1: $2 skipped; its settings did not arrive (see $log)"
+	fi
+	[ "$(cat "$status")" = 0 ] || fail "$1: $2 failed (log: $log)"
+	grep -q -- "^--- PASS: $2 " "$log" || fail "$1: $2 did not report a result (log: $log)"
+	say "$1: passed"
+}
+
+tables() {
+	need OrderStore__serviceUri
+	# shellcheck disable=SC2154 # from azd env get-values
+	ORDERSTATUS_TEST_TABLES_SERVICE_URI=$OrderStore__serviceUri
+	export ORDERSTATUS_TEST_TABLES_SERVICE_URI
+	run_suite tables TestAzureConformance ./handler/internal/store/tablestore/
+}
+
+broker() {
+	need ServiceBusConnection__fullyQualifiedNamespace
+	# shellcheck disable=SC2154 # from azd env get-values
+	SERVICEBUS_TEST_NAMESPACE=$ServiceBusConnection__fullyQualifiedNamespace
+	SERVICEBUS_TEST_QUEUE=$test_queue
+	SERVICEBUS_TEST_SESSION_QUEUE=$test_session_queue
+	export SERVICEBUS_TEST_NAMESPACE SERVICEBUS_TEST_QUEUE SERVICEBUS_TEST_SESSION_QUEUE
+	run_suite broker TestConformance ./handler/internal/broker/sbbroker/
+}
+
+case ${1:-all} in
+setup) setup ;;
+tables) tables ;;
+broker) broker ;;
+all)
+	setup
+	tables
+	broker
+	;;
+*)
+	echo "usage: scripts/azure-conformance.sh [setup|tables|broker|all]" >&2
+	exit 2
+	;;
+esac
