@@ -42,7 +42,7 @@ param deadLetterAgeThresholdSeconds int = 3600
 @minValue(0)
 param failedInvocationsThreshold int = 5
 
-resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' existing = {
+resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
   name: serviceBusNamespaceName
 }
 

@@ -39,8 +39,11 @@ const EXPECTED_ROLE_ASSIGNMENTS = [
   'Azure Service Bus Data Sender @ queues:order-status -> app',
   // The handler parks poison messages.
   'Azure Service Bus Data Sender @ queues:order-status-poison -> app',
-  // Optional: exact queue length for the scale controller (off by default).
+  // The target-based scaler reads the queue's runtime properties (Manage);
+  // on by default, that queue only (the switch default is checked in checkMain).
   'Azure Service Bus Data Owner @ queues:order-status -> app if grantAppQueueOwnerForScaling',
+  // A named producer may send to order-status, nothing else (issue 8).
+  'Azure Service Bus Data Sender @ queues:order-status -> producer if producerPrincipalId',
   // The deploying user, off by default.
   'Azure Service Bus Data Owner @ queues:order-status -> deployer if grantDeployerDataOwner',
   'Azure Service Bus Data Owner @ queues:order-status-poison -> deployer if grantDeployerDataOwner',
@@ -95,10 +98,18 @@ function checkMain(p) {
   if (!(count?.decorators.minValue?.[0] >= 1 && count?.decorators.maxValue?.[0] <= 1000)) {
     problems.push('param maximumInstanceCount: want @minValue(>= 1) and @maxValue(<= 1000)');
   }
-  for (const name of ['grantDeployerDataOwner', 'grantAppQueueOwnerForScaling']) {
-    if (main.paramDefault(name) !== false) problems.push(`param ${name} must default to false`);
+  if (main.paramDefault('grantDeployerDataOwner') !== false) problems.push('param grantDeployerDataOwner must default to false');
+  // Scale-out needs the Manage right on order-status (issue 9): on unless turned off.
+  if (main.paramDefault('grantAppQueueOwnerForScaling') !== true) problems.push('param grantAppQueueOwnerForScaling must default to true');
+  const params = JSON.parse(p.overrides['infra/main.parameters.json'] ?? read('infra/main.parameters.json')).parameters;
+  if (params.grantAppQueueOwnerForScaling?.value !== '${GRANT_APP_QUEUE_OWNER_FOR_SCALING=true}') {
+    problems.push(`main.parameters.json grantAppQueueOwnerForScaling: got ${params.grantAppQueueOwnerForScaling?.value}, want \${GRANT_APP_QUEUE_OWNER_FOR_SCALING=true}`);
   }
-  const params = JSON.parse(read('infra/main.parameters.json')).parameters;
+  // The producer principal is optional: empty unless PRODUCER_PRINCIPAL_ID is set.
+  if (main.paramDefault('producerPrincipalId') !== '') problems.push('param producerPrincipalId must default to empty');
+  for (const [key, want] of [['producerPrincipalId', '${PRODUCER_PRINCIPAL_ID}'], ['producerPrincipalType', '${PRODUCER_PRINCIPAL_TYPE=ServicePrincipal}']]) {
+    if (params[key]?.value !== want) problems.push(`main.parameters.json ${key}: got ${params[key]?.value}, want ${want}`);
+  }
   for (const [key, { value }] of Object.entries(params)) {
     if (!main.params.has(key)) problems.push(`main.parameters.json sets ${key}, which main.bicep does not declare`);
     if (!/^\$\{[A-Z_]+(=[^}]*)?\}$/.test(String(value))) problems.push(`main.parameters.json ${key}: ${value} is not an azd \${VAR} reference`);
@@ -360,11 +371,19 @@ const mutations = [
   ['servicebus.bicep', "replace(replace(namespace.properties.serviceBusEndpoint, 'https://', ''), ':443/', '')", "replace(namespace.properties.serviceBusEndpoint, 'https://', '')", checkFunctionApp, /ServiceBusConnection__fullyQualifiedNamespace/],
   ['main.bicep', '  512\n  2048\n  4096\n])\nparam instanceMemoryMB', '  512\n  2048\n  8192\n])\nparam instanceMemoryMB', checkMain, /instanceMemoryMB/],
   ['main.bicep', 'param grantDeployerDataOwner bool = false', 'param grantDeployerDataOwner bool = true', checkMain, /grantDeployerDataOwner must default to false/],
+  // Issue 9: scale-out rights on by default, on order-status only.
+  ['main.bicep', 'param grantAppQueueOwnerForScaling bool = true', 'param grantAppQueueOwnerForScaling bool = false', checkMain, /grantAppQueueOwnerForScaling must default to true/],
+  ['main.parameters.json', '${GRANT_APP_QUEUE_OWNER_FOR_SCALING=true}', '${GRANT_APP_QUEUE_OWNER_FOR_SCALING=false}', checkMain, /grantAppQueueOwnerForScaling: got .*=false/],
+  ['servicebus.bicep', 'name: guid(orderStatusQueue.id, appPrincipalId, serviceBusDataOwner)\n  scope: orderStatusQueue', 'name: guid(namespace.id, appPrincipalId, serviceBusDataOwner)\n  scope: namespace', checkRoles, /unexpected role assignment: Azure Service Bus Data Owner @ namespaces -> app if grantAppQueueOwnerForScaling/],
+  // Issue 8: the producer gets Data Sender on order-status, nothing more.
+  ['servicebus.bicep', 'name: guid(orderStatusQueue.id, producerPrincipalId, serviceBusDataSender)\n  scope: orderStatusQueue\n  properties: {\n    roleDefinitionId: subscriptionResourceId(\'Microsoft.Authorization/roleDefinitions\', serviceBusDataSender)', 'name: guid(orderStatusQueue.id, producerPrincipalId, serviceBusDataOwner)\n  scope: orderStatusQueue\n  properties: {\n    roleDefinitionId: subscriptionResourceId(\'Microsoft.Authorization/roleDefinitions\', serviceBusDataOwner)', checkRoles, /unexpected role assignment: Azure Service Bus Data Owner @ queues:order-status -> producer/],
+  ['servicebus.bicep', "resource producerSenderOrderStatus 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantProducer) {", "resource producerSenderOrderStatus 'Microsoft.Authorization/roleAssignments@2022-04-01' = {", checkRoles, /unexpected role assignment: Azure Service Bus Data Sender @ queues:order-status -> producer$/m],
+  ['main.parameters.json', '${PRODUCER_PRINCIPAL_ID}', '${AZURE_PRINCIPAL_ID}', checkMain, /producerPrincipalId: got \$\{AZURE_PRINCIPAL_ID\}/],
   ['main.bicep', "    name: '${abbrs.serviceBusNamespaces}${resourceToken}'", "    name: '${abbrs.serviceBusNamespaces}${environmentName}'", checkMain, /not derived from resourceToken/],
 ];
 
 for (const [file, from, to, check, want] of mutations) {
-  const rel = file === 'main.bicep' ? 'infra/main.bicep' : `infra/app/${file}`;
+  const rel = file.startsWith('main.') ? `infra/${file}` : `infra/app/${file}`;
   test(`${check.name} fails when ${rel} changes ${JSON.stringify(from.split('\n')[0])}`, async () => {
     const source = read(rel);
     assert.ok(source.includes(from), `${rel} no longer contains ${JSON.stringify(from)}: update this mutation`);

@@ -431,7 +431,7 @@ function expandCondition(file, text) {
 
 /**
  * Every role assignment in the project as one line per scope:
- * "<role> @ <scope type>[:<name>] -> <app|deployer>[ if <switch>]", plus the
+ * "<role> @ <scope type>[:<name>] -> <app|deployer|producer>[ if <switch>]", plus the
  * problems found while reading them (naming, principal type, unknown role).
  */
 export function roleAssignments(project) {
@@ -481,8 +481,10 @@ export function roleAssignments(project) {
       expectEqual(problems, `${where} principalType`, props.principalType, 'ServicePrincipal');
     } else if (isExpr(principal, 'deployerPrincipalId')) {
       who = 'deployer';
+    } else if (isExpr(principal, 'producerPrincipalId')) {
+      who = 'producer';
     } else {
-      problems.push(`${where}: principalId ${show(principal)} is neither the app identity nor the deployer`);
+      problems.push(`${where}: principalId ${show(principal)} is neither the app identity, the deployer nor the producer`);
       continue;
     }
 
@@ -496,6 +498,7 @@ export function roleAssignments(project) {
       const c = expandCondition(file, resource.condition.text);
       if (c.includes('grantDeployerDataOwner') && c.includes('!empty(deployerPrincipalId)')) cond = ' if grantDeployerDataOwner';
       else if (c.includes('grantAppQueueOwnerForScaling')) cond = ' if grantAppQueueOwnerForScaling';
+      else if (/^\(*!empty\(producerPrincipalId\)\)*$/.test(c)) cond = ' if producerPrincipalId';
       else cond = ` if ${c}`;
     }
     for (const n of names) {
