@@ -13,8 +13,8 @@ import path from 'node:path';
 import { repoRoot, Expr, Template, isExpr } from './lib/bicep.mjs';
 import { Project } from './lib/project.mjs';
 import {
-  checkServiceBus, checkStorage, checkMonitoring, checkFunctionApp, roleAssignments,
-  checkHandlerSettings, handlerEnvNames, serviceBusHostProblem,
+  checkServiceBus, checkStorage, checkMonitoring, checkFunctionApp, checkDiagnostics, roleAssignments,
+  checkHandlerSettings, handlerEnvNames, serviceBusHostProblem, functionAppSettings,
   LOCAL_ONLY_SETTINGS, ROLE_NAMES, HANDLER_ENV_NOT_APP_SETTINGS,
 } from './lib/infra-rules.mjs';
 
@@ -133,6 +133,10 @@ test('Storage: no shared keys, TLS 1.2, no public blobs, the three tables, the d
 
 test('Monitoring: workspace-based Application Insights with local authentication disabled', () => {
   assert.deepEqual(checkMonitoring(project), []);
+});
+
+test('Diagnostic settings: Service Bus, blob and table services send all logs and metrics to the workspace', () => {
+  assert.deepEqual(checkDiagnostics(project), []);
 });
 
 test('Function app: FC1, runtime custom 1.0, identity-based deployment storage, scale parameters, every app setting', () => {
@@ -375,6 +379,14 @@ const mutations = [
   ['main.bicep', 'param grantAppQueueOwnerForScaling bool = true', 'param grantAppQueueOwnerForScaling bool = false', checkMain, /grantAppQueueOwnerForScaling must default to true/],
   ['main.parameters.json', '${GRANT_APP_QUEUE_OWNER_FOR_SCALING=true}', '${GRANT_APP_QUEUE_OWNER_FOR_SCALING=false}', checkMain, /grantAppQueueOwnerForScaling: got .*=false/],
   ['servicebus.bicep', 'name: guid(orderStatusQueue.id, appPrincipalId, serviceBusDataOwner)\n  scope: orderStatusQueue', 'name: guid(namespace.id, appPrincipalId, serviceBusDataOwner)\n  scope: namespace', checkRoles, /unexpected role assignment: Azure Service Bus Data Owner @ namespaces -> app if grantAppQueueOwnerForScaling/],
+  // Issue 9: no basic-auth publishing, no shared-key ingestion, diagnostics.
+  ['functionapp.bicep', "name: 'ftp'\n  properties: {\n    allow: false", "name: 'ftp'\n  properties: {\n    allow: true", checkFunctionApp, /basicPublishingCredentialsPolicies ftp: allow true, want false/],
+  ['functionapp.bicep', "name: 'scm'\n  properties: {\n    allow: false", "name: 'scmx'\n  properties: {\n    allow: false", checkFunctionApp, /basicPublishingCredentialsPolicies scm: allow undefined, want false/],
+  ['monitoring.bicep', 'disableLocalAuth: true', 'disableLocalAuth: false', checkMonitoring, /Log Analytics features\.disableLocalAuth/],
+  ['storage.bicep', 'allowCrossTenantReplication: false', 'allowCrossTenantReplication: true', checkStorage, /allowCrossTenantReplication/],
+  ['servicebus.bicep', "        categoryGroup: 'allLogs'", "        categoryGroup: 'audit'", checkDiagnostics, /namespaceDiagnostics: logs must include/],
+  ['storage.bicep', "resource tableDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {\n  name: 'to-log-analytics'\n  scope: tableService", "resource tableDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {\n  name: 'to-log-analytics'\n  scope: blobService", checkDiagnostics, /want one diagnostic setting on Microsoft\.Storage\/storageAccounts\/tableServices, got 0/],
+  ['main.bicep', '    logAnalyticsWorkspaceId: monitoring.outputs.logAnalyticsWorkspaceId\n  }\n}\n\nmodule storage', "    logAnalyticsWorkspaceId: monitoring.outputs.applicationInsightsId\n  }\n}\n\nmodule storage", checkDiagnostics, /namespaceDiagnostics: workspaceId .* is not the id of the Log Analytics workspace/],
   // Issue 8: the producer gets Data Sender on order-status, nothing more.
   ['servicebus.bicep', 'name: guid(orderStatusQueue.id, producerPrincipalId, serviceBusDataSender)\n  scope: orderStatusQueue\n  properties: {\n    roleDefinitionId: subscriptionResourceId(\'Microsoft.Authorization/roleDefinitions\', serviceBusDataSender)', 'name: guid(orderStatusQueue.id, producerPrincipalId, serviceBusDataOwner)\n  scope: orderStatusQueue\n  properties: {\n    roleDefinitionId: subscriptionResourceId(\'Microsoft.Authorization/roleDefinitions\', serviceBusDataOwner)', checkRoles, /unexpected role assignment: Azure Service Bus Data Owner @ queues:order-status -> producer/],
   ['servicebus.bicep', "resource producerSenderOrderStatus 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantProducer) {", "resource producerSenderOrderStatus 'Microsoft.Authorization/roleAssignments@2022-04-01' = {", checkRoles, /unexpected role assignment: Azure Service Bus Data Sender @ queues:order-status -> producer$/m],
@@ -397,3 +409,58 @@ for (const [file, from, to, check, want] of mutations) {
     }
   });
 }
+
+/**
+ * The dead-letter sweeper's settings (issue 7), with the defaults the
+ * handler uses: each is in local.settings.json.template with that default
+ * and set on the function app (checkFunctionApp compares the two), and every
+ * %SETTING% a function.json binds to is an app setting.
+ */
+const SWEEPER_SETTINGS = {
+  DEAD_LETTER_SWEEP_SCHEDULE: '0 */5 * * * *',
+  DEAD_LETTER_REPLAY_COOLDOWN: '10m',
+  DEAD_LETTER_MAX_REPLAYS: '3',
+  DEAD_LETTER_SWEEP_MAX: '100',
+  DEAD_LETTER_SWEEP_RATE: '10',
+  DEAD_LETTER_ARCHIVE_TABLE: 'deadletterarchive',
+  DEAD_LETTER_AUDIT_TABLE: 'deadletteraudit',
+};
+
+function functionBindingProblems(p, values, functions) {
+  const problems = [];
+  const app = functionAppSettings(p);
+  for (const [key, want] of Object.entries(SWEEPER_SETTINGS)) {
+    if (values[key] !== want) problems.push(`local.settings.json.template ${key}: got ${JSON.stringify(values[key])}, want ${JSON.stringify(want)}`);
+    if (!app || !(key in app.settings)) problems.push(`app setting ${key} is not set on the function app`);
+  }
+  const sweeper = functions.DeadLetterSweeper;
+  if (sweeper) {
+    const timer = sweeper.bindings?.find((b) => b.type === 'timerTrigger');
+    if (timer?.schedule !== '%DEAD_LETTER_SWEEP_SCHEDULE%' || timer?.useMonitor !== true) {
+      problems.push(`functions/DeadLetterSweeper: want a timerTrigger with schedule %DEAD_LETTER_SWEEP_SCHEDULE% and useMonitor true, got ${JSON.stringify(timer)}`);
+    }
+  }
+  for (const [name, fn] of Object.entries(functions)) {
+    for (const [, key] of JSON.stringify(fn).matchAll(/%(\w+)%/g)) {
+      if (!app || !(key in app.settings)) problems.push(`functions/${name} binds %${key}%, which is not an app setting`);
+    }
+  }
+  return problems;
+}
+
+test('the sweeper settings and every %SETTING% a function binds to reach the app', async () => {
+  const functions = Object.fromEntries(readdirSync(path.join(repoRoot, 'functions'))
+    .map((d) => [d, JSON.parse(read(`functions/${d}/function.json`))]));
+  assert.ok(functions.DeadLetterSweeper, 'functions/DeadLetterSweeper/function.json is missing');
+  assert.deepEqual(functionBindingProblems(project, templateValues, functions), []);
+
+  const rel = 'infra/app/functionapp.bicep';
+  const broken = await Project.load({ [rel]: read(rel).replace("    DEAD_LETTER_SWEEP_RATE: '10'\n", '') });
+  assert.match(functionBindingProblems(broken, templateValues, functions).join('\n'), /DEAD_LETTER_SWEEP_RATE is not set/);
+  assert.match(functionBindingProblems(project, { ...templateValues, DEAD_LETTER_MAX_REPLAYS: '5' }, functions).join('\n'), /DEAD_LETTER_MAX_REPLAYS: got "5"/);
+  const slow = structuredClone(functions);
+  slow.DeadLetterSweeper.bindings[0].useMonitor = false;
+  assert.match(functionBindingProblems(project, templateValues, slow).join('\n'), /DeadLetterSweeper: want a timerTrigger/);
+  const unbound = { ...functions, Other: { bindings: [{ type: 'serviceBusTrigger', queueName: '%OTHER_QUEUE%' }] } };
+  assert.match(functionBindingProblems(project, templateValues, unbound).join('\n'), /functions\/Other binds %OTHER_QUEUE%/);
+});
