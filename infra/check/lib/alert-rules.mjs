@@ -74,7 +74,7 @@ const METRIC_CRITERIA_ODATA_TYPE = 'Microsoft.Azure.Monitor.SingleResourceMultip
 
 // Replaces <item>.<field> references (the loop variable) with the spec's
 // values, in Exprs and inside string templates.
-function instantiate(value, item, spec) {
+export function instantiate(value, item, spec) {
   const field = (e) => {
     const m = new RegExp(`^${item}\\.(\\w+)$`).exec(e.text.replace(/\s+/g, ''));
     return m && isPlainObject(spec) && m[1] in spec ? { hit: true, v: spec[m[1]] } : { hit: false };
