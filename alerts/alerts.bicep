@@ -42,7 +42,7 @@ param deadLetterAgeThresholdSeconds int = 3600
 @minValue(0)
 param failedInvocationsThreshold int = 5
 
-resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' existing = {
+resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
   name: serviceBusNamespaceName
 }
 
@@ -189,20 +189,43 @@ resource metricAlertRules 'Microsoft.Insights/metricAlerts@2018-03-01' = [for al
 
 // Azure Monitor has no "age of the oldest message" metric. The sweeper logs
 // one JSON line per source and reason on every run,
-//   {"msg":"deadletter_stats","source":"dlq|poison","reason":"...","depth":N,"oldest_age_seconds":S}
-// and the Functions host records stdout as traces. The line is the message
-// text (possibly behind a prefix); customDimensions is the fallback.
+//   {"time":"...","level":"INFO","msg":"deadletter_stats","run_id":"<run>","source":"dlq|poison|poison-dlq","reason":"...","depth":N,"oldest_age_seconds":S}
+// and, for a source with no message, one line with reason "" and depth 0.
+// Each line arrives up to twice: from stdout, and from the invocation
+// answer's Logs array (the host writes both as traces, the JSON as the
+// message text, possibly behind a prefix; customDimensions is the fallback).
+// Grouping by run_id, source and reason counts each line once; the latest
+// run of each source is its current state, so a reason that was cleared
+// drops out at the next run instead of lingering for the window.
 var deadLetterAgeQuery = '''
+let stats = traces
+| where message has "deadletter_stats"
+| extend line = iff(message startswith "{", message, extract(@"(\{.*\})", 1, message))
+| extend s = parse_json(line)
+| where coalesce(tostring(s.msg), tostring(customDimensions.msg)) == "deadletter_stats"
+| extend run_id = coalesce(tostring(s.run_id), tostring(customDimensions.run_id)),
+         source = coalesce(tostring(s.source), tostring(customDimensions.source)),
+         reason = coalesce(tostring(s.reason), tostring(customDimensions.reason)),
+         depth = coalesce(tolong(s.depth), tolong(customDimensions.depth)),
+         oldest_age_seconds = coalesce(todouble(s.oldest_age_seconds), todouble(customDimensions.oldest_age_seconds))
+| summarize timestamp = min(timestamp), depth = max(depth), oldest_age_seconds = max(oldest_age_seconds) by run_id, source, reason;
+stats
+| summarize arg_max(timestamp, run_id) by source
+| join kind=inner stats on run_id, source
+| where depth > 0
+| project timestamp, source, reason, depth, oldest_age_seconds
+'''
+
+// Every sweeper run logs at least one deadletter_stats line per source
+// (depth 0 when empty). No line in three schedule periods (15 minutes at the
+// default schedule) means the sweeper is not running or cannot log: a dead
+// sweeper must not look like an empty dead-letter queue.
+var sweeperHeartbeatQuery = '''
 traces
 | where message has "deadletter_stats"
 | extend line = iff(message startswith "{", message, extract(@"(\{.*\})", 1, message))
-| extend stats = parse_json(line)
-| where coalesce(tostring(stats.msg), tostring(customDimensions.msg)) == "deadletter_stats"
-| extend source = coalesce(tostring(stats.source), tostring(customDimensions.source)),
-         reason = coalesce(tostring(stats.reason), tostring(customDimensions.reason)),
-         depth = coalesce(tolong(stats.depth), tolong(customDimensions.depth)),
-         oldest_age_seconds = coalesce(todouble(stats.oldest_age_seconds), todouble(customDimensions.oldest_age_seconds))
-| summarize arg_max(timestamp, depth, oldest_age_seconds) by source, reason
+| where coalesce(tostring(parse_json(line).msg), tostring(customDimensions.msg)) == "deadletter_stats"
+| project timestamp, message
 '''
 
 // A failed OrderStatus invocation is a non-2xx answer: the host abandons the
@@ -210,12 +233,12 @@ traces
 var failedInvocationsQuery = '''
 requests
 | where operation_Name == "OrderStatus"
-| where success == false
+| where tobool(success) == false
 | project timestamp, id, operation_Id, resultCode, duration, cloud_RoleInstance
 '''
 
-// The two log alerts are declared one by one: only the age alert measures a
-// column (metricMeasureColumn); the failure alert counts rows, and a shared
+// The log alerts are declared one by one: only the age alert measures a
+// column (metricMeasureColumn); the others count rows, and a shared
 // loop would have to pass null for it, which Bicep flags (BCP036, BCP321).
 resource deadLetterAgeAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
   name: 'dead-letter-oldest-age'
@@ -270,6 +293,47 @@ resource deadLetterAgeAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' 
       ]
       customProperties: {
         runbook: '${runbookBaseUrl}/dead-letter-oldest-age.md'
+      }
+    }
+  }
+}
+
+resource sweeperHeartbeatAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'dead-letter-sweeper-heartbeat'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'dead-letter-sweeper-heartbeat'
+    description: 'No deadletter_stats line from the DeadLetterSweeper for 15 minutes (three schedule periods): the sweeper is not running, failing before it measures, or its logs do not arrive. Dead letters are neither replayed nor measured, and the age alert cannot fire. Runbook: ${runbookBaseUrl}/dead-letter-sweeper-heartbeat.md'
+    severity: 2
+    enabled: true
+    scopes: [
+      appInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: sweeperHeartbeatQuery
+          timeAggregation: 'Count'
+          operator: 'LessThan'
+          threshold: 1
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+      customProperties: {
+        runbook: '${runbookBaseUrl}/dead-letter-sweeper-heartbeat.md'
       }
     }
   }
@@ -335,5 +399,6 @@ output actionGroupId string = actionGroup.id
 output workbookId string = workbook.id
 output alertNames array = concat(map(metricAlerts, a => a.name), [
   deadLetterAgeAlert.name
+  sweeperHeartbeatAlert.name
   failedInvocationsAlert.name
 ])

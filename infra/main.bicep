@@ -37,8 +37,19 @@ param principalType string = 'User'
 @description('Give principalId Azure Service Bus Data Owner on both queues and Storage Table Data Contributor on the three tables, for running handler deadletters against Azure. Off by default; never needed by the app.')
 param grantDeployerDataOwner bool = false
 
-@description('Give the app identity Azure Service Bus Data Owner on order-status so the scale controller reads the exact queue length. Off by default (least privilege); see docs/deploy.md.')
-param grantAppQueueOwnerForScaling bool = false
+@description('Give the app identity Azure Service Bus Data Owner on order-status (that queue only) so the target-based scaler can read the queue length and scale out under a backlog. On by default; see docs/deploy.md for the trade-off.')
+param grantAppQueueOwnerForScaling bool = true
+
+@description('Object id of a producer (a service that publishes status changes) to give Azure Service Bus Data Sender on order-status and nothing else. Empty: none.')
+param producerPrincipalId string = ''
+
+@description('Type of producerPrincipalId.')
+@allowed([
+  'User'
+  'ServicePrincipal'
+  'Group'
+])
+param producerPrincipalType string = 'ServicePrincipal'
 
 @description('Memory of each function app instance in MB.')
 @allowed([
@@ -134,6 +145,9 @@ module serviceBus 'app/servicebus.bicep' = {
     deployerPrincipalId: principalId
     deployerPrincipalType: principalType
     grantDeployerDataOwner: grantDeployerDataOwner
+    producerPrincipalId: producerPrincipalId
+    producerPrincipalType: producerPrincipalType
+    logAnalyticsWorkspaceId: monitoring.outputs.logAnalyticsWorkspaceId
   }
 }
 
@@ -149,6 +163,7 @@ module storage 'app/storage.bicep' = {
     deployerPrincipalId: principalId
     deployerPrincipalType: principalType
     grantDeployerDataOwner: grantDeployerDataOwner
+    logAnalyticsWorkspaceId: monitoring.outputs.logAnalyticsWorkspaceId
   }
 }
 

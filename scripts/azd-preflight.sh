@@ -1,8 +1,16 @@
 #!/bin/sh
-# azd preprovision hook: fail before anything is created if the tools the
-# deploy hook needs are missing or az is signed in to another subscription;
-# warn about settings that deploy but leave something half-working.
+# azd preprovision hook: fail before anything is created, with one line
+# saying what to do, when something the deployment needs is missing or would
+# fail later with a less clear error; warn about settings that deploy but
+# leave something half-working. Uses shell built-ins only, besides the tools
+# it checks (az, azd, go, make).
 set -eu
+
+# The oldest Azure CLI that deploys to Flex Consumption through the One
+# Deploy endpoint (/api/publish). Older ones use /api/zipdeploy, which Flex
+# Consumption rejects with an unclear error.
+AZ_MIN_MAJOR=2
+AZ_MIN_MINOR=60
 
 fail() {
 	echo "azd-preflight: $*" >&2
@@ -14,14 +22,45 @@ warn() {
 }
 
 for tool in az go make; do
-	command -v "$tool" >/dev/null 2>&1 || fail "$tool is required (see docs/deploy.md)"
+	command -v "$tool" >/dev/null 2>&1 || fail "$tool is required and not on PATH: install it (docs/deploy.md, \"What you need\")"
 done
 
-az account show >/dev/null 2>&1 || fail "az is not signed in: run 'az login' (azd and az keep separate sign-ins)"
+# make package zips dist/ with this Go program (no zip tool needed).
+root=${0%/*}/..
+[ -f "$root/scripts/zipdir.go" ] || fail "scripts/zipdir.go (the packager make package runs) is missing: restore it from the repository"
+
+version=$(az version --query '"azure-cli"' -o tsv 2>/dev/null) || fail "az version failed: reinstall the Azure CLI (docs/deploy.md, \"What you need\")"
+major=${version%%.*}
+rest=${version#*.}
+minor=${rest%%.*}
+case "$major.$minor" in
+*[!0-9.]* | .* | *.) fail "cannot read the Azure CLI version from 'az version' (got '$version'): upgrade to $AZ_MIN_MAJOR.$AZ_MIN_MINOR or later with 'az upgrade'" ;;
+esac
+if [ "$major" -lt "$AZ_MIN_MAJOR" ] || { [ "$major" -eq "$AZ_MIN_MAJOR" ] && [ "$minor" -lt "$AZ_MIN_MINOR" ]; }; then
+	fail "Azure CLI $version is older than $AZ_MIN_MAJOR.$AZ_MIN_MINOR, which Flex Consumption deployments need: run 'az upgrade'"
+fi
+
+user_type=$(az account show --query user.type -o tsv 2>/dev/null) || fail "az is not signed in: run 'az login' (azd and az keep separate sign-ins)"
 
 if [ -n "${AZURE_SUBSCRIPTION_ID:-}" ]; then
 	az account show --subscription "$AZURE_SUBSCRIPTION_ID" >/dev/null 2>&1 ||
 		fail "az cannot see subscription $AZURE_SUBSCRIPTION_ID: run 'az login' with the account azd uses"
+fi
+
+# principalType of the role assignments to the deployer: what az is signed
+# in as, not a default. A service principal assigned as User fails to deploy.
+case "$user_type" in
+user) principal_type=User ;;
+servicePrincipal) principal_type=ServicePrincipal ;;
+*) fail "az account show says the signed-in account is of type '$user_type': sign in as a user or a service principal with 'az login'" ;;
+esac
+if [ -z "${AZURE_PRINCIPAL_TYPE:-}" ]; then
+	command -v azd >/dev/null 2>&1 || fail "azd is required and not on PATH: install the Azure Developer CLI"
+	azd env set AZURE_PRINCIPAL_TYPE "$principal_type" >/dev/null ||
+		fail "could not record AZURE_PRINCIPAL_TYPE: run 'azd env set AZURE_PRINCIPAL_TYPE $principal_type'"
+	echo "azd-preflight: AZURE_PRINCIPAL_TYPE set to $principal_type (the account az is signed in with)"
+elif [ "$AZURE_PRINCIPAL_TYPE" != "$principal_type" ]; then
+	fail "az is signed in as a $principal_type but AZURE_PRINCIPAL_TYPE is $AZURE_PRINCIPAL_TYPE, so role assignments to you would fail: run 'azd env set AZURE_PRINCIPAL_TYPE $principal_type'"
 fi
 
 # azd passes the environment's values (azd env set) to hooks. Without
@@ -31,4 +70,4 @@ if [ -z "${RUNBOOK_BASE_URL:-}" ]; then
 		"Set it to where alerts/runbooks is browsable: azd env set RUNBOOK_BASE_URL https://github.com/<org>/<repo>/blob/main/alerts/runbooks"
 fi
 
-echo "azd-preflight: az, go and make found; az can reach the subscription"
+echo "azd-preflight: az $version, go and make found; az can reach the subscription as a $principal_type"

@@ -161,9 +161,35 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     AZURE_CLIENT_ID: identityClientId
     ORDER_STATUS_RETRY_BUDGET: orderStatusRetryBudget
     DEAD_LETTER_SWEEP_SCHEDULE: deadLetterSweepSchedule
+    // The sweeper's policy knobs, at their defaults (the handler's own
+    // defaults; set here so the portal shows what the app runs with).
+    DEAD_LETTER_REPLAY_COOLDOWN: '10m'
+    DEAD_LETTER_MAX_REPLAYS: '3'
+    DEAD_LETTER_SWEEP_MAX: '100'
+    DEAD_LETTER_SWEEP_RATE: '10'
     LOG_LEVEL: logLevel
     APPLICATIONINSIGHTS_CONNECTION_STRING: appInsights.properties.ConnectionString
     APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
+  }
+}
+
+// No basic-auth (user name and password) publishing: neither FTP nor the
+// SCM (Kudu) endpoint accepts publishing credentials. The deploy hook
+// publishes with an Entra ID token (az functionapp deployment source
+// config-zip on Flex Consumption, docs/deploy.md), which these do not affect.
+resource ftpPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: site
+  name: 'ftp'
+  properties: {
+    allow: false
+  }
+}
+
+resource scmPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: site
+  name: 'scm'
+  properties: {
+    allow: false
   }
 }
 

@@ -35,6 +35,11 @@ resource logAnalytics 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
       name: 'PerGB2018'
     }
     retentionInDays: retentionInDays
+    features: {
+      // Ingestion and queries with Entra ID only: no shared-key (workspace
+      // key) ingestion through the legacy agents or the Data Collector API.
+      disableLocalAuth: true
+    }
   }
 }
 

@@ -17,8 +17,11 @@ param tags object = {}
 @description('Principal (object) id of the function app identity.')
 param appPrincipalId string
 
-@description('Also give the app identity Azure Service Bus Data Owner on order-status, so the Functions scale controller can read the queue length (see docs/deploy.md). Off by default: Receiver and Sender are all the handler needs.')
-param grantAppQueueOwnerForScaling bool = false
+@description('Give the app identity Azure Service Bus Data Owner on order-status (that queue only), so the target-based scaler can read the queue\'s runtime properties (the Manage right) and scale out under a backlog. On by default; see docs/deploy.md for what turning it off trades.')
+param grantAppQueueOwnerForScaling bool = true
+
+@description('Log Analytics workspace that receives the namespace\'s logs and metrics (diagnostic settings).')
+param logAnalyticsWorkspaceId string
 
 @description('Principal (object) id of the person or pipeline running azd. Empty: no deployer access.')
 param deployerPrincipalId string = ''
@@ -34,6 +37,17 @@ param deployerPrincipalType string = 'User'
 @description('Give the deployer Azure Service Bus Data Owner on both queues (for handler deadletters and the portal Service Bus Explorer). Off by default.')
 param grantDeployerDataOwner bool = false
 
+@description('Principal (object) id of a producer (the service that publishes status changes) to give Azure Service Bus Data Sender on order-status, and nothing else. Empty: none.')
+param producerPrincipalId string = ''
+
+@description('Type of producerPrincipalId.')
+@allowed([
+  'User'
+  'ServicePrincipal'
+  'Group'
+])
+param producerPrincipalType string = 'ServicePrincipal'
+
 var orderStatusQueueName = 'order-status'
 var poisonQueueName = 'order-status-poison'
 
@@ -43,8 +57,9 @@ var serviceBusDataSender = '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39'
 var serviceBusDataOwner = '090c5cfd-751d-490a-894a-3ce6f1109419'
 
 var grantDeployer = grantDeployerDataOwner && !empty(deployerPrincipalId)
+var grantProducer = !empty(producerPrincipalId)
 
-resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' = {
+resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
   name: name
   location: location
   tags: tags
@@ -56,12 +71,38 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' = {
   properties: {
     disableLocalAuth: true
     minimumTlsVersion: '1.2'
+    // Flex Consumption without a virtual network reaches the namespace over
+    // its public endpoint; Entra ID is the only way in (disableLocalAuth).
     publicNetworkAccess: 'Enabled'
   }
 }
 
+// Operation, runtime-audit and VNet logs and every metric go to the
+// workspace, so the runbooks can query who did what to the queues.
+// 2021-05-01-preview: the only version with categoryGroup (allLogs); the GA
+// 2016-09-01 needs every category named, and the categories differ by tier.
+resource namespaceDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: namespace
+  properties: {
+    workspaceId: logAnalyticsWorkspaceId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'AllMetrics'
+        enabled: true
+      }
+    ]
+  }
+}
+
 // The queue producers send to and the OrderStatus function consumes.
-resource orderStatusQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' = {
+resource orderStatusQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
   parent: namespace
   name: orderStatusQueueName
   properties: {
@@ -80,7 +121,7 @@ resource orderStatusQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-pre
 // only the DeadLetterSweeper and handler deadletters do. Duplicate detection
 // turns a re-park of the same message into a no-op; the long TTL gives people
 // time to act, and anything that still expires is dead-lettered, not lost.
-resource poisonQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' = {
+resource poisonQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
   parent: namespace
   name: poisonQueueName
   properties: {
@@ -117,7 +158,8 @@ resource appSenderOrderStatus 'Microsoft.Authorization/roleAssignments@2022-04-0
   }
 }
 
-// The sweeper archives and completes parked messages.
+// The sweeper archives and completes parked messages, and reads the poison
+// queue's own dead-letter sub-queue, which this assignment covers.
 resource appReceiverPoison 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(poisonQueue.id, appPrincipalId, serviceBusDataReceiver)
   scope: poisonQueue
@@ -139,8 +181,11 @@ resource appSenderPoison 'Microsoft.Authorization/roleAssignments@2022-04-01' = 
   }
 }
 
-// Optional: the Manage right lets the scale controller read the exact queue
-// length instead of falling back to peeking the first message.
+// On by default (grantAppQueueOwnerForScaling): the Service Bus extension's
+// target-based scaler reads the queue's runtime properties (message count),
+// which needs the Manage right; without it, it gives up on target-based
+// scaling and the app scales out slowly or not at all under a backlog.
+// Scoped to order-status: the app cannot manage any other entity.
 resource appOwnerOrderStatus 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantAppQueueOwnerForScaling) {
   name: guid(orderStatusQueue.id, appPrincipalId, serviceBusDataOwner)
   scope: orderStatusQueue
@@ -168,6 +213,17 @@ resource deployerOwnerPoison 'Microsoft.Authorization/roleAssignments@2022-04-01
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataOwner)
     principalId: deployerPrincipalId
     principalType: deployerPrincipalType
+  }
+}
+
+// A producer of status changes: send on order-status, nothing else.
+resource producerSenderOrderStatus 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantProducer) {
+  name: guid(orderStatusQueue.id, producerPrincipalId, serviceBusDataSender)
+  scope: orderStatusQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataSender)
+    principalId: producerPrincipalId
+    principalType: producerPrincipalType
   }
 }
 

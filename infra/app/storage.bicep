@@ -30,6 +30,9 @@ param deployerPrincipalId string = ''
 ])
 param deployerPrincipalType string = 'User'
 
+@description('Log Analytics workspace that receives the blob and table services\' logs and metrics (diagnostic settings).')
+param logAnalyticsWorkspaceId string
+
 @description('Give the deployer Storage Table Data Contributor on the three tables (for handler deadletters). Off by default.')
 param grantDeployerDataOwner bool = false
 
@@ -62,6 +65,10 @@ resource storageAccount 'Microsoft.Storage/storageAccounts@2023-05-01' = {
     minimumTlsVersion: 'TLS1_2'
     allowBlobPublicAccess: false
     supportsHttpsTrafficOnly: true
+    allowCrossTenantReplication: false
+    // Flex Consumption without a virtual network reaches host storage, the
+    // deployment container and the tables over the public endpoint; every
+    // caller must present an Entra ID token (allowSharedKeyAccess: false).
     publicNetworkAccess: 'Enabled'
     networkAcls: {
       defaultAction: 'Allow'
@@ -92,6 +99,52 @@ resource tables 'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-
   parent: tableService
   name: tableName
 }]
+
+// Read, write and delete logs (StorageRead, StorageWrite, StorageDelete:
+// caller identity, status, latency) and transaction metrics of the blob and
+// table services go to the workspace, so a runbook can see a 403 or a
+// throttled write from the store. 2021-05-01-preview: the only version with
+// categoryGroup (allLogs); the GA 2016-09-01 needs every category named.
+resource blobDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: blobService
+  properties: {
+    workspaceId: logAnalyticsWorkspaceId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'Transaction'
+        enabled: true
+      }
+    ]
+  }
+}
+
+// 2021-05-01-preview: as for the blob service above (categoryGroup).
+resource tableDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: tableService
+  properties: {
+    workspaceId: logAnalyticsWorkspaceId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'Transaction'
+        enabled: true
+      }
+    ]
+  }
+}
 
 // Host storage (AzureWebJobsStorage) creates and leases its own containers,
 // and the deployment container lives in the same account, so this role is

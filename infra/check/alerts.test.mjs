@@ -160,7 +160,13 @@ test('the runbook checks can fail', async () => {
     ["runbook: '${runbookBaseUrl}/dead-letter-oldest-age.md'", "runbook: '${runbookBaseUrl}/index.md'", /customProperties\.runbook/],
     ["name: 'order-status-backlog'", "name: 'order-status-queue-depth'", /alerts: got/],
     ["metricName: 'ThrottledRequests'", "metricName: 'UserErrors'", /metricName UserErrors/],
-    ["| where success == false\n| project", "| project", /query must contain success == false/],
+    ["| where tobool(success) == false\n| project", "| where success == false\n| project", /query must contain tobool\(success\) == false/],
+    // The heartbeat (issue 7): fires on the absence of lines, over three schedule periods.
+    ["operator: 'LessThan'\n          threshold: 1", "operator: 'GreaterThan'\n          threshold: 1", /dead-letter-sweeper-heartbeat: operator GreaterThan, want LessThan/],
+    ["operator: 'LessThan'\n          threshold: 1", "operator: 'LessThan'\n          threshold: 0", /dead-letter-sweeper-heartbeat: threshold 0, want 1/],
+    ["description: 'No deadletter_stats line from the DeadLetterSweeper for 15 minutes (three schedule periods): the sweeper is not running, failing before it measures, or its logs do not arrive. Dead letters are neither replayed nor measured, and the age alert cannot fire. Runbook: ${runbookBaseUrl}/dead-letter-sweeper-heartbeat.md'\n    severity: 2\n    enabled: true\n    scopes: [\n      appInsights.id\n    ]\n    evaluationFrequency: 'PT5M'\n    windowSize: 'PT15M'", "description: 'No deadletter_stats line from the DeadLetterSweeper for 15 minutes (three schedule periods): the sweeper is not running, failing before it measures, or its logs do not arrive. Dead letters are neither replayed nor measured, and the age alert cannot fire. Runbook: ${runbookBaseUrl}/dead-letter-sweeper-heartbeat.md'\n    severity: 2\n    enabled: true\n    scopes: [\n      appInsights.id\n    ]\n    evaluationFrequency: 'PT5M'\n    windowSize: 'PT5M'", /dead-letter-sweeper-heartbeat: windowSize PT5M, want PT15M/],
+    // The age query counts each copy of a line once, per run.
+    ["by run_id, source, reason;", "by source, reason;", /dead-letter-oldest-age: query must contain by run_id, source, reason/],
     ["metricMeasureColumn: 'oldest_age_seconds'", "metricMeasureColumn: 'depth'", /metricMeasureColumn/],
     ["threshold: backlogThreshold", "threshold: 1000", /threshold 1000, want the parameter backlogThreshold/],
     // Metric alert shape.
@@ -260,6 +266,12 @@ test('the workbook shows queue and poison depth, dead letters by reason, oldest 
   }
   const has = (...needles) => queries.some((q) => needles.every((n) => q.includes(n)));
   assert.ok(has('deadletter_stats', 'reason', 'depth'), 'no query for dead letters by reason');
+  // Every dead-letter panel counts a line once though it may arrive twice
+  // (stdout and the invocation's Logs), and knows the poison queue's DLQ.
+  const deadLetterQueries = queries.filter((q) => q.includes('deadletter_stats'));
+  assert.ok(deadLetterQueries.length >= 3, `want depth, age and table panels, got ${deadLetterQueries.length}`);
+  for (const q of deadLetterQueries) assert.match(q, /by run_id, source, reason;/, `dead-letter panel without per-run dedupe:\n${q}`);
+  assert.match(text, /poison-dlq/, 'the workbook does not name the poison-dlq source');
   assert.ok(has('deadletter_stats', 'oldest_age_seconds', 'timechart'), 'no chart of the oldest dead-letter age');
   assert.ok(has('result', 'summarize'), 'no query for handler results');
   assert.ok(has('operation_Name == "OrderStatus"', 'percentile(duration'), 'no query for handler duration');

@@ -41,6 +41,13 @@ const mutations = [
     /Microsoft\.Insights\/metricAlert@2018-03-01 is not on the API version allowlist/],
   ['alerts/alerts.bicep', "resource workbook 'Microsoft.Insights/workbooks@2022-04-01'", "resource workbook 'Microsoft.Insights/workbooks@2023-06-01'", checkApiVersions,
     /allowlist entry Microsoft\.Insights\/workbooks@2022-04-01 is not used/],
+  // Issue 9: GA Service Bus, and a preview version only with a reason.
+  ['infra/app/servicebus.bicep', "resource orderStatusQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01'", "resource orderStatusQueue 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview'", checkApiVersions,
+    /orderStatusQueue: Microsoft\.ServiceBus\/namespaces\/queues@2022-10-01-preview is not on the API version allowlist[\s\S]*orderStatusQueue: preview API version 2022-10-01-preview: use a GA version/],
+  ['infra/app/servicebus.bicep', "// 2021-05-01-preview: the only version with categoryGroup (allLogs); the GA\n", '// the only version with categoryGroup (allLogs); the GA\n', checkApiVersions,
+    /namespaceDiagnostics: preview API version 2021-05-01-preview: use a GA version, or say why/],
+  ['infra/app/storage.bicep', '// 2021-05-01-preview: as for the blob service above (categoryGroup).\n', '// 2021-05-01-preview:\n', checkApiVersions,
+    /tableDiagnostics: preview API version/],
 ];
 
 for (const [rel, from, to, check, want] of mutations) {

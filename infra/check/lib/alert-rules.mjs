@@ -28,14 +28,27 @@ export const EXPECTED_ALERTS = {
   'service-bus-throttled-requests': { kind: 'metric', metricName: 'ThrottledRequests', entities: [], threshold: 0 },
   'dead-letter-oldest-age': {
     kind: 'log',
-    mustQuery: ['traces', 'deadletter_stats', 'parse_json', 'oldest_age_seconds', 'source', 'reason'],
+    // Each line once (both copies share run_id, source and reason), the
+    // latest run per source, sources with nothing waiting left out.
+    mustQuery: ['traces', 'deadletter_stats', 'parse_json', 'oldest_age_seconds', 'by run_id, source, reason', 'arg_max(timestamp, run_id) by source', 'where depth > 0'],
     timeAggregation: 'Maximum',
     measure: 'oldest_age_seconds',
     threshold: 'deadLetterAgeThresholdSeconds',
   },
+  'dead-letter-sweeper-heartbeat': {
+    kind: 'log',
+    mustQuery: ['traces', 'deadletter_stats'],
+    timeAggregation: 'Count',
+    measure: null,
+    operator: 'LessThan',
+    threshold: 1,
+    // Three schedule periods of the default 5 minute sweeper schedule.
+    windowSize: 'PT15M',
+  },
   'order-status-failed-invocations': {
     kind: 'log',
-    mustQuery: ['requests', 'operation_Name == "OrderStatus"', 'success == false'],
+    // requests.success is a string in classic Application Insights tables.
+    mustQuery: ['requests', 'operation_Name == "OrderStatus"', 'tobool(success) == false'],
     timeAggregation: 'Count',
     measure: null,
     threshold: 'failedInvocationsThreshold',
@@ -61,7 +74,7 @@ const METRIC_CRITERIA_ODATA_TYPE = 'Microsoft.Azure.Monitor.SingleResourceMultip
 
 // Replaces <item>.<field> references (the loop variable) with the spec's
 // values, in Exprs and inside string templates.
-function instantiate(value, item, spec) {
+export function instantiate(value, item, spec) {
   const field = (e) => {
     const m = new RegExp(`^${item}\\.(\\w+)$`).exec(e.text.replace(/\s+/g, ''));
     return m && isPlainObject(spec) && m[1] in spec ? { hit: true, v: spec[m[1]] } : { hit: false };
@@ -230,7 +243,9 @@ export function checkAlerts(project) {
       } else if (measure !== spec.measure) {
         problems.push(`${where}: metricMeasureColumn ${pattern(measure)}, want ${spec.measure}`);
       }
-      if (c.operator !== 'GreaterThan') problems.push(`${where}: operator ${pattern(c.operator)}, want GreaterThan`);
+      const operator = spec.operator ?? 'GreaterThan';
+      if (c.operator !== operator) problems.push(`${where}: operator ${pattern(c.operator)}, want ${operator}`);
+      if (spec.windowSize && p.windowSize !== spec.windowSize) problems.push(`${where}: windowSize ${pattern(p.windowSize)}, want ${spec.windowSize}`);
       const scope = p.scopes?.[0];
       const scopeRes = scope instanceof Expr && scope.ref?.kind === 'resource' ? ctx.file.resource(scope.ref.name) : null;
       if (scopeRes?.type !== 'Microsoft.Insights/components') problems.push(`${where}: scope ${pattern(scope)} is not Application Insights`);

@@ -222,6 +222,7 @@ export function checkStorage(project) {
   expectEqual(problems, 'storage minimumTlsVersion', props.minimumTlsVersion, 'TLS1_2');
   expectEqual(problems, 'storage allowBlobPublicAccess', props.allowBlobPublicAccess, false);
   expectEqual(problems, 'storage supportsHttpsTrafficOnly', props.supportsHttpsTrafficOnly, true);
+  expectEqual(problems, 'storage allowCrossTenantReplication', props.allowCrossTenantReplication, false);
 
   const tables = declared(project, 'Microsoft.Storage/storageAccounts/tableServices/tables')
     .flatMap((t) => resourceNames(project, t.ctx, t.resource));
@@ -249,7 +250,56 @@ export function checkMonitoring(project) {
       problems.push(`Application Insights WorkspaceResourceId: got ${show(ws)}, want the id of a Log Analytics workspace`);
     }
   }
-  one(problems, declared(project, 'Microsoft.OperationalInsights/workspaces'), 'Log Analytics workspace');
+  const ws = one(problems, declared(project, 'Microsoft.OperationalInsights/workspaces'), 'Log Analytics workspace');
+  if (ws) {
+    // No shared-key (workspace key) ingestion: Entra ID only.
+    expectEqual(problems, 'Log Analytics features.disableLocalAuth', at(ws.resource.body, 'properties.features.disableLocalAuth'), true);
+  }
+  return problems;
+}
+
+/**
+ * Diagnostic settings: the Service Bus namespace and the storage account's
+ * blob and table services each send all logs (categoryGroup allLogs) and
+ * their metrics to the Log Analytics workspace the monitoring module creates,
+ * so the runbooks can query them.
+ */
+export function checkDiagnostics(project) {
+  const problems = [];
+  const wants = {
+    'Microsoft.ServiceBus/namespaces': 'AllMetrics',
+    'Microsoft.Storage/storageAccounts/blobServices': 'Transaction',
+    'Microsoft.Storage/storageAccounts/tableServices': 'Transaction',
+  };
+  const found = new Map();
+  for (const { rel, ctx, resource } of declared(project, 'Microsoft.Insights/diagnosticSettings')) {
+    const where = `${rel} ${resource.symbol}`;
+    const scope = resource.body.scope;
+    const target = scope instanceof Expr && scope.ref?.kind === 'resource' ? ctx.file.resource(scope.ref.name) : null;
+    if (!target) {
+      problems.push(`${where}: scope ${show(scope)} is not a resource of this file`);
+      continue;
+    }
+    const props = resource.body.properties ?? {};
+    const { value: ws, ctx: wsCtx } = project.resolve(ctx, props.workspaceId);
+    const m = ws instanceof Expr ? /^(\w+)\.id$/.exec(ws.text.replace(/\s+/g, '')) : null;
+    if (wsCtx?.file.resource(m?.[1])?.type !== 'Microsoft.OperationalInsights/workspaces') {
+      problems.push(`${where}: workspaceId ${show(props.workspaceId)} is not the id of the Log Analytics workspace`);
+    }
+    const logs = Array.isArray(props.logs) ? props.logs : [];
+    if (!logs.some((l) => l.categoryGroup === 'allLogs' && l.enabled === true)) {
+      problems.push(`${where}: logs must include { categoryGroup: 'allLogs', enabled: true }`);
+    }
+    const metrics = Array.isArray(props.metrics) ? props.metrics : [];
+    const want = wants[target.type];
+    if (want && !metrics.some((x) => x.category === want && x.enabled === true)) {
+      problems.push(`${where}: metrics must include { category: '${want}', enabled: true }`);
+    }
+    found.set(target.type, (found.get(target.type) ?? 0) + 1);
+  }
+  for (const type of Object.keys(wants)) {
+    if (found.get(type) !== 1) problems.push(`want one diagnostic setting on ${type}, got ${found.get(type) ?? 0}`);
+  }
   return problems;
 }
 
@@ -335,6 +385,18 @@ export function checkFunctionApp(project, templateValues) {
   if (!(storageValue instanceof Template) || !/primaryEndpoints\.blob/.test(storageValue.text)) {
     problems.push(`deployment.storage.value: got ${show(storageValue)}, want <blob endpoint><container>`);
   }
+
+  // No basic-auth publishing: ftp and scm policies, each allow: false.
+  const policies = new Map();
+  for (const r of ctx.file.resourcesOfType('Microsoft.Web/sites/basicPublishingCredentialsPolicies')) {
+    if (!isExpr(r.body.parent, site.resource.symbol)) problems.push(`${r.symbol}: parent ${show(r.body.parent)}, want ${site.resource.symbol}`);
+    policies.set(r.body.name, at(r.body, 'properties.allow'));
+  }
+  for (const name of ['ftp', 'scm']) {
+    if (policies.get(name) !== false) problems.push(`basicPublishingCredentialsPolicies ${name}: allow ${show(policies.get(name))}, want false (no basic-auth publishing)`);
+  }
+  expectEqual(problems, 'site httpsOnly', at(b, 'properties.httpsOnly'), true);
+  expectEqual(problems, 'site siteConfig.minTlsVersion', at(b, 'properties.siteConfig.minTlsVersion'), '1.2');
 
   // Instance memory and maximum instance count are parameters of main.bicep.
   for (const key of ['instanceMemoryMB', 'maximumInstanceCount']) {
@@ -431,7 +493,7 @@ function expandCondition(file, text) {
 
 /**
  * Every role assignment in the project as one line per scope:
- * "<role> @ <scope type>[:<name>] -> <app|deployer>[ if <switch>]", plus the
+ * "<role> @ <scope type>[:<name>] -> <app|deployer|producer>[ if <switch>]", plus the
  * problems found while reading them (naming, principal type, unknown role).
  */
 export function roleAssignments(project) {
@@ -481,8 +543,10 @@ export function roleAssignments(project) {
       expectEqual(problems, `${where} principalType`, props.principalType, 'ServicePrincipal');
     } else if (isExpr(principal, 'deployerPrincipalId')) {
       who = 'deployer';
+    } else if (isExpr(principal, 'producerPrincipalId')) {
+      who = 'producer';
     } else {
-      problems.push(`${where}: principalId ${show(principal)} is neither the app identity nor the deployer`);
+      problems.push(`${where}: principalId ${show(principal)} is neither the app identity, the deployer nor the producer`);
       continue;
     }
 
@@ -496,6 +560,7 @@ export function roleAssignments(project) {
       const c = expandCondition(file, resource.condition.text);
       if (c.includes('grantDeployerDataOwner') && c.includes('!empty(deployerPrincipalId)')) cond = ' if grantDeployerDataOwner';
       else if (c.includes('grantAppQueueOwnerForScaling')) cond = ' if grantAppQueueOwnerForScaling';
+      else if (/^\(*!empty\(producerPrincipalId\)\)*$/.test(c)) cond = ' if producerPrincipalId';
       else cond = ` if ${c}`;
     }
     for (const n of names) {

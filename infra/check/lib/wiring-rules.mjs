@@ -9,22 +9,25 @@ import { isPlainObject } from './bicep.mjs';
 
 /**
  * Every resource type@apiVersion the templates use, existing references
- * included. Each pair was taken from Azure Verified Modules or the azd
- * Functions templates; a version not listed here is a typo until someone
- * checks that Azure publishes it and adds it. An entry nothing uses is stale.
+ * included. Each pair is in Azure/bicep-types-az (see the compact schema,
+ * infra/check/schema/azure-types.json); a version not listed here is a typo
+ * until someone checks that Azure publishes it and adds it. An entry nothing
+ * uses is stale. Preview versions are refused unless the declaration says why
+ * (checkApiVersions).
  */
 export const API_VERSIONS = [
   'Microsoft.Authorization/roleAssignments@2022-04-01',
   'Microsoft.Insights/actionGroups@2023-01-01',
   'Microsoft.Insights/components@2020-02-02',
+  'Microsoft.Insights/diagnosticSettings@2021-05-01-preview',
   'Microsoft.Insights/metricAlerts@2018-03-01',
   'Microsoft.Insights/scheduledQueryRules@2022-06-15',
   'Microsoft.Insights/workbooks@2022-04-01',
   'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31',
   'Microsoft.OperationalInsights/workspaces@2023-09-01',
   'Microsoft.Resources/resourceGroups@2021-04-01',
-  'Microsoft.ServiceBus/namespaces@2022-10-01-preview',
-  'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview',
+  'Microsoft.ServiceBus/namespaces@2024-01-01',
+  'Microsoft.ServiceBus/namespaces/queues@2024-01-01',
   'Microsoft.Storage/storageAccounts@2023-05-01',
   'Microsoft.Storage/storageAccounts/blobServices@2023-05-01',
   'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01',
@@ -32,6 +35,7 @@ export const API_VERSIONS = [
   'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01',
   'Microsoft.Web/serverfarms@2024-04-01',
   'Microsoft.Web/sites@2024-04-01',
+  'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01',
   'Microsoft.Web/sites/config@2024-04-01',
 ];
 
@@ -91,9 +95,31 @@ export function checkModuleWiring(project) {
 }
 
 /**
+ * The comment lines directly above the declaration of resource symbol in a
+ * file's source (decorators skipped), joined with spaces; '' when none.
+ */
+export function commentAbove(source, symbol) {
+  const lines = source.split('\n');
+  const at = lines.findIndex((l) => new RegExp(`^\\s*resource\\s+${symbol}\\s+'`).test(l));
+  if (at < 0) return '';
+  const out = [];
+  for (let i = at - 1; i >= 0; i--) {
+    const line = lines[i].trim();
+    if (line.startsWith('@')) continue;
+    if (!line.startsWith('//')) break;
+    out.unshift(line.replace(/^\/\/\s?/, ''));
+  }
+  return out.join(' ');
+}
+
+/**
  * Every resource declaration's type@apiVersion against allowed (compared
  * case-insensitively for the type, as Azure does, and exactly for the
- * version), and every allowed entry against what is used.
+ * version), and every allowed entry against what is used. A preview version
+ * (a GA version may drop or change what a preview has, and previews are
+ * retired) is refused unless the comment above the declaration names the
+ * version followed by a colon and the reason, e.g.
+ * `// 2021-05-01-preview: the only version with categoryGroup`.
  */
 export function checkApiVersions(project, allowed = API_VERSIONS) {
   const problems = [];
@@ -109,6 +135,12 @@ export function checkApiVersions(project, allowed = API_VERSIONS) {
       used.add(k);
       if (!allowedKeys.has(k)) {
         problems.push(`${file.rel} resource ${r.symbol}: ${r.type}@${r.apiVersion} is not on the API version allowlist (a typo, or check that Azure publishes it and add it)`);
+      }
+      if (/-preview$/i.test(r.apiVersion ?? '')) {
+        const why = new RegExp(`${r.apiVersion}:\\s*(\\S+\\s+){3,}`).test(commentAbove(file.source, r.symbol));
+        if (!why) {
+          problems.push(`${file.rel} resource ${r.symbol}: preview API version ${r.apiVersion}: use a GA version, or say why in a comment above it ("// ${r.apiVersion}: <why no GA version will do>")`);
+        }
       }
     }
   }
