@@ -119,6 +119,11 @@ func (c *command) parse(args []string) int {
 	if c.fs.NArg() > 0 {
 		return c.bad("unexpected argument %q", c.fs.Arg(0))
 	}
+	if c.namespace != "" {
+		if _, err := connect.Namespace(c.namespace); err != nil {
+			return c.bad("--namespace: %v", err)
+		}
+	}
 	return -1
 }
 
@@ -255,6 +260,7 @@ func readChanges(r io.Reader, name string, now func() time.Time) ([]contract.Sta
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	var out []contract.StatusChanged
+	seen := map[string]int{} // MessageId -> line
 	for n := 1; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
 		if n == 1 {
@@ -267,6 +273,11 @@ func readChanges(r io.Reader, name string, now func() time.Time) ([]contract.Sta
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %v", name, n, err)
 		}
+		id := contract.StatusMessageID(ch.OrderID, ch.Sequence)
+		if first, dup := seen[id]; dup {
+			return nil, fmt.Errorf("%s:%d: order %s sequence %d is on line %d already (one change per sequence)", name, n, ch.OrderID, ch.Sequence, first)
+		}
+		seen[id] = n
 		out = append(out, ch)
 	}
 	if err := sc.Err(); err != nil {
