@@ -14,6 +14,8 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	publishpkg "github.com/orderstatus/orderstatus/handler/publish"
 )
 
 const queue = "order-status"
@@ -227,4 +229,39 @@ func TestStatusFromFile(t *testing.T) {
 	if st := mb.Stats(queue); st.Active != 9 {
 		t.Errorf("queue %+v, want 9 active", st)
 	}
+}
+
+// FuzzParseLine: a --from line is outside input. Whatever it accepts is a
+// change the encoder builds and the handler's decoder reads back as the
+// same change; it never panics.
+func FuzzParseLine(f *testing.F) {
+	for _, s := range []string{
+		`{"orderId":"o-1","status":"Paid","sequence":2,"occurredAt":"2026-11-29T10:00:00Z"}`,
+		`{"orderId":"o-1","status":"created","sequence":1}`,
+		`{"orderId":"o-1","status":"Paid","sequence":2.0}`,
+		`{"orderId":"","status":"Paid","sequence":1}`,
+		`{"orderId":"o-1","status":"Paid","sequence":9223372036854775807,"occurredAt":"9999-12-31T23:59:59Z"}`,
+		`{"orderId":"o\u0000","status":"Paid","sequence":1}`,
+		`[1]`, `{}`, `{"orderId":"o-1"} {"x":1}`,
+	} {
+		f.Add(s)
+	}
+	now := func() time.Time { return time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC) }
+	f.Fuzz(func(t *testing.T, line string) {
+		ch, err := parseLine([]byte(line), now)
+		if err != nil {
+			return
+		}
+		m, err := publishpkg.StatusMessage(ch)
+		if err != nil {
+			t.Fatalf("parseLine(%q) accepted %+v, which the encoder refuses: %v", line, ch, err)
+		}
+		u, err := order.ParseUpdate(m.Body, m.SessionID)
+		if err != nil {
+			t.Fatalf("parseLine(%q): the handler refuses the encoded body %s: %v", line, m.Body, err)
+		}
+		if u.OrderID != ch.OrderID || u.Status != ch.Status || u.Sequence != ch.Sequence || !u.OccurredAt.Equal(ch.OccurredAt) {
+			t.Fatalf("parseLine(%q) = %+v; the handler reads %+v", line, ch, u)
+		}
+	})
 }
