@@ -60,12 +60,13 @@ type env struct {
 	dir    string              // where the search for a development host starts
 	getenv func(string) string // the environment
 	now    func() time.Time    // --occurred-at's default
+	stdin  io.Reader           // --from -
 }
 
 // Main is the `handler publish` command; args are the arguments after
 // "publish".
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return run(ctx, args, stdout, stderr, env{dir: ".", getenv: os.Getenv, now: time.Now})
+	return run(ctx, args, stdout, stderr, env{dir: ".", getenv: os.Getenv, now: time.Now, stdin: os.Stdin})
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
@@ -330,7 +331,7 @@ func parseLine(line []byte, now func() time.Time) (contract.StatusChanged, error
 }
 
 func statusFromFile(ctx context.Context, c *command, from string, e env) int {
-	var r io.Reader = os.Stdin
+	r := e.stdin
 	name := "standard input"
 	if from != "-" {
 		f, err := os.Open(from)
@@ -349,7 +350,7 @@ func statusFromFile(ctx context.Context, c *command, from string, e env) int {
 		return c.fail(err)
 	}
 	defer closeFn()
-	fmt.Fprintf(c.stdout, "sending %d status changes from %s to %s on %s\n", len(changes), name, p.Queue(), t.Describe)
+	fmt.Fprintf(c.stdout, "sending %s from %s to %s on %s\n", changesN(len(changes)), name, p.Queue(), t.Describe)
 	n, err := p.Statuses(ctx, changes, func(sent, total int) {
 		fmt.Fprintf(c.stdout, "  sent %d/%d\n", sent, total)
 	})
@@ -360,8 +361,15 @@ func statusFromFile(ctx context.Context, c *command, from string, e env) int {
 		}
 		return c.fail(fmt.Errorf("%w (%d of %d sent before the failure; sending the file again is safe: duplicates are dropped)", err, n, len(changes)))
 	}
-	fmt.Fprintf(c.stdout, "sent %d status changes\n", n)
+	fmt.Fprintf(c.stdout, "sent %s\n", changesN(n))
 	return ExitOK
+}
+
+func changesN(n int) string {
+	if n == 1 {
+		return "1 status change"
+	}
+	return fmt.Sprintf("%d status changes", n)
 }
 
 func runTimeout(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {

@@ -229,6 +229,19 @@ func TestStatusFromFile(t *testing.T) {
 	if st := mb.Stats(queue); st.Active != 9 {
 		t.Errorf("queue %+v, want 9 active", st)
 	}
+
+	e.stdin = strings.NewReader(`{"orderId":"o-4","status":"Created","sequence":1}` + "\n")
+	r = runCLI(t, e, "status", "--from", "-")
+	if r.code != ExitOK || !strings.Contains(r.stdout, "from standard input") || !strings.HasSuffix(r.stdout, "sent 1 status change\n") {
+		t.Errorf("--from -: %+v", r)
+	}
+	e.stdin = strings.NewReader(`{"orderId":"o-5","status":"Created","sequence":1}` + "\n" + `{"orderId":"o-5"}` + "\n")
+	if r = runCLI(t, e, "status", "--from", "-"); r.code != ExitUsage || !strings.Contains(r.stderr, "standard input:2: status is missing") {
+		t.Errorf("--from - with a bad line 2: %+v", r)
+	}
+	if st := mb.Stats(queue); st.Active != 10 {
+		t.Errorf("queue %+v, want 10 active", st)
+	}
 }
 
 // FuzzParseLine: a --from line is outside input. Whatever it accepts is a
