@@ -2,6 +2,7 @@
 //
 //	handler [serve]            serve the functions for the Functions host (default)
 //	handler dev ...            the development host: in-memory Service Bus, Azurite
+//	handler publish ...        send status changes, schedule and cancel payment timeouts
 //	handler version            print the version
 //
 // `handler --help` lists the commands, `handler <command> --help` their flags.
@@ -33,6 +34,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/sbbroker"
+	publishcli "github.com/orderstatus/orderstatus/handler/internal/cli/publish"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/logging"
@@ -65,6 +67,7 @@ func commands() []command {
 	return []command{
 		{"serve", "serve the functions for the Functions host (the default; what Azure runs)", runServe},
 		{"dev", "the development host: the whole system on this machine (in-memory Service Bus, Azurite)", devhost.Main},
+		{"publish", "send status changes, schedule and cancel payment timeouts (the producers' side)", publishcli.Main},
 		{"version", "print the version", runVersion},
 	}
 }

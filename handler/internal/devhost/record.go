@@ -11,6 +11,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
 )
 
 // Application properties of a parked message (set by the handler).
@@ -29,6 +30,7 @@ const (
 // settled or received again, and records a completion from that copy.
 type recorder struct {
 	broker.Broker
+	mb          *membroker.Broker
 	poisonQueue string
 
 	mu         sync.Mutex
@@ -51,8 +53,12 @@ type lockKey struct {
 var _ broker.Broker = (*recorder)(nil)
 
 func newRecorder(b *membroker.Broker, poisonQueue string) *recorder {
-	return &recorder{Broker: b, poisonQueue: poisonQueue, parkedIDs: map[string]bool{}, dlqLocked: map[lockKey]broker.Received{}}
+	return &recorder{Broker: b, mb: b, poisonQueue: poisonQueue, parkedIDs: map[string]bool{}, dlqLocked: map[lockKey]broker.Received{}}
 }
+
+// Clock is the broker's clock, which the loopback server answers /broker/now
+// with: a producer (handler publish) schedules on it.
+func (r *recorder) Clock() clock.Clock { return r.mb.Clock() }
 
 // Send forwards to the broker and records a message sent to the poison
 // queue.

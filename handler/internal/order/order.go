@@ -1,5 +1,6 @@
-// Package order owns the order-status domain: the message contract
-// (OrderStatusChanged, PaymentTimeoutCheck), its validation, and the pure
+// Package order owns the order-status domain: the decoding and validation
+// of the message contract (whose types and rules live in the public
+// package contract, aliased here), and the pure
 // rules that decide what a message does to an order's state. It performs no
 // I/O; the store and the function handler build on it.
 package order
@@ -8,96 +9,46 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/orderstatus/orderstatus/handler/contract"
 )
 
-// Subjects of the messages on the order-status queue.
+// Subjects of the messages on the order-status queue (package contract).
 const (
-	SubjectStatusChanged  = "OrderStatusChanged"
-	SubjectPaymentTimeout = "PaymentTimeoutCheck"
+	SubjectStatusChanged  = contract.SubjectStatusChanged
+	SubjectPaymentTimeout = contract.SubjectPaymentTimeout
 )
 
-// MaxIDLength is the longest order id accepted (characters). Table Storage
-// allows 1 KiB keys; 256 characters keeps ids readable and bounded.
-const MaxIDLength = 256
+// MaxIDLength is the longest order id accepted (characters).
+const MaxIDLength = contract.MaxIDLength
 
-// Status is an order's lifecycle state. Its JSON form is the name.
-type Status string
+// Status is an order's lifecycle state (package contract). Its JSON form
+// is the name.
+type Status = contract.Status
 
 // The statuses an order can have. Delivered and Cancelled are terminal.
 const (
-	Created   Status = "Created"
-	Paid      Status = "Paid"
-	Shipped   Status = "Shipped"
-	Delivered Status = "Delivered"
-	Cancelled Status = "Cancelled"
+	Created   = contract.Created
+	Paid      = contract.Paid
+	Shipped   = contract.Shipped
+	Delivered = contract.Delivered
+	Cancelled = contract.Cancelled
 )
 
 // Statuses lists every known status in lifecycle order.
-var Statuses = []Status{Created, Paid, Shipped, Delivered, Cancelled}
-
-// Valid reports whether s is a known status.
-func (s Status) Valid() bool {
-	switch s {
-	case Created, Paid, Shipped, Delivered, Cancelled:
-		return true
-	}
-	return false
-}
-
-// Terminal reports whether no further change may be applied after s.
-func (s Status) Terminal() bool { return s == Delivered || s == Cancelled }
+var Statuses = contract.Statuses
 
 // ParseStatus returns the known status whose name equals name ignoring the
-// case of ASCII letters ("paid" and "PAID" are Paid), as .NET's
-// JsonStringEnumConverter reads it. The result is always the canonical
-// name. It reports false when name is not a status.
-func ParseStatus(name string) (Status, bool) {
-	for _, s := range Statuses {
-		if asciiEqualFold(name, string(s)) {
-			return s, true
-		}
-	}
-	return "", false
-}
-
-// asciiEqualFold is strings.EqualFold restricted to ASCII letters, so that
-// no Unicode folding (the Kelvin sign, the long s) makes an odd spelling
-// name a status.
-func asciiEqualFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
+// case of ASCII letters; see contract.ParseStatus.
+func ParseStatus(name string) (Status, bool) { return contract.ParseStatus(name) }
 
 // Update is the body of an OrderStatusChanged message.
-type Update struct {
-	OrderID    string    `json:"orderId"`
-	Status     Status    `json:"status"`
-	Sequence   int64     `json:"sequence"`
-	OccurredAt time.Time `json:"occurredAt"`
-}
+type Update = contract.StatusChanged
 
 // TimeoutCheck is the body of a PaymentTimeoutCheck message.
-type TimeoutCheck struct {
-	OrderID string `json:"orderId"`
-}
+type TimeoutCheck = contract.PaymentTimeoutCheck
 
 // State is what the store keeps per order.
 type State struct {
@@ -129,31 +80,15 @@ func poison(reason, format string, args ...any) *PoisonError {
 }
 
 // ValidateID checks that id is usable as an order id and Table Storage
-// PartitionKey: non-empty, valid UTF-8, at most MaxIDLength characters, none
-// of / \ # ? and no control characters. It returns a *PoisonError with reason
-// InvalidPayload.
+// PartitionKey (contract.ValidateOrderID): non-empty, valid UTF-8, at most
+// MaxIDLength characters, none of / \ # ? and no control characters. It
+// returns a *PoisonError with reason InvalidPayload.
 func ValidateID(id string) error {
-	switch {
-	case id == "":
-		return poison(ReasonInvalidPayload, "orderId is empty")
-	case !utf8.ValidString(id):
-		return poison(ReasonInvalidPayload, "orderId is not valid UTF-8")
-	case utf8.RuneCountInString(id) > MaxIDLength:
-		return poison(ReasonInvalidPayload, "orderId is longer than %d characters", MaxIDLength)
-	case strings.ContainsAny(id, `/\#?`):
-		return poison(ReasonInvalidPayload, "orderId %q contains one of / \\ # ?", id)
-	case strings.IndexFunc(id, unicode.IsControl) >= 0:
-		return poison(ReasonInvalidPayload, "orderId %q contains a control character", id)
+	if err := contract.ValidateOrderID(id); err != nil {
+		return poison(ReasonInvalidPayload, "%s", err.Error())
 	}
 	return nil
 }
-
-// Bounds of OccurredAt: the range of an Edm.DateTime in Table Storage, which
-// rejects anything outside it with a 400 that no retry can fix.
-var (
-	minOccurredAt = time.Date(1601, time.January, 1, 0, 0, 0, 0, time.UTC)
-	maxOccurredAt = time.Date(9999, time.December, 31, 23, 59, 59, 999999900, time.UTC)
-)
 
 // ParseUpdate decodes and validates an OrderStatusChanged body received in
 // session sessionID. Every failure is a *PoisonError with reason
@@ -206,7 +141,7 @@ func ParseUpdate(body []byte, sessionID string) (Update, error) {
 			return Update{}, poison(ReasonInvalidPayload, "occurredAt %q is not an RFC 3339 time", truncate(*raw.OccurredAt))
 		}
 		t = t.UTC()
-		if t.Before(minOccurredAt) || t.After(maxOccurredAt) {
+		if t.Before(contract.MinOccurredAt) || t.After(contract.MaxOccurredAt) {
 			return Update{}, poison(ReasonInvalidPayload, "occurredAt %q is outside the years 1601 to 9999", *raw.OccurredAt)
 		}
 		u.OccurredAt = t

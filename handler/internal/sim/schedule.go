@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -9,9 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/publish"
 )
 
 // Kind says what a scheduled message is.
@@ -302,36 +303,28 @@ func (g *gen) order(o *Order) {
 	}
 }
 
+// event is a valid OrderStatusChanged, built by the producers' encoder
+// (package publish); a suffix makes a late replay's new MessageId.
 func event(id string, seq int64, st order.Status, at time.Duration, kind Kind, suffix string) Message {
-	body, _ := json.Marshal(order.Update{OrderID: id, Status: st, Sequence: seq,
+	m, err := publish.StatusMessage(contract.StatusChanged{OrderID: id, Status: st, Sequence: seq,
 		OccurredAt: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC).Add(time.Duration(seq) * time.Minute)})
-	return Message{
-		Line: scenario.Line{
-			Subject:     order.SubjectStatusChanged,
-			SessionID:   id,
-			MessageID:   fmt.Sprintf("%s:%d%s", id, seq, suffix),
-			ContentType: "application/json",
-			Body:        body,
-			SendAfter:   at,
-		},
-		Kind: kind, Order: id, Sequence: seq, Status: st,
+	if err != nil {
+		panic("sim: event: " + err.Error()) // the schedules' ids and statuses are valid
 	}
+	l := scenario.FromMessage(m)
+	l.MessageID += suffix
+	l.SendAfter = at
+	return Message{Line: l, Kind: kind, Order: id, Sequence: seq, Status: st}
 }
 
 func (g *gen) timeout(id string, at, after time.Duration) Message {
-	body, _ := json.Marshal(order.TimeoutCheck{OrderID: id})
-	return Message{
-		Line: scenario.Line{
-			Subject:       order.SubjectPaymentTimeout,
-			SessionID:     id,
-			MessageID:     id + ":payment-timeout",
-			ContentType:   "application/json",
-			Body:          body,
-			SendAfter:     at,
-			ScheduleAfter: after,
-		},
-		Kind: KindTimeout, Order: id,
+	m, err := publish.TimeoutMessage(id)
+	if err != nil {
+		panic("sim: timeout: " + err.Error()) // the schedules' ids are valid
 	}
+	l := scenario.FromMessage(m)
+	l.SendAfter, l.ScheduleAfter = at, after
+	return Message{Line: l, Kind: KindTimeout, Order: id}
 }
 
 // duplicates adds producer retries (same MessageId) and late replays (new

@@ -184,6 +184,17 @@ func (c *Client) Abandon(ctx context.Context, src broker.Source, m broker.Receiv
 		settleRequest{Source: toWireSource(src), LockToken: m.LockToken, SequenceNumber: m.SequenceNumber}, nil)
 }
 
+// Now returns the time on the broker's clock, which a development broker
+// may run faster than real time (or fast-forward): schedule at Now plus a
+// delay, not at time.Now plus it.
+func (c *Client) Now(ctx context.Context) (time.Time, error) {
+	var resp nowResponse
+	if err := c.call(ctx, "now", "clock", "now", 0, struct{}{}, &resp); err != nil {
+		return time.Time{}, err
+	}
+	return resp.Now, nil
+}
+
 // Close releases idle connections of the client's own HTTP client; the
 // server and its broker are not affected.
 func (c *Client) Close(context.Context) error {

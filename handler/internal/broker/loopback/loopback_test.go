@@ -119,6 +119,37 @@ func TestClientCancel(t *testing.T) {
 	}
 }
 
+// TestNowIsTheBrokersClock: /broker/now answers the served broker's
+// clock (scaled and advanced ahead of the real one), so that a producer
+// schedules on it; a broker without a clock answers the real time.
+func TestNowIsTheBrokersClock(t *testing.T) {
+	clk := clock.Scaled(1)
+	clk.Advance(2 * time.Hour)
+	c, _ := serve(t, clk, membroker.DefaultQueueOptions())
+	got, err := c.Now(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := clk.Now().Sub(got); d < 0 || d > 5*time.Second {
+		t.Errorf("Now() = %v, want the broker's clock, about %v (the real clock says %v)", got, clk.Now(), time.Now())
+	}
+
+	srv := httptest.NewServer(loopback.NewServer(clockless{}))
+	t.Cleanup(srv.Close)
+	plain, err := loopback.NewClient(srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	got, err = plain.Now(context.Background())
+	if err != nil || got.Before(before) || got.After(time.Now()) {
+		t.Errorf("Now() of a broker without a clock = %v, %v; want the real time", got, err)
+	}
+}
+
+// clockless is a broker without a Clock method.
+type clockless struct{ broker.Broker }
+
 func TestServerRejectsBadRequests(t *testing.T) {
 	mb := membroker.New(nil)
 	if err := mb.CreateQueue(poison, membroker.DefaultQueueOptions()); err != nil {
@@ -153,7 +184,7 @@ func TestServerRejectsBadRequests(t *testing.T) {
 // 2xx or 4xx (or 503 when a receive is cut short), never panics and never
 // answers 500.
 func FuzzServer(f *testing.F) {
-	endpoints := []string{"send", "schedule", "cancel", "receive", "peek", "complete", "abandon"}
+	endpoints := []string{"send", "schedule", "cancel", "receive", "peek", "complete", "abandon", "now"}
 	f.Add(uint8(0), `{"queue":"order-status-poison","message":{"messageId":"m","body":"aGk=","applicationProperties":{"t":{"type":"time","value":"2026-01-01T00:00:00Z"}}}}`)
 	f.Add(uint8(1), `{"queue":"order-status-poison","message":{},"at":"2026-01-01T00:00:00Z"}`)
 	f.Add(uint8(2), `{"queue":"order-status-poison","sequenceNumber":-1}`)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
 )
 
 // maxRequestBytes bounds a request body: a 256 KiB message in base64 with
@@ -17,9 +18,15 @@ const maxRequestBytes = 4 << 20
 
 // NewServer returns the handler of the /broker/ endpoints, serving b. Each
 // request runs with the request's context, so a client that goes away
-// cancels its blocked receive.
+// cancels its blocked receive. When b has a clock of its own (a method
+// Clock() clock.Clock, as membroker has), /broker/now answers that clock's
+// time, so that a producer schedules on the broker's (scaled) clock;
+// otherwise the real time.
 func NewServer(b broker.Broker) http.Handler {
-	s := &server{b: b}
+	s := &server{b: b, clock: clock.Real()}
+	if c, ok := b.(clocked); ok {
+		s.clock = c.Clock()
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /broker/send", s.send)
 	mux.HandleFunc("POST /broker/schedule", s.schedule)
@@ -28,10 +35,25 @@ func NewServer(b broker.Broker) http.Handler {
 	mux.HandleFunc("POST /broker/peek", s.peek)
 	mux.HandleFunc("POST /broker/complete", s.complete)
 	mux.HandleFunc("POST /broker/abandon", s.abandon)
+	mux.HandleFunc("POST /broker/now", s.now)
 	return mux
 }
 
-type server struct{ b broker.Broker }
+// clocked is a broker with a clock of its own.
+type clocked interface{ Clock() clock.Clock }
+
+type server struct {
+	b     broker.Broker
+	clock clock.Clock
+}
+
+func (s *server) now(w http.ResponseWriter, r *http.Request) {
+	var req struct{}
+	if !decode(w, r, &req) {
+		return
+	}
+	writeJSON(w, http.StatusOK, nowResponse{Now: s.clock.Now()})
+}
 
 // decode reads the JSON request into v, answering 400 itself on failure.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {

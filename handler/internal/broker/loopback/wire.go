@@ -5,7 +5,9 @@
 // runs against Service Bus: through the port, in another process.
 //
 // The protocol is JSON over POST, one endpoint per port method: send,
-// schedule, cancel, receive, peek, complete, abandon. Bodies travel as
+// schedule, cancel, receive, peek, complete, abandon; and now, the
+// broker's clock (a development broker's clock may run faster than real
+// time, and a producer schedules on it). Bodies travel as
 // base64, times as RFC 3339 with nanoseconds, durations as Go duration
 // strings, application properties with their type. An error answers a
 // non-2xx status with {"error":{"code":...,"message":...}}; the code names
@@ -102,6 +104,10 @@ type settleRequest struct {
 	Source         wireSource `json:"source"`
 	LockToken      string     `json:"lockToken"`
 	SequenceNumber int64      `json:"sequenceNumber"`
+}
+
+type nowResponse struct {
+	Now time.Time `json:"now"`
 }
 
 type errorResponse struct {

@@ -47,6 +47,7 @@ type Options struct {
 // use.
 type Broker struct {
 	client  *azservicebus.Client
+	borrow  bool // the client is the caller's: Close leaves it open
 	timeout time.Duration
 	log     *slog.Logger
 
@@ -100,6 +101,14 @@ func NewFromConnectionString(cs string, opts *Options) (*Broker, error) {
 		return nil, errors.New("sbbroker: client from connection string: malformed connection string")
 	}
 	return newBroker(c, o), nil
+}
+
+// NewFromClient returns a broker over a client the caller made and owns:
+// Close closes the senders and receivers the broker made, not the client.
+func NewFromClient(c *azservicebus.Client, opts *Options) *Broker {
+	b := newBroker(c, options(opts))
+	b.borrow = true
+	return b
 }
 
 func options(opts *Options) Options {
@@ -199,6 +208,56 @@ func (b *Broker) Send(ctx context.Context, queue string, msg broker.Message) err
 	}
 	if err != nil {
 		return fmt.Errorf("sbbroker: send %s message %s: %w", queue, *m.MessageID, classify(err))
+	}
+	return nil
+}
+
+// SendBatch sends msgs to queue in order, in as few Service Bus message
+// batches as their size allows (one AMQP transfer each). A batch is
+// accepted or refused as a whole; when a later batch fails, the earlier
+// ones are sent (a retry resends them under the same MessageIds, which
+// duplicate detection drops). A message too large for a batch of its own
+// is ErrInvalid.
+func (b *Broker) SendBatch(ctx context.Context, queue string, msgs []broker.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	s, err := b.sender(queue)
+	if err != nil {
+		return fmt.Errorf("sbbroker: send batch %s: %w", queue, classify(err))
+	}
+	fail := func(err error, id string) error {
+		b.forget(err, queue, nil)
+		return fmt.Errorf("sbbroker: send batch %s (at message %s): %w", queue, id, classify(err))
+	}
+	var batch *azservicebus.MessageBatch
+	for i := 0; i < len(msgs); {
+		m := toSB(msgs[i])
+		if batch == nil {
+			if batch, err = s.NewMessageBatch(ctx, nil); err != nil {
+				return fail(err, *m.MessageID)
+			}
+		}
+		err := batch.AddMessage(m, nil)
+		switch {
+		case err == nil:
+			i++
+			continue
+		case !errors.Is(err, azservicebus.ErrMessageTooLarge):
+			return fail(err, *m.MessageID)
+		case batch.NumMessages() == 0:
+			return fmt.Errorf("sbbroker: send batch %s: message %s is too large for a batch: %w", queue, *m.MessageID, broker.ErrInvalid)
+		}
+		// Full: send it and start the next one with this message.
+		if err := s.SendMessageBatch(ctx, batch, nil); err != nil {
+			return fail(err, *m.MessageID)
+		}
+		batch = nil
+	}
+	if err := s.SendMessageBatch(ctx, batch, nil); err != nil {
+		return fail(err, msgs[len(msgs)-1].MessageID)
 	}
 	return nil
 }
@@ -375,8 +434,8 @@ func (b *Broker) Abandon(ctx context.Context, src broker.Source, m broker.Receiv
 	})
 }
 
-// Close closes every cached sender and receiver and the connection. Calls
-// after Close fail.
+// Close closes every cached sender and receiver and the connection (not a
+// client given to NewFromClient). Calls after Close fail.
 func (b *Broker) Close(ctx context.Context) error {
 	b.mu.Lock()
 	if b.closed {
@@ -403,8 +462,10 @@ func (b *Broker) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("receiver %s: %w", src, err))
 		}
 	}
-	if err := b.client.Close(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("client: %w", err))
+	if !b.borrow { // a caller's client stays open
+		if err := b.client.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("client: %w", err))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sbbroker: close: %w", err)

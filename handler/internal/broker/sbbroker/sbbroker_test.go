@@ -1,10 +1,16 @@
 package sbbroker_test
 
 import (
+	"context"
+	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/brokertest"
@@ -52,4 +58,55 @@ func TestConformance(t *testing.T) {
 		Queue:        queue,
 		SessionQueue: sessionQueue,
 	})
+}
+
+// TestSendBatch sends a batch through Service Bus (gated like
+// TestConformance) and receives it in order.
+func TestSendBatch(t *testing.T) {
+	ns, queue := os.Getenv("SERVICEBUS_TEST_NAMESPACE"), os.Getenv("SERVICEBUS_TEST_QUEUE")
+	if ns == "" || queue == "" {
+		t.Skip("SERVICEBUS_TEST_NAMESPACE and SERVICEBUS_TEST_QUEUE not set (see TestConformance)")
+	}
+	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	if err != nil {
+		t.Fatalf("DefaultAzureCredential: %v", err)
+	}
+	client, err := azservicebus.NewClient(ns, cred, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	defer client.Close(ctx)
+	b := sbbroker.NewFromClient(client, nil)
+	defer b.Close(ctx)
+	tag := fmt.Sprintf("batch-%d", time.Now().UnixNano())
+	var want []string
+	var msgs []broker.Message
+	for i := range 5 {
+		id := fmt.Sprintf("%s:%d", tag, i)
+		want = append(want, id)
+		msgs = append(msgs, broker.Message{MessageID: id, Body: []byte(`{"i":` + fmt.Sprint(i) + `}`)})
+	}
+	if err := b.SendBatch(ctx, queue, msgs); err != nil {
+		t.Fatalf("SendBatch: %v", err)
+	}
+	var got []string
+	for len(got) < len(want) {
+		rs, err := b.Receive(ctx, broker.Source{Queue: queue}, 10, 10*time.Second)
+		if err != nil || len(rs) == 0 {
+			t.Fatalf("received %v, then %v (%d messages)", got, err, len(rs))
+		}
+		for _, r := range rs {
+			if strings.HasPrefix(r.MessageID, tag) {
+				got = append(got, r.MessageID)
+			}
+			if err := b.Complete(ctx, broker.Source{Queue: queue}, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("received %v, want %v in order", got, want)
+	}
 }

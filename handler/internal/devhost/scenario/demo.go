@@ -1,12 +1,13 @@
 package scenario
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/publish"
 )
 
 // DemoOptions tune Demo. The zero value is usable.
@@ -24,7 +25,7 @@ type DemoOptions struct {
 const (
 	// PaymentTimeout is when the payment timeout check of an order fires
 	// after its creation.
-	PaymentTimeout = 30 * time.Minute
+	PaymentTimeout = contract.PaymentTimeout
 	// LateReplayAfter is when the demo's late replays are sent: past the
 	// queue's 10 minute duplicate detection window, so the handler (not
 	// the broker) must recognise them.
@@ -189,26 +190,25 @@ func inOrder(events []Line) bool {
 
 type demo struct{ start time.Time }
 
-// update is an OrderStatusChanged in session sessionID about bodyOrder.
+// update is an OrderStatusChanged in session sessionID about bodyOrder,
+// built by the producers' encoder (package publish); a sessionID other
+// than bodyOrder makes it poison on purpose (a session mismatch).
 func (demo) update(bodyOrder, sessionID string, st order.Status, seq int64, at time.Time) Line {
-	body, _ := json.Marshal(order.Update{OrderID: bodyOrder, Status: st, Sequence: seq, OccurredAt: at.UTC()})
-	return Line{
-		Subject:     order.SubjectStatusChanged,
-		SessionID:   sessionID,
-		MessageID:   fmt.Sprintf("%s:%d", sessionID, seq),
-		ContentType: "application/json",
-		Body:        body,
+	m, err := publish.StatusMessage(contract.StatusChanged{OrderID: bodyOrder, Status: st, Sequence: seq, OccurredAt: at})
+	if err != nil {
+		panic("scenario: demo update: " + err.Error()) // the demo's ids, statuses and times are valid
 	}
+	l := FromMessage(m)
+	l.SessionID, l.MessageID = sessionID, contract.StatusMessageID(sessionID, seq)
+	return l
 }
 
 func (demo) timeout(id string) Line {
-	body, _ := json.Marshal(order.TimeoutCheck{OrderID: id})
-	return Line{
-		Subject:       order.SubjectPaymentTimeout,
-		SessionID:     id,
-		MessageID:     id + ":payment-timeout",
-		ContentType:   "application/json",
-		Body:          body,
-		ScheduleAfter: PaymentTimeout,
+	m, err := publish.TimeoutMessage(id)
+	if err != nil {
+		panic("scenario: demo timeout: " + err.Error()) // the demo's ids are valid
 	}
+	l := FromMessage(m)
+	l.ScheduleAfter = PaymentTimeout
+	return l
 }

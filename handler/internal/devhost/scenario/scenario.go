@@ -98,6 +98,21 @@ func (l Line) Message() broker.Message {
 	}
 }
 
+// FromMessage returns the line that sends m (as built by package publish,
+// the contract's encoder) at once.
+func FromMessage(m broker.Message) Line {
+	return Line{
+		Subject:               m.Subject,
+		SessionID:             m.SessionID,
+		MessageID:             m.MessageID,
+		ContentType:           m.ContentType,
+		CorrelationID:         m.CorrelationID,
+		Body:                  bytes.Clone(m.Body),
+		ApplicationProperties: maps.Clone(m.ApplicationProperties),
+		TimeToLive:            m.TimeToLive,
+	}
+}
+
 // ErrSyntax is wrapped by every parse error.
 var ErrSyntax = errors.New("scenario: bad line")
 

@@ -1,0 +1,208 @@
+// Package contract is the message contract of the order-status queue, the
+// one source of truth for producers (package publish) and for the handler
+// (package internal/order, which aliases these types): the subjects, the
+// statuses, the bodies in their camelCase JSON form, the Service Bus ids
+// (SessionId = order id, MessageId = <order>:<sequence> and
+// <order>:payment-timeout) and the validation rules a message must pass.
+//
+// A message that breaks a rule is parked by the handler as InvalidPayload;
+// producers check the same rules before sending (Validate, ValidateOrderID).
+// Nothing here performs I/O.
+package contract
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Subjects of the messages on the order-status queue.
+const (
+	SubjectStatusChanged  = "OrderStatusChanged"
+	SubjectPaymentTimeout = "PaymentTimeoutCheck"
+)
+
+// ContentType is the content type of every contract message.
+const ContentType = "application/json"
+
+// MaxIDLength is the longest order id the store accepts (characters).
+// Table Storage allows 1 KiB keys; 256 characters keeps ids readable and
+// bounded.
+const MaxIDLength = 256
+
+// MaxServiceBusIDLength is the longest SessionId or MessageId Service Bus
+// accepts (characters). A producer's order id must also fit it, with the
+// MessageId suffix (":<sequence>", ":payment-timeout").
+const MaxServiceBusIDLength = 128
+
+// PaymentTimeout is the walkthrough's payment timeout: an order still
+// Created this long after creation is cancelled.
+const PaymentTimeout = 30 * time.Minute
+
+// Status is an order's lifecycle state. Its JSON form is the name.
+type Status string
+
+// The statuses an order can have. Delivered and Cancelled are terminal.
+const (
+	Created   Status = "Created"
+	Paid      Status = "Paid"
+	Shipped   Status = "Shipped"
+	Delivered Status = "Delivered"
+	Cancelled Status = "Cancelled"
+)
+
+// Statuses lists every known status in lifecycle order.
+var Statuses = []Status{Created, Paid, Shipped, Delivered, Cancelled}
+
+// Valid reports whether s is a known status (in its canonical spelling).
+func (s Status) Valid() bool {
+	switch s {
+	case Created, Paid, Shipped, Delivered, Cancelled:
+		return true
+	}
+	return false
+}
+
+// Terminal reports whether no further change may be applied after s.
+func (s Status) Terminal() bool { return s == Delivered || s == Cancelled }
+
+// ParseStatus returns the known status whose name equals name ignoring the
+// case of ASCII letters ("paid" and "PAID" are Paid), as .NET's
+// JsonStringEnumConverter reads it. The result is always the canonical
+// name. It reports false when name is not a status.
+func ParseStatus(name string) (Status, bool) {
+	for _, s := range Statuses {
+		if asciiEqualFold(name, string(s)) {
+			return s, true
+		}
+	}
+	return "", false
+}
+
+// asciiEqualFold is strings.EqualFold restricted to ASCII letters, so that
+// no Unicode folding (the Kelvin sign, the long s) makes an odd spelling
+// name a status.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// StatusChanged is the body of an OrderStatusChanged message:
+//
+//	{"orderId":"o-1","status":"Paid","sequence":2,"occurredAt":"2026-11-29T10:00:00Z"}
+//
+// A zero OccurredAt is left out of the JSON; the handler then records the
+// time it applied the change.
+type StatusChanged struct {
+	OrderID    string    `json:"orderId"`
+	Status     Status    `json:"status"`
+	Sequence   int64     `json:"sequence"`
+	OccurredAt time.Time `json:"occurredAt,omitzero"`
+}
+
+// PaymentTimeoutCheck is the body of a PaymentTimeoutCheck message:
+// {"orderId":"o-1"}.
+type PaymentTimeoutCheck struct {
+	OrderID string `json:"orderId"`
+}
+
+// ErrInvalid is wrapped by every validation error of this package.
+var ErrInvalid = errors.New("invalid")
+
+// invalid returns an error wrapping ErrInvalid whose text is the
+// description alone.
+func invalid(format string, args ...any) error {
+	return &invalidError{msg: fmt.Sprintf(format, args...)}
+}
+
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string { return e.msg }
+func (e *invalidError) Unwrap() error { return ErrInvalid }
+
+// ValidateOrderID checks that id is usable as an order id and Table
+// Storage PartitionKey: non-empty, valid UTF-8, at most MaxIDLength
+// characters, none of / \ # ? and no control characters. The error wraps
+// ErrInvalid and describes the problem in one phrase.
+func ValidateOrderID(id string) error {
+	switch {
+	case id == "":
+		return invalid("orderId is empty")
+	case !utf8.ValidString(id):
+		return invalid("orderId is not valid UTF-8")
+	case utf8.RuneCountInString(id) > MaxIDLength:
+		return invalid("orderId is longer than %d characters", MaxIDLength)
+	case strings.ContainsAny(id, `/\#?`):
+		return invalid("orderId %q contains one of / \\ # ?", id)
+	case strings.IndexFunc(id, unicode.IsControl) >= 0:
+		return invalid("orderId %q contains a control character", id)
+	}
+	return nil
+}
+
+// Bounds of OccurredAt: the range of an Edm.DateTime in Table Storage, which
+// rejects anything outside it with a 400 that no retry can fix.
+var (
+	MinOccurredAt = time.Date(1601, time.January, 1, 0, 0, 0, 0, time.UTC)
+	MaxOccurredAt = time.Date(9999, time.December, 31, 23, 59, 59, 999999900, time.UTC)
+)
+
+// ValidateOccurredAt checks that t is zero (absent) or within
+// [MinOccurredAt, MaxOccurredAt].
+func ValidateOccurredAt(t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	if u := t.UTC(); u.Before(MinOccurredAt) || u.After(MaxOccurredAt) {
+		return invalid("occurredAt %s is outside the years 1601 to 9999", t.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// Validate checks c as the handler will: a legal order id, a known status
+// in its canonical spelling, a sequence of at least 1 and an occurredAt
+// that is absent or within the years 1601 to 9999.
+func (c StatusChanged) Validate() error {
+	if err := ValidateOrderID(c.OrderID); err != nil {
+		return err
+	}
+	if !c.Status.Valid() {
+		return invalid("status %q is not one of Created, Paid, Shipped, Delivered, Cancelled", c.Status)
+	}
+	if c.Sequence < 1 {
+		return invalid("sequence %d is below 1", c.Sequence)
+	}
+	return ValidateOccurredAt(c.OccurredAt)
+}
+
+// Validate checks the order id of a timeout check.
+func (c PaymentTimeoutCheck) Validate() error { return ValidateOrderID(c.OrderID) }
+
+// StatusMessageID is the MessageId of an OrderStatusChanged:
+// <order>:<sequence>. Resending the same change reuses it, so Service
+// Bus's duplicate detection drops a producer's retry.
+func StatusMessageID(orderID string, sequence int64) string {
+	return orderID + ":" + strconv.FormatInt(sequence, 10)
+}
+
+// TimeoutMessageID is the MessageId of an order's PaymentTimeoutCheck:
+// <order>:payment-timeout.
+func TimeoutMessageID(orderID string) string { return orderID + ":payment-timeout" }

@@ -1,0 +1,72 @@
+package contract_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/contract"
+)
+
+func TestIDs(t *testing.T) {
+	tests := []struct{ got, want string }{
+		{contract.StatusMessageID("o-1", 2), "o-1:2"},
+		{contract.StatusMessageID("o-1", 9000000000), "o-1:9000000000"},
+		{contract.TimeoutMessageID("o-1"), "o-1:payment-timeout"},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+func TestStatusChangedJSON(t *testing.T) {
+	tests := []struct {
+		c    contract.StatusChanged
+		want string
+	}{
+		{contract.StatusChanged{OrderID: "o-1", Status: contract.Paid, Sequence: 2, OccurredAt: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)},
+			`{"orderId":"o-1","status":"Paid","sequence":2,"occurredAt":"2026-11-29T10:00:00Z"}`},
+		{contract.StatusChanged{OrderID: "o-1", Status: contract.Created, Sequence: 1}, `{"orderId":"o-1","status":"Created","sequence":1}`},
+	}
+	for _, tc := range tests {
+		got, err := json.Marshal(tc.c)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("Marshal(%+v) = %s, %v; want %s", tc.c, got, err, tc.want)
+		}
+	}
+	got, _ := json.Marshal(contract.PaymentTimeoutCheck{OrderID: "o-1"})
+	if string(got) != `{"orderId":"o-1"}` {
+		t.Errorf("Marshal(PaymentTimeoutCheck) = %s", got)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := contract.StatusChanged{OrderID: "o-1", Status: contract.Paid, Sequence: 1}
+	tests := []struct {
+		name string
+		c    contract.StatusChanged
+		ok   bool
+	}{
+		{"valid", ok, true},
+		{"at the lower bound", contract.StatusChanged{OrderID: "o-1", Status: contract.Paid, Sequence: 1, OccurredAt: contract.MinOccurredAt}, true},
+		{"at the upper bound", contract.StatusChanged{OrderID: "o-1", Status: contract.Paid, Sequence: 1, OccurredAt: contract.MaxOccurredAt}, true},
+		{"below", contract.StatusChanged{OrderID: "o-1", Status: contract.Paid, Sequence: 1, OccurredAt: contract.MinOccurredAt.Add(-time.Nanosecond)}, false},
+		{"lower-case status", contract.StatusChanged{OrderID: "o-1", Status: "paid", Sequence: 1}, false},
+		{"sequence 0", contract.StatusChanged{OrderID: "o-1", Status: contract.Paid}, false},
+		{"bad id", contract.StatusChanged{OrderID: "o/1", Status: contract.Paid, Sequence: 1}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.c.Validate()
+			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, contract.ErrInvalid)) {
+				t.Errorf("Validate(%+v) = %v, want ok = %v (errors wrap ErrInvalid)", tc.c, err, tc.ok)
+			}
+		})
+	}
+	if st, ok := contract.ParseStatus("dELIVERED"); !ok || st != contract.Delivered {
+		t.Errorf("ParseStatus(dELIVERED) = %q, %v", st, ok)
+	}
+}

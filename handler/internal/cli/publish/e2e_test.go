@@ -1,0 +1,477 @@
+package publish
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost"
+	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+// repoRoot is the repository root, seen from this package.
+const repoRoot = "../../../.."
+
+// e2eTimeScale runs the development host's broker 600 times faster: a
+// 30 minute payment timeout fires after 3 s. The lock duration is raised
+// to match (1 h on that clock is 6 s), so that no call outlives its lock.
+const e2eTimeScale = 600
+
+// liveHost is a `handler dev` running the real bin/handler against
+// Azurite, in this process, as `make run` does, with an app root of its
+// own (bin/handler links to the built binary).
+type liveHost struct {
+	app, handlerLog string
+	ep              devrun.Endpoints
+	broker          *loopback.Client
+}
+
+func startLiveHost(t *testing.T) *liveHost {
+	t.Helper()
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := filepath.Join(root, "bin", "handler")
+	if _, err := os.Stat(handler); err != nil {
+		if os.Getenv("CI") != "" || os.Getenv("ORDERSTATUS_REQUIRE_AZURITE") == "1" {
+			t.Fatalf("bin/handler is required here: %v (make test builds it)", err)
+		}
+		t.Skipf("bin/handler not built (%v); 'make test' builds it", err)
+	}
+	cs := testenv.Azurite(t)
+	var suffix [6]byte
+	_, _ = rand.Read(suffix[:])
+	t.Setenv(devhost.SettingStoreConnection, cs)
+	t.Setenv("OrderStore__tableName", fmt.Sprintf("publish%x", suffix))
+	t.Setenv("LOG_LEVEL", "info")
+	t.Setenv("ServiceBusConnection__fullyQualifiedNamespace", "")
+
+	app := t.TempDir()
+	copyFile := func(rel string) {
+		b, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(app, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile("host.json")
+	copyFile("local.settings.json.template")
+	fns, _ := filepath.Glob(filepath.Join(root, "functions", "*", "function.json"))
+	for _, f := range fns {
+		rel, _ := filepath.Rel(root, f)
+		copyFile(rel)
+	}
+	if err := os.MkdirAll(filepath.Join(app, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(handler, filepath.Join(app, "bin", "handler")); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty.jsonl")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := &liveHost{app: app, handlerLog: filepath.Join(t.TempDir(), "handler.log")}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var out, errOut strings.Builder
+	go func() {
+		done <- devhost.Main(ctx, []string{"--app-root", app, "--scenario", empty, "--time-scale", fmt.Sprint(e2eTimeScale),
+			"--lock-duration", "1h", "--http-addr", "127.0.0.1:0", "--handler-log", h.handlerLog, "--quiet"},
+			syncWriter{&out}, syncWriter{&errOut})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("the development host did not stop")
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ep, err := devrun.Find(app)
+		if err == nil && ep.PID == os.Getpid() && ep.HTTPAddr != "" {
+			h.ep = ep
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("the development host exited %d before it was ready: %s", code, errOut.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the development host did not announce itself: %v", err)
+		}
+	}
+	if h.broker, err = loopback.NewClient(h.ep.BrokerURL, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The handler is ready once the front answers for an unknown order.
+	h.waitOrder(t, "e2e-ready", func(code int, _ orderView, _ string) bool { return code == http.StatusNotFound })
+	return h
+}
+
+// syncWriter serialises writes to a strings.Builder read at the end.
+type syncWriter struct{ b *strings.Builder }
+
+func (w syncWriter) Write(p []byte) (int, error) { return w.b.Write(p) }
+
+// publish runs `bin/handler publish args...` in the app root, as a user
+// in the checkout would, with no Service Bus setting.
+func (h *liveHost) publish(t *testing.T, args ...string) result {
+	t.Helper()
+	return h.shell(t, nil, append([]string{"bin/handler", "publish"}, args...)...)
+}
+
+func (h *liveHost) shell(t *testing.T, env []string, argv ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = h.app
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + h.app}, env...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	r := result{code: 0, stdout: out.String(), stderr: errOut.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("%v: %v", argv, err)
+	}
+	return r
+}
+
+type orderView struct {
+	OrderID      string `json:"orderId"`
+	Status       string `json:"status"`
+	LastSequence int64  `json:"lastSequence"`
+}
+
+func (h *liveHost) getOrder(t *testing.T, id string) (int, orderView, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + h.ep.HTTPAddr + "/api/orders/" + id)
+	if err != nil {
+		return 0, orderView{}, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var v orderView
+	_ = json.Unmarshal(b, &v)
+	return resp.StatusCode, v, string(b)
+}
+
+// waitOrder polls GET /api/orders/{id} until ok holds, failing after a
+// generous bound (a guard against hanging, not a timing assertion).
+func (h *liveHost) waitOrder(t *testing.T, id string, ok func(code int, v orderView, body string) bool) orderView {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		code, v, body := h.getOrder(t, id)
+		if ok(code, v, body) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("order %s: still %d %s\nhandler log (tail):\n%s", id, code, body, h.logTail())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (h *liveHost) waitStatus(t *testing.T, id, status string, seq int64) {
+	t.Helper()
+	h.waitOrder(t, id, func(code int, v orderView, _ string) bool {
+		return code == http.StatusOK && v.Status == status && v.LastSequence == seq
+	})
+}
+
+func (h *liveHost) log() string {
+	b, _ := os.ReadFile(h.handlerLog)
+	return string(b)
+}
+
+func (h *liveHost) logTail() string {
+	s := h.log()
+	if len(s) > 3000 {
+		s = s[len(s)-3000:]
+	}
+	return s
+}
+
+// results returns the results the handler logged for messageID, one per
+// call.
+func (h *liveHost) results(messageID string) []string {
+	var out []string
+	for _, l := range strings.Split(h.log(), "\n") {
+		var e struct {
+			MessageID string `json:"message_id"`
+			Result    string `json:"result"`
+		}
+		if json.Unmarshal([]byte(l), &e) == nil && e.MessageID == messageID && e.Result != "" {
+			out = append(out, e.Result)
+		}
+	}
+	return out
+}
+
+// handled reports whether the handler logged a call for messageID.
+func (h *liveHost) handled(messageID string) bool { return len(h.results(messageID)) > 0 }
+
+// brokerAfter waits until the broker's clock has passed d after now on
+// it.
+func (h *liveHost) waitBrokerTime(t *testing.T, d time.Duration) {
+	t.Helper()
+	start, err := h.broker.Now(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		now, err := h.broker.Now(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.Sub(start) >= d {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func mustOK(t *testing.T, what string, r result) result {
+	t.Helper()
+	if r.code != ExitOK {
+		t.Fatalf("%s: exit %d\nstdout: %s\nstderr: %s", what, r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+var seqLine = regexp.MustCompile(`^(\d+)\n$`)
+
+// TestEndToEndDevHost drives the walkthrough's producer side through the
+// real handler binary, the development host and Azurite.
+func TestEndToEndDevHost(t *testing.T) {
+	h := startLiveHost(t)
+
+	t.Run("paid cancels the timeout, which never arrives", func(t *testing.T) {
+		mustOK(t, "status Created", h.publish(t, "status", "--order", "e2e-paid", "--status", "Created", "--sequence", "1"))
+		// Let the broker's clock get 40 minutes ahead of the real one, so
+		// that scheduling on the wrong clock shows.
+		for {
+			now, err := h.broker.Now(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if now.Sub(time.Now()) >= 40*time.Minute {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		r := mustOK(t, "timeout", h.publish(t, "timeout", "--order", "e2e-paid", "--after", "30m"))
+		m := seqLine.FindStringSubmatch(r.stdout)
+		if m == nil {
+			t.Fatalf("timeout printed %q, want the sequence number alone", r.stdout)
+		}
+		// Due 30 minutes after the broker's now, which runs 600 times
+		// faster than the real clock (a second of real time is 10
+		// minutes: the bound allows a second between the two calls).
+		brokerNow, err := h.broker.Now(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := regexp.MustCompile(`for (\S+) \(in 30m0s on the broker's clock\)`).FindStringSubmatch(r.stderr)
+		if at == nil {
+			t.Fatalf("timeout's line %q does not say when it is due", r.stderr)
+		}
+		due, err := time.Parse(time.RFC3339, at[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := brokerNow.Add(30 * time.Minute).Sub(due); d < -time.Second || d > 10*time.Minute {
+			t.Fatalf("due at %v, want 30m after the broker's now (%v), not after the real clock's (%v)", due, brokerNow, time.Now().UTC())
+		}
+		mustOK(t, "status Paid", h.publish(t, "status", "--order", "e2e-paid", "--status", "Paid", "--sequence", "2"))
+		h.waitStatus(t, "e2e-paid", "Paid", 2)
+		r = mustOK(t, "cancel", h.publish(t, "cancel-timeout", "--sequence", m[1]))
+		if !strings.HasPrefix(r.stdout, "cancelled scheduled message "+m[1]) {
+			t.Fatalf("cancel-timeout printed %q, want it cancelled (if it says nothing to cancel, the timeout was scheduled on the wrong clock)", r.stdout)
+		}
+		h.waitBrokerTime(t, 35*time.Minute) // past when it was due
+		if h.handled("e2e-paid:payment-timeout") {
+			t.Errorf("the cancelled timeout reached the handler:\n%s", h.logTail())
+		}
+		if code, v, body := h.getOrder(t, "e2e-paid"); code != http.StatusOK || v.Status != "Paid" || v.LastSequence != 2 {
+			t.Errorf("order after the due time: %d %s, want Paid at sequence 2", code, body)
+		}
+	})
+
+	t.Run("cancel after it became visible says so; the order stays Paid", func(t *testing.T) {
+		mustOK(t, "status Created", h.publish(t, "status", "--order", "e2e-race", "--status", "Created", "--sequence", "1"))
+		mustOK(t, "status Paid", h.publish(t, "status", "--order", "e2e-race", "--status", "Paid", "--sequence", "2"))
+		h.waitStatus(t, "e2e-race", "Paid", 2)
+		r := mustOK(t, "timeout", h.publish(t, "timeout", "--order", "e2e-race", "--after", "1m"))
+		m := seqLine.FindStringSubmatch(r.stdout)
+		if m == nil {
+			t.Fatalf("timeout printed %q, want the sequence number alone", r.stdout)
+		}
+		deadline := time.Now().Add(45 * time.Second)
+		for !h.handled("e2e-race:payment-timeout") {
+			if time.Now().After(deadline) {
+				t.Fatalf("the timeout never reached the handler:\n%s", h.logTail())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		r = mustOK(t, "cancel", h.publish(t, "cancel-timeout", "--sequence", m[1]))
+		if !strings.HasPrefix(r.stdout, "nothing to cancel: no scheduled message "+m[1]) || !strings.Contains(r.stdout, "delivered or cancelled already") {
+			t.Errorf("cancel-timeout after delivery printed %q, want the nothing-to-cancel line", r.stdout)
+		}
+		if code, v, body := h.getOrder(t, "e2e-race"); code != http.StatusOK || v.Status != "Paid" || v.LastSequence != 2 {
+			t.Errorf("order after its timeout: %d %s, want Paid at sequence 2", code, body)
+		}
+	})
+
+	t.Run("created only: the timeout cancels the order", func(t *testing.T) {
+		mustOK(t, "status Created", h.publish(t, "status", "--order", "e2e-unpaid", "--status", "Created", "--sequence", "1",
+			"--occurred-at", "2026-11-29T10:00:00Z"))
+		mustOK(t, "timeout", h.publish(t, "timeout", "--order", "e2e-unpaid"))
+		h.waitStatus(t, "e2e-unpaid", "Created", 1)
+		h.waitStatus(t, "e2e-unpaid", "Cancelled", 1)
+	})
+
+	t.Run("status from a file", func(t *testing.T) {
+		path := filepath.Join(h.app, "changes.jsonl")
+		lines := `{"orderId":"e2e-file-1","status":"Created","sequence":1}
+{"orderId":"e2e-file-2","status":"Created","sequence":1}
+{"orderId":"e2e-file-1","status":"Shipped","sequence":3}
+{"orderId":"e2e-file-1","status":"Paid","sequence":2}
+{"orderId":"e2e-file-2","status":"Paid","sequence":2,"occurredAt":"2026-11-29T10:04:00+01:00"}
+`
+		if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := mustOK(t, "status --from", h.publish(t, "status", "--from", "changes.jsonl"))
+		if !strings.Contains(r.stdout, "sent 5/5") || !strings.HasSuffix(r.stdout, "sent 5 status changes\n") {
+			t.Errorf("stdout %q, want a progress line and the closing count", r.stdout)
+		}
+		h.waitStatus(t, "e2e-file-1", "Shipped", 3)
+		h.waitStatus(t, "e2e-file-2", "Paid", 2)
+		// Sent in sequence order: each change was applied, none stale.
+		for _, id := range []string{"e2e-file-1:1", "e2e-file-1:2", "e2e-file-1:3", "e2e-file-2:1", "e2e-file-2:2"} {
+			if got := h.results(id); len(got) == 0 || got[0] != "Applied" {
+				t.Errorf("%s: handler results %v, want Applied first (sent in sequence order)", id, got)
+			}
+		}
+	})
+
+	t.Run("readme walkthrough", func(t *testing.T) { runReadme(t, h) })
+}
+
+// runReadme runs the README's publish walkthrough line by line against
+// the live host: `make run` is the host itself, `sleep` is a wait on the
+// next check, a curl line polls the order until it shows what the line's
+// comment says, and every other line runs in a shell in the app root
+// (variables assigned with $(...) carry over).
+func runReadme(t *testing.T, h *liveHost) {
+	f, err := os.Open(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const start, end = "<!-- walkthrough: run by TestEndToEndDevHost/readme_walkthrough -->", "<!-- end of walkthrough -->"
+	var lines []string
+	in, found, code := false, false, false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		l := sc.Text()
+		switch {
+		case strings.TrimSpace(l) == start:
+			found, in = true, true
+		case strings.TrimSpace(l) == end:
+			in = false
+		case in && strings.HasPrefix(l, "```"):
+			code = !code
+		case in && code:
+			lines = append(lines, l)
+		}
+	}
+	if !found || len(lines) == 0 {
+		t.Fatalf("README.md has no walkthrough after %q", start)
+	}
+	assign := regexp.MustCompile(`^([a-z_]+)=\$\((.*)\)$`)
+	curl := regexp.MustCompile(`^curl -s http://127\.0\.0\.1:7071/api/orders/([^ ]+)\s+# (.*)$`)
+	var env []string
+	ran := map[string]bool{}
+	for _, l := range lines {
+		l = strings.TrimSpace(l)
+		if i := strings.Index(l, "  # "); i > 0 && !strings.HasPrefix(l, "curl ") {
+			l = strings.TrimSpace(l[:i])
+		}
+		switch {
+		case l == "" || strings.HasPrefix(l, "#") || l == "make run" || strings.HasPrefix(l, "sleep "):
+			continue
+		case curl.MatchString(l):
+			m := curl.FindStringSubmatch(l)
+			want := strings.Split(m[2], ", ")
+			h.waitOrder(t, m[1], func(code int, _ orderView, body string) bool {
+				for _, w := range want {
+					if !strings.Contains(body, w) {
+						return false
+					}
+				}
+				return code == http.StatusOK
+			})
+			ran["curl"] = true
+		case assign.MatchString(l):
+			m := assign.FindStringSubmatch(l)
+			r := h.shell(t, env, "sh", "-c", m[2])
+			mustOK(t, l, r)
+			env = append(env, m[1]+"="+strings.TrimSpace(r.stdout))
+			ran[firstWords(m[2])] = true
+		default:
+			mustOK(t, l, h.shell(t, env, "sh", "-c", l))
+			ran[firstWords(l)] = true
+		}
+	}
+	for _, cmd := range []string{"bin/handler publish status", "bin/handler publish timeout", "bin/handler publish cancel-timeout", "curl"} {
+		if !ran[cmd] {
+			t.Errorf("the README walkthrough has no %q line (ran %v)", cmd, ran)
+		}
+	}
+}
+
+func firstWords(l string) string {
+	w := strings.Fields(l)
+	if len(w) >= 3 && w[0] == "bin/handler" {
+		return strings.Join(w[:3], " ")
+	}
+	if len(w) > 0 {
+		return w[0]
+	}
+	return ""
+}

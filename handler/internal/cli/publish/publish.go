@@ -1,0 +1,450 @@
+// Package publish is the `handler publish` command: the producers' three
+// operations of the walkthrough (status, timeout, cancel-timeout) on the
+// command line, over the importable package handler/publish. It parses
+// flags and files, refuses bad input before anything is sent, connects
+// like the other operator commands (package connect: --namespace, else
+// ServiceBusConnection__fullyQualifiedNamespace with the caller's Entra
+// identity, else the running `make run`), and prints what it did.
+package publish
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/internal/connect"
+	"github.com/orderstatus/orderstatus/handler/publish"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0 // done (a cancel that found nothing to cancel included: the line says so)
+	ExitFailure = 1 // connecting or sending failed
+	ExitUsage   = 2 // a bad subcommand, flag or input line: one line on stderr, nothing sent
+)
+
+const usage = `usage: handler publish <command> [flags]   (handler publish <command> --help for its flags)
+
+Publishes the order-status contract's messages to the order-status queue, as
+the producers (Checkout, Payments, the warehouse, the carrier) do.
+
+commands:
+  status          an OrderStatusChanged: --order ID --status S --sequence N [--occurred-at T],
+                  or many from a JSON Lines file: --from FILE (sent in Service Bus batches)
+  timeout         schedule the order's PaymentTimeoutCheck: --order ID [--after 30m];
+                  prints its sequence number (keep it to cancel)
+  cancel-timeout  cancel a scheduled timeout: --sequence N
+
+Where it sends (every command): --namespace NS, else the app setting
+ServiceBusConnection__fullyQualifiedNamespace, both with your Entra identity
+(az login; the Azure Service Bus Data Sender role on the queue is enough), else
+the development host running on this machine (make run).
+
+exit codes: 0 done (also when cancel-timeout finds the timeout delivered or
+cancelled already: the line says so), 1 connecting or sending failed, 2 bad
+input (one line on stderr; nothing is sent).
+`
+
+// env is what Main takes from the process, replaceable in tests.
+type env struct {
+	dir    string              // where the search for a development host starts
+	getenv func(string) string // the environment
+	now    func() time.Time    // --occurred-at's default
+	stdin  io.Reader           // --from -
+}
+
+// Main is the `handler publish` command; args are the arguments after
+// "publish".
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return run(ctx, args, stdout, stderr, env{dir: ".", getenv: os.Getenv, now: time.Now, stdin: os.Stdin})
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "handler publish: a command is required: status, timeout or cancel-timeout (handler publish --help)")
+		return ExitUsage
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return ExitOK
+	case "status":
+		return runStatus(ctx, args, stdout, stderr, e)
+	case "timeout":
+		return runTimeout(ctx, args, stdout, stderr, e)
+	case "cancel-timeout":
+		return runCancel(ctx, args, stdout, stderr, e)
+	}
+	fmt.Fprintf(stderr, "handler publish: unknown command %q: want status, timeout or cancel-timeout (handler publish --help)\n", cmd)
+	return ExitUsage
+}
+
+// command is one subcommand's flag set and its usage line.
+type command struct {
+	name, usage, about string
+	fs                 *flag.FlagSet
+	namespace          string
+	stdout, stderr     io.Writer
+}
+
+func newCommand(name, usageLine, about string, stdout, stderr io.Writer) *command {
+	c := &command{name: "handler publish " + name, usage: usageLine, about: about, stdout: stdout, stderr: stderr}
+	c.fs = flag.NewFlagSet(c.name, flag.ContinueOnError)
+	c.fs.SetOutput(io.Discard)
+	c.fs.StringVar(&c.namespace, "namespace", "", "Service Bus `namespace` (<name>.servicebus.windows.net); default: ServiceBusConnection__fullyQualifiedNamespace, else the running development host")
+	return c
+}
+
+// parse parses args; it returns an exit code >= 0 to return at once.
+func (c *command) parse(args []string) int {
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(c.stdout, "%s\n\n%s\n\nflags:\n", c.usage, c.about)
+			c.fs.SetOutput(c.stdout)
+			c.fs.PrintDefaults()
+			return ExitOK
+		}
+		return c.bad("%v", err)
+	}
+	if c.fs.NArg() > 0 {
+		return c.bad("unexpected argument %q", c.fs.Arg(0))
+	}
+	if c.namespace != "" {
+		if _, err := connect.Namespace(c.namespace); err != nil {
+			return c.bad("--namespace: %v", err)
+		}
+	}
+	return -1
+}
+
+// bad prints one usage line and returns ExitUsage.
+func (c *command) bad(format string, args ...any) int {
+	fmt.Fprintf(c.stderr, "%s: %s (%s)\n", c.name, fmt.Sprintf(format, args...), c.usage)
+	return ExitUsage
+}
+
+func (c *command) fail(err error) int {
+	fmt.Fprintf(c.stderr, "%s: %v\n", c.name, err)
+	return ExitFailure
+}
+
+// connect resolves the target and returns a publisher on it, with a
+// function that closes it.
+func (c *command) connect(e env) (*publish.Publisher, *connect.Target, func(), error) {
+	t, err := connect.ServiceBus(connect.Options{Namespace: c.namespace, Getenv: e.getenv, Dir: e.dir})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p := publish.New(t.Broker, &publish.Options{Queue: t.Queue})
+	closeFn := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = t.Broker.Close(ctx)
+	}
+	return p, t, closeFn, nil
+}
+
+// Bounds of what a flag or line may say, beyond the contract.
+const (
+	maxAfter = 14 * 24 * time.Hour // the queue's messages live 7 days; a timeout beyond that is a mistake
+)
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
+	c := newCommand("status",
+		"usage: handler publish status --order ID --status S --sequence N [--occurred-at T] | --from FILE [--namespace NS]",
+		`Sends an OrderStatusChanged: SessionId = the order id, MessageId = <order>:<sequence>,
+Subject OrderStatusChanged, content type application/json, the body in the
+contract's camelCase JSON. With --from, sends every line of a JSON Lines file
+({"orderId":"o-1","status":"Paid","sequence":2,"occurredAt":"2026-11-29T10:00:00Z"};
+occurredAt optional), in Service Bus batches, each order's changes in sequence
+order; a bad line stops it before anything is sent.`, stdout, stderr)
+	var orderID, status, occurred, from string
+	var seq int64
+	c.fs.StringVar(&orderID, "order", "", "order `id` (the session): a legal Table Storage key, and with its MessageId suffix at most 128 characters (Service Bus)")
+	c.fs.StringVar(&status, "status", "", "`status`: Created, Paid, Shipped, Delivered or Cancelled (any case)")
+	c.fs.Int64Var(&seq, "sequence", 0, "the order's sequence `number` of this change, from 1 (the order owner's counter)")
+	c.fs.StringVar(&occurred, "occurred-at", "", "when it happened, RFC 3339 (`time`, e.g. 2026-11-29T10:00:00Z; default now)")
+	c.fs.StringVar(&from, "from", "", "JSON Lines `file` of status changes instead of the flags above (- for standard input)")
+	if code := c.parse(args); code >= 0 {
+		return code
+	}
+	set := map[string]bool{}
+	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	if from != "" {
+		for _, f := range []string{"order", "status", "sequence", "occurred-at"} {
+			if set[f] {
+				return c.bad("--from and --%s exclude each other", f)
+			}
+		}
+		return statusFromFile(ctx, c, from, e)
+	}
+	for _, f := range []string{"order", "status", "sequence"} {
+		if !set[f] {
+			return c.bad("--%s is required", f)
+		}
+	}
+	ch, err := change(orderID, status, seq, occurred, set["occurred-at"], e.now)
+	if err != nil {
+		return c.bad("%v", err)
+	}
+	m, err := publish.StatusMessage(ch)
+	if err != nil {
+		return c.bad("%v", err)
+	}
+	p, t, closeFn, err := c.connect(e)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer closeFn()
+	if err := p.Status(ctx, ch); err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(stdout, "sent %s %s (order %s %s, sequence %d) to %s on %s\n",
+		m.Subject, m.MessageID, ch.OrderID, ch.Status, ch.Sequence, p.Queue(), t.Describe)
+	return ExitOK
+}
+
+// change builds and validates a status change from flag values.
+func change(orderID, status string, seq int64, occurred string, occurredSet bool, now func() time.Time) (contract.StatusChanged, error) {
+	st, ok := contract.ParseStatus(status)
+	if !ok {
+		return contract.StatusChanged{}, fmt.Errorf("--status %q: want one of Created, Paid, Shipped, Delivered, Cancelled", status)
+	}
+	ch := contract.StatusChanged{OrderID: orderID, Status: st, Sequence: seq, OccurredAt: now().UTC()}
+	if occurredSet {
+		t, err := time.Parse(time.RFC3339Nano, occurred)
+		if err != nil {
+			return ch, fmt.Errorf("--occurred-at %q: want an RFC 3339 time such as 2026-11-29T10:00:00Z", occurred)
+		}
+		ch.OccurredAt = t
+	}
+	if err := ch.Validate(); err != nil {
+		return ch, flagError(err)
+	}
+	return ch, nil
+}
+
+// flagError names the flag a contract error is about.
+func flagError(err error) error {
+	msg := err.Error()
+	for prefix, flag := range map[string]string{"orderId": "--order", "status": "--status", "sequence": "--sequence", "occurredAt": "--occurred-at"} {
+		if strings.HasPrefix(msg, prefix+" ") {
+			return fmt.Errorf("%s: %s", flag, msg)
+		}
+	}
+	return err
+}
+
+// fileLine is one line of a --from file: the contract's body.
+type fileLine struct {
+	OrderID    *string          `json:"orderId"`
+	Status     *string          `json:"status"`
+	Sequence   *json.RawMessage `json:"sequence"`
+	OccurredAt *string          `json:"occurredAt"`
+}
+
+// readChanges parses a JSON Lines file of status changes; an error names
+// the line.
+func readChanges(r io.Reader, name string, now func() time.Time) ([]contract.StatusChanged, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	var out []contract.StatusChanged
+	seen := map[string]int{} // MessageId -> line
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if n == 1 {
+			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
+		}
+		if len(line) == 0 {
+			continue
+		}
+		ch, err := parseLine(line, now)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", name, n, err)
+		}
+		id := contract.StatusMessageID(ch.OrderID, ch.Sequence)
+		if first, dup := seen[id]; dup {
+			return nil, fmt.Errorf("%s:%d: order %s sequence %d is on line %d already (one change per sequence)", name, n, ch.OrderID, ch.Sequence, first)
+		}
+		seen[id] = n
+		out = append(out, ch)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no status changes in it", name)
+	}
+	return out, nil
+}
+
+func parseLine(line []byte, now func() time.Time) (contract.StatusChanged, error) {
+	var l fileLine
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return contract.StatusChanged{}, fmt.Errorf("not a status change object: %v", err)
+	}
+	if dec.More() {
+		return contract.StatusChanged{}, errors.New("more than one JSON value on the line")
+	}
+	switch {
+	case l.OrderID == nil:
+		return contract.StatusChanged{}, errors.New("orderId is missing")
+	case l.Status == nil:
+		return contract.StatusChanged{}, errors.New("status is missing")
+	case l.Sequence == nil:
+		return contract.StatusChanged{}, errors.New("sequence is missing")
+	}
+	st, ok := contract.ParseStatus(*l.Status)
+	if !ok {
+		return contract.StatusChanged{}, fmt.Errorf("status %q is not one of Created, Paid, Shipped, Delivered, Cancelled", *l.Status)
+	}
+	seq, err := strconv.ParseInt(string(*l.Sequence), 10, 64)
+	if err != nil {
+		return contract.StatusChanged{}, fmt.Errorf("sequence %s is not an integer", *l.Sequence)
+	}
+	ch := contract.StatusChanged{OrderID: *l.OrderID, Status: st, Sequence: seq, OccurredAt: now().UTC()}
+	if l.OccurredAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *l.OccurredAt)
+		if err != nil {
+			return ch, fmt.Errorf("occurredAt %q is not an RFC 3339 time", *l.OccurredAt)
+		}
+		ch.OccurredAt = t
+	}
+	if _, err := publish.StatusMessage(ch); err != nil {
+		return ch, err
+	}
+	return ch, nil
+}
+
+func statusFromFile(ctx context.Context, c *command, from string, e env) int {
+	r := e.stdin
+	name := "standard input"
+	if from != "-" {
+		f, err := os.Open(from)
+		if err != nil {
+			return c.bad("--from: %v", err)
+		}
+		defer f.Close()
+		r, name = f, from
+	}
+	changes, err := readChanges(r, name, e.now)
+	if err != nil {
+		return c.bad("%v", err)
+	}
+	p, t, closeFn, err := c.connect(e)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer closeFn()
+	fmt.Fprintf(c.stdout, "sending %s from %s to %s on %s\n", changesN(len(changes)), name, p.Queue(), t.Describe)
+	n, err := p.Statuses(ctx, changes, func(sent, total int) {
+		fmt.Fprintf(c.stdout, "  sent %d/%d\n", sent, total)
+	})
+	if err != nil {
+		var ie *publish.IndexError
+		if errors.As(err, &ie) { // checked above already; kept for safety
+			return c.bad("%v", err)
+		}
+		return c.fail(fmt.Errorf("%w (%d of %d sent before the failure; sending the file again is safe: duplicates are dropped)", err, n, len(changes)))
+	}
+	fmt.Fprintf(c.stdout, "sent %s\n", changesN(n))
+	return ExitOK
+}
+
+func changesN(n int) string {
+	if n == 1 {
+		return "1 status change"
+	}
+	return fmt.Sprintf("%d status changes", n)
+}
+
+func runTimeout(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
+	c := newCommand("timeout", "usage: handler publish timeout --order ID [--after 30m] [--namespace NS]",
+		`Schedules the order's PaymentTimeoutCheck (MessageId <order>:payment-timeout) in
+its session, --after from now on the broker's clock (on the development host,
+its scaled clock). When it arrives, the handler cancels the order only if it is
+still Created. Prints the scheduled message's sequence number alone on standard
+output (keep it: cancel-timeout takes it) and a line about it on standard error.`, stdout, stderr)
+	var orderID string
+	after := contract.PaymentTimeout
+	c.fs.StringVar(&orderID, "order", "", "order `id` (the session)")
+	c.fs.DurationVar(&after, "after", contract.PaymentTimeout, "when the check arrives, from now (a Go `duration`, e.g. 30m)")
+	if code := c.parse(args); code >= 0 {
+		return code
+	}
+	set := map[string]bool{}
+	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["order"] {
+		return c.bad("--order is required")
+	}
+	if after <= 0 || after > maxAfter {
+		return c.bad("--after %s: want a duration above 0 and at most %s", after, maxAfter)
+	}
+	if _, err := publish.TimeoutMessage(orderID); err != nil {
+		return c.bad("%v", flagError(err))
+	}
+	p, t, closeFn, err := c.connect(e)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer closeFn()
+	s, err := p.ScheduleTimeout(ctx, orderID, after)
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintln(stdout, s.SequenceNumber)
+	fmt.Fprintf(stderr, "scheduled %s %s on %s for %s (in %s on the broker's clock) on %s; cancel it with: handler publish cancel-timeout --sequence %d\n",
+		contract.SubjectPaymentTimeout, s.MessageID, p.Queue(), s.At.UTC().Format(time.RFC3339), after, t.Describe, s.SequenceNumber)
+	return ExitOK
+}
+
+func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
+	c := newCommand("cancel-timeout", "usage: handler publish cancel-timeout --sequence N [--namespace NS]",
+		`Cancels a scheduled PaymentTimeoutCheck by the sequence number 'handler publish
+timeout' printed. If it was delivered or cancelled already, it says so and exits
+0: the race is harmless, since the handler cancels an order on the check only
+while it is still Created.`, stdout, stderr)
+	var seq int64
+	c.fs.Int64Var(&seq, "sequence", 0, "the scheduled message's sequence `number`")
+	if code := c.parse(args); code >= 0 {
+		return code
+	}
+	set := false
+	c.fs.Visit(func(f *flag.Flag) { set = set || f.Name == "sequence" })
+	if !set {
+		return c.bad("--sequence is required")
+	}
+	if seq < 1 {
+		return c.bad("--sequence %d: want at least 1", seq)
+	}
+	p, t, closeFn, err := c.connect(e)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer closeFn()
+	err = p.CancelTimeout(ctx, seq)
+	switch {
+	case errors.Is(err, publish.ErrNotScheduled):
+		fmt.Fprintf(stdout, "nothing to cancel: no scheduled message %d on %s (it was delivered or cancelled already; harmless: the handler cancels an order only while it is still Created) on %s\n",
+			seq, p.Queue(), t.Describe)
+		return ExitOK
+	case err != nil:
+		return c.fail(err)
+	}
+	fmt.Fprintf(stdout, "cancelled scheduled message %d on %s on %s\n", seq, p.Queue(), t.Describe)
+	return ExitOK
+}
