@@ -184,6 +184,35 @@ func (c *Client) Abandon(ctx context.Context, src broker.Source, m broker.Receiv
 		settleRequest{Source: toWireSource(src), LockToken: m.LockToken, SequenceNumber: m.SequenceNumber}, nil)
 }
 
+// Defer sets a received message aside (see broker.Broker).
+func (c *Client) Defer(ctx context.Context, src broker.Source, m broker.Received) error {
+	return c.call(ctx, "defer", fmt.Sprintf("%s seq %d", src, m.SequenceNumber), "defer", 0,
+		settleRequest{Source: toWireSource(src), LockToken: m.LockToken, SequenceNumber: m.SequenceNumber}, nil)
+}
+
+// ReceiveDeferred locks and returns the deferred messages of src with the
+// given sequence numbers.
+func (c *Client) ReceiveDeferred(ctx context.Context, src broker.Source, sequenceNumbers []int64) ([]broker.Received, error) {
+	var resp messagesResponse
+	err := c.call(ctx, "receive deferred", fmt.Sprintf("%s seqs %v", src, sequenceNumbers), "receive-deferred", 0,
+		receiveDeferredRequest{Source: toWireSource(src), SequenceNumbers: sequenceNumbers}, &resp)
+	if err != nil {
+		return nil, err
+	}
+	return decodeMessages("receive deferred", src, resp)
+}
+
+// Now returns the time on the server's broker clock, which the
+// development host may run faster than the wall clock: ages of messages
+// (from EnqueuedTime) are measured against it.
+func (c *Client) Now(ctx context.Context) (time.Time, error) {
+	var resp nowResponse
+	if err := c.call(ctx, "now", "clock", "now", 0, struct{}{}, &resp); err != nil {
+		return time.Time{}, err
+	}
+	return resp.Now, nil
+}
+
 // Close releases idle connections of the client's own HTTP client; the
 // server and its broker are not affected.
 func (c *Client) Close(context.Context) error {

@@ -15,11 +15,26 @@ import (
 // its properties fits many times over.
 const maxRequestBytes = 4 << 20
 
+// Clock is the broker's time, served at /broker/now so that a client in
+// another process measures ages on the broker's (possibly scaled) clock.
+type Clock interface{ Now() time.Time }
+
+// ServerOptions tune NewServer. The zero value (or nil) is usable.
+type ServerOptions struct {
+	// Clock answers /broker/now; nil means the wall clock.
+	Clock Clock
+}
+
 // NewServer returns the handler of the /broker/ endpoints, serving b. Each
 // request runs with the request's context, so a client that goes away
 // cancels its blocked receive.
-func NewServer(b broker.Broker) http.Handler {
+func NewServer(b broker.Broker, opts ...*ServerOptions) http.Handler {
 	s := &server{b: b}
+	for _, o := range opts {
+		if o != nil && o.Clock != nil {
+			s.clock = o.Clock
+		}
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /broker/send", s.send)
 	mux.HandleFunc("POST /broker/schedule", s.schedule)
@@ -28,10 +43,16 @@ func NewServer(b broker.Broker) http.Handler {
 	mux.HandleFunc("POST /broker/peek", s.peek)
 	mux.HandleFunc("POST /broker/complete", s.complete)
 	mux.HandleFunc("POST /broker/abandon", s.abandon)
+	mux.HandleFunc("POST /broker/defer", s.deferMessage)
+	mux.HandleFunc("POST /broker/receive-deferred", s.receiveDeferred)
+	mux.HandleFunc("POST /broker/now", s.now)
 	return mux
 }
 
-type server struct{ b broker.Broker }
+type server struct {
+	b     broker.Broker
+	clock Clock
+}
 
 // decode reads the JSON request into v, answering 400 itself on failure.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
@@ -170,6 +191,31 @@ func (s *server) complete(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) abandon(w http.ResponseWriter, r *http.Request) {
 	s.settle(w, r, s.b.Abandon)
+}
+
+func (s *server) deferMessage(w http.ResponseWriter, r *http.Request) {
+	s.settle(w, r, s.b.Defer)
+}
+
+func (s *server) receiveDeferred(w http.ResponseWriter, r *http.Request) {
+	var req receiveDeferredRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	got, err := s.b.ReceiveDeferred(r.Context(), req.Source.source(), req.SequenceNumbers)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeMessages(w, got)
+}
+
+func (s *server) now(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	if s.clock != nil {
+		now = s.clock.Now()
+	}
+	writeJSON(w, http.StatusOK, nowResponse{Now: now})
 }
 
 func (s *server) settle(w http.ResponseWriter, r *http.Request, op func(context.Context, broker.Source, broker.Received) error) {

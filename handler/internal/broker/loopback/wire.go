@@ -5,7 +5,8 @@
 // runs against Service Bus: through the port, in another process.
 //
 // The protocol is JSON over POST, one endpoint per port method: send,
-// schedule, cancel, receive, peek, complete, abandon. Bodies travel as
+// schedule, cancel, receive, peek, complete, abandon, defer,
+// receive-deferred, and now (the broker's clock). Bodies travel as
 // base64, times as RFC 3339 with nanoseconds, durations as Go duration
 // strings, application properties with their type. An error answers a
 // non-2xx status with {"error":{"code":...,"message":...}}; the code names
@@ -60,6 +61,16 @@ type wireReceived struct {
 	DeadLetterSource           string      `json:"deadLetterSource,omitempty"`
 	LockToken                  string      `json:"lockToken,omitempty"`
 	Scheduled                  bool        `json:"scheduled,omitempty"`
+	Deferred                   bool        `json:"deferred,omitempty"`
+}
+
+type receiveDeferredRequest struct {
+	Source          wireSource `json:"source"`
+	SequenceNumbers []int64    `json:"sequenceNumbers"`
+}
+
+type nowResponse struct {
+	Now time.Time `json:"now"`
 }
 
 type sendRequest struct {
@@ -235,6 +246,7 @@ func encodeReceived(r broker.Received) wireReceived {
 		DeadLetterSource:           r.DeadLetterSource,
 		LockToken:                  r.LockToken,
 		Scheduled:                  r.Scheduled,
+		Deferred:                   r.Deferred,
 	}
 }
 
@@ -254,5 +266,6 @@ func decodeReceived(w wireReceived) (broker.Received, error) {
 		DeadLetterSource:           w.DeadLetterSource,
 		LockToken:                  w.LockToken,
 		Scheduled:                  w.Scheduled,
+		Deferred:                   w.Deferred,
 	}, nil
 }
