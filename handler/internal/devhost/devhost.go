@@ -477,7 +477,7 @@ func (h *Host) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("devhost: broker listener: %w", err)
 	}
 	h.brokerURL = "http://" + l.Addr().String()
-	h.brokerSrv = &http.Server{Handler: loopback.NewServer(h.rec), ReadHeaderTimeout: 10 * time.Second}
+	h.brokerSrv = &http.Server{Handler: loopback.NewServer(h.rec, &loopback.ServerOptions{Clock: h.broker.Clock()}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = h.brokerSrv.Serve(l) }()
 
 	// The handler. The development host is the Service Bus: the trigger
