@@ -203,6 +203,10 @@ func (s *Sweeper) Run(ctx context.Context, ro RunOptions) (Report, error) {
 				}
 			}
 			for _, m := range peeked[k] {
+				if r, ok := seen[m.SequenceNumber]; k == DLQ && (!ok || r.MessageID != m.MessageID) {
+					// A real run would record it as seen now first.
+					seen[m.SequenceNumber] = Seen{MessageID: m.MessageID, At: now}
+				}
 				d := s.decide(k, m, seen, now)
 				if m.Deferred && (d.Action == ActionLeave || d.Action == ActionWait) {
 					d.Why = "set aside (deferred): " + d.Why
