@@ -108,7 +108,7 @@ func newDLHost(t *testing.T) *dlHost {
 		Clock:        d.clk,
 		HTTPAddr:     "off",
 		Stdout:       d.out,
-		Stderr:       os.Stderr,
+		Stderr:       &lockedBuffer{},
 		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		ReadyTimeout: 20 * time.Second,
 		DrainTimeout: 2 * time.Second,
