@@ -177,3 +177,31 @@ func FuzzServer(f *testing.F) {
 		}
 	})
 }
+
+// The client reads the server's broker clock, so a process with the real
+// clock measures ages on the development host's scaled one.
+func TestNowIsTheBrokerClock(t *testing.T) {
+	clk := clock.Scaled(1)
+	clk.Advance(3 * time.Hour)
+	mb := membroker.New(&membroker.Options{Clock: clk})
+	srv := httptest.NewServer(loopback.NewServer(mb, &loopback.ServerOptions{Clock: clk}))
+	t.Cleanup(srv.Close)
+	c, err := loopback.NewClient(srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Now(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := got.Sub(time.Now()); d < 3*time.Hour-time.Minute || d > 3*time.Hour+time.Minute {
+		t.Errorf("Now = %v, %v ahead of the wall clock; want the broker clock's 3h ahead", got, d)
+	}
+	// Without a clock the server answers the wall clock.
+	plain := httptest.NewServer(loopback.NewServer(mb))
+	t.Cleanup(plain.Close)
+	pc, _ := loopback.NewClient(plain.URL, nil)
+	if got, err := pc.Now(context.Background()); err != nil || time.Since(got).Abs() > time.Minute {
+		t.Errorf("Now without a clock = %v, %v; want about the wall clock", got, err)
+	}
+}
