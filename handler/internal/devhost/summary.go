@@ -390,12 +390,17 @@ func (s Summary) WriteTable(w io.Writer) error {
 			dead[e.Reason]++
 		}
 	}
+	archived := map[string]int{}
+	for _, e := range s.Archived {
+		archived[e.Reason]++
+	}
 	sections := []section{
 		{fmt.Sprintf("orders by status (%d orders)", len(s.Orders)), statuses, statusOrder},
 		{fmt.Sprintf("messages by result (%d sent)", s.Sent), s.Results,
 			[]string{string(order.Applied), string(order.Duplicate), string(order.Stale), resultParked, ResultCompleted, ResultAbandoned, ResultLockLost}},
 		{fmt.Sprintf("parked by reason (poison queue depth %d)", s.PoisonDepth), parked, nil},
 		{fmt.Sprintf("dead-lettered by reason (DLQ depth %d)", s.DeadLetterDepth), dead, nil},
+		{"archived by the dead-letter sweeper, by reason", archived, nil},
 	}
 	width := len("(none)")
 	for _, sec := range sections {
