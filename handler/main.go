@@ -2,6 +2,7 @@
 //
 //	handler [serve]            serve the functions for the Functions host (default)
 //	handler dev ...            the development host: in-memory Service Bus, Azurite
+//	handler deadletters ...    the runbooks' dead-letter tool
 //	handler publish ...        send status changes, schedule and cancel payment timeouts
 //	handler version            print the version
 //
@@ -28,14 +29,17 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orderstatus/orderstatus/handler/internal/api"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/sbbroker"
+	"github.com/orderstatus/orderstatus/handler/internal/cli/deadletters"
 	publishcli "github.com/orderstatus/orderstatus/handler/internal/cli/publish"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
+	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/logging"
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
@@ -67,6 +71,7 @@ func commands() []command {
 	return []command{
 		{"serve", "serve the functions for the Functions host (the default; what Azure runs)", runServe},
 		{"dev", "the development host: the whole system on this machine (in-memory Service Bus, Azurite)", devhost.Main},
+		{"deadletters", "the runbooks' dead-letter tool: list, stats, sweep [--dry-run], replay, discard", deadletters.Main},
 		{"publish", "send status changes, schedule and cancel payment timeouts (the producers' side)", publishcli.Main},
 		{"version", "print the version", runVersion},
 	}
@@ -163,6 +168,8 @@ Settings (environment variables; the README's Configuration table has them all):
   ServiceBusConnection__fullyQualifiedNamespace Service Bus namespace (managed identity)
   OrderStore__serviceUri | OrderStore__connectionString   the order table's account
   ORDER_STATUS_QUEUE, POISON_QUEUE, OrderStore__tableName, ORDER_STATUS_RETRY_BUDGET, LOG_LEVEL
+  DEAD_LETTER_SWEEP_SCHEDULE, DEAD_LETTER_REPLAY_COOLDOWN, DEAD_LETTER_MAX_REPLAYS, DEAD_LETTER_SWEEP_MAX,
+  DEAD_LETTER_SWEEP_RATE, DEAD_LETTER_ARCHIVE_TABLE, DEAD_LETTER_AUDIT_TABLE   (the DeadLetterSweeper)
 
 exit codes: 0 stopped cleanly, 1 a bad setting or a failed start, 2 an argument was given.
 `
@@ -234,11 +241,21 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 		Retry: retry.Policy{Budget: cfg.RetryBudget},
 		Stop:  stopping,
 	})
+	var sweeper *deadletter.Sweeper
+	if bus != nil {
+		if sweeper, err = newSweeper(cfg, cred, bus, reg, log); err != nil {
+			log.Error("start-up failed: dead-letter tables", "error", err.Error())
+			return 1
+		}
+	}
 	router := api.New(api.Options{
-		Orders:    orders,
-		Gatherer:  reg,
-		Functions: map[string]http.Handler{"OrderStatus": orderStatus},
-		Logger:    log,
+		Orders:   orders,
+		Gatherer: reg,
+		Functions: map[string]http.Handler{
+			"OrderStatus":           orderStatus,
+			deadletter.FunctionName: deadletter.Function(sweeper, log),
+		},
+		Logger: log,
 	})
 
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port))
@@ -316,6 +333,32 @@ func ensureTable(ctx context.Context, s *tablestore.Store, table string, log *sl
 	if err != nil && ctx.Err() == nil {
 		log.Error("could not ensure the table exists", "table", table, "error", err.Error())
 	}
+}
+
+// newSweeper builds the dead-letter sweeper on the broker and the
+// account of the order table.
+func newSweeper(cfg config.Config, cred azcore.TokenCredential, bus broker.Broker, reg prometheus.Registerer, log *slog.Logger) (*deadletter.Sweeper, error) {
+	var (
+		svc *aztables.ServiceClient
+		err error
+	)
+	if cfg.StoreConnectionString != "" {
+		svc, err = aztables.NewServiceClientFromConnectionString(cfg.StoreConnectionString, nil)
+	} else {
+		svc, err = aztables.NewServiceClient(cfg.StoreServiceURI, cred, nil)
+	}
+	if err != nil {
+		return nil, errors.New("table service client: check OrderStore__serviceUri / OrderStore__connectionString")
+	}
+	dl := cfg.DeadLetter
+	return deadletter.New(bus, deadletter.NewTableStore(svc, dl.AuditTable, dl.ArchiveTable), deadletter.Options{
+		Queues:        deadletter.Queues{Queue: cfg.Queue, PoisonQueue: cfg.PoisonQueue},
+		Policy:        deadletter.Policy{Cooldown: dl.Cooldown, MaxReplays: dl.MaxReplays},
+		MaxPerRun:     dl.SweepMax,
+		RatePerSecond: dl.SweepRate,
+		Metrics:       deadletter.NewMetrics(reg),
+		Logger:        log,
+	}), nil
 }
 
 // newBroker returns the Service Bus port: the development host's loopback

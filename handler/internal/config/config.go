@@ -29,6 +29,15 @@ const (
 	EnvClientID              = "AZURE_CLIENT_ID"
 	EnvRetryBudget           = "ORDER_STATUS_RETRY_BUDGET"
 	EnvLogLevel              = "LOG_LEVEL"
+
+	// The dead-letter sweeper (DeadLetterSweeper and handler deadletters).
+	EnvDeadLetterSweepSchedule = "DEAD_LETTER_SWEEP_SCHEDULE"
+	EnvDeadLetterCooldown      = "DEAD_LETTER_REPLAY_COOLDOWN"
+	EnvDeadLetterMaxReplays    = "DEAD_LETTER_MAX_REPLAYS"
+	EnvDeadLetterSweepMax      = "DEAD_LETTER_SWEEP_MAX"
+	EnvDeadLetterSweepRate     = "DEAD_LETTER_SWEEP_RATE"
+	EnvDeadLetterArchiveTable  = "DEAD_LETTER_ARCHIVE_TABLE"
+	EnvDeadLetterAuditTable    = "DEAD_LETTER_AUDIT_TABLE"
 )
 
 // Defaults.
@@ -39,7 +48,28 @@ const (
 	DefaultRetryBudget = 20 * time.Second
 	// MaxRetryBudget keeps the in-call retries well below the 1 min lock.
 	MaxRetryBudget = 45 * time.Second
+
+	DefaultDeadLetterSweepSchedule = "0 */5 * * * *"
+	DefaultDeadLetterCooldown      = 10 * time.Minute
+	DefaultDeadLetterMaxReplays    = 3
+	DefaultDeadLetterSweepMax      = 100
+	DefaultDeadLetterSweepRate     = 10.0
+	DefaultDeadLetterArchiveTable  = "deadletterarchive"
+	DefaultDeadLetterAuditTable    = "deadletteraudit"
 )
+
+// DeadLetter is the sweeper's part of the configuration.
+type DeadLetter struct {
+	// Schedule is the timer's NCRONTAB expression; the host reads it, the
+	// handler only checks its shape.
+	Schedule     string
+	Cooldown     time.Duration
+	MaxReplays   int
+	SweepMax     int
+	SweepRate    float64
+	ArchiveTable string
+	AuditTable   string
+}
 
 // Config is the validated configuration of the handler process.
 type Config struct {
@@ -63,6 +93,8 @@ type Config struct {
 	ClientID    string
 	RetryBudget time.Duration
 	LogLevel    slog.Level
+
+	DeadLetter DeadLetter
 }
 
 var (
@@ -162,7 +194,79 @@ func Load(getenv func(string) string) (Config, error) {
 			return c, invalid(EnvLogLevel, s, "want debug, info, warn or error")
 		}
 	}
+	dl, err := LoadDeadLetter(getenv)
+	if err != nil {
+		return c, err
+	}
+	if dl.ArchiveTable == c.StoreTable || dl.AuditTable == c.StoreTable {
+		return c, invalid(EnvDeadLetterArchiveTable, dl.ArchiveTable+"/"+dl.AuditTable, "the dead-letter tables must differ from "+EnvStoreTable)
+	}
+	c.DeadLetter = dl
 	return c, nil
+}
+
+// LoadDeadLetter reads the sweeper's settings (the CLI reads them too,
+// without the serving ones); the first problem is an error naming the
+// setting.
+func LoadDeadLetter(getenv func(string) string) (DeadLetter, error) {
+	get := func(k, def string) string {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			return v
+		}
+		return def
+	}
+	d := DeadLetter{
+		Schedule:     get(EnvDeadLetterSweepSchedule, DefaultDeadLetterSweepSchedule),
+		Cooldown:     DefaultDeadLetterCooldown,
+		MaxReplays:   DefaultDeadLetterMaxReplays,
+		SweepMax:     DefaultDeadLetterSweepMax,
+		SweepRate:    DefaultDeadLetterSweepRate,
+		ArchiveTable: get(EnvDeadLetterArchiveTable, DefaultDeadLetterArchiveTable),
+		AuditTable:   get(EnvDeadLetterAuditTable, DefaultDeadLetterAuditTable),
+	}
+	if n := len(strings.Fields(d.Schedule)); n != 6 {
+		return d, invalid(EnvDeadLetterSweepSchedule, d.Schedule, "want a six-field NCRONTAB expression such as \"0 */5 * * * *\"")
+	}
+	if s := get(EnvDeadLetterCooldown, ""); s != "" {
+		v, err := time.ParseDuration(s)
+		if err != nil || v < 0 || v > 7*24*time.Hour {
+			return d, invalid(EnvDeadLetterCooldown, s, "want a Go duration from 0s to 168h, such as 10m")
+		}
+		d.Cooldown = v
+	}
+	ints := []struct {
+		name     string
+		dst      *int
+		min, max int
+	}{
+		{EnvDeadLetterMaxReplays, &d.MaxReplays, 0, 100},
+		{EnvDeadLetterSweepMax, &d.SweepMax, 1, 10000},
+	}
+	for _, n := range ints {
+		if s := get(n.name, ""); s != "" {
+			v, err := strconv.Atoi(s)
+			if err != nil || v < n.min || v > n.max {
+				return d, invalid(n.name, s, fmt.Sprintf("want a whole number from %d to %d", n.min, n.max))
+			}
+			*n.dst = v
+		}
+	}
+	if s := get(EnvDeadLetterSweepRate, ""); s != "" {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(v > 0) || v > 1000 {
+			return d, invalid(EnvDeadLetterSweepRate, s, "want actions per second above 0 and at most 1000, such as 10")
+		}
+		d.SweepRate = v
+	}
+	for _, t := range []struct{ name, val string }{{EnvDeadLetterArchiveTable, d.ArchiveTable}, {EnvDeadLetterAuditTable, d.AuditTable}} {
+		if !tableName.MatchString(t.val) {
+			return d, invalid(t.name, t.val, "want 3-63 letters and digits, starting with a letter")
+		}
+	}
+	if d.ArchiveTable == d.AuditTable {
+		return d, invalid(EnvDeadLetterAuditTable, d.AuditTable, "must differ from "+EnvDeadLetterArchiveTable)
+	}
+	return d, nil
 }
 
 // DevelopmentStorage is what UseDevelopmentStorage=true stands for:

@@ -29,7 +29,9 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 	want := Config{Port: 8080, Queue: "order-status", PoisonQueue: "order-status-poison", StoreConnectionString: azurite,
-		StoreTable: "orderstatus", RetryBudget: 20 * time.Second, LogLevel: slog.LevelInfo}
+		StoreTable: "orderstatus", RetryBudget: 20 * time.Second, LogLevel: slog.LevelInfo,
+		DeadLetter: DeadLetter{Schedule: "0 */5 * * * *", Cooldown: 10 * time.Minute, MaxReplays: 3, SweepMax: 100, SweepRate: 10,
+			ArchiveTable: "deadletterarchive", AuditTable: "deadletteraudit"}}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got %+v\nwant %+v", c, want)
 	}
@@ -75,6 +77,17 @@ func TestLoadErrorsNameTheSetting(t *testing.T) {
 		{"budget above lock margin", with(EnvRetryBudget, "50s"), EnvRetryBudget},
 		{"log level", with(EnvLogLevel, "loud"), EnvLogLevel},
 		{"dev broker not loopback", with(EnvDevBrokerURL, "http://10.0.0.1:80"), EnvDevBrokerURL},
+		{"sweep schedule not six fields", with(EnvDeadLetterSweepSchedule, "*/5 * * * *"), EnvDeadLetterSweepSchedule},
+		{"cooldown not a duration", with(EnvDeadLetterCooldown, "10"), EnvDeadLetterCooldown},
+		{"cooldown negative", with(EnvDeadLetterCooldown, "-1m"), EnvDeadLetterCooldown},
+		{"max replays negative", with(EnvDeadLetterMaxReplays, "-1"), EnvDeadLetterMaxReplays},
+		{"max replays not a number", with(EnvDeadLetterMaxReplays, "three"), EnvDeadLetterMaxReplays},
+		{"sweep max zero", with(EnvDeadLetterSweepMax, "0"), EnvDeadLetterSweepMax},
+		{"sweep rate zero", with(EnvDeadLetterSweepRate, "0"), EnvDeadLetterSweepRate},
+		{"sweep rate NaN", with(EnvDeadLetterSweepRate, "NaN"), EnvDeadLetterSweepRate},
+		{"archive table name", with(EnvDeadLetterArchiveTable, "dead-letters"), EnvDeadLetterArchiveTable},
+		{"audit table same as archive", with(EnvDeadLetterAuditTable, "deadletterarchive"), EnvDeadLetterAuditTable},
+		{"archive table is the order table", with(EnvDeadLetterArchiveTable, "orderstatus"), EnvDeadLetterArchiveTable},
 		{"dev broker and namespace", with(EnvDevBrokerURL, "http://127.0.0.1:9", EnvServiceBusNamespace, "x.servicebus.windows.net"), EnvDevBrokerURL},
 	}
 	for _, tt := range tests {
@@ -120,7 +133,9 @@ func TestTemplateListsEverySetting(t *testing.T) {
 	// Set by the Functions host or the development host, not by users.
 	hostSet := map[string]bool{EnvPort: true, EnvDevBrokerURL: true}
 	for _, name := range []string{EnvPort, EnvQueue, EnvPoisonQueue, EnvServiceBusNamespace, EnvServiceBusClientID,
-		EnvDevBrokerURL, EnvStoreServiceURI, EnvStoreConnectionString, EnvStoreTable, EnvClientID, EnvRetryBudget, EnvLogLevel} {
+		EnvDevBrokerURL, EnvStoreServiceURI, EnvStoreConnectionString, EnvStoreTable, EnvClientID, EnvRetryBudget, EnvLogLevel,
+		EnvDeadLetterSweepSchedule, EnvDeadLetterCooldown, EnvDeadLetterMaxReplays, EnvDeadLetterSweepMax, EnvDeadLetterSweepRate,
+		EnvDeadLetterArchiveTable, EnvDeadLetterAuditTable} {
 		if _, ok := tpl.Values[name]; !ok && !hostSet[name] {
 			t.Errorf("local.settings.json.template lacks %s", name)
 		}

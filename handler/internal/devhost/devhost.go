@@ -61,6 +61,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	hcfg "github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/child"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/funcapp"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/ncrontab"
@@ -216,22 +217,25 @@ type Host struct {
 	storeSource string
 	// storeConn or storeServiceURI: where the handler's store is.
 	storeConn, storeServiceURI string
-	az                         *azurite.Server
-	brokerSrv                  *http.Server
-	brokerURL                  string
-	proc                       *child.Process
-	inv                        *invoker
-	frontLn                    net.Listener
-	front                      *http.Server
-	frontAddr                  string
-	stopAccept                 context.CancelFunc // stops taking new work
-	stopCalls                  context.CancelFunc // aborts running calls
-	stopTimers                 context.CancelFunc // stops the timer schedules
-	workers                    sync.WaitGroup     // Service Bus dispatchers
-	timerRuns                  sync.WaitGroup     // timer schedules
-	closing                    atomic.Bool
-	closeOnce                  sync.Once
-	closeErr                   error
+	// archiveTable is the dead-letter sweeper's archive table, which the
+	// summary's archived key lists.
+	archiveTable string
+	az           *azurite.Server
+	brokerSrv    *http.Server
+	brokerURL    string
+	proc         *child.Process
+	inv          *invoker
+	frontLn      net.Listener
+	front        *http.Server
+	frontAddr    string
+	stopAccept   context.CancelFunc // stops taking new work
+	stopCalls    context.CancelFunc // aborts running calls
+	stopTimers   context.CancelFunc // stops the timer schedules
+	workers      sync.WaitGroup     // Service Bus dispatchers
+	timerRuns    sync.WaitGroup     // timer schedules
+	closing      atomic.Bool
+	closeOnce    sync.Once
+	closeErr     error
 }
 
 // New reads the app and prepares the host; it starts nothing. Errors name
@@ -491,6 +495,10 @@ func (h *Host) Start(ctx context.Context) (err error) {
 		}
 	}
 	settings[SettingDevBrokerURL] = h.brokerURL
+	h.archiveTable = settings.Get(hcfg.EnvDeadLetterArchiveTable)
+	if h.archiveTable == "" {
+		h.archiveTable = hcfg.DefaultDeadLetterArchiveTable
+	}
 	settings[SettingAppRootPath] = h.app.Root
 	h.proc, err = child.Start(ctx, child.Options{
 		Path:         path,

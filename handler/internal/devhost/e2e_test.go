@@ -157,6 +157,17 @@ func TestEndToEndRealHandler(t *testing.T) {
 	if len(s.DeadLettered) != 0 {
 		t.Errorf("summary: dead-lettered %v, want none\nhandler log (tail):\n%s", s.DeadLettered, logTail())
 	}
+	// The DeadLetterSweeper fired at idle: it archived the bad data and
+	// left the InvalidTransition for a human.
+	var archived []string
+	for _, a := range s.Archived {
+		archived = append(archived, a.MessageID+" "+a.Reason)
+	}
+	wantArchived := []string{"o-5:bad InvalidPayload", "o-6:refund UnknownSubject", "o-7:mismatch InvalidPayload"}
+	if !reflect.DeepEqual(archived, wantArchived) {
+		t.Errorf("archived:\n got %q\nwant %q\nhandler log (tail):\n%s", archived, wantArchived, logTail())
+	}
+
 	if !strings.Contains(stderr.String(), "fast-forwarded the clock") {
 		t.Errorf("stderr lacks the fast-forward note:\n%s", stderr.String())
 	}

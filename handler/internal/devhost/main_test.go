@@ -160,9 +160,9 @@ func TestMainExitWhenIdle(t *testing.T) {
 				t.Errorf("summary: got %+v, want one message Applied", s)
 			}
 			var keys map[string]json.RawMessage
-			if err := json.Unmarshal(data, &keys); err != nil || len(keys) != 4 ||
-				keys["orders"] == nil || keys["results"] == nil || keys["parked"] == nil || keys["deadLettered"] == nil {
-				t.Errorf("summary JSON: want exactly orders, results, parked, deadLettered:\n%s", data)
+			if err := json.Unmarshal(data, &keys); err != nil || len(keys) != 5 ||
+				keys["orders"] == nil || keys["results"] == nil || keys["parked"] == nil || keys["deadLettered"] == nil || keys["archived"] == nil {
+				t.Errorf("summary JSON: want exactly orders, results, parked, deadLettered, archived:\n%s", data)
 			}
 			if tt.row {
 				if s.Orders["o-1"] != (OrderRow{Status: "Created", LastSequence: 1}) || !strings.Contains(stdout, "invariants: all hold") {

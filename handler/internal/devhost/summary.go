@@ -17,13 +17,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	hcfg "github.com/orderstatus/orderstatus/handler/internal/config"
+	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
 // Summary is what a run did. Its JSON form, the --summary-json file, has
-// exactly the four keys orders, results, parked and deadLettered, never
-// null; the other fields are for the printed table and for Go callers.
+// exactly the five keys orders, results, parked, deadLettered and
+// archived, never null; the other fields are for the printed table and for
+// Go callers.
 type Summary struct {
 	// Orders maps every order the host saw (a session id it sent or
 	// delivered that is a legal order id) to its row, read through the
@@ -44,6 +49,11 @@ type Summary struct {
 	// those still in the dead-letter subqueue and those a sweeper took out
 	// during the run (Removed). Sorted by MessageID, then Reason.
 	DeadLettered []Entry `json:"deadLettered"`
+	// Archived lists the rows of the dead-letter archive table (what the
+	// DeadLetterSweeper or handler deadletters archived, discarded or
+	// resubmitted), by the original message's id with its reason. Sorted
+	// by MessageID, then Reason.
+	Archived []Entry `json:"archived"`
 	// Sent is the number of workload messages sent.
 	Sent int `json:"-"`
 	// PoisonDepth and DeadLetterDepth are the current depths of the
@@ -63,8 +73,12 @@ func (s Summary) MarshalJSON() ([]byte, error) {
 		Results      map[string]int      `json:"results"`
 		Parked       []Entry             `json:"parked"`
 		DeadLettered []Entry             `json:"deadLettered"`
+		Archived     []Entry             `json:"archived"`
 	}
-	f := file{Orders: s.Orders, Results: s.Results, Parked: s.Parked, DeadLettered: s.DeadLettered}
+	f := file{Orders: s.Orders, Results: s.Results, Parked: s.Parked, DeadLettered: s.DeadLettered, Archived: s.Archived}
+	if f.Archived == nil {
+		f.Archived = []Entry{}
+	}
 	if f.Orders == nil {
 		f.Orders = map[string]OrderRow{}
 	}
@@ -146,6 +160,11 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 	}
 	sortEntries(s.Parked)
 	sortEntries(s.DeadLettered)
+	archived, err := h.archived(ctx)
+	if err != nil {
+		return Summary{}, err
+	}
+	s.Archived = archived
 
 	h.stats.mu.Lock()
 	sessions := slices.Clone(h.stats.sessions)
@@ -371,12 +390,17 @@ func (s Summary) WriteTable(w io.Writer) error {
 			dead[e.Reason]++
 		}
 	}
+	archived := map[string]int{}
+	for _, e := range s.Archived {
+		archived[e.Reason]++
+	}
 	sections := []section{
 		{fmt.Sprintf("orders by status (%d orders)", len(s.Orders)), statuses, statusOrder},
 		{fmt.Sprintf("messages by result (%d sent)", s.Sent), s.Results,
 			[]string{string(order.Applied), string(order.Duplicate), string(order.Stale), resultParked, ResultCompleted, ResultAbandoned, ResultLockLost}},
 		{fmt.Sprintf("parked by reason (poison queue depth %d)", s.PoisonDepth), parked, nil},
 		{fmt.Sprintf("dead-lettered by reason (DLQ depth %d)", s.DeadLetterDepth), dead, nil},
+		{"archived by the dead-letter sweeper, by reason", archived, nil},
 	}
 	width := len("(none)")
 	for _, sec := range sections {
@@ -416,4 +440,28 @@ func (s Summary) WriteTable(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// archived reads the dead-letter archive table of the host's store: empty
+// when nothing was archived, or when the store is not one the host can
+// name by a full connection string (a service URI, or the
+// UseDevelopmentStorage shorthand of a store the host did not start).
+func (h *Host) archived(ctx context.Context) ([]Entry, error) {
+	out := []Entry{}
+	if !strings.Contains(h.storeConn, "AccountName=") {
+		return out, nil
+	}
+	svc, err := aztables.NewServiceClientFromConnectionString(h.storeConn, nil)
+	if err != nil {
+		return nil, fmt.Errorf("devhost: archive table: %w", err)
+	}
+	rows, err := deadletter.NewTableStore(svc, hcfg.DefaultDeadLetterAuditTable, h.archiveTable).ListArchived(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("devhost: read the archive table: %w", err)
+	}
+	for _, r := range rows {
+		out = append(out, Entry{MessageID: r.OriginalMessageID, Reason: r.Reason})
+	}
+	sortEntries(out)
+	return out, nil
 }

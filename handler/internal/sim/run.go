@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -19,8 +18,8 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/azurite"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
-	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
+	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
@@ -89,7 +88,8 @@ const (
 // the handler as a child process) whose storage is Env.Storage behind a
 // fault proxy, in a table of its own, which it deletes afterwards. It
 // injects the schedule's faults, waits until the queues are drained,
-// replays what the broker dead-lettered as the sweeper would, collects the
+// lets the real DeadLetterSweeper replay what the broker dead-lettered,
+// collects the
 // Observation and checks it. An error means the run itself failed (the
 // host did not start, did not drain); invariant violations are in
 // Result.Violations.
@@ -149,6 +149,9 @@ func (r *run) setUp(ctx context.Context) error {
 	}
 	r.killArmed.Store(true)
 	p.OnAnswer(func(req *http.Request, status int) {
+		if !r.orderTable(req.URL.Path) {
+			return // the sweeper's tables
+		}
 		w, ok := r.wire.Record(req.Method, req.URL.Path, status, faultproxy.RequestBody(req),
 			req.Header.Get("If-Match"), faultproxy.AnswerHeader(req).Get("ETag"))
 		if !ok || !kills[w.N] || !r.killArmed.Load() {
@@ -174,6 +177,13 @@ func (r *run) setUp(ctx context.Context) error {
 			config.EnvStoreTable:           r.table,
 			config.EnvRetryBudget:          f.RetryBudget.String(),
 			config.EnvLogLevel:             "info",
+			// The real sweeper replays what the broker dead-lettered, at
+			// first sight (no cool-down), into tables of this run.
+			config.EnvDeadLetterCooldown:     "0s",
+			config.EnvDeadLetterSweepRate:    "1000",
+			config.EnvDeadLetterSweepMax:     "1000",
+			config.EnvDeadLetterArchiveTable: r.table + "a",
+			config.EnvDeadLetterAuditTable:   r.table + "u",
 		},
 		Queues:             devhost.QueueOverrides{LockDuration: f.LockDuration, MaxDeliveryCount: f.MaxDelivery},
 		TimeScale:          1,
@@ -212,7 +222,7 @@ func (r *run) play(ctx context.Context) error {
 				return o.Mode
 			}
 		}
-		if IsEntityWrite(req.Method, req.URL.Path) && lose[r.writeReqs.Add(1)] {
+		if IsEntityWrite(req.Method, req.URL.Path) && r.orderTable(req.URL.Path) && lose[r.writeReqs.Add(1)] {
 			return faultproxy.LoseAnswer
 		}
 		return faultproxy.Pass
@@ -235,6 +245,16 @@ func (r *run) play(ctx context.Context) error {
 	return r.waitIdle(ctx)
 }
 
+// orderTable reports whether a request path names the run's order table
+// (not the sweeper's archive and audit tables beside it).
+func (r *run) orderTable(path string) bool {
+	seg := path[strings.LastIndex(path, "/")+1:]
+	if i := strings.IndexByte(seg, '('); i >= 0 {
+		seg = seg[:i]
+	}
+	return seg == r.table
+}
+
 func (r *run) waitIdle(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, idleTimeout)
 	defer cancel()
@@ -244,7 +264,9 @@ func (r *run) waitIdle(ctx context.Context) error {
 	return nil
 }
 
-// observe replays the dead-letter queue, lets it drain, and collects the
+// observe lets the real DeadLetterSweeper (fired by the host at idle)
+// replay what the broker dead-lettered, round after round while the
+// dead-letter queue holds messages it can act on, and collects the
 // observation.
 func (r *run) observe(ctx context.Context) (Result, error) {
 	h := r.host.Load()
@@ -252,7 +274,6 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	o := &res.Observation
 	o.MaxDelivery = r.s.Faults.MaxDelivery
 	dlq := broker.Source{Queue: h.Queue(), DeadLetter: true}
-	r.replays = map[string]string{}
 	for round := 0; ; round++ {
 		dead, err := broker.PeekAll(ctx, h.Broker(), dlq)
 		if err != nil {
@@ -265,25 +286,45 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 			o.LeftInDLQ = deadLetters(dead)
 			break
 		}
-		o.DeadLettered = append(o.DeadLettered, deadLetters(dead)...)
-		if err := r.replay(ctx, h, dlq); err != nil {
-			return res, err
+		if err := h.FireTimers(ctx); err != nil {
+			return res, fmt.Errorf("sim: fire the sweeper: %w", err)
 		}
 		if err := r.waitIdle(ctx); err != nil {
 			return res, err
 		}
 	}
-	o.Replays = r.replays
 	// The faults are over: no more kills while the summary reads.
 	r.killArmed.Store(false)
 	r.proxy.SetRule(nil)
 	r.proxy.SetDelay(0)
+
+	records := deadletter.NewTableStore(r.env.Tables, r.table+"u", r.table+"a")
+	audit, err := records.ListAudit(ctx)
+	if err != nil {
+		return res, fmt.Errorf("sim: audit rows: %w", err)
+	}
+	r.replays = map[string]string{}
+	for _, a := range audit {
+		if a.Action == deadletter.ActionReplay {
+			r.replays[a.NewMessageID] = a.MessageID
+		}
+	}
+	o.Replays = r.replays
 
 	sum, err := h.Summary(ctx)
 	if err != nil {
 		return res, fmt.Errorf("sim: summary: %w", err)
 	}
 	o.Host = sum.Violations
+	left := map[string]bool{}
+	for _, d := range o.LeftInDLQ {
+		left[d.MessageID] = true
+	}
+	for _, e := range sum.DeadLettered {
+		if !left[e.MessageID] || e.Removed {
+			o.DeadLettered = append(o.DeadLettered, DeadLetter{MessageID: e.MessageID, SessionID: e.SessionID, Reason: e.Reason, DeliveryCount: e.DeliveryCount})
+		}
+	}
 	if o.Rows, err = r.rows(ctx); err != nil {
 		return res, err
 	}
@@ -291,12 +332,24 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	inQueue := map[string]bool{}
 	for _, m := range parked {
+		inQueue[m.MessageID] = true
 		o.Parked = append(o.Parked, Parked{
 			ParkedID:          m.MessageID,
 			OriginalMessageID: stringProp(m.ApplicationProperties, parking.PropOriginalMessageID),
 			Reason:            stringProp(m.ApplicationProperties, parking.PropReason),
 		})
+	}
+	// What the sweeper archived was parked too.
+	archived, err := records.ListArchived(ctx)
+	if err != nil {
+		return res, fmt.Errorf("sim: archive rows: %w", err)
+	}
+	for _, a := range archived {
+		if a.Source == deadletter.Poison && !inQueue[a.MessageID] {
+			o.Parked = append(o.Parked, Parked{ParkedID: a.MessageID, OriginalMessageID: a.OriginalMessageID, Reason: a.Reason})
+		}
 	}
 	o.Writes = r.wire.Writes()
 	// Stopping the handler flushes its output: every answer is logged
@@ -345,60 +398,6 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// replay does what the dead-letter sweeper does with a message the broker
-// dead-lettered: it sends a copy under a new MessageId
-// (<original>:replay:<n>) in the same session, without the dead-letter
-// properties, then completes the dead-lettered one. It goes through the
-// host's loopback broker, as the handler's sweeper would.
-func (r *run) replay(ctx context.Context, h *devhost.Host, dlq broker.Source) error {
-	cl, err := loopback.NewClient(h.BrokerURL(), nil)
-	if err != nil {
-		return fmt.Errorf("sim: replay: %w", err)
-	}
-	defer cl.Close(ctx)
-	for {
-		msgs, err := cl.Receive(ctx, dlq, 50, 0)
-		if err != nil {
-			return fmt.Errorf("sim: replay: receive: %w", err)
-		}
-		if len(msgs) == 0 {
-			return nil
-		}
-		for _, m := range msgs {
-			orig := m.MessageID
-			if o, ok := r.replays[orig]; ok {
-				orig = o
-			}
-			n := 1
-			for _, o := range r.replays {
-				if o == orig {
-					n++
-				}
-			}
-			id := fmt.Sprintf("%s:replay:%d", orig, n)
-			props := maps.Clone(m.ApplicationProperties)
-			delete(props, broker.PropertyDeadLetterReason)
-			delete(props, broker.PropertyDeadLetterErrorDescription)
-			if props == nil {
-				props = map[string]any{}
-			}
-			props["ReplayedFromDeadLetter"] = true
-			props["ReplayCount"] = int64(n)
-			msg := broker.Message{
-				MessageID: id, SessionID: m.SessionID, Subject: m.Subject, ContentType: m.ContentType,
-				CorrelationID: m.CorrelationID, Body: m.Body, ApplicationProperties: props,
-			}
-			if err := cl.Send(ctx, h.Queue(), msg); err != nil {
-				return fmt.Errorf("sim: replay %s: send: %w", m.MessageID, err)
-			}
-			if err := cl.Complete(ctx, dlq, m); err != nil {
-				return fmt.Errorf("sim: replay %s: complete: %w", m.MessageID, err)
-			}
-			r.replays[id] = orig
-		}
-	}
-}
-
 // rows reads every row of the run's table directly.
 func (r *run) rows(ctx context.Context) (map[string]Row, error) {
 	rows := map[string]Row{}
@@ -434,7 +433,9 @@ func (r *run) tearDown() {
 	if r.table != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = r.env.Tables.DeleteTable(ctx, r.table, nil)
+		for _, t := range []string{r.table, r.table + "a", r.table + "u"} {
+			_, _ = r.env.Tables.DeleteTable(ctx, t, nil)
+		}
 	}
 }
 

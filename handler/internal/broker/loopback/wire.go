@@ -5,9 +5,10 @@
 // runs against Service Bus: through the port, in another process.
 //
 // The protocol is JSON over POST, one endpoint per port method: send,
-// schedule, cancel, receive, peek, complete, abandon; and now, the
-// broker's clock (a development broker's clock may run faster than real
-// time, and a producer schedules on it). Bodies travel as
+// schedule, cancel, receive, peek, complete, abandon, defer,
+// receive-deferred; and now, the broker's clock (a development broker's
+// clock may run faster than real time: a producer schedules on it, and the
+// sweeper measures ages on it). Bodies travel as
 // base64, times as RFC 3339 with nanoseconds, durations as Go duration
 // strings, application properties with their type. An error answers a
 // non-2xx status with {"error":{"code":...,"message":...}}; the code names
@@ -62,6 +63,16 @@ type wireReceived struct {
 	DeadLetterSource           string      `json:"deadLetterSource,omitempty"`
 	LockToken                  string      `json:"lockToken,omitempty"`
 	Scheduled                  bool        `json:"scheduled,omitempty"`
+	Deferred                   bool        `json:"deferred,omitempty"`
+}
+
+type receiveDeferredRequest struct {
+	Source          wireSource `json:"source"`
+	SequenceNumbers []int64    `json:"sequenceNumbers"`
+}
+
+type nowResponse struct {
+	Now time.Time `json:"now"`
 }
 
 type sendRequest struct {
@@ -104,10 +115,6 @@ type settleRequest struct {
 	Source         wireSource `json:"source"`
 	LockToken      string     `json:"lockToken"`
 	SequenceNumber int64      `json:"sequenceNumber"`
-}
-
-type nowResponse struct {
-	Now time.Time `json:"now"`
 }
 
 type errorResponse struct {
@@ -241,6 +248,7 @@ func encodeReceived(r broker.Received) wireReceived {
 		DeadLetterSource:           r.DeadLetterSource,
 		LockToken:                  r.LockToken,
 		Scheduled:                  r.Scheduled,
+		Deferred:                   r.Deferred,
 	}
 }
 
@@ -260,5 +268,6 @@ func decodeReceived(w wireReceived) (broker.Received, error) {
 		DeadLetterSource:           w.DeadLetterSource,
 		LockToken:                  w.LockToken,
 		Scheduled:                  w.Scheduled,
+		Deferred:                   w.Deferred,
 	}, nil
 }

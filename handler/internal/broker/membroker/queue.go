@@ -39,6 +39,8 @@ type entry struct {
 	ttl       time.Duration // effective time-to-live
 	failed    int32         // unsuccessful deliveries so far
 	state     entryState
+	// deferred: set aside by Defer; only ReceiveDeferred hands it out.
+	deferred bool
 
 	// A locked entry has a lockToken. Without sessions it is locked until
 	// lockedUntil; with sessions it is held by holder's session lock.
@@ -61,6 +63,7 @@ func (e *entry) out() broker.Received {
 		ExpiresAt:      e.expires,
 		LockToken:      e.lockToken,
 		Scheduled:      e.state == stateScheduled,
+		Deferred:       e.deferred,
 	}
 	msgutil.DeadLetterFields(&r)
 	return r
@@ -80,18 +83,27 @@ func (l *list) remove(e *entry) {
 	}
 }
 
-// firstUnlocked returns up to max unlocked entries in order.
+// firstUnlocked returns up to max unlocked entries that are not deferred,
+// in order.
 func (l *list) firstUnlocked(max int) []*entry {
 	var out []*entry
 	for _, e := range l.items {
 		if len(out) == max {
 			break
 		}
-		if !e.locked() {
+		if !e.locked() && !e.deferred {
 			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// find returns the entry with sequence number seq, or nil.
+func (l *list) find(seq int64) *entry {
+	if i, ok := slices.BinarySearchFunc(l.items, seq, cmpSeq); ok {
+		return l.items[i]
+	}
+	return nil
 }
 
 func cmpSeq(e *entry, seq int64) int {
@@ -447,6 +459,7 @@ func (q *queue) deadLetter(e *entry, reason, description string) {
 	q.removeActive(e)
 	e.msg.ApplicationProperties = msgutil.WithDeadLetter(e.msg.ApplicationProperties, reason, description)
 	e.state = stateDead
+	e.deferred = false // a dead-lettered message is receivable in its subqueue
 	q.dead.insert(e)
 	q.touch(e)
 }

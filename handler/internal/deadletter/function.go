@@ -1,0 +1,90 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
+)
+
+// FunctionName is the timer function's name (functions/DeadLetterSweeper),
+// and TimerBinding its trigger binding's name.
+const (
+	FunctionName = "DeadLetterSweeper"
+	TimerBinding = "timer"
+)
+
+// Summary is the timer function's ReturnValue.
+type Summary struct {
+	RunID   string         `json:"runId"`
+	Counts  map[Action]int `json:"counts"`
+	Depth   map[Kind]int   `json:"depth"`
+	Stopped string         `json:"stopped,omitempty"`
+	Error   string         `json:"error,omitempty"`
+}
+
+// Function returns the http.Handler of POST /DeadLetterSweeper: it
+// decodes the timer payload, runs one sweep inside the call and answers
+// 200 with a Summary in ReturnValue and every deadletter_stats line in
+// Logs; 503 when Service Bus or the tables cannot be reached (the run
+// left what it could not finish as it was), 500 on other failures, 400 on
+// a payload that is not a timer invocation. A nil s (no Service Bus
+// configured) answers every tick 500, saying so.
+func Function(s *Sweeper, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s == nil {
+			log.Error("dead-letter sweep skipped: no Service Bus configured")
+			hostproto.WriteResponse(w, http.StatusInternalServerError, hostproto.Response{Logs: []string{"dead-letter sweep skipped: no Service Bus configured"}})
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+		if err == nil {
+			var info hostproto.TimerInfo
+			info, err = hostproto.DecodeTimer(body, TimerBinding)
+			if err == nil && info.IsPastDue {
+				log.Info("dead-letter sweep is past due", "function", FunctionName)
+			}
+		}
+		if err != nil {
+			log.Error("dead-letter sweep: bad timer invocation", "error", err.Error())
+			hostproto.WriteResponse(w, http.StatusBadRequest, hostproto.Response{Logs: []string{"bad timer invocation: " + err.Error()}})
+			return
+		}
+		rep, err := s.Run(r.Context(), RunOptions{Actor: ActorSweeper})
+		sum := Summary{RunID: rep.RunID, Counts: rep.Counts, Depth: map[Kind]int{}, Stopped: rep.Stopped}
+		for _, st := range rep.Stats {
+			sum.Depth[st.Source] += st.Depth
+		}
+		logs := append([]string(nil), rep.StatsLines...)
+		status := http.StatusOK
+		if err != nil {
+			status = StatusFor(err)
+			sum.Error = err.Error()
+			logs = append(logs, "dead-letter sweep failed: "+err.Error())
+			log.Error("dead-letter sweep failed", "run_id", rep.RunID, "error", err.Error(), "status", status)
+		} else {
+			logs = append(logs, fmt.Sprintf("dead-letter sweep %s: %v", rep.RunID, rep.Counts))
+		}
+		hostproto.WriteResponse(w, status, hostproto.Response{Logs: logs, ReturnValue: sum})
+	})
+}
+
+// StatusFor maps a run's error to the answer: 503 when a service could
+// not be reached (retry on the next tick), 500 otherwise. The one place
+// that does.
+func StatusFor(err error) int {
+	switch {
+	case errors.Is(err, ErrUnavailable), errors.Is(err, broker.ErrTransient),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}

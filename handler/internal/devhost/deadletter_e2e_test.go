@@ -1,0 +1,401 @@
+package devhost
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/orderstatus/orderstatus/handler/internal/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/cli/deadletters"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/testenv"
+)
+
+// The dead-letter end-to-end tests run the real bin/handler (OrderStatus
+// and DeadLetterSweeper) under a development host, against Azurite behind
+// a fault proxy, on a broker clock the test moves: the cool-down is
+// measured on the broker's clock, which the handler reads through the
+// loopback broker.
+
+// lockedBuffer collects the handler's stdout.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type dlHost struct {
+	*Host
+	ctx     context.Context
+	clk     *clock.ScaledClock
+	proxy   *faultproxy.Proxy
+	records *deadletter.TableStore
+	out     *lockedBuffer
+	app     string
+	cs      string
+	suffix  string
+}
+
+func newDLHost(t *testing.T) *dlHost {
+	t.Helper()
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := filepath.Join(root, "bin", "handler")
+	if _, err := os.Stat(handler); err != nil {
+		if os.Getenv("CI") != "" || os.Getenv("ORDERSTATUS_REQUIRE_AZURITE") == "1" {
+			t.Fatalf("bin/handler is required: %v (make test builds it)", err)
+		}
+		t.Skipf("bin/handler not built (%v); 'make test' builds it", err)
+	}
+	cs := testenv.Azurite(t)
+	addr := strings.TrimPrefix(strings.Split(strings.Split(cs, "TableEndpoint=")[1], "/devstoreaccount1")[0], "http://")
+	p, err := faultproxy.Start("http://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	suffix := strings.ToLower(rand.Text()[:10])
+	d := &dlHost{clk: clock.Scaled(1), proxy: p, out: &lockedBuffer{}, app: copyApp(t, root, handler), cs: cs, suffix: suffix}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	d.ctx = ctx
+	h, err := New(Options{
+		AppRoot:     d.app,
+		HandlerPath: handler,
+		Env:         []string{"PATH=" + os.Getenv("PATH")},
+		Settings: map[string]string{
+			SettingStoreConnection:                          azurite.ConnectionString(p.Addr),
+			SettingStoreServiceURI:                          "",
+			"OrderStore__tableName":                         "e2e" + suffix,
+			"ORDER_STATUS_RETRY_BUDGET":                     "500ms",
+			"DEAD_LETTER_ARCHIVE_TABLE":                     "arch" + suffix,
+			"DEAD_LETTER_AUDIT_TABLE":                       "audit" + suffix,
+			"DEAD_LETTER_SWEEP_RATE":                        "1000",
+			"LOG_LEVEL":                                     "info",
+			"ServiceBusConnection__fullyQualifiedNamespace": "",
+		},
+		Queues:       QueueOverrides{MaxDeliveryCount: 3},
+		Clock:        d.clk,
+		HTTPAddr:     "off",
+		Stdout:       d.out,
+		Stderr:       &lockedBuffer{},
+		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		ReadyTimeout: 20 * time.Second,
+		DrainTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := h.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	d.Host = h
+	svc, err := aztables.NewServiceClientFromConnectionString(cs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.records = deadletter.NewTableStore(svc, "audit"+suffix, "arch"+suffix)
+	return d
+}
+
+func update(order string, status string, seq int) ScenarioLine {
+	return ScenarioLine{Subject: "OrderStatusChanged", SessionID: order, MessageID: fmt.Sprintf("%s:%d", order, seq), ContentType: "application/json",
+		Body: []byte(fmt.Sprintf(`{"orderId":%q,"status":%q,"sequence":%d,"occurredAt":"2026-11-29T10:00:00Z"}`, order, status, seq))}
+}
+
+func (d *dlHost) send(t *testing.T, lines ...ScenarioLine) {
+	t.Helper()
+	for _, l := range lines {
+		if err := d.Send(d.ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.WaitIdle(d.ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (d *dlHost) sweep(t *testing.T) {
+	t.Helper()
+	if err := d.FireTimers(d.ctx); err != nil {
+		t.Fatalf("FireTimers: %v", err)
+	}
+	if err := d.WaitIdle(d.ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (d *dlHost) peek(t *testing.T, src broker.Source) []broker.Received {
+	t.Helper()
+	got, err := broker.PeekAll(d.ctx, d.Broker(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// completions returns the results the host completed message id with.
+func (d *dlHost) completions(id string) []string {
+	d.stats.mu.Lock()
+	defer d.stats.mu.Unlock()
+	var out []string
+	for _, c := range d.stats.completions {
+		if c.MessageID == id {
+			out = append(out, c.Result)
+		}
+	}
+	return out
+}
+
+// statsLines returns the handler's deadletter_stats lines for source and
+// reason.
+func (d *dlHost) statsLines(source, reason string) []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(d.out.String(), "\n") {
+		if !strings.Contains(line, `"msg":"deadletter_stats"`) {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["source"] == source && m["reason"] == reason {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// 1. A poison message parked by OrderStatus is archived and completed by
+// the sweeper, with an audit row; 3. an InvalidTransition stays parked
+// across sweeps and is counted in deadletter_stats.
+func TestSweeperArchivesPoisonAndLeavesInvalidTransition(t *testing.T) {
+	d := newDLHost(t)
+	bad := ScenarioLine{Subject: "OrderStatusChanged", SessionID: "o-5", MessageID: "o-5:bad", Body: []byte(`{"orderId":`)}
+	d.send(t, bad, update("o-4", "Created", 1), update("o-4", "Delivered", 2), update("o-4", "Shipped", 3))
+	poison := broker.Source{Queue: d.PoisonQueue()}
+	if got := d.peek(t, poison); len(got) != 2 {
+		t.Fatalf("poison queue holds %d messages before the sweep, want 2", len(got))
+	}
+	for range 3 {
+		d.sweep(t)
+	}
+	left := d.peek(t, poison)
+	if len(left) != 1 || left[0].MessageID != "o-4:3:parked" || left[0].DeadLetterReason != "InvalidTransition" {
+		t.Fatalf("poison queue after three sweeps = %+v, want only o-4:3:parked (InvalidTransition)", left)
+	}
+	if left[0].DeliveryCount != 1 || !left[0].Deferred {
+		t.Errorf("the InvalidTransition has delivery count %d, deferred %v; want 1 and set aside", left[0].DeliveryCount, left[0].Deferred)
+	}
+	if n := len(d.statsLines("poison", "InvalidTransition")); n < 3 {
+		t.Errorf("%d deadletter_stats lines count the InvalidTransition, want one per sweep (3)", n)
+	}
+	for _, l := range d.statsLines("poison", "InvalidTransition")[1:] {
+		if l["depth"] != float64(1) {
+			t.Errorf("stats line %v: depth, want 1", l)
+		}
+	}
+	sum, err := d.Summary(d.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Entry{{MessageID: "o-5:bad", Reason: "InvalidPayload"}}; !slices.Equal(sum.Archived, want) {
+		t.Errorf("summary archived = %+v, want %+v", sum.Archived, want)
+	}
+	audit, err := d.records.ListAudit(d.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var archivedRows, leftRows int
+	for _, a := range audit {
+		switch {
+		case a.Action == deadletter.ActionArchive && a.MessageID == "o-5:bad:parked" && a.Actor == "sweeper" && a.SessionID == "o-5":
+			archivedRows++
+		case a.Action == deadletter.ActionLeave && a.MessageID == "o-4:3:parked":
+			leftRows++
+		}
+	}
+	if archivedRows != 1 || leftRows != 1 {
+		t.Errorf("audit: %d archived rows for o-5:bad, %d left rows for o-4:3; want 1 and 1\n%+v", archivedRows, leftRows, audit)
+	}
+}
+
+// 2. A storage outage longer than the deliveries dead-letters a message;
+// the sweeper records it, leaves it during the cool-down, replays it after,
+// and it is applied exactly once. 4. A replayed message whose order has
+// moved on is completed as Stale.
+func TestSweeperReplaysAfterTheCooldown(t *testing.T) {
+	d := newDLHost(t)
+	d.proxy.SetRule(func(r *http.Request) faultproxy.Mode {
+		if r.Method != http.MethodGet && strings.Contains(r.URL.Path, "e2e") {
+			return faultproxy.ServerBusy // the order table is down for writes
+		}
+		return faultproxy.Pass
+	})
+	d.send(t, update("o-1", "Created", 1), update("o-2", "Created", 1))
+	dlq := broker.Source{Queue: d.Queue(), DeadLetter: true}
+	if got := d.peek(t, dlq); len(got) != 2 {
+		t.Fatalf("DLQ holds %d messages after the outage, want 2 (o-1:1, o-2:1)", len(got))
+	}
+	d.proxy.SetRule(nil)
+	// o-2 moves on while its first update sits in the DLQ.
+	d.send(t, update("o-2", "Paid", 2))
+
+	d.sweep(t) // first sight: recorded, set aside
+	d.clk.Advance(5 * time.Minute)
+	d.sweep(t) // within the 10 min cool-down: left
+	if got := d.peek(t, dlq); len(got) != 2 || !got[0].Deferred || !got[1].Deferred {
+		t.Fatalf("DLQ during the cool-down = %+v, want both set aside", got)
+	}
+	if got := d.completions("o-1:1:replay:1"); len(got) != 0 {
+		t.Fatalf("o-1:1 replayed during the cool-down: %v", got)
+	}
+	seen, err := d.records.SeenAll(d.ctx, deadletter.DLQ)
+	if err != nil || len(seen) != 2 {
+		t.Fatalf("seen rows = %+v, %v; want 2", seen, err)
+	}
+
+	d.clk.Advance(6 * time.Minute)
+	d.sweep(t)
+	if got := d.peek(t, dlq); len(got) != 0 {
+		t.Fatalf("DLQ after the cool-down holds %+v, want it empty", got)
+	}
+	if got := d.completions("o-1:1:replay:1"); !slices.Equal(got, []string{"Applied"}) {
+		t.Errorf("o-1:1:replay:1 completed %v, want Applied once", got)
+	}
+	if got := d.completions("o-2:1:replay:1"); !slices.Equal(got, []string{"Stale"}) {
+		t.Errorf("o-2:1:replay:1 completed %v, want Stale (o-2 is at sequence 2)", got)
+	}
+	d.sweep(t) // nothing left to replay
+	sum, err := d.Summary(d.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Orders["o-1"] != (OrderRow{Status: "Created", LastSequence: 1}) || sum.Orders["o-2"] != (OrderRow{Status: "Paid", LastSequence: 2}) {
+		t.Errorf("orders = %+v", sum.Orders)
+	}
+	if len(sum.Violations) != 0 {
+		t.Errorf("invariants: %v", sum.Violations)
+	}
+	applied := 0
+	for _, id := range []string{"o-1:1", "o-1:1:replay:1", "o-1:1:replay:2"} {
+		for _, r := range d.completions(id) {
+			if r == "Applied" {
+				applied++
+			}
+		}
+	}
+	if applied != 1 {
+		t.Errorf("o-1's Created was applied %d times, want exactly once", applied)
+	}
+}
+
+// 5. The CLI's --dry-run changes nothing (queues and tables compared before
+// and after); discard without --yes off a terminal refuses with exit 2.
+func TestCLIDryRunChangesNothing(t *testing.T) {
+	d := newDLHost(t)
+	bad := ScenarioLine{Subject: "Refund", SessionID: "o-6", MessageID: "o-6:refund", Body: []byte(`{}`)}
+	d.send(t, bad, update("o-7", "Created", 1), update("o-7", "Cancelled", 2), update("o-7", "Paid", 3))
+	d.sweep(t) // sets the InvalidTransition aside, archives the unknown subject
+	d.send(t, ScenarioLine{Subject: "OrderStatusChanged", SessionID: "o-8", MessageID: "o-8:bad", Body: []byte(`nope`)})
+	remove, err := devrun.Write(d.app, d.endpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remove()
+
+	snapshot := func() string {
+		var b strings.Builder
+		for _, src := range []broker.Source{{Queue: d.Queue()}, {Queue: d.Queue(), DeadLetter: true}, {Queue: d.PoisonQueue()}, {Queue: d.PoisonQueue(), DeadLetter: true}} {
+			if src.Queue == d.Queue() && !src.DeadLetter {
+				st := d.Broker().Stats(src.Queue)
+				fmt.Fprintf(&b, "%s: %+v\n", src, st)
+				continue
+			}
+			for _, m := range d.peek(t, src) {
+				fmt.Fprintf(&b, "%s seq %d %s count %d deferred %v\n", src, m.SequenceNumber, m.MessageID, m.DeliveryCount, m.Deferred)
+			}
+		}
+		audit, err := d.records.ListAudit(d.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		archived, err := d.records.ListArchived(d.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "audit %d archived %d\n", len(audit), len(archived))
+		for _, a := range audit {
+			fmt.Fprintf(&b, "%v %s %s\n", a.At, a.Action, a.MessageID)
+		}
+		return b.String()
+	}
+	env := deadletters.Env{Dir: d.app, Getenv: d.getenv, IsTerminal: func() bool { return false }}
+	before := snapshot()
+	var out, errOut strings.Builder
+	if code := deadletters.Run(d.ctx, []string{"sweep", "--dry-run"}, &out, &errOut, env); code != 0 {
+		t.Fatalf("sweep --dry-run exited %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "o-8:bad:parked") || !strings.Contains(out.String(), "would be archived") ||
+		!strings.Contains(out.String(), "o-7:3:parked") || !strings.Contains(out.String(), "nothing changed") {
+		t.Errorf("sweep --dry-run output lacks the messages or the actions:\n%s", out.String())
+	}
+	if after := snapshot(); after != before {
+		t.Errorf("sweep --dry-run changed something:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	out.Reset()
+	errOut.Reset()
+	code := deadletters.Run(d.ctx, []string{"discard", "--source", "poison", "--message-id", "o-8:bad"}, &out, &errOut, env)
+	if code != 2 || !strings.Contains(errOut.String(), "--yes") || strings.Count(strings.TrimSpace(errOut.String()), "\n") != 0 {
+		t.Errorf("discard without --yes off a terminal: exit %d, stderr %q; want 2 and one line naming --yes", code, errOut.String())
+	}
+	if after := snapshot(); after != before {
+		t.Errorf("the refused discard changed something:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+func (d *dlHost) endpoints() devrun.Endpoints {
+	ep := d.Endpoints()
+	ep.PID = os.Getpid()
+	ep.StoreConnectionString = d.cs // directly, not through the fault proxy
+	return ep
+}
+
+// getenv gives the CLI the host's dead-letter table names.
+func (d *dlHost) getenv(k string) string {
+	switch k {
+	case "DEAD_LETTER_ARCHIVE_TABLE":
+		return "arch" + d.suffix
+	case "DEAD_LETTER_AUDIT_TABLE":
+		return "audit" + d.suffix
+	}
+	return ""
+}
