@@ -6,7 +6,12 @@ BIN := bin/handler
 TOOLS_STAMP := tools/node_modules/.installed
 GO_SOURCES := $(shell find handler -name '*.go' -not -name '*_test.go') go.mod go.sum
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X main.version=$(VERSION)
+# The source revision for `handler version` and orderstatus_build_info, through
+# the linker: VCS stamping is off in some builds (-buildvcs=false, a tarball).
+# Empty outside a git checkout; the binary then falls back to the go command's
+# stamp, else "unknown".
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
 .PHONY: all build tools test test-go test-infra run package fmt vet clean fuzz bench soak
 
