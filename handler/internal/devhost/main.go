@@ -25,6 +25,40 @@ const (
 	ExitUsage   = 2 // a bad flag or scenario line
 )
 
+// The queue settings Service Bus accepts, which --lock-duration and
+// --max-delivery are held to.
+const (
+	MinLockDuration       = 5 * time.Second
+	MaxLockDuration       = 5 * time.Minute
+	MaxDeliveryCountLimit = 2000
+)
+
+// checkWritable reports why a file cannot be written at path, checked
+// before a run so that a bad --summary-json fails at once, not after the
+// whole run: its directory must exist and take a new file, and path must
+// not be a directory. It creates and removes a temporary file.
+func checkWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return errors.New("is a directory")
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("folder %s does not exist", dir)
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a folder", dir)
+	}
+	f, err := os.CreateTemp(dir, ".summary-check-*")
+	if err != nil {
+		return fmt.Errorf("folder %s is not writable", dir)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
 // DemoTimeScale is the built-in demo's default clock scale: its 30 minute
 // payment timeouts fire after 15 s.
 const DemoTimeScale = 120
@@ -63,11 +97,11 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the built-in demo")
 	fs.IntVar(&c.orders, "orders", 300, "orders in the built-in demo")
 	fs.Float64Var(&c.timeScale, "time-scale", 0, fmt.Sprintf("run the broker clock this many times faster, up to %d (default 1, or %d for the built-in demo)", MaxTimeScale, DemoTimeScale))
-	fs.DurationVar(&c.lockDuration, "lock-duration", 0, "queue lock duration (default 1m)")
-	fs.IntVar(&c.maxDelivery, "max-delivery", 0, "queue max delivery count (default 5)")
+	fs.DurationVar(&c.lockDuration, "lock-duration", 0, "queue lock `duration`, 5s to 5m as in Service Bus (default 1m, as deployed)")
+	fs.IntVar(&c.maxDelivery, "max-delivery", 0, "queue max delivery `count`, 1 to 2000 as in Service Bus (default 5, as deployed)")
 	fs.StringVar(&c.httpAddr, "http-addr", defaultHTTPAddr, "`address` of the HTTP front (GetOrder, Metrics); with --exit-when-idle and no --http-addr, a free port when the default is in use")
 	fs.StringVar(&c.handlerLog, "handler-log", "", "append the handler's output to `file` (default: standard error)")
-	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines, only warnings and the summary")
+	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines: only the HTTP front's address, warnings, failures and the summary")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stdout, usageLine)
@@ -78,10 +112,9 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 		fmt.Fprintf(stderr, "handler dev: %v (%s)\n", err, usageLine)
 		return c, ExitUsage
 	}
-	fs.Visit(func(f *flag.Flag) {
-		c.scaleSet = c.scaleSet || f.Name == "time-scale"
-		c.httpAddrSet = c.httpAddrSet || f.Name == "http-addr"
-	})
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	c.scaleSet, c.httpAddrSet = set["time-scale"], set["http-addr"]
 	bad := func(format string, args ...any) (config, int) {
 		fmt.Fprintf(stderr, "handler dev: "+format+" (%s)\n", append(args, usageLine)...)
 		return c, ExitUsage
@@ -93,10 +126,15 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 		return bad("--orders %d: want at least 1", c.orders)
 	case c.scaleSet && (!(c.timeScale > 0) || c.timeScale > MaxTimeScale):
 		return bad("--time-scale %v: want a number above 0 and at most %d", c.timeScale, MaxTimeScale)
-	case c.lockDuration < 0:
-		return bad("--lock-duration %s: want a positive duration", c.lockDuration)
-	case c.maxDelivery < 0 || c.maxDelivery > 2000:
-		return bad("--max-delivery %d: want 1 to 2000", c.maxDelivery)
+	case set["lock-duration"] && (c.lockDuration < MinLockDuration || c.lockDuration > MaxLockDuration):
+		return bad("--lock-duration %s: Service Bus allows %s to %s", c.lockDuration, MinLockDuration, MaxLockDuration)
+	case set["max-delivery"] && (c.maxDelivery < 1 || c.maxDelivery > MaxDeliveryCountLimit):
+		return bad("--max-delivery %d: Service Bus allows 1 to %d", c.maxDelivery, MaxDeliveryCountLimit)
+	}
+	if c.summaryJSON != "" {
+		if err := checkWritable(c.summaryJSON); err != nil {
+			return bad("--summary-json %s: %v", c.summaryJSON, err)
+		}
 	}
 	switch {
 	case c.scaleSet:
@@ -137,8 +175,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		fmt.Fprintf(stderr, "handler dev: %v\n", err)
 		return ExitFailure
 	}
+	// note is for warnings and failures (stderr), say for progress
+	// (stdout, none with --quiet).
 	note := func(format string, args ...any) {
 		fmt.Fprintf(stderr, "handler dev: "+format+"\n", args...)
+	}
+	say := func(format string, args ...any) {
+		if !c.quiet {
+			fmt.Fprintf(stdout, format+"\n", args...)
+		}
 	}
 
 	var lines []ScenarioLine
@@ -195,18 +240,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 			// Small steps (idle sessions closing, the next of many
 			// messages scheduled close together) are not worth a line.
 			if to != JumpIdleSessions && time.Duration(float64(by)/c.timeScale) >= time.Second {
-				note("idle: fast-forwarded the clock %s %s", shortDuration(by), to)
+				say("idle: fast-forwarded the clock %s %s", shortDuration(by), to)
 			}
 		}
 	}
 	h, err := New(opts)
 	if err != nil {
 		return fail(err)
-	}
-	say := func(format string, args ...any) {
-		if !c.quiet {
-			fmt.Fprintf(stdout, format+"\n", args...)
-		}
 	}
 	say("handler dev: app %s, settings from %s", h.app.Root, h.SettingsSource())
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -218,10 +258,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	defer h.Close()
 	if addr := h.Addr(); addr != "" {
 		if addr != c.httpAddr && opts.FallbackHTTPAddr != "" {
-			note("%s is in use; HTTP front on http://%s instead", c.httpAddr, addr)
-		} else {
-			note("HTTP front on http://%s", addr)
+			note("warning: %s is in use; the HTTP front is on http://%s instead", c.httpAddr, addr)
 		}
+		// Where the functions are served: printed even with --quiet.
+		fmt.Fprintf(stdout, "handler dev: HTTP front on http://%s\n", addr)
 	}
 	// `handler deadletters` and `handler publish` find this host here.
 	ep := h.Endpoints()

@@ -328,6 +328,11 @@ func (s Summary) WriteJSON(path string) error {
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".summary-*.json")
 	if err != nil {
+		// Name the path asked for, not the temporary file's pattern.
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
 		return fmt.Errorf("devhost: write %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())

@@ -111,17 +111,25 @@ func TestParse(t *testing.T) {
 			if len(got) != 1 || !reflect.DeepEqual(got[0], tt.want) {
 				t.Errorf("Parse:\n got %+v\nwant %+v", got, tt.want)
 			}
-			if len(warnings) != 0 {
-				t.Errorf("warnings: got %q, want none", warnings)
+			// A line without a subject or a body is sent, with a warning.
+			var wantWarnings []string
+			if tt.want.Subject == "" {
+				wantWarnings = append(wantWarnings, "w.jsonl:1: no subject; sending it without one (the handler parks it as UnknownSubject)")
+			}
+			if tt.want.Body == nil {
+				wantWarnings = append(wantWarnings, "w.jsonl:1: no body; sending an empty one (the handler parks it as InvalidPayload)")
+			}
+			if !reflect.DeepEqual(warnings, wantWarnings) {
+				t.Errorf("warnings:\n got %q\nwant %q", warnings, wantWarnings)
 			}
 		})
 	}
 }
 
 func TestParseWarnings(t *testing.T) {
-	in := `{"sessionId":"o-1","messageId":"a","note":"x","Extra":1}` + "\n" +
+	in := `{"subject":"S","sessionId":"o-1","messageId":"a","body":"x","note":"x","Extra":1}` + "\n" +
 		`{"sessionId":"o-1","messageId":"b","note":"y"}` + "\n" +
-		`{"sessionId":"o-1","body":{"orderId":"o-1"}}` + "\n"
+		`{"subject":"S","sessionId":"o-1","body":{"orderId":"o-1"}}` + "\n"
 	var warnings []string
 	lines, err := Parse(strings.NewReader(in), "dir/w.jsonl", &Options{Warn: func(m string) { warnings = append(warnings, m) }})
 	if err != nil {
@@ -133,6 +141,8 @@ func TestParseWarnings(t *testing.T) {
 	want := []string{
 		`dir/w.jsonl:1: unknown field "Extra" ignored (reported once)`,
 		`dir/w.jsonl:1: unknown field "note" ignored (reported once)`,
+		`dir/w.jsonl:2: no subject; sending it without one (the handler parks it as UnknownSubject)`,
+		`dir/w.jsonl:2: no body; sending an empty one (the handler parks it as InvalidPayload)`,
 		`dir/w.jsonl:3: no messageId; sending it as "w.jsonl:3"`,
 	}
 	if !reflect.DeepEqual(warnings, want) {
