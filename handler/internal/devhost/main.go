@@ -199,7 +199,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		}
 		workload = fmt.Sprintf("scenario %s (%d messages)", c.scenario, len(lines))
 	} else {
-		lines = scenario.Demo(scenario.DemoOptions{Seed: c.seed, Orders: c.orders, Start: time.Now().UTC()})
+		// The wall clock: the broker's scaled clock must not reach event
+		// times, or an occurredAt would be later than its updatedAt.
+		lines = scenario.Demo(scenario.DemoOptions{Seed: c.seed, Orders: c.orders, Now: time.Now().UTC()})
 		workload = fmt.Sprintf("built-in demo: %d orders, %d messages (seed %d)", c.orders, len(lines), c.seed)
 	}
 

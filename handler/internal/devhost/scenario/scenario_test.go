@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -311,5 +312,51 @@ func TestDemo(t *testing.T) {
 	}
 	if invalidTransition == 0 {
 		t.Errorf("no order has an update after Delivered")
+	}
+}
+
+// TestDemoEventTimes: the demo's events look like a real day's orders, all
+// before the time it is played, so no occurredAt can be later than the
+// updatedAt the handler writes; an order's events occur in sequence order.
+func TestDemoEventTimes(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+	lines := Demo(DemoOptions{Seed: 7, Orders: 300, Now: now})
+	dayStart := now.Add(-DemoQuietEnd - DemoDay)
+	bySeq := map[string]map[int64]time.Time{}
+	var firstCreated, lastCreated time.Time
+	for _, l := range lines {
+		var u order.Update
+		if json.Unmarshal(l.Body, &u) != nil || u.OccurredAt.IsZero() {
+			continue // timeouts and the bad-JSON poison carry no time
+		}
+		if !u.OccurredAt.Before(now) || u.OccurredAt.Before(dayStart) {
+			t.Errorf("%s: occurredAt %s, want within [%s, %s)", l.MessageID, u.OccurredAt, dayStart, now)
+		}
+		if u.OrderID != l.SessionID {
+			continue // the mismatch poison
+		}
+		if bySeq[u.OrderID] == nil {
+			bySeq[u.OrderID] = map[int64]time.Time{}
+		}
+		bySeq[u.OrderID][u.Sequence] = u.OccurredAt
+		if u.Sequence == 1 {
+			if firstCreated.IsZero() || u.OccurredAt.Before(firstCreated) {
+				firstCreated = u.OccurredAt
+			}
+			if u.OccurredAt.After(lastCreated) {
+				lastCreated = u.OccurredAt
+			}
+		}
+	}
+	for id, times := range bySeq {
+		for seq, at := range times {
+			if prev, ok := times[seq-1]; ok && at.Before(prev) {
+				t.Errorf("%s: sequence %d occurred at %s, before sequence %d at %s", id, seq, at, seq-1, prev)
+			}
+		}
+	}
+	// Spread over the day, not bunched in a few minutes.
+	if span := lastCreated.Sub(firstCreated); span < DemoDay*9/10 {
+		t.Errorf("orders created over %s (%s to %s), want most of %s", span, firstCreated, lastCreated, DemoDay)
 	}
 }
