@@ -190,12 +190,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	workload := ""
 	if c.scenario != "" {
 		var err error
-		warn := func(msg string) { note("warning: %s", msg) }
+		// Warnings only for a file that is sent: a bad line is the one
+		// line a usage error prints.
+		var warnings []string
+		warn := func(msg string) { warnings = append(warnings, msg) }
 		if lines, err = scenario.ReadFile(c.scenario, &scenario.Options{Warn: warn}); err != nil {
 			// A bad line, or a --scenario file that cannot be read,
 			// is a usage error.
 			fmt.Fprintf(stderr, "handler dev: %v\n", err)
 			return ExitUsage
+		}
+		for _, w := range warnings {
+			note("warning: %s", w)
 		}
 		workload = fmt.Sprintf("scenario %s (%d messages)", c.scenario, len(lines))
 	} else {

@@ -172,9 +172,9 @@ func TestMainExitWhenIdle(t *testing.T) {
 				t.Errorf("summary: got %+v, want one message Applied", s)
 			}
 			var keys map[string]json.RawMessage
-			if err := json.Unmarshal(data, &keys); err != nil || len(keys) != 4 ||
-				keys["orders"] == nil || keys["results"] == nil || keys["parked"] == nil || keys["deadLettered"] == nil {
-				t.Errorf("summary JSON: want exactly orders, results, parked, deadLettered:\n%s", data)
+			if err := json.Unmarshal(data, &keys); err != nil || len(keys) != 5 || keys["orders"] == nil || keys["results"] == nil ||
+				keys["parked"] == nil || keys["deadLettered"] == nil || keys["accounting"] == nil {
+				t.Errorf("summary JSON: want exactly orders, results, parked, deadLettered, accounting:\n%s", data)
 			}
 			if tt.row {
 				if s.Orders["o-1"] != (OrderRow{Status: "Created", LastSequence: 1}) || !strings.Contains(stdout, "invariants: all hold") {
@@ -186,7 +186,8 @@ func TestMainExitWhenIdle(t *testing.T) {
 			if !strings.Contains(stdout, "HTTP front on http://127.0.0.1:") || strings.Contains(stderr, "HTTP front") {
 				t.Errorf("want the front's address on stdout (progress) under --quiet, not on stderr (warnings):\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
 			}
-			if !strings.Contains(stdout, "orders by status") || !strings.Contains(stdout, "messages by result") {
+			if !strings.Contains(stdout, "orders by status") || !strings.Contains(stdout, "handler calls by result") ||
+				!strings.Contains(stdout, "all 1 accounted for") {
 				t.Errorf("stdout lacks the summary table:\n%s", stdout)
 			}
 		})
