@@ -63,9 +63,77 @@ func checkWritable(path string) error {
 // payment timeouts fire after 15 s.
 const DemoTimeScale = 120
 
-const usageLine = "usage: handler dev [--app-root DIR] [--scenario FILE] [--exit-when-idle] [--summary-json FILE] " +
-	"[--seed N] [--orders N] [--time-scale F] [--lock-duration D] [--max-delivery N] [--http-addr ADDR] " +
-	"[--handler-log FILE] [--quiet]"
+// usageLine ends every usage error.
+const usageLine = "usage: handler dev [flags]; handler dev --help lists them"
+
+// helpIntro and helpExit frame the flags in `handler dev --help`.
+const (
+	helpIntro = `usage: handler dev [flags]
+
+Runs the whole system on this machine, as the Functions host runs it in
+Azure: reads host.json, functions/*/function.json and the settings
+(local.settings.json, else the template, then the environment), starts
+bin/handler, backs it with an in-memory Service Bus and Azurite (started on
+a free port unless an OrderStore__* setting names a store), plays a
+workload (the built-in demo, or --scenario), prints a summary, and serves
+the HTTP functions on the front until Ctrl-C (or exits, --exit-when-idle).
+The scenario format and the message contract are in the README.
+
+flags:
+`
+	helpExit = `
+exit codes: 0 done (with --exit-when-idle: every invariant holds);
+1 an invariant does not hold, or a runtime failure (the store or the
+handler died); 2 a bad flag, a --summary-json path that cannot be
+written, a missing scenario file or a bad scenario line (one line on
+stderr says what).
+`
+)
+
+// printHelp writes `handler dev --help`: what it does, every flag of fs
+// in --name form with its argument, meaning and default, and the exit
+// codes.
+func printHelp(w io.Writer, fs *flag.FlagSet) {
+	var b strings.Builder
+	b.WriteString(helpIntro)
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flag.UnquoteUsage(f)
+		if arg != "" {
+			arg = " " + strings.ToUpper(arg)
+		}
+		fmt.Fprintf(&b, "  --%s%s\n", f.Name, arg)
+		switch f.DefValue {
+		case "", "0", "0s", "false":
+		default:
+			usage += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		for _, line := range wrap(usage, 72) {
+			fmt.Fprintf(&b, "        %s\n", line)
+		}
+	})
+	b.WriteString(helpExit)
+	io.WriteString(w, b.String())
+}
+
+// wrap breaks text into lines of at most width bytes at spaces.
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
+}
 
 type config struct {
 	appRoot      string
@@ -91,22 +159,20 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	fs := flag.NewFlagSet("handler dev", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.appRoot, "app-root", ".", "`dir`ectory with host.json and the function folders")
-	fs.StringVar(&c.scenario, "scenario", "", "JSON Lines `file` with the workload (default: the built-in demo)")
+	fs.StringVar(&c.scenario, "scenario", "", "JSON Lines `file` with the workload, one message a line, sent in order (default: the built-in demo)")
 	fs.BoolVar(&c.exitWhenIdle, "exit-when-idle", false, "when the queues are drained, fire each timer once, drain again, print the summary and exit (1 if an invariant does not hold); idle time, such as the wait for a scheduled message, is skipped")
 	fs.StringVar(&c.summaryJSON, "summary-json", "", "write the summary as JSON to `file`")
-	fs.Uint64Var(&c.seed, "seed", 1, "seed of the built-in demo")
-	fs.IntVar(&c.orders, "orders", 300, "orders in the built-in demo")
-	fs.Float64Var(&c.timeScale, "time-scale", 0, fmt.Sprintf("run the broker clock this many times faster, up to %d (default 1, or %d for the built-in demo)", MaxTimeScale, DemoTimeScale))
-	fs.DurationVar(&c.lockDuration, "lock-duration", 0, "queue lock `duration`, 5s to 5m as in Service Bus (default 1m, as deployed)")
-	fs.IntVar(&c.maxDelivery, "max-delivery", 0, "queue max delivery `count`, 1 to 2000 as in Service Bus (default 5, as deployed)")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed `N` of the built-in demo: the same seed, the same messages")
+	fs.IntVar(&c.orders, "orders", 300, "`N` orders in the built-in demo (3 to 5 events each, with duplicates, reordering, poison and unpaid orders)")
+	fs.Float64Var(&c.timeScale, "time-scale", 0, fmt.Sprintf("run the broker clock `X` times faster, up to %d (default 1, or %d for the built-in demo)", MaxTimeScale, DemoTimeScale))
+	fs.DurationVar(&c.lockDuration, "lock-duration", 0, "queue lock duration `D`, 5s to 5m as in Service Bus (default 1m, as deployed)")
+	fs.IntVar(&c.maxDelivery, "max-delivery", 0, "queue max delivery count `N`, 1 to 2000 as in Service Bus (default 5, as deployed)")
 	fs.StringVar(&c.httpAddr, "http-addr", defaultHTTPAddr, "`address` of the HTTP front (GetOrder, Metrics); with --exit-when-idle and no --http-addr, a free port when the default is in use")
 	fs.StringVar(&c.handlerLog, "handler-log", "", "append the handler's output to `file` (default: standard error)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines: only the HTTP front's address, warnings, failures and the summary")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, usageLine)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
+			printHelp(stdout, fs)
 			return c, ExitOK
 		}
 		fmt.Fprintf(stderr, "handler dev: %v (%s)\n", err, usageLine)
