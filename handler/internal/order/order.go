@@ -20,6 +20,11 @@ const (
 	SubjectPaymentTimeout = "PaymentTimeoutCheck"
 )
 
+// Subjects lists the subjects the handler knows; any other is poison with
+// reason UnknownSubject. The README's Messages section is checked against
+// it.
+var Subjects = []string{SubjectStatusChanged, SubjectPaymentTimeout}
+
 // MaxIDLength is the longest order id accepted (characters). Table Storage
 // allows 1 KiB keys; 256 characters keeps ids readable and bounded.
 const MaxIDLength = 256
@@ -114,6 +119,9 @@ const (
 	ReasonUnknownSubject    = "UnknownSubject"
 	ReasonInvalidTransition = "InvalidTransition"
 )
+
+// Reasons lists every poison reason the handler gives.
+var Reasons = []string{ReasonInvalidPayload, ReasonUnknownSubject, ReasonInvalidTransition}
 
 // PoisonError marks a message that no retry can fix. Reason is one of the
 // Reason constants; Description is for humans.
@@ -279,6 +287,9 @@ const (
 	Stale             Result = "Stale"
 	InvalidTransition Result = "InvalidTransition"
 )
+
+// Settled lists the results that complete a message without parking it.
+var Settled = []Result{Applied, Duplicate, Stale}
 
 // Decision is what Decide and DecideExpire conclude.
 type Decision struct {
