@@ -33,11 +33,21 @@ $(TOOLS_STAMP): tools/package.json tools/package-lock.json
 ## test: vet, all Go tests with -race against a real Azurite, the offline infra checks.
 test: vet test-go test-infra
 
+# Terse output: one line per Go package, every failure with its output, and a
+# closing line per suite ("go: N passed, M failed, ..."; "infra: ..."). The full
+# output is kept in .run/test-go.log and .run/test-infra.log.
 test-go: tools build
-	ORDERSTATUS_REQUIRE_AZURITE=1 $(GO) test $(GOFLAGS_TEST) ./...
+	@mkdir -p .run && $(GO) build -o .run/testreport ./handler/internal/testreport
+	@echo "go test $(GOFLAGS_TEST) ./... (full output: .run/test-go.log)"
+	@set -o pipefail; ORDERSTATUS_REQUIRE_AZURITE=1 $(GO) test -json $(GOFLAGS_TEST) ./... 2>&1 \
+	  | .run/testreport -log .run/test-go.log
 
 test-infra: tools
-	@if [ -d infra/check ]; then node --test infra/check/; fi
+	@mkdir -p .run
+	@echo "node --test infra/check/ (full output: .run/test-infra.log)"
+	@if [ -d infra/check ]; then node --test \
+	  --test-reporter=./infra/check/lib/terse-reporter.mjs --test-reporter-destination=stdout \
+	  --test-reporter=spec --test-reporter-destination=.run/test-infra.log infra/check/; fi
 
 ## run: the whole system locally (development host, in-memory broker, Azurite).
 ## Pass dev-host flags with ARGS, e.g. make run ARGS="--scenario my.jsonl --exit-when-idle".
