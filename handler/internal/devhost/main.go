@@ -193,7 +193,7 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	case c.scaleSet && (!(c.timeScale > 0) || c.timeScale > MaxTimeScale):
 		return bad("--time-scale %v: want a number above 0 and at most %d", c.timeScale, MaxTimeScale)
 	case set["lock-duration"] && (c.lockDuration < MinLockDuration || c.lockDuration > MaxLockDuration):
-		return bad("--lock-duration %s: Service Bus allows %s to %s", c.lockDuration, MinLockDuration, MaxLockDuration)
+		return bad("--lock-duration %s: Service Bus allows %s to %s", c.lockDuration, shortDuration(MinLockDuration), shortDuration(MaxLockDuration))
 	case set["max-delivery"] && (c.maxDelivery < 1 || c.maxDelivery > MaxDeliveryCountLimit):
 		return bad("--max-delivery %d: Service Bus allows 1 to %d", c.maxDelivery, MaxDeliveryCountLimit)
 	}

@@ -40,8 +40,8 @@ func TestMainUsage(t *testing.T) {
 		{"time scale over the cap", []string{"--time-scale", "10001"}, "at most 10000"},
 		{"negative lock", []string{"--lock-duration", "-1s"}, "--lock-duration"},
 		// Service Bus refuses these queue settings, so the host does too.
-		{"zero lock", []string{"--lock-duration", "0"}, "--lock-duration 0s: Service Bus allows 5s to 5m0s"},
-		{"lock below 5s", []string{"--lock-duration", "4s"}, "--lock-duration 4s: Service Bus allows 5s to 5m0s"},
+		{"zero lock", []string{"--lock-duration", "0"}, "--lock-duration 0s: Service Bus allows 5s to 5m"},
+		{"lock below 5s", []string{"--lock-duration", "4s"}, "--lock-duration 4s: Service Bus allows 5s to 5m"},
 		{"lock above 5m", []string{"--lock-duration", "5m1s"}, "--lock-duration 5m1s: Service Bus allows"},
 		{"zero max delivery", []string{"--max-delivery", "0"}, "--max-delivery 0: Service Bus allows 1 to 2000"},
 		{"max delivery above 2000", []string{"--max-delivery", "2001"}, "--max-delivery 2001: Service Bus allows 1 to 2000"},

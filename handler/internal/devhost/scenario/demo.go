@@ -77,7 +77,7 @@ func Demo(o DemoOptions) []Line {
 	// Times come from their own generator, so the messages a seed gives
 	// do not depend on them.
 	times := rand.New(rand.NewPCG(o.Seed, 0x74696d6573)) // "times"
-	g := demo{start: o.Now.UTC().Add(-DemoQuietEnd - DemoDay)}
+	g := demo{start: o.Now.UTC().Truncate(time.Second).Add(-DemoQuietEnd - DemoDay)}
 	spacing := DemoDay / time.Duration(o.Orders)
 
 	type plan struct {
