@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +34,18 @@ const (
 	MaxLockDuration       = 5 * time.Minute
 	MaxDeliveryCountLimit = 2000
 )
+
+// checkAddr reports why addr is not a host:port to listen on.
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port, such as 127.0.0.1:7071")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
 
 // checkWritable reports why a file cannot be written at path, checked
 // before a run so that a bad --summary-json fails at once, not after the
@@ -197,6 +211,9 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	case set["max-delivery"] && (c.maxDelivery < 1 || c.maxDelivery > MaxDeliveryCountLimit):
 		return bad("--max-delivery %d: Service Bus allows 1 to %d", c.maxDelivery, MaxDeliveryCountLimit)
 	}
+	if err := checkAddr(c.httpAddr); err != nil {
+		return bad("--http-addr %s: %v", c.httpAddr, err)
+	}
 	if c.summaryJSON != "" {
 		if err := checkWritable(c.summaryJSON); err != nil {
 			return bad("--summary-json %s: %v", c.summaryJSON, err)
@@ -275,6 +292,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		// times, or an occurredAt would be later than its updatedAt.
 		lines = scenario.Demo(scenario.DemoOptions{Seed: c.seed, Orders: c.orders, Now: time.Now().UTC()})
 		workload = fmt.Sprintf("built-in demo: %d orders, %d messages (seed %d)", c.orders, len(lines), c.seed)
+	}
+	if _, err := os.Stat(filepath.Join(c.appRoot, "host.json")); err != nil {
+		fmt.Fprintf(stderr, "handler dev: --app-root %s: no host.json there (run from the repository root, or name it) (%s)\n", c.appRoot, usageLine)
+		return ExitUsage
 	}
 
 	// The host's own log: warnings and errors (a restarted handler, a

@@ -49,6 +49,9 @@ func TestMainUsage(t *testing.T) {
 		{"summary in a missing folder", []string{"--summary-json", missingDir + "/out.json"},
 			"--summary-json " + missingDir + "/out.json: folder " + missingDir + " does not exist"},
 		{"summary is a folder", []string{"--summary-json", existingDir}, "--summary-json " + existingDir + ": is a directory"},
+		{"app root without host.json", []string{"--app-root", existingDir}, "--app-root " + existingDir + ": no host.json there"},
+		{"front address without a port", []string{"--http-addr", "localhost"}, "--http-addr localhost: want host:port"},
+		{"front port not a number", []string{"--http-addr", "127.0.0.1:http"}, `port "http" is not a number`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

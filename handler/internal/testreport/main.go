@@ -111,7 +111,7 @@ func Report(r io.Reader, out, log io.Writer) (Counts, error) {
 				}
 				if e.Action == "fail" {
 					failedIn[e.Package] = true
-					io.WriteString(out, strings.Join(relevant(testOut[key]), ""))
+					io.WriteString(out, strings.Join(failFirst(relevant(testOut[key])), ""))
 				}
 				delete(testOut, key)
 				continue
@@ -172,6 +172,20 @@ func anyFailedUnder(results map[string]string, key string) bool {
 		}
 	}
 	return false
+}
+
+// failFirst puts a failed test's "--- FAIL: name" line before what it
+// logged (go test -json gives it last), as go test prints it.
+func failFirst(lines []string) []string {
+	var head, rest []string
+	for _, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "--- FAIL") {
+			head = append(head, strings.TrimLeft(l, " "))
+		} else {
+			rest = append(rest, l)
+		}
+	}
+	return append(head, rest...)
 }
 
 // relevant drops the runner's bookkeeping lines (=== RUN and the like,

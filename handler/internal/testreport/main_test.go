@@ -34,8 +34,8 @@ func TestReport(t *testing.T) {
 			wantOut: []string{
 				"broken/x_test.go:3:28: undefined: undefined",
 				"FAIL example.com/gt/broken",
-				"b_test.go:4: got 1, want 2",
 				"--- FAIL: TestBad/sub",
+				"b_test.go:4: got 1, want 2",
 				"FAIL example.com/gt/bad",
 				"go: 3 passed, 2 failed, 1 skipped (3 packages)",
 			},
