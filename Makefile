@@ -6,7 +6,12 @@ BIN := bin/handler
 TOOLS_STAMP := tools/node_modules/.installed
 GO_SOURCES := $(shell find handler -name '*.go' -not -name '*_test.go') go.mod go.sum
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X main.version=$(VERSION)
+# The source revision for `handler version` and orderstatus_build_info, through
+# the linker: VCS stamping is off in some builds (-buildvcs=false, a tarball).
+# Empty outside a git checkout; the binary then falls back to the go command's
+# stamp, else "unknown".
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
 .PHONY: all build tools test test-go test-infra lint-workflows run package fmt vet clean fuzz bench soak
 
@@ -28,11 +33,21 @@ $(TOOLS_STAMP): tools/package.json tools/package-lock.json
 ## test: vet, actionlint, all Go tests with -race against a real Azurite, the offline infra checks.
 test: vet lint-workflows test-go test-infra
 
+# Terse output: one line per Go package, every failure with its output, and a
+# closing line per suite ("go: N passed, M failed, ..."; "infra: ..."). The full
+# output is kept in .run/test-go.log and .run/test-infra.log.
 test-go: tools build
-	ORDERSTATUS_REQUIRE_AZURITE=1 $(GO) test $(GOFLAGS_TEST) ./...
+	@mkdir -p .run && $(GO) build -o .run/testreport ./handler/internal/testreport
+	@echo "go test $(GOFLAGS_TEST) ./... (full output: .run/test-go.log)"
+	@set -o pipefail; ORDERSTATUS_REQUIRE_AZURITE=1 $(GO) test -json $(GOFLAGS_TEST) ./... 2>&1 \
+	  | .run/testreport -log .run/test-go.log
 
 test-infra: tools
-	@if [ -d infra/check ]; then node --test infra/check/; fi
+	@mkdir -p .run
+	@echo "node --test infra/check/ (full output: .run/test-infra.log)"
+	@if [ -d infra/check ]; then node --test \
+	  --test-reporter=./infra/check/lib/terse-reporter.mjs --test-reporter-destination=stdout \
+	  --test-reporter=spec --test-reporter-destination=.run/test-infra.log infra/check/; fi
 
 ## lint-workflows: actionlint (fetched by the go command at ACTIONLINT_VERSION) on
 ## .github/workflows; fails on any finding. actionlint shell-checks run: scripts

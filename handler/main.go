@@ -202,7 +202,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 	log := logging.New(stdout, stderr, cfg.LogLevel)
 
 	reg := prometheus.NewRegistry()
-	m := metrics.New(reg, version)
+	m := metrics.NewWithOptions(reg, version, &metrics.Options{Revision: buildRevision()})
 
 	cred, err := credential(cfg)
 	if err != nil {

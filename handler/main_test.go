@@ -35,6 +35,9 @@ import (
 
 var binary string
 
+// linkerRevision is the revision the test binary is built with.
+const linkerRevision = "e2e0000000000000000000000000000000000001"
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "handler-e2e")
 	if err != nil {
@@ -42,7 +45,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "handler")
-	build := exec.Command("go", "build", "-o", binary, ".")
+	// As `make build` builds it: the revision through the linker, here
+	// with VCS stamping off, so only the linker can supply it.
+	build := exec.Command("go", "build", "-buildvcs=false", "-ldflags", "-X main.revision="+linkerRevision, "-o", binary, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build handler: %v\n%s", err, out)
@@ -411,5 +416,37 @@ func TestStartupErrors(t *testing.T) {
 				t.Errorf("stderr = %q, want one line naming %s", stderr.String(), tt.wantLine)
 			}
 		})
+	}
+}
+
+// TestBuildInfoCarriesTheLinkerRevision: a binary built without VCS
+// stamping (as in a tarball or a CI checkout with -buildvcs=false) still
+// reports the revision the Makefile passes to the linker, in `handler
+// version` and in orderstatus_build_info.
+func TestBuildInfoCarriesTheLinkerRevision(t *testing.T) {
+	out, err := exec.Command(binary, "version").Output()
+	if err != nil {
+		t.Fatalf("handler version: %v", err)
+	}
+	if !strings.Contains(string(out), linkerRevision) {
+		t.Errorf("handler version = %q, want the revision %s", out, linkerRevision)
+	}
+
+	cs := testenv.Azurite(t)
+	p := start(t, "OrderStore__connectionString="+cs, "OrderStore__tableName=e2ebuildinfo")
+	resp, err := http.Get(p.base + "/api/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var line string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "orderstatus_build_info{") {
+			line = l
+		}
+	}
+	if want := `revision="` + linkerRevision + `"`; !strings.Contains(line, want) {
+		t.Errorf("build_info = %q, want it to carry %s", line, want)
 	}
 }

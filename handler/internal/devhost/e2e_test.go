@@ -117,7 +117,7 @@ func TestEndToEndRealHandler(t *testing.T) {
 	defer cancel()
 	var stdout, stderr strings.Builder
 	code := Main(ctx, []string{"--app-root", app, "--scenario", scenarioPath, "--exit-when-idle", "--summary-json", summaryPath,
-		"--http-addr", "127.0.0.1:0", "--handler-log", handlerLog, "--quiet"}, &stdout, &stderr)
+		"--http-addr", "127.0.0.1:0", "--handler-log", handlerLog}, &stdout, &stderr)
 	logTail := func() string {
 		b, _ := os.ReadFile(handlerLog)
 		if len(b) > 4000 {
@@ -168,8 +168,8 @@ func TestEndToEndRealHandler(t *testing.T) {
 		t.Errorf("archived:\n got %q\nwant %q\nhandler log (tail):\n%s", archived, wantArchived, logTail())
 	}
 
-	if !strings.Contains(stderr.String(), "fast-forwarded the clock") {
-		t.Errorf("stderr lacks the fast-forward note:\n%s", stderr.String())
+	if !strings.Contains(stdout.String(), "fast-forwarded the clock") {
+		t.Errorf("stdout lacks the fast-forward note:\n%s", stdout.String())
 	}
 	// Stale: o-1:2 after o-1:3, and the paid order's timeout; more only
 	// if a lock was lost under load (then the check above judged them).

@@ -79,12 +79,18 @@ func TestMainExitWhenIdleFastForwards(t *testing.T) {
 	summaryPath := filepath.Join(root, "summary.json")
 
 	code, stdout, stderr := runMain(t, "--app-root", root, "--scenario", scenarioPath, "--exit-when-idle",
-		"--summary-json", summaryPath, "--http-addr", "127.0.0.1:0", "--quiet")
+		"--summary-json", summaryPath, "--http-addr", "127.0.0.1:0")
 	if code != ExitOK {
 		t.Fatalf("exit code %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
+	// Progress on stdout; warnings (and the handler's own output, by
+	// default) on stderr.
+	for _, want := range []string{"idle: fast-forwarded the clock ", " to the next scheduled message"} {
+		if !strings.Contains(stdout, want) || strings.Contains(stderr, want) {
+			t.Errorf("want %q on stdout only:\nstdout:\n%s\nstderr:\n%s", want, stdout, stderr)
+		}
+	}
 	for _, want := range []string{
-		"idle: fast-forwarded the clock ", " to the next scheduled message",
 		`unknown field "note" ignored`, `no messageId; sending it as "w.jsonl:1"`,
 		"fake handler log line",
 	} {
@@ -110,7 +116,7 @@ func TestMainExitWhenIdleFastForwards(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Summary{Orders: map[string]OrderRow{"o-1": {Status: "Cancelled", LastSequence: 1}}, Results: map[string]int{"Applied": 2},
-		Parked: []Entry{}, DeadLettered: []Entry{}, Archived: []Entry{}}
+		Parked: []Entry{}, DeadLettered: []Entry{}, Archived: []Entry{}, Accounting: Accounting{Sent: 2, Completed: map[string]int{"Applied": 2}}}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("summary:\n got %+v\nwant %+v", s, want)
 	}
@@ -137,8 +143,9 @@ func TestMainFrontAddress(t *testing.T) {
 
 	var out, errb bytes.Buffer
 	code := run(ctx, []string{"--app-root", root, "--scenario", scenarioPath, "--exit-when-idle", "--quiet"}, &out, &errb, busyAddr)
-	if code != ExitOK || !strings.Contains(errb.String(), busyAddr+" is in use; HTTP front on http://127.0.0.1:") {
-		t.Errorf("default address busy: exit %d, stderr:\n%s\nwant 0 and the fallback address", code, errb.String())
+	if code != ExitOK || !strings.Contains(errb.String(), "warning: "+busyAddr+" is in use; the HTTP front is on http://127.0.0.1:") ||
+		!strings.Contains(out.String(), "HTTP front on http://127.0.0.1:") {
+		t.Errorf("default address busy: exit %d\nstdout:\n%s\nstderr:\n%s\nwant 0, a warning naming the fallback address, and the address on stdout", code, out.String(), errb.String())
 	}
 
 	t.Run("explicit address", func(t *testing.T) {

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,13 +27,127 @@ const (
 	ExitUsage   = 2 // a bad flag or scenario line
 )
 
+// The queue settings Service Bus accepts, which --lock-duration and
+// --max-delivery are held to.
+const (
+	MinLockDuration       = 5 * time.Second
+	MaxLockDuration       = 5 * time.Minute
+	MaxDeliveryCountLimit = 2000
+)
+
+// checkAddr reports why addr is not a host:port to listen on.
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port, such as 127.0.0.1:7071")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+// checkWritable reports why a file cannot be written at path, checked
+// before a run so that a bad --summary-json fails at once, not after the
+// whole run: its directory must exist and take a new file, and path must
+// not be a directory. It creates and removes a temporary file.
+func checkWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return errors.New("is a directory")
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("folder %s does not exist", dir)
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a folder", dir)
+	}
+	f, err := os.CreateTemp(dir, ".summary-check-*")
+	if err != nil {
+		return fmt.Errorf("folder %s is not writable", dir)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
 // DemoTimeScale is the built-in demo's default clock scale: its 30 minute
 // payment timeouts fire after 15 s.
 const DemoTimeScale = 120
 
-const usageLine = "usage: handler dev [--app-root DIR] [--scenario FILE] [--exit-when-idle] [--summary-json FILE] " +
-	"[--seed N] [--orders N] [--time-scale F] [--lock-duration D] [--max-delivery N] [--http-addr ADDR] " +
-	"[--handler-log FILE] [--quiet]"
+// usageLine ends every usage error.
+const usageLine = "usage: handler dev [flags]; handler dev --help lists them"
+
+// helpIntro and helpExit frame the flags in `handler dev --help`.
+const (
+	helpIntro = `usage: handler dev [flags]
+
+Runs the whole system on this machine, as the Functions host runs it in
+Azure: reads host.json, functions/*/function.json and the settings
+(local.settings.json, else the template, then the environment), starts
+bin/handler, backs it with an in-memory Service Bus and Azurite (started on
+a free port unless an OrderStore__* setting names a store), plays a
+workload (the built-in demo, or --scenario), prints a summary, and serves
+the HTTP functions on the front until Ctrl-C (or exits, --exit-when-idle).
+The scenario format and the message contract are in the README.
+
+flags:
+`
+	helpExit = `
+exit codes: 0 done (with --exit-when-idle: every invariant holds);
+1 an invariant does not hold, or a runtime failure (the store or the
+handler died); 2 a bad flag, a --summary-json path that cannot be
+written, a missing scenario file or a bad scenario line (one line on
+stderr says what).
+`
+)
+
+// printHelp writes `handler dev --help`: what it does, every flag of fs
+// in --name form with its argument, meaning and default, and the exit
+// codes.
+func printHelp(w io.Writer, fs *flag.FlagSet) {
+	var b strings.Builder
+	b.WriteString(helpIntro)
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flag.UnquoteUsage(f)
+		if arg != "" {
+			arg = " " + strings.ToUpper(arg)
+		}
+		fmt.Fprintf(&b, "  --%s%s\n", f.Name, arg)
+		switch f.DefValue {
+		case "", "0", "0s", "false":
+		default:
+			usage += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		for _, line := range wrap(usage, 72) {
+			fmt.Fprintf(&b, "        %s\n", line)
+		}
+	})
+	b.WriteString(helpExit)
+	io.WriteString(w, b.String())
+}
+
+// wrap breaks text into lines of at most width bytes at spaces.
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
+}
 
 type config struct {
 	appRoot      string
@@ -57,31 +173,28 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	fs := flag.NewFlagSet("handler dev", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.appRoot, "app-root", ".", "`dir`ectory with host.json and the function folders")
-	fs.StringVar(&c.scenario, "scenario", "", "JSON Lines `file` with the workload (default: the built-in demo)")
+	fs.StringVar(&c.scenario, "scenario", "", "JSON Lines `file` with the workload, one message a line, sent in order (default: the built-in demo)")
 	fs.BoolVar(&c.exitWhenIdle, "exit-when-idle", false, "when the queues are drained, fire each timer once, drain again, print the summary and exit (1 if an invariant does not hold); idle time, such as the wait for a scheduled message, is skipped")
 	fs.StringVar(&c.summaryJSON, "summary-json", "", "write the summary as JSON to `file`")
-	fs.Uint64Var(&c.seed, "seed", 1, "seed of the built-in demo")
-	fs.IntVar(&c.orders, "orders", 300, "orders in the built-in demo")
-	fs.Float64Var(&c.timeScale, "time-scale", 0, fmt.Sprintf("run the broker clock this many times faster, up to %d (default 1, or %d for the built-in demo)", MaxTimeScale, DemoTimeScale))
-	fs.DurationVar(&c.lockDuration, "lock-duration", 0, "queue lock duration (default 1m)")
-	fs.IntVar(&c.maxDelivery, "max-delivery", 0, "queue max delivery count (default 5)")
-	fs.StringVar(&c.httpAddr, "http-addr", defaultHTTPAddr, "`address` of the HTTP front (GetOrder, Metrics); with --exit-when-idle and no --http-addr, a free port when the default is in use")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed `N` of the built-in demo: the same seed, the same messages")
+	fs.IntVar(&c.orders, "orders", 300, "`N` orders in the built-in demo (3 to 5 events each, with duplicates, reordering, poison and unpaid orders)")
+	fs.Float64Var(&c.timeScale, "time-scale", 0, fmt.Sprintf("run the broker clock `X` times faster, up to %d (default 1, or %d for the built-in demo)", MaxTimeScale, DemoTimeScale))
+	fs.DurationVar(&c.lockDuration, "lock-duration", 0, "queue lock duration `D`, 5s to 5m as in Service Bus (default 1m, as deployed)")
+	fs.IntVar(&c.maxDelivery, "max-delivery", 0, "queue max delivery count `N`, 1 to 2000 as in Service Bus (default 5, as deployed)")
+	fs.StringVar(&c.httpAddr, "http-addr", defaultHTTPAddr, "`addr`ess of the HTTP front (GetOrder, Metrics); with --exit-when-idle and no --http-addr, a free port when the default is in use")
 	fs.StringVar(&c.handlerLog, "handler-log", "", "append the handler's output to `file` (default: standard error)")
-	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines, only warnings and the summary")
+	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines: only the HTTP front's address, warnings, failures and the summary")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, usageLine)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
+			printHelp(stdout, fs)
 			return c, ExitOK
 		}
 		fmt.Fprintf(stderr, "handler dev: %v (%s)\n", err, usageLine)
 		return c, ExitUsage
 	}
-	fs.Visit(func(f *flag.Flag) {
-		c.scaleSet = c.scaleSet || f.Name == "time-scale"
-		c.httpAddrSet = c.httpAddrSet || f.Name == "http-addr"
-	})
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	c.scaleSet, c.httpAddrSet = set["time-scale"], set["http-addr"]
 	bad := func(format string, args ...any) (config, int) {
 		fmt.Fprintf(stderr, "handler dev: "+format+" (%s)\n", append(args, usageLine)...)
 		return c, ExitUsage
@@ -93,10 +206,18 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 		return bad("--orders %d: want at least 1", c.orders)
 	case c.scaleSet && (!(c.timeScale > 0) || c.timeScale > MaxTimeScale):
 		return bad("--time-scale %v: want a number above 0 and at most %d", c.timeScale, MaxTimeScale)
-	case c.lockDuration < 0:
-		return bad("--lock-duration %s: want a positive duration", c.lockDuration)
-	case c.maxDelivery < 0 || c.maxDelivery > 2000:
-		return bad("--max-delivery %d: want 1 to 2000", c.maxDelivery)
+	case set["lock-duration"] && (c.lockDuration < MinLockDuration || c.lockDuration > MaxLockDuration):
+		return bad("--lock-duration %s: Service Bus allows %s to %s", c.lockDuration, shortDuration(MinLockDuration), shortDuration(MaxLockDuration))
+	case set["max-delivery"] && (c.maxDelivery < 1 || c.maxDelivery > MaxDeliveryCountLimit):
+		return bad("--max-delivery %d: Service Bus allows 1 to %d", c.maxDelivery, MaxDeliveryCountLimit)
+	}
+	if err := checkAddr(c.httpAddr); err != nil {
+		return bad("--http-addr %s: %v", c.httpAddr, err)
+	}
+	if c.summaryJSON != "" {
+		if err := checkWritable(c.summaryJSON); err != nil {
+			return bad("--summary-json %s: %v", c.summaryJSON, err)
+		}
 	}
 	switch {
 	case c.scaleSet:
@@ -137,25 +258,44 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		fmt.Fprintf(stderr, "handler dev: %v\n", err)
 		return ExitFailure
 	}
+	// note is for warnings and failures (stderr), say for progress
+	// (stdout, none with --quiet).
 	note := func(format string, args ...any) {
 		fmt.Fprintf(stderr, "handler dev: "+format+"\n", args...)
+	}
+	say := func(format string, args ...any) {
+		if !c.quiet {
+			fmt.Fprintf(stdout, format+"\n", args...)
+		}
 	}
 
 	var lines []ScenarioLine
 	workload := ""
 	if c.scenario != "" {
 		var err error
-		warn := func(msg string) { note("warning: %s", msg) }
+		// Warnings only for a file that is sent: a bad line is the one
+		// line a usage error prints.
+		var warnings []string
+		warn := func(msg string) { warnings = append(warnings, msg) }
 		if lines, err = scenario.ReadFile(c.scenario, &scenario.Options{Warn: warn}); err != nil {
 			// A bad line, or a --scenario file that cannot be read,
 			// is a usage error.
 			fmt.Fprintf(stderr, "handler dev: %v\n", err)
 			return ExitUsage
 		}
+		for _, w := range warnings {
+			note("warning: %s", w)
+		}
 		workload = fmt.Sprintf("scenario %s (%d messages)", c.scenario, len(lines))
 	} else {
-		lines = scenario.Demo(scenario.DemoOptions{Seed: c.seed, Orders: c.orders, Start: time.Now().UTC()})
+		// The wall clock: the broker's scaled clock must not reach event
+		// times, or an occurredAt would be later than its updatedAt.
+		lines = scenario.Demo(scenario.DemoOptions{Seed: c.seed, Orders: c.orders, Now: time.Now().UTC()})
 		workload = fmt.Sprintf("built-in demo: %d orders, %d messages (seed %d)", c.orders, len(lines), c.seed)
+	}
+	if _, err := os.Stat(filepath.Join(c.appRoot, "host.json")); err != nil {
+		fmt.Fprintf(stderr, "handler dev: --app-root %s: no host.json there (run from the repository root, or name it) (%s)\n", c.appRoot, usageLine)
+		return ExitUsage
 	}
 
 	// The host's own log: warnings and errors (a restarted handler, a
@@ -195,18 +335,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 			// Small steps (idle sessions closing, the next of many
 			// messages scheduled close together) are not worth a line.
 			if to != JumpIdleSessions && time.Duration(float64(by)/c.timeScale) >= time.Second {
-				note("idle: fast-forwarded the clock %s %s", shortDuration(by), to)
+				say("idle: fast-forwarded the clock %s %s", shortDuration(by), to)
 			}
 		}
 	}
 	h, err := New(opts)
 	if err != nil {
 		return fail(err)
-	}
-	say := func(format string, args ...any) {
-		if !c.quiet {
-			fmt.Fprintf(stdout, format+"\n", args...)
-		}
 	}
 	say("handler dev: app %s, settings from %s", h.app.Root, h.SettingsSource())
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -218,10 +353,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	defer h.Close()
 	if addr := h.Addr(); addr != "" {
 		if addr != c.httpAddr && opts.FallbackHTTPAddr != "" {
-			note("%s is in use; HTTP front on http://%s instead", c.httpAddr, addr)
-		} else {
-			note("HTTP front on http://%s", addr)
+			note("warning: %s is in use; the HTTP front is on http://%s instead", c.httpAddr, addr)
 		}
+		// Where the functions are served: printed even with --quiet.
+		fmt.Fprintf(stdout, "handler dev: HTTP front on http://%s\n", addr)
 	}
 	// `handler deadletters` and `handler publish` find this host here.
 	ep := h.Endpoints()

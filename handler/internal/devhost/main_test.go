@@ -25,6 +25,8 @@ func runMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 func TestMainUsage(t *testing.T) {
+	existingDir := t.TempDir()
+	missingDir := filepath.Join(existingDir, "missing")
 	tests := []struct {
 		name string
 		args []string
@@ -37,6 +39,19 @@ func TestMainUsage(t *testing.T) {
 		{"zero time scale", []string{"--time-scale", "0"}, "--time-scale 0"},
 		{"time scale over the cap", []string{"--time-scale", "10001"}, "at most 10000"},
 		{"negative lock", []string{"--lock-duration", "-1s"}, "--lock-duration"},
+		// Service Bus refuses these queue settings, so the host does too.
+		{"zero lock", []string{"--lock-duration", "0"}, "--lock-duration 0s: Service Bus allows 5s to 5m"},
+		{"lock below 5s", []string{"--lock-duration", "4s"}, "--lock-duration 4s: Service Bus allows 5s to 5m"},
+		{"lock above 5m", []string{"--lock-duration", "5m1s"}, "--lock-duration 5m1s: Service Bus allows"},
+		{"zero max delivery", []string{"--max-delivery", "0"}, "--max-delivery 0: Service Bus allows 1 to 2000"},
+		{"max delivery above 2000", []string{"--max-delivery", "2001"}, "--max-delivery 2001: Service Bus allows 1 to 2000"},
+		// --summary-json is checked before the run, not after it.
+		{"summary in a missing folder", []string{"--summary-json", missingDir + "/out.json"},
+			"--summary-json " + missingDir + "/out.json: folder " + missingDir + " does not exist"},
+		{"summary is a folder", []string{"--summary-json", existingDir}, "--summary-json " + existingDir + ": is a directory"},
+		{"app root without host.json", []string{"--app-root", existingDir}, "--app-root " + existingDir + ": no host.json there"},
+		{"front address without a port", []string{"--http-addr", "localhost"}, "--http-addr localhost: want host:port"},
+		{"front port not a number", []string{"--http-addr", "127.0.0.1:http"}, `port "http" is not a number`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,9 +175,9 @@ func TestMainExitWhenIdle(t *testing.T) {
 				t.Errorf("summary: got %+v, want one message Applied", s)
 			}
 			var keys map[string]json.RawMessage
-			if err := json.Unmarshal(data, &keys); err != nil || len(keys) != 5 ||
-				keys["orders"] == nil || keys["results"] == nil || keys["parked"] == nil || keys["deadLettered"] == nil || keys["archived"] == nil {
-				t.Errorf("summary JSON: want exactly orders, results, parked, deadLettered, archived:\n%s", data)
+			if err := json.Unmarshal(data, &keys); err != nil || len(keys) != 6 || keys["orders"] == nil || keys["results"] == nil ||
+				keys["parked"] == nil || keys["deadLettered"] == nil || keys["archived"] == nil || keys["accounting"] == nil {
+				t.Errorf("summary JSON: want exactly orders, results, parked, deadLettered, archived, accounting:\n%s", data)
 			}
 			if tt.row {
 				if s.Orders["o-1"] != (OrderRow{Status: "Created", LastSequence: 1}) || !strings.Contains(stdout, "invariants: all hold") {
@@ -171,10 +186,11 @@ func TestMainExitWhenIdle(t *testing.T) {
 			} else if !strings.Contains(stdout, "order o-1: no row") {
 				t.Errorf("stdout %q, want the missing row reported", stdout)
 			}
-			if !strings.Contains(stderr, "HTTP front on http://127.0.0.1:") {
-				t.Errorf("stderr lacks the front's address under --quiet:\n%s", stderr)
+			if !strings.Contains(stdout, "HTTP front on http://127.0.0.1:") || strings.Contains(stderr, "HTTP front") {
+				t.Errorf("want the front's address on stdout (progress) under --quiet, not on stderr (warnings):\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
 			}
-			if !strings.Contains(stdout, "orders by status") || !strings.Contains(stdout, "messages by result") {
+			if !strings.Contains(stdout, "orders by status") || !strings.Contains(stdout, "handler calls by result") ||
+				!strings.Contains(stdout, "all 1 accounted for") {
 				t.Errorf("stdout lacks the summary table:\n%s", stdout)
 			}
 		})
@@ -192,5 +208,30 @@ func TestShortDuration(t *testing.T) {
 		if got := shortDuration(tt.d); got != tt.want {
 			t.Errorf("shortDuration(%v) = %q, want %q", tt.d, got, tt.want)
 		}
+	}
+}
+
+// TestParseFlagsQueueLimits: the bounds Service Bus accepts are accepted.
+func TestParseFlagsQueueLimits(t *testing.T) {
+	summary := filepath.Join(t.TempDir(), "summary.json")
+	tests := []struct {
+		args     []string
+		wantLock time.Duration
+		wantMax  int
+	}{
+		{[]string{"--lock-duration", "5s", "--max-delivery", "1"}, 5 * time.Second, 1},
+		{[]string{"--lock-duration", "5m", "--max-delivery", "2000"}, 5 * time.Minute, 2000},
+		{[]string{"--summary-json", summary}, 0, 0}, // 0: the deployed defaults
+	}
+	for _, tt := range tests {
+		var stderr bytes.Buffer
+		c, code := parseFlags(tt.args, &bytes.Buffer{}, &stderr, DefaultHTTPAddr)
+		if code != -1 || c.lockDuration != tt.wantLock || c.maxDelivery != tt.wantMax {
+			t.Errorf("parseFlags(%q): lock %v, max delivery %d, code %d (%s); want %v, %d, -1",
+				tt.args, c.lockDuration, c.maxDelivery, code, stderr.String(), tt.wantLock, tt.wantMax)
+		}
+	}
+	if _, err := os.Stat(summary); !os.IsNotExist(err) {
+		t.Errorf("checking --summary-json left a file at %s (%v)", summary, err)
 	}
 }

@@ -39,7 +39,7 @@ func TestKilledHostTakesChildrenDown(t *testing.T) {
 		SettingStoreConnection+"=",
 		SettingStoreServiceURI+"=",
 	)
-	stderr, err := cmd.StderrPipe()
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestKilledHostTakesChildrenDown(t *testing.T) {
 	// The front's address is printed once the store and the handler run.
 	lines := make(chan string)
 	go func() {
-		sc := bufio.NewScanner(stderr)
+		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			lines <- sc.Text()
 		}

@@ -42,6 +42,9 @@ type recorder struct {
 	// earlier lock expired) replaces its stale entry, so it holds at most
 	// one entry per message in a dead-letter subqueue.
 	dlqLocked map[lockKey]broker.Received
+	// sent counts the messages sent or scheduled through the recorder
+	// (by the handler and the CLI), by queue.
+	sent map[string]int
 }
 
 // lockKey names a message handed out from a dead-letter subqueue.
@@ -53,7 +56,7 @@ type lockKey struct {
 var _ broker.Broker = (*recorder)(nil)
 
 func newRecorder(b *membroker.Broker, poisonQueue string) *recorder {
-	return &recorder{Broker: b, mb: b, poisonQueue: poisonQueue, parkedIDs: map[string]bool{}, dlqLocked: map[lockKey]broker.Received{}}
+	return &recorder{Broker: b, mb: b, poisonQueue: poisonQueue, parkedIDs: map[string]bool{}, dlqLocked: map[lockKey]broker.Received{}, sent: map[string]int{}}
 }
 
 // Clock is the broker's clock, which the loopback server answers /broker/now
@@ -64,6 +67,11 @@ func (r *recorder) Clock() clock.Clock { return r.mb.Clock() }
 // queue.
 func (r *recorder) Send(ctx context.Context, queue string, msg broker.Message) error {
 	err := r.Broker.Send(ctx, queue, msg)
+	if err == nil {
+		r.mu.Lock()
+		r.sent[queue]++
+		r.mu.Unlock()
+	}
 	if err == nil && queue == r.poisonQueue {
 		r.mu.Lock()
 		if !r.parkedIDs[msg.MessageID] {
@@ -77,6 +85,25 @@ func (r *recorder) Send(ctx context.Context, queue string, msg broker.Message) e
 		r.mu.Unlock()
 	}
 	return err
+}
+
+// Schedule forwards to the broker and counts the message.
+func (r *recorder) Schedule(ctx context.Context, queue string, msg broker.Message, at time.Time) (int64, error) {
+	seq, err := r.Broker.Schedule(ctx, queue, msg, at)
+	if err == nil {
+		r.mu.Lock()
+		r.sent[queue]++
+		r.mu.Unlock()
+	}
+	return seq, err
+}
+
+// sentTo is the number of messages sent or scheduled to queue through the
+// recorder.
+func (r *recorder) sentTo(queue string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sent[queue]
 }
 
 // Receive forwards to the broker and keeps what it hands out of a

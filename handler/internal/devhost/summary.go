@@ -26,9 +26,9 @@ import (
 )
 
 // Summary is what a run did. Its JSON form, the --summary-json file, has
-// exactly the five keys orders, results, parked, deadLettered and
-// archived, never null; the other fields are for the printed table and for
-// Go callers.
+// the keys orders, results, parked, deadLettered, archived and accounting,
+// never null; the other fields are for the printed table and for Go
+// callers.
 type Summary struct {
 	// Orders maps every order the host saw (a session id it sent or
 	// delivered that is a legal order id) to its row, read through the
@@ -54,6 +54,9 @@ type Summary struct {
 	// resubmitted), by the original message's id with its reason. Sorted
 	// by MessageID, then Reason.
 	Archived []Entry `json:"archived"`
+	// Accounting says where every message sent to the workload queue
+	// went (Results counts calls, not messages).
+	Accounting Accounting `json:"accounting"`
 	// Sent is the number of workload messages sent.
 	Sent int `json:"-"`
 	// PoisonDepth and DeadLetterDepth are the current depths of the
@@ -65,7 +68,7 @@ type Summary struct {
 	Violations []string `json:"-"`
 }
 
-// MarshalJSON writes the four keys of the --summary-json file, with empty
+// MarshalJSON writes the keys of the --summary-json file, with empty
 // objects and arrays for nil maps and slices.
 func (s Summary) MarshalJSON() ([]byte, error) {
 	type file struct {
@@ -74,10 +77,14 @@ func (s Summary) MarshalJSON() ([]byte, error) {
 		Parked       []Entry             `json:"parked"`
 		DeadLettered []Entry             `json:"deadLettered"`
 		Archived     []Entry             `json:"archived"`
+		Accounting   Accounting          `json:"accounting"`
 	}
-	f := file{Orders: s.Orders, Results: s.Results, Parked: s.Parked, DeadLettered: s.DeadLettered, Archived: s.Archived}
+	f := file{Orders: s.Orders, Results: s.Results, Parked: s.Parked, DeadLettered: s.DeadLettered, Archived: s.Archived, Accounting: s.Accounting}
 	if f.Archived == nil {
 		f.Archived = []Entry{}
+	}
+	if f.Accounting.Completed == nil {
+		f.Accounting.Completed = map[string]int{}
 	}
 	if f.Orders == nil {
 		f.Orders = map[string]OrderRow{}
@@ -204,6 +211,10 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 		MaxDelivery:     h.maxDelivery,
 		CallsPerSession: h.app.Host.ServiceBus.MaxConcurrentCallsPerSession,
 	})
+	s.Accounting = account(sent, h.rec.sentTo(h.queue), completions, h.queue, h.broker.Totals(h.queue), h.broker.Stats(h.queue))
+	if v := s.Accounting.violation(); v != "" {
+		s.Violations = append(s.Violations, v)
+	}
 	if s.Violations == nil {
 		s.Violations = []string{}
 	}
@@ -347,6 +358,11 @@ func (s Summary) WriteJSON(path string) error {
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".summary-*.json")
 	if err != nil {
+		// Name the path asked for, not the temporary file's pattern.
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
 		return fmt.Errorf("devhost: write %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
@@ -396,20 +412,22 @@ func (s Summary) WriteTable(w io.Writer) error {
 	}
 	sections := []section{
 		{fmt.Sprintf("orders by status (%d orders)", len(s.Orders)), statuses, statusOrder},
-		{fmt.Sprintf("messages by result (%d sent)", s.Sent), s.Results,
-			[]string{string(order.Applied), string(order.Duplicate), string(order.Stale), resultParked, ResultCompleted, ResultAbandoned, ResultLockLost}},
+		{"handler calls by result (a message abandoned and delivered again is called again)", s.Results, resultOrder},
 		{fmt.Sprintf("parked by reason (poison queue depth %d)", s.PoisonDepth), parked, nil},
 		{fmt.Sprintf("dead-lettered by reason (DLQ depth %d)", s.DeadLetterDepth), dead, nil},
 		{"archived by the dead-letter sweeper, by reason", archived, nil},
 	}
-	width := len("(none)")
+	width := max(len("(none)"), s.Accounting.accountingWidth())
 	for _, sec := range sections {
 		for k := range sec.counts {
 			width = max(width, len(k))
 		}
 	}
 	var b strings.Builder
-	for _, sec := range sections {
+	for i, sec := range sections {
+		if i == 2 {
+			s.Accounting.writeTable(&b, width)
+		}
 		b.WriteString(sec.title + "\n")
 		keys := slices.Sorted(maps.Keys(sec.counts))
 		rank := func(k string) int {

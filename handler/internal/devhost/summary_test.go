@@ -2,10 +2,14 @@ package devhost
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestSummaryJSON(t *testing.T) {
@@ -17,22 +21,26 @@ func TestSummaryJSON(t *testing.T) {
 		{
 			name: "empty: objects and arrays, never null",
 			s:    Summary{Sent: 3, PoisonDepth: 1, DeadLetterDepth: 2, Violations: []string{"v"}},
-			want: `{"orders":{},"results":{},"parked":[],"deadLettered":[],"archived":[]}`,
+			want: `{"orders":{},"results":{},"parked":[],"deadLettered":[],"archived":[],` +
+				`"accounting":{"sent":0,"sentByHandlerOrCli":0,"completed":{},"deadLettered":0,"droppedAsDuplicates":0,"cancelledScheduled":0,"expiredDropped":0,"waiting":0,"unaccounted":0}}`,
 		},
 		{
-			name: "five keys only, map keys sorted",
+			name: "six keys only, map keys sorted",
 			s: Summary{
 				Orders:       map[string]OrderRow{"o-2": {Status: "Paid", LastSequence: 2}, "o-1": {Status: "Created", LastSequence: 1}},
 				Results:      map[string]int{"Stale": 1, "Applied": 3},
 				Parked:       []Entry{{MessageID: "a", Reason: "InvalidPayload", ParkedID: "a:parked"}},
 				DeadLettered: []Entry{{MessageID: "b", Reason: "MaxDeliveryCountExceeded", Queue: "q", DeliveryCount: 5}},
 				Archived:     []Entry{{MessageID: "a", Reason: "InvalidPayload"}},
+				Accounting:   Accounting{Sent: 9, Completed: map[string]int{"Stale": 1, "Applied": 3}, DeadLettered: 1, DroppedAsDuplicates: 4},
 				Sent:         9,
 				Violations:   []string{},
 			},
 			want: `{"orders":{"o-1":{"status":"Created","lastSequence":1},"o-2":{"status":"Paid","lastSequence":2}},` +
 				`"results":{"Applied":3,"Stale":1},"parked":[{"messageId":"a","reason":"InvalidPayload"}],` +
-				`"deadLettered":[{"messageId":"b","reason":"MaxDeliveryCountExceeded"}],"archived":[{"messageId":"a","reason":"InvalidPayload"}]}`,
+				`"deadLettered":[{"messageId":"b","reason":"MaxDeliveryCountExceeded"}],"archived":[{"messageId":"a","reason":"InvalidPayload"}],` +
+				`"accounting":{"sent":9,"sentByHandlerOrCli":0,"completed":{"Applied":3,"Stale":1},"deadLettered":1,` +
+				`"droppedAsDuplicates":4,"cancelledScheduled":0,"expiredDropped":0,"waiting":0,"unaccounted":0}}`,
 		},
 	}
 	for _, tt := range tests {
@@ -152,5 +160,89 @@ func TestOrderPath(t *testing.T) {
 	}
 	if got := h.orderPath("o-1"); got != "/api/orders/o-1" {
 		t.Errorf("orderPath without a GetOrder function: got %q, want /api/orders/o-1", got)
+	}
+}
+
+// TestSummaryAccountsForEveryMessage: every message sent to the workload
+// queue, by the workload or through the loopback broker, is accounted for
+// once: completed by result, dead-lettered, dropped by duplicate
+// detection, cancelled, or still waiting.
+func TestSummaryAccountsForEveryMessage(t *testing.T) {
+	h, up := testHost(t, appFiles(2), nil)
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		body := new(strings.Builder)
+		_, _ = io.Copy(body, r.Body)
+		switch {
+		case r.Method != http.MethodPost:
+			http.NotFound(w, r)
+		case strings.Contains(body.String(), "o-2"):
+			reply(w, http.StatusInternalServerError, "") // abandoned until dead-lettered
+		default:
+			reply(w, http.StatusOK, "Applied")
+		}
+	})
+	ctx := testCtx(t)
+	later := statusLine("o-3", "o-3:1", "Created", 1)
+	later.ScheduleAfter = time.Hour // still scheduled at the end
+	for _, l := range []ScenarioLine{
+		statusLine("o-1", "o-1:1", "Created", 1),
+		statusLine("o-1", "o-1:1", "Created", 1), // dropped as a duplicate
+		statusLine("o-2", "o-2:1", "Created", 1),
+		later,
+	} {
+		if err := h.Send(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Through the loopback broker, as the handler or the CLI sends.
+	if err := h.rec.Send(ctx, h.Queue(), statusLine("o-5", "o-5:1", "Created", 1).Message()); err != nil {
+		t.Fatal(err)
+	}
+	seq, err := h.rec.Schedule(ctx, h.Queue(), statusLine("o-4", "o-4:payment-timeout", "Created", 1).Message(), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.rec.CancelScheduled(ctx, h.Queue(), seq); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "o-1:1 and o-5:1 completed, o-2:1 dead-lettered", func() bool {
+		st := h.broker.Stats(h.Queue())
+		return st.DeadLettered == 1 && st.Active+st.Locked == 0 && h.stats.inFlight.Load() == 0
+	})
+	s, err := h.Summary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Accounting{Sent: 4, SentByHandler: 2, Completed: map[string]int{"Applied": 2}, DeadLettered: 1,
+		DroppedAsDuplicates: 1, CancelledScheduled: 1, Waiting: 1}
+	if !reflect.DeepEqual(s.Accounting, want) {
+		t.Errorf("accounting:\n got %+v\nwant %+v", s.Accounting, want)
+	}
+	for _, v := range s.Violations {
+		if strings.HasPrefix(v, "accounting:") {
+			t.Errorf("violation %q, want every message accounted for", v)
+		}
+	}
+	var table strings.Builder
+	if err := s.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"accounting of the 6 messages sent", "completed Applied", "dropped as duplicates",
+		"scheduled, then cancelled", "still waiting", "all 6 accounted for"} {
+		if !strings.Contains(table.String(), line) {
+			t.Errorf("summary table lacks %q:\n%s", line, table.String())
+		}
+	}
+}
+
+// TestAccountingReportsAMismatch: a message the host lost track of is a
+// violation, never silently absorbed.
+func TestAccountingReportsAMismatch(t *testing.T) {
+	a := Accounting{Sent: 3, Completed: map[string]int{"Applied": 1}, Waiting: 1, Unaccounted: 1}
+	if got, want := a.violation(), "accounting: 3 messages sent, 2 accounted for (+1 unaccounted)"; got != want {
+		t.Errorf("violation = %q, want %q", got, want)
+	}
+	if got := (Accounting{Sent: 1, Waiting: 1}).violation(); got != "" {
+		t.Errorf("violation with everything accounted for = %q, want none", got)
 	}
 }

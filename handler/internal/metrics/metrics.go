@@ -27,9 +27,27 @@ type Metrics struct {
 	BuildInfo       *prometheus.GaugeVec
 }
 
-// New registers the instruments, Go runtime and process collectors on reg
-// and sets build_info from the binary's build information and version.
+// Options tune NewWithOptions. The zero value (or nil) is usable.
+type Options struct {
+	// Revision is the source revision build_info carries: the one the
+	// build passed to the linker (main.revision). Empty means the one the
+	// go command stamped (vcs.revision), else "unknown".
+	Revision string
+}
+
+// New is NewWithOptions with no options: build_info's revision is the one
+// the go command stamped, if any.
 func New(reg prometheus.Registerer, version string) *Metrics {
+	return NewWithOptions(reg, version, nil)
+}
+
+// NewWithOptions registers the instruments, Go runtime and process
+// collectors on reg and sets build_info from version, the revision (see
+// Options.Revision) and the Go version the binary was built with.
+func NewWithOptions(reg prometheus.Registerer, version string, opts *Options) *Metrics {
+	if opts == nil {
+		opts = &Options{}
+	}
 	m := &Metrics{
 		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderstatus_messages_total",
@@ -87,14 +105,17 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	reg.MustRegister(m.Messages, m.Duration, m.DeliveryCount, m.StoreRoundTrips, m.StoreLatency,
 		m.ETagConflicts, m.CacheHits, m.SequenceGaps, m.SkippedSequence, m.Parked, m.Retries, m.BuildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	goVersion, revision := "unknown", "unknown"
+	goVersion, revision := "unknown", opts.Revision
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		goVersion = bi.GoVersion
 		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
+			if s.Key == "vcs.revision" && revision == "" {
 				revision = s.Value
 			}
 		}
+	}
+	if revision == "" {
+		revision = "unknown"
 	}
 	m.BuildInfo.WithLabelValues(version, goVersion, revision).Set(1)
 	return m

@@ -21,6 +21,11 @@ const (
 	SubjectPaymentTimeout = contract.SubjectPaymentTimeout
 )
 
+// Subjects lists the subjects the handler knows; any other is poison with
+// reason UnknownSubject. The README's Messages section is checked against
+// it.
+var Subjects = []string{SubjectStatusChanged, SubjectPaymentTimeout}
+
 // MaxIDLength is the longest order id accepted (characters).
 const MaxIDLength = contract.MaxIDLength
 
@@ -65,6 +70,9 @@ const (
 	ReasonUnknownSubject    = "UnknownSubject"
 	ReasonInvalidTransition = "InvalidTransition"
 )
+
+// Reasons lists every poison reason the handler gives.
+var Reasons = []string{ReasonInvalidPayload, ReasonUnknownSubject, ReasonInvalidTransition}
 
 // PoisonError marks a message that no retry can fix. Reason is one of the
 // Reason constants; Description is for humans.
@@ -214,6 +222,9 @@ const (
 	Stale             Result = "Stale"
 	InvalidTransition Result = "InvalidTransition"
 )
+
+// Settled lists the results that complete a message without parking it.
+var Settled = []Result{Applied, Duplicate, Stale}
 
 // Decision is what Decide and DecideExpire conclude.
 type Decision struct {

@@ -114,6 +114,26 @@ type QueueStats struct {
 	LockedSessions int // sessions held by an acceptor
 }
 
+// QueueTotals counts what happened to a queue's messages since it was
+// created; each message sent ends in exactly one of the outcomes, or is
+// still in the queue (active, locked or scheduled):
+//
+//	Sent = DuplicatesDropped + Cancelled + ExpiredDropped + DeadLettered
+//	       + Completed + (Active + Locked + Scheduled)
+//
+// The development host's summary accounts for every message with them.
+type QueueTotals struct {
+	Sent              int // Send and Schedule calls accepted, duplicates included
+	DuplicatesDropped int // dropped by duplicate detection
+	Cancelled         int // scheduled, then cancelled
+	ExpiredDropped    int // expired on a queue without dead-lettering on expiry
+	DeadLettered      int // moved to the dead-letter subqueue
+	Completed         int // completed (from the queue, not its dead-letter subqueue)
+	// DeadLetterCompleted counts messages completed from the dead-letter
+	// subqueue (not an outcome of Sent: they were dead-lettered first).
+	DeadLetterCompleted int
+}
+
 // Broker is the in-memory broker. Its methods are safe for concurrent use.
 type Broker struct {
 	clock   clock.Clock
@@ -536,6 +556,17 @@ func (b *Broker) Stats(queue string) QueueStats {
 		return QueueStats{}
 	}
 	return q.stats()
+}
+
+// Totals returns queue's cumulative counts; zero for an unknown queue.
+func (b *Broker) Totals(queue string) QueueTotals {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q, _, err := b.queueLocked("totals", queue)
+	if err != nil {
+		return QueueTotals{}
+	}
+	return q.totals
 }
 
 // NextDue returns when the next message of queue changes state on its own:

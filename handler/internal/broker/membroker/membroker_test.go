@@ -702,3 +702,51 @@ func TestSessionsUnderLoad(t *testing.T) {
 		t.Errorf("Stats = %+v, want nothing dead-lettered", st)
 	}
 }
+
+// TestTotalsAccountForEveryMessage: each message sent ends in exactly one
+// outcome (dropped as a duplicate, cancelled, expired, dead-lettered,
+// completed) or is still in the queue.
+func TestTotalsAccountForEveryMessage(t *testing.T) {
+	f := newFixture(t, 1000, time.Hour)
+	f.send("o-1", "o-1:1")
+	f.send("o-1", "o-1:1") // dropped by duplicate detection
+	f.send("o-1", "o-1:2")
+	f.send("o-2", "o-2:1")
+	if err := f.b.Send(f.ctx, orders, broker.Message{MessageID: "o-3:1", SessionID: "o-3", TimeToLive: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	seq, err := f.b.Schedule(f.ctx, orders, broker.Message{MessageID: "o-1:payment-timeout", SessionID: "o-1"}, f.clk.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.b.CancelScheduled(f.ctx, orders, seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.b.Schedule(f.ctx, orders, broker.Message{MessageID: "o-4:payment-timeout", SessionID: "o-4"}, f.clk.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	f.sleep(2 * time.Minute) // o-3:1 expires: dead-lettered (TTLExpiredException)
+
+	s := f.accept() // o-1: complete o-1:1, abandon o-1:2 until it is dead-lettered
+	f.complete(s, f.receive(s))
+	for range 5 {
+		m := f.receive(s)
+		if err := s.Abandon(f.ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+
+	got, st := f.b.Totals(orders), f.b.Stats(orders)
+	want := membroker.QueueTotals{Sent: 7, DuplicatesDropped: 1, Cancelled: 1, DeadLettered: 2, Completed: 1}
+	if got != want {
+		t.Errorf("Totals = %+v, want %+v", got, want)
+	}
+	waiting := st.Active + st.Locked + st.Scheduled // o-2:1 and o-4's timeout
+	if sum := got.DuplicatesDropped + got.Cancelled + got.ExpiredDropped + got.DeadLettered + got.Completed + waiting; sum != got.Sent || waiting != 2 {
+		t.Errorf("outcomes add up to %d (waiting %d), want Sent %d (waiting 2)", sum, waiting, got.Sent)
+	}
+	if f.b.Totals("nope") != (membroker.QueueTotals{}) {
+		t.Errorf("Totals of an unknown queue is not zero")
+	}
+}

@@ -179,6 +179,8 @@ type queue struct {
 	events events
 	live   int // entries not gone, plus held session locks
 
+	totals QueueTotals
+
 	// changed is closed and replaced whenever the queue changes, waking
 	// everyone blocked on it.
 	changed chan struct{}
@@ -297,7 +299,9 @@ func (q *queue) advance(now time.Time) {
 func (q *queue) accept(msg broker.Message, now time.Time, at *time.Time) int64 {
 	seq := q.nextSeq
 	q.nextSeq++
+	q.totals.Sent++
 	if q.duplicate(msg.MessageID, now) {
+		q.totals.DuplicatesDropped++
 		q.log.Debug("duplicate message dropped", slog.String("message_id", msg.MessageID))
 		return seq
 	}
@@ -365,6 +369,7 @@ func (q *queue) cancel(seq int64) bool {
 	}
 	delete(q.scheduled, seq)
 	q.gone(e)
+	q.totals.Cancelled++
 	return true
 }
 
@@ -445,6 +450,7 @@ func (q *queue) expire(e *entry) {
 			slog.Int64("sequence", e.seq))
 		q.removeActive(e)
 		q.gone(e)
+		q.totals.ExpiredDropped++
 		return
 	}
 	q.deadLetter(e, broker.ReasonTTLExpired, "The message expired and was dead lettered.")
@@ -457,6 +463,7 @@ func (q *queue) deadLetter(e *entry, reason, description string) {
 		slog.Int64("sequence", e.seq), slog.String("session_id", e.msg.SessionID),
 		slog.String("reason", reason), slog.Int("delivery_count", int(e.failed)))
 	q.removeActive(e)
+	q.totals.DeadLettered++
 	e.msg.ApplicationProperties = msgutil.WithDeadLetter(e.msg.ApplicationProperties, reason, description)
 	e.state = stateDead
 	e.deferred = false // a dead-lettered message is receivable in its subqueue
@@ -471,8 +478,10 @@ func (q *queue) settle(e *entry) {
 	e.lockToken, e.holder = "", nil
 	if e.state == stateDead {
 		q.dead.remove(e)
+		q.totals.DeadLetterCompleted++
 	} else {
 		q.removeActive(e)
+		q.totals.Completed++
 	}
 	q.gone(e)
 }

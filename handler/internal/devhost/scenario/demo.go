@@ -16,10 +16,19 @@ type DemoOptions struct {
 	Seed uint64
 	// Orders is the number of orders (default 300).
 	Orders int
-	// Start is the occurredAt of the first event (default 2026-11-29
-	// 10:00 UTC; the development host passes its clock's now).
-	Start time.Time
+	// Now is when the demo is played (default 2026-11-29 18:00 UTC; the
+	// development host passes the wall clock's now, never its scaled
+	// broker clock). Every event occurred before it: see Demo.
+	Now time.Time
 }
+
+// The shape of the demo's day: orders are created over DemoDay, which
+// ends DemoQuietEnd before Now, so that even an order's last event (at
+// most about 5h40m after its creation) occurred before Now.
+const (
+	DemoDay      = 18 * time.Hour
+	DemoQuietEnd = 6 * time.Hour
+)
 
 // The demo's fixed delays, on the development host's clock.
 const (
@@ -50,15 +59,27 @@ const (
 //   - a few poison messages: a body that is not JSON, an unknown subject,
 //     a body whose orderId is not the session's, and an update after
 //     Delivered (InvalidTransition).
+//
+// Event times (occurredAt) look like a real day's orders, all before
+// o.Now, so that no occurredAt is later than the updatedAt the handler
+// writes when it applies the event: orders are created one after another
+// over DemoDay, ending DemoQuietEnd before Now; Paid follows Created by 1
+// to 10 minutes, Shipped follows Paid by 30 minutes to 3 hours (a second
+// Shipped, a re-scan, 10 to 30 minutes later), Delivered follows Shipped
+// by 1 to 2 hours, and Cancelled follows Paid by 5 minutes to an hour.
 func Demo(o DemoOptions) []Line {
 	if o.Orders <= 0 {
 		o.Orders = 300
 	}
-	if o.Start.IsZero() {
-		o.Start = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	if o.Now.IsZero() {
+		o.Now = time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, 0x6f72646572737461)) // "ordersta"
-	g := demo{start: o.Start.UTC()}
+	// Times come from their own generator, so the messages a seed gives
+	// do not depend on them.
+	times := rand.New(rand.NewPCG(o.Seed, 0x74696d6573)) // "times"
+	g := demo{start: o.Now.UTC().Truncate(time.Second).Add(-DemoQuietEnd - DemoDay)}
+	spacing := DemoDay / time.Duration(o.Orders)
 
 	type plan struct {
 		id     string
@@ -68,7 +89,7 @@ func Demo(o DemoOptions) []Line {
 	paidWithTimeout := 0
 	for i := range plans {
 		id := fmt.Sprintf("o-%04d", i+1)
-		created := g.start.Add(time.Duration(i) * 7 * time.Second)
+		created := g.start.Add(time.Duration(i)*spacing + jitter(times, 0, spacing))
 		var statuses []order.Status
 		timeout := false
 		switch r := rng.IntN(100); {
@@ -88,8 +109,10 @@ func Demo(o DemoOptions) []Line {
 			paidWithTimeout++
 		}
 		var events []Line
+		at := created
 		for seq, st := range statuses {
-			events = append(events, g.update(id, id, st, int64(seq+1), created.Add(time.Duration(seq)*4*time.Minute)))
+			at = at.Add(afterPrevious(times, statuses, seq))
+			events = append(events, g.update(id, id, st, int64(seq+1), at))
 		}
 		if len(events) >= 3 && rng.IntN(10) == 0 {
 			k := 1 + rng.IntN(len(events)-1)
@@ -129,7 +152,7 @@ func Demo(o DemoOptions) []Line {
 		}
 		if n%4 == 3 {
 			if u, err := order.ParseUpdate(last.Body, p.id); err == nil && u.Status == order.Delivered {
-				p.events = append(p.events, g.update(p.id, p.id, order.Shipped, u.Sequence+1, u.OccurredAt.Add(time.Hour)))
+				p.events = append(p.events, g.update(p.id, p.id, order.Shipped, u.Sequence+1, u.OccurredAt.Add(10*time.Minute)))
 				n++
 			}
 			continue
@@ -170,6 +193,36 @@ func Demo(o DemoOptions) []Line {
 		}
 	}
 	return append(out, late...)
+}
+
+// afterPrevious is how long after the previous event of an order the
+// event statuses[i] occurred (0 for its creation). See Demo.
+func afterPrevious(rng *rand.Rand, statuses []order.Status, i int) time.Duration {
+	if i == 0 {
+		return 0
+	}
+	switch statuses[i] {
+	case order.Paid:
+		return jitter(rng, time.Minute, 10*time.Minute)
+	case order.Shipped:
+		if statuses[i-1] == order.Shipped {
+			return jitter(rng, 10*time.Minute, 30*time.Minute) // a re-scan
+		}
+		return jitter(rng, 30*time.Minute, 3*time.Hour)
+	case order.Delivered:
+		return jitter(rng, time.Hour, 2*time.Hour)
+	case order.Cancelled:
+		return jitter(rng, 5*time.Minute, time.Hour)
+	}
+	return time.Minute
+}
+
+// jitter is a random duration in [lo, hi), whole seconds.
+func jitter(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return (lo + time.Duration(rng.Int64N(int64(hi-lo)))).Truncate(time.Second)
 }
 
 // inOrder reports whether the status events are in sequence order.

@@ -15,10 +15,11 @@
 //	    message in the summary); a line without one gets <file>:<line>,
 //	    with a warning;
 //	  - subject may be empty (the handler parks such a message as an
-//	    unknown subject);
+//	    unknown subject), with a warning;
 //	  - body is any JSON value: a string is sent as is (so "{bad json" is a
 //	    bad body), anything else as its JSON text with content type
-//	    application/json; a missing body sends an empty one;
+//	    application/json; a missing body sends an empty one, with a
+//	    warning;
 //	  - contentType and correlationId (optional strings) set those message
 //	    properties; contentType replaces the one body implies;
 //	  - scheduleAfter (optional Go duration) schedules the message that long
@@ -138,7 +139,8 @@ const MaxMessageBytes = membroker.DefaultMaxMessageSize
 // Options tune ReadFile and Parse. The zero value (or nil) is usable.
 type Options struct {
 	// Warn receives each harmless problem as one line: an unknown field
-	// (once per name), a generated MessageId. nil drops them.
+	// (once per name), a generated MessageId, a missing subject or body
+	// (sent anyway: a way to test poison). nil drops them.
 	Warn func(msg string)
 }
 
@@ -298,6 +300,13 @@ func (p *parser) line(text []byte, n int) (Line, error) {
 	if l.MessageID == "" {
 		l.MessageID = generatedID(p.name, n)
 		p.warn(fmt.Sprintf("%s:%d: no messageId; sending it as %q", p.name, n, l.MessageID))
+	}
+	// Legitimate ways to test poison, but easy to do by mistake.
+	if l.Subject == "" {
+		p.warn(fmt.Sprintf("%s:%d: no subject; sending it without one (the handler parks it as UnknownSubject)", p.name, n))
+	}
+	if _, ok := fields[fieldBody]; !ok {
+		p.warn(fmt.Sprintf("%s:%d: no body; sending an empty one (the handler parks it as InvalidPayload)", p.name, n))
 	}
 	for _, id := range []struct{ name, v string }{{"sessionId", l.SessionID}, {"messageId", l.MessageID}} {
 		if c := utf8.RuneCountInString(id.v); c > membroker.MaxIDLength {

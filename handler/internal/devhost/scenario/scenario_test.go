@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -111,17 +112,25 @@ func TestParse(t *testing.T) {
 			if len(got) != 1 || !reflect.DeepEqual(got[0], tt.want) {
 				t.Errorf("Parse:\n got %+v\nwant %+v", got, tt.want)
 			}
-			if len(warnings) != 0 {
-				t.Errorf("warnings: got %q, want none", warnings)
+			// A line without a subject or a body is sent, with a warning.
+			var wantWarnings []string
+			if tt.want.Subject == "" {
+				wantWarnings = append(wantWarnings, "w.jsonl:1: no subject; sending it without one (the handler parks it as UnknownSubject)")
+			}
+			if tt.want.Body == nil {
+				wantWarnings = append(wantWarnings, "w.jsonl:1: no body; sending an empty one (the handler parks it as InvalidPayload)")
+			}
+			if !reflect.DeepEqual(warnings, wantWarnings) {
+				t.Errorf("warnings:\n got %q\nwant %q", warnings, wantWarnings)
 			}
 		})
 	}
 }
 
 func TestParseWarnings(t *testing.T) {
-	in := `{"sessionId":"o-1","messageId":"a","note":"x","Extra":1}` + "\n" +
+	in := `{"subject":"S","sessionId":"o-1","messageId":"a","body":"x","note":"x","Extra":1}` + "\n" +
 		`{"sessionId":"o-1","messageId":"b","note":"y"}` + "\n" +
-		`{"sessionId":"o-1","body":{"orderId":"o-1"}}` + "\n"
+		`{"subject":"S","sessionId":"o-1","body":{"orderId":"o-1"}}` + "\n"
 	var warnings []string
 	lines, err := Parse(strings.NewReader(in), "dir/w.jsonl", &Options{Warn: func(m string) { warnings = append(warnings, m) }})
 	if err != nil {
@@ -133,6 +142,8 @@ func TestParseWarnings(t *testing.T) {
 	want := []string{
 		`dir/w.jsonl:1: unknown field "Extra" ignored (reported once)`,
 		`dir/w.jsonl:1: unknown field "note" ignored (reported once)`,
+		`dir/w.jsonl:2: no subject; sending it without one (the handler parks it as UnknownSubject)`,
+		`dir/w.jsonl:2: no body; sending an empty one (the handler parks it as InvalidPayload)`,
 		`dir/w.jsonl:3: no messageId; sending it as "w.jsonl:3"`,
 	}
 	if !reflect.DeepEqual(warnings, want) {
@@ -301,5 +312,51 @@ func TestDemo(t *testing.T) {
 	}
 	if invalidTransition == 0 {
 		t.Errorf("no order has an update after Delivered")
+	}
+}
+
+// TestDemoEventTimes: the demo's events look like a real day's orders, all
+// before the time it is played, so no occurredAt can be later than the
+// updatedAt the handler writes; an order's events occur in sequence order.
+func TestDemoEventTimes(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+	lines := Demo(DemoOptions{Seed: 7, Orders: 300, Now: now})
+	dayStart := now.Add(-DemoQuietEnd - DemoDay)
+	bySeq := map[string]map[int64]time.Time{}
+	var firstCreated, lastCreated time.Time
+	for _, l := range lines {
+		var u order.Update
+		if json.Unmarshal(l.Body, &u) != nil || u.OccurredAt.IsZero() {
+			continue // timeouts and the bad-JSON poison carry no time
+		}
+		if !u.OccurredAt.Before(now) || u.OccurredAt.Before(dayStart) {
+			t.Errorf("%s: occurredAt %s, want within [%s, %s)", l.MessageID, u.OccurredAt, dayStart, now)
+		}
+		if u.OrderID != l.SessionID {
+			continue // the mismatch poison
+		}
+		if bySeq[u.OrderID] == nil {
+			bySeq[u.OrderID] = map[int64]time.Time{}
+		}
+		bySeq[u.OrderID][u.Sequence] = u.OccurredAt
+		if u.Sequence == 1 {
+			if firstCreated.IsZero() || u.OccurredAt.Before(firstCreated) {
+				firstCreated = u.OccurredAt
+			}
+			if u.OccurredAt.After(lastCreated) {
+				lastCreated = u.OccurredAt
+			}
+		}
+	}
+	for id, times := range bySeq {
+		for seq, at := range times {
+			if prev, ok := times[seq-1]; ok && at.Before(prev) {
+				t.Errorf("%s: sequence %d occurred at %s, before sequence %d at %s", id, seq, at, seq-1, prev)
+			}
+		}
+	}
+	// Spread over the day, not bunched in a few minutes.
+	if span := lastCreated.Sub(firstCreated); span < DemoDay*9/10 {
+		t.Errorf("orders created over %s (%s to %s), want most of %s", span, firstCreated, lastCreated, DemoDay)
 	}
 }

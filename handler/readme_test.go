@@ -1,0 +1,265 @@
+package main
+
+// The README is checked against the code here, so that what a newcomer
+// reads cannot drift from what the binary does: the message contract
+// against the order package's lists, the dev host's flag table against
+// `handler dev --help`, and the commands `handler --help` lists.
+
+import (
+	"bytes"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/orderfn"
+)
+
+// readme returns the repository's README.md.
+func readme(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// section returns the text of the "## title" section of md.
+func section(t *testing.T, md, title string) string {
+	t.Helper()
+	start := strings.Index(md, "\n## "+title+"\n")
+	if start < 0 {
+		t.Fatalf("README has no %q section", "## "+title)
+	}
+	rest := md[start+len(title)+5:]
+	if end := strings.Index(rest, "\n## "); end >= 0 {
+		rest = rest[:end]
+	}
+	return rest
+}
+
+// table returns the rows (cells trimmed, header and rule left out) of the
+// first Markdown table in text whose header's first cell is first.
+func table(t *testing.T, text, first string) [][]string {
+	t.Helper()
+	var rows [][]string
+	in := false
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "|") {
+			if in {
+				return rows
+			}
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		switch {
+		case !in && cells[0] == first:
+			in = true
+		case in && strings.HasPrefix(cells[0], "---"):
+		case in:
+			rows = append(rows, cells)
+		}
+	}
+	if !in {
+		t.Fatalf("no table with first column %q", first)
+	}
+	return rows
+}
+
+var backticked = regexp.MustCompile("`([^`]+)`")
+
+// ticks returns the backticked words of s, in order.
+func ticks(s string) []string {
+	var out []string
+	for _, m := range backticked.FindAllStringSubmatch(s, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+func sortedSet(in []string) []string {
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// TestReadmeMessageContract: the README's Messages section lists exactly
+// the code's subjects, statuses, settled results and poison reasons.
+func TestReadmeMessageContract(t *testing.T) {
+	msgs := section(t, readme(t), "Messages")
+
+	var subjects []string
+	for _, row := range table(t, msgs, "subject") {
+		subjects = append(subjects, ticks(row[0])...)
+	}
+	if got, want := sortedSet(subjects), sortedSet(order.Subjects); !slices.Equal(got, want) {
+		t.Errorf("README subjects %q, code %q", got, want)
+	}
+
+	// The example bodies are valid messages of their subject.
+	for _, row := range table(t, msgs, "subject") {
+		body := []byte(ticks(row[1])[0])
+		var err error
+		switch ticks(row[0])[0] {
+		case order.SubjectStatusChanged:
+			_, err = order.ParseUpdate(body, "o-1")
+		case order.SubjectPaymentTimeout:
+			_, err = order.ParseTimeoutCheck(body, "o-1")
+		}
+		if err != nil {
+			t.Errorf("README example body %s: %v", body, err)
+		}
+	}
+
+	var statuses, final []string
+	for _, row := range table(t, msgs, "status") {
+		statuses = append(statuses, ticks(row[0])...)
+		if strings.HasPrefix(row[1], "yes") {
+			final = append(final, ticks(row[0])...)
+		}
+	}
+	var wantStatuses, wantFinal []string
+	for _, s := range order.Statuses {
+		wantStatuses = append(wantStatuses, string(s))
+		if s.Terminal() {
+			wantFinal = append(wantFinal, string(s))
+		}
+	}
+	if !slices.Equal(statuses, wantStatuses) {
+		t.Errorf("README statuses %q, code %q (in lifecycle order)", statuses, wantStatuses)
+	}
+	if got, want := sortedSet(final), sortedSet(wantFinal); !slices.Equal(got, want) {
+		t.Errorf("README final statuses %q, code %q", got, want)
+	}
+
+	var fields []string
+	for _, row := range table(t, msgs, "field") {
+		fields = append(fields, ticks(row[0])...)
+	}
+	if want := []string{"orderId", "status", "sequence", "occurredAt"}; !slices.Equal(fields, want) {
+		t.Errorf("README body fields %q, want %q (order.Update's JSON names)", fields, want)
+	}
+
+	// The outcome table: results, and "Parked, reason X".
+	var results, reasons []string
+	reason := regexp.MustCompile("reason `([^`]+)`")
+	for _, row := range table(t, msgs, "message") {
+		cell := row[1]
+		for _, m := range reason.FindAllStringSubmatch(cell, -1) {
+			reasons = append(reasons, m[1])
+		}
+		results = append(results, ticks(reason.ReplaceAllString(cell, ""))...)
+	}
+	wantResults := []string{orderfn.ResultParked}
+	for _, r := range order.Settled {
+		wantResults = append(wantResults, string(r))
+	}
+	if got, want := sortedSet(results), sortedSet(wantResults); !slices.Equal(got, want) {
+		t.Errorf("README results %q, code %q", got, want)
+	}
+	if got, want := sortedSet(reasons), sortedSet(order.Reasons); !slices.Equal(got, want) {
+		t.Errorf("README poison reasons %q, code %q", got, want)
+	}
+}
+
+var longFlag = regexp.MustCompile(`--[a-z][a-z0-9-]*`)
+
+// TestReadmeDevFlags: the README's table of `handler dev` flags names
+// exactly the flags `handler dev --help` lists.
+func TestReadmeDevFlags(t *testing.T) {
+	var readmeFlags []string
+	for _, row := range table(t, section(t, readme(t), "Running it locally: `handler dev`"), "flag") {
+		readmeFlags = append(readmeFlags, longFlag.FindAllString(row[0], -1)...)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"dev", "--help"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("handler dev --help: exit %d, stderr %q", code, stderr.String())
+	}
+	var helpFlags []string
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		if strings.HasPrefix(line, "  --") { // a flag's own line, not its description
+			helpFlags = append(helpFlags, longFlag.FindString(line))
+		}
+	}
+	if len(helpFlags) == 0 {
+		t.Fatalf("handler dev --help lists no flags:\n%s", stdout.String())
+	}
+	got, want := sortedSet(readmeFlags), sortedSet(helpFlags)
+	for _, f := range want {
+		if !slices.Contains(got, f) {
+			t.Errorf("%s is in handler dev --help but not in the README's flag table", f)
+		}
+	}
+	for _, f := range got {
+		if !slices.Contains(want, f) {
+			t.Errorf("%s is in the README's flag table but not in handler dev --help", f)
+		}
+	}
+}
+
+// TestHelpListsEveryCommand: `handler --help` names every command with its
+// summary, the exit codes and where the settings are; `handler <command>
+// --help` answers for each, on stdout, exit 0.
+func TestHelpListsEveryCommand(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"--help"}, &stdout, &stderr); code != exitOK || stderr.Len() != 0 {
+		t.Fatalf("handler --help: exit %d, stderr %q; want 0 and nothing on stderr", code, stderr.String())
+	}
+	help := stdout.String()
+	for _, want := range []string{"exit codes:", "Configuration", "local.settings.json.template"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("handler --help lacks %q:\n%s", want, help)
+		}
+	}
+	for _, c := range commands() {
+		t.Run(c.name, func(t *testing.T) {
+			if !strings.Contains(help, "  "+c.name+" ") || !strings.Contains(help, c.summary) {
+				t.Errorf("handler --help does not list %s with its summary:\n%s", c.name, help)
+			}
+			for _, flag := range []string{"--help", "-h"} {
+				var out, errb bytes.Buffer
+				code := run([]string{c.name, flag}, &out, &errb)
+				if code != exitOK || out.Len() == 0 || !strings.Contains(out.String(), "usage: handler "+c.name) {
+					t.Errorf("handler %s %s: exit %d, stdout %q, stderr %q; want 0 and its usage on stdout", c.name, flag, code, out.String(), errb.String())
+				}
+			}
+		})
+	}
+}
+
+// TestReadmeScenarioExample: the scenario lines the README shows parse,
+// without warnings, and are valid messages.
+func TestReadmeScenarioExample(t *testing.T) {
+	dev := section(t, readme(t), "Running it locally: `handler dev`")
+	start := strings.Index(dev, "```json\n")
+	if start < 0 {
+		t.Fatal("the handler dev section has no json example")
+	}
+	example := dev[start+len("```json\n"):]
+	example = example[:strings.Index(example, "```")]
+	var warnings []string
+	lines, err := scenario.Parse(strings.NewReader(example), "README.md", &scenario.Options{Warn: func(m string) { warnings = append(warnings, m) }})
+	if err != nil || len(lines) == 0 || len(warnings) > 0 {
+		t.Fatalf("README scenario example: %d lines, error %v, warnings %q", len(lines), err, warnings)
+	}
+	for _, l := range lines {
+		var err error
+		switch l.Subject {
+		case order.SubjectStatusChanged:
+			_, err = order.ParseUpdate(l.Body, l.SessionID)
+		case order.SubjectPaymentTimeout:
+			_, err = order.ParseTimeoutCheck(l.Body, l.SessionID)
+		}
+		if err != nil {
+			t.Errorf("README scenario line %s: %v", l.Pos, err)
+		}
+	}
+}
