@@ -147,8 +147,13 @@ type Report struct {
 	Items  []Item         `json:"items"`
 	Counts map[Action]int `json:"counts"`
 	// Stopped says why a run ended before it ran out of messages: the
-	// per-run maximum, the time budget, or a wrap-around.
+	// per-run maximum or the time budget.
 	Stopped string `json:"stopped,omitempty"`
+	// LockLost counts messages whose lock expired before the run settled
+	// them: each is back on its queue as it was, and a later run takes it
+	// again (a replay already sent is sent again under the same MessageId,
+	// which duplicate detection drops; an archive row is written once).
+	LockLost int `json:"lock_lost,omitempty"`
 	// StatsLines are the deadletter_stats JSON lines, as logged.
 	StatsLines []string `json:"-"`
 }
@@ -415,12 +420,11 @@ func (r *run) source(ctx context.Context, k Kind, peeked []broker.Received) erro
 		}
 		for i, m := range batch {
 			if handled[m.SequenceNumber] || r.stop() {
-				// Wrap-around: a message set aside came back (its
-				// deferral failed), or the bounds ended the run: give
-				// back the rest of the batch untouched.
-				if handled[m.SequenceNumber] && r.rep.Stopped == "" {
-					r.rep.Stopped = fmt.Sprintf("wrap-around on %s: seq %d was handled in this run already", k, m.SequenceNumber)
-				}
+				// Wrap-around: a message this run handled came back (its
+				// lock expired, or its deferral failed), so everything
+				// left in this source was seen already; or the bounds
+				// ended the run. Give back the rest of the batch
+				// untouched; a wrap-around ends this source only.
 				for _, rest := range batch[i:] {
 					_ = s.b.Abandon(ctx, src, rest)
 				}
@@ -480,17 +484,26 @@ func (r *run) act(ctx context.Context, k Kind, m broker.Received, seen map[int64
 		if err := s.b.Complete(ctx, src, m); err != nil {
 			// Sent but not completed: the next run replays it again under
 			// the same MessageId, which duplicate detection drops.
-			return fmt.Errorf("deadletter: complete replayed %s seq %d: %w", k, m.SequenceNumber, err)
+			if !r.lockLost(k, m, "complete the replayed copy", err) {
+				return fmt.Errorf("deadletter: complete replayed %s seq %d: %w", k, m.SequenceNumber, err)
+			}
+			it.Why += "; its lock expired before it was completed: the next run replays it again under the same MessageId, which duplicate detection drops"
 		}
 	case ActionArchive:
 		if err := s.records.Archive(ctx, k, m, now, r.ro.Actor, ActionArchive); err != nil {
 			return giveBack(err)
 		}
 		if err := s.b.Complete(ctx, src, m); err != nil {
-			return fmt.Errorf("deadletter: complete archived %s seq %d: %w", k, m.SequenceNumber, err)
+			if !r.lockLost(k, m, "complete the archived message", err) {
+				return fmt.Errorf("deadletter: complete archived %s seq %d: %w", k, m.SequenceNumber, err)
+			}
+			it.Why += "; its lock expired before it was completed: the next run completes it (its archive row is kept, once)"
 		}
 	default: // wait, left: set aside, keeping the delivery count
 		if err := s.b.Defer(ctx, src, m); err != nil {
+			if r.lockLost(k, m, "set it aside", err) {
+				return nil // back on its queue, untouched; a later run sets it aside
+			}
 			return fmt.Errorf("deadletter: set aside %s seq %d: %w", k, m.SequenceNumber, err)
 		}
 	}
@@ -511,6 +524,19 @@ func (r *run) act(ctx context.Context, k Kind, m broker.Received, seen map[int64
 		r.ro.Progress(it)
 	}
 	return nil
+}
+
+// lockLost reports whether err is a lost lock (the message is back on its
+// queue, and the run goes on), and if so counts and logs it. Slow storage
+// or a short lock duration makes this normal, not a failure of the run.
+func (r *run) lockLost(k Kind, m broker.Received, step string, err error) bool {
+	if !errors.Is(err, broker.ErrLockLost) {
+		return false
+	}
+	r.rep.LockLost++
+	r.s.log.Warn("dead-letter message lock expired before the sweeper could "+step+"; a later run takes it again",
+		"run_id", r.rep.RunID, "source", string(k), "sequence", m.SequenceNumber, "message_id", m.MessageID, "error", err.Error())
+	return true
 }
 
 // Peek returns the messages of the given sources and the time on the

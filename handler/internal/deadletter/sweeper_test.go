@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -367,6 +368,54 @@ func TestFailedSendLeavesTheOriginal(t *testing.T) {
 	// The next run, with the send working, replays it (from its deferral).
 	if rep := f.run(t, f.sweeper(deadletter.Options{Policy: deadletter.Policy{Cooldown: 0, MaxReplays: 3}})); rep.Counts[deadletter.ActionReplay] != 1 {
 		t.Errorf("next run counts = %v, want replayed 1", rep.Counts)
+	}
+}
+
+// lockLosing is the broker with every lock lost before settlement, as when
+// storage is slow or the lock is short: Complete and Defer fail with
+// ErrLockLost and the message stays where it was (here: it is abandoned,
+// as an expired lock releases it).
+type lockLosing struct{ *membroker.Broker }
+
+func (b lockLosing) Complete(ctx context.Context, src broker.Source, m broker.Received) error {
+	_ = b.Broker.Abandon(ctx, src, m)
+	return fmt.Errorf("membroker: complete: %w", broker.ErrLockLost)
+}
+
+func (b lockLosing) Defer(ctx context.Context, src broker.Source, m broker.Received) error {
+	_ = b.Broker.Abandon(ctx, src, m)
+	return fmt.Errorf("membroker: defer: %w", broker.ErrLockLost)
+}
+
+// A lost lock is not a failed run: the run goes on, counts it, and the
+// message is still there for the next run; nothing is lost or doubled.
+func TestLockLostIsNotAFailure(t *testing.T) {
+	f := newFixture(t)
+	f.deadLetter(t, "o-11:1", "o-11")
+	f.park(t, "o-12:1", "InvalidPayload")
+	f.park(t, "o-13:1", "InvalidTransition")
+	pol := deadletter.Policy{Cooldown: 0, MaxReplays: 3}
+	s := deadletter.New(lockLosing{f.mb}, f.records, deadletter.Options{Queues: f.q, Now: f.clk.Now, Policy: pol,
+		RatePerSecond: 1000, ReceiveWait: time.Millisecond, Logger: slog.New(slog.NewJSONHandler(&f.log, nil))})
+	rep, err := s.Run(f.ctx, deadletter.RunOptions{})
+	if err != nil {
+		t.Fatalf("Run with every lock lost = %v, want no error (a lost lock is retried by the next run)", err)
+	}
+	if rep.LockLost != 3 {
+		t.Errorf("LockLost = %d, want 3 (replay, archive, leave)", rep.LockLost)
+	}
+	if d, p := f.peek(t, deadletter.DLQ), f.peek(t, deadletter.Poison); len(d) != 1 || len(p) != 2 {
+		t.Fatalf("after the run: DLQ %d, poison %d; want 1 and 2 (nothing settled)", len(d), len(p))
+	}
+	// The next run, with locks that hold, finishes the work: the replay is
+	// sent again under the same MessageId (duplicate detection drops the
+	// second copy), the archive row exists once, the human's message stays.
+	rep = f.run(t, f.sweeper(deadletter.Options{Policy: pol}))
+	if rep.Counts[deadletter.ActionReplay] != 1 || rep.Counts[deadletter.ActionArchive] != 1 || rep.Counts[deadletter.ActionLeave] != 1 {
+		t.Errorf("next run counts = %v, want replayed 1, archived 1, left 1", rep.Counts)
+	}
+	if q := f.peekQueue(t); len(q) != 1 || q[0].MessageID != "o-11:1:replay:1" {
+		t.Errorf("queue after both runs = %+v, want one replay o-11:1:replay:1", q)
 	}
 }
 

@@ -28,10 +28,11 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 // repoRoot is the repository root, seen from this package.
 const repoRoot = "../../../.."
 
-// e2eTimeScale runs the development host's broker 600 times faster: a
-// 30 minute payment timeout fires after 3 s. The lock duration is raised
-// to match (1 h on that clock is 6 s), so that no call outlives its lock.
-const e2eTimeScale = 600
+// e2eTimeScale runs the development host's broker 300 times faster: a
+// 30 minute payment timeout fires after 6 s. The lock duration is the
+// longest Service Bus allows (5 min on that clock is 1 s), so that no call
+// outlives its lock.
+const e2eTimeScale = 300
 
 // liveHost is a `handler dev` running the real bin/handler against
 // Azurite, in this process, as `make run` does, with an app root of its
@@ -101,7 +102,7 @@ func startLiveHost(t *testing.T) *liveHost {
 	var out, errOut strings.Builder
 	go func() {
 		done <- devhost.Main(ctx, []string{"--app-root", app, "--scenario", empty, "--time-scale", fmt.Sprint(e2eTimeScale),
-			"--lock-duration", "1h", "--http-addr", "127.0.0.1:0", "--handler-log", h.handlerLog, "--quiet"},
+			"--lock-duration", "5m", "--http-addr", "127.0.0.1:0", "--handler-log", h.handlerLog, "--quiet"},
 			syncWriter{&out}, syncWriter{&errOut})
 	}()
 	t.Cleanup(func() {
@@ -298,9 +299,9 @@ func TestEndToEndDevHost(t *testing.T) {
 		if m == nil {
 			t.Fatalf("timeout printed %q, want the sequence number alone", r.stdout)
 		}
-		// Due 30 minutes after the broker's now, which runs 600 times
-		// faster than the real clock (a second of real time is 10
-		// minutes: the bound allows a second between the two calls).
+		// Due 30 minutes after the broker's now, which runs 300 times
+		// faster than the real clock (two seconds of real time are 10
+		// minutes: the bound allows that between the two calls).
 		brokerNow, err := h.broker.Now(context.Background())
 		if err != nil {
 			t.Fatal(err)
