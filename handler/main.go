@@ -189,7 +189,9 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "handler:", err)
 		return 1
 	}
-	log := logging.New(stdout, stderr, cfg.LogLevel)
+	// Each line names the instance, so that a scaled-out app's logs can be
+	// grouped by instance in Application Insights.
+	log := logging.WithInstance(logging.New(stdout, stderr, cfg.LogLevel), logging.InstanceID(os.Getenv))
 
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, version)

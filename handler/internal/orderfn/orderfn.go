@@ -280,6 +280,9 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 	if out.cacheHit {
 		attrs = append(attrs, "cache_hit", true)
 	}
+	if out.conflicts > 0 {
+		attrs = append(attrs, "etag_conflicts", out.conflicts)
+	}
 	if out.retries > 0 {
 		attrs = append(attrs, "retries", out.retries)
 	}
