@@ -49,6 +49,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -61,11 +62,11 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
-	"github.com/orderstatus/orderstatus/handler/internal/devhost/child"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/funcapp"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/ncrontab"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/logging"
 )
 
 // ScenarioLine is one message of a workload (see package scenario).
@@ -186,6 +187,14 @@ type Options struct {
 	// NoAzuriteInstall stops the host from running `npm ci` in tools/
 	// when no store is configured and Azurite is not installed.
 	NoAzuriteInstall bool
+	// Instances is how many instances of the app run at the start, as
+	// Flex Consumption scales out (default 1, at most MaxInstances): each
+	// with its own handler process and its own session slots, on the one
+	// broker and store (see AddInstance, RemoveInstance, KillInstance).
+	Instances int
+	// OnScale, if set, is called after each scale event Play applies:
+	// the action, the instance's id, and the error if it failed.
+	OnScale func(action, id string, err error)
 }
 
 // Host is a development host. Create it with New, then Start; Close stops
@@ -219,8 +228,12 @@ type Host struct {
 	az                         *azurite.Server
 	brokerSrv                  *http.Server
 	brokerURL                  string
-	proc                       *child.Process
-	inv                        *invoker
+	pool                       *pool
+	handlerPath                string
+	handlerEnv                 []string     // every instance's environment but its id
+	client                     *http.Client // the summary's reads
+	acceptCtx, callCtx         context.Context
+	scaleMu                    sync.Mutex // one removal or kill at a time
 	frontLn                    net.Listener
 	front                      *http.Server
 	frontAddr                  string
@@ -258,6 +271,12 @@ func New(opts Options) (*Host, error) {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 10 * time.Second
 	}
+	if opts.Instances == 0 {
+		opts.Instances = 1
+	}
+	if opts.Instances < 1 || opts.Instances > MaxInstances {
+		return nil, fmt.Errorf("devhost: %d instances: want 1 to %d", opts.Instances, MaxInstances)
+	}
 	if opts.TimeScale < 0 || opts.TimeScale > MaxTimeScale {
 		return nil, fmt.Errorf("devhost: time scale %v is outside 0 to %d", opts.TimeScale, MaxTimeScale)
 	}
@@ -269,7 +288,7 @@ func New(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{opts: opts, app: app, log: opts.Logger, stats: newStats(), sessionWorkers: map[string]int{}, idleSessions: newIdleTracker()}
+	h := &Host{opts: opts, app: app, log: opts.Logger, stats: newStats(), sessionWorkers: map[string]int{}, idleSessions: newIdleTracker(), pool: newPool()}
 	switch {
 	case opts.Clock != nil:
 		h.clock = opts.Clock
@@ -492,42 +511,33 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	}
 	settings[SettingDevBrokerURL] = h.brokerURL
 	settings[SettingAppRootPath] = h.app.Root
-	h.proc, err = child.Start(ctx, child.Options{
-		Path:         path,
-		Args:         h.app.Host.Arguments,
-		Dir:          h.app.Host.WorkingDirectory,
-		Env:          settings.Environ(),
-		Stdout:       h.opts.Stdout,
-		Stderr:       h.opts.Stderr,
-		ReadyTimeout: h.opts.ReadyTimeout,
-		Logger:       h.log,
-	})
-	if err != nil {
-		return fmt.Errorf("devhost: start the handler: %w", err)
-	}
-	h.inv = newInvoker(h.proc, h.app.Host.FunctionTimeout, h.log)
+	// Each instance's handler learns its id from CONTAINER_NAME, as on
+	// Flex Consumption; an id from the settings would name them all.
+	delete(settings, logging.EnvContainerName)
+	delete(settings, logging.EnvWebsiteInstanceID)
+	h.handlerPath, h.handlerEnv = path, settings.Environ()
+	h.client = newLoopbackClient()
 
-	// Front.
-	if h.frontLn != nil {
-		h.front = &http.Server{Handler: newFront(h.routes, h.proc, h.log), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = h.front.Serve(h.frontLn) }()
-	}
-
-	// Dispatchers.
+	// The instances, each with its handler and its dispatchers; the
+	// front; the timers, which run on one instance at a time.
 	acceptCtx, stopAccept := context.WithCancel(context.Background())
 	callCtx, stopCalls := context.WithCancel(context.Background())
 	timerCtx, stopTimers := context.WithCancel(acceptCtx)
 	h.stopAccept, h.stopCalls, h.stopTimers = stopAccept, stopCalls, stopTimers
-	for _, d := range h.sessions {
-		d.start(acceptCtx, callCtx, &h.workers)
+	h.acceptCtx, h.callCtx = acceptCtx, callCtx
+	for range h.opts.Instances {
+		if _, err := h.startInstance(ctx); err != nil {
+			return err
+		}
 	}
-	for _, d := range h.plain {
-		d.start(acceptCtx, callCtx, &h.workers)
+	if h.frontLn != nil {
+		h.front = &http.Server{Handler: newFront(h.routes, h.pool, h.log), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = h.front.Serve(h.frontLn) }()
 	}
 	for _, d := range h.timers {
 		d.start(timerCtx, callCtx, &h.timerRuns)
 	}
-	h.log.Info("development host started", slog.String("handler", path), slog.String("store", h.storeSource),
+	h.log.Info("development host started", slog.String("handler", path), slog.Int("instances", h.opts.Instances), slog.String("store", h.storeSource),
 		slog.String("broker", h.brokerURL), slog.String("front", h.frontAddr), slog.String("settings", h.app.SettingsSource))
 	return nil
 }
@@ -651,12 +661,16 @@ func (h *Host) Close() error {
 		case h.frontLn != nil:
 			errs = append(errs, h.frontLn.Close())
 		}
-		if h.inv != nil {
-			h.inv.close()
+		h.pool.mu.Lock()
+		all := slices.Clone(h.pool.all)
+		h.pool.mu.Unlock()
+		var stopping sync.WaitGroup
+		for _, in := range all {
+			in.retired.Store(true)
+			in.inv.close()
+			stopping.Go(in.proc.Stop)
 		}
-		if h.proc != nil {
-			h.proc.Stop()
-		}
+		stopping.Wait()
 		if h.brokerSrv != nil {
 			errs = append(errs, h.brokerSrv.Shutdown(ctx))
 		}
@@ -680,20 +694,25 @@ func (h *Host) Queue() string { return h.queue }
 // PoisonQueue returns the poison queue (POISON_QUEUE).
 func (h *Host) PoisonQueue() string { return h.poisonQueue }
 
-// HandlerPID returns the handler's process id, 0 while none runs.
+// HandlerPID returns the process id of the oldest running instance's
+// handler, 0 while none runs.
 func (h *Host) HandlerPID() int {
-	if h.proc == nil {
-		return 0
+	if in := h.pool.first(); in != nil {
+		return in.proc.PID()
 	}
-	return h.proc.PID()
+	return 0
 }
 
-// HandlerStarts returns how many times the handler was started.
+// HandlerStarts returns how many handler processes were started, over all
+// instances (one per instance, plus one per restart after a crash).
 func (h *Host) HandlerStarts() int {
-	if h.proc == nil {
-		return 0
+	h.pool.mu.Lock()
+	defer h.pool.mu.Unlock()
+	n := 0
+	for _, in := range h.pool.all {
+		n += in.proc.Starts()
 	}
-	return h.proc.Starts()
+	return n
 }
 
 // Addr returns the front's address (host:port), "" without a front.
@@ -724,22 +743,17 @@ func (h *Host) StoreSource() string { return h.storeSource }
 // none).
 func (h *Host) SettingsSource() string { return h.app.SettingsSource }
 
-// HandlerDone is closed when the handler failed for good (it kept dying
-// and is no longer restarted) or was stopped; HandlerErr says why.
-func (h *Host) HandlerDone() <-chan struct{} {
-	if h.proc == nil {
-		return nil
-	}
-	return h.proc.Done()
-}
+// HandlerDone is closed when the handler of a running instance failed for
+// good (it kept dying and is no longer restarted); HandlerErr says why.
+// Instances removed or killed on purpose, and Close, do not close it.
+func (h *Host) HandlerDone() <-chan struct{} { return h.pool.fail }
 
-// HandlerErr returns why the handler is no longer supervised, nil while it
-// is.
+// HandlerErr returns why an instance's handler is no longer supervised,
+// nil while every running one is.
 func (h *Host) HandlerErr() error {
-	if h.proc == nil {
-		return nil
-	}
-	return h.proc.Err()
+	h.pool.mu.Lock()
+	defer h.pool.mu.Unlock()
+	return h.pool.failErr
 }
 
 // Send sends one workload message to the workload queue: at once, or
@@ -765,7 +779,9 @@ func (h *Host) Send(ctx context.Context, l ScenarioLine) error {
 }
 
 // Play sends lines in order, holding each line until SendAfter has passed
-// on the host's clock since Play began. With FastForward, a hold during
+// on the host's clock since Play began. A scale line (Scale set) adds,
+// removes or kills an instance instead (see Scale); one that cannot be
+// applied, such as removing the last instance, is a warning. With FastForward, a hold during
 // which the host has nothing else to do is skipped by moving the clock.
 // It fails when Send does, ctx ends, or the store the host started died.
 func (h *Host) Play(ctx context.Context, lines []ScenarioLine) error {
@@ -778,6 +794,16 @@ func (h *Host) Play(ctx context.Context, lines []ScenarioLine) error {
 		}
 		if err := h.storeErr(); err != nil {
 			return err
+		}
+		if l.Scale != "" {
+			id, err := h.Scale(ctx, l.Scale, l.Instance)
+			if err != nil {
+				h.log.Warn("scale event not applied", slog.String("action", l.Scale), slog.String("at", l.Pos), slog.Any("error", err))
+			}
+			if h.opts.OnScale != nil {
+				h.opts.OnScale(l.Scale, id, err)
+			}
+			continue
 		}
 		if err := h.Send(ctx, l); err != nil {
 			return err
@@ -884,6 +910,7 @@ func (h *Host) fastForward(limit time.Time) {
 			return
 		}
 		workers, sessions := h.sessionWorkers[q]
+		workers *= h.pool.runningCount()
 		held, allWaiting := h.idleSessions.state(q)
 		switch {
 		case !sessions && s.Active != 0: // a receiver takes it now
@@ -925,7 +952,7 @@ func (h *Host) fastForward(limit time.Time) {
 // returns when all have answered. Failed invocations are joined into the
 // error. Without timer functions it does nothing.
 func (h *Host) FireTimers(ctx context.Context) error {
-	if h.inv == nil {
+	if h.stopTimers == nil {
 		return errors.New("devhost: FireTimers before Start")
 	}
 	var errs []error

@@ -31,7 +31,7 @@ const DemoTimeScale = 120
 
 const usageLine = "usage: handler dev [--app-root DIR] [--scenario FILE] [--exit-when-idle] [--summary-json FILE] " +
 	"[--seed N] [--orders N] [--time-scale F] [--lock-duration D] [--max-delivery N] [--http-addr ADDR] " +
-	"[--handler-log FILE] [--quiet]"
+	"[--handler-log FILE] [--quiet] [--instances N] [--scale EVENTS]"
 
 type config struct {
 	appRoot      string
@@ -48,6 +48,8 @@ type config struct {
 	httpAddrSet  bool
 	handlerLog   string
 	quiet        bool
+	instances    int
+	scale        []ScenarioLine
 }
 
 // parseFlags returns the configuration, or an exit code >= 0 to return.
@@ -68,6 +70,8 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	fs.StringVar(&c.httpAddr, "http-addr", defaultHTTPAddr, "`address` of the HTTP front (GetOrder, Metrics); with --exit-when-idle and no --http-addr, a free port when the default is in use")
 	fs.StringVar(&c.handlerLog, "handler-log", "", "append the handler's output to `file` (default: standard error)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines, only warnings and the summary")
+	fs.IntVar(&c.instances, "instances", 1, fmt.Sprintf("instances of the app at the start, as Flex Consumption scales out: each its own handler process, cache and session slots (1 to %d)", MaxInstances))
+	scaleFlag := fs.String("scale", "", "scale `events` during the run, comma-separated ACTION[:INSTANCE]@AFTER: add@30s, remove@2m, kill:instance-1@3m (AFTER on the host's clock since the workload started)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stdout, usageLine)
@@ -97,6 +101,14 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 		return bad("--lock-duration %s: want a positive duration", c.lockDuration)
 	case c.maxDelivery < 0 || c.maxDelivery > 2000:
 		return bad("--max-delivery %d: want 1 to 2000", c.maxDelivery)
+	case c.instances < 1 || c.instances > MaxInstances:
+		return bad("--instances %d: want 1 to %d", c.instances, MaxInstances)
+	}
+	if *scaleFlag != "" {
+		var err error
+		if c.scale, err = ParseScale(*scaleFlag); err != nil {
+			return bad("--scale: %v", err)
+		}
 	}
 	switch {
 	case c.scaleSet:
@@ -152,11 +164,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 			fmt.Fprintf(stderr, "handler dev: %v\n", err)
 			return ExitUsage
 		}
-		workload = fmt.Sprintf("scenario %s (%d messages)", c.scenario, len(lines))
+		workload = fmt.Sprintf("scenario %s (%d messages)", c.scenario, messages(lines))
 	} else {
 		lines = scenario.Demo(scenario.DemoOptions{Seed: c.seed, Orders: c.orders, Start: time.Now().UTC()})
 		workload = fmt.Sprintf("built-in demo: %d orders, %d messages (seed %d)", c.orders, len(lines), c.seed)
 	}
+	lines = mergeScale(lines, c.scale)
+	total := messages(lines)
 
 	// The host's own log: warnings and errors (a restarted handler, a
 	// failed call); what it uses is printed below. The handler's JSON
@@ -177,6 +191,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		handlerOut, handlerErr = w, w
 	}
 
+	var h *Host
 	opts := Options{
 		AppRoot:     c.appRoot,
 		Queues:      QueueOverrides{LockDuration: c.lockDuration, MaxDeliveryCount: int32(c.maxDelivery)},
@@ -186,6 +201,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		Stderr:      handlerErr,
 		Logger:      logger,
 		FastForward: c.exitWhenIdle,
+		Instances:   c.instances,
+		OnScale: func(action, id string, err error) {
+			if err != nil {
+				note("scale %s: %v", action, err)
+				return
+			}
+			note("scale %s: %s; running: %s", action, id, strings.Join(h.RunningInstances(), ", "))
+		},
 	}
 	if c.exitWhenIdle {
 		if !c.httpAddrSet {
@@ -236,6 +259,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	if c.handlerLog != "" {
 		say("handler output: %s", c.handlerLog)
 	}
+	if c.instances > 1 || len(c.scale) > 0 {
+		say("instances: %s (each its own handler process, cache and %d session slots; timers on the oldest)",
+			strings.Join(h.RunningInstances(), ", "), h.app.Host.ServiceBus.MaxConcurrentSessions)
+	}
 	say("workload: %s", workload)
 	if c.timeScale != 1 {
 		say("time scale %g: the broker clock runs %g times faster; a 30 min payment timeout fires after %s",
@@ -264,7 +291,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 				case <-stopProgress:
 					return
 				case <-t.C:
-					fmt.Fprintln(stdout, h.progressLine(time.Since(began), len(lines)))
+					fmt.Fprintln(stdout, h.progressLine(time.Since(began), total))
 				}
 			}
 		}()
@@ -310,7 +337,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	}
 	finishProgress()
 	if !c.quiet {
-		fmt.Fprintln(stdout, h.progressLine(time.Since(began), len(lines)))
+		fmt.Fprintln(stdout, h.progressLine(time.Since(began), total))
 	}
 	s, err := h.Summary(ctx)
 	if err != nil {
@@ -390,6 +417,16 @@ func (h *Host) progressLine(elapsed time.Duration, total int) string {
 	q := h.broker.Stats(h.queue)
 	p := h.broker.Stats(h.poisonQueue)
 	fmt.Fprintf(&b, " | active %d, locked %d, scheduled %d | DLQ %d | poison %d", q.Active, q.Locked, q.Scheduled, q.DeadLettered, p.Active+p.Locked)
+	if inst := h.Instances(); len(inst) > 1 {
+		b.WriteString(" | calls by instance:")
+		for _, in := range inst {
+			mark := ""
+			if in.State != InstanceRunning {
+				mark = " (" + in.State + ")"
+			}
+			fmt.Fprintf(&b, " %s %d%s", strings.TrimPrefix(in.ID, "instance-"), in.Invocations, mark)
+		}
+	}
 	return b.String()
 }
 

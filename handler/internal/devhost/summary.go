@@ -22,8 +22,9 @@ import (
 )
 
 // Summary is what a run did. Its JSON form, the --summary-json file, has
-// exactly the four keys orders, results, parked and deadLettered, never
-// null; the other fields are for the printed table and for Go callers.
+// exactly the keys orders, results, parked, deadLettered and instances,
+// never null; the other fields are for the printed table and for Go
+// callers.
 type Summary struct {
 	// Orders maps every order the host saw (a session id it sent or
 	// delivered that is a legal order id) to its row, read through the
@@ -44,6 +45,9 @@ type Summary struct {
 	// those still in the dead-letter subqueue and those a sweeper took out
 	// during the run (Removed). Sorted by MessageID, then Reason.
 	DeadLettered []Entry `json:"deadLettered"`
+	// Instances is what each instance of the app did, in start order
+	// (one entry without scale-out): see InstanceSummary.
+	Instances []InstanceSummary `json:"instances"`
 	// Sent is the number of workload messages sent.
 	Sent int `json:"-"`
 	// PoisonDepth and DeadLetterDepth are the current depths of the
@@ -55,7 +59,7 @@ type Summary struct {
 	Violations []string `json:"-"`
 }
 
-// MarshalJSON writes the four keys of the --summary-json file, with empty
+// MarshalJSON writes the keys of the --summary-json file, with empty
 // objects and arrays for nil maps and slices.
 func (s Summary) MarshalJSON() ([]byte, error) {
 	type file struct {
@@ -63,8 +67,12 @@ func (s Summary) MarshalJSON() ([]byte, error) {
 		Results      map[string]int      `json:"results"`
 		Parked       []Entry             `json:"parked"`
 		DeadLettered []Entry             `json:"deadLettered"`
+		Instances    []InstanceSummary   `json:"instances"`
 	}
-	f := file{Orders: s.Orders, Results: s.Results, Parked: s.Parked, DeadLettered: s.DeadLettered}
+	f := file{Orders: s.Orders, Results: s.Results, Parked: s.Parked, DeadLettered: s.DeadLettered, Instances: s.Instances}
+	if f.Instances == nil {
+		f.Instances = []InstanceSummary{}
+	}
 	if f.Orders == nil {
 		f.Orders = map[string]OrderRow{}
 	}
@@ -116,7 +124,7 @@ type Entry struct {
 // order through the handler, so the handler must be running. Call it when
 // the host is idle (WaitIdle) for the invariants to be meaningful.
 func (h *Host) Summary(ctx context.Context) (Summary, error) {
-	if h.inv == nil {
+	if h.client == nil {
 		return Summary{}, errors.New("devhost: Summary before Start")
 	}
 	if err := h.storeErr(); err != nil {
@@ -124,7 +132,7 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 	}
 	sent, results := h.stats.snapshot()
 	parked, removed := h.rec.snapshot()
-	s := Summary{Results: results, Parked: parked, Sent: sent, DeadLettered: []Entry{}}
+	s := Summary{Results: results, Parked: parked, Sent: sent, DeadLettered: []Entry{}, Instances: h.Instances()}
 	if s.Parked == nil {
 		s.Parked = []Entry{}
 	}
@@ -216,7 +224,7 @@ func (h *Host) orderPath(id string) string {
 // through the handler's GetOrder function (see orderPath). It returns the
 // rows found and the ids it looked up.
 func (h *Host) readOrders(ctx context.Context, ids []string) (map[string]OrderRow, map[string]bool, error) {
-	base, err := h.proc.Ready(ctx)
+	base, err := h.pool.Ready(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("devhost: read orders: %w", err)
 	}
@@ -228,7 +236,7 @@ func (h *Host) readOrders(ctx context.Context, ids []string) (map[string]OrderRo
 		wg      sync.WaitGroup
 		next    = make(chan string)
 	)
-	client := h.inv.client
+	client := h.client
 	for range 8 {
 		wg.Add(1)
 		go func() {
@@ -402,6 +410,7 @@ func (s Summary) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "  %-*s %7d\n", width, k, sec.counts[k])
 		}
 	}
+	writeInstances(&b, s.Instances)
 	if len(s.Violations) == 0 {
 		b.WriteString("invariants: all hold\n")
 	} else {
@@ -416,4 +425,21 @@ func (s Summary) WriteTable(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeInstances writes what each instance did, when more than one ran.
+func writeInstances(b *strings.Builder, inst []InstanceSummary) {
+	if len(inst) < 2 {
+		return
+	}
+	fmt.Fprintf(b, "by instance (%d started)\n", len(inst))
+	for _, in := range inst {
+		results := slices.Sorted(maps.Keys(in.Results))
+		var parts []string
+		for _, r := range results {
+			parts = append(parts, fmt.Sprintf("%s %d", r, in.Results[r]))
+		}
+		fmt.Fprintf(b, "  %-12s %-8s calls %5d | round trips %5d, ETag conflicts %3d, cache hits %5d | %s\n",
+			in.ID, in.State, in.Invocations, in.RoundTrips, in.ETagConflicts, in.CacheHits, strings.Join(parts, ", "))
+	}
 }
