@@ -664,6 +664,9 @@ func (h *Host) Close() error {
 		h.pool.mu.Lock()
 		all := slices.Clone(h.pool.all)
 		h.pool.mu.Unlock()
+		if h.client != nil {
+			h.client.CloseIdleConnections()
+		}
 		var stopping sync.WaitGroup
 		for _, in := range all {
 			in.retired.Store(true)
