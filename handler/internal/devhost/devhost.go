@@ -31,6 +31,13 @@
 // Azurite dies fails. On Linux the handler and that Azurite die with the
 // host, even when it is killed with SIGKILL.
 //
+// Scaled out (Options.Instances, AddInstance, RemoveInstance,
+// KillInstance, scale lines in a workload), the host runs several instances
+// of the app as Flex Consumption does, on the one broker and store: each
+// with its own handler process (its id in CONTAINER_NAME), its own cache
+// and its own session slots; the front takes the running instances in
+// turn, and timers run on the oldest one (instance.go).
+//
 // Time runs on the host's clock: real time, TimeScale times faster, and
 // with FastForward moved ahead at once over stretches in which the host
 // only waits for a scheduled message.

@@ -200,7 +200,7 @@ func TestEndToEndScaledOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	var stdout, stderr strings.Builder
-	code := Main(ctx, []string{"--app-root", app, "--instances", "3", "--orders", "60", "--scale", "add@2m,kill:1@4m,remove:instance-3@6m",
+	code := Main(ctx, []string{"--app-root", app, "--instances", "3", "--orders", "60", "--scale", "add@2m,kill:1@4m,remove:3@6m",
 		"--exit-when-idle", "--summary-json", summaryPath, "--http-addr", "127.0.0.1:0", "--handler-log", handlerLog}, &stdout, &stderr)
 	if code != ExitOK {
 		t.Fatalf("exit code %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
