@@ -173,6 +173,7 @@ type pool struct {
 	mu      sync.Mutex
 	all     []*instance          // every instance started, in start order
 	rr      int                  // round-robin position of the front
+	started int                  // instances started or starting
 	holders map[string]*instance // session id -> the instance holding it
 	fail    chan struct{}        // closed when a running instance's handler failed for good
 	failErr error
@@ -265,7 +266,8 @@ func (p *pool) failed(in *instance, err error) {
 // answers) and its Service Bus dispatchers. ctx bounds the start only.
 func (h *Host) startInstance(ctx context.Context) (*instance, error) {
 	h.pool.mu.Lock()
-	n := len(h.pool.all) + 1
+	h.pool.started++
+	n := h.pool.started // reserved, so that instances started at once get distinct ids
 	h.pool.mu.Unlock()
 	in := &instance{n: n, id: "instance-" + strconv.Itoa(n)}
 	in.state.Store(InstanceRunning)
