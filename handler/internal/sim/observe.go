@@ -182,6 +182,10 @@ type Cost struct {
 	// RoundTrips sums the answers' round trips; Applied counts the
 	// answers Applied; Answers counts them all.
 	RoundTrips, Applied, Answers int
+	// Elsewhere counts the messages answered by more than one instance:
+	// delivered again on another instance after the first one's answer
+	// was lost (an instance killed or removed, a lock lost).
+	Elsewhere int
 }
 
 // CacheCost adds up, from the handlers' answers in the order they ended,
@@ -192,7 +196,14 @@ func CacheCost(answers []Answer) Cost {
 	sorted := slices.Clone(answers)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].End < sorted[j].End })
 	last := map[string]string{} // order -> instance of its previous answer
+	by := map[string]string{}   // message -> instance of its first answer
+	elsewhere := map[string]bool{}
 	for _, a := range sorted {
+		if first, ok := by[a.MessageID]; !ok {
+			by[a.MessageID] = a.Instance
+		} else if first != a.Instance {
+			elsewhere[a.MessageID] = true
+		}
 		c.Answers++
 		c.RoundTrips += a.RoundTrips
 		c.Conflicts += a.Conflicts
@@ -210,5 +221,6 @@ func CacheCost(answers []Answer) Cost {
 		}
 	}
 	c.StaleRoundTrips = 2 * c.StaleConflicts
+	c.Elsewhere = len(elsewhere)
 	return c
 }

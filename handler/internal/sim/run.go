@@ -78,6 +78,8 @@ type Stats struct {
 	// another instance: the session moved with the order's cache left
 	// behind.
 	Moves int
+	// Elsewhere counts the messages answered on more than one instance.
+	Elsewhere int
 	// Conflicts counts the ETag conflicts the handlers logged (writes
 	// lost to another writer, each followed by a reread); StaleConflicts
 	// those of calls that began from the cache, i.e. what stale caches
@@ -408,7 +410,7 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	st.ScaleEvents = r.scaled
 	c := CacheCost(o.Answers)
 	st.Moves, st.Conflicts, st.StaleConflicts, st.StaleRoundTrips = c.Moves, c.Conflicts, c.StaleConflicts, c.StaleRoundTrips
-	st.RoundTrips, st.Applied = c.RoundTrips, c.Applied
+	st.RoundTrips, st.Applied, st.Elsewhere = c.RoundTrips, c.Applied, c.Elsewhere
 	for _, ord := range r.s.Orders {
 		if ord.Timeout != RaceTimeout {
 			continue

@@ -307,10 +307,10 @@ func saveLogs(seed uint64, s Schedule, res Result) (string, error) {
 
 func statsLine(s Stats) string {
 	return fmt.Sprintf("kills=%d lost_answers=%d outage_requests=%d lock_lost=%d concurrent_calls=%d abandoned=%d restarts=%d dead_lettered=%d replays=%d races_paid=%d races_cancelled=%d writes=%d answers=%d "+
-		"instances=%d scale_events=%d session_moves=%d etag_conflicts=%d stale_cache_conflicts=%d stale_cache_round_trips=%d round_trips=%d applied=%d",
+		"instances=%d scale_events=%d session_moves=%d redelivered_elsewhere=%d etag_conflicts=%d stale_cache_conflicts=%d stale_cache_round_trips=%d round_trips=%d applied=%d",
 		s.Kills, s.LostAnswers, s.OutageRequests, s.LockLost, s.ConcurrentCalls, s.Abandoned, s.Restarts, s.DeadLettered, s.Replays,
 		s.RacesPaid, s.RacesCancelled, s.Writes, s.Answers,
-		s.Instances, s.ScaleEvents, s.Moves, s.Conflicts, s.StaleConflicts, s.StaleRoundTrips, s.RoundTrips, s.Applied)
+		s.Instances, s.ScaleEvents, s.Moves, s.Elsewhere, s.Conflicts, s.StaleConflicts, s.StaleRoundTrips, s.RoundTrips, s.Applied)
 }
 
 // totalStats sums Stats over schedules, counting schedules where each
@@ -326,6 +326,7 @@ type totalStats struct {
 	// session moves and what stale caches cost there.
 	multi, scaleEvents, moves, conflicts, staleConflicts int
 	staleRoundTrips, roundTrips, applied, multiAnswers   int
+	elsewhere, withElsewhere                             int
 }
 
 func (t *totalStats) add(s Stats) {
@@ -359,6 +360,8 @@ func (t *totalStats) add(s Stats) {
 	count(&t.withReplays, s.Replays > 0)
 	count(&t.withOutageHits, s.OutageRequests > 0)
 	t.scaleEvents += s.ScaleEvents
+	t.elsewhere += s.Elsewhere
+	count(&t.withElsewhere, s.Elsewhere > 0)
 	t.conflicts += s.Conflicts
 	if s.Instances > 1 {
 		t.multi++
@@ -375,12 +378,12 @@ func (t totalStats) String() string {
 	return fmt.Sprintf("kills %d (in %d schedules), handler restarts %d; lost answers %d (in %d); outages %d short + %d long, %d requests failed (in %d schedules); "+
 		"lock-expiry windows %d, answers after a lost lock %d, concurrent calls of one message %d (in %d); abandoned %d; dead-lettered %d, replayed %d (in %d); "+
 		"timeout races won by Paid %d, by the timeout %d; writes %d, answers %d; "+
-		"scale-out: %d schedules ran more than one instance, %d scale events, ETag conflicts %d in all; in the multi-instance schedules %d session moves, "+
+		"scale-out: %d schedules ran more than one instance, %d scale events, %d messages answered again on another instance (in %d), ETag conflicts %d in all; in the multi-instance schedules %d session moves, "+
 		"stale-cache conflicts %d costing %d extra round trips over %d answers (%.3f per answer, %.3f per applied; %d round trips for %d applied)",
 		t.kills, t.withKills, t.restarts, t.lostAnswers, t.withLostAnswers, t.shortOutages, t.longOutages, t.outageRequests, t.withOutageHits,
 		t.lockExpiryWindows, t.lockLost, t.concurrent, t.withConcurrent, t.abandoned, t.deadLettered, t.replays, t.withReplays,
 		t.racesPaid, t.racesCancelled, t.writes, t.answers,
-		t.multi, t.scaleEvents, t.conflicts, t.moves, t.staleConflicts, t.staleRoundTrips, t.multiAnswers,
+		t.multi, t.scaleEvents, t.elsewhere, t.withElsewhere, t.conflicts, t.moves, t.staleConflicts, t.staleRoundTrips, t.multiAnswers,
 		ratio(t.staleRoundTrips, t.multiAnswers), ratio(t.staleRoundTrips, t.applied), t.roundTrips, t.applied)
 }
 
