@@ -105,6 +105,7 @@ const (
 	JumpScheduled    = "to the next scheduled message"
 	JumpSendAfter    = "to the next line held by sendAfter"
 	JumpIdleSessions = "to let idle sessions close"
+	JumpLockExpiry   = "to let a killed instance's session locks run out"
 )
 
 // advancer is a clock that can be moved forward (clock.ScaledClock).
@@ -900,11 +901,12 @@ func (h *Host) idle() bool {
 
 // fastForward moves the clock, if FastForward is set and nothing runs, to
 // the next time something falls due. Nothing runs when no call runs, no
-// message is locked, every session the dispatchers hold waits idle for
-// its next message, and no visible message waits for a free worker. What
-// falls due: a scheduled message, limit (Play's next line; zero for none),
-// or the end of an idle session's wait (so that its worker moves on to
-// the next session); while sessions are held, the clock moves a quarter
+// message is locked (but by a killed instance), every session the
+// dispatchers hold waits idle for its next message, and no visible message
+// waits for a free worker. What falls due: a scheduled message, the end of
+// a session lock a killed instance left, limit (Play's next line; zero for
+// none), or the end of an idle session's wait (so that its worker moves on
+// to the next session); while sessions are held, the clock moves a quarter
 // of the lock duration at most. It assumes one driver: what starts
 // between its look at the queues and the jump can only be what falls due
 // by the jump's target.
@@ -914,9 +916,11 @@ func (h *Host) fastForward(limit time.Time) {
 	}
 	var next time.Time
 	anyHeld := false
+	var orphanEnd time.Time // the first lock a killed instance left that runs out
 	for _, q := range h.triggered {
+		orphans, orphanMsgs, end := h.pool.orphansOf(q, h.clock.Now())
 		s := h.broker.Stats(q)
-		if s.Locked != 0 {
+		if s.Locked != orphanMsgs {
 			return
 		}
 		workers, sessions := h.sessionWorkers[q]
@@ -925,7 +929,7 @@ func (h *Host) fastForward(limit time.Time) {
 		switch {
 		case !sessions && s.Active != 0: // a receiver takes it now
 			return
-		case s.LockedSessions != held || !allWaiting: // a session starts, or a receiver is about to receive
+		case s.LockedSessions != held+orphans || !allWaiting: // a session starts, or a receiver is about to receive
 			return
 		case s.Active != 0 && held < workers: // a free worker takes it now
 			return
@@ -934,8 +938,14 @@ func (h *Host) fastForward(limit time.Time) {
 		if at, ok := h.broker.NextDue(q); ok && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
+		if !end.IsZero() && (orphanEnd.IsZero() || end.Before(orphanEnd)) {
+			orphanEnd = end
+		}
 	}
 	to := JumpScheduled
+	if !orphanEnd.IsZero() && (next.IsZero() || !next.Before(orphanEnd)) {
+		next, to = orphanEnd.Add(time.Millisecond), JumpLockExpiry
+	}
 	if !limit.IsZero() && (next.IsZero() || limit.Before(next)) {
 		next, to = limit, JumpSendAfter
 	}

@@ -177,6 +177,49 @@ type pool struct {
 	holders map[string]*instance // session id -> the instance holding it
 	fail    chan struct{}        // closed when a running instance's handler failed for good
 	failErr error
+	// orphans are the session locks killed instances left behind, until
+	// they run out (for fast-forwarding).
+	orphans []orphan
+}
+
+// orphan is a session lock a killed instance left behind: the session and
+// the messages it had in calls stay locked until the lock runs out.
+type orphan struct {
+	queue    string
+	until    time.Time
+	messages int
+}
+
+// orphaned records a session lock left by a killed instance.
+func (p *pool) orphaned(o orphan) {
+	p.mu.Lock()
+	p.orphans = append(p.orphans, o)
+	p.mu.Unlock()
+}
+
+// orphansOf returns, for queue, the session locks left by killed
+// instances that run past now, the messages they hold, and when the first
+// of them runs out; it forgets those that ran out.
+func (p *pool) orphansOf(queue string, now time.Time) (sessions, messages int, first time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kept := p.orphans[:0]
+	for _, o := range p.orphans {
+		if !now.Before(o.until) {
+			continue
+		}
+		kept = append(kept, o)
+		if o.queue != queue {
+			continue
+		}
+		sessions++
+		messages += o.messages
+		if first.IsZero() || o.until.Before(first) {
+			first = o.until
+		}
+	}
+	p.orphans = kept
+	return sessions, messages, first
 }
 
 func newPool() *pool {

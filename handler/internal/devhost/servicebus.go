@@ -74,10 +74,13 @@ func (d *sessionDispatcher) session(in *instance, s *membroker.Session) {
 	defer d.h.idleSessions.release(d.queue) // after the Close below
 	d.h.pool.hold(s.ID(), in)
 	defer d.h.pool.release(s.ID(), in)
+	var unsettled atomic.Int64 // messages left locked by a kill
 	defer func() {
 		if !in.killed() {
 			s.Close()
+			return
 		}
+		d.h.pool.orphaned(orphan{queue: d.queue, until: s.LockedUntil(), messages: int(unsettled.Load())})
 	}()
 	var lastReceive atomic.Int64 // broker-clock time of the last message handed out
 	lastReceive.Store(d.h.clock.Now().UnixNano())
@@ -117,7 +120,9 @@ func (d *sessionDispatcher) session(in *instance, s *membroker.Session) {
 					return // idle for sessionIdleTimeout
 				}
 				lastReceive.Store(d.h.clock.Now().UnixNano())
-				d.h.handle(in, d.fn, d.binding, d.queue, m, s, s.LockedUntil())
+				if !d.h.handle(in, d.fn, d.binding, d.queue, m, s, s.LockedUntil()) {
+					unsettled.Add(1)
+				}
 			}
 		}()
 	}
@@ -177,7 +182,7 @@ func (d *queueDispatcher) start(in *instance) {
 					continue
 				}
 				for i := range msgs {
-					d.h.handle(in, d.fn, d.binding, d.queue, &msgs[i], st, time.Time{})
+					_ = d.h.handle(in, d.fn, d.binding, d.queue, &msgs[i], st, time.Time{})
 				}
 			}
 		})
@@ -228,8 +233,9 @@ func hostMessage(m broker.Received, sessionLockedUntil time.Time) hostproto.Serv
 
 // handle invokes fn on instance in for one received message and settles it
 // from the answer: 2xx completes, anything else abandons. Nothing is
-// settled once in was killed: its locks run out instead.
-func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Received, st settler, lockedUntil time.Time) {
+// settled once in was killed: its locks run out instead, and handle
+// reports false.
+func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Received, st settler, lockedUntil time.Time) (settled bool) {
 	ctx := in.callCtx
 	h.stats.inFlight.Add(1)
 	defer h.stats.inFlight.Add(-1)
@@ -245,7 +251,7 @@ func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Receive
 		a, err = in.inv.invoke(ctx, fn, body)
 	}
 	if in.killed() {
-		return
+		return false
 	}
 	if err == nil && a.OK() {
 		if err := st.Complete(settleCtx, m); err != nil {
@@ -256,7 +262,7 @@ func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Receive
 			} else {
 				log.Error("complete failed; the message is delivered again", slog.Any("error", err))
 			}
-			return
+			return true
 		}
 		result := a.Result
 		if result == "" {
@@ -264,7 +270,7 @@ func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Receive
 		}
 		h.stats.completed(queue, *m, result)
 		in.counts.result(result)
-		return
+		return true
 	}
 	if err != nil {
 		log.Warn("invocation failed; abandoning the message", slog.Any("error", err))
@@ -277,10 +283,11 @@ func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Receive
 	if err := st.Abandon(settleCtx, m); err != nil {
 		h.stats.result(ResultLockLost)
 		in.counts.result(ResultLockLost)
-		return
+		return true
 	}
 	h.stats.result(ResultAbandoned)
 	in.counts.result(ResultAbandoned)
+	return true
 }
 
 // pause waits d of wall-clock time or until ctx ends.
