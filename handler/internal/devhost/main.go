@@ -424,7 +424,7 @@ func (h *Host) progressLine(elapsed time.Duration, total int) string {
 			if in.State != InstanceRunning {
 				mark = " (" + in.State + ")"
 			}
-			fmt.Fprintf(&b, " %s %d%s", strings.TrimPrefix(in.ID, "instance-"), in.Invocations, mark)
+			fmt.Fprintf(&b, " #%s %d%s", strings.TrimPrefix(in.ID, "instance-"), in.Invocations, mark)
 		}
 	}
 	return b.String()

@@ -196,7 +196,7 @@ const (
 	MaxInstances = 4
 	// KillLock is the lock duration of schedules that kill an instance:
 	// its sessions' locks must run out before other instances take them.
-	KillLock = 2 * time.Second
+	KillLock = time.Second
 	// ShortSessionIdle is the session idle timeout of schedules whose
 	// sessions move between instances between events.
 	ShortSessionIdle = 250 * time.Millisecond

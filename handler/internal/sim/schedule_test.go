@@ -263,8 +263,8 @@ func TestGenerateScaleEvents(t *testing.T) {
 				running++
 			case scenario.ScaleRemove, scenario.ScaleKill:
 				running--
-				if e.Action == scenario.ScaleKill && (f.LockDuration == 0 || f.LockDuration > KillLock) {
-					t.Errorf("seed %d: kills an instance with lock duration %s, want at most %s", seed, f.LockDuration, KillLock)
+				if short := max(KillLock, LockExpiryLock); e.Action == scenario.ScaleKill && (f.LockDuration == 0 || f.LockDuration > short) {
+					t.Errorf("seed %d: kills an instance with lock duration %s, want at most %s", seed, f.LockDuration, short)
 				}
 			default:
 				t.Errorf("seed %d: scale action %q", seed, e.Action)
