@@ -254,17 +254,11 @@ func (p *pool) first() *instance {
 // Functions front end spreads HTTP requests, and returns the chosen
 // instance's handler base URL once it answers.
 func (p *pool) Ready(ctx context.Context) (string, error) {
-	p.mu.Lock()
-	var r []*instance
-	for _, in := range p.all {
-		if in.stateName() == InstanceRunning {
-			r = append(r, in)
-		}
-	}
+	r := p.running()
 	if len(r) == 0 {
-		p.mu.Unlock()
 		return "", errors.New("devhost: no instance is running")
 	}
+	p.mu.Lock()
 	in := r[p.rr%len(r)]
 	p.rr++
 	p.mu.Unlock()
