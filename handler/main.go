@@ -199,7 +199,9 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "handler:", err)
 		return 1
 	}
-	log := logging.New(stdout, stderr, cfg.LogLevel)
+	// Each line names the instance, so that a scaled-out app's logs can be
+	// grouped by instance in Application Insights.
+	log := logging.WithInstance(logging.New(stdout, stderr, cfg.LogLevel), logging.InstanceID(os.Getenv))
 
 	reg := prometheus.NewRegistry()
 	m := metrics.NewWithOptions(reg, version, &metrics.Options{Revision: buildRevision()})
@@ -233,7 +235,11 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 			"setting", config.EnvServiceBusNamespace)
 	}
 
-	orders := orderstate.New(tables, nil)
+	// Adaptive trust in the cache: with one instance, or a backlog drained
+	// session by session, it bets on every cached ETag (one round trip per
+	// applied message); when scaled-out instances keep taking each other's
+	// sessions and those bets mostly lose, it reads first instead.
+	orders := orderstate.New(tables, &orderstate.Options{CacheTrust: orderstate.TrustAdaptive})
 	// stopping ends in-call retry waits at shutdown: those calls answer 5xx.
 	stopping, cancelStopping := context.WithCancel(context.Background())
 	defer cancelStopping()

@@ -31,6 +31,13 @@
 // Azurite dies fails. On Linux the handler and that Azurite die with the
 // host, even when it is killed with SIGKILL.
 //
+// Scaled out (Options.Instances, AddInstance, RemoveInstance,
+// KillInstance, scale lines in a workload), the host runs several instances
+// of the app as Flex Consumption does, on the one broker and store: each
+// with its own handler process (its id in CONTAINER_NAME), its own cache
+// and its own session slots; the front takes the running instances in
+// turn, and timers run on the oldest one (instance.go).
+//
 // Time runs on the host's clock: real time, TimeScale times faster, and
 // with FastForward moved ahead at once over stretches in which the host
 // only waits for a scheduled message.
@@ -49,6 +56,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -62,11 +70,11 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	hcfg "github.com/orderstatus/orderstatus/handler/internal/config"
-	"github.com/orderstatus/orderstatus/handler/internal/devhost/child"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/funcapp"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/ncrontab"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/logging"
 )
 
 // ScenarioLine is one message of a workload (see package scenario).
@@ -98,6 +106,7 @@ const (
 	JumpScheduled    = "to the next scheduled message"
 	JumpSendAfter    = "to the next line held by sendAfter"
 	JumpIdleSessions = "to let idle sessions close"
+	JumpLockExpiry   = "to let a killed instance's session locks run out"
 )
 
 // advancer is a clock that can be moved forward (clock.ScaledClock).
@@ -187,6 +196,14 @@ type Options struct {
 	// NoAzuriteInstall stops the host from running `npm ci` in tools/
 	// when no store is configured and Azurite is not installed.
 	NoAzuriteInstall bool
+	// Instances is how many instances of the app run at the start, as
+	// Flex Consumption scales out (default 1, at most MaxInstances): each
+	// with its own handler process and its own session slots, on the one
+	// broker and store (see AddInstance, RemoveInstance, KillInstance).
+	Instances int
+	// OnScale, if set, is called after each scale event Play applies:
+	// the action, the instance's id, and the error if it failed.
+	OnScale func(action, id string, err error)
 }
 
 // Host is a development host. Create it with New, then Start; Close stops
@@ -219,23 +236,27 @@ type Host struct {
 	storeConn, storeServiceURI string
 	// archiveTable is the dead-letter sweeper's archive table, which the
 	// summary's archived key lists.
-	archiveTable string
-	az           *azurite.Server
-	brokerSrv    *http.Server
-	brokerURL    string
-	proc         *child.Process
-	inv          *invoker
-	frontLn      net.Listener
-	front        *http.Server
-	frontAddr    string
-	stopAccept   context.CancelFunc // stops taking new work
-	stopCalls    context.CancelFunc // aborts running calls
-	stopTimers   context.CancelFunc // stops the timer schedules
-	workers      sync.WaitGroup     // Service Bus dispatchers
-	timerRuns    sync.WaitGroup     // timer schedules
-	closing      atomic.Bool
-	closeOnce    sync.Once
-	closeErr     error
+	archiveTable       string
+	az                 *azurite.Server
+	brokerSrv          *http.Server
+	brokerURL          string
+	pool               *pool
+	handlerPath        string
+	handlerEnv         []string     // every instance's environment but its id
+	client             *http.Client // the summary's reads
+	acceptCtx, callCtx context.Context
+	scaleMu            sync.Mutex // one removal or kill at a time
+	frontLn            net.Listener
+	front              *http.Server
+	frontAddr          string
+	stopAccept         context.CancelFunc // stops taking new work
+	stopCalls          context.CancelFunc // aborts running calls
+	stopTimers         context.CancelFunc // stops the timer schedules
+	workers            sync.WaitGroup     // Service Bus dispatchers
+	timerRuns          sync.WaitGroup     // timer schedules
+	closing            atomic.Bool
+	closeOnce          sync.Once
+	closeErr           error
 }
 
 // New reads the app and prepares the host; it starts nothing. Errors name
@@ -262,6 +283,12 @@ func New(opts Options) (*Host, error) {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 10 * time.Second
 	}
+	if opts.Instances == 0 {
+		opts.Instances = 1
+	}
+	if opts.Instances < 1 || opts.Instances > MaxInstances {
+		return nil, fmt.Errorf("devhost: %d instances: want 1 to %d", opts.Instances, MaxInstances)
+	}
 	if opts.TimeScale < 0 || opts.TimeScale > MaxTimeScale {
 		return nil, fmt.Errorf("devhost: time scale %v is outside 0 to %d", opts.TimeScale, MaxTimeScale)
 	}
@@ -273,7 +300,7 @@ func New(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{opts: opts, app: app, log: opts.Logger, stats: newStats(), sessionWorkers: map[string]int{}, idleSessions: newIdleTracker()}
+	h := &Host{opts: opts, app: app, log: opts.Logger, stats: newStats(), sessionWorkers: map[string]int{}, idleSessions: newIdleTracker(), pool: newPool()}
 	switch {
 	case opts.Clock != nil:
 		h.clock = opts.Clock
@@ -500,42 +527,33 @@ func (h *Host) Start(ctx context.Context) (err error) {
 		h.archiveTable = hcfg.DefaultDeadLetterArchiveTable
 	}
 	settings[SettingAppRootPath] = h.app.Root
-	h.proc, err = child.Start(ctx, child.Options{
-		Path:         path,
-		Args:         h.app.Host.Arguments,
-		Dir:          h.app.Host.WorkingDirectory,
-		Env:          settings.Environ(),
-		Stdout:       h.opts.Stdout,
-		Stderr:       h.opts.Stderr,
-		ReadyTimeout: h.opts.ReadyTimeout,
-		Logger:       h.log,
-	})
-	if err != nil {
-		return fmt.Errorf("devhost: start the handler: %w", err)
-	}
-	h.inv = newInvoker(h.proc, h.app.Host.FunctionTimeout, h.log)
+	// Each instance's handler learns its id from CONTAINER_NAME, as on
+	// Flex Consumption; an id from the settings would name them all.
+	delete(settings, logging.EnvContainerName)
+	delete(settings, logging.EnvWebsiteInstanceID)
+	h.handlerPath, h.handlerEnv = path, settings.Environ()
+	h.client = newLoopbackClient()
 
-	// Front.
-	if h.frontLn != nil {
-		h.front = &http.Server{Handler: newFront(h.routes, h.proc, h.log), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = h.front.Serve(h.frontLn) }()
-	}
-
-	// Dispatchers.
+	// The instances, each with its handler and its dispatchers; the
+	// front; the timers, which run on one instance at a time.
 	acceptCtx, stopAccept := context.WithCancel(context.Background())
 	callCtx, stopCalls := context.WithCancel(context.Background())
 	timerCtx, stopTimers := context.WithCancel(acceptCtx)
 	h.stopAccept, h.stopCalls, h.stopTimers = stopAccept, stopCalls, stopTimers
-	for _, d := range h.sessions {
-		d.start(acceptCtx, callCtx, &h.workers)
+	h.acceptCtx, h.callCtx = acceptCtx, callCtx
+	for range h.opts.Instances {
+		if _, err := h.startInstance(ctx); err != nil {
+			return err
+		}
 	}
-	for _, d := range h.plain {
-		d.start(acceptCtx, callCtx, &h.workers)
+	if h.frontLn != nil {
+		h.front = &http.Server{Handler: newFront(h.routes, h.pool, h.log), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = h.front.Serve(h.frontLn) }()
 	}
 	for _, d := range h.timers {
 		d.start(timerCtx, callCtx, &h.timerRuns)
 	}
-	h.log.Info("development host started", slog.String("handler", path), slog.String("store", h.storeSource),
+	h.log.Info("development host started", slog.String("handler", path), slog.Int("instances", h.opts.Instances), slog.String("store", h.storeSource),
 		slog.String("broker", h.brokerURL), slog.String("front", h.frontAddr), slog.String("settings", h.app.SettingsSource))
 	return nil
 }
@@ -659,12 +677,19 @@ func (h *Host) Close() error {
 		case h.frontLn != nil:
 			errs = append(errs, h.frontLn.Close())
 		}
-		if h.inv != nil {
-			h.inv.close()
+		h.pool.mu.Lock()
+		all := slices.Clone(h.pool.all)
+		h.pool.mu.Unlock()
+		if h.client != nil {
+			h.client.CloseIdleConnections()
 		}
-		if h.proc != nil {
-			h.proc.Stop()
+		var stopping sync.WaitGroup
+		for _, in := range all {
+			in.retired.Store(true)
+			in.inv.close()
+			stopping.Go(in.proc.Stop)
 		}
+		stopping.Wait()
 		if h.brokerSrv != nil {
 			errs = append(errs, h.brokerSrv.Shutdown(ctx))
 		}
@@ -688,20 +713,25 @@ func (h *Host) Queue() string { return h.queue }
 // PoisonQueue returns the poison queue (POISON_QUEUE).
 func (h *Host) PoisonQueue() string { return h.poisonQueue }
 
-// HandlerPID returns the handler's process id, 0 while none runs.
+// HandlerPID returns the process id of the oldest running instance's
+// handler, 0 while none runs.
 func (h *Host) HandlerPID() int {
-	if h.proc == nil {
-		return 0
+	if in := h.pool.first(); in != nil {
+		return in.proc.PID()
 	}
-	return h.proc.PID()
+	return 0
 }
 
-// HandlerStarts returns how many times the handler was started.
+// HandlerStarts returns how many handler processes were started, over all
+// instances (one per instance, plus one per restart after a crash).
 func (h *Host) HandlerStarts() int {
-	if h.proc == nil {
-		return 0
+	h.pool.mu.Lock()
+	defer h.pool.mu.Unlock()
+	n := 0
+	for _, in := range h.pool.all {
+		n += in.proc.Starts()
 	}
-	return h.proc.Starts()
+	return n
 }
 
 // Addr returns the front's address (host:port), "" without a front.
@@ -732,22 +762,17 @@ func (h *Host) StoreSource() string { return h.storeSource }
 // none).
 func (h *Host) SettingsSource() string { return h.app.SettingsSource }
 
-// HandlerDone is closed when the handler failed for good (it kept dying
-// and is no longer restarted) or was stopped; HandlerErr says why.
-func (h *Host) HandlerDone() <-chan struct{} {
-	if h.proc == nil {
-		return nil
-	}
-	return h.proc.Done()
-}
+// HandlerDone is closed when the handler of a running instance failed for
+// good (it kept dying and is no longer restarted); HandlerErr says why.
+// Instances removed or killed on purpose, and Close, do not close it.
+func (h *Host) HandlerDone() <-chan struct{} { return h.pool.fail }
 
-// HandlerErr returns why the handler is no longer supervised, nil while it
-// is.
+// HandlerErr returns why an instance's handler is no longer supervised,
+// nil while every running one is.
 func (h *Host) HandlerErr() error {
-	if h.proc == nil {
-		return nil
-	}
-	return h.proc.Err()
+	h.pool.mu.Lock()
+	defer h.pool.mu.Unlock()
+	return h.pool.failErr
 }
 
 // Send sends one workload message to the workload queue: at once, or
@@ -773,7 +798,9 @@ func (h *Host) Send(ctx context.Context, l ScenarioLine) error {
 }
 
 // Play sends lines in order, holding each line until SendAfter has passed
-// on the host's clock since Play began. With FastForward, a hold during
+// on the host's clock since Play began. A scale line (Scale set) adds,
+// removes or kills an instance instead (see Scale); one that cannot be
+// applied, such as removing the last instance, is a warning. With FastForward, a hold during
 // which the host has nothing else to do is skipped by moving the clock.
 // It fails when Send does, ctx ends, or the store the host started died.
 func (h *Host) Play(ctx context.Context, lines []ScenarioLine) error {
@@ -786,6 +813,16 @@ func (h *Host) Play(ctx context.Context, lines []ScenarioLine) error {
 		}
 		if err := h.storeErr(); err != nil {
 			return err
+		}
+		if l.Scale != "" {
+			id, err := h.Scale(ctx, l.Scale, l.Instance)
+			if err != nil {
+				h.log.Warn("scale event not applied", slog.String("action", l.Scale), slog.String("at", l.Pos), slog.Any("error", err))
+			}
+			if h.opts.OnScale != nil {
+				h.opts.OnScale(l.Scale, id, err)
+			}
+			continue
 		}
 		if err := h.Send(ctx, l); err != nil {
 			return err
@@ -872,11 +909,12 @@ func (h *Host) idle() bool {
 
 // fastForward moves the clock, if FastForward is set and nothing runs, to
 // the next time something falls due. Nothing runs when no call runs, no
-// message is locked, every session the dispatchers hold waits idle for
-// its next message, and no visible message waits for a free worker. What
-// falls due: a scheduled message, limit (Play's next line; zero for none),
-// or the end of an idle session's wait (so that its worker moves on to
-// the next session); while sessions are held, the clock moves a quarter
+// message is locked (but by a killed instance), every session the
+// dispatchers hold waits idle for its next message, and no visible message
+// waits for a free worker. What falls due: a scheduled message, the end of
+// a session lock a killed instance left, limit (Play's next line; zero for
+// none), or the end of an idle session's wait (so that its worker moves on
+// to the next session); while sessions are held, the clock moves a quarter
 // of the lock duration at most. It assumes one driver: what starts
 // between its look at the queues and the jump can only be what falls due
 // by the jump's target.
@@ -886,17 +924,20 @@ func (h *Host) fastForward(limit time.Time) {
 	}
 	var next time.Time
 	anyHeld := false
+	var orphanEnd time.Time // the first lock a killed instance left that runs out
 	for _, q := range h.triggered {
+		orphans, orphanMsgs, end := h.pool.orphansOf(q, h.clock.Now())
 		s := h.broker.Stats(q)
-		if s.Locked != 0 {
+		if s.Locked != orphanMsgs {
 			return
 		}
 		workers, sessions := h.sessionWorkers[q]
+		workers *= h.pool.runningCount()
 		held, allWaiting := h.idleSessions.state(q)
 		switch {
 		case !sessions && s.Active != 0: // a receiver takes it now
 			return
-		case s.LockedSessions != held || !allWaiting: // a session starts, or a receiver is about to receive
+		case s.LockedSessions != held+orphans || !allWaiting: // a session starts, or a receiver is about to receive
 			return
 		case s.Active != 0 && held < workers: // a free worker takes it now
 			return
@@ -905,8 +946,14 @@ func (h *Host) fastForward(limit time.Time) {
 		if at, ok := h.broker.NextDue(q); ok && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
+		if !end.IsZero() && (orphanEnd.IsZero() || end.Before(orphanEnd)) {
+			orphanEnd = end
+		}
 	}
 	to := JumpScheduled
+	if !orphanEnd.IsZero() && (next.IsZero() || !next.Before(orphanEnd)) {
+		next, to = orphanEnd.Add(time.Millisecond), JumpLockExpiry
+	}
 	if !limit.IsZero() && (next.IsZero() || limit.Before(next)) {
 		next, to = limit, JumpSendAfter
 	}
@@ -933,7 +980,7 @@ func (h *Host) fastForward(limit time.Time) {
 // returns when all have answered. Failed invocations are joined into the
 // error. Without timer functions it does nothing.
 func (h *Host) FireTimers(ctx context.Context) error {
-	if h.inv == nil {
+	if h.stopTimers == nil {
 		return errors.New("devhost: FireTimers before Start")
 	}
 	var errs []error

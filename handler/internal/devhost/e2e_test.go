@@ -180,3 +180,91 @@ func TestEndToEndRealHandler(t *testing.T) {
 		t.Errorf("stdout lacks the invariants line:\n%s", stdout.String())
 	}
 }
+
+// TestEndToEndScaledOut runs what `make run ARGS="--instances 3"` runs,
+// with --exit-when-idle and a smaller demo, plus scale events: three real
+// handlers share the demo on one broker and Azurite, a fourth is added,
+// the first is killed and the third removed; the invariants hold, every
+// first three instances did work, the summary counts per instance, and
+// every handler log line names its instance.
+func TestEndToEndScaledOut(t *testing.T) {
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := filepath.Join(root, "bin", "handler")
+	if _, err := os.Stat(handler); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("bin/handler is required under CI: %v (make test builds it)", err)
+		}
+		t.Skipf("bin/handler not built (%v); 'make test' builds it", err)
+	}
+	cs := testenv.Azurite(t)
+	var suffix [6]byte
+	_, _ = rand.Read(suffix[:])
+	t.Setenv(SettingStoreConnection, cs)
+	t.Setenv("OrderStore__tableName", fmt.Sprintf("devhost%x", suffix))
+	app := copyApp(t, root, handler)
+	dir := t.TempDir()
+	summaryPath := filepath.Join(dir, "summary.json")
+	handlerLog := filepath.Join(dir, "handler.log")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	var stdout, stderr strings.Builder
+	code := Main(ctx, []string{"--app-root", app, "--instances", "3", "--orders", "60", "--scale", "add@2m,kill:1@4m,remove:3@6m",
+		"--exit-when-idle", "--summary-json", summaryPath, "--http-addr", "127.0.0.1:0", "--handler-log", handlerLog}, &stdout, &stderr)
+	if code != ExitOK {
+		t.Fatalf("exit code %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	data, err := os.ReadFile(summaryPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Summary
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatalf("summary: %v\n%s", err, data)
+	}
+	states := map[string]string{}
+	for _, in := range s.Instances {
+		states[in.ID] = in.State
+		if in.ID != "instance-4" && in.Invocations == 0 {
+			t.Errorf("%s took no call: %+v", in.ID, in)
+		}
+	}
+	want := map[string]string{"instance-1": InstanceKilled, "instance-2": InstanceRunning, "instance-3": InstanceRemoved, "instance-4": InstanceRunning}
+	if !reflect.DeepEqual(states, want) {
+		t.Errorf("instances %v, want %v", states, want)
+	}
+	for _, l := range []string{"instances: instance-1, instance-2, instance-3", "by instance (4 started)", "invariants: all hold"} {
+		if !strings.Contains(stdout.String(), l) {
+			t.Errorf("stdout lacks %q:\n%s", l, stdout.String())
+		}
+	}
+	for _, l := range []string{"scale add: instance-4", "scale kill: instance-1", "scale remove: instance-3"} {
+		if !strings.Contains(stderr.String(), l) {
+			t.Errorf("stderr lacks %q:\n%s", l, stderr.String())
+		}
+	}
+	logData, err := os.ReadFile(handlerLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(logData)), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue // not a JSON line (none expected, but not this test's point)
+		}
+		id, _ := rec["instance_id"].(string)
+		if id == "" {
+			t.Errorf("handler log line without instance_id: %s", line)
+			break
+		}
+		seen[id] = true
+	}
+	for _, id := range []string{"instance-1", "instance-2", "instance-3", "instance-4"} {
+		if !seen[id] {
+			t.Errorf("no handler log line of %s", id)
+		}
+	}
+}

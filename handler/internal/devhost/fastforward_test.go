@@ -1,9 +1,11 @@
 package devhost
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -217,5 +219,57 @@ func TestFastForwardIdleSessions(t *testing.T) {
 	}
 	if _, r := h.stats.snapshot(); r["Applied"] != 6 || r[ResultLockLost] != 0 {
 		t.Errorf("results %v, want 6 Applied and no lost lock", r)
+	}
+}
+
+// TestFastForwardKilledInstanceLocks: the session lock a killed instance
+// left (a minute, in real time) is skipped when nothing else runs, and the
+// message is delivered again on the other instance.
+func TestFastForwardKilledInstanceLocks(t *testing.T) {
+	var j jumps
+	h, up := testHost(t, appFiles(1), func(o *Options) {
+		o.Instances = 2
+		o.FastForward = true
+		o.OnFastForward = j.record
+	})
+	var mu sync.Mutex
+	var pids []int
+	inFirst := make(chan struct{})
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		c := decodeCall(t, r)
+		mu.Lock()
+		pids = append(pids, c.PID)
+		first := len(pids) == 1
+		mu.Unlock()
+		if first {
+			close(inFirst)
+			<-r.Context().Done()
+			return
+		}
+		reply(w, http.StatusOK, "Applied")
+	})
+	ctx := testCtx(t) // well under the minute the lock would take in real time
+	if err := h.Send(ctx, statusLine("o-1", "o-1:1", "Created", 1)); err != nil {
+		t.Fatal(err)
+	}
+	<-inFirst
+	mu.Lock()
+	victim := pidOf(h, pids[0])
+	mu.Unlock()
+	if _, err := h.KillInstance(victim); err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := h.WaitIdle(waitCtx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pids) != 2 || pidOf(h, pids[1]) == victim {
+		t.Errorf("calls on pids %v: want the message again on the other instance", pids)
+	}
+	if _, all := j.total(); !slices.Contains(all, JumpLockExpiry) {
+		t.Errorf("fast-forwards %v, want one %q", all, JumpLockExpiry)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/orderstatus/orderstatus/handler/internal/devhost/child"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/funcapp"
 )
 
@@ -113,20 +112,22 @@ func (r route) match(escapedPath string) bool {
 	return len(parts) == len(r.segs)
 }
 
-// front forwards requests for HTTP functions to the handler, as the host
-// does with enableForwardingHttpRequest: same method, path, query, headers
+// front forwards requests for HTTP functions to the handler of one
+// instance after another (round robin), as the Functions front end spreads
+// requests over a scaled-out app, and as the host does with
+// enableForwardingHttpRequest: same method, path, query, headers
 // and body; the handler's answer is passed back unchanged. Function keys
 // are not checked.
 type front struct {
 	routes []route
-	proc   *child.Process
+	proc   readier // the instances, taken in turn
 	log    *slog.Logger
 	proxy  *httputil.ReverseProxy
 }
 
 type targetKey struct{}
 
-func newFront(routes []route, proc *child.Process, log *slog.Logger) http.Handler {
+func newFront(routes []route, proc readier, log *slog.Logger) http.Handler {
 	f := &front{routes: routes, proc: proc, log: log}
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

@@ -164,6 +164,8 @@ type config struct {
 	httpAddrSet  bool
 	handlerLog   string
 	quiet        bool
+	instances    int
+	scale        []ScenarioLine
 }
 
 // parseFlags returns the configuration, or an exit code >= 0 to return.
@@ -184,6 +186,8 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	fs.StringVar(&c.httpAddr, "http-addr", defaultHTTPAddr, "`addr`ess of the HTTP front (GetOrder, Metrics); with --exit-when-idle and no --http-addr, a free port when the default is in use")
 	fs.StringVar(&c.handlerLog, "handler-log", "", "append the handler's output to `file` (default: standard error)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines: only the HTTP front's address, warnings, failures and the summary")
+	fs.IntVar(&c.instances, "instances", 1, fmt.Sprintf("instances of the app at the start, as Flex Consumption scales out: each its own handler process, cache and session slots (1 to %d)", MaxInstances))
+	scaleFlag := fs.String("scale", "", "scale `events` during the run, comma-separated ACTION[:INSTANCE]@AFTER: add@30s, remove@2m, kill:instance-1@3m (AFTER on the host's clock since the workload started)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printHelp(stdout, fs)
@@ -210,6 +214,14 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 		return bad("--lock-duration %s: Service Bus allows %s to %s", c.lockDuration, shortDuration(MinLockDuration), shortDuration(MaxLockDuration))
 	case set["max-delivery"] && (c.maxDelivery < 1 || c.maxDelivery > MaxDeliveryCountLimit):
 		return bad("--max-delivery %d: Service Bus allows 1 to %d", c.maxDelivery, MaxDeliveryCountLimit)
+	case c.instances < 1 || c.instances > MaxInstances:
+		return bad("--instances %d: want 1 to %d", c.instances, MaxInstances)
+	}
+	if *scaleFlag != "" {
+		var err error
+		if c.scale, err = ParseScale(*scaleFlag); err != nil {
+			return bad("--scale: %v", err)
+		}
 	}
 	if err := checkAddr(c.httpAddr); err != nil {
 		return bad("--http-addr %s: %v", c.httpAddr, err)
@@ -286,7 +298,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		for _, w := range warnings {
 			note("warning: %s", w)
 		}
-		workload = fmt.Sprintf("scenario %s (%d messages)", c.scenario, len(lines))
+		workload = fmt.Sprintf("scenario %s (%d messages)", c.scenario, messages(lines))
 	} else {
 		// The wall clock: the broker's scaled clock must not reach event
 		// times, or an occurredAt would be later than its updatedAt.
@@ -297,6 +309,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		fmt.Fprintf(stderr, "handler dev: --app-root %s: no host.json there (run from the repository root, or name it) (%s)\n", c.appRoot, usageLine)
 		return ExitUsage
 	}
+	lines = mergeScale(lines, c.scale)
+	total := messages(lines)
 
 	// The host's own log: warnings and errors (a restarted handler, a
 	// failed call); what it uses is printed below. The handler's JSON
@@ -317,6 +331,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		handlerOut, handlerErr = w, w
 	}
 
+	var h *Host
 	opts := Options{
 		AppRoot:     c.appRoot,
 		Queues:      QueueOverrides{LockDuration: c.lockDuration, MaxDeliveryCount: int32(c.maxDelivery)},
@@ -326,6 +341,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		Stderr:      handlerErr,
 		Logger:      logger,
 		FastForward: c.exitWhenIdle,
+		Instances:   c.instances,
+		OnScale: func(action, id string, err error) {
+			if err != nil {
+				note("scale %s: %v", action, err)
+				return
+			}
+			note("scale %s: %s; running: %s", action, id, strings.Join(h.RunningInstances(), ", "))
+		},
 	}
 	if c.exitWhenIdle {
 		if !c.httpAddrSet {
@@ -371,6 +394,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	if c.handlerLog != "" {
 		say("handler output: %s", c.handlerLog)
 	}
+	if c.instances > 1 || len(c.scale) > 0 {
+		say("instances: %s (each its own handler process, cache and %d session slots; timers on the oldest)",
+			strings.Join(h.RunningInstances(), ", "), h.app.Host.ServiceBus.MaxConcurrentSessions)
+	}
 	say("workload: %s", workload)
 	if c.timeScale != 1 {
 		say("time scale %g: the broker clock runs %g times faster; a 30 min payment timeout fires after %s",
@@ -399,7 +426,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 				case <-stopProgress:
 					return
 				case <-t.C:
-					fmt.Fprintln(stdout, h.progressLine(time.Since(began), len(lines)))
+					fmt.Fprintln(stdout, h.progressLine(time.Since(began), total))
 				}
 			}
 		}()
@@ -445,7 +472,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	}
 	finishProgress()
 	if !c.quiet {
-		fmt.Fprintln(stdout, h.progressLine(time.Since(began), len(lines)))
+		fmt.Fprintln(stdout, h.progressLine(time.Since(began), total))
 	}
 	s, err := h.Summary(ctx)
 	if err != nil {
@@ -525,6 +552,16 @@ func (h *Host) progressLine(elapsed time.Duration, total int) string {
 	q := h.broker.Stats(h.queue)
 	p := h.broker.Stats(h.poisonQueue)
 	fmt.Fprintf(&b, " | active %d, locked %d, scheduled %d | DLQ %d | poison %d", q.Active, q.Locked, q.Scheduled, q.DeadLettered, p.Active+p.Locked)
+	if inst := h.Instances(); len(inst) > 1 {
+		b.WriteString(" | calls by instance:")
+		for _, in := range inst {
+			mark := ""
+			if in.State != InstanceRunning {
+				mark = " (" + in.State + ")"
+			}
+			fmt.Fprintf(&b, " #%s %d%s", strings.TrimPrefix(in.ID, "instance-"), in.Invocations, mark)
+		}
+	}
 	return b.String()
 }
 

@@ -40,17 +40,16 @@ type sessionDispatcher struct {
 	maxRenew           time.Duration // maxAutoLockRenewalDuration
 }
 
-func (d *sessionDispatcher) start(acceptCtx, callCtx context.Context, wg *sync.WaitGroup) {
+// start runs the function's session slots on instance in: each
+// instance runs a session processor of its own, as on Flex Consumption.
+func (d *sessionDispatcher) start(in *instance) {
 	for range max(1, d.workers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d.worker(acceptCtx, callCtx)
-		}()
+		d.h.track(in, func() { d.worker(in) })
 	}
 }
 
-func (d *sessionDispatcher) worker(acceptCtx, callCtx context.Context) {
+func (d *sessionDispatcher) worker(in *instance) {
+	acceptCtx := in.acceptCtx
 	for acceptCtx.Err() == nil {
 		s, err := d.h.broker.AcceptNextSession(acceptCtx, d.queue)
 		if err != nil {
@@ -61,17 +60,28 @@ func (d *sessionDispatcher) worker(acceptCtx, callCtx context.Context) {
 			pause(acceptCtx, time.Second)
 			continue
 		}
-		d.session(acceptCtx, callCtx, s)
+		d.session(in, s)
 	}
 }
 
 // session processes one accepted session until it is idle, its lock is
-// lost, or the host stops taking work, and then closes it.
-func (d *sessionDispatcher) session(acceptCtx, callCtx context.Context, s *membroker.Session) {
+// lost, or the instance stops taking work, and then closes it. A killed
+// instance closes nothing: its session lock runs out.
+func (d *sessionDispatcher) session(in *instance, s *membroker.Session) {
+	acceptCtx, callCtx := in.acceptCtx, in.callCtx
 	receivers := max(1, d.callsPerSession)
 	d.h.idleSessions.hold(d.queue, receivers)
 	defer d.h.idleSessions.release(d.queue) // after the Close below
-	defer s.Close()
+	d.h.pool.hold(s.ID(), in)
+	defer d.h.pool.release(s.ID(), in)
+	var unsettled atomic.Int64 // messages left locked by a kill
+	defer func() {
+		if !in.killed() {
+			s.Close()
+			return
+		}
+		d.h.pool.orphaned(orphan{queue: d.queue, until: s.LockedUntil(), messages: int(unsettled.Load())})
+	}()
 	var lastReceive atomic.Int64 // broker-clock time of the last message handed out
 	lastReceive.Store(d.h.clock.Now().UnixNano())
 
@@ -110,7 +120,9 @@ func (d *sessionDispatcher) session(acceptCtx, callCtx context.Context, s *membr
 					return // idle for sessionIdleTimeout
 				}
 				lastReceive.Store(d.h.clock.Now().UnixNano())
-				d.h.handle(callCtx, d.fn, d.binding, d.queue, m, s, s.LockedUntil())
+				if !d.h.handle(in, d.fn, d.binding, d.queue, m, s, s.LockedUntil()) {
+					unsettled.Add(1)
+				}
 			}
 		}()
 	}
@@ -153,11 +165,10 @@ type queueDispatcher struct {
 	workers            int
 }
 
-func (d *queueDispatcher) start(acceptCtx, callCtx context.Context, wg *sync.WaitGroup) {
+func (d *queueDispatcher) start(in *instance) {
 	for range max(1, d.workers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		d.h.track(in, func() {
+			acceptCtx := in.acceptCtx
 			src := broker.Source{Queue: d.queue}
 			st := sourceSettler{b: d.h.broker, src: src}
 			for acceptCtx.Err() == nil {
@@ -171,10 +182,10 @@ func (d *queueDispatcher) start(acceptCtx, callCtx context.Context, wg *sync.Wai
 					continue
 				}
 				for i := range msgs {
-					d.h.handle(callCtx, d.fn, d.binding, d.queue, &msgs[i], st, time.Time{})
+					_ = d.h.handle(in, d.fn, d.binding, d.queue, &msgs[i], st, time.Time{})
 				}
 			}
-		}()
+		})
 	}
 }
 
@@ -220,51 +231,63 @@ func hostMessage(m broker.Received, sessionLockedUntil time.Time) hostproto.Serv
 	}
 }
 
-// handle invokes fn for one received message and settles it from the
-// answer: 2xx completes, anything else abandons.
-func (h *Host) handle(ctx context.Context, fn, binding, queue string, m *broker.Received, st settler, lockedUntil time.Time) {
+// handle invokes fn on instance in for one received message and settles it
+// from the answer: 2xx completes, anything else abandons. Nothing is
+// settled once in was killed: its locks run out instead, and handle
+// reports false.
+func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Received, st settler, lockedUntil time.Time) (settled bool) {
+	ctx := in.callCtx
 	h.stats.inFlight.Add(1)
 	defer h.stats.inFlight.Add(-1)
+	in.counts.invoked()
 	log := h.log.With(slog.String("function", fn), slog.String("message_id", m.MessageID),
-		slog.String("session_id", m.SessionID), slog.Int("delivery_count", int(m.DeliveryCount)))
+		slog.String("session_id", m.SessionID), slog.Int("delivery_count", int(m.DeliveryCount)), slog.String("instance", in.id))
 	// Settle even while the host shuts down: the answer is in.
 	settleCtx := context.WithoutCancel(ctx)
 
 	body, err := hostproto.EncodeServiceBus(hostMessage(*m, lockedUntil), binding, fn, h.clock.Now())
 	var a answer
 	if err == nil {
-		a, err = h.inv.invoke(ctx, fn, body)
+		a, err = in.inv.invoke(ctx, fn, body)
+	}
+	if in.killed() {
+		return false
 	}
 	if err == nil && a.OK() {
 		if err := st.Complete(settleCtx, m); err != nil {
 			h.stats.result(ResultLockLost)
+			in.counts.result(ResultLockLost)
 			if errors.Is(err, broker.ErrLockLost) {
 				log.Warn("the answer came after the lock was lost; the message is delivered again", slog.Any("error", err))
 			} else {
 				log.Error("complete failed; the message is delivered again", slog.Any("error", err))
 			}
-			return
+			return true
 		}
 		result := a.Result
 		if result == "" {
 			result = ResultCompleted
 		}
 		h.stats.completed(queue, *m, result)
-		return
+		in.counts.result(result)
+		return true
 	}
 	if err != nil {
 		log.Warn("invocation failed; abandoning the message", slog.Any("error", err))
 		if errors.Is(err, errNoAnswer) {
-			h.inv.awaitHealthy(ctx)
+			in.inv.awaitHealthy(ctx)
 		}
 	} else {
 		log.Warn("invocation failed; abandoning the message", slog.Int("status", a.Status), slog.Any("logs", a.Logs))
 	}
 	if err := st.Abandon(settleCtx, m); err != nil {
 		h.stats.result(ResultLockLost)
-		return
+		in.counts.result(ResultLockLost)
+		return true
 	}
 	h.stats.result(ResultAbandoned)
+	in.counts.result(ResultAbandoned)
+	return true
 }
 
 // pause waits d of wall-clock time or until ctx ends.

@@ -497,7 +497,7 @@ func TestHandlerEnvironment(t *testing.T) {
 		o.Settings["ServiceBusConnection__clientId"] = "x"
 		o.Settings["MY_SETTING"] = "v"
 	})
-	base, err := h.proc.Ready(testCtx(t))
+	base, err := h.pool.Ready(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}

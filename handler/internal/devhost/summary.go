@@ -26,7 +26,7 @@ import (
 )
 
 // Summary is what a run did. Its JSON form, the --summary-json file, has
-// the keys orders, results, parked, deadLettered, archived and accounting,
+// the keys orders, results, parked, deadLettered, archived, accounting and instances,
 // never null; the other fields are for the printed table and for Go
 // callers.
 type Summary struct {
@@ -57,6 +57,9 @@ type Summary struct {
 	// Accounting says where every message sent to the workload queue
 	// went (Results counts calls, not messages).
 	Accounting Accounting `json:"accounting"`
+	// Instances is what each instance of the app did, in start order
+	// (one entry without scale-out): see InstanceSummary.
+	Instances []InstanceSummary `json:"instances"`
 	// Sent is the number of workload messages sent.
 	Sent int `json:"-"`
 	// PoisonDepth and DeadLetterDepth are the current depths of the
@@ -78,10 +81,15 @@ func (s Summary) MarshalJSON() ([]byte, error) {
 		DeadLettered []Entry             `json:"deadLettered"`
 		Archived     []Entry             `json:"archived"`
 		Accounting   Accounting          `json:"accounting"`
+		Instances    []InstanceSummary   `json:"instances"`
 	}
-	f := file{Orders: s.Orders, Results: s.Results, Parked: s.Parked, DeadLettered: s.DeadLettered, Archived: s.Archived, Accounting: s.Accounting}
+	f := file{Orders: s.Orders, Results: s.Results, Parked: s.Parked, DeadLettered: s.DeadLettered, Archived: s.Archived,
+		Accounting: s.Accounting, Instances: s.Instances}
 	if f.Archived == nil {
 		f.Archived = []Entry{}
+	}
+	if f.Instances == nil {
+		f.Instances = []InstanceSummary{}
 	}
 	if f.Accounting.Completed == nil {
 		f.Accounting.Completed = map[string]int{}
@@ -137,7 +145,7 @@ type Entry struct {
 // order through the handler, so the handler must be running. Call it when
 // the host is idle (WaitIdle) for the invariants to be meaningful.
 func (h *Host) Summary(ctx context.Context) (Summary, error) {
-	if h.inv == nil {
+	if h.client == nil {
 		return Summary{}, errors.New("devhost: Summary before Start")
 	}
 	if err := h.storeErr(); err != nil {
@@ -145,7 +153,7 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 	}
 	sent, results := h.stats.snapshot()
 	parked, removed := h.rec.snapshot()
-	s := Summary{Results: results, Parked: parked, Sent: sent, DeadLettered: []Entry{}}
+	s := Summary{Results: results, Parked: parked, Sent: sent, DeadLettered: []Entry{}, Instances: h.Instances()}
 	if s.Parked == nil {
 		s.Parked = []Entry{}
 	}
@@ -246,7 +254,7 @@ func (h *Host) orderPath(id string) string {
 // through the handler's GetOrder function (see orderPath). It returns the
 // rows found and the ids it looked up.
 func (h *Host) readOrders(ctx context.Context, ids []string) (map[string]OrderRow, map[string]bool, error) {
-	base, err := h.proc.Ready(ctx)
+	base, err := h.pool.Ready(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("devhost: read orders: %w", err)
 	}
@@ -258,7 +266,7 @@ func (h *Host) readOrders(ctx context.Context, ids []string) (map[string]OrderRo
 		wg      sync.WaitGroup
 		next    = make(chan string)
 	)
-	client := h.inv.client
+	client := h.client
 	for range 8 {
 		wg.Add(1)
 		go func() {
@@ -444,6 +452,7 @@ func (s Summary) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "  %-*s %7d\n", width, k, sec.counts[k])
 		}
 	}
+	writeInstances(&b, s.Instances)
 	if len(s.Violations) == 0 {
 		b.WriteString("invariants: all hold\n")
 	} else {
@@ -482,4 +491,21 @@ func (h *Host) archived(ctx context.Context) ([]Entry, error) {
 	}
 	sortEntries(out)
 	return out, nil
+}
+
+// writeInstances writes what each instance did, when more than one ran.
+func writeInstances(b *strings.Builder, inst []InstanceSummary) {
+	if len(inst) < 2 {
+		return
+	}
+	fmt.Fprintf(b, "by instance (%d started)\n", len(inst))
+	for _, in := range inst {
+		results := slices.Sorted(maps.Keys(in.Results))
+		var parts []string
+		for _, r := range results {
+			parts = append(parts, fmt.Sprintf("%s %d", r, in.Results[r]))
+		}
+		fmt.Fprintf(b, "  %-12s %-8s calls %5d | round trips %5d, ETag conflicts %3d, cache hits %5d | %s\n",
+			in.ID, in.State, in.Invocations, in.RoundTrips, in.ETagConflicts, in.CacheHits, strings.Join(parts, ", "))
+	}
 }

@@ -22,10 +22,11 @@ func TestSummaryJSON(t *testing.T) {
 			name: "empty: objects and arrays, never null",
 			s:    Summary{Sent: 3, PoisonDepth: 1, DeadLetterDepth: 2, Violations: []string{"v"}},
 			want: `{"orders":{},"results":{},"parked":[],"deadLettered":[],"archived":[],` +
-				`"accounting":{"sent":0,"sentByHandlerOrCli":0,"completed":{},"deadLettered":0,"droppedAsDuplicates":0,"cancelledScheduled":0,"expiredDropped":0,"waiting":0,"unaccounted":0}}`,
+				`"accounting":{"sent":0,"sentByHandlerOrCli":0,"completed":{},"deadLettered":0,"droppedAsDuplicates":0,"cancelledScheduled":0,"expiredDropped":0,"waiting":0,"unaccounted":0},` +
+				`"instances":[]}`,
 		},
 		{
-			name: "six keys only, map keys sorted",
+			name: "seven keys only, map keys sorted",
 			s: Summary{
 				Orders:       map[string]OrderRow{"o-2": {Status: "Paid", LastSequence: 2}, "o-1": {Status: "Created", LastSequence: 1}},
 				Results:      map[string]int{"Stale": 1, "Applied": 3},
@@ -33,14 +34,17 @@ func TestSummaryJSON(t *testing.T) {
 				DeadLettered: []Entry{{MessageID: "b", Reason: "MaxDeliveryCountExceeded", Queue: "q", DeliveryCount: 5}},
 				Archived:     []Entry{{MessageID: "a", Reason: "InvalidPayload"}},
 				Accounting:   Accounting{Sent: 9, Completed: map[string]int{"Stale": 1, "Applied": 3}, DeadLettered: 1, DroppedAsDuplicates: 4},
-				Sent:         9,
-				Violations:   []string{},
+				Instances: []InstanceSummary{{ID: "instance-1", State: InstanceRunning, Invocations: 4, Results: map[string]int{"Applied": 3},
+					RoundTrips: 5, ETagConflicts: 1, CacheHits: 2, HandlerStarts: 1}},
+				Sent:       9,
+				Violations: []string{},
 			},
 			want: `{"orders":{"o-1":{"status":"Created","lastSequence":1},"o-2":{"status":"Paid","lastSequence":2}},` +
 				`"results":{"Applied":3,"Stale":1},"parked":[{"messageId":"a","reason":"InvalidPayload"}],` +
 				`"deadLettered":[{"messageId":"b","reason":"MaxDeliveryCountExceeded"}],"archived":[{"messageId":"a","reason":"InvalidPayload"}],` +
 				`"accounting":{"sent":9,"sentByHandlerOrCli":0,"completed":{"Applied":3,"Stale":1},"deadLettered":1,` +
-				`"droppedAsDuplicates":4,"cancelledScheduled":0,"expiredDropped":0,"waiting":0,"unaccounted":0}}`,
+				`"droppedAsDuplicates":4,"cancelledScheduled":0,"expiredDropped":0,"waiting":0,"unaccounted":0},` +
+				`"instances":[{"id":"instance-1","state":"running","invocations":4,"results":{"Applied":3},"roundTrips":5,"etagConflicts":1,"cacheHits":2,"handlerStarts":1}]}`,
 		},
 	}
 	for _, tt := range tests {

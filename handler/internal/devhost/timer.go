@@ -76,10 +76,17 @@ func (d *timerDispatcher) fire(ctx context.Context, pastDue bool) error {
 	if err != nil {
 		return fmt.Errorf("devhost: timer %s: %w", d.fn, err)
 	}
+	// The timer's singleton lock: one instance runs it, the oldest one
+	// running.
+	in := d.h.pool.first()
+	if in == nil {
+		return fmt.Errorf("devhost: timer %s: no instance is running", d.fn)
+	}
+	in.counts.invoked()
 	start := time.Now()
-	a, err := d.h.inv.invoke(ctx, d.fn, body)
+	a, err := in.inv.invoke(ctx, d.fn, body)
 	d.last, d.lastUpdated = now, d.h.clock.Now().UTC()
-	log := d.h.log.With(slog.String("function", d.fn), slog.Duration("duration", time.Since(start)))
+	log := d.h.log.With(slog.String("function", d.fn), slog.String("instance", in.id), slog.Duration("duration", time.Since(start)))
 	switch {
 	case err != nil:
 		log.Warn("timer invocation failed", slog.Any("error", err))

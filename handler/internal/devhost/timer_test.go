@@ -225,7 +225,10 @@ func TestTimerEncodingMatchesGolden(t *testing.T) {
 			clk.times = append(clk.times, mustTime(t, s))
 		}
 		log := slog.New(slog.DiscardHandler)
-		h := &Host{clock: clk, stats: newStats(), log: log, inv: newInvoker(fixedReady(srv.URL), 0, log)}
+		in := &instance{n: 1, id: "instance-1", inv: newInvoker(fixedReady(srv.URL), 0, log)}
+		in.state.Store(InstanceRunning)
+		h := &Host{clock: clk, stats: newStats(), log: log, pool: newPool()}
+		h.pool.all = []*instance{in}
 		return &timerDispatcher{h: h, fn: "DeadLetterSweeper", binding: funcapp.Binding{Type: funcapp.TypeTimerTrigger, Name: "timer"}, sched: sched}
 	}
 	ctx := testCtx(t)

@@ -29,9 +29,12 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
-// Applier applies messages to the order store (orderstate.Service).
+// Applier applies messages to the order store (orderstate.Service). The
+// lock is the session lock the message came under (from
+// SessionActions.SessionLockedUntil; zero when the host sent none), which
+// tells the cache whether another instance may have written since.
 type Applier interface {
-	Apply(ctx context.Context, u order.Update) (orderstate.Outcome, error)
+	ApplyUnder(ctx context.Context, u order.Update, lock orderstate.Lock) (orderstate.Outcome, error)
 	ExpireIfUnpaid(ctx context.Context, orderID string) (orderstate.Outcome, error)
 }
 
@@ -155,7 +158,8 @@ func (h *Handler) handle(ctx context.Context, msg hostproto.ServiceBusMessage) o
 			return h.park(ctx, msg, outcome{orderID: msg.SessionID}, err)
 		}
 		out := outcome{orderID: u.OrderID, sequence: u.Sequence}
-		return h.apply(ctx, msg, out, func(ctx context.Context) (orderstate.Outcome, error) { return h.applier.Apply(ctx, u) })
+		lock := orderstate.Lock{Until: msg.SessionLockedUntil}
+		return h.apply(ctx, msg, out, func(ctx context.Context) (orderstate.Outcome, error) { return h.applier.ApplyUnder(ctx, u, lock) })
 	case order.SubjectPaymentTimeout:
 		c, err := order.ParseTimeoutCheck(msg.Body, msg.SessionID)
 		if err != nil {
@@ -279,6 +283,9 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 	}
 	if out.cacheHit {
 		attrs = append(attrs, "cache_hit", true)
+	}
+	if out.conflicts > 0 {
+		attrs = append(attrs, "etag_conflicts", out.conflicts)
 	}
 	if out.retries > 0 {
 		attrs = append(attrs, "retries", out.retries)

@@ -34,6 +34,7 @@ type fakeApplier struct {
 	outcomes []orderstate.Outcome
 	errs     []error
 	applied  []order.Update
+	locks    []orderstate.Lock
 	expired  []string
 }
 
@@ -50,10 +51,11 @@ func (f *fakeApplier) next() (orderstate.Outcome, error) {
 	return o, err
 }
 
-func (f *fakeApplier) Apply(_ context.Context, u order.Update) (orderstate.Outcome, error) {
+func (f *fakeApplier) ApplyUnder(_ context.Context, u order.Update, lock orderstate.Lock) (orderstate.Outcome, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.applied = append(f.applied, u)
+	f.locks = append(f.locks, lock)
 	return f.next()
 }
 
@@ -306,5 +308,32 @@ func TestMethodNotAllowed(t *testing.T) {
 	r.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/OrderStatus", nil))
 	if rec.Code != http.StatusMethodNotAllowed || rec.Body.Len() == 0 {
 		t.Errorf("GET: %d %q, want 405 with a JSON body", rec.Code, rec.Body.String())
+	}
+}
+
+// TestSessionLockAndConflictsReachTheStore: the session lock the host sent
+// goes to the store layer with the update, and the ETag conflicts of the
+// call are on its log line.
+func TestSessionLockAndConflictsReachTheStore(t *testing.T) {
+	a := &fakeApplier{outcomes: []orderstate.Outcome{{Result: order.Applied, State: order.State{Status: order.Paid, LastSequence: 2}, RoundTrips: 3, Conflicts: 1, CacheHit: true}}}
+	r := newRig(a, &fakeParker{}, nil)
+	body := invocation("OrderStatusChanged", "o-1", "o-1:2", 1, paid)
+	var inv map[string]any
+	_ = json.Unmarshal(body, &inv)
+	inv["Metadata"].(map[string]any)["SessionActions"] = map[string]any{"SessionLockedUntil": "2026-11-29T10:21:30+00:00"}
+	body, _ = json.Marshal(inv)
+	if code, _ := r.post(t, body); code != http.StatusOK {
+		t.Fatalf("status %d, want 200", code)
+	}
+	want := time.Date(2026, 11, 29, 10, 21, 30, 0, time.UTC)
+	if len(a.locks) != 1 || !a.locks[0].Until.Equal(want) {
+		t.Errorf("locks passed = %v, want one until %s", a.locks, want)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(bytes.TrimSpace(r.stdout.Bytes()), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec["etag_conflicts"] != 1.0 || rec["round_trips"] != 3.0 || rec["cache_hit"] != true {
+		t.Errorf("log line %v: want etag_conflicts 1, round_trips 3, cache_hit true", rec)
 	}
 }

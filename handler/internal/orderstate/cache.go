@@ -15,6 +15,9 @@ import (
 type cached struct {
 	ETag  store.ETag
 	State order.State
+	// Lock is the session lock the entry was written or read under (the
+	// zero Lock when unknown).
+	Lock Lock
 }
 
 // lru is a bounded least-recently-used map from order id to cached. It is

@@ -9,6 +9,12 @@
 // guess the store checks on every write. Anything consequential concluded
 // from cached state (an InvalidTransition, which parks the message) is
 // confirmed by a fresh read first.
+//
+// When the app runs on several instances, a session can move to another
+// instance and back, leaving this process's entry stale: a write with its
+// ETag then loses (a conflict) and costs a reread. ApplyUnder knows the
+// session lock a message came under, and Options.CacheTrust decides whether
+// an ETag cached under an earlier lock is worth that bet (see CacheTrust).
 package orderstate
 
 import (
@@ -52,6 +58,9 @@ type Options struct {
 	// Now returns the current time, used for UpdatedAt (and OccurredAt when
 	// a message has none). nil means time.Now.
 	Now func() time.Time
+	// CacheTrust is when ApplyUnder writes with a cached ETag (default
+	// TrustAlways; see CacheTrust).
+	CacheTrust CacheTrust
 }
 
 // ErrContention is returned, wrapped, when a call lost more than
@@ -92,6 +101,8 @@ type Service struct {
 	cache        *lru
 	maxConflicts int
 	now          func() time.Time
+	trust        CacheTrust
+	bets         betStats
 }
 
 // New returns a Service over backend.
@@ -110,7 +121,7 @@ func New(backend Backend, opts *Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{backend: backend, cache: newLRU(size), maxConflicts: o.MaxConflicts, now: o.Now}
+	return &Service{backend: backend, cache: newLRU(size), maxConflicts: o.MaxConflicts, now: o.Now, trust: o.CacheTrust}
 }
 
 // Apply applies the validated update u (see order.ParseUpdate) to its order
@@ -127,6 +138,10 @@ func New(backend Backend, opts *Options) *Service {
 // with nothing cached, reads first. A lost conditional write is followed by
 // a reread and a new decision, at most Options.MaxConflicts times.
 func (s *Service) Apply(ctx context.Context, u order.Update) (Outcome, error) {
+	return s.apply(ctx, u, Lock{})
+}
+
+func (s *Service) apply(ctx context.Context, u order.Update, lock Lock) (Outcome, error) {
 	var (
 		out    Outcome
 		row    store.Row // the state decisions are made against
@@ -134,6 +149,9 @@ func (s *Service) Apply(ctx context.Context, u order.Update) (Outcome, error) {
 		known  bool      // row and exists are set
 		fresh  bool      // row was read by this call
 		lost   int       // writes lost to other writers
+		// betting: the first write uses an ETag cached under an
+		// earlier lock (its outcome feeds TrustAdaptive).
+		betting bool
 	)
 	if c, ok := s.cache.get(u.OrderID); ok {
 		out.CacheHit = true
@@ -145,11 +163,14 @@ func (s *Service) Apply(ctx context.Context, u order.Update) (Outcome, error) {
 			out.Result, out.State = order.Stale, c.State
 			return out, nil
 		}
-		row, exists, known = store.Row{OrderID: u.OrderID, State: c.State, ETag: c.ETag}, true, true
+		if s.bet(c.Lock, lock) {
+			row, exists, known = store.Row{OrderID: u.OrderID, State: c.State, ETag: c.ETag}, true, true
+			betting = !lock.IsZero() && c.Lock != lock
+		}
 	}
 	for {
 		if !known {
-			r, found, err := s.read(ctx, u.OrderID, &out)
+			r, found, err := s.readUnder(ctx, u.OrderID, lock, &out)
 			if err != nil {
 				return out, fmt.Errorf("orderstate: apply %s seq %d: %w", u.OrderID, u.Sequence, err)
 			}
@@ -176,9 +197,13 @@ func (s *Service) Apply(ctx context.Context, u order.Update) (Outcome, error) {
 		}
 
 		etag, err := s.write(ctx, u.OrderID, d.Next, row.ETag, exists, &out)
+		if betting && (err == nil || errors.Is(err, store.ErrConflict)) {
+			s.settle(err != nil)
+		}
+		betting = false
 		switch {
 		case err == nil:
-			s.cache.put(u.OrderID, cached{ETag: etag, State: d.Next})
+			s.cache.put(u.OrderID, cached{ETag: etag, State: d.Next, Lock: lock})
 			out.Result, out.State, out.Gap = order.Applied, d.Next, d.Gap
 			return out, nil
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
@@ -256,11 +281,16 @@ func (s *Service) Get(ctx context.Context, orderID string) (store.Row, error) {
 // read fetches the stored row and refreshes the cache. found is false when
 // the order has no row; err is any other failure.
 func (s *Service) read(ctx context.Context, orderID string, out *Outcome) (row store.Row, found bool, err error) {
+	return s.readUnder(ctx, orderID, Lock{}, out)
+}
+
+// readUnder is read for a message delivered under lock.
+func (s *Service) readUnder(ctx context.Context, orderID string, lock Lock, out *Outcome) (row store.Row, found bool, err error) {
 	out.RoundTrips++
 	row, err = s.backend.Get(ctx, orderID)
 	switch {
 	case err == nil:
-		s.cache.put(orderID, cached{ETag: row.ETag, State: row.State})
+		s.cache.put(orderID, cached{ETag: row.ETag, State: row.State, Lock: lock})
 		return row, true, nil
 	case errors.Is(err, store.ErrNotFound):
 		s.cache.drop(orderID)

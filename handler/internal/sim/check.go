@@ -54,6 +54,12 @@ type Answer struct {
 	Result, Reason string
 	// Start and End bound the call (End is when the handler logged it).
 	Start, End int64 // Unix nanoseconds
+	// RoundTrips, Conflicts and CacheHit are the storage work the handler
+	// logged (round_trips, etag_conflicts, cache_hit); Instance is the
+	// instance_id of the handler that answered.
+	RoundTrips, Conflicts int
+	CacheHit              bool
+	Instance              string
 }
 
 // Parked is a message in the poison queue.

@@ -10,14 +10,19 @@
 //     poison, payment timeouts racing Paid) and the faults to inject
 //     (storage outages shorter and longer than the retry budget, lost
 //     write answers, the handler killed between a write and its answer,
-//     storage latency above the lock duration with lock renewal off). It
-//     is pure and deterministic.
+//     storage latency above the lock duration with lock renewal off) and
+//     the scale-out (1 to 4 instances, instances added, removed gracefully
+//     or killed during the run, a short session idle timeout so that
+//     sessions move between instances with stale caches). It is pure and
+//     deterministic.
 //   - Run plays a Schedule against a real handler, replays what the broker
 //     dead-lettered as the sweeper would, and records an Observation: the
 //     rows as stored, every successful write seen on the wire (from the
 //     request bodies the fault proxy forwarded, ordered by their ETag
 //     conditions), the handler's answers (from its log), the poison queue
-//     and the dead-letter queue.
+//     and the dead-letter queue; and what stale caches cost (CacheCost:
+//     session moves, ETag conflicts, the extra round trips of calls that
+//     began from a stale cache).
 //   - Check judges an Observation against its Schedule. It is pure, and
 //     tested with a planted violation of each invariant.
 //

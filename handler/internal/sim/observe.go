@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -129,6 +130,10 @@ func ParseAnswers(log []byte) []Answer {
 			Result        string    `json:"result"`
 			Reason        string    `json:"reason"`
 			DurationMS    float64   `json:"duration_ms"`
+			RoundTrips    int       `json:"round_trips"`
+			Conflicts     int       `json:"etag_conflicts"`
+			CacheHit      bool      `json:"cache_hit"`
+			Instance      string    `json:"instance_id"`
 		}
 		if json.Unmarshal(line, &rec) != nil || rec.MessageID == nil || rec.Result == "" {
 			continue
@@ -138,6 +143,7 @@ func ParseAnswers(log []byte) []Answer {
 			MessageID: *rec.MessageID, Order: rec.OrderID, Subject: rec.Subject, DeliveryCount: rec.DeliveryCount,
 			Sequence: rec.Sequence, Result: rec.Result, Reason: rec.Reason,
 			Start: end - int64(rec.DurationMS*float64(time.Millisecond)), End: end,
+			RoundTrips: rec.RoundTrips, Conflicts: rec.Conflicts, CacheHit: rec.CacheHit, Instance: rec.Instance,
 		})
 	}
 	return out
@@ -161,4 +167,60 @@ func ConcurrentCalls(answers []Answer) int {
 		}
 	}
 	return n
+}
+
+// Cost is what the handlers' caches cost in a run, from their answers.
+type Cost struct {
+	// Moves counts the answers of an order given by another instance
+	// than the order's previous answer: its session moved.
+	Moves int
+	// Conflicts counts the ETag conflicts of all answers; StaleConflicts
+	// those of calls that began from the cache (their cached ETag was
+	// stale); StaleRoundTrips is 2 per stale conflict: the lost write and
+	// the reread, beyond the single write a fresh cache needs.
+	Conflicts, StaleConflicts, StaleRoundTrips int
+	// RoundTrips sums the answers' round trips; Applied counts the
+	// answers Applied; Answers counts them all.
+	RoundTrips, Applied, Answers int
+	// Elsewhere counts the messages answered by more than one instance:
+	// delivered again on another instance after the first one's answer
+	// was lost (an instance killed or removed, a lock lost).
+	Elsewhere int
+}
+
+// CacheCost adds up, from the handlers' answers in the order they ended,
+// what stale caches cost: the ETag conflicts of calls that began from the
+// cache, and the session moves that leave a cache stale.
+func CacheCost(answers []Answer) Cost {
+	var c Cost
+	sorted := slices.Clone(answers)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].End < sorted[j].End })
+	last := map[string]string{} // order -> instance of its previous answer
+	by := map[string]string{}   // message -> instance of its first answer
+	elsewhere := map[string]bool{}
+	for _, a := range sorted {
+		if first, ok := by[a.MessageID]; !ok {
+			by[a.MessageID] = a.Instance
+		} else if first != a.Instance {
+			elsewhere[a.MessageID] = true
+		}
+		c.Answers++
+		c.RoundTrips += a.RoundTrips
+		c.Conflicts += a.Conflicts
+		if a.CacheHit {
+			c.StaleConflicts += a.Conflicts
+		}
+		if a.Result == string(order.Applied) {
+			c.Applied++
+		}
+		if a.Order != "" {
+			if prev, ok := last[a.Order]; ok && prev != a.Instance {
+				c.Moves++
+			}
+			last[a.Order] = a.Instance
+		}
+	}
+	c.StaleRoundTrips = 2 * c.StaleConflicts
+	c.Elsewhere = len(elsewhere)
+	return c
 }

@@ -101,7 +101,7 @@ func TestWireLogRecordsSuccessfulEntityWritesOnly(t *testing.T) {
 func TestParseAnswers(t *testing.T) {
 	log := strings.Join([]string{
 		`{"time":"2026-11-29T10:00:01Z","level":"INFO","msg":"handler listening","addr":"127.0.0.1:1"}`,
-		`{"time":"2026-11-29T10:00:02Z","level":"INFO","msg":"message settled","order_id":"o-1","message_id":"o-1:1","delivery_count":1,"sequence":1,"subject":"OrderStatusChanged","result":"Applied","duration_ms":500}`,
+		`{"time":"2026-11-29T10:00:02Z","level":"INFO","msg":"message settled","order_id":"o-1","message_id":"o-1:1","delivery_count":1,"sequence":1,"subject":"OrderStatusChanged","result":"Applied","duration_ms":500,"round_trips":3,"etag_conflicts":1,"cache_hit":true,"instance_id":"instance-2"}`,
 		`{"time":"2026-11-29T10:00:03Z","level":"WARN","msg":"transient failure, retrying","order_id":"o-1","message_id":"o-1:2","attempt":1}`,
 		`{"time":"2026-11-29T10:00:04Z","level":"WARN","msg":"message parked on the poison queue","order_id":"o-1","message_id":"o-1:poison:bad-json","delivery_count":2,"sequence":0,"subject":"OrderStatusChanged","result":"Parked","duration_ms":1,"reason":"InvalidPayload"}`,
 		`not json with "result"`,
@@ -111,7 +111,8 @@ func TestParseAnswers(t *testing.T) {
 	at := func(s string) int64 { tm, _ := time.Parse(time.RFC3339, s); return tm.UnixNano() }
 	want := []Answer{
 		{MessageID: "o-1:1", Order: "o-1", Subject: order.SubjectStatusChanged, DeliveryCount: 1, Sequence: 1, Result: "Applied",
-			Start: at("2026-11-29T10:00:02Z") - int64(500*time.Millisecond), End: at("2026-11-29T10:00:02Z")},
+			Start: at("2026-11-29T10:00:02Z") - int64(500*time.Millisecond), End: at("2026-11-29T10:00:02Z"),
+			RoundTrips: 3, Conflicts: 1, CacheHit: true, Instance: "instance-2"},
 		{MessageID: "o-1:poison:bad-json", Order: "o-1", Subject: order.SubjectStatusChanged, DeliveryCount: 2, Result: "Parked", Reason: "InvalidPayload",
 			Start: at("2026-11-29T10:00:04Z") - int64(time.Millisecond), End: at("2026-11-29T10:00:04Z")},
 		{MessageID: "o-2:payment-timeout", Order: "o-2", Subject: order.SubjectPaymentTimeout, DeliveryCount: 1, Result: "Failed",
@@ -154,5 +155,23 @@ func TestTail(t *testing.T) {
 	}
 	if got := Tail(nil, 5, 10); got != "" {
 		t.Errorf("Tail(nil) = %q, want empty", got)
+	}
+}
+
+// TestCacheCost: session moves, stale-cache conflicts (only those of calls
+// that began from the cache), and messages answered on another instance.
+func TestCacheCost(t *testing.T) {
+	answers := []Answer{
+		{MessageID: "o-1:1", Order: "o-1", Result: "Applied", RoundTrips: 2, Instance: "instance-1", End: 1},
+		{MessageID: "o-1:2", Order: "o-1", Result: "Applied", RoundTrips: 1, CacheHit: true, Instance: "instance-1", End: 2},
+		{MessageID: "o-1:3", Order: "o-1", Result: "Applied", RoundTrips: 2, Instance: "instance-2", End: 3},
+		{MessageID: "o-1:4", Order: "o-1", Result: "Applied", RoundTrips: 3, Conflicts: 1, CacheHit: true, Instance: "instance-1", End: 5},
+		{MessageID: "o-1:4", Order: "o-1", Result: "Duplicate", RoundTrips: 0, CacheHit: true, Instance: "instance-2", End: 6},
+		{MessageID: "o-2:1", Order: "o-2", Result: "Applied", RoundTrips: 4, Conflicts: 1, Instance: "instance-2", End: 4},
+	}
+	got := CacheCost(answers)
+	want := Cost{Moves: 3, Conflicts: 2, StaleConflicts: 1, StaleRoundTrips: 2, RoundTrips: 12, Applied: 5, Answers: 6, Elsewhere: 1}
+	if got != want {
+		t.Errorf("CacheCost = %+v, want %+v", got, want)
 	}
 }

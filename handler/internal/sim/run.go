@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
@@ -32,6 +34,10 @@ type Env struct {
 	HandlerPath string
 	// AppRoot holds host.json and the function folders.
 	AppRoot string
+	// ShortIdleAppRoot is the same app with host.json's
+	// sessionIdleTimeout set to ShortSessionIdle, for the schedules that
+	// ask for it (Faults.SessionIdleTimeout).
+	ShortIdleAppRoot string
 	// Storage is host:port of the Table service (Azurite) on 127.0.0.1;
 	// the handler reaches it through a fault proxy.
 	Storage string
@@ -64,6 +70,24 @@ type Stats struct {
 	// RacesPaid and RacesCancelled count the timeout races by outcome:
 	// Paid came first, or the timeout did.
 	RacesPaid, RacesCancelled int
+	// Instances counts the instances started (those at the start and
+	// those added); ScaleEvents the scale events applied.
+	Instances, ScaleEvents int
+	// Moves counts the calls whose session had last been handled by
+	// another instance: the session moved with the order's cache left
+	// behind.
+	Moves int
+	// Elsewhere counts the messages answered on more than one instance.
+	Elsewhere int
+	// Conflicts counts the ETag conflicts the handlers logged (writes
+	// lost to another writer, each followed by a reread); StaleConflicts
+	// those of calls that began from the cache, i.e. what stale caches
+	// cost; StaleRoundTrips the round trips those cost beyond the one
+	// write a fresh cache needs (the lost write and the reread: 2 each).
+	Conflicts, StaleConflicts, StaleRoundTrips int
+	// RoundTrips is the storage round trips of all answers; Applied the
+	// answers Applied.
+	RoundTrips, Applied int
 }
 
 // Result is what Run saw.
@@ -127,6 +151,8 @@ type run struct {
 
 	kills     atomic.Int64
 	killArmed atomic.Bool
+	scaled    int      // scale events applied (set by play)
+	scaleErrs []string // scale events that failed (set by play)
 	writeReqs atomic.Int64
 	replays   map[string]string
 }
@@ -160,15 +186,29 @@ func (r *run) setUp(ctx context.Context) error {
 		// The write is durable upstream; its answer has not reached the
 		// handler yet.
 		if h := r.host.Load(); h != nil {
-			if pid := h.HandlerPID(); pid > 0 && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			// The handler that wrote: the one of the instance holding
+			// the order's session.
+			pid := h.HandlerPIDFor(w.Order)
+			if pid == 0 {
+				pid = h.HandlerPID()
+			}
+			if pid > 0 && syscall.Kill(pid, syscall.SIGKILL) == nil {
 				r.kills.Add(1)
 			}
 		}
 	})
 
 	f := r.s.Faults
+	appRoot := r.env.AppRoot
+	if f.SessionIdleTimeout > 0 {
+		if r.env.ShortIdleAppRoot == "" {
+			return errors.New("sim: the schedule needs Env.ShortIdleAppRoot")
+		}
+		appRoot = r.env.ShortIdleAppRoot
+	}
 	h, err := devhost.New(devhost.Options{
-		AppRoot:     r.env.AppRoot,
+		Instances:   max(1, f.Instances),
+		AppRoot:     appRoot,
 		HandlerPath: r.env.HandlerPath,
 		Env:         append([]string{}, r.env.ProcessEnv...),
 		Settings: map[string]string{
@@ -233,7 +273,23 @@ func (r *run) play(ctx context.Context) error {
 			time.AfterFunc(e.Start+e.Duration, func() { r.proxy.SetDelay(0) }))
 	}
 	h := r.host.Load()
-	if err := h.Play(ctx, r.s.Lines()); err != nil {
+	scaled := make(chan struct{})
+	go func() {
+		defer close(scaled)
+		for _, e := range f.Scale {
+			if pause := time.Until(t0.Add(e.At)); pause > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(pause):
+				}
+			}
+			r.scale(ctx, h, e)
+		}
+	}()
+	err := h.Play(ctx, r.s.Lines())
+	<-scaled // every scale event is applied before the drain
+	if err != nil {
 		return fmt.Errorf("sim: play: %w", err)
 	}
 	if err := r.waitIdle(ctx); err != nil {
@@ -253,6 +309,20 @@ func (r *run) orderTable(path string) bool {
 		seg = seg[:i]
 	}
 	return seg == r.table
+}
+
+// scale applies one scale event; the instance to remove or kill is the
+// running ones' e.Pick modulo their number.
+func (r *run) scale(ctx context.Context, h *devhost.Host, e ScaleEvent) {
+	id := ""
+	if running := h.RunningInstances(); e.Action != scenario.ScaleAdd && len(running) > 0 {
+		id = running[e.Pick%len(running)]
+	}
+	if _, err := h.Scale(ctx, e.Action, id); err != nil {
+		r.scaleErrs = append(r.scaleErrs, fmt.Sprintf("scale %s %s at %s: %v", e.Action, id, e.At, err))
+		return
+	}
+	r.scaled++
 }
 
 func (r *run) waitIdle(ctx context.Context) error {
@@ -354,7 +424,8 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	o.Writes = r.wire.Writes()
 	// Stopping the handler flushes its output: every answer is logged
 	// before it is sent, but may still be in the pipe.
-	restarts := h.HandlerStarts() - 1
+	instances := h.Instances()
+	restarts := h.HandlerStarts() - len(instances)
 	if err := h.Close(); err != nil {
 		return res, fmt.Errorf("sim: close the development host: %w", err)
 	}
@@ -363,6 +434,9 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	res.Violations = Check(r.s, *o)
 	for _, e := range r.wire.Errors() {
 		res.Violations = append(res.Violations, "wire: a write could not be read: "+e)
+	}
+	for _, e := range r.scaleErrs {
+		res.Violations = append(res.Violations, "run: a scale event failed: "+e)
 	}
 	f := r.s.Faults
 	st := &res.Stats
@@ -385,6 +459,11 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	st.Replays = len(r.replays)
 	st.Writes = len(o.Writes)
 	st.Answers = len(o.Answers)
+	st.Instances = len(instances)
+	st.ScaleEvents = r.scaled
+	c := CacheCost(o.Answers)
+	st.Moves, st.Conflicts, st.StaleConflicts, st.StaleRoundTrips = c.Moves, c.Conflicts, c.StaleConflicts, c.StaleRoundTrips
+	st.RoundTrips, st.Applied, st.Elsewhere = c.RoundTrips, c.Applied, c.Elsewhere
 	for _, ord := range r.s.Orders {
 		if ord.Timeout != RaceTimeout {
 			continue

@@ -130,6 +130,26 @@ type Faults struct {
 	// the handler is killed with SIGKILL, before the answer reaches it.
 	Kills      []int
 	LockExpiry *LockExpiry
+	// Instances is how many instances of the app run at the start (1 to
+	// MaxInstances), each with its own handler, cache and session slots.
+	Instances int
+	// Scale are the scale events during the run, in time order; the
+	// running instances never drop below one nor exceed MaxInstances.
+	Scale []ScaleEvent
+	// SessionIdleTimeout, when set, replaces host.json's
+	// sessionIdleTimeout: a short one lets sessions move between
+	// instances between two events of an order, with stale caches.
+	SessionIdleTimeout time.Duration
+}
+
+// ScaleEvent adds, removes (gracefully, SIGTERM) or kills (SIGKILL) an
+// instance at a time since the start of the schedule.
+type ScaleEvent struct {
+	At     time.Duration
+	Action string // scenario.ScaleAdd, ScaleRemove or ScaleKill
+	// Pick chooses the instance to remove or kill: the running
+	// instances' Pick modulo their number, oldest first.
+	Pick int
 }
 
 // Schedule is everything one simulation run does.
@@ -173,6 +193,14 @@ const (
 	// MaxDelivery is the queues' max delivery count in every schedule, so
 	// that an outage of a few seconds dead-letters.
 	MaxDelivery = 3
+	// MaxInstances bounds the instances of a schedule.
+	MaxInstances = 4
+	// KillLock is the lock duration of schedules that kill an instance:
+	// its sessions' locks must run out before other instances take them.
+	KillLock = time.Second
+	// ShortSessionIdle is the session idle timeout of schedules whose
+	// sessions move between instances between events.
+	ShortSessionIdle = 250 * time.Millisecond
 )
 
 // The poison kinds and the reasons they must be parked with.
@@ -204,6 +232,7 @@ func Generate(seed uint64) Schedule {
 	g.duplicates()
 	g.poison()
 	g.faults()
+	g.instances() // last: the draws above stay those of earlier schedules
 	sort.SliceStable(g.s.Messages, func(i, j int) bool {
 		return g.s.Messages[i].Line.SendAfter < g.s.Messages[j].Line.SendAfter
 	})
@@ -435,6 +464,51 @@ func (g *gen) faults() {
 	}
 }
 
+// instances picks the instance count, the scale events and the session
+// idle timeout: about two schedules in three run 2 to 4 instances, and
+// many scale out, in gracefully or lose an instance during the run.
+func (g *gen) instances() {
+	f := &g.s.Faults
+	f.Instances = 1
+	if g.chance(65) {
+		f.Instances = 2 + g.rng.IntN(MaxInstances-1)
+	}
+	if g.chance(55) {
+		running := f.Instances
+		at := g.between(150*time.Millisecond, 500*time.Millisecond)
+		for range 1 + g.rng.IntN(3) {
+			var actions []string
+			if running < MaxInstances {
+				actions = append(actions, scenario.ScaleAdd)
+			}
+			if running > 1 {
+				actions = append(actions, scenario.ScaleRemove, scenario.ScaleKill)
+			}
+			a := actions[g.rng.IntN(len(actions))]
+			f.Scale = append(f.Scale, ScaleEvent{At: at, Action: a, Pick: g.rng.IntN(MaxInstances)})
+			if a == scenario.ScaleAdd {
+				running++
+			} else {
+				running--
+			}
+			at += g.between(150*time.Millisecond, 600*time.Millisecond)
+		}
+	}
+	if f.Instances > 1 || len(f.Scale) > 0 {
+		if g.chance(50) {
+			f.SessionIdleTimeout = ShortSessionIdle
+		}
+	}
+	if slices.ContainsFunc(f.Scale, func(e ScaleEvent) bool { return e.Action == scenario.ScaleKill }) && f.LockDuration == 0 {
+		f.LockDuration = KillLock
+	}
+}
+
+// MultiInstance reports whether more than one instance runs at some time.
+func (s Schedule) MultiInstance() bool {
+	return s.Faults.Instances > 1 || slices.ContainsFunc(s.Faults.Scale, func(e ScaleEvent) bool { return e.Action == scenario.ScaleAdd })
+}
+
 func uniqueSorted(xs []int) []int {
 	slices.Sort(xs)
 	return slices.Compact(xs)
@@ -490,6 +564,19 @@ func (s Schedule) Mix() string {
 	add(len(f.Kills), "kills after writes %v", f.Kills)
 	if e := f.LockExpiry; e != nil {
 		parts = append(parts, fmt.Sprintf("lock expiry (lock %s, no renewal): delay %s at %s for %s", f.LockDuration, e.Delay, e.Start, e.Duration))
+	}
+	if f.Instances > 1 || len(f.Scale) > 0 {
+		ev := ""
+		for _, e := range f.Scale {
+			ev += fmt.Sprintf(" %s@%s", e.Action, e.At)
+		}
+		parts = append(parts, fmt.Sprintf("%d instances%s", f.Instances, ev))
+	}
+	if f.SessionIdleTimeout > 0 {
+		parts = append(parts, fmt.Sprintf("session idle timeout %s", f.SessionIdleTimeout))
+	}
+	if f.LockDuration > 0 && f.LockExpiry == nil {
+		parts = append(parts, fmt.Sprintf("lock %s", f.LockDuration))
 	}
 	parts = append(parts, fmt.Sprintf("retry budget %s, max delivery %d", f.RetryBudget, f.MaxDelivery))
 	return strings.Join(parts, "; ")

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
@@ -168,8 +170,9 @@ func TestGenerateShape(t *testing.T) {
 				fail("lock expiry: delay %s, lock %s, budget %s, %d outages: want lock < delay < budget and no outage",
 					f.LockExpiry.Delay, f.LockDuration, f.RetryBudget, len(f.Outages))
 			}
-		} else if f.RetryBudget != DefaultRetryBudget || f.LockDuration != 0 {
-			fail("budget %s, lock %s without lock expiry", f.RetryBudget, f.LockDuration)
+		} else if kills := slices.ContainsFunc(f.Scale, func(e ScaleEvent) bool { return e.Action == scenario.ScaleKill }); f.RetryBudget != DefaultRetryBudget ||
+			(!kills && f.LockDuration != 0) || (kills && f.LockDuration != KillLock) {
+			fail("budget %s, lock %s without lock expiry (instance killed: %v)", f.RetryBudget, f.LockDuration, kills)
 		}
 		for _, o := range f.Outages {
 			if o.Long != (o.Duration > f.RetryBudget) {
@@ -207,6 +210,12 @@ func TestGenerateCoversEveryFault(t *testing.T) {
 		seen["lost answers"] = len(f.LoseAnswers) > 0
 		seen["kills"] = len(f.Kills) > 0
 		seen["lock expiry"] = f.LockExpiry != nil
+		seen["more than one instance"] = s.MultiInstance()
+		seen["short session idle"] = f.SessionIdleTimeout > 0
+		for _, e := range f.Scale {
+			seen["scale "+e.Action] = true
+		}
+		seen["kill with another fault"] = seen["scale kill"] && (len(f.Outages) > 0 || len(f.Kills) > 0 || len(f.LoseAnswers) > 0 || f.LockExpiry != nil)
 		for k, v := range seen {
 			if v {
 				count[k]++
@@ -215,7 +224,7 @@ func TestGenerateCoversEveryFault(t *testing.T) {
 	}
 	want := []string{"event", "duplicate-send", "late-replay", "timeout", "poison", "reordered", "race", "unpaid", "ends cancelled",
 		"short outage", "long outage", "outage of ServerBusy", "outage of Drop", "outage of all", "outage of writes",
-		"lost answers", "kills", "lock expiry"}
+		"lost answers", "kills", "lock expiry", "short session idle", "scale add", "scale remove", "scale kill", "kill with another fault"}
 	for _, p := range poisonKinds {
 		want = append(want, "poison "+p.name)
 	}
@@ -227,6 +236,43 @@ func TestGenerateCoversEveryFault(t *testing.T) {
 	}
 	if len(missing) > 0 {
 		t.Errorf("seeds 1 to %d: fewer than 10 schedules with: %s", defaultSchedules, strings.Join(missing, ", "))
+	}
+	if got := count["more than one instance"]; got < 50 {
+		t.Errorf("seeds 1 to %d: %d schedules run more than one instance, want at least 50", defaultSchedules, got)
+	}
+}
+
+// TestGenerateScaleEvents: the running instances stay between 1 and
+// MaxInstances, events come in time order, and a schedule that kills an
+// instance has a lock short enough for its sessions to come back.
+func TestGenerateScaleEvents(t *testing.T) {
+	for seed := uint64(1); seed <= 500; seed++ {
+		f := Generate(seed).Faults
+		if f.Instances < 1 || f.Instances > MaxInstances {
+			t.Fatalf("seed %d: %d instances, want 1 to %d", seed, f.Instances, MaxInstances)
+		}
+		running := f.Instances
+		var prev time.Duration
+		for _, e := range f.Scale {
+			if e.At < prev {
+				t.Errorf("seed %d: scale event at %s after one at %s", seed, e.At, prev)
+			}
+			prev = e.At
+			switch e.Action {
+			case scenario.ScaleAdd:
+				running++
+			case scenario.ScaleRemove, scenario.ScaleKill:
+				running--
+				if short := max(KillLock, LockExpiryLock); e.Action == scenario.ScaleKill && (f.LockDuration == 0 || f.LockDuration > short) {
+					t.Errorf("seed %d: kills an instance with lock duration %s, want at most %s", seed, f.LockDuration, short)
+				}
+			default:
+				t.Errorf("seed %d: scale action %q", seed, e.Action)
+			}
+			if running < 1 || running > MaxInstances {
+				t.Errorf("seed %d: %d instances running after %s@%s", seed, running, e.Action, e.At)
+			}
+		}
 	}
 }
 

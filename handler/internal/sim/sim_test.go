@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -41,6 +42,7 @@ var built struct {
 	dir     string
 	handler string
 	app     string
+	idleApp string // app with sessionIdleTimeout ShortSessionIdle
 	err     error
 }
 
@@ -99,20 +101,26 @@ func setUp(t *testing.T) (handler, app string) {
 			return
 		}
 		built.app = filepath.Join(built.dir, "app")
+		built.idleApp = filepath.Join(built.dir, "app-short-idle")
 		files, _ := filepath.Glob(filepath.Join(root, "functions", "*", "function.json"))
 		files = append(files, filepath.Join(root, "host.json"), filepath.Join(root, "local.settings.json.template"))
-		for _, f := range files {
-			rel, _ := filepath.Rel(root, f)
-			data, err := os.ReadFile(f)
-			if err == nil {
-				err = os.MkdirAll(filepath.Join(built.app, filepath.Dir(rel)), 0o755)
-			}
-			if err == nil {
-				err = os.WriteFile(filepath.Join(built.app, rel), data, 0o644)
-			}
-			if err != nil {
-				built.err = err
-				return
+		for _, app := range []string{built.app, built.idleApp} {
+			for _, f := range files {
+				rel, _ := filepath.Rel(root, f)
+				data, err := os.ReadFile(f)
+				if err == nil && app == built.idleApp && rel == "host.json" {
+					data, err = withSessionIdle(data, ShortSessionIdle)
+				}
+				if err == nil {
+					err = os.MkdirAll(filepath.Join(app, filepath.Dir(rel)), 0o755)
+				}
+				if err == nil {
+					err = os.WriteFile(filepath.Join(app, rel), data, 0o644)
+				}
+				if err != nil {
+					built.err = err
+					return
+				}
 			}
 		}
 	})
@@ -120,6 +128,22 @@ func setUp(t *testing.T) (handler, app string) {
 		t.Fatalf("set up the simulation: %v", built.err)
 	}
 	return built.handler, built.app
+}
+
+// withSessionIdle returns host.json with extensions.serviceBus.
+// sessionIdleTimeout set to d (whole milliseconds, as a TimeSpan).
+func withSessionIdle(hostJSON []byte, d time.Duration) ([]byte, error) {
+	var host map[string]any
+	if err := json.Unmarshal(hostJSON, &host); err != nil {
+		return nil, fmt.Errorf("host.json: %w", err)
+	}
+	ext, _ := host["extensions"].(map[string]any)
+	sb, _ := ext["serviceBus"].(map[string]any)
+	if sb == nil {
+		return nil, fmt.Errorf("host.json has no extensions.serviceBus")
+	}
+	sb["sessionIdleTimeout"] = fmt.Sprintf("00:00:%02d.%03d", int(d/time.Second), int(d%time.Second/time.Millisecond))
+	return json.MarshalIndent(host, "", "  ")
 }
 
 // storageAddr returns host:port of the TableEndpoint of an Azurite
@@ -185,7 +209,7 @@ func TestSimulation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := Env{HandlerPath: handler, AppRoot: app, Storage: addr, Tables: tables,
+	env := Env{HandlerPath: handler, AppRoot: app, ShortIdleAppRoot: built.idleApp, Storage: addr, Tables: tables,
 		ProcessEnv: []string{"PATH=" + os.Getenv("PATH")}}
 
 	all := seeds(t)
@@ -282,9 +306,11 @@ func saveLogs(seed uint64, s Schedule, res Result) (string, error) {
 }
 
 func statsLine(s Stats) string {
-	return fmt.Sprintf("kills=%d lost_answers=%d outage_requests=%d lock_lost=%d concurrent_calls=%d abandoned=%d restarts=%d dead_lettered=%d replays=%d races_paid=%d races_cancelled=%d writes=%d answers=%d",
+	return fmt.Sprintf("kills=%d lost_answers=%d outage_requests=%d lock_lost=%d concurrent_calls=%d abandoned=%d restarts=%d dead_lettered=%d replays=%d races_paid=%d races_cancelled=%d writes=%d answers=%d "+
+		"instances=%d scale_events=%d session_moves=%d redelivered_elsewhere=%d etag_conflicts=%d stale_cache_conflicts=%d stale_cache_round_trips=%d round_trips=%d applied=%d",
 		s.Kills, s.LostAnswers, s.OutageRequests, s.LockLost, s.ConcurrentCalls, s.Abandoned, s.Restarts, s.DeadLettered, s.Replays,
-		s.RacesPaid, s.RacesCancelled, s.Writes, s.Answers)
+		s.RacesPaid, s.RacesCancelled, s.Writes, s.Answers,
+		s.Instances, s.ScaleEvents, s.Moves, s.Elsewhere, s.Conflicts, s.StaleConflicts, s.StaleRoundTrips, s.RoundTrips, s.Applied)
 }
 
 // totalStats sums Stats over schedules, counting schedules where each
@@ -296,6 +322,11 @@ type totalStats struct {
 	deadLettered, replays, abandoned, writes, answers        int
 	withKills, withLostAnswers, withConcurrent, withReplays  int
 	withOutageHits, racesPaid, racesCancelled                int
+	// Scale-out: schedules with more than one instance, scale events,
+	// session moves and what stale caches cost there.
+	multi, scaleEvents, moves, conflicts, staleConflicts int
+	staleRoundTrips, roundTrips, applied, multiAnswers   int
+	elsewhere, withElsewhere                             int
 }
 
 func (t *totalStats) add(s Stats) {
@@ -328,13 +359,37 @@ func (t *totalStats) add(s Stats) {
 	count(&t.withConcurrent, s.ConcurrentCalls > 0)
 	count(&t.withReplays, s.Replays > 0)
 	count(&t.withOutageHits, s.OutageRequests > 0)
+	t.scaleEvents += s.ScaleEvents
+	t.elsewhere += s.Elsewhere
+	count(&t.withElsewhere, s.Elsewhere > 0)
+	t.conflicts += s.Conflicts
+	if s.Instances > 1 {
+		t.multi++
+		t.moves += s.Moves
+		t.staleConflicts += s.StaleConflicts
+		t.staleRoundTrips += s.StaleRoundTrips
+		t.roundTrips += s.RoundTrips
+		t.applied += s.Applied
+		t.multiAnswers += s.Answers
+	}
 }
 
 func (t totalStats) String() string {
 	return fmt.Sprintf("kills %d (in %d schedules), handler restarts %d; lost answers %d (in %d); outages %d short + %d long, %d requests failed (in %d schedules); "+
 		"lock-expiry windows %d, answers after a lost lock %d, concurrent calls of one message %d (in %d); abandoned %d; dead-lettered %d, replayed %d (in %d); "+
-		"timeout races won by Paid %d, by the timeout %d; writes %d, answers %d",
+		"timeout races won by Paid %d, by the timeout %d; writes %d, answers %d; "+
+		"scale-out: %d schedules ran more than one instance, %d scale events, %d messages answered again on another instance (in %d), ETag conflicts %d in all; in the multi-instance schedules %d session moves, "+
+		"stale-cache conflicts %d costing %d extra round trips over %d answers (%.3f per answer, %.3f per applied; %d round trips for %d applied)",
 		t.kills, t.withKills, t.restarts, t.lostAnswers, t.withLostAnswers, t.shortOutages, t.longOutages, t.outageRequests, t.withOutageHits,
 		t.lockExpiryWindows, t.lockLost, t.concurrent, t.withConcurrent, t.abandoned, t.deadLettered, t.replays, t.withReplays,
-		t.racesPaid, t.racesCancelled, t.writes, t.answers)
+		t.racesPaid, t.racesCancelled, t.writes, t.answers,
+		t.multi, t.scaleEvents, t.elsewhere, t.withElsewhere, t.conflicts, t.moves, t.staleConflicts, t.staleRoundTrips, t.multiAnswers,
+		ratio(t.staleRoundTrips, t.multiAnswers), ratio(t.staleRoundTrips, t.applied), t.roundTrips, t.applied)
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
 }

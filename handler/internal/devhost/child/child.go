@@ -109,6 +109,7 @@ type Process struct {
 	starts   int
 	err      error // why supervision ended
 	stopOnce sync.Once
+	killNow  bool // Kill: SIGKILL instead of SIGTERM (guarded by mu)
 }
 
 // Start starts the process and waits until it answers GET /. It returns an
@@ -188,6 +189,16 @@ func (p *Process) Err() error {
 func (p *Process) Stop() {
 	p.stopOnce.Do(func() { close(p.stop) })
 	<-p.done
+}
+
+// Kill ends supervision like Stop, but with SIGKILL at once: the process
+// gets no chance to finish anything, as when a machine is lost. It returns
+// when the process is gone. Safe to call more than once, and after Stop.
+func (p *Process) Kill() {
+	p.mu.Lock()
+	p.killNow = true
+	p.mu.Unlock()
+	p.Stop()
 }
 
 func (p *Process) supervise(first chan<- error) {
@@ -309,7 +320,15 @@ func (p *Process) runOnce(first chan<- error) (ready bool, err error) {
 			return ready, err
 		case <-p.stop:
 			report(ErrStopped)
-			p.kill(cmd, exited)
+			p.mu.Lock()
+			now := p.killNow
+			p.mu.Unlock()
+			if now {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-exited
+			} else {
+				p.kill(cmd, exited)
+			}
 			p.mu.Lock()
 			p.pid = 0
 			p.mu.Unlock()

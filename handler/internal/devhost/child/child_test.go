@@ -219,3 +219,30 @@ func TestWithoutKeys(t *testing.T) {
 		t.Errorf("withoutKeys: got %v, want %v", got, want)
 	}
 }
+
+func TestKillDoesNotWaitForTerm(t *testing.T) {
+	ctx := ctxFor(t)
+	// The process ignores SIGTERM; with a grace of 20 s, only a SIGKILL
+	// sent at once ends it within the test's bound.
+	o := options(t, fakehandler.EnvIgnoreTerm+"=1")
+	o.StopGrace = 20 * time.Second
+	p, err := Start(ctx, o)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	pid := p.PID()
+	done := make(chan struct{})
+	go func() { p.Kill(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Kill waited for the process to honour SIGTERM")
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("process %d after Kill: kill(0) = %v, want ESRCH", pid, err)
+	}
+	if _, err := p.Ready(ctx); !errors.Is(err, ErrStopped) {
+		t.Errorf("Ready after Kill: got %v, want ErrStopped", err)
+	}
+	p.Kill() // idempotent
+}

@@ -34,6 +34,10 @@
 //	    null value is left out, and an object or array is sent as its JSON
 //	    text.
 //
+// A line with a "scale" field is a scale event instead of a message, such
+// as {"scale":"add","sendAfter":"30s"} or {"scale":"kill","instance":2}
+// (see ScaleAdd).
+//
 // An optional field that is null or "" counts as absent. Field names match
 // without regard to case. An unknown field is a warning (once per name),
 // not an error. Blank lines and a UTF-8 byte order mark are skipped. What
@@ -83,6 +87,11 @@ type Line struct {
 	TimeToLive time.Duration
 	// Pos is "file:line" for a line read from a file, "" otherwise.
 	Pos string
+	// Scale, when set, makes the line a scale event instead of a message:
+	// one of ScaleAdd, ScaleRemove, ScaleKill, applied once SendAfter has
+	// passed; Instance names the instance to remove or kill (an id or a
+	// number; "" for the newest running one).
+	Scale, Instance string
 }
 
 // Message returns the broker message the line sends.
@@ -233,6 +242,11 @@ func (p *parser) line(text []byte, n int) (Line, error) {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return Line{}, errors.New("data after the JSON object")
+	}
+	for k := range obj {
+		if strings.EqualFold(k, fieldScale) {
+			return p.scaleLine(obj)
+		}
 	}
 	fields := map[string]json.RawMessage{} // by lower-case name; null left out
 	given := map[string]string{}           // lower-case name -> name as written

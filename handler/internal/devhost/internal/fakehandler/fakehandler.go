@@ -9,7 +9,9 @@
 package fakehandler
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -33,6 +35,10 @@ const (
 	// EnvIgnoreTerm makes the process ignore SIGTERM (a handler that
 	// does not stop when asked).
 	EnvIgnoreTerm = "DEVHOST_FAKE_HANDLER_IGNORE_TERM"
+	// EnvGracefulTerm makes the process, on SIGTERM, stop listening and
+	// finish the requests it is serving before it exits, as the real
+	// handler does.
+	EnvGracefulTerm = "DEVHOST_FAKE_HANDLER_GRACEFUL_TERM"
 	// EnvLogLine, when set, is printed on the process's standard output
 	// as it starts (a handler's log line).
 	EnvLogLine = "DEVHOST_FAKE_HANDLER_LOG_LINE"
@@ -87,7 +93,20 @@ func Main() {
 	})
 	mux.Handle("/", proxy)
 	addr := "127.0.0.1:" + os.Getenv("FUNCTIONS_CUSTOMHANDLER_PORT")
-	err = http.ListenAndServe(addr, mux)
+	srv := &http.Server{Addr: addr, Handler: mux}
+	if os.Getenv(EnvGracefulTerm) != "" {
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		go func() {
+			<-term
+			_ = srv.Shutdown(context.Background())
+			os.Exit(0)
+		}()
+	}
+	err = srv.ListenAndServe()
+	if errors.Is(err, http.ErrServerClosed) {
+		select {} // the SIGTERM handler exits once the requests are served
+	}
 	fmt.Fprintln(os.Stderr, "fakehandler:", err)
 	os.Exit(1)
 }

@@ -1,0 +1,583 @@
+package devhost
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/child"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
+	"github.com/orderstatus/orderstatus/handler/internal/logging"
+)
+
+// MaxInstances bounds Options.Instances and the instances running at once:
+// each runs a handler process and host.json's maxConcurrentSessions
+// session slots per trigger.
+const MaxInstances = 16
+
+// Instance states (InstanceSummary.State).
+const (
+	InstanceRunning = "running"
+	InstanceRemoved = "removed" // scaled in gracefully (SIGTERM)
+	InstanceKilled  = "killed"  // lost without warning (SIGKILL)
+)
+
+// Errors of the scale operations.
+var (
+	// ErrLastInstance: removing or killing the only running instance
+	// would leave nothing to work the queue (Flex Consumption scales out
+	// again from a backlog; the development host keeps one instead).
+	ErrLastInstance = errors.New("devhost: the last running instance cannot be removed")
+	// ErrNoInstance: no running instance has that id.
+	ErrNoInstance = errors.New("devhost: no such running instance")
+	// ErrTooManyInstances: MaxInstances run already.
+	ErrTooManyInstances = fmt.Errorf("devhost: at most %d instances run at once", MaxInstances)
+)
+
+// instance is one instance of the Functions app as Flex Consumption runs it
+// when it scales out: a Functions host of its own, with its own session
+// processor (host.json's maxConcurrentSessions slots per session trigger),
+// and a handler process of its own (its own port, order cache and metrics
+// registry), whose id the handler reads from CONTAINER_NAME. Every
+// instance shares the one broker and the one store.
+type instance struct {
+	n    int    // 1-based, in start order; never reused
+	id   string // instance-<n>
+	proc *child.Process
+	inv  *invoker
+	// acceptCtx ends when the instance stops taking work; callCtx when
+	// its running calls are cut off.
+	acceptCtx, callCtx    context.Context
+	stopAccept, stopCalls context.CancelFunc
+	workers               sync.WaitGroup // its Service Bus dispatchers
+	state                 atomic.Value   // string: one of the Instance* states
+	retired               atomic.Bool    // removed, killed or closed: its exit is no failure
+	counts                instanceCounts
+}
+
+func (in *instance) killed() bool      { return in.state.Load() == InstanceKilled }
+func (in *instance) stateName() string { return in.state.Load().(string) }
+
+// instanceCounts is what one instance did: calls the host made to it and
+// their outcome as the host settled them, and the storage work its handler
+// logged on each settled line (round_trips, etag_conflicts, cache_hit).
+type instanceCounts struct {
+	mu          sync.Mutex
+	invocations int
+	results     map[string]int
+	answers     int
+	roundTrips  int
+	conflicts   int
+	cacheHits   int
+}
+
+func (c *instanceCounts) invoked() {
+	c.mu.Lock()
+	c.invocations++
+	c.mu.Unlock()
+}
+
+func (c *instanceCounts) result(r string) {
+	c.mu.Lock()
+	if c.results == nil {
+		c.results = map[string]int{}
+	}
+	c.results[r]++
+	c.mu.Unlock()
+}
+
+// InstanceSummary is what one instance did during the run. Results count
+// the host's settlements of the calls it made to the instance, as
+// Summary.Results does for all; RoundTrips, ETagConflicts and CacheHits
+// add up what the instance's handler logged on its settled lines, so a
+// handler that was killed keeps what it logged before.
+type InstanceSummary struct {
+	ID            string         `json:"id"`
+	State         string         `json:"state"`
+	Invocations   int            `json:"invocations"`
+	Results       map[string]int `json:"results"`
+	RoundTrips    int            `json:"roundTrips"`
+	ETagConflicts int            `json:"etagConflicts"`
+	CacheHits     int            `json:"cacheHits"`
+	// HandlerStarts counts the instance's handler processes (1, plus a
+	// restart after each crash).
+	HandlerStarts int `json:"handlerStarts"`
+}
+
+// logTap passes an instance's handler output on and counts, from each
+// settled line, the round trips, ETag conflicts and cache hits.
+type logTap struct {
+	w       io.Writer
+	c       *instanceCounts
+	mu      sync.Mutex
+	pending []byte
+}
+
+func (t *logTap) Write(p []byte) (int, error) {
+	n, err := t.w.Write(p)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pending = append(t.pending, p...)
+	for {
+		i := bytes.IndexByte(t.pending, '\n')
+		if i < 0 {
+			break
+		}
+		t.line(t.pending[:i])
+		t.pending = t.pending[i+1:]
+	}
+	if len(t.pending) > 1<<20 { // not a log line: drop it
+		t.pending = nil
+	}
+	return n, err
+}
+
+func (t *logTap) line(l []byte) {
+	if !bytes.Contains(l, []byte(`"round_trips"`)) {
+		return
+	}
+	var rec struct {
+		MessageID  *string `json:"message_id"`
+		Result     string  `json:"result"`
+		RoundTrips int     `json:"round_trips"`
+		Conflicts  int     `json:"etag_conflicts"`
+		CacheHit   bool    `json:"cache_hit"`
+	}
+	if json.Unmarshal(l, &rec) != nil || rec.MessageID == nil || rec.Result == "" {
+		return
+	}
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	t.c.answers++
+	t.c.roundTrips += rec.RoundTrips
+	t.c.conflicts += rec.Conflicts
+	if rec.CacheHit {
+		t.c.cacheHits++
+	}
+}
+
+// pool is the app's instances. Its methods are safe for concurrent use.
+type pool struct {
+	mu      sync.Mutex
+	all     []*instance          // every instance started, in start order
+	rr      int                  // round-robin position of the front
+	started int                  // instances started or starting
+	holders map[string]*instance // session id -> the instance holding it
+	fail    chan struct{}        // closed when a running instance's handler failed for good
+	failErr error
+	// orphans are the session locks killed instances left behind, until
+	// they run out (for fast-forwarding).
+	orphans []orphan
+}
+
+// orphan is a session lock a killed instance left behind: the session and
+// the messages it had in calls stay locked until the lock runs out.
+type orphan struct {
+	queue    string
+	until    time.Time
+	messages int
+}
+
+// orphaned records a session lock left by a killed instance.
+func (p *pool) orphaned(o orphan) {
+	p.mu.Lock()
+	p.orphans = append(p.orphans, o)
+	p.mu.Unlock()
+}
+
+// orphansOf returns, for queue, the session locks left by killed
+// instances that run past now, the messages they hold, and when the first
+// of them runs out; it forgets those that ran out.
+func (p *pool) orphansOf(queue string, now time.Time) (sessions, messages int, first time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kept := p.orphans[:0]
+	for _, o := range p.orphans {
+		if !now.Before(o.until) {
+			continue
+		}
+		kept = append(kept, o)
+		if o.queue != queue {
+			continue
+		}
+		sessions++
+		messages += o.messages
+		if first.IsZero() || o.until.Before(first) {
+			first = o.until
+		}
+	}
+	p.orphans = kept
+	return sessions, messages, first
+}
+
+func newPool() *pool {
+	return &pool{holders: map[string]*instance{}, fail: make(chan struct{})}
+}
+
+// running returns the running instances in start order.
+func (p *pool) running() []*instance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*instance
+	for _, in := range p.all {
+		if in.stateName() == InstanceRunning {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+func (p *pool) runningCount() int { return len(p.running()) }
+
+// first is the oldest running instance, nil if none: it holds the timers'
+// singleton lock.
+func (p *pool) first() *instance {
+	if r := p.running(); len(r) > 0 {
+		return r[0]
+	}
+	return nil
+}
+
+// Ready spreads callers over the running instances, round robin, as the
+// Functions front end spreads HTTP requests, and returns the chosen
+// instance's handler base URL once it answers.
+func (p *pool) Ready(ctx context.Context) (string, error) {
+	r := p.running()
+	if len(r) == 0 {
+		return "", errors.New("devhost: no instance is running")
+	}
+	p.mu.Lock()
+	in := r[p.rr%len(r)]
+	p.rr++
+	p.mu.Unlock()
+	return in.proc.Ready(ctx)
+}
+
+var _ readier = (*pool)(nil)
+
+// hold records that in holds session id; release forgets it.
+func (p *pool) hold(id string, in *instance) {
+	p.mu.Lock()
+	p.holders[id] = in
+	p.mu.Unlock()
+}
+
+func (p *pool) release(id string, in *instance) {
+	p.mu.Lock()
+	if p.holders[id] == in {
+		delete(p.holders, id)
+	}
+	p.mu.Unlock()
+}
+
+func (p *pool) holder(id string) *instance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.holders[id]
+}
+
+// failed records that a running instance's handler is no longer
+// supervised (it kept dying).
+func (p *pool) failed(in *instance, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failErr == nil {
+		p.failErr = fmt.Errorf("%s: %w", in.id, err)
+		close(p.fail)
+	}
+}
+
+// startInstance starts one instance: its handler process (waiting until it
+// answers) and its Service Bus dispatchers. ctx bounds the start only.
+func (h *Host) startInstance(ctx context.Context) (*instance, error) {
+	h.pool.mu.Lock()
+	h.pool.started++
+	n := h.pool.started // reserved, so that instances started at once get distinct ids
+	h.pool.mu.Unlock()
+	in := &instance{n: n, id: "instance-" + strconv.Itoa(n)}
+	in.state.Store(InstanceRunning)
+	env := append(slices.Clone(h.handlerEnv), logging.EnvContainerName+"="+in.id)
+	var err error
+	in.proc, err = child.Start(ctx, child.Options{
+		Path:         h.handlerPath,
+		Args:         h.app.Host.Arguments,
+		Dir:          h.app.Host.WorkingDirectory,
+		Env:          env,
+		Stdout:       &logTap{w: h.opts.Stdout, c: &in.counts},
+		Stderr:       h.opts.Stderr,
+		ReadyTimeout: h.opts.ReadyTimeout,
+		Logger:       h.log.With(slog.String("instance", in.id)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("devhost: start the handler of %s: %w", in.id, err)
+	}
+	in.inv = newInvoker(in.proc, h.app.Host.FunctionTimeout, h.log)
+	in.acceptCtx, in.stopAccept = context.WithCancel(h.acceptCtx)
+	in.callCtx, in.stopCalls = context.WithCancel(h.callCtx)
+	h.pool.mu.Lock()
+	h.pool.all = append(h.pool.all, in)
+	h.pool.mu.Unlock()
+	go func() {
+		<-in.proc.Done()
+		if !in.retired.Load() {
+			h.pool.failed(in, in.proc.Err())
+		}
+	}()
+	for _, d := range h.sessions {
+		d.start(in)
+	}
+	for _, d := range h.plain {
+		d.start(in)
+	}
+	return in, nil
+}
+
+// track runs f as one of in's dispatcher goroutines.
+func (h *Host) track(in *instance, f func()) {
+	h.workers.Add(1)
+	in.workers.Add(1)
+	go func() {
+		defer h.workers.Done()
+		defer in.workers.Done()
+		f()
+	}()
+}
+
+// pick returns the running instance named id (an id such as instance-2, or
+// its number), or the newest running one for "". It fails with
+// ErrLastInstance when it is the only one running.
+func (h *Host) pick(id string) (*instance, error) {
+	r := h.pool.running()
+	if _, err := strconv.Atoi(id); err == nil {
+		id = "instance-" + id
+	}
+	var in *instance
+	for _, x := range r {
+		if id == "" || x.id == id {
+			in = x
+		}
+	}
+	switch {
+	case in == nil:
+		return nil, fmt.Errorf("%w: %q (running: %s)", ErrNoInstance, id, ids(r))
+	case len(r) == 1:
+		return nil, fmt.Errorf("%w (%s)", ErrLastInstance, in.id)
+	}
+	return in, nil
+}
+
+func ids(r []*instance) string {
+	var s []string
+	for _, in := range r {
+		s = append(s, in.id)
+	}
+	return strings.Join(s, ", ")
+}
+
+// AddInstance scales out by one instance, with a cold cache, and returns
+// its id once its handler answers and its dispatchers run.
+func (h *Host) AddInstance(ctx context.Context) (string, error) {
+	if !h.started.Load() || h.closing.Load() {
+		return "", errors.New("devhost: AddInstance on a host that is not running")
+	}
+	if h.pool.runningCount() >= MaxInstances {
+		return "", ErrTooManyInstances
+	}
+	in, err := h.startInstance(ctx)
+	if err != nil {
+		return "", err
+	}
+	h.log.Info("scaled out", slog.String("instance", in.id), slog.Int("running", h.pool.runningCount()))
+	return in.id, nil
+}
+
+// RemoveInstance scales in gracefully, as Flex Consumption does after a
+// quiet spell: the instance (id, or the newest running one for "") takes
+// no new session or message, its handler gets SIGTERM and finishes the
+// calls it is running, the host settles their answers, and the instance's
+// sessions are closed, so other instances take them at once. A call sent
+// as the handler stops listening gets no answer and is abandoned. It
+// returns the instance's id when all that is done.
+func (h *Host) RemoveInstance(ctx context.Context, id string) (string, error) {
+	h.scaleMu.Lock()
+	defer h.scaleMu.Unlock()
+	in, err := h.pick(id)
+	if err != nil {
+		return "", err
+	}
+	in.retired.Store(true)
+	in.state.Store(InstanceRemoved)
+	in.stopAccept()
+	in.proc.Stop() // SIGTERM; SIGKILL only after the grace period
+	done := make(chan struct{})
+	go func() { in.workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(h.opts.DrainTimeout):
+		in.stopCalls()
+		<-done
+	case <-ctx.Done():
+		in.stopCalls()
+		<-done
+	}
+	in.stopCalls()
+	in.inv.close()
+	h.log.Info("scaled in", slog.String("instance", in.id), slog.Int("running", h.pool.runningCount()))
+	return in.id, nil
+}
+
+// KillInstance loses an instance (id, or the newest running one for "")
+// without warning, as when its machine is recycled: its handler gets
+// SIGKILL, nothing it was running is settled, and its sessions are not
+// closed, so their locks (and its messages' locks) run out on the broker's
+// clock before another instance can take them.
+func (h *Host) KillInstance(id string) (string, error) {
+	h.scaleMu.Lock()
+	defer h.scaleMu.Unlock()
+	in, err := h.pick(id)
+	if err != nil {
+		return "", err
+	}
+	in.retired.Store(true)
+	in.state.Store(InstanceKilled)
+	in.proc.Kill()
+	in.stopAccept()
+	in.stopCalls()
+	in.workers.Wait()
+	in.inv.close()
+	h.log.Info("instance killed", slog.String("instance", in.id), slog.Int("running", h.pool.runningCount()))
+	return in.id, nil
+}
+
+// Scale applies one scale event (see scenario.ScaleAdd and the others) and
+// returns the id of the instance it added, removed or killed.
+func (h *Host) Scale(ctx context.Context, action, id string) (string, error) {
+	switch action {
+	case scenario.ScaleAdd:
+		return h.AddInstance(ctx)
+	case scenario.ScaleRemove:
+		return h.RemoveInstance(ctx, id)
+	case scenario.ScaleKill:
+		return h.KillInstance(id)
+	}
+	return "", fmt.Errorf("devhost: unknown scale action %q", action)
+}
+
+// Instances returns what each instance started so far did, in start order.
+func (h *Host) Instances() []InstanceSummary {
+	h.pool.mu.Lock()
+	all := slices.Clone(h.pool.all)
+	h.pool.mu.Unlock()
+	out := make([]InstanceSummary, 0, len(all))
+	for _, in := range all {
+		in.counts.mu.Lock()
+		s := InstanceSummary{
+			ID: in.id, State: in.stateName(), Invocations: in.counts.invocations,
+			Results: maps.Clone(in.counts.results), RoundTrips: in.counts.roundTrips,
+			ETagConflicts: in.counts.conflicts, CacheHits: in.counts.cacheHits,
+			HandlerStarts: in.proc.Starts(),
+		}
+		in.counts.mu.Unlock()
+		if s.Results == nil {
+			s.Results = map[string]int{}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// RunningInstances returns the ids of the running instances, oldest first.
+func (h *Host) RunningInstances() []string {
+	var out []string
+	for _, in := range h.pool.running() {
+		out = append(out, in.id)
+	}
+	return out
+}
+
+// HandlerPIDFor returns the process id of the handler of the instance
+// holding session id, 0 when no instance holds it.
+func (h *Host) HandlerPIDFor(sessionID string) int {
+	if in := h.pool.holder(sessionID); in != nil {
+		return in.proc.PID()
+	}
+	return 0
+}
+
+// ParseScale reads the --scale flag: comma-separated events
+// ACTION[:INSTANCE]@AFTER, such as "add@30s,remove@2m,kill:instance-1@3m",
+// where ACTION is add, remove or kill, INSTANCE an instance id or number
+// (default: the newest running instance), and AFTER a Go duration on the
+// host's clock since the workload started, as a scenario line's sendAfter.
+// It returns them as scenario lines.
+func ParseScale(s string) ([]ScenarioLine, error) {
+	var out []ScenarioLine
+	for _, ev := range strings.Split(s, ",") {
+		ev = strings.TrimSpace(ev)
+		what, after, ok := strings.Cut(ev, "@")
+		if !ok {
+			return nil, fmt.Errorf("scale event %q: want ACTION[:INSTANCE]@AFTER, such as add@30s", ev)
+		}
+		action, id, _ := strings.Cut(what, ":")
+		if !scenario.IsScaleAction(action) {
+			return nil, fmt.Errorf("scale event %q: action %q: want add, remove or kill", ev, action)
+		}
+		if action == scenario.ScaleAdd && id != "" {
+			return nil, fmt.Errorf("scale event %q: add takes no instance", ev)
+		}
+		d, err := time.ParseDuration(after)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("scale event %q: %q is not a Go duration such as 30s or 2m", ev, after)
+		}
+		out = append(out, ScenarioLine{Scale: action, Instance: id, SendAfter: d, Pos: "--scale " + ev})
+	}
+	return out, nil
+}
+
+// mergeScale inserts each scale event before the first line held longer
+// than the event, so that Play applies it at its time.
+func mergeScale(lines, events []ScenarioLine) []ScenarioLine {
+	out := slices.Clone(lines)
+	for _, ev := range events {
+		i := slices.IndexFunc(out, func(l ScenarioLine) bool { return l.SendAfter > ev.SendAfter })
+		if i < 0 {
+			i = len(out)
+		}
+		out = slices.Insert(out, i, ev)
+	}
+	return out
+}
+
+// messages counts the lines that send a message (not scale events).
+func messages(lines []ScenarioLine) int {
+	n := 0
+	for _, l := range lines {
+		if l.Scale == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// newLoopbackClient is an HTTP client for the handlers on loopback.
+func newLoopbackClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	tr.Proxy = nil // loopback only
+	return &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}

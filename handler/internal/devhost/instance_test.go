@@ -1,0 +1,484 @@
+package devhost
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/internal/fakehandler"
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
+	"github.com/orderstatus/orderstatus/handler/internal/logging"
+)
+
+// instanceEnv asks an instance's handler process for its environment.
+func instanceEnv(t *testing.T, h *Host, in *instance) map[string]string {
+	t.Helper()
+	base, err := in.proc.Ready(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(base + fakehandler.PathEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var env fakehandler.Env
+	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, kv := range env.Environ {
+		k, v, _ := strings.Cut(kv, "=")
+		out[k] = v
+	}
+	return out
+}
+
+// pidOf returns the instance whose handler has pid.
+func pidOf(h *Host, pid int) string {
+	h.pool.mu.Lock()
+	defer h.pool.mu.Unlock()
+	for _, in := range h.pool.all {
+		if in.proc.PID() == pid {
+			return in.id
+		}
+	}
+	return ""
+}
+
+func TestInstancesOwnProcessPortAndID(t *testing.T) {
+	h, _ := testHost(t, appFiles(2), func(o *Options) {
+		o.Instances = 3
+		o.Settings[logging.EnvContainerName] = "from-settings" // must not name them all
+	})
+	if got, want := h.RunningInstances(), []string{"instance-1", "instance-2", "instance-3"}; !slices.Equal(got, want) {
+		t.Fatalf("RunningInstances = %v, want %v", got, want)
+	}
+	pids, ports := map[int]bool{}, map[string]bool{}
+	for _, in := range h.pool.running() {
+		env := instanceEnv(t, h, in)
+		if env[logging.EnvContainerName] != in.id {
+			t.Errorf("%s: CONTAINER_NAME = %q, want %q", in.id, env[logging.EnvContainerName], in.id)
+		}
+		pids[in.proc.PID()] = true
+		ports[env["FUNCTIONS_CUSTOMHANDLER_PORT"]] = true
+	}
+	if len(pids) != 3 || len(ports) != 3 {
+		t.Errorf("pids %v, ports %v: want three of each", pids, ports)
+	}
+	if n := h.sessions[0].workers; n != 2 {
+		t.Fatalf("session slots per instance = %d, want host.json's 2", n)
+	}
+}
+
+// TestInstancesShareTheQueue: every instance takes sessions (each with its
+// own maxConcurrentSessions slots), and the summary counts per instance.
+func TestInstancesShareTheQueue(t *testing.T) {
+	h, up := testHost(t, appFiles(1), func(o *Options) { o.Instances = 3 })
+	var mu sync.Mutex
+	byPID := map[int]int{}
+	running := 0
+	maxRunning := 0
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		c := decodeCall(t, r)
+		mu.Lock()
+		byPID[c.PID]++
+		running++
+		maxRunning = max(maxRunning, running)
+		mu.Unlock()
+		time.Sleep(30 * time.Millisecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+		reply(w, http.StatusOK, "Applied")
+	})
+	ctx := testCtx(t)
+	for i := range 12 {
+		id := "o-" + strconv.Itoa(i)
+		if err := h.Send(ctx, statusLine(id, id+":1", "Created", 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(byPID) != 3 || maxRunning > 3 {
+		t.Errorf("calls by pid %v, at most %d at once: want all three instances, one session slot each", byPID, maxRunning)
+	}
+	total := 0
+	for _, s := range h.Instances() {
+		if s.Invocations != byPID[pidFor(h, s.ID)] || s.Results["Applied"] != s.Invocations || s.State != InstanceRunning {
+			t.Errorf("%s: %+v, want %d invocations, all Applied, running", s.ID, s, byPID[pidFor(h, s.ID)])
+		}
+		total += s.Invocations
+	}
+	if total != 12 {
+		t.Errorf("invocations over instances = %d, want 12", total)
+	}
+}
+
+func pidFor(h *Host, id string) int {
+	for _, in := range h.pool.running() {
+		if in.id == id {
+			return in.proc.PID()
+		}
+	}
+	return 0
+}
+
+// TestFrontSpreadsRequests: the front takes the running instances in turn.
+func TestFrontSpreadsRequests(t *testing.T) {
+	h, up := testHost(t, appFiles(1), func(o *Options) { o.Instances = 3 })
+	up.set(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Header.Get(fakehandler.HeaderPID)) })
+	seen := map[string]int{}
+	for range 6 {
+		resp, err := http.Get("http://" + h.Addr() + "/api/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		pid, _ := strconv.Atoi(string(b))
+		seen[pidOf(h, pid)]++
+	}
+	if want := map[string]int{"instance-1": 2, "instance-2": 2, "instance-3": 2}; !mapsEqual(seen, want) {
+		t.Errorf("requests by instance = %v, want %v", seen, want)
+	}
+}
+
+func mapsEqual(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestTimerRunsOnOneInstance: the timer's singleton lock is held by the
+// oldest running instance, and passes on when that one is removed.
+func TestTimerRunsOnOneInstance(t *testing.T) {
+	h, up := testHost(t, timerApp("0 0 0 1 1 *"), func(o *Options) {
+		o.Instances = 2
+		o.Settings[fakehandler.EnvGracefulTerm] = "1"
+	})
+	var mu sync.Mutex
+	var pids []int
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		pid, _ := strconv.Atoi(r.Header.Get(fakehandler.HeaderPID))
+		mu.Lock()
+		pids = append(pids, pid)
+		mu.Unlock()
+		reply(w, http.StatusOK, "")
+	})
+	ctx := testCtx(t)
+	first, second := pidFor(h, "instance-1"), pidFor(h, "instance-2")
+	for range 3 {
+		if err := h.FireTimers(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.RemoveInstance(ctx, "instance-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.FireTimers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []int{first, first, first, second}; !slices.Equal(pids, want) {
+		t.Errorf("timer calls by pid = %v, want %v (instance-1, then instance-2 once instance-1 left)", pids, want)
+	}
+}
+
+// TestRemoveInstanceFinishesItsCall: a graceful removal lets the call in
+// flight finish and settles it; the session's next message goes to the
+// instance that is left.
+func TestRemoveInstanceFinishesItsCall(t *testing.T) {
+	h, up := testHost(t, appFiles(1), func(o *Options) {
+		o.Instances = 2
+		o.Settings[fakehandler.EnvGracefulTerm] = "1"
+	})
+	var mu sync.Mutex
+	var calls []call
+	inFirst, release := make(chan struct{}), make(chan struct{})
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		c := decodeCall(t, r)
+		mu.Lock()
+		calls = append(calls, c)
+		first := len(calls) == 1
+		mu.Unlock()
+		if first {
+			close(inFirst)
+			<-release
+		}
+		reply(w, http.StatusOK, "Applied")
+	})
+	ctx := testCtx(t)
+	if err := h.Send(ctx, statusLine("o-1", "o-1:1", "Created", 1)); err != nil {
+		t.Fatal(err)
+	}
+	<-inFirst
+	mu.Lock()
+	victim := pidOf(h, calls[0].PID)
+	mu.Unlock()
+	removed := make(chan error, 1)
+	go func() {
+		_, err := h.RemoveInstance(ctx, victim)
+		removed <- err
+	}()
+	waitFor(t, "the removal to begin", func() bool { return !slices.Contains(h.RunningInstances(), victim) })
+	close(release)
+	if err := <-removed; err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Send(ctx, statusLine("o-1", "o-1:2", "Paid", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 2 || calls[1].Msg.MessageID != "o-1:2" || pidOf(h, calls[1].PID) == victim {
+		t.Fatalf("calls %+v: want o-1:1 on %s, then o-1:2 on the other instance", calls, victim)
+	}
+	_, results := h.stats.snapshot()
+	if !mapsEqual(results, map[string]int{"Applied": 2}) {
+		t.Errorf("results %v, want 2 Applied: the call in flight finished and was completed", results)
+	}
+	for _, s := range h.Instances() {
+		if s.ID == victim && (s.State != InstanceRemoved || s.Results["Applied"] != 1) {
+			t.Errorf("%s: %+v, want removed with its one call Applied", victim, s)
+		}
+	}
+	select {
+	case <-h.HandlerDone():
+		t.Errorf("HandlerDone closed by a removal: %v", h.HandlerErr())
+	default:
+	}
+}
+
+// TestKillInstanceSessionMovesAfterLockExpiry: a killed instance settles
+// nothing and closes nothing; the message is delivered again, on the
+// other instance, once the session lock ran out.
+func TestKillInstanceSessionMovesAfterLockExpiry(t *testing.T) {
+	const lock = time.Second
+	h, up := testHost(t, appFiles(1), func(o *Options) {
+		o.Instances = 2
+		o.Queues.LockDuration = lock
+	})
+	var mu sync.Mutex
+	var calls []call
+	var at []time.Time
+	inFirst := make(chan struct{})
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		c := decodeCall(t, r)
+		mu.Lock()
+		calls = append(calls, c)
+		at = append(at, h.Clock().Now())
+		first := len(calls) == 1
+		mu.Unlock()
+		if first {
+			close(inFirst)
+			<-r.Context().Done() // the instance dies under this call
+			return
+		}
+		reply(w, http.StatusOK, "Applied")
+	})
+	ctx := testCtx(t)
+	if err := h.Send(ctx, statusLine("o-1", "o-1:1", "Created", 1)); err != nil {
+		t.Fatal(err)
+	}
+	<-inFirst
+	mu.Lock()
+	victim := pidOf(h, calls[0].PID)
+	lockedUntil := calls[0].Msg.SessionLockedUntil
+	mu.Unlock()
+	if _, err := h.KillInstance(victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 2 || calls[1].Msg.MessageID != "o-1:1" || calls[1].Msg.DeliveryCount != 2 || pidOf(h, calls[1].PID) == victim {
+		t.Fatalf("calls %+v: want o-1:1 again, delivery 2, on the other instance", calls)
+	}
+	// The encoding of SessionLockedUntil drops fractions of a second.
+	if at[1].Before(lockedUntil.Add(-time.Second)) {
+		t.Errorf("delivered again at %s, before the session lock ran out at %s", at[1], lockedUntil)
+	}
+	_, results := h.stats.snapshot()
+	if !mapsEqual(results, map[string]int{"Applied": 1}) {
+		t.Errorf("results %v, want only the redelivery's Applied: a killed instance settles nothing", results)
+	}
+	sum := h.Instances()
+	if sum[0].ID != victim && sum[1].ID != victim {
+		t.Fatalf("instances %+v lack %s", sum, victim)
+	}
+	for _, s := range sum {
+		if s.ID == victim && (s.State != InstanceKilled || s.Invocations != 1 || len(s.Results) != 0) {
+			t.Errorf("%s: %+v, want killed, one invocation, no result", victim, s)
+		}
+	}
+	select {
+	case <-h.HandlerDone():
+		t.Errorf("HandlerDone closed by a kill: %v", h.HandlerErr())
+	default:
+	}
+}
+
+func TestScaleErrors(t *testing.T) {
+	h, _ := testHost(t, appFiles(1), nil)
+	ctx := testCtx(t)
+	if _, err := h.RemoveInstance(ctx, ""); !errors.Is(err, ErrLastInstance) {
+		t.Errorf("removing the only instance: %v, want ErrLastInstance", err)
+	}
+	if _, err := h.KillInstance("instance-1"); !errors.Is(err, ErrLastInstance) {
+		t.Errorf("killing the only instance: %v, want ErrLastInstance", err)
+	}
+	id, err := h.AddInstance(ctx)
+	if err != nil || id != "instance-2" {
+		t.Fatalf("AddInstance = %q, %v; want instance-2", id, err)
+	}
+	if _, err := h.KillInstance("instance-9"); !errors.Is(err, ErrNoInstance) {
+		t.Errorf("killing instance-9: %v, want ErrNoInstance", err)
+	}
+	if id, err := h.KillInstance("2"); err != nil || id != "instance-2" {
+		t.Errorf(`KillInstance("2") = %q, %v; want instance-2`, id, err)
+	}
+	if _, err := h.Scale(ctx, "explode", ""); err == nil {
+		t.Errorf("an unknown action is no error")
+	}
+	if _, err := New(Options{AppRoot: writeApp(t, appFiles(1)), Instances: MaxInstances + 1}); err == nil {
+		t.Errorf("New with %d instances: no error", MaxInstances+1)
+	}
+}
+
+// TestPlayAppliesScaleLines: a scale line in a workload changes the
+// instances at its time and is no message.
+func TestPlayAppliesScaleLines(t *testing.T) {
+	var mu sync.Mutex
+	var events []string
+	h, up := testHost(t, appFiles(1), func(o *Options) {
+		o.Queues.LockDuration = time.Second // the killed instance's session comes back soon
+		o.OnScale = func(action, id string, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				events = append(events, action+" failed")
+				return
+			}
+			events = append(events, action+" "+id)
+		}
+	})
+	up.set(func(w http.ResponseWriter, r *http.Request) { reply(w, http.StatusOK, "Applied") })
+	lines := []ScenarioLine{
+		statusLine("o-1", "o-1:1", "Created", 1),
+		{Scale: scenario.ScaleAdd},
+		{Scale: scenario.ScaleKill, Instance: "1", SendAfter: 10 * time.Millisecond},
+		{Scale: scenario.ScaleRemove},
+		statusLine("o-1", "o-1:2", "Paid", 2),
+	}
+	ctx := testCtx(t)
+	if err := h.Play(ctx, lines); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"add instance-2", "kill instance-1", "remove failed"}; !slices.Equal(events, want) {
+		t.Errorf("scale events = %v, want %v", events, want)
+	}
+	if got := h.RunningInstances(); !slices.Equal(got, []string{"instance-2"}) {
+		t.Errorf("running = %v, want instance-2", got)
+	}
+	if sent, _ := h.stats.snapshot(); sent != 2 {
+		t.Errorf("sent %d, want the 2 messages only", sent)
+	}
+}
+
+func TestParseScale(t *testing.T) {
+	got, err := ParseScale("add@30s, remove@2m,kill:instance-1@3m,kill:2@4m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		action, id string
+		after      time.Duration
+	}{{"add", "", 30 * time.Second}, {"remove", "", 2 * time.Minute}, {"kill", "instance-1", 3 * time.Minute}, {"kill", "2", 4 * time.Minute}}
+	if len(got) != len(want) {
+		t.Fatalf("got %d events, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		if got[i].Scale != w.action || got[i].Instance != w.id || got[i].SendAfter != w.after {
+			t.Errorf("event %d = %s %q %s, want %s %q %s", i, got[i].Scale, got[i].Instance, got[i].SendAfter, w.action, w.id, w.after)
+		}
+	}
+	for _, bad := range []string{"add", "grow@1s", "add@soon", "add:instance-1@1s", "remove@-1s", ""} {
+		if _, err := ParseScale(bad); err == nil {
+			t.Errorf("ParseScale(%q): no error", bad)
+		}
+	}
+}
+
+func TestMergeScale(t *testing.T) {
+	lines := []ScenarioLine{{MessageID: "a"}, {MessageID: "b", SendAfter: 10 * time.Second}, {MessageID: "c", SendAfter: 2 * time.Second}}
+	events := []ScenarioLine{{Scale: "add", SendAfter: 5 * time.Second}, {Scale: "kill", SendAfter: time.Minute}}
+	var got []string
+	for _, l := range mergeScale(lines, events) {
+		got = append(got, l.MessageID+l.Scale)
+	}
+	if want := []string{"a", "add", "b", "c", "kill"}; !slices.Equal(got, want) {
+		t.Errorf("merged = %v, want %v", got, want)
+	}
+	if n := messages(mergeScale(lines, events)); n != 3 {
+		t.Errorf("messages = %d, want 3", n)
+	}
+}
+
+func TestLogTapCountsSettledLines(t *testing.T) {
+	var c instanceCounts
+	var out strings.Builder
+	tap := &logTap{w: &out, c: &c}
+	lines := `{"msg":"handler listening","instance_id":"instance-1"}
+{"msg":"message settled","message_id":"o-1:2","result":"Applied","round_trips":3,"etag_conflicts":1,"cache_hit":true}
+{"msg":"message settled","message_id":"o-1:3","result":"Applied","round_trips":1}
+`
+	// In two pieces, split inside a line.
+	tap.Write([]byte(lines[:60]))
+	tap.Write([]byte(lines[60:]))
+	if out.String() != lines {
+		t.Errorf("output passed on = %q, want it unchanged", out.String())
+	}
+	if c.answers != 2 || c.roundTrips != 4 || c.conflicts != 1 || c.cacheHits != 1 {
+		t.Errorf("counts = %d answers, %d round trips, %d conflicts, %d hits; want 2, 4, 1, 1", c.answers, c.roundTrips, c.conflicts, c.cacheHits)
+	}
+}
+
+// TestMainInstancesFlag: --instances and --scale are checked before
+// anything starts.
+func TestMainInstancesFlag(t *testing.T) {
+	for _, args := range [][]string{{"--instances", "0"}, {"--instances", "17"}, {"--scale", "grow@1s"}} {
+		code, _, stderr := runMain(t, args...)
+		if code != ExitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, args[0]) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line naming %s", args, code, stderr, args[0])
+		}
+	}
+}
