@@ -4,7 +4,8 @@
 // package that failed on its own (a build error, a panic in TestMain),
 // and one closing line,
 //
-//	go: N passed, M failed, K skipped (P packages)
+//	go: P packages
+//	go: N passed, M failed, K skipped
 //
 // counting leaf tests: a test without subtests, or each subtest (a parent
 // that failed only through its subtests is not counted again). The full output, as `go test -v` would
@@ -160,7 +161,10 @@ func Report(r io.Reader, out, log io.Writer) (Counts, error) {
 	if !sawResult {
 		fmt.Fprintln(out, "go: no package reported a result")
 	}
-	fmt.Fprintf(out, "go: %d passed, %d failed, %d skipped (%d packages)\n", c.Passed, c.Failed, c.Skipped, c.Packages)
+	// The closing line has the plain form CI reads ("N passed, N failed,
+	// N skipped" after one word and a colon), alone on its line.
+	fmt.Fprintf(out, "go: %d packages\n", c.Packages)
+	fmt.Fprintf(out, "go: %d passed, %d failed, %d skipped\n", c.Passed, c.Failed, c.Skipped)
 	return c, nil
 }
 
