@@ -1,0 +1,350 @@
+// Package bench is `make bench`: it measures, in one run on one machine
+// and one Azurite, how close the real system (bin/handler behind the
+// development host) comes to what the storage allows and how much its
+// one-round-trip design buys over the obvious read-then-write handler,
+// locally and with storage latency added by the fault proxy; the session
+// slots' regime that decides throughput in production; and cold start,
+// memory and CPU per message. It prints one `name: value` line per figure
+// (the names are an interface: scripts and the README read them).
+//
+// The three designs run the same workload with the same number of orders
+// in flight:
+//   - limit: a loop straight on the table (tablestore, one SDK call per
+//     operation) that knows every row because it is the only writer: one
+//     conditional write per message that changes an order, nothing else;
+//   - naive: per message, read the row, decide with the same rules, write
+//     it conditionally; no cache;
+//   - ours: the workload sent to the dev host's in-memory broker and
+//     handled by bin/handler with host.json's settings, except the number
+//     of sessions (the same in-flight count) and a fast broker clock, so
+//     that idle session slots do not hide the handler and the store (the
+//     session-slot table measures those on the real clock).
+//
+// Round trips, latency percentiles and results come from the handler's
+// own metrics (GET /api/metrics), CPU from /proc. Bench is a tool for
+// this repository's machine: Linux, Azurite installed, bin/handler built.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
+)
+
+// Options size a run. Defaults gives `make bench`'s.
+type Options struct {
+	// Root is the repository: host.json, functions/, bin/handler.
+	Root string
+	// Orders is the workload's size: four status changes each, plus
+	// DuplicateShare redeliveries and StaleShare stale replays.
+	Orders                     int
+	DuplicateShare, StaleShare float64
+	// InFlight is how many orders are handled at once by every design
+	// (ours: maxConcurrentSessions).
+	InFlight int
+	// Latency is added to every storage request in the latency phases.
+	Latency time.Duration
+	// TimeScale is the broker clock's speed in the throughput phases.
+	TimeScale float64
+	// Sessions are the maxConcurrentSessions of the sessions_<n> runs.
+	Sessions []int
+	// SlotSessions and SlotIdle span the session-slot table; SlotRounds
+	// is how many sessions each slot works through.
+	SlotSessions []int
+	SlotIdle     []time.Duration
+	SlotRounds   int
+	// ColdStarts is how many times bin/handler is started for the cold
+	// start percentiles.
+	ColdStarts int
+	// RSSOrders distinct orders are sent to one handler before
+	// rss_after_100k_orders_mb is read.
+	RSSOrders int
+	// LogLevel is the handler's LOG_LEVEL (production's default: info).
+	LogLevel string
+	// ProfileDir, if set, receives a CPU profile of the dev host (this
+	// process) during the local ours run.
+	ProfileDir string
+	// AzuriteBinary is azurite-table; empty: found from Root.
+	AzuriteBinary string
+	// Progress receives one line per phase; nil discards.
+	Progress io.Writer
+}
+
+// Defaults returns the options of `make bench`.
+func Defaults() Options {
+	return Options{
+		Root: ".", Orders: 1000, DuplicateShare: 0.20, StaleShare: 0.05, InFlight: 16,
+		Latency: 8 * time.Millisecond, TimeScale: devhostMaxScale,
+		Sessions:     []int{1, 4, 16, 64},
+		SlotSessions: []int{16, 64, 256}, SlotIdle: []time.Duration{5 * time.Second, time.Second, 200 * time.Millisecond}, SlotRounds: 3,
+		ColdStarts: 20, RSSOrders: 100000, LogLevel: "info",
+	}
+}
+
+// devhostMaxScale is the fastest broker clock the dev host allows: at it,
+// host.json's 5 s sessionIdleTimeout lasts half a millisecond.
+const devhostMaxScale = 10000
+
+// Bench is one run. Create it with New.
+type Bench struct {
+	opts    Options
+	handler string
+	az      *azurite.Server
+	proxy   *faultproxy.Proxy
+	runID   string
+	results map[string]float64
+	slots   []SlotRow
+	notes   []string
+	w       Workload
+}
+
+// Report is what a run measured.
+type Report struct {
+	// Values holds every figure by its printed name.
+	Values map[string]float64
+	// Slots is the session-slot table.
+	Slots []SlotRow
+	// Workload describes the workload in words.
+	Workload string
+	// Notes are remarks worth printing with the figures.
+	Notes []string
+}
+
+// phase is one step of the run; adding a measurement is adding a row to
+// the table in Run.
+type phase struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// Run runs every phase and returns the figures. It starts its own Azurite
+// and fault proxy and stops them at the end.
+func Run(ctx context.Context, opts Options) (Report, error) {
+	b := &Bench{opts: opts, results: map[string]float64{}}
+	if b.opts.Progress == nil {
+		b.opts.Progress = io.Discard
+	}
+	root, err := filepath.Abs(opts.Root)
+	if err != nil {
+		return Report{}, err
+	}
+	b.opts.Root = root
+	b.handler = filepath.Join(root, "bin", "handler")
+	if _, err := os.Stat(b.handler); err != nil {
+		return Report{}, fmt.Errorf("bench: %s not built (make build): %w", b.handler, err)
+	}
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	b.runID = fmt.Sprintf("%x", suffix)
+	b.w = NewWorkload("w", opts.Orders, opts.DuplicateShare, opts.StaleShare, 1)
+
+	bin := opts.AzuriteBinary
+	if bin == "" {
+		if bin, err = azurite.FindFrom(root); err != nil {
+			return Report{}, fmt.Errorf("bench: %w (make tools)", err)
+		}
+	}
+	if b.az, err = azurite.Start(ctx, azurite.Options{Binary: bin}); err != nil {
+		return Report{}, err
+	}
+	defer b.az.Stop()
+	if b.proxy, err = faultproxy.Start("http://" + b.az.Addr); err != nil {
+		return Report{}, err
+	}
+	defer b.proxy.Close()
+	b.proxy.SetDelay(opts.Latency)
+	local, slow := b.az.ConnectionString(), azurite.ConnectionString(b.proxy.Addr)
+	lat := fmt.Sprintf("latency%dms_", opts.Latency.Milliseconds())
+
+	phases := []phase{
+		{"cold start", b.coldStart},
+		{"limit, local", func(ctx context.Context) error { return b.direct(ctx, "limit", local, "limit_", limitOrder) }},
+		{"naive, local", func(ctx context.Context) error { return b.direct(ctx, "naive", local, "naive_", naiveOrder) }},
+		{"ours, local", func(ctx context.Context) error { return b.ours(ctx, local, "") }},
+		{"limit, +" + opts.Latency.String(), func(ctx context.Context) error { return b.direct(ctx, "limitlat", slow, lat+"limit_", limitOrder) }},
+		{"naive, +" + opts.Latency.String(), func(ctx context.Context) error { return b.direct(ctx, "naivelat", slow, lat+"naive_", naiveOrder) }},
+		{"ours, +" + opts.Latency.String(), func(ctx context.Context) error { return b.ours(ctx, slow, lat) }},
+	}
+	for _, n := range opts.Sessions {
+		phases = append(phases, phase{fmt.Sprintf("ours, %d sessions", n), func(ctx context.Context) error { return b.sessions(ctx, local, n) }})
+	}
+	for _, idle := range opts.SlotIdle {
+		for _, n := range opts.SlotSessions {
+			phases = append(phases, phase{fmt.Sprintf("session slots %d, idle %v", n, idle), func(ctx context.Context) error {
+				return b.slotRow(ctx, local, n, idle)
+			}})
+		}
+	}
+	phases = append(phases, phase{fmt.Sprintf("memory after %d orders", opts.RSSOrders), b.rssOrders})
+
+	begin := time.Now()
+	for i, p := range phases {
+		fmt.Fprintf(b.opts.Progress, "bench: [%d/%d] %s ...", i+1, len(phases), p.name)
+		start := time.Now()
+		if err := p.run(ctx); err != nil {
+			fmt.Fprintln(b.opts.Progress, " failed")
+			return Report{}, fmt.Errorf("bench: %s: %w", p.name, err)
+		}
+		fmt.Fprintf(b.opts.Progress, " %.1fs (%.0fs in all)\n", time.Since(start).Seconds(), time.Since(begin).Seconds())
+	}
+	b.ratios("")
+	b.ratios(lat)
+	return Report{Values: b.results, Slots: b.slots, Notes: b.notes,
+		Workload: fmt.Sprintf("%d orders, %d messages: %d in-order status changes, %d redeliveries of applied messages, %d stale replays; %d orders in flight",
+			len(b.w.Orders), b.w.Messages(), b.w.Applied, b.w.Duplicates, b.w.Stales, opts.InFlight)}, nil
+}
+
+func (b *Bench) table(name string) string { return "bench" + name + b.runID }
+
+func (b *Bench) newStore(ctx context.Context, cs, table string) (*tablestore.Store, error) {
+	s, err := tablestore.NewFromConnectionString(cs, table, nil)
+	if err != nil {
+		return nil, err
+	}
+	return s, s.EnsureTable(ctx)
+}
+
+// direct runs one of the direct loops (limit or naive).
+func (b *Bench) direct(ctx context.Context, table, cs, prefix string, design perOrder) error {
+	s, err := b.newStore(ctx, cs, b.table(table))
+	if err != nil {
+		return err
+	}
+	r, err := runDirect(ctx, s, b.w, b.opts.InFlight, design)
+	if err != nil {
+		return err
+	}
+	b.results[prefix+"msgs_per_s"] = float64(b.w.Messages()) / r.Elapsed.Seconds()
+	b.results[prefix+"round_trips_per_msg"] = float64(r.RoundTrips) / float64(b.w.Messages())
+	return nil
+}
+
+// ours runs the real system on the workload; the local run (prefix "")
+// also yields the latency, round-trip, CPU and memory figures.
+func (b *Bench) ours(ctx context.Context, cs, prefix string) error {
+	c := oursConfig{store: cs, table: b.table("ours" + strings.TrimSuffix(prefix, "_")), sessions: b.opts.InFlight, timeScale: b.opts.TimeScale}
+	if prefix == "" {
+		c.profileDir = b.opts.ProfileDir
+	}
+	r, err := b.runOurs(ctx, c, b.w)
+	if err != nil {
+		return err
+	}
+	n := float64(b.w.Messages())
+	b.results[prefix+"ours_msgs_per_s"] = n / r.Elapsed.Seconds()
+	if prefix != "" {
+		return nil
+	}
+	status := map[string]string{"subject": "OrderStatusChanged"}
+	b.results["ours_p50_ms"] = 1000 * r.Metrics.Quantile("orderstatus_handler_duration_seconds", 0.50, status)
+	b.results["ours_p99_ms"] = 1000 * r.Metrics.Quantile("orderstatus_handler_duration_seconds", 0.99, status)
+	for name, result := range map[string]string{"applied": "Applied", "duplicate": "Duplicate", "stale": "Stale"} {
+		match := map[string]string{"subject": "OrderStatusChanged", "result": result}
+		b.results["round_trips_per_"+name] = r.Metrics.Sum("orderstatus_message_round_trips_total", match) /
+			r.Metrics.Sum("orderstatus_messages_total", match)
+	}
+	// The store wrapper's count (every storage call the handler made)
+	// must agree with the per-message sums.
+	if calls, perMsg := r.Metrics.Sum("orderstatus_store_round_trips_total", nil), r.Metrics.Sum("orderstatus_message_round_trips_total", nil); calls != perMsg {
+		b.notes = append(b.notes, fmt.Sprintf("the handler made %.0f storage calls, %.0f of them for messages", calls, perMsg))
+	}
+	for _, p := range []string{"handler", "devhost", "azurite"} {
+		b.results["cpu_ms_per_msg_"+p] = float64(r.CPU[p].Microseconds()) / 1000 / n
+	}
+	b.results["rss_idle_mb"] = float64(r.RSSIdle) / (1 << 20)
+	b.results["rss_after_load_mb"] = float64(r.RSSAfter) / (1 << 20)
+	return nil
+}
+
+// sessions runs the real system with maxConcurrentSessions n.
+func (b *Bench) sessions(ctx context.Context, cs string, n int) error {
+	c := oursConfig{store: cs, table: b.table(fmt.Sprintf("sessions%d", n)), sessions: n, timeScale: b.opts.TimeScale}
+	r, err := b.runOurs(ctx, c, b.w)
+	if err != nil {
+		return err
+	}
+	b.results[fmt.Sprintf("sessions_%d_msgs_per_s", n)] = float64(b.w.Messages()) / r.Elapsed.Seconds()
+	return nil
+}
+
+// slotRow measures one setting of the session-slot table on the real clock.
+func (b *Bench) slotRow(ctx context.Context, cs string, n int, idle time.Duration) error {
+	c := oursConfig{store: cs, table: b.table(fmt.Sprintf("slots%d%d", n, idle.Milliseconds())), sessions: n, idle: idle, timeScale: 1}
+	row, err := b.runSlots(ctx, c, b.opts.SlotRounds, fmt.Sprintf("s%d-%d", n, idle.Milliseconds()))
+	if err != nil {
+		return err
+	}
+	b.slots = append(b.slots, row)
+	b.results[fmt.Sprintf("slots_%d_idle_%d_msgs_per_s", n, idle.Milliseconds())] = row.MsgsPerS
+	return nil
+}
+
+// coldStart execs bin/handler ColdStarts times and times the first 200
+// on GET /.
+func (b *Bench) coldStart(ctx context.Context) error {
+	if b.opts.ColdStarts <= 0 {
+		return errors.New("bench: no cold starts asked for")
+	}
+	var ds []float64
+	for range b.opts.ColdStarts {
+		p, d, err := b.startHandler(ctx, b.table("cold"))
+		if err != nil {
+			return err
+		}
+		p.stop()
+		ds = append(ds, float64(d.Microseconds())/1000)
+	}
+	b.results["cold_start_ms_p50"] = percentile(ds, 0.50)
+	b.results["cold_start_ms_p90"] = percentile(ds, 0.90)
+	return nil
+}
+
+// rssOrders sends RSSOrders distinct orders to one handler and reads its
+// VmRSS: the order cache is bounded, so memory must level off.
+func (b *Bench) rssOrders(ctx context.Context) error {
+	p, _, err := b.startHandler(ctx, b.table("rss"))
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	if err := waitTable(ctx, p.base); err != nil {
+		return err
+	}
+	if err := postOrders(ctx, p.base, "rss", b.opts.RSSOrders, 2*b.opts.InFlight); err != nil {
+		return err
+	}
+	rss, err := RSS(p.pid())
+	if err != nil {
+		return err
+	}
+	b.results["rss_after_100k_orders_mb"] = float64(rss) / (1 << 20)
+	return nil
+}
+
+func (b *Bench) ratios(prefix string) {
+	ours := b.results[prefix+"ours_msgs_per_s"]
+	b.results[prefix+"ours_vs_naive"] = ours / b.results[prefix+"naive_msgs_per_s"]
+	b.results[prefix+"ours_vs_limit"] = ours / b.results[prefix+"limit_msgs_per_s"]
+}
+
+// percentile is the nearest-rank q-quantile of xs.
+func percentile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[max(0, int(math.Ceil(q*float64(len(s))))-1)]
+}

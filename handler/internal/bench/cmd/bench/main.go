@@ -1,0 +1,55 @@
+// Command bench is `make bench`: the side-by-side measurement of package
+// bench. It prints a progress line per phase on stderr and the figures on
+// stdout, and exits 1 when a phase fails, 2 on a bad flag. Targets are
+// reported, not enforced.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/bench"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	opts := bench.Defaults()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&opts.Root, "root", opts.Root, "the repository (host.json, functions/, bin/handler)")
+	fs.IntVar(&opts.Orders, "orders", opts.Orders, "orders in the workload (four status changes each)")
+	fs.IntVar(&opts.ColdStarts, "cold-starts", opts.ColdStarts, "handler starts for the cold start percentiles")
+	fs.IntVar(&opts.RSSOrders, "rss-orders", opts.RSSOrders, "distinct orders sent before rss_after_100k_orders_mb")
+	fs.IntVar(&opts.SlotRounds, "slot-rounds", opts.SlotRounds, "sessions per slot in the session-slot table")
+	fs.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "the handler's LOG_LEVEL")
+	fs.StringVar(&opts.ProfileDir, "profile-dir", "", "write the dev host's CPU profile of the local run there")
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "bench: %v (flags: -root, -orders, -cold-starts, -rss-orders, -slot-rounds, -log-level, -profile-dir)\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 || opts.Orders < 1 || opts.ColdStarts < 1 || opts.RSSOrders < 1 || opts.SlotRounds < 1 {
+		fmt.Fprintln(stderr, "bench: -orders, -cold-starts, -rss-orders and -slot-rounds must be at least 1, and no arguments are taken")
+		return 2
+	}
+	opts.Progress = stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	defer cancel()
+	start := time.Now()
+	r, err := bench.Run(ctx, opts)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "bench: finished in %s at %s\n", bench.Elapsed(time.Since(start)), time.Now().UTC().Format(time.RFC3339))
+	r.Print(stdout, opts)
+	return 0
+}
