@@ -256,9 +256,10 @@ func (b *Bench) ours(ctx context.Context, cs, prefix string) error {
 			r.Metrics.Sum("orderstatus_messages_total", match)
 	}
 	// The store wrapper's count (every storage call the handler made)
-	// must agree with the per-message sums.
-	if calls, perMsg := r.Metrics.Sum("orderstatus_store_round_trips_total", nil), r.Metrics.Sum("orderstatus_message_round_trips_total", nil); calls != perMsg {
-		b.notes = append(b.notes, fmt.Sprintf("the handler made %.0f storage calls, %.0f of them for messages", calls, perMsg))
+	// must agree with the per-message sums, but for the one GetOrder read
+	// of waitTable.
+	if calls, perMsg := r.Metrics.Sum("orderstatus_store_round_trips_total", nil), r.Metrics.Sum("orderstatus_message_round_trips_total", nil); calls != perMsg+1 {
+		b.notes = append(b.notes, fmt.Sprintf("the handler made %.0f storage calls, %.0f of them for messages and 1 for the readiness read", calls, perMsg))
 	}
 	for _, p := range []string{"handler", "devhost", "azurite"} {
 		b.results["cpu_ms_per_msg_"+p] = float64(r.CPU[p].Microseconds()) / 1000 / n
