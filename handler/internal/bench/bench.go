@@ -54,6 +54,11 @@ type Options struct {
 	// InFlight is how many orders are handled at once by every design
 	// (ours: maxConcurrentSessions).
 	InFlight int
+	// Repeats is how many times each of the six side-by-side runs (limit,
+	// naive, ours; local and with latency) is made, interleaved, so that
+	// a burst of load from elsewhere on the machine hits all three
+	// designs alike; the median is reported.
+	Repeats int
 	// Latency is added to every storage request in the latency phases.
 	Latency time.Duration
 	// TimeScale is the broker clock's speed in the throughput phases.
@@ -85,7 +90,7 @@ type Options struct {
 // Defaults returns the options of `make bench`.
 func Defaults() Options {
 	return Options{
-		Root: ".", Orders: 1000, DuplicateShare: 0.20, StaleShare: 0.05, InFlight: 16,
+		Root: ".", Orders: 1000, DuplicateShare: 0.20, StaleShare: 0.05, InFlight: 16, Repeats: 3,
 		Latency: 8 * time.Millisecond, TimeScale: devhostMaxScale,
 		Sessions:     []int{1, 4, 16, 64},
 		SlotSessions: []int{16, 64, 256}, SlotIdle: []time.Duration{5 * time.Second, time.Second, 200 * time.Millisecond}, SlotRounds: 3,
@@ -104,7 +109,10 @@ type Bench struct {
 	az      *azurite.Server
 	proxy   *faultproxy.Proxy
 	runID   string
+	tables  int
 	results map[string]float64
+	samples map[string][]float64 // throughputs of the repeated runs
+	local   []oursRun            // the local runs of ours
 	slots   []SlotRow
 	notes   []string
 	w       Workload
@@ -132,7 +140,7 @@ type phase struct {
 // Run runs every phase and returns the figures. It starts its own Azurite
 // and fault proxy and stops them at the end.
 func Run(ctx context.Context, opts Options) (Report, error) {
-	b := &Bench{opts: opts, results: map[string]float64{}}
+	b := &Bench{opts: opts, results: map[string]float64{}, samples: map[string][]float64{}}
 	if b.opts.Progress == nil {
 		b.opts.Progress = io.Discard
 	}
@@ -168,14 +176,15 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	local, slow := b.az.ConnectionString(), azurite.ConnectionString(b.proxy.Addr)
 	lat := fmt.Sprintf("latency%dms_", opts.Latency.Milliseconds())
 
-	phases := []phase{
-		{"cold start", b.coldStart},
-		{"limit, local", func(ctx context.Context) error { return b.direct(ctx, "limit", local, "limit_", limitOrder) }},
-		{"naive, local", func(ctx context.Context) error { return b.direct(ctx, "naive", local, "naive_", naiveOrder) }},
-		{"ours, local", func(ctx context.Context) error { return b.ours(ctx, local, "") }},
-		{"limit, +" + opts.Latency.String(), func(ctx context.Context) error { return b.direct(ctx, "limitlat", slow, lat+"limit_", limitOrder) }},
-		{"naive, +" + opts.Latency.String(), func(ctx context.Context) error { return b.direct(ctx, "naivelat", slow, lat+"naive_", naiveOrder) }},
-		{"ours, +" + opts.Latency.String(), func(ctx context.Context) error { return b.ours(ctx, slow, lat) }},
+	phases := []phase{{"cold start", b.coldStart}}
+	for _, env := range []struct{ cs, prefix, desc string }{{local, "", "local"}, {slow, lat, "+" + opts.Latency.String()}} {
+		for i := range max(1, opts.Repeats) {
+			rep := fmt.Sprintf("%s, run %d of %d", env.desc, i+1, max(1, opts.Repeats))
+			phases = append(phases,
+				phase{"limit, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"limit_", limitOrder) }},
+				phase{"naive, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"naive_", naiveOrder) }},
+				phase{"ours, " + rep, func(ctx context.Context) error { return b.ours(ctx, env.cs, env.prefix) }})
+		}
 	}
 	for _, n := range opts.Sessions {
 		phases = append(phases, phase{fmt.Sprintf("ours, %d sessions", n), func(ctx context.Context) error { return b.sessions(ctx, local, n) }})
@@ -199,6 +208,10 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		}
 		fmt.Fprintf(b.opts.Progress, " %.1fs (%.0fs in all)\n", time.Since(start).Seconds(), time.Since(begin).Seconds())
 	}
+	for name, xs := range b.samples {
+		b.results[name] = median(xs)
+	}
+	b.summarizeLocal()
 	b.ratios("")
 	b.ratios(lat)
 	return Report{Values: b.results, Slots: b.slots, Notes: b.notes,
@@ -206,7 +219,12 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			len(b.w.Orders), b.w.Messages(), b.w.Applied, b.w.Duplicates, b.w.Stales, opts.InFlight)}, nil
 }
 
-func (b *Bench) table(name string) string { return "bench" + name + b.runID }
+// table returns a fresh table name for one run, so that every run starts
+// on an empty table of the same size.
+func (b *Bench) table(name string) string {
+	b.tables++
+	return fmt.Sprintf("bench%s%s%d", strings.ReplaceAll(name, "_", ""), b.runID, b.tables)
+}
 
 func (b *Bench) newStore(ctx context.Context, cs, table string) (*tablestore.Store, error) {
 	s, err := tablestore.NewFromConnectionString(cs, table, nil)
@@ -217,8 +235,8 @@ func (b *Bench) newStore(ctx context.Context, cs, table string) (*tablestore.Sto
 }
 
 // direct runs one of the direct loops (limit or naive).
-func (b *Bench) direct(ctx context.Context, table, cs, prefix string, design perOrder) error {
-	s, err := b.newStore(ctx, cs, b.table(table))
+func (b *Bench) direct(ctx context.Context, cs, prefix string, design perOrder) error {
+	s, err := b.newStore(ctx, cs, b.table(prefix))
 	if err != nil {
 		return err
 	}
@@ -226,52 +244,74 @@ func (b *Bench) direct(ctx context.Context, table, cs, prefix string, design per
 	if err != nil {
 		return err
 	}
-	b.results[prefix+"msgs_per_s"] = float64(b.w.Messages()) / r.Elapsed.Seconds()
+	b.samples[prefix+"msgs_per_s"] = append(b.samples[prefix+"msgs_per_s"], float64(b.w.Messages())/r.Elapsed.Seconds())
 	b.results[prefix+"round_trips_per_msg"] = float64(r.RoundTrips) / float64(b.w.Messages())
 	return nil
 }
 
-// ours runs the real system on the workload; the local run (prefix "")
-// also yields the latency, round-trip, CPU and memory figures.
+// ours runs the real system on the workload; the local runs (prefix "")
+// also yield the latency, round-trip, CPU and memory figures.
 func (b *Bench) ours(ctx context.Context, cs, prefix string) error {
-	c := oursConfig{store: cs, table: b.table("ours" + strings.TrimSuffix(prefix, "_")), sessions: b.opts.InFlight, timeScale: b.opts.TimeScale}
-	if prefix == "" {
+	c := oursConfig{store: cs, table: b.table(prefix + "ours"), sessions: b.opts.InFlight, timeScale: b.opts.TimeScale}
+	if prefix == "" && len(b.local) == 0 {
 		c.profileDir = b.opts.ProfileDir
 	}
 	r, err := b.runOurs(ctx, c, b.w)
 	if err != nil {
 		return err
 	}
-	n := float64(b.w.Messages())
-	b.results[prefix+"ours_msgs_per_s"] = n / r.Elapsed.Seconds()
-	if prefix != "" {
-		return nil
+	b.samples[prefix+"ours_msgs_per_s"] = append(b.samples[prefix+"ours_msgs_per_s"], float64(b.w.Messages())/r.Elapsed.Seconds())
+	if prefix == "" {
+		b.local = append(b.local, r)
 	}
+	return nil
+}
+
+// summarizeLocal derives the handler's figures from all local runs of
+// ours together: their metrics added up (histograms included), their CPU
+// added up, the largest memory.
+func (b *Bench) summarizeLocal() {
+	if len(b.local) == 0 {
+		return
+	}
+	var (
+		m        Scrape
+		cpu      = map[string]time.Duration{}
+		rssIdle  int64
+		rssAfter int64
+	)
+	for _, r := range b.local {
+		m = append(m, r.Metrics...)
+		for p, d := range r.CPU {
+			cpu[p] += d
+		}
+		rssIdle, rssAfter = max(rssIdle, r.RSSIdle), max(rssAfter, r.RSSAfter)
+	}
+	n := float64(len(b.local) * b.w.Messages())
 	status := map[string]string{"subject": "OrderStatusChanged"}
-	b.results["ours_p50_ms"] = 1000 * r.Metrics.Quantile("orderstatus_handler_duration_seconds", 0.50, status)
-	b.results["ours_p99_ms"] = 1000 * r.Metrics.Quantile("orderstatus_handler_duration_seconds", 0.99, status)
+	b.results["ours_p50_ms"] = 1000 * m.Quantile("orderstatus_handler_duration_seconds", 0.50, status)
+	b.results["ours_p99_ms"] = 1000 * m.Quantile("orderstatus_handler_duration_seconds", 0.99, status)
 	for name, result := range map[string]string{"applied": "Applied", "duplicate": "Duplicate", "stale": "Stale"} {
 		match := map[string]string{"subject": "OrderStatusChanged", "result": result}
-		b.results["round_trips_per_"+name] = r.Metrics.Sum("orderstatus_message_round_trips_total", match) /
-			r.Metrics.Sum("orderstatus_messages_total", match)
+		b.results["round_trips_per_"+name] = m.Sum("orderstatus_message_round_trips_total", match) /
+			m.Sum("orderstatus_messages_total", match)
 	}
 	// The store wrapper's count (every storage call the handler made)
 	// must agree with the per-message sums, but for the one GetOrder read
-	// of waitTable.
-	if calls, perMsg := r.Metrics.Sum("orderstatus_store_round_trips_total", nil), r.Metrics.Sum("orderstatus_message_round_trips_total", nil); calls != perMsg+1 {
-		b.notes = append(b.notes, fmt.Sprintf("the handler made %.0f storage calls, %.0f of them for messages and 1 for the readiness read", calls, perMsg))
+	// of waitTable per run.
+	if calls, perMsg := m.Sum("orderstatus_store_round_trips_total", nil), m.Sum("orderstatus_message_round_trips_total", nil); calls != perMsg+float64(len(b.local)) {
+		b.notes = append(b.notes, fmt.Sprintf("the handler made %.0f storage calls, %.0f of them for messages and %d readiness reads", calls, perMsg, len(b.local)))
 	}
 	for _, p := range []string{"handler", "devhost", "azurite"} {
-		b.results["cpu_ms_per_msg_"+p] = float64(r.CPU[p].Microseconds()) / 1000 / n
+		b.results["cpu_ms_per_msg_"+p] = float64(cpu[p].Microseconds()) / 1000 / n
 	}
-	b.results["rss_idle_mb"] = float64(r.RSSIdle) / (1 << 20)
-	b.results["rss_after_load_mb"] = float64(r.RSSAfter) / (1 << 20)
-	return nil
+	b.results["rss_idle_mb"] = float64(rssIdle) / (1 << 20)
+	b.results["rss_after_load_mb"] = float64(rssAfter) / (1 << 20)
 }
 
 // sessions runs the real system with maxConcurrentSessions n.
 func (b *Bench) sessions(ctx context.Context, cs string, n int) error {
-	c := oursConfig{store: cs, table: b.table(fmt.Sprintf("sessions%d", n)), sessions: n, timeScale: b.opts.TimeScale}
+	c := oursConfig{store: cs, table: b.table("sessions"), sessions: n, timeScale: b.opts.TimeScale}
 	r, err := b.runOurs(ctx, c, b.w)
 	if err != nil {
 		return err
@@ -282,7 +322,7 @@ func (b *Bench) sessions(ctx context.Context, cs string, n int) error {
 
 // slotRow measures one setting of the session-slot table on the real clock.
 func (b *Bench) slotRow(ctx context.Context, cs string, n int, idle time.Duration) error {
-	c := oursConfig{store: cs, table: b.table(fmt.Sprintf("slots%d%d", n, idle.Milliseconds())), sessions: n, idle: idle, timeScale: 1}
+	c := oursConfig{store: cs, table: b.table("slots"), sessions: n, idle: idle, timeScale: 1}
 	row, err := b.runSlots(ctx, c, b.opts.SlotRounds, fmt.Sprintf("s%d-%d", n, idle.Milliseconds()))
 	if err != nil {
 		return err
@@ -338,6 +378,20 @@ func (b *Bench) ratios(prefix string) {
 	ours := b.results[prefix+"ours_msgs_per_s"]
 	b.results[prefix+"ours_vs_naive"] = ours / b.results[prefix+"naive_msgs_per_s"]
 	b.results[prefix+"ours_vs_limit"] = ours / b.results[prefix+"limit_msgs_per_s"]
+}
+
+// median is the middle of xs (the mean of the middle two for an even
+// count).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // percentile is the nearest-rank q-quantile of xs.

@@ -42,6 +42,25 @@ func TestParseStatCPU(t *testing.T) {
 	}
 }
 
+func TestMedianPercentile(t *testing.T) {
+	xs := []float64{5, 1, 4, 2, 3}
+	if got := median(xs); got != 3 {
+		t.Errorf("median = %v, want 3", got)
+	}
+	if got := median(xs[:4]); got != 3 {
+		t.Errorf("median of 5,1,4,2 = %v, want 3", got)
+	}
+	if got := percentile(xs, 0.9); got != 5 {
+		t.Errorf("p90 = %v, want 5", got)
+	}
+	if !math.IsNaN(median(nil)) || !math.IsNaN(percentile(nil, 0.5)) {
+		t.Error("median or percentile of nothing is not NaN")
+	}
+	if xs[0] != 5 {
+		t.Error("median sorted its argument")
+	}
+}
+
 func TestParseVmRSS(t *testing.T) {
 	got, err := parseVmRSS(strings.NewReader("Name:\tx\nVmPeak:\t 9 kB\nVmRSS:\t   2048 kB\n"))
 	if err != nil || got != 2048*1024 {
@@ -170,7 +189,7 @@ func TestRunSmoke(t *testing.T) {
 	opts := Defaults()
 	opts.Root, opts.Orders, opts.Latency = root, 8, time.Millisecond
 	opts.Sessions, opts.SlotSessions, opts.SlotIdle, opts.SlotRounds = []int{1, 4}, []int{2}, []time.Duration{50 * time.Millisecond}, 2
-	opts.ColdStarts, opts.RSSOrders, opts.LogLevel = 2, 10, "warn"
+	opts.ColdStarts, opts.RSSOrders, opts.LogLevel, opts.Repeats = 2, 10, "warn", 2
 	var progress bytes.Buffer
 	opts.Progress = &progress
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -182,7 +201,9 @@ func TestRunSmoke(t *testing.T) {
 		}
 		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
 	}
-	if n := strings.Count(progress.String(), "\n"); n != 2+3+3+len(opts.Sessions)+1 {
+	// cold start; limit, naive and ours twice each, locally and with
+	// latency; the sessions; the slot table's one row; memory.
+	if n := strings.Count(progress.String(), "\n"); n != 1+2*2*3+len(opts.Sessions)+1+1 {
 		t.Errorf("%d progress lines, want one per phase:\n%s", n, progress.String())
 	}
 	var out bytes.Buffer

@@ -7,9 +7,12 @@ package tablestore
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"net/url"
 	"time"
 
@@ -61,7 +64,8 @@ type Options struct {
 	// ClientOptions are passed to the SDK. If nil, or if its Retry field
 	// is the zero value, the SDK retries at most twice with short delays
 	// (100 ms, then 200 ms; at most 1 s), so that the caller's retry budget,
-	// not the SDK's, governs.
+	// not the SDK's, governs. If its Transport is nil, the Store keeps up
+	// to MaxIdleConnsPerHost connections open (see there).
 	ClientOptions *aztables.ClientOptions
 	// Observe, if set, is called once per storage call (Get, Insert or
 	// Replace) after it ends, with the operation (OpGet, OpInsert,
@@ -111,10 +115,37 @@ func NewWithCredential(serviceURL, table string, cred azcore.TokenCredential, op
 	return newStore(svc, table, opts), nil
 }
 
+// MaxIdleConnsPerHost is how many idle connections to the table service
+// a Store keeps. The SDK's default transport keeps 10, so with more calls
+// in flight (one per session slot: host.json's maxConcurrentSessions) every
+// burst closed connections and opened new ones, each a TCP and TLS
+// handshake for the handler and the service (Table Storage speaks HTTP/1.1,
+// one call per connection at a time). It is kept above any sensible
+// maxConcurrentSessions.
+const MaxIdleConnsPerHost = 256
+
+// newTransport is the SDK's default transport (timeouts, TLS 1.2 at least,
+// proxy from the environment) with MaxIdleConnsPerHost idle connections.
+func newTransport() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          MaxIdleConnsPerHost,
+		MaxIdleConnsPerHost:   MaxIdleConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+	}}
+}
+
 func clientOptions(opts *Options) *aztables.ClientOptions {
 	var co aztables.ClientOptions
 	if opts != nil && opts.ClientOptions != nil {
 		co = *opts.ClientOptions
+	}
+	if co.Transport == nil {
+		co.Transport = newTransport()
 	}
 	if isZeroRetry(co.Retry) {
 		co.Retry = policy.RetryOptions{MaxRetries: 2, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}
