@@ -27,9 +27,9 @@ type handlerProc struct {
 	exited chan struct{} // closed once the process has been waited for
 }
 
-// startHandler execs bin/handler on a free port with its store on
-// Azurite and returns once GET / answers 200, with the time that took.
-func (b *Bench) startHandler(ctx context.Context, table string) (*handlerProc, time.Duration, error) {
+// startHandler execs bin/handler on a free port with its store at cs and
+// returns once GET / answers 200, with the time that took.
+func (b *Bench) startHandler(ctx context.Context, cs, table string) (*handlerProc, time.Duration, error) {
 	port, err := azurite.FreePort()
 	if err != nil {
 		return nil, 0, err
@@ -38,7 +38,7 @@ func (b *Bench) startHandler(ctx context.Context, table string) (*handlerProc, t
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
 		"FUNCTIONS_CUSTOMHANDLER_PORT=" + strconv.Itoa(port),
-		"OrderStore__connectionString=" + b.az.ConnectionString(),
+		"OrderStore__connectionString=" + cs,
 		"OrderStore__tableName=" + table,
 		"LOG_LEVEL=" + b.opts.LogLevel,
 	}
