@@ -12,9 +12,9 @@ func TestSessionOverrides(t *testing.T) {
 		wantSlots int
 		wantIdle  time.Duration
 	}{
-		{"host.json", SessionOverrides{}, 16, 5 * time.Second},
+		{"host.json", SessionOverrides{}, 64, time.Second},
 		{"both", SessionOverrides{MaxConcurrentSessions: 64, SessionIdleTimeout: 200 * time.Millisecond}, 64, 200 * time.Millisecond},
-		{"slots only", SessionOverrides{MaxConcurrentSessions: 1}, 1, 5 * time.Second},
+		{"slots only", SessionOverrides{MaxConcurrentSessions: 1}, 1, time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
