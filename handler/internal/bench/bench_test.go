@@ -201,9 +201,9 @@ func TestRunSmoke(t *testing.T) {
 		}
 		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
 	}
-	// cold start; limit, naive and ours twice each, locally and with
-	// latency; the sessions; the slot table's one row; memory.
-	if n := strings.Count(progress.String(), "\n"); n != 1+2*2*3+len(opts.Sessions)+1+1 {
+	// cold start; warm-up; limit, naive and ours twice each, locally and
+	// with latency; the sessions; the slot table's one row; memory.
+	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*3+len(opts.Sessions)+1+1 {
 		t.Errorf("%d progress lines, want one per phase:\n%s", n, progress.String())
 	}
 	var out bytes.Buffer

@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -43,13 +45,40 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
-	start := time.Now()
+	start, loadBefore := time.Now(), loadAverage()
 	r, err := bench.Run(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "bench: finished in %s at %s\n", bench.Elapsed(time.Since(start)), time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(stdout, "machine: %s, %d CPUs, %s; load average %s before, %s after\n",
+		cpuModel(), runtime.NumCPU(), runtime.Version(), loadBefore, loadAverage())
 	r.Print(stdout, opts)
 	return 0
+}
+
+// cpuModel is the first "model name" of /proc/cpuinfo ("unknown CPU"
+// elsewhere).
+func cpuModel() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+// loadAverage is the one-minute load average ("?" when unknown): other
+// work on the machine is what makes absolute figures noise.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
