@@ -33,6 +33,11 @@ func FuzzDecodeInvocation(f *testing.F) {
 	addGoldenSeeds(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		inv, err := DecodeInvocation(body)
+		if fast, ok := decodeInvocationOnePass(body); ok {
+			if slow, err := decodeInvocationChecked(body); err != nil || !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("one pass gives %+v, the checked decoder %+v, %v", fast, slow, err)
+			}
+		}
 		if err != nil {
 			var de *DecodeError
 			if !errors.As(err, &de) {
