@@ -153,24 +153,48 @@ func jsonString(raw []byte) (string, bool) {
 	return s, true
 }
 
-// plainString is jsonString's fast path, for the common string without
-// escapes: t is '"', then valid UTF-8 with no '"', '\' or control
-// character, then '"'. Anything else returns false, and json.Unmarshal
-// decides (it would give the same string for what this accepts).
+// plainString is jsonString's fast path, for the strings the host sends:
+// t is '"', then valid UTF-8 without control characters whose only escapes
+// are \" \\ and \/ (a JSON string holding a JSON string, "\"o-1\"",
+// is the common case), then '"'. Anything else returns false, and
+// json.Unmarshal decides (it gives the same string for what this accepts).
 func plainString(t []byte) (string, bool) {
-	if len(t) < 2 || t[len(t)-1] != '"' {
+	if len(t) < 2 || t[0] != '"' || t[len(t)-1] != '"' {
 		return "", false
 	}
 	inner := t[1 : len(t)-1]
-	for _, c := range inner {
-		if c < 0x20 || c == '"' || c == '\\' {
+	escapes := 0
+	for i := 0; i < len(inner); i++ {
+		switch c := inner[i]; {
+		case c < 0x20 || c == '"':
 			return "", false
+		case c == '\\':
+			if i+1 == len(inner) {
+				return "", false
+			}
+			switch inner[i+1] {
+			case '"', '\\', '/':
+				escapes++
+				i++
+			default:
+				return "", false
+			}
 		}
 	}
 	if !utf8.Valid(inner) {
 		return "", false
 	}
-	return string(inner), true
+	if escapes == 0 {
+		return string(inner), true
+	}
+	out := make([]byte, 0, len(inner)-escapes)
+	for i := 0; i < len(inner); i++ {
+		if inner[i] == '\\' {
+			i++
+		}
+		out = append(out, inner[i])
+	}
+	return string(out), true
 }
 
 // snippet quotes text (a body, a time, a number's text) for an error
