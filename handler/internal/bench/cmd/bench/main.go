@@ -22,22 +22,9 @@ import (
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	opts := bench.Defaults()
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&opts.Root, "root", opts.Root, "the repository (host.json, functions/, bin/handler)")
-	fs.IntVar(&opts.Orders, "orders", opts.Orders, "orders in the workload (four status changes each)")
-	fs.IntVar(&opts.ColdStarts, "cold-starts", opts.ColdStarts, "handler starts for the cold start percentiles")
-	fs.IntVar(&opts.RSSOrders, "rss-orders", opts.RSSOrders, "distinct orders sent before rss_after_100k_orders_mb")
-	fs.IntVar(&opts.SlotRounds, "slot-rounds", opts.SlotRounds, "sessions per slot in the session-slot table")
-	fs.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "the handler's LOG_LEVEL")
-	fs.StringVar(&opts.ProfileDir, "profile-dir", "", "write the dev host's CPU profile of the local run there")
-	if err := fs.Parse(args); err != nil {
-		fmt.Fprintf(stderr, "bench: %v (flags: -root, -orders, -cold-starts, -rss-orders, -slot-rounds, -log-level, -profile-dir)\n", err)
-		return 2
-	}
-	if fs.NArg() > 0 || opts.Orders < 1 || opts.ColdStarts < 1 || opts.RSSOrders < 1 || opts.SlotRounds < 1 {
-		fmt.Fprintln(stderr, "bench: -orders, -cold-starts, -rss-orders and -slot-rounds must be at least 1, and no arguments are taken")
+	opts, err := parseFlags(args)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
 		return 2
 	}
 	opts.Progress = stderr
@@ -56,6 +43,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cpuModel(), runtime.NumCPU(), runtime.Version(), loadBefore, loadAverage())
 	r.Print(stdout, opts)
 	return 0
+}
+
+// parseFlags reads the command line over bench.Defaults; the error is one
+// line naming the problem.
+func parseFlags(args []string) (bench.Options, error) {
+	opts := bench.Defaults()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&opts.Root, "root", opts.Root, "the repository (host.json, functions/, bin/handler)")
+	fs.IntVar(&opts.Orders, "orders", opts.Orders, "orders in the workload (four status changes each)")
+	fs.IntVar(&opts.Repeats, "repeats", opts.Repeats, "runs of each side-by-side design (the median is reported)")
+	fs.IntVar(&opts.ColdStarts, "cold-starts", opts.ColdStarts, "handler starts for the cold start percentiles")
+	fs.IntVar(&opts.RSSOrders, "rss-orders", opts.RSSOrders, "distinct orders sent before rss_after_100k_orders_mb")
+	fs.IntVar(&opts.SlotRounds, "slot-rounds", opts.SlotRounds, "sessions per slot in the session-slot table")
+	fs.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "the handler's LOG_LEVEL")
+	fs.StringVar(&opts.ProfileDir, "profile-dir", "", "write the dev host's CPU profile of the first local run there")
+	if err := fs.Parse(args); err != nil {
+		return opts, fmt.Errorf("bench: %v (flags: -root, -orders, -repeats, -cold-starts, -rss-orders, -slot-rounds, -log-level, -profile-dir)", err)
+	}
+	if fs.NArg() > 0 || opts.Orders < 1 || opts.Repeats < 1 || opts.ColdStarts < 1 || opts.RSSOrders < 1 || opts.SlotRounds < 1 {
+		return opts, fmt.Errorf("bench: -orders, -repeats, -cold-starts, -rss-orders and -slot-rounds must be at least 1, and no arguments are taken")
+	}
+	return opts, nil
 }
 
 // cpuModel is the first "model name" of /proc/cpuinfo ("unknown CPU"

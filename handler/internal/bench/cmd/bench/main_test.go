@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -30,5 +32,22 @@ func TestBadArguments(t *testing.T) {
 				t.Errorf("stdout = %q, want nothing", stdout.String())
 			}
 		})
+	}
+}
+
+// TestReadmeArguments: every BENCH_ARGS the README shows is accepted.
+func TestReadmeArguments(t *testing.T) {
+	readme, err := os.ReadFile("../../../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := regexp.MustCompile(`make bench BENCH_ARGS="([^"]*)"`).FindAllSubmatch(readme, -1)
+	if len(found) == 0 {
+		t.Fatal("the README shows no make bench BENCH_ARGS; update this test")
+	}
+	for _, m := range found {
+		if _, err := parseFlags(strings.Fields(string(m[1]))); err != nil {
+			t.Errorf("README's BENCH_ARGS=%q: %v", m[1], err)
+		}
 	}
 }
