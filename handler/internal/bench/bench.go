@@ -21,7 +21,7 @@
 //     session-slot table measures those on the real clock).
 //
 // Round trips, latency percentiles and results come from the handler's
-// own metrics (GET /api/metrics), CPU from /proc. Bench is a tool for
+// own metrics (GET /api/metrics), CPU from /proc. It is a tool for
 // this repository's machine: Linux, Azurite installed, bin/handler built.
 package bench
 
@@ -102,8 +102,8 @@ func Defaults() Options {
 // host.json's 5 s sessionIdleTimeout lasts half a millisecond.
 const devhostMaxScale = 10000
 
-// Bench is one run. Create it with New.
-type Bench struct {
+// runner is one run of Run.
+type runner struct {
 	opts    Options
 	handler string
 	az      *azurite.Server
@@ -140,7 +140,7 @@ type phase struct {
 // Run runs every phase and returns the figures. It starts its own Azurite
 // and fault proxy and stops them at the end.
 func Run(ctx context.Context, opts Options) (Report, error) {
-	b := &Bench{opts: opts, results: map[string]float64{}, samples: map[string][]float64{}}
+	b := &runner{opts: opts, results: map[string]float64{}, samples: map[string][]float64{}}
 	if b.opts.Progress == nil {
 		b.opts.Progress = io.Discard
 	}
@@ -221,12 +221,12 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 
 // table returns a fresh table name for one run, so that every run starts
 // on an empty table of the same size.
-func (b *Bench) table(name string) string {
+func (b *runner) table(name string) string {
 	b.tables++
 	return fmt.Sprintf("bench%s%s%d", strings.ReplaceAll(name, "_", ""), b.runID, b.tables)
 }
 
-func (b *Bench) newStore(ctx context.Context, cs, table string) (*tablestore.Store, error) {
+func (b *runner) newStore(ctx context.Context, cs, table string) (*tablestore.Store, error) {
 	s, err := tablestore.NewFromConnectionString(cs, table, nil)
 	if err != nil {
 		return nil, err
@@ -237,7 +237,7 @@ func (b *Bench) newStore(ctx context.Context, cs, table string) (*tablestore.Sto
 // warmUp runs each design once on a quarter of the workload, untimed:
 // Azurite (Node.js) compiles its hot paths during its first thousands of
 // requests, and whichever design ran first would pay for that.
-func (b *Bench) warmUp(ctx context.Context, cs string) error {
+func (b *runner) warmUp(ctx context.Context, cs string) error {
 	w := NewWorkload("warm", max(1, len(b.w.Orders)/4), b.opts.DuplicateShare, b.opts.StaleShare, 2)
 	for _, design := range []perOrder{limitOrder, naiveOrder} {
 		s, err := b.newStore(ctx, cs, b.table("warm"))
@@ -253,7 +253,7 @@ func (b *Bench) warmUp(ctx context.Context, cs string) error {
 }
 
 // direct runs one of the direct loops (limit or naive).
-func (b *Bench) direct(ctx context.Context, cs, prefix string, design perOrder) error {
+func (b *runner) direct(ctx context.Context, cs, prefix string, design perOrder) error {
 	s, err := b.newStore(ctx, cs, b.table(prefix))
 	if err != nil {
 		return err
@@ -269,7 +269,7 @@ func (b *Bench) direct(ctx context.Context, cs, prefix string, design perOrder) 
 
 // ours runs the real system on the workload; the local runs (prefix "")
 // also yield the latency, round-trip, CPU and memory figures.
-func (b *Bench) ours(ctx context.Context, cs, prefix string) error {
+func (b *runner) ours(ctx context.Context, cs, prefix string) error {
 	c := oursConfig{store: cs, table: b.table(prefix + "ours"), sessions: b.opts.InFlight, timeScale: b.opts.TimeScale}
 	if prefix == "" && len(b.local) == 0 {
 		c.profileDir = b.opts.ProfileDir
@@ -288,7 +288,7 @@ func (b *Bench) ours(ctx context.Context, cs, prefix string) error {
 // summarizeLocal derives the handler's figures from all local runs of
 // ours together: their metrics added up (histograms included), their CPU
 // added up, the largest memory.
-func (b *Bench) summarizeLocal() {
+func (b *runner) summarizeLocal() {
 	if len(b.local) == 0 {
 		return
 	}
@@ -328,7 +328,7 @@ func (b *Bench) summarizeLocal() {
 }
 
 // sessions runs the real system with maxConcurrentSessions n.
-func (b *Bench) sessions(ctx context.Context, cs string, n int) error {
+func (b *runner) sessions(ctx context.Context, cs string, n int) error {
 	c := oursConfig{store: cs, table: b.table("sessions"), sessions: n, timeScale: b.opts.TimeScale}
 	r, err := b.runOurs(ctx, c, b.w)
 	if err != nil {
@@ -339,7 +339,7 @@ func (b *Bench) sessions(ctx context.Context, cs string, n int) error {
 }
 
 // slotRow measures one setting of the session-slot table on the real clock.
-func (b *Bench) slotRow(ctx context.Context, cs string, n int, idle time.Duration) error {
+func (b *runner) slotRow(ctx context.Context, cs string, n int, idle time.Duration) error {
 	c := oursConfig{store: cs, table: b.table("slots"), sessions: n, idle: idle, timeScale: 1}
 	row, err := b.runSlots(ctx, c, b.opts.SlotRounds, fmt.Sprintf("s%d-%d", n, idle.Milliseconds()))
 	if err != nil {
@@ -352,7 +352,7 @@ func (b *Bench) slotRow(ctx context.Context, cs string, n int, idle time.Duratio
 
 // coldStart execs bin/handler ColdStarts times and times the first 200
 // on GET /.
-func (b *Bench) coldStart(ctx context.Context) error {
+func (b *runner) coldStart(ctx context.Context) error {
 	if b.opts.ColdStarts <= 0 {
 		return errors.New("bench: no cold starts asked for")
 	}
@@ -374,7 +374,7 @@ func (b *Bench) coldStart(ctx context.Context) error {
 // VmRSS: the order cache is bounded, so memory must level off. The
 // handler's store is a stub that accepts every insert (see tableStub):
 // the figure is the handler's memory, and Azurite would take minutes.
-func (b *Bench) rssOrders(ctx context.Context) error {
+func (b *runner) rssOrders(ctx context.Context) error {
 	stub, err := startTableStub()
 	if err != nil {
 		return err
@@ -402,7 +402,7 @@ func (b *Bench) rssOrders(ctx context.Context) error {
 	return nil
 }
 
-func (b *Bench) ratios(prefix string) {
+func (b *runner) ratios(prefix string) {
 	ours := b.results[prefix+"ours_msgs_per_s"]
 	b.results[prefix+"ours_vs_naive"] = ours / b.results[prefix+"naive_msgs_per_s"]
 	b.results[prefix+"ours_vs_limit"] = ours / b.results[prefix+"limit_msgs_per_s"]

@@ -29,7 +29,7 @@ type handlerProc struct {
 
 // startHandler execs bin/handler on a free port with its store at cs and
 // returns once GET / answers 200, with the time that took.
-func (b *Bench) startHandler(ctx context.Context, cs, table string) (*handlerProc, time.Duration, error) {
+func (b *runner) startHandler(ctx context.Context, cs, table string) (*handlerProc, time.Duration, error) {
 	port, err := azurite.FreePort()
 	if err != nil {
 		return nil, 0, err

@@ -36,7 +36,7 @@ type oursConfig struct {
 // startHost starts the dev host with the handler of the repository at
 // root, its store on Azurite (through the fault proxy for the latency
 // runs) and its timers stopped, so that only the workload runs.
-func (b *Bench) startHost(ctx context.Context, c oursConfig) (*devhost.Host, error) {
+func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, error) {
 	scale := max(c.timeScale, 1)
 	h, err := devhost.New(devhost.Options{
 		AppRoot:     b.opts.Root,
@@ -69,7 +69,7 @@ func (b *Bench) startHost(ctx context.Context, c oursConfig) (*devhost.Host, err
 }
 
 // runOurs plays w through the real system and waits until it is handled.
-func (b *Bench) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun, error) {
+func (b *runner) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun, error) {
 	var r oursRun
 	h, err := b.startHost(ctx, c)
 	if err != nil {
@@ -173,7 +173,7 @@ type SlotRow struct {
 // handles its session's message, waits sessionIdleTimeout for another,
 // and only then takes the next session. The run ends when the last
 // session is closed, so every slot's cycle (call plus idle wait) counts.
-func (b *Bench) runSlots(ctx context.Context, c oursConfig, rounds int, prefix string) (SlotRow, error) {
+func (b *runner) runSlots(ctx context.Context, c oursConfig, rounds int, prefix string) (SlotRow, error) {
 	row := SlotRow{Sessions: c.sessions, Idle: c.idle}
 	h, err := b.startHost(ctx, c)
 	if err != nil {
