@@ -269,24 +269,35 @@ func (s *Store) done(op string, err error, start time.Time) {
 	}
 }
 
+// entity is the JSON of a row as encode writes it.
+type entity struct {
+	PartitionKey     string                `json:"PartitionKey"`
+	RowKey           string                `json:"RowKey"`
+	Status           string                `json:"Status"`
+	LastSequence     aztables.EDMInt64     `json:"LastSequence"`
+	LastSequenceType string                `json:"LastSequence@odata.type"`
+	OccurredAt       *aztables.EDMDateTime `json:"OccurredAt,omitempty"`
+	OccurredAtType   string                `json:"OccurredAt@odata.type,omitempty"`
+	UpdatedAt        *aztables.EDMDateTime `json:"UpdatedAt,omitempty"`
+	UpdatedAtType    string                `json:"UpdatedAt@odata.type,omitempty"`
+}
+
 // encode builds the entity JSON: the keys as they are (aztables.EDMEntity
 // would double single quotes in them, storing a different key than the one
 // read back), times as Edm.DateTime in UTC (a zero time is left out: Table
 // Storage dates start in 1601), the sequence as Edm.Int64 so that it reads
-// back as a 64-bit integer.
+// back as a 64-bit integer. A struct, not a map: it is on every write's
+// path.
 func encode(orderID string, st order.State) ([]byte, error) {
-	e := map[string]any{
-		"PartitionKey":                  orderID,
-		"RowKey":                        RowKey,
-		colStatus:                       string(st.Status),
-		colLastSequence:                 aztables.EDMInt64(st.LastSequence),
-		colLastSequence + "@odata.type": "Edm.Int64",
+	e := entity{PartitionKey: orderID, RowKey: RowKey, Status: string(st.Status),
+		LastSequence: aztables.EDMInt64(st.LastSequence), LastSequenceType: "Edm.Int64"}
+	if !st.OccurredAt.IsZero() {
+		t := aztables.EDMDateTime(st.OccurredAt.UTC())
+		e.OccurredAt, e.OccurredAtType = &t, "Edm.DateTime"
 	}
-	for col, tm := range map[string]time.Time{colOccurredAt: st.OccurredAt, colUpdatedAt: st.UpdatedAt} {
-		if !tm.IsZero() {
-			e[col] = aztables.EDMDateTime(tm.UTC())
-			e[col+"@odata.type"] = "Edm.DateTime"
-		}
+	if !st.UpdatedAt.IsZero() {
+		t := aztables.EDMDateTime(st.UpdatedAt.UTC())
+		e.UpdatedAt, e.UpdatedAtType = &t, "Edm.DateTime"
 	}
 	return json.Marshal(e)
 }
