@@ -89,6 +89,9 @@ func (b *runner) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun
 		return r, err
 	}
 	if c.profileDir != "" {
+		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
+			return r, err
+		}
 		f, err := os.Create(filepath.Join(c.profileDir, "devhost.pprof"))
 		if err != nil {
 			return r, err
