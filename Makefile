@@ -92,10 +92,15 @@ fuzz:
 	$(GO) test ./handler/internal/hostproto -run '^$$' -fuzz FuzzDecodeTimer -fuzztime $(FUZZTIME)
 	$(GO) test ./handler/internal/order -run '^$$' -fuzz FuzzParseUpdate -fuzztime $(FUZZTIME)
 
-## bench: Go benchmarks and the end-to-end load run, all printing their figures
-## (ns/op, round trips per applied message, messages per second).
+## bench: the Go micro-benchmarks, then the side-by-side run of package bench
+## (storage floor / naive handler / ours, locally and with 8 ms storage latency,
+## session slots, cold start, memory, CPU per message): a progress line per
+## phase on stderr, `name: value` lines on stdout. Under 10 minutes.
+BENCH_PACKAGES := ./handler/internal/hostproto ./handler/internal/orderstate ./handler/internal/orderfn ./handler/internal/store/tablestore
 bench: tools build
-	ORDERSTATUS_REQUIRE_AZURITE=1 $(GO) test -run '^$$' -bench . -benchmem ./...
+	@echo "bench: Go micro-benchmarks ..." >&2
+	ORDERSTATUS_REQUIRE_AZURITE=1 $(GO) test -run '^$$' -bench . -benchmem $(BENCH_PACKAGES)
+	$(GO) run ./handler/internal/bench/cmd/bench $(BENCH_ARGS)
 
 ## soak: the simulation with thousands of schedules (SIM_SCHEDULES, default 2000;
 ## SIM_FIRST_SEED and SIM_PARALLEL as in make test); prints the fault-mix totals.

@@ -128,6 +128,15 @@ type QueueOverrides struct {
 	DuplicateWindow  time.Duration
 }
 
+// SessionOverrides replace host.json's session settings of the Service Bus
+// extension (extensions.serviceBus) for one run, as an operator tuning them
+// would edit host.json; zero keeps a setting. The benchmark's session-slot
+// measurements use them.
+type SessionOverrides struct {
+	MaxConcurrentSessions int
+	SessionIdleTimeout    time.Duration
+}
+
 // Options configure New. The zero value runs the app in the working
 // directory.
 type Options struct {
@@ -142,6 +151,9 @@ type Options struct {
 	Env []string
 	// Queues override the queue settings.
 	Queues QueueOverrides
+	// Sessions override host.json's maxConcurrentSessions and
+	// sessionIdleTimeout.
+	Sessions SessionOverrides
 	// TimeScale > 1 runs the broker, schedules and timers that many times
 	// faster than the wall clock (0 or 1: real time); at most MaxTimeScale.
 	TimeScale float64
@@ -299,6 +311,12 @@ func New(opts Options) (*Host, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if n := opts.Sessions.MaxConcurrentSessions; n > 0 {
+		app.Host.ServiceBus.MaxConcurrentSessions = n
+	}
+	if d := opts.Sessions.SessionIdleTimeout; d > 0 {
+		app.Host.ServiceBus.SessionIdleTimeout = d
 	}
 	h := &Host{opts: opts, app: app, log: opts.Logger, stats: newStats(), sessionWorkers: map[string]int{}, idleSessions: newIdleTracker(), pool: newPool()}
 	switch {

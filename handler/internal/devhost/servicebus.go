@@ -240,8 +240,12 @@ func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Receive
 	h.stats.inFlight.Add(1)
 	defer h.stats.inFlight.Add(-1)
 	in.counts.invoked()
-	log := h.log.With(slog.String("function", fn), slog.String("message_id", m.MessageID),
-		slog.String("session_id", m.SessionID), slog.Int("delivery_count", int(m.DeliveryCount)), slog.String("instance", in.id))
+	// Built only on the failure paths: a message that completes logs
+	// nothing, and With costs allocations on every message.
+	log := func() *slog.Logger {
+		return h.log.With(slog.String("function", fn), slog.String("message_id", m.MessageID),
+			slog.String("session_id", m.SessionID), slog.Int("delivery_count", int(m.DeliveryCount)), slog.String("instance", in.id))
+	}
 	// Settle even while the host shuts down: the answer is in.
 	settleCtx := context.WithoutCancel(ctx)
 
@@ -258,9 +262,9 @@ func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Receive
 			h.stats.result(ResultLockLost)
 			in.counts.result(ResultLockLost)
 			if errors.Is(err, broker.ErrLockLost) {
-				log.Warn("the answer came after the lock was lost; the message is delivered again", slog.Any("error", err))
+				log().Warn("the answer came after the lock was lost; the message is delivered again", slog.Any("error", err))
 			} else {
-				log.Error("complete failed; the message is delivered again", slog.Any("error", err))
+				log().Error("complete failed; the message is delivered again", slog.Any("error", err))
 			}
 			return true
 		}
@@ -273,12 +277,12 @@ func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Receive
 		return true
 	}
 	if err != nil {
-		log.Warn("invocation failed; abandoning the message", slog.Any("error", err))
+		log().Warn("invocation failed; abandoning the message", slog.Any("error", err))
 		if errors.Is(err, errNoAnswer) {
 			in.inv.awaitHealthy(ctx)
 		}
 	} else {
-		log.Warn("invocation failed; abandoning the message", slog.Int("status", a.Status), slog.Any("logs", a.Logs))
+		log().Warn("invocation failed; abandoning the message", slog.Int("status", a.Status), slog.Any("logs", a.Logs))
 	}
 	if err := st.Abandon(settleCtx, m); err != nil {
 		h.stats.result(ResultLockLost)

@@ -33,12 +33,24 @@ func FuzzDecodeInvocation(f *testing.F) {
 	addGoldenSeeds(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		inv, err := DecodeInvocation(body)
+		if fast, ok := decodeInvocationOnePass(body); ok {
+			if slow, err := decodeInvocationChecked(body); err != nil || !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("one pass gives %+v, the checked decoder %+v, %v", fast, slow, err)
+			}
+		}
+		checkPlainString(t, body)
 		if err != nil {
 			var de *DecodeError
 			if !errors.As(err, &de) {
 				t.Fatalf("error %v is a %T, want *DecodeError", err, err)
 			}
 			return
+		}
+		for _, raw := range inv.Metadata {
+			checkPlainString(t, raw)
+			if s, ok := jsonString(raw); ok {
+				checkPlainString(t, []byte(s))
+			}
 		}
 		if inv.Data == nil || inv.Metadata == nil {
 			t.Fatalf("Data or Metadata is nil, want empty maps")
@@ -123,4 +135,48 @@ func FuzzDecodeTimer(f *testing.F) {
 			t.Fatalf("round trip of %+v gives %+v (encoded %s)", want, ti2, e1)
 		}
 	})
+}
+
+// checkPlainString: where the fast string decoder accepts t, encoding/json
+// must give the same string.
+func checkPlainString(t *testing.T, raw []byte) {
+	t.Helper()
+	got, ok := plainString(bytes.Trim(raw, jsonSpace))
+	if !ok {
+		return
+	}
+	var want string
+	if err := json.Unmarshal(raw, &want); err != nil || got != want {
+		t.Fatalf("plainString(%q) = %q, encoding/json %q, %v", raw, got, want, err)
+	}
+}
+
+func TestPlainString(t *testing.T) {
+	tests := []struct {
+		in     string
+		want   string
+		wantOK bool
+	}{
+		{`"o-1"`, "o-1", true},
+		{`"\"o-1\""`, `"o-1"`, true},
+		{`"a\\b\/c"`, `a\b/c`, true},
+		{`"ünïcode"`, "ünïcode", true},
+		{`""`, "", true},
+		{`"\u0041"`, "", false},
+		{`"tab\t"`, "", false},
+		{`"ab\"`, "", false},
+		{`"a"b"`, "", false},
+		{"\"\xff\"", "", false},
+		{"\"line\nbreak\"", "", false},
+		{`"unterminated`, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, ok := plainString([]byte(tt.in))
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("plainString(%s) = %q, %t; want %q, %t", tt.in, got, ok, tt.want, tt.wantOK)
+			}
+			checkPlainString(t, []byte(tt.in))
+		})
+	}
 }

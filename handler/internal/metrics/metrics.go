@@ -17,14 +17,18 @@ type Metrics struct {
 	Duration        *prometheus.HistogramVec // subject
 	DeliveryCount   prometheus.Histogram
 	StoreRoundTrips *prometheus.CounterVec // operation, outcome
-	StoreLatency    *prometheus.HistogramVec
-	ETagConflicts   prometheus.Counter
-	CacheHits       prometheus.Counter
-	SequenceGaps    prometheus.Counter
-	SkippedSequence prometheus.Counter
-	Parked          *prometheus.CounterVec // reason
-	Retries         *prometheus.CounterVec // operation
-	BuildInfo       *prometheus.GaugeVec
+	// MessageRoundTrips sums the store round trips of each settled
+	// message by its subject and result, so that round trips per
+	// Applied, Duplicate or Stale message can be read off.
+	MessageRoundTrips *prometheus.CounterVec // subject, result
+	StoreLatency      *prometheus.HistogramVec
+	ETagConflicts     prometheus.Counter
+	CacheHits         prometheus.Counter
+	SequenceGaps      prometheus.Counter
+	SkippedSequence   prometheus.Counter
+	Parked            *prometheus.CounterVec // reason
+	Retries           *prometheus.CounterVec // operation
+	BuildInfo         *prometheus.GaugeVec
 }
 
 // Options tune NewWithOptions. The zero value (or nil) is usable.
@@ -68,6 +72,10 @@ func NewWithOptions(reg prometheus.Registerer, version string, opts *Options) *M
 			Name: "orderstatus_store_round_trips_total",
 			Help: "Table Storage calls, by operation (get, insert, replace) and outcome (ok, conflict, not_found, transient, error).",
 		}, []string{"operation", "outcome"}),
+		MessageRoundTrips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderstatus_message_round_trips_total",
+			Help: "Table Storage calls spent on messages (all attempts of one call), by subject and the result the message settled as; divide by orderstatus_messages_total.",
+		}, []string{"subject", "result"}),
 		StoreLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "orderstatus_store_request_duration_seconds",
 			Help:    "Table Storage call latency by operation.",
@@ -102,7 +110,7 @@ func NewWithOptions(reg prometheus.Registerer, version string, opts *Options) *M
 			Help: "Always 1; labels carry the version, Go version and VCS revision.",
 		}, []string{"version", "goversion", "revision"}),
 	}
-	reg.MustRegister(m.Messages, m.Duration, m.DeliveryCount, m.StoreRoundTrips, m.StoreLatency,
+	reg.MustRegister(m.Messages, m.Duration, m.DeliveryCount, m.StoreRoundTrips, m.MessageRoundTrips, m.StoreLatency,
 		m.ETagConflicts, m.CacheHits, m.SequenceGaps, m.SkippedSequence, m.Parked, m.Retries, m.BuildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	goVersion, revision := "unknown", opts.Revision

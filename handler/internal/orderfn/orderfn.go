@@ -264,6 +264,7 @@ func statusFor(err error) int {
 func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage, out outcome, d time.Duration) {
 	subject := subjectLabel(msg.Subject)
 	h.metrics.Messages.WithLabelValues(subject, out.result).Inc()
+	h.metrics.MessageRoundTrips.WithLabelValues(subject, out.result).Add(float64(out.roundTrips))
 	h.metrics.Duration.WithLabelValues(subject).Observe(d.Seconds())
 	if out.cacheHit {
 		h.metrics.CacheHits.Inc()

@@ -237,6 +237,14 @@ func TestSettlement(t *testing.T) {
 			if got := testutil.ToFloat64(r.m.Messages.WithLabelValues(subjectLabel(subjectOf(tt.body)), tt.wantResult)); got != 1 {
 				t.Errorf("messages_total{result=%s} = %v, want 1", tt.wantResult, got)
 			}
+			// The rows' applied outcomes report one round trip; the others none.
+			wantTrips := 0.0
+			if tt.wantResult == "Applied" && subjectOf(tt.body) == "OrderStatusChanged" {
+				wantTrips = 1
+			}
+			if got := testutil.ToFloat64(r.m.MessageRoundTrips.WithLabelValues(subjectLabel(subjectOf(tt.body)), tt.wantResult)); got != wantTrips {
+				t.Errorf("message_round_trips_total{result=%s} = %v, want %v", tt.wantResult, got, wantTrips)
+			}
 		})
 	}
 }

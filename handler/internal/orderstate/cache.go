@@ -18,6 +18,9 @@ type cached struct {
 	// Lock is the session lock the entry was written or read under (the
 	// zero Lock when unknown).
 	Lock Lock
+	// Unsure marks an order whose last write failed with an unknown
+	// effect: nothing above is known, and the next call must read first.
+	Unsure bool
 }
 
 // lru is a bounded least-recently-used map from order id to cached. It is
@@ -72,12 +75,36 @@ func (c *lru) put(key string, val cached) {
 		c.order.MoveToFront(el)
 		return
 	}
+	c.addLocked(key, val)
+}
+
+// addLocked adds an entry for a key not cached, evicting the least
+// recently used one when full. c.mu is held.
+func (c *lru) addLocked(key string, val cached) {
 	c.items[key] = c.order.PushFront(&lruItem{key: key, val: val})
 	if c.order.Len() > c.max {
 		oldest := c.order.Back()
 		c.order.Remove(oldest)
 		delete(c.items, oldest.Value.(*lruItem).key)
 	}
+}
+
+// markUnsure replaces what is cached of key, if anything, with an Unsure
+// entry, so that the next call reads before it writes (a dropped entry
+// would let a sequence-1 update insert at once, costing a 409 and a read
+// when the lost write took effect).
+func (c *lru) markUnsure(key string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[key]; ok {
+		el.Value.(*lruItem).val = cached{Unsure: true}
+		c.order.MoveToFront(el)
+		return
+	}
+	c.addLocked(key, cached{Unsure: true})
 }
 
 func (c *lru) drop(key string) {

@@ -2,7 +2,8 @@
 // reads, decides with the pure rules of package order, and writes with ETag
 // conditions, looping on lost races. It keeps a bounded per-process cache so
 // that the steady state costs one storage round trip per applied message and
-// duplicates or stale messages cost none.
+// duplicates or stale messages cost none, and it inserts an order's first
+// message without reading (one round trip; a 409 falls back to a read).
 //
 // The cache is trusted for two things only: a cached LastSequence is a lower
 // bound of the stored one (sequences never decrease), and a cached ETag is a
@@ -134,9 +135,12 @@ func New(backend Backend, opts *Options) *Service {
 //
 // With u.Sequence at or below the cached LastSequence, Apply answers
 // Duplicate or Stale without any storage call. Otherwise it decides against
-// the cached state and writes with the cached ETag (one round trip), or,
-// with nothing cached, reads first. A lost conditional write is followed by
-// a reread and a new decision, at most Options.MaxConflicts times.
+// the cached state and writes with the cached ETag (one round trip). With
+// nothing cached, an update with sequence 1 (an order's first message, as a
+// rule) is inserted if absent straight away, and anything else reads first;
+// after a failed write of unknown effect the next call reads first. A lost
+// conditional write (an insert answered 409 included) is followed by a
+// reread and a new decision, at most Options.MaxConflicts times.
 func (s *Service) Apply(ctx context.Context, u order.Update) (Outcome, error) {
 	return s.apply(ctx, u, Lock{})
 }
@@ -153,7 +157,11 @@ func (s *Service) apply(ctx context.Context, u order.Update, lock Lock) (Outcome
 		// earlier lock (its outcome feeds TrustAdaptive).
 		betting bool
 	)
-	if c, ok := s.cache.get(u.OrderID); ok {
+	c, ok := s.cache.get(u.OrderID)
+	switch {
+	case ok && c.Unsure:
+		// A write of unknown effect: read before deciding anything.
+	case ok:
 		out.CacheHit = true
 		switch {
 		case u.Sequence == c.State.LastSequence:
@@ -167,6 +175,11 @@ func (s *Service) apply(ctx context.Context, u order.Update, lock Lock) (Outcome
 			row, exists, known = store.Row{OrderID: u.OrderID, State: c.State, ETag: c.ETag}, true, true
 			betting = !lock.IsZero() && c.Lock != lock
 		}
+	case u.Sequence == 1:
+		// Most likely the order's first message: try insert-if-absent at
+		// once (one round trip, as a new order costs at the floor), and
+		// on 409 read and decide like after any lost write.
+		exists, known = false, true
 	}
 	for {
 		if !known {
@@ -214,9 +227,9 @@ func (s *Service) apply(ctx context.Context, u order.Update, lock Lock) (Outcome
 				return out, s.contention("apply", u.OrderID, u.Sequence, lost)
 			}
 		default:
-			// The write may or may not have happened: forget the order
-			// so that the next attempt rereads.
-			s.cache.drop(u.OrderID)
+			// The write may or may not have happened: the next attempt
+			// must read first (not even insert-first).
+			s.cache.markUnsure(u.OrderID)
 			return out, fmt.Errorf("orderstate: apply %s seq %d: %w", u.OrderID, u.Sequence, err)
 		}
 	}
@@ -229,7 +242,7 @@ func (s *Service) apply(ctx context.Context, u order.Update, lock Lock) (Outcome
 // bound of anything. Errors are as for Apply.
 func (s *Service) ExpireIfUnpaid(ctx context.Context, orderID string) (Outcome, error) {
 	var out Outcome
-	if _, ok := s.cache.get(orderID); ok {
+	if c, ok := s.cache.get(orderID); ok && !c.Unsure {
 		out.CacheHit = true
 	}
 	for lost := 0; ; {
@@ -258,7 +271,7 @@ func (s *Service) ExpireIfUnpaid(ctx context.Context, orderID string) (Outcome, 
 				return out, s.contention("expire", orderID, 0, lost)
 			}
 		default:
-			s.cache.drop(orderID)
+			s.cache.markUnsure(orderID)
 			return out, fmt.Errorf("orderstate: expire %s: %w", orderID, err)
 		}
 	}

@@ -38,6 +38,7 @@ func TestCacheBound(t *testing.T) {
 	svc := orderstate.New(memstore.New(), &orderstate.Options{CacheSize: 2})
 	for _, id := range []string{"o-1", "o-2", "o-3"} { // o-1 is evicted
 		mustApply(t, svc, upd(id, order.Created, 1))
+		mustApply(t, svc, upd(id, order.Paid, 2))
 	}
 	tests := []struct {
 		id        string
@@ -50,7 +51,7 @@ func TestCacheBound(t *testing.T) {
 		{"o-3", 1, false},
 	}
 	for _, tt := range tests {
-		got := mustApply(t, svc, upd(tt.id, order.Created, 1))
+		got := mustApply(t, svc, upd(tt.id, order.Paid, 2))
 		if got.Result != order.Duplicate || got.RoundTrips != tt.wantTrips || got.CacheHit != tt.wantHit {
 			t.Errorf("duplicate on %s = %s, %d round trips, hit %t; want Duplicate, %d, %t",
 				tt.id, got.Result, got.RoundTrips, got.CacheHit, tt.wantTrips, tt.wantHit)
@@ -173,26 +174,32 @@ func TestErrors(t *testing.T) {
 	forbidden := errors.New("HTTP 403")
 	canceled, cancel := context.WithCancel(t.Context())
 	cancel()
+	paid, created := upd("o-1", order.Paid, 2), upd("o-1", order.Created, 1)
 	tests := []struct {
 		name          string
 		ctx           context.Context
 		backend       orderstate.Backend
+		u             order.Update
 		want          error
 		wantTransient bool
 	}{
-		{"read forbidden", t.Context(), &scripted{get: func() (store.Row, error) { return store.Row{}, forbidden }}, forbidden, false},
+		{"read forbidden", t.Context(), &scripted{get: func() (store.Row, error) { return store.Row{}, forbidden }}, paid, forbidden, false},
 		{"read transient", t.Context(), &scripted{get: func() (store.Row, error) { return store.Row{}, fmt.Errorf("503: %w", store.ErrTransient) }},
-			store.ErrTransient, true},
+			paid, store.ErrTransient, true},
 		{"insert forbidden", t.Context(), &scripted{
 			get:    func() (store.Row, error) { return store.Row{}, store.ErrNotFound },
 			insert: func() (store.ETag, error) { return "", forbidden },
-		}, forbidden, false},
-		{"context canceled", canceled, memstore.New(), context.Canceled, false},
+		}, paid, forbidden, false},
+		{"insert-first forbidden", t.Context(), &scripted{insert: func() (store.ETag, error) { return "", forbidden }},
+			created, forbidden, false},
+		{"insert-first transient", t.Context(), &scripted{insert: func() (store.ETag, error) { return "", fmt.Errorf("503: %w", store.ErrTransient) }},
+			created, store.ErrTransient, true},
+		{"context canceled", canceled, memstore.New(), created, context.Canceled, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			svc := orderstate.New(tt.backend, nil)
-			_, err := svc.Apply(tt.ctx, upd("o-1", order.Created, 1))
+			_, err := svc.Apply(tt.ctx, tt.u)
 			if !errors.Is(err, tt.want) {
 				t.Errorf("Apply error = %v, want %v", err, tt.want)
 			}

@@ -170,6 +170,11 @@ type queue struct {
 	scheduled map[int64]*entry
 	main      list              // visible messages, queues without sessions
 	groups    map[string]*group // visible messages by session
+	// ready holds every session that can be accepted (no holder, a
+	// message) keyed by its first message's sequence number, with stale
+	// entries dropped when they reach the top, so that nextSession need
+	// not scan every session.
+	ready     readyHeap
 	dead      list
 	locks     map[string]*entry // lock token -> active entry
 	deadLocks map[string]*entry // lock token -> dead-lettered entry
@@ -386,6 +391,9 @@ func (q *queue) insertActive(e *entry) {
 		q.groups[g.id] = g
 	}
 	g.msgs.insert(e)
+	if g.msgs.items[0] == e {
+		q.markReady(g)
+	}
 }
 
 // removeActive takes the active entry e out of its list and forgets its
@@ -398,6 +406,7 @@ func (q *queue) removeActive(e *entry) {
 	if g := q.groups[e.msg.SessionID]; g != nil {
 		g.msgs.remove(e)
 		q.dropGroupIfEmpty(g.id)
+		q.markReady(g) // its first message may have changed
 	}
 }
 
@@ -513,21 +522,67 @@ func (q *queue) releaseSession(l *sessionLock, now time.Time) {
 		}
 	}
 	q.dropGroupIfEmpty(g.id)
+	q.markReady(g)
 }
 
 // nextSession returns the session, not held by anyone, whose first message
 // has the lowest sequence number.
 func (q *queue) nextSession() *group {
-	var best *group
-	for _, g := range q.groups {
-		if g.lock != nil || len(g.msgs.items) == 0 {
-			continue
+	for len(q.ready) > 0 {
+		top := q.ready[0]
+		if q.isReady(top.g) && top.g.msgs.items[0].seq == top.seq {
+			return top.g
 		}
-		if best == nil || g.msgs.items[0].seq < best.msgs.items[0].seq {
-			best = g
-		}
+		heap.Pop(&q.ready)
 	}
-	return best
+	return nil
+}
+
+// isReady reports whether g is a live session that can be accepted.
+func (q *queue) isReady(g *group) bool {
+	return q.groups[g.id] == g && g.lock == nil && len(g.msgs.items) > 0
+}
+
+// markReady records g in q.ready if it can be accepted. Callers call it
+// whenever a session may have become acceptable or its first message may
+// have changed; entries that went stale are dropped lazily, and the heap
+// is rebuilt when they outnumber the sessions.
+func (q *queue) markReady(g *group) {
+	if !q.isReady(g) {
+		return
+	}
+	heap.Push(&q.ready, readyItem{seq: g.msgs.items[0].seq, g: g})
+	if len(q.ready) > 64 && len(q.ready) > 4*len(q.groups) {
+		q.ready = q.ready[:0]
+		for _, g := range q.groups {
+			if q.isReady(g) {
+				q.ready = append(q.ready, readyItem{seq: g.msgs.items[0].seq, g: g})
+			}
+		}
+		heap.Init(&q.ready)
+	}
+}
+
+// readyItem is a session that could be accepted when it was recorded,
+// with its first message's sequence number then.
+type readyItem struct {
+	seq int64
+	g   *group
+}
+
+// readyHeap is a min-heap of readyItem by seq (container/heap).
+type readyHeap []readyItem
+
+func (h readyHeap) Len() int           { return len(h) }
+func (h readyHeap) Less(i, j int) bool { return h[i].seq < h[j].seq }
+func (h readyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *readyHeap) Push(x any)        { *h = append(*h, x.(readyItem)) }
+func (h *readyHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = readyItem{}
+	*h = old[:len(old)-1]
+	return it
 }
 
 func (q *queue) holdSession(g *group, now time.Time) *sessionLock {

@@ -93,6 +93,7 @@ func RunOrderState(t *testing.T, newBackend func(t *testing.T) Backend) {
 	t.Run("RoundTrips", func(t *testing.T) { testRoundTrips(t, newBackend(t)) })
 	t.Run("StaleCache", func(t *testing.T) { testStaleCache(t, newBackend(t)) })
 	t.Run("LostAnswer", func(t *testing.T) { testLostAnswer(t, newBackend(t)) })
+	t.Run("InsertFirst", func(t *testing.T) { testInsertFirst(t, newBackend(t)) })
 }
 
 func testApplyMatrix(t *testing.T, b Backend) {
@@ -176,12 +177,13 @@ func testRoundTrips(t *testing.T, b Backend) {
 		wantTrips int
 		wantHit   bool
 	}{
-		{"first message: read and insert", a, upd(order.Created, 1), order.Applied, 2, false},
+		{"first message: insert at once", a, upd(order.Created, 1), order.Applied, 1, false},
 		{"steady state: one write", a, upd(order.Paid, 2), order.Applied, 1, true},
 		{"steady state with gap: one write", a, upd(order.Shipped, 4), order.Applied, 1, true},
 		{"duplicate from cache", a, upd(order.Shipped, 4), order.Duplicate, 0, true},
 		{"stale from cache", a, upd(order.Paid, 2), order.Stale, 0, true},
 		{"another instance: read and write", fresh, upd(order.Shipped, 5), order.Applied, 2, false},
+		{"first message already stored: insert, 409, read", newService(counting, nil), upd(order.Created, 1), order.Stale, 2, false},
 		{"stale cache: write, 412, read", a, upd(order.Shipped, 6), order.Applied, 3, true},
 		{"expiry always reads", a, expire, order.Stale, 1, true},
 		{"terminal: one write", a, upd(order.Delivered, 7), order.Applied, 1, true},
@@ -218,8 +220,8 @@ func testRoundTrips(t *testing.T, b Backend) {
 		if trips, applied := counting.Total()-before, int64(n-1); trips != applied {
 			t.Errorf("%d round trips for %d applied messages (each delivered twice), want %d", trips, applied, applied)
 		}
-		if got := counting.Calls(OpGet) + counting.Calls(OpInsert); got != 2 {
-			t.Errorf("reads+inserts = %d, want 2 (only for the first message)", got)
+		if gets, inserts := counting.Calls(OpGet), counting.Calls(OpInsert); gets != 0 || inserts != 1 {
+			t.Errorf("%d reads and %d inserts, want 0 and 1 (the first message is inserted without a read)", gets, inserts)
 		}
 	})
 }
@@ -329,4 +331,73 @@ func testLostAnswer(t *testing.T, b Backend) {
 			}
 		})
 	}
+}
+
+// testInsertFirst checks the one-round-trip path of an order's first
+// message: with nothing cached, a sequence-1 update is inserted without a
+// read, and when the row exists (another instance, a redelivery after a
+// restart) the insert's 409 falls back to reading and deciding, writing
+// nothing twice.
+func testInsertFirst(t *testing.T, b Backend) {
+	tests := []struct {
+		name          string
+		before        []step // by another service (its own cache)
+		do            step   // by a new service: nothing cached
+		want          order.Result
+		wantTrips     int
+		wantConflicts int
+		wantRow       rowWant
+	}{
+		{"new order: insert only", nil, upd(order.Created, 1), order.Applied, 1, 0, rowWant{order.Created, 1}},
+		{"new order, first status not Created", nil, upd(order.Paid, 1), order.Applied, 1, 0, rowWant{order.Paid, 1}},
+		{"409, same sequence stored: Duplicate", []step{upd(order.Created, 1)}, upd(order.Created, 1),
+			order.Duplicate, 2, 1, rowWant{order.Created, 1}},
+		{"409, later sequence stored: Stale", []step{upd(order.Created, 1), upd(order.Paid, 2)}, upd(order.Created, 1),
+			order.Stale, 2, 1, rowWant{order.Paid, 2}},
+		{"409, cancelled at sequence 1: Duplicate", []step{upd(order.Created, 1), expire}, upd(order.Created, 1),
+			order.Duplicate, 2, 1, rowWant{order.Cancelled, 1}},
+		{"no insert-first past sequence 1", []step{upd(order.Created, 1)}, upd(order.Paid, 2),
+			order.Applied, 2, 0, rowWant{order.Paid, 2}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := fmt.Sprintf("o-if%d", i)
+			mustDo(t, newService(b, nil), id, tt.before...)
+			var before store.Row
+			if len(tt.before) > 0 {
+				before = checkOrder(t, b, id, rowAfter(tt.before))
+			}
+			counting := NewCounting(b)
+			got, err := do(t, newService(counting, nil), id, tt.do)
+			if err != nil {
+				t.Fatalf("%s: %v", tt.do, err)
+			}
+			if got.Result != tt.want || got.RoundTrips != tt.wantTrips || got.Conflicts != tt.wantConflicts {
+				t.Errorf("%s = %s, %d round trips, %d conflicts; want %s, %d, %d",
+					tt.do, got.Result, got.RoundTrips, got.Conflicts, tt.want, tt.wantTrips, tt.wantConflicts)
+			}
+			if tt.wantConflicts > 0 {
+				if ins, gets := counting.Calls(OpInsert), counting.Calls(OpGet); ins != 1 || gets != 1 {
+					t.Errorf("%d inserts and %d reads, want 1 and 1 (insert, 409, read)", ins, gets)
+				}
+			}
+			row := checkOrder(t, b, id, &tt.wantRow)
+			if got.Result != order.Applied && row.ETag != before.ETag {
+				t.Errorf("row ETag changed (%q -> %q) by a message settled as %s", before.ETag, row.ETag, got.Result)
+			}
+		})
+	}
+}
+
+// rowAfter is the row the steps leave behind (they are in order here).
+func rowAfter(steps []step) *rowWant {
+	w := &rowWant{}
+	for _, s := range steps {
+		if s.expire {
+			w.status = order.Cancelled
+			continue
+		}
+		w.status, w.seq = s.status, s.seq
+	}
+	return w
 }

@@ -7,9 +7,12 @@ package tablestore
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"net/url"
 	"time"
 
@@ -61,7 +64,8 @@ type Options struct {
 	// ClientOptions are passed to the SDK. If nil, or if its Retry field
 	// is the zero value, the SDK retries at most twice with short delays
 	// (100 ms, then 200 ms; at most 1 s), so that the caller's retry budget,
-	// not the SDK's, governs.
+	// not the SDK's, governs. If its Transport is nil, the Store keeps up
+	// to MaxIdleConnsPerHost connections open (see there).
 	ClientOptions *aztables.ClientOptions
 	// Observe, if set, is called once per storage call (Get, Insert or
 	// Replace) after it ends, with the operation (OpGet, OpInsert,
@@ -111,10 +115,37 @@ func NewWithCredential(serviceURL, table string, cred azcore.TokenCredential, op
 	return newStore(svc, table, opts), nil
 }
 
+// MaxIdleConnsPerHost is how many idle connections to the table service
+// a Store keeps. The SDK's default transport keeps 10, so with more calls
+// in flight (one per session slot: host.json's maxConcurrentSessions) every
+// burst closed connections and opened new ones, each a TCP and TLS
+// handshake for the handler and the service (Table Storage speaks HTTP/1.1,
+// one call per connection at a time). It is kept above any sensible
+// maxConcurrentSessions.
+const MaxIdleConnsPerHost = 256
+
+// newTransport is the SDK's default transport (timeouts, TLS 1.2 at least,
+// proxy from the environment) with MaxIdleConnsPerHost idle connections.
+func newTransport() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          MaxIdleConnsPerHost,
+		MaxIdleConnsPerHost:   MaxIdleConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+	}}
+}
+
 func clientOptions(opts *Options) *aztables.ClientOptions {
 	var co aztables.ClientOptions
 	if opts != nil && opts.ClientOptions != nil {
 		co = *opts.ClientOptions
+	}
+	if co.Transport == nil {
+		co.Transport = newTransport()
 	}
 	if isZeroRetry(co.Retry) {
 		co.Retry = policy.RetryOptions{MaxRetries: 2, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}
@@ -238,24 +269,35 @@ func (s *Store) done(op string, err error, start time.Time) {
 	}
 }
 
+// entity is the JSON of a row as encode writes it.
+type entity struct {
+	PartitionKey     string                `json:"PartitionKey"`
+	RowKey           string                `json:"RowKey"`
+	Status           string                `json:"Status"`
+	LastSequence     aztables.EDMInt64     `json:"LastSequence"`
+	LastSequenceType string                `json:"LastSequence@odata.type"`
+	OccurredAt       *aztables.EDMDateTime `json:"OccurredAt,omitempty"`
+	OccurredAtType   string                `json:"OccurredAt@odata.type,omitempty"`
+	UpdatedAt        *aztables.EDMDateTime `json:"UpdatedAt,omitempty"`
+	UpdatedAtType    string                `json:"UpdatedAt@odata.type,omitempty"`
+}
+
 // encode builds the entity JSON: the keys as they are (aztables.EDMEntity
 // would double single quotes in them, storing a different key than the one
 // read back), times as Edm.DateTime in UTC (a zero time is left out: Table
 // Storage dates start in 1601), the sequence as Edm.Int64 so that it reads
-// back as a 64-bit integer.
+// back as a 64-bit integer. A struct, not a map: it is on every write's
+// path.
 func encode(orderID string, st order.State) ([]byte, error) {
-	e := map[string]any{
-		"PartitionKey":                  orderID,
-		"RowKey":                        RowKey,
-		colStatus:                       string(st.Status),
-		colLastSequence:                 aztables.EDMInt64(st.LastSequence),
-		colLastSequence + "@odata.type": "Edm.Int64",
+	e := entity{PartitionKey: orderID, RowKey: RowKey, Status: string(st.Status),
+		LastSequence: aztables.EDMInt64(st.LastSequence), LastSequenceType: "Edm.Int64"}
+	if !st.OccurredAt.IsZero() {
+		t := aztables.EDMDateTime(st.OccurredAt.UTC())
+		e.OccurredAt, e.OccurredAtType = &t, "Edm.DateTime"
 	}
-	for col, tm := range map[string]time.Time{colOccurredAt: st.OccurredAt, colUpdatedAt: st.UpdatedAt} {
-		if !tm.IsZero() {
-			e[col] = aztables.EDMDateTime(tm.UTC())
-			e[col+"@odata.type"] = "Edm.DateTime"
-		}
+	if !st.UpdatedAt.IsZero() {
+		t := aztables.EDMDateTime(st.UpdatedAt.UTC())
+		e.UpdatedAt, e.UpdatedAtType = &t, "Edm.DateTime"
 	}
 	return json.Marshal(e)
 }

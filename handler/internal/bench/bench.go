@@ -1,0 +1,433 @@
+// Package bench is `make bench`: it measures, in one run on one machine
+// and one Azurite, how close the real system (bin/handler behind the
+// development host) comes to what the storage allows and how much its
+// one-round-trip design buys over the obvious read-then-write handler,
+// locally and with storage latency added by the fault proxy; the session
+// slots' regime that decides throughput in production; and cold start,
+// memory and CPU per message. It prints one `name: value` line per figure
+// (the names are an interface: scripts and the README read them).
+//
+// The three designs run the same workload with the same number of orders
+// in flight:
+//   - limit: a loop straight on the table (tablestore, one SDK call per
+//     operation) that knows every row because it is the only writer: one
+//     conditional write per message that changes an order, nothing else;
+//   - naive: per message, read the row, decide with the same rules, write
+//     it conditionally; no cache;
+//   - ours: the workload sent to the dev host's in-memory broker and
+//     handled by bin/handler with host.json's settings, except the number
+//     of sessions (the same in-flight count) and a fast broker clock, so
+//     that idle session slots do not hide the handler and the store (the
+//     session-slot table measures those on the real clock).
+//
+// Round trips, latency percentiles and results come from the handler's
+// own metrics (GET /api/metrics), CPU from /proc. It is a tool for
+// this repository's machine: Linux, Azurite installed, bin/handler built.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
+)
+
+// Options size a run. Defaults gives `make bench`'s.
+type Options struct {
+	// Root is the repository: host.json, functions/, bin/handler.
+	Root string
+	// Orders is the workload's size: four status changes each, plus
+	// DuplicateShare redeliveries and StaleShare stale replays.
+	Orders                     int
+	DuplicateShare, StaleShare float64
+	// InFlight is how many orders are handled at once by every design
+	// (ours: maxConcurrentSessions).
+	InFlight int
+	// Repeats is how many times each of the six side-by-side runs (limit,
+	// naive, ours; local and with latency) is made, interleaved, so that
+	// a burst of load from elsewhere on the machine hits all three
+	// designs alike; the median is reported.
+	Repeats int
+	// Latency is added to every storage request in the latency phases.
+	Latency time.Duration
+	// TimeScale is the broker clock's speed in the throughput phases.
+	TimeScale float64
+	// Sessions are the maxConcurrentSessions of the sessions_<n> runs.
+	Sessions []int
+	// SlotSessions and SlotIdle span the session-slot table; SlotRounds
+	// is how many sessions each slot works through.
+	SlotSessions []int
+	SlotIdle     []time.Duration
+	SlotRounds   int
+	// ColdStarts is how many times bin/handler is started for the cold
+	// start percentiles.
+	ColdStarts int
+	// RSSOrders distinct orders are sent to one handler before
+	// rss_after_100k_orders_mb is read.
+	RSSOrders int
+	// LogLevel is the handler's LOG_LEVEL (production's default: info).
+	LogLevel string
+	// ProfileDir, if set, receives a CPU profile of the dev host (this
+	// process) during the local ours run.
+	ProfileDir string
+	// AzuriteBinary is azurite-table; empty: found from Root.
+	AzuriteBinary string
+	// Progress receives one line per phase; nil discards.
+	Progress io.Writer
+}
+
+// Defaults returns the options of `make bench`.
+func Defaults() Options {
+	return Options{
+		Root: ".", Orders: 1000, DuplicateShare: 0.20, StaleShare: 0.05, InFlight: 16, Repeats: 3,
+		Latency: 8 * time.Millisecond, TimeScale: devhostMaxScale,
+		Sessions:     []int{1, 4, 16, 64},
+		SlotSessions: []int{16, 64, 256}, SlotIdle: []time.Duration{5 * time.Second, time.Second, 200 * time.Millisecond}, SlotRounds: 3,
+		ColdStarts: 20, RSSOrders: 100000, LogLevel: "info",
+	}
+}
+
+// devhostMaxScale is the fastest broker clock the dev host allows: at it,
+// host.json's 5 s sessionIdleTimeout lasts half a millisecond.
+const devhostMaxScale = 10000
+
+// runner is one run of Run.
+type runner struct {
+	opts    Options
+	handler string
+	az      *azurite.Server
+	proxy   *faultproxy.Proxy
+	runID   string
+	tables  int
+	results map[string]float64
+	samples map[string][]float64 // throughputs of the repeated runs
+	local   []oursRun            // the local runs of ours
+	slots   []SlotRow
+	notes   []string
+	w       Workload
+}
+
+// Report is what a run measured.
+type Report struct {
+	// Values holds every figure by its printed name.
+	Values map[string]float64
+	// Slots is the session-slot table.
+	Slots []SlotRow
+	// Workload describes the workload in words.
+	Workload string
+	// Notes are remarks worth printing with the figures.
+	Notes []string
+}
+
+// phase is one step of the run; adding a measurement is adding a row to
+// the table in Run.
+type phase struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// Run runs every phase and returns the figures. It starts its own Azurite
+// and fault proxy and stops them at the end.
+func Run(ctx context.Context, opts Options) (Report, error) {
+	b := &runner{opts: opts, results: map[string]float64{}, samples: map[string][]float64{}}
+	if b.opts.Progress == nil {
+		b.opts.Progress = io.Discard
+	}
+	root, err := filepath.Abs(opts.Root)
+	if err != nil {
+		return Report{}, err
+	}
+	b.opts.Root = root
+	b.handler = filepath.Join(root, "bin", "handler")
+	if _, err := os.Stat(b.handler); err != nil {
+		return Report{}, fmt.Errorf("bench: %s not built (make build): %w", b.handler, err)
+	}
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	b.runID = fmt.Sprintf("%x", suffix)
+	b.w = NewWorkload("w", opts.Orders, opts.DuplicateShare, opts.StaleShare, 1)
+
+	bin := opts.AzuriteBinary
+	if bin == "" {
+		if bin, err = azurite.FindFrom(root); err != nil {
+			return Report{}, fmt.Errorf("bench: %w (make tools)", err)
+		}
+	}
+	if b.az, err = azurite.Start(ctx, azurite.Options{Binary: bin}); err != nil {
+		return Report{}, err
+	}
+	defer b.az.Stop()
+	if b.proxy, err = faultproxy.Start("http://" + b.az.Addr); err != nil {
+		return Report{}, err
+	}
+	defer b.proxy.Close()
+	b.proxy.SetDelay(opts.Latency)
+	local, slow := b.az.ConnectionString(), azurite.ConnectionString(b.proxy.Addr)
+	lat := fmt.Sprintf("latency%dms_", opts.Latency.Milliseconds())
+
+	phases := []phase{{"cold start", b.coldStart}, {"warm-up (untimed)", func(ctx context.Context) error { return b.warmUp(ctx, local) }}}
+	for _, env := range []struct{ cs, prefix, desc string }{{local, "", "local"}, {slow, lat, "+" + opts.Latency.String()}} {
+		for i := range max(1, opts.Repeats) {
+			rep := fmt.Sprintf("%s, run %d of %d", env.desc, i+1, max(1, opts.Repeats))
+			phases = append(phases,
+				phase{"limit, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"limit_", limitOrder) }},
+				phase{"naive, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"naive_", naiveOrder) }},
+				phase{"ours, " + rep, func(ctx context.Context) error { return b.ours(ctx, env.cs, env.prefix) }})
+		}
+	}
+	for _, n := range opts.Sessions {
+		phases = append(phases, phase{fmt.Sprintf("ours, %d sessions", n), func(ctx context.Context) error { return b.sessions(ctx, local, n) }})
+	}
+	for _, idle := range opts.SlotIdle {
+		for _, n := range opts.SlotSessions {
+			phases = append(phases, phase{fmt.Sprintf("session slots %d, idle %v", n, idle), func(ctx context.Context) error {
+				return b.slotRow(ctx, local, n, idle)
+			}})
+		}
+	}
+	phases = append(phases, phase{fmt.Sprintf("memory after %d orders", opts.RSSOrders), b.rssOrders})
+
+	begin := time.Now()
+	for i, p := range phases {
+		fmt.Fprintf(b.opts.Progress, "bench: [%d/%d] %s ...", i+1, len(phases), p.name)
+		start := time.Now()
+		if err := p.run(ctx); err != nil {
+			fmt.Fprintln(b.opts.Progress, " failed")
+			return Report{}, fmt.Errorf("bench: %s: %w", p.name, err)
+		}
+		fmt.Fprintf(b.opts.Progress, " %.1fs (%.0fs in all)\n", time.Since(start).Seconds(), time.Since(begin).Seconds())
+	}
+	for name, xs := range b.samples {
+		b.results[name] = median(xs)
+	}
+	b.summarizeLocal()
+	b.ratios("")
+	b.ratios(lat)
+	return Report{Values: b.results, Slots: b.slots, Notes: b.notes,
+		Workload: fmt.Sprintf("%d orders, %d messages: %d in-order status changes, %d redeliveries of applied messages, %d stale replays; %d orders in flight",
+			len(b.w.Orders), b.w.Messages(), b.w.Applied, b.w.Duplicates, b.w.Stales, opts.InFlight)}, nil
+}
+
+// table returns a fresh table name for one run, so that every run starts
+// on an empty table of the same size.
+func (b *runner) table(name string) string {
+	b.tables++
+	return fmt.Sprintf("bench%s%s%d", strings.ReplaceAll(name, "_", ""), b.runID, b.tables)
+}
+
+func (b *runner) newStore(ctx context.Context, cs, table string) (*tablestore.Store, error) {
+	s, err := tablestore.NewFromConnectionString(cs, table, nil)
+	if err != nil {
+		return nil, err
+	}
+	return s, s.EnsureTable(ctx)
+}
+
+// warmUp runs each design once on a quarter of the workload, untimed:
+// Azurite (Node.js) compiles its hot paths during its first thousands of
+// requests, and whichever design ran first would pay for that.
+func (b *runner) warmUp(ctx context.Context, cs string) error {
+	w := NewWorkload("warm", max(1, len(b.w.Orders)/4), b.opts.DuplicateShare, b.opts.StaleShare, 2)
+	for _, design := range []perOrder{limitOrder, naiveOrder} {
+		s, err := b.newStore(ctx, cs, b.table("warm"))
+		if err != nil {
+			return err
+		}
+		if _, err := runDirect(ctx, s, w, b.opts.InFlight, design); err != nil {
+			return err
+		}
+	}
+	_, err := b.runOurs(ctx, oursConfig{store: cs, table: b.table("warm"), sessions: b.opts.InFlight, timeScale: b.opts.TimeScale}, w)
+	return err
+}
+
+// direct runs one of the direct loops (limit or naive).
+func (b *runner) direct(ctx context.Context, cs, prefix string, design perOrder) error {
+	s, err := b.newStore(ctx, cs, b.table(prefix))
+	if err != nil {
+		return err
+	}
+	r, err := runDirect(ctx, s, b.w, b.opts.InFlight, design)
+	if err != nil {
+		return err
+	}
+	b.samples[prefix+"msgs_per_s"] = append(b.samples[prefix+"msgs_per_s"], float64(b.w.Messages())/r.Elapsed.Seconds())
+	b.results[prefix+"round_trips_per_msg"] = float64(r.RoundTrips) / float64(b.w.Messages())
+	return nil
+}
+
+// ours runs the real system on the workload; the local runs (prefix "")
+// also yield the latency, round-trip, CPU and memory figures.
+func (b *runner) ours(ctx context.Context, cs, prefix string) error {
+	c := oursConfig{store: cs, table: b.table(prefix + "ours"), sessions: b.opts.InFlight, timeScale: b.opts.TimeScale}
+	if prefix == "" && len(b.local) == 0 {
+		c.profileDir = b.opts.ProfileDir
+	}
+	r, err := b.runOurs(ctx, c, b.w)
+	if err != nil {
+		return err
+	}
+	b.samples[prefix+"ours_msgs_per_s"] = append(b.samples[prefix+"ours_msgs_per_s"], float64(b.w.Messages())/r.Elapsed.Seconds())
+	if prefix == "" {
+		b.local = append(b.local, r)
+	}
+	return nil
+}
+
+// summarizeLocal derives the handler's figures from all local runs of
+// ours together: their metrics added up (histograms included), their CPU
+// added up, the largest memory.
+func (b *runner) summarizeLocal() {
+	if len(b.local) == 0 {
+		return
+	}
+	var (
+		m        Scrape
+		cpu      = map[string]time.Duration{}
+		rssIdle  int64
+		rssAfter int64
+	)
+	for _, r := range b.local {
+		m = append(m, r.Metrics...)
+		for p, d := range r.CPU {
+			cpu[p] += d
+		}
+		rssIdle, rssAfter = max(rssIdle, r.RSSIdle), max(rssAfter, r.RSSAfter)
+	}
+	n := float64(len(b.local) * b.w.Messages())
+	status := map[string]string{"subject": "OrderStatusChanged"}
+	b.results["ours_p50_ms"] = 1000 * m.Quantile("orderstatus_handler_duration_seconds", 0.50, status)
+	b.results["ours_p99_ms"] = 1000 * m.Quantile("orderstatus_handler_duration_seconds", 0.99, status)
+	for name, result := range map[string]string{"applied": "Applied", "duplicate": "Duplicate", "stale": "Stale"} {
+		match := map[string]string{"subject": "OrderStatusChanged", "result": result}
+		b.results["round_trips_per_"+name] = m.Sum("orderstatus_message_round_trips_total", match) /
+			m.Sum("orderstatus_messages_total", match)
+	}
+	// The store wrapper's count (every storage call the handler made)
+	// must agree with the per-message sums, but for the one GetOrder read
+	// of waitTable per run.
+	if calls, perMsg := m.Sum("orderstatus_store_round_trips_total", nil), m.Sum("orderstatus_message_round_trips_total", nil); calls != perMsg+float64(len(b.local)) {
+		b.notes = append(b.notes, fmt.Sprintf("the handler made %.0f storage calls, %.0f of them for messages and %d readiness reads", calls, perMsg, len(b.local)))
+	}
+	for _, p := range []string{"handler", "devhost", "azurite"} {
+		b.results["cpu_ms_per_msg_"+p] = float64(cpu[p].Microseconds()) / 1000 / n
+	}
+	b.results["rss_idle_mb"] = float64(rssIdle) / (1 << 20)
+	b.results["rss_after_load_mb"] = float64(rssAfter) / (1 << 20)
+}
+
+// sessions runs the real system with maxConcurrentSessions n.
+func (b *runner) sessions(ctx context.Context, cs string, n int) error {
+	c := oursConfig{store: cs, table: b.table("sessions"), sessions: n, timeScale: b.opts.TimeScale}
+	r, err := b.runOurs(ctx, c, b.w)
+	if err != nil {
+		return err
+	}
+	b.results[fmt.Sprintf("sessions_%d_msgs_per_s", n)] = float64(b.w.Messages()) / r.Elapsed.Seconds()
+	return nil
+}
+
+// slotRow measures one setting of the session-slot table on the real clock.
+func (b *runner) slotRow(ctx context.Context, cs string, n int, idle time.Duration) error {
+	c := oursConfig{store: cs, table: b.table("slots"), sessions: n, idle: idle, timeScale: 1}
+	row, err := b.runSlots(ctx, c, b.opts.SlotRounds, fmt.Sprintf("s%d-%d", n, idle.Milliseconds()))
+	if err != nil {
+		return err
+	}
+	b.slots = append(b.slots, row)
+	b.results[fmt.Sprintf("slots_%d_idle_%d_msgs_per_s", n, idle.Milliseconds())] = row.MsgsPerS
+	return nil
+}
+
+// coldStart execs bin/handler ColdStarts times and times the first 200
+// on GET /.
+func (b *runner) coldStart(ctx context.Context) error {
+	if b.opts.ColdStarts <= 0 {
+		return errors.New("bench: no cold starts asked for")
+	}
+	var ds []float64
+	for range b.opts.ColdStarts {
+		p, d, err := b.startHandler(ctx, b.az.ConnectionString(), b.table("cold"))
+		if err != nil {
+			return err
+		}
+		p.stop()
+		ds = append(ds, float64(d.Microseconds())/1000)
+	}
+	b.results["cold_start_ms_p50"] = percentile(ds, 0.50)
+	b.results["cold_start_ms_p90"] = percentile(ds, 0.90)
+	return nil
+}
+
+// rssOrders sends RSSOrders distinct orders to one handler and reads its
+// VmRSS: the order cache is bounded, so memory must level off. The
+// handler's store is a stub that accepts every insert (see tableStub):
+// the figure is the handler's memory, and Azurite would take minutes.
+func (b *runner) rssOrders(ctx context.Context) error {
+	stub, err := startTableStub()
+	if err != nil {
+		return err
+	}
+	defer stub.close()
+	p, _, err := b.startHandler(ctx, stub.connectionString(), "rss")
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	if err := waitTable(ctx, p.base); err != nil {
+		return err
+	}
+	if err := postOrders(ctx, p.base, "rss", b.opts.RSSOrders, 2*b.opts.InFlight); err != nil {
+		return err
+	}
+	rss, err := RSS(p.pid())
+	if err != nil {
+		return err
+	}
+	b.results["rss_after_100k_orders_mb"] = float64(rss) / (1 << 20)
+	if got := stub.inserts.Load(); got != int64(b.opts.RSSOrders) {
+		return fmt.Errorf("bench: the handler inserted %d rows for %d new orders, want one each", got, b.opts.RSSOrders)
+	}
+	return nil
+}
+
+func (b *runner) ratios(prefix string) {
+	ours := b.results[prefix+"ours_msgs_per_s"]
+	b.results[prefix+"ours_vs_naive"] = ours / b.results[prefix+"naive_msgs_per_s"]
+	b.results[prefix+"ours_vs_limit"] = ours / b.results[prefix+"limit_msgs_per_s"]
+}
+
+// median is the middle of xs (the mean of the middle two for an even
+// count).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// percentile is the nearest-rank q-quantile of xs.
+func percentile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[max(0, int(math.Ceil(q*float64(len(s))))-1)]
+}

@@ -1,0 +1,250 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/store/memstore"
+)
+
+func TestParseStatCPU(t *testing.T) {
+	tests := []struct {
+		name, line string
+		want       time.Duration
+		wantErr    bool
+	}{
+		{"plain", "42 (handler) S 1 42 42 0 -1 4194560 100 0 0 0 150 25 0 0 20 0 8 0 1 1 1", 1750 * time.Millisecond, false},
+		{"name with spaces and parens", "7 (a (b) c) R 1 7 7 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 1 1 1", 70 * time.Millisecond, false},
+		{"truncated", "7 (x) R 1 2 3", 0, true},
+		{"no name", "garbage", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseStatCPU([]byte(tt.line))
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("parseStatCPU = %v, %v; want %v, error %t", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+	if d, err := CPUTime(0); err != nil || d < 0 {
+		t.Errorf("CPUTime(self) = %v, %v", d, err)
+	}
+	if n, err := RSS(os.Getpid()); err != nil || n <= 0 {
+		t.Errorf("RSS(self) = %d, %v", n, err)
+	}
+}
+
+func TestMedianPercentile(t *testing.T) {
+	xs := []float64{5, 1, 4, 2, 3}
+	if got := median(xs); got != 3 {
+		t.Errorf("median = %v, want 3", got)
+	}
+	if got := median(xs[:4]); got != 3 {
+		t.Errorf("median of 5,1,4,2 = %v, want 3", got)
+	}
+	if got := percentile(xs, 0.9); got != 5 {
+		t.Errorf("p90 = %v, want 5", got)
+	}
+	if !math.IsNaN(median(nil)) || !math.IsNaN(percentile(nil, 0.5)) {
+		t.Error("median or percentile of nothing is not NaN")
+	}
+	if xs[0] != 5 {
+		t.Error("median sorted its argument")
+	}
+}
+
+func TestParseVmRSS(t *testing.T) {
+	got, err := parseVmRSS(strings.NewReader("Name:\tx\nVmPeak:\t 9 kB\nVmRSS:\t   2048 kB\n"))
+	if err != nil || got != 2048*1024 {
+		t.Errorf("parseVmRSS = %d, %v; want %d", got, err, 2048*1024)
+	}
+	if _, err := parseVmRSS(strings.NewReader("Name:\tx\n")); err == nil {
+		t.Error("parseVmRSS without VmRSS: no error")
+	}
+}
+
+const exposition = `# HELP orderstatus_messages_total x
+# TYPE orderstatus_messages_total counter
+orderstatus_messages_total{result="Applied",subject="OrderStatusChanged"} 8
+orderstatus_messages_total{result="Duplicate",subject="OrderStatusChanged"} 2
+orderstatus_messages_total{result="Applied",subject="PaymentTimeoutCheck"} 1
+orderstatus_odd{label="a,b=\"c\"",x="y"} 3
+orderstatus_d_bucket{subject="s",le="0.001"} 0
+orderstatus_d_bucket{subject="s",le="0.002"} 50
+orderstatus_d_bucket{subject="s",le="0.005"} 90
+orderstatus_d_bucket{subject="s",le="0.01"} 100
+orderstatus_d_bucket{subject="s",le="+Inf"} 100
+orderstatus_d_sum{subject="s"} 0.3
+go_goroutines 12
+`
+
+func TestMetrics(t *testing.T) {
+	m, err := ParseMetrics(strings.NewReader(exposition))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := []struct {
+		name  string
+		match map[string]string
+		want  float64
+	}{
+		{"orderstatus_messages_total", nil, 11},
+		{"orderstatus_messages_total", map[string]string{"result": "Applied"}, 9},
+		{"orderstatus_messages_total", map[string]string{"result": "Applied", "subject": "OrderStatusChanged"}, 8},
+		{"orderstatus_odd", map[string]string{"label": `a,b="c"`}, 3},
+		{"go_goroutines", nil, 12},
+		{"missing", nil, 0},
+	}
+	for _, tt := range sums {
+		if got := m.Sum(tt.name, tt.match); got != tt.want {
+			t.Errorf("Sum(%s, %v) = %v, want %v", tt.name, tt.match, got, tt.want)
+		}
+	}
+	quantiles := []struct{ q, want float64 }{{0.5, 0.002}, {0.25, 0.0015}, {0.9, 0.005}, {0.95, 0.0075}, {1, 0.01}}
+	for _, tt := range quantiles {
+		if got := m.Quantile("orderstatus_d", tt.q, map[string]string{"subject": "s"}); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("Quantile(%v) = %v, want %v", tt.q, got, tt.want)
+		}
+	}
+	if got := m.Quantile("missing", 0.5, nil); !math.IsNaN(got) {
+		t.Errorf("Quantile of a missing histogram = %v, want NaN", got)
+	}
+	if _, err := ParseMetrics(strings.NewReader("x{a=\"1\" 3\n")); err == nil {
+		t.Error("unclosed labels: no error")
+	}
+}
+
+func TestWorkload(t *testing.T) {
+	w := NewWorkload("t", 100, 0.20, 0.05, 1)
+	if w.Applied != 400 || w.Duplicates != 80 || w.Stales != 20 || w.Messages() != 500 || len(w.Lines()) != 500 {
+		t.Fatalf("workload = %d applied, %d duplicates, %d stale, %d lines; want 400, 80, 20, 500",
+			w.Applied, w.Duplicates, w.Stales, len(w.Lines()))
+	}
+	ids := map[string]bool{}
+	for _, l := range w.Lines() {
+		if ids[l.MessageID] {
+			t.Fatalf("message id %s twice", l.MessageID)
+		}
+		ids[l.MessageID] = true
+	}
+	if again := NewWorkload("t", 100, 0.20, 0.05, 1); len(again.Orders[7].Messages) != len(w.Orders[7].Messages) {
+		t.Error("the same seed gave another workload")
+	}
+}
+
+// TestDirectDesigns runs the limit and naive loops over the in-memory
+// store: each must settle the workload exactly as the handler would, with
+// the round trips its design implies.
+func TestDirectDesigns(t *testing.T) {
+	w := NewWorkload("t", 50, 0.20, 0.05, 2)
+	tests := []struct {
+		name      string
+		design    perOrder
+		wantTrips int64
+	}{
+		{"limit", limitOrder, int64(w.Applied)},
+		{"naive", naiveOrder, int64(w.Messages() + w.Applied)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := memstore.New()
+			r, err := runDirect(t.Context(), s, w, 4, tt.design)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.RoundTrips != tt.wantTrips {
+				t.Errorf("%d round trips, want %d", r.RoundTrips, tt.wantTrips)
+			}
+			row, err := s.Get(t.Context(), w.Orders[0].ID)
+			if err != nil || row.State.Status != order.Delivered || row.State.LastSequence != 4 {
+				t.Errorf("row = %+v, %v; want Delivered at 4", row.State, err)
+			}
+		})
+	}
+}
+
+// TestRunSmoke runs the whole of `make bench` at a tiny size against
+// Azurite and bin/handler, so that its logic cannot rot: every figure is
+// printed, parseable and plausible. The figures themselves mean nothing
+// at this size.
+func TestRunSmoke(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "bin", "handler")); err != nil {
+		if os.Getenv("ORDERSTATUS_REQUIRE_AZURITE") == "1" || os.Getenv("CI") != "" {
+			t.Fatalf("bin/handler is required here (make build): %v", err)
+		}
+		t.Skipf("bin/handler not built (%v); make test builds it", err)
+	}
+	opts := Defaults()
+	opts.Root, opts.Orders, opts.Latency = root, 8, time.Millisecond
+	opts.Sessions, opts.SlotSessions, opts.SlotIdle, opts.SlotRounds = []int{1, 4}, []int{2}, []time.Duration{50 * time.Millisecond}, 2
+	opts.ColdStarts, opts.RSSOrders, opts.LogLevel, opts.Repeats = 2, 10, "warn", 2
+	var progress bytes.Buffer
+	opts.Progress = &progress
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	r, err := Run(ctx, opts)
+	if err != nil {
+		if strings.Contains(err.Error(), "not installed") && os.Getenv("ORDERSTATUS_REQUIRE_AZURITE") != "1" {
+			t.Skipf("Azurite not installed: %v", err)
+		}
+		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
+	}
+	// cold start; warm-up; limit, naive and ours twice each, locally and
+	// with latency; the sessions; the slot table's one row; memory.
+	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*3+len(opts.Sessions)+1+1 {
+		t.Errorf("%d progress lines, want one per phase:\n%s", n, progress.String())
+	}
+	var out bytes.Buffer
+	r.Print(&out, opts)
+	names := map[string]bool{}
+	for _, n := range Names(opts) {
+		names[n] = true
+	}
+	printed := map[string]float64{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		name, val, ok := strings.Cut(line, ": ")
+		if !ok || !names[name] {
+			continue
+		}
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			t.Errorf("line %q: %v", line, err)
+		}
+		printed[name] = v
+	}
+	lat := "latency1ms_"
+	for _, name := range Names(opts) {
+		v, ok := printed[name]
+		if !ok {
+			t.Errorf("%s not printed", name)
+			continue
+		}
+		if math.IsNaN(v) || v < 0 || (v == 0 && !strings.HasPrefix(name, "round_trips_per_") && !strings.HasPrefix(name, "cpu_ms")) {
+			t.Errorf("%s: %v, want a positive figure", name, v)
+		}
+	}
+	for name, want := range map[string]float64{"round_trips_per_applied": 1, "limit_round_trips_per_msg": float64(32) / 40,
+		lat + "limit_round_trips_per_msg": float64(32) / 40} {
+		if got := printed[name]; math.Abs(got-want) > 0.06 {
+			t.Errorf("%s = %v, want about %v", name, got, want)
+		}
+	}
+	if len(r.Slots) != 1 || r.Slots[0].Messages != 4 || r.Slots[0].IdleShare <= 0 || r.Slots[0].IdleShare >= 1 {
+		t.Errorf("slot table = %+v, want one row of 4 messages with a share of idle time", r.Slots)
+	}
+	if !strings.Contains(out.String(), "target round_trips_per_applied <= 1.05") {
+		t.Errorf("targets not printed:\n%s", out.String())
+	}
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestBadArguments(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"-nope"}, "flag provided but not defined"},
+		{"not a number", []string{"-orders", "many"}, "invalid value"},
+		{"zero orders", []string{"-orders", "0"}, "at least 1"},
+		{"an argument", []string{"extra"}, "no arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(tt.args, &stdout, &stderr); code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if lines := strings.Count(stderr.String(), "\n"); lines != 1 || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("stderr = %q, want one line with %q", stderr.String(), tt.want)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("stdout = %q, want nothing", stdout.String())
+			}
+		})
+	}
+}
+
+// TestReadmeArguments: every BENCH_ARGS the README shows is accepted.
+func TestReadmeArguments(t *testing.T) {
+	readme, err := os.ReadFile("../../../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := regexp.MustCompile(`make bench BENCH_ARGS="([^"]*)"`).FindAllSubmatch(readme, -1)
+	if len(found) == 0 {
+		t.Fatal("the README shows no make bench BENCH_ARGS; update this test")
+	}
+	for _, m := range found {
+		if _, err := parseFlags(strings.Fields(string(m[1]))); err != nil {
+			t.Errorf("README's BENCH_ARGS=%q: %v", m[1], err)
+		}
+	}
+}

@@ -1,0 +1,229 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"sort"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/devhost"
+)
+
+// oursRun is one run of the real system: bin/handler behind the dev host.
+type oursRun struct {
+	Elapsed   time.Duration
+	Metrics   Scrape
+	CPU       map[string]time.Duration // handler, devhost, azurite
+	RSSIdle   int64                    // the handler's VmRSS before the load
+	RSSAfter  int64                    // and after it
+	Completed int
+}
+
+// oursConfig is what one run of the real system varies.
+type oursConfig struct {
+	store      string // the handler's OrderStore__connectionString
+	table      string
+	sessions   int           // maxConcurrentSessions
+	idle       time.Duration // sessionIdleTimeout; 0 keeps host.json's
+	timeScale  float64       // the broker clock's speed
+	profileDir string        // write devhost.pprof there, if set
+}
+
+// startHost starts the dev host with the handler of the repository at
+// root, its store on Azurite (through the fault proxy for the latency
+// runs) and its timers stopped, so that only the workload runs.
+func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, error) {
+	scale := max(c.timeScale, 1)
+	h, err := devhost.New(devhost.Options{
+		AppRoot:     b.opts.Root,
+		HandlerPath: b.handler,
+		HTTPAddr:    "127.0.0.1:0",
+		TimeScale:   c.timeScale,
+		// A faster clock must not shorten the lock or the messages'
+		// lives in wall-clock time.
+		Queues: devhost.QueueOverrides{
+			LockDuration: time.Duration(scale * float64(time.Minute)),
+			TimeToLive:   time.Duration(scale * float64(24*time.Hour)),
+		},
+		Sessions: devhost.SessionOverrides{MaxConcurrentSessions: c.sessions, SessionIdleTimeout: c.idle},
+		Settings: map[string]string{
+			devhost.SettingStoreConnection: c.store,
+			devhost.SettingStoreServiceURI: "",
+			"OrderStore__tableName":        c.table,
+			"LOG_LEVEL":                    b.opts.LogLevel,
+		},
+		NoAzuriteInstall: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Start(ctx); err != nil {
+		return nil, err
+	}
+	h.StopTimers()
+	return h, nil
+}
+
+// runOurs plays w through the real system and waits until it is handled.
+func (b *runner) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun, error) {
+	var r oursRun
+	h, err := b.startHost(ctx, c)
+	if err != nil {
+		return r, err
+	}
+	defer h.Close()
+	pid := h.HandlerPID()
+	// Let the handler create its table and settle before measuring.
+	if err := waitTable(ctx, "http://"+h.Addr()); err != nil {
+		return r, err
+	}
+	if r.RSSIdle, err = RSS(pid); err != nil {
+		return r, err
+	}
+	cpu, err := startCPU(map[string]int{"handler": pid, "devhost": 0, "azurite": b.az.PID()})
+	if err != nil {
+		return r, err
+	}
+	if c.profileDir != "" {
+		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
+			return r, err
+		}
+		f, err := os.Create(filepath.Join(c.profileDir, "devhost.pprof"))
+		if err != nil {
+			return r, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return r, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	lines := w.Lines()
+	start := time.Now()
+	if err := h.Play(ctx, lines); err != nil {
+		return r, err
+	}
+	if err := h.WaitIdle(ctx); err != nil {
+		return r, err
+	}
+	r.Elapsed = time.Since(start)
+	if r.CPU, err = cpu.since(); err != nil {
+		return r, err
+	}
+	if r.RSSAfter, err = RSS(pid); err != nil {
+		return r, err
+	}
+	if r.Metrics, err = scrape(ctx, "http://"+h.Addr()); err != nil {
+		return r, err
+	}
+	return r, checkSettled(r.Metrics, w)
+}
+
+// checkSettled compares the handler's own counts with the workload's.
+func checkSettled(m Scrape, w Workload) error {
+	want := map[string]int{"Applied": w.Applied, "Duplicate": w.Duplicates, "Stale": w.Stales}
+	total := 0
+	for result, n := range want {
+		got := int(m.Sum("orderstatus_messages_total", map[string]string{"result": result}))
+		total += got
+		if got != n {
+			return fmt.Errorf("bench: the handler settled %d messages as %s, the workload has %d", got, result, n)
+		}
+	}
+	if all := int(m.Sum("orderstatus_messages_total", nil)); all != total {
+		return fmt.Errorf("bench: the handler settled %d messages, %d of them neither Applied, Duplicate nor Stale", all, all-total)
+	}
+	return nil
+}
+
+// waitTable waits until the handler answers GetOrder for a missing order
+// with 404, which it does once its table exists.
+func waitTable(ctx context.Context, base string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		status, err := httpStatus(ctx, base+"/api/orders/bench-warmup")
+		if err == nil && status == 404 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: the handler's table is not ready: status %d, %v", status, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// SlotRow is one row of the session-slot table.
+type SlotRow struct {
+	Sessions  int
+	Idle      time.Duration
+	Messages  int
+	MsgsPerS  float64
+	IdleShare float64 // share of slot time not spent in a handler call
+	P99Delay  time.Duration
+}
+
+// runSlots measures the session-slot regime for one setting: a backlog of
+// rounds*sessions orders with one available message each (as when an
+// order's messages arrive minutes apart), on the real clock. Each slot
+// handles its session's message, waits sessionIdleTimeout for another,
+// and only then takes the next session. The run ends when the last
+// session is closed, so every slot's cycle (call plus idle wait) counts.
+func (b *runner) runSlots(ctx context.Context, c oursConfig, rounds int, prefix string) (SlotRow, error) {
+	row := SlotRow{Sessions: c.sessions, Idle: c.idle}
+	h, err := b.startHost(ctx, c)
+	if err != nil {
+		return row, err
+	}
+	defer h.Close()
+	if err := waitTable(ctx, "http://"+h.Addr()); err != nil {
+		return row, err
+	}
+	w := FirstOnly(prefix, rounds*c.sessions)
+	row.Messages = w.Messages()
+	var done []time.Duration // when the i-th message was completed, from the start
+	start := time.Now()
+	if err := h.Play(ctx, w.Lines()); err != nil {
+		return row, err
+	}
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s := h.Broker().Stats(h.Queue())
+		at := time.Since(start)
+		for completed := row.Messages - s.Active - s.Locked; len(done) < completed; {
+			done = append(done, at)
+		}
+		if s.Active == 0 && s.Locked == 0 && s.LockedSessions == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return row, ctx.Err()
+		case <-h.HandlerDone():
+			return row, fmt.Errorf("bench: the handler stopped: %v", h.HandlerErr())
+		case <-tick.C:
+		}
+	}
+	elapsed := time.Since(start)
+	m, err := scrape(ctx, "http://"+h.Addr())
+	if err != nil {
+		return row, err
+	}
+	if err := checkSettled(m, w); err != nil {
+		return row, err
+	}
+	busy := m.Sum("orderstatus_handler_duration_seconds_sum", nil)
+	row.MsgsPerS = float64(row.Messages) / elapsed.Seconds()
+	row.IdleShare = math.Max(0, 1-busy/(float64(c.sessions)*elapsed.Seconds()))
+	sort.Slice(done, func(i, j int) bool { return done[i] < done[j] })
+	row.P99Delay = done[max(0, int(math.Ceil(0.99*float64(len(done))))-1)]
+	return row, nil
+}

@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// Names returns the printed names of a run with opts, in print order. The
+// names are an interface: keep them.
+func Names(opts Options) []string {
+	lat := fmt.Sprintf("latency%dms_", opts.Latency.Milliseconds())
+	names := []string{
+		"limit_msgs_per_s", "naive_msgs_per_s", "ours_msgs_per_s",
+		"ours_vs_naive", "ours_vs_limit",
+		lat + "limit_msgs_per_s", lat + "naive_msgs_per_s", lat + "ours_msgs_per_s",
+		lat + "ours_vs_naive", lat + "ours_vs_limit",
+		"ours_p50_ms", "ours_p99_ms",
+		"round_trips_per_applied", "round_trips_per_duplicate", "round_trips_per_stale",
+		"cpu_ms_per_msg_handler", "cpu_ms_per_msg_devhost", "cpu_ms_per_msg_azurite",
+		"cold_start_ms_p50", "cold_start_ms_p90",
+		"rss_idle_mb", "rss_after_load_mb", "rss_after_100k_orders_mb",
+	}
+	for _, n := range opts.Sessions {
+		names = append(names, fmt.Sprintf("sessions_%d_msgs_per_s", n))
+	}
+	for _, idle := range opts.SlotIdle {
+		for _, n := range opts.SlotSessions {
+			names = append(names, fmt.Sprintf("slots_%d_idle_%d_msgs_per_s", n, idle.Milliseconds()))
+		}
+	}
+	// Also printed: the direct loops' own round trips per message.
+	return append(names, "limit_round_trips_per_msg", "naive_round_trips_per_msg",
+		lat+"limit_round_trips_per_msg", lat+"naive_round_trips_per_msg")
+}
+
+// format prints v with the precision its kind of figure deserves.
+func format(name string, v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "NaN"
+	case strings.HasSuffix(name, "_msgs_per_s"):
+		return fmt.Sprintf("%.1f", v)
+	case strings.Contains(name, "round_trips"), strings.HasPrefix(name, "cpu_ms"):
+		return fmt.Sprintf("%.3f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+// Print writes the session-slot table, the figures as `name: value`
+// lines, and the targets met or missed.
+func (r Report) Print(w io.Writer, opts Options) {
+	fmt.Fprintf(w, "\nworkload: %s\n", r.Workload)
+	if len(r.Slots) > 0 {
+		fmt.Fprintf(w, "\nsession slots (one available message per session, %d sessions per slot, real clock):\n", opts.SlotRounds)
+		fmt.Fprintf(w, "| maxConcurrentSessions | sessionIdleTimeout | messages/s | slot time idle | p99 delay |\n|---:|---:|---:|---:|---:|\n")
+		for _, s := range r.Slots {
+			fmt.Fprintf(w, "| %d | %v | %.1f | %.0f%% | %.2f s |\n", s.Sessions, s.Idle, s.MsgsPerS, 100*s.IdleShare, s.P99Delay.Seconds())
+		}
+	}
+	fmt.Fprintln(w)
+	for _, n := range Names(opts) {
+		if v, ok := r.Values[n]; ok {
+			fmt.Fprintf(w, "%s: %s\n", n, format(n, v))
+		}
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	fmt.Fprintln(w)
+	for _, t := range r.Targets(opts) {
+		fmt.Fprintln(w, t)
+	}
+}
+
+// Targets checks the figures against the issue's targets; they are
+// reported, never enforced.
+func (r Report) Targets(opts Options) []string {
+	lat := fmt.Sprintf("latency%dms_", opts.Latency.Milliseconds())
+	type target struct {
+		name   string
+		atMost bool
+		bound  float64
+	}
+	var out []string
+	for _, t := range []target{
+		{"round_trips_per_applied", true, 1.05}, {"round_trips_per_duplicate", true, 0.1}, {"round_trips_per_stale", true, 0.1},
+		{"ours_vs_naive", false, 1.3}, {"ours_vs_limit", false, 0.8},
+		{lat + "ours_vs_naive", false, 1.8}, {lat + "ours_vs_limit", false, 0.9},
+		{"cold_start_ms_p50", true, 20}, {"rss_idle_mb", true, 25}, {"rss_after_100k_orders_mb", true, 80},
+	} {
+		v, ok := r.Values[t.name]
+		if !ok {
+			continue
+		}
+		op, met := ">=", v >= t.bound
+		if t.atMost {
+			op, met = "<=", v <= t.bound
+		}
+		out = append(out, fmt.Sprintf("target %s %s %g: %s (%s)", t.name, op, t.bound, metWord(met), format(t.name, v)))
+	}
+	if len(opts.Sessions) > 1 {
+		out = append(out, r.sessionsTarget(opts))
+	}
+	return out
+}
+
+// sessionsTarget: throughput grows with sessions until the storage floor
+// and never falls by more than 10% past it.
+func (r Report) sessionsTarget(opts Options) string {
+	best, bestN, ok := 0.0, 0, true
+	var desc []string
+	for _, n := range opts.Sessions {
+		v := r.Values[fmt.Sprintf("sessions_%d_msgs_per_s", n)]
+		desc = append(desc, fmt.Sprintf("%d: %.0f", n, v))
+		if v < 0.9*best {
+			ok = false
+		}
+		if v > best {
+			best, bestN = v, n
+		}
+	}
+	return fmt.Sprintf("target throughput grows with sessions, never falls >10%% past its peak: %s (%s; peak at %d, limit %.0f)",
+		metWord(ok), strings.Join(desc, ", "), bestN, r.Values["limit_msgs_per_s"])
+}
+
+func metWord(met bool) string {
+	if met {
+		return "met"
+	}
+	return "MISSED"
+}
+
+// Elapsed formats a run's duration for the progress lines.
+func Elapsed(d time.Duration) string { return d.Round(100 * time.Millisecond).String() }
