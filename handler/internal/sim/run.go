@@ -19,6 +19,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/azurite"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
@@ -120,7 +121,7 @@ const (
 func Run(ctx context.Context, env Env, s Schedule) (res Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, runTimeout)
 	defer cancel()
-	r := &run{env: env, s: s}
+	r := &run{env: env, s: s, clk: clock.Scaled(1)}
 	defer func() {
 		res.HandlerStdout, res.HandlerStderr, res.HostLog = r.stdout.Bytes(), r.stderr.Bytes(), r.hostLog.Bytes()
 	}()
@@ -149,6 +150,10 @@ type run struct {
 	stderr  syncBuffer
 	hostLog syncBuffer
 
+	// clk is the host's clock: real time that observe moves past the lock
+	// duration between sweeps, as the next sweep in Azure comes minutes
+	// later (so locks a killed sweeper held have expired).
+	clk       *clock.ScaledClock
 	kills     atomic.Int64
 	killArmed atomic.Bool
 	scaled    int      // scale events applied (set by play)
@@ -227,6 +232,7 @@ func (r *run) setUp(ctx context.Context) error {
 		},
 		Queues:             devhost.QueueOverrides{LockDuration: f.LockDuration, MaxDeliveryCount: f.MaxDelivery},
 		TimeScale:          1,
+		Clock:              r.clk,
 		HTTPAddr:           "off",
 		Stdout:             &r.stdout,
 		Stderr:             &r.stderr,
@@ -295,10 +301,35 @@ func (r *run) play(ctx context.Context) error {
 	if err := r.waitIdle(ctx); err != nil {
 		return err
 	}
-	if err := h.FireTimers(ctx); err != nil {
+	if err := r.fireTimers(ctx, h); err != nil {
 		return fmt.Errorf("sim: fire timers: %w", err)
 	}
 	return r.waitIdle(ctx)
+}
+
+// fireTimers fires every timer function once, as the host does at idle. A
+// kill fault can end the handler in the middle of the sweeper's call (its
+// replay is a store write like any other); the timer is then fired again,
+// as its next schedule would in Azure: a sweep is built to be run again.
+func (r *run) fireTimers(ctx context.Context, h *devhost.Host) error {
+	const attempts = 5
+	var err error
+	for i := range attempts {
+		if err = h.FireTimers(ctx); err == nil || ctx.Err() != nil {
+			return err
+		}
+		// Let the host restart the handler and settle what the killed
+		// call left, then fire again.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(i+1) * 200 * time.Millisecond):
+		}
+		if werr := r.waitIdle(ctx); werr != nil {
+			return werr
+		}
+	}
+	return fmt.Errorf("%d attempts: %w", attempts, err)
 }
 
 // orderTable reports whether a request path names the run's order table
@@ -356,7 +387,16 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 			o.LeftInDLQ = deadLetters(dead)
 			break
 		}
-		if err := h.FireTimers(ctx); err != nil {
+		if round > 0 {
+			// The next sweep comes minutes later in Azure: what a sweep
+			// that a kill cut off had locked is free again by then.
+			lock := r.s.Faults.LockDuration
+			if lock == 0 {
+				lock = time.Minute
+			}
+			r.clk.Advance(lock + time.Second)
+		}
+		if err := r.fireTimers(ctx, h); err != nil {
 			return res, fmt.Errorf("sim: fire the sweeper: %w", err)
 		}
 		if err := r.waitIdle(ctx); err != nil {
