@@ -6,10 +6,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/store/memstore"
@@ -202,8 +205,9 @@ func TestRunSmoke(t *testing.T) {
 		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
 	}
 	// cold start; warm-up; limit, naive and ours twice each, locally and
-	// with latency; the sessions; the slot table's one row; memory.
-	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*3+len(opts.Sessions)+1+1 {
+	// with latency; the sessions; the instances; the slot table's one row;
+	// memory.
+	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*3+len(opts.Sessions)+1+1+1 {
 		t.Errorf("%d progress lines, want one per phase:\n%s", n, progress.String())
 	}
 	var out bytes.Buffer
@@ -231,7 +235,8 @@ func TestRunSmoke(t *testing.T) {
 			t.Errorf("%s not printed", name)
 			continue
 		}
-		if math.IsNaN(v) || v < 0 || (v == 0 && !strings.HasPrefix(name, "round_trips_per_") && !strings.HasPrefix(name, "cpu_ms")) {
+		if math.IsNaN(v) || v < 0 || (v == 0 && !strings.HasPrefix(name, "round_trips_per_") && !strings.HasPrefix(name, "cpu_ms") &&
+			!strings.HasSuffix(name, "_conflicts_per_1000")) {
 			t.Errorf("%s: %v, want a positive figure", name, v)
 		}
 	}
@@ -244,7 +249,49 @@ func TestRunSmoke(t *testing.T) {
 	if len(r.Slots) != 1 || r.Slots[0].Messages != 4 || r.Slots[0].IdleShare <= 0 || r.Slots[0].IdleShare >= 1 {
 		t.Errorf("slot table = %+v, want one row of 4 messages with a share of idle time", r.Slots)
 	}
+	checkInstancesRun(t, r, printed, out.String())
+	t.Logf("progress:\n%s\noutput:\n%s", progress.String(), out.String())
 	if !strings.Contains(out.String(), "target round_trips_per_applied <= 1.05") {
 		t.Errorf("targets not printed:\n%s", out.String())
+	}
+}
+
+// checkInstancesRun checks the smoke run's instances run: its scale events
+// applied, each instance in the state they left it, the figures from the
+// instances' own counts.
+func checkInstancesRun(t *testing.T, r Report, printed map[string]float64, out string) {
+	t.Helper()
+	run := r.Instances
+	if run == nil {
+		t.Fatal("no instances run in the report")
+	}
+	if len(run.Events) != len(instanceSteps) {
+		t.Errorf("scale events %q, want %d", run.Events, len(instanceSteps))
+	}
+	wantStates := []string{devhost.InstanceKilled, devhost.InstanceRemoved, devhost.InstanceRunning, devhost.InstanceRunning,
+		devhost.InstanceRunning, devhost.InstanceRunning}
+	var states []string
+	trips := 0
+	for _, in := range run.PerInstance {
+		states = append(states, in.State)
+		trips += in.RoundTrips
+	}
+	if !slices.Equal(states, wantStates) {
+		t.Errorf("instance states %q, want %q", states, wantStates)
+	}
+	// 8 orders of 4 status changes: 32 applied messages.
+	if got, want := printed["instances_4_round_trips_per_applied"], float64(trips)/32; math.Abs(got-want) > 0.001 || got < 1 {
+		t.Errorf("instances_4_round_trips_per_applied = %v, want the instances' %d round trips over 32 applied (%v), at least 1", got, trips, want)
+	}
+	if run.Calls < sumValues(run.Completed) || sumValues(run.Completed) != 40 {
+		t.Errorf("%d calls for %d completed messages, want 40 messages and a call each at least", run.Calls, sumValues(run.Completed))
+	}
+	if math.IsNaN(run.Baseline) || run.Baseline < 1 {
+		t.Errorf("baseline %v, want the local runs' round trips per applied message", run.Baseline)
+	}
+	for _, want := range []string{"| instance-1 | killed |", "session moves", "target instances_4_round_trips_per_applied - the 1-instance figure <= 0.1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }
