@@ -250,7 +250,9 @@ func TestRunSmoke(t *testing.T) {
 		t.Errorf("slot table = %+v, want one row of 4 messages with a share of idle time", r.Slots)
 	}
 	checkInstancesRun(t, r, printed, out.String())
-	t.Logf("progress:\n%s\noutput:\n%s", progress.String(), out.String())
+	if t.Failed() {
+		t.Logf("progress:\n%s\noutput:\n%s", progress.String(), out.String())
+	}
 	if !strings.Contains(out.String(), "target round_trips_per_applied <= 1.05") {
 		t.Errorf("targets not printed:\n%s", out.String())
 	}
@@ -293,5 +295,40 @@ func checkInstancesRun(t *testing.T, r Report, printed map[string]float64, out s
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestCheckSettledInstances: with instances killed, a status change may
+// settle as Duplicate instead of Applied, but only as often as calls were
+// made again; everything else is exact.
+func TestCheckSettledInstances(t *testing.T) {
+	w := NewWorkload("t", 10, 0.20, 0.05, 1) // 40 applied, 8 duplicates, 2 stale
+	tests := []struct {
+		name      string
+		completed map[string]int
+		dead      int
+		calls     int
+		wantErr   string
+	}{
+		{"exact", map[string]int{"Applied": 40, "Duplicate": 8, "Stale": 2}, 0, 50, ""},
+		{"exact, calls made again", map[string]int{"Applied": 40, "Duplicate": 8, "Stale": 2}, 0, 53, ""},
+		{"answers lost with a killed instance", map[string]int{"Applied": 38, "Duplicate": 10, "Stale": 2}, 0, 53, ""},
+		{"more lost answers than calls made again", map[string]int{"Applied": 37, "Duplicate": 11, "Stale": 2}, 0, 52, "beyond the workload's"},
+		{"an applied message lost", map[string]int{"Applied": 39, "Duplicate": 8, "Stale": 2}, 0, 50, "completed"},
+		{"applied twice", map[string]int{"Applied": 41, "Duplicate": 7, "Stale": 2}, 0, 50, "as Duplicate"},
+		{"a stale replay applied", map[string]int{"Applied": 41, "Duplicate": 8, "Stale": 1}, 0, 50, "as Stale"},
+		{"parked", map[string]int{"Applied": 39, "Duplicate": 8, "Stale": 2, "Parked": 1}, 0, 50, "neither"},
+		{"dead-lettered", map[string]int{"Applied": 40, "Duplicate": 8, "Stale": 2}, 1, 51, "dead-lettered"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkSettledInstances(tt.completed, tt.dead, tt.calls, w)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("error %v, want none", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("error %v, want one with %q", err, tt.wantErr)
+			}
+		})
 	}
 }
