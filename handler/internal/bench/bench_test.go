@@ -250,11 +250,11 @@ func TestRunSmoke(t *testing.T) {
 		t.Errorf("slot table = %+v, want one row of 4 messages with a share of idle time", r.Slots)
 	}
 	checkInstancesRun(t, r, printed, out.String())
-	if t.Failed() {
-		t.Logf("progress:\n%s\noutput:\n%s", progress.String(), out.String())
-	}
 	if !strings.Contains(out.String(), "target round_trips_per_applied <= 1.05") {
 		t.Errorf("targets not printed:\n%s", out.String())
+	}
+	if t.Failed() {
+		t.Logf("progress:\n%s\noutput:\n%s", progress.String(), out.String())
 	}
 }
 
