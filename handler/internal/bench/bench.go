@@ -20,8 +20,14 @@
 //     that idle session slots do not hide the handler and the store (the
 //     session-slot table measures those on the real clock).
 //
+// The same workload also runs on several instances of the app (ours, the
+// same orders in flight spread over them), with instances killed, scaled
+// in and added at set points of the workload so that sessions move
+// between them (instances.go).
+//
 // Round trips, latency percentiles and results come from the handler's
-// own metrics (GET /api/metrics), CPU from /proc. It is a tool for
+// own metrics (GET /api/metrics; with several instances, each instance's
+// settled log lines as the dev host counts them), CPU from /proc. It is a tool for
 // this repository's machine: Linux, Azurite installed, bin/handler built.
 package bench
 

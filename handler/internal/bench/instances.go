@@ -115,7 +115,7 @@ func (b *runner) instances(ctx context.Context, cs string) error {
 			}
 		}
 		done := h.Broker().Totals(h.Queue()).Completed
-		id, err := b.scale(ctx, h, step)
+		id, err := applyScale(ctx, h, step)
 		if err != nil {
 			return fmt.Errorf("bench: %s %s at %d of %d messages: %w", step.action, step.instance, done, total, err)
 		}
@@ -157,8 +157,8 @@ func (b *runner) instances(ctx context.Context, cs string) error {
 	return nil
 }
 
-// scale applies one scale event and returns the instance's id.
-func (b *runner) scale(ctx context.Context, h *devhost.Host, step scaleStep) (string, error) {
+// applyScale applies one scale event and returns the instance's id.
+func applyScale(ctx context.Context, h *devhost.Host, step scaleStep) (string, error) {
 	switch step.action {
 	case scenario.ScaleAdd:
 		return h.AddInstance(ctx)
