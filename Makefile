@@ -94,7 +94,8 @@ fuzz:
 
 ## bench: the Go micro-benchmarks, then the side-by-side run of package bench
 ## (storage floor / naive handler / ours, locally and with 8 ms storage latency,
-## session slots, cold start, memory, CPU per message): a progress line per
+## ours on 4 instances with sessions moving, session slots, cold start, memory,
+## CPU per message): a progress line per
 ## phase on stderr, `name: value` lines on stdout. Under 10 minutes.
 BENCH_PACKAGES := ./handler/internal/hostproto ./handler/internal/orderstate ./handler/internal/orderfn ./handler/internal/store/tablestore
 bench: tools build

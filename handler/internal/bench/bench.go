@@ -20,8 +20,14 @@
 //     that idle session slots do not hide the handler and the store (the
 //     session-slot table measures those on the real clock).
 //
+// The same workload also runs on several instances of the app (ours, the
+// same orders in flight spread over them), with instances killed, scaled
+// in and added at set points of the workload so that sessions move
+// between them (instances.go).
+//
 // Round trips, latency percentiles and results come from the handler's
-// own metrics (GET /api/metrics), CPU from /proc. It is a tool for
+// own metrics (GET /api/metrics; with several instances, each instance's
+// settled log lines as the dev host counts them), CPU from /proc. It is a tool for
 // this repository's machine: Linux, Azurite installed, bin/handler built.
 package bench
 
@@ -65,6 +71,10 @@ type Options struct {
 	TimeScale float64
 	// Sessions are the maxConcurrentSessions of the sessions_<n> runs.
 	Sessions []int
+	// Instances is how many instances of the app the instances_<n> run
+	// starts with (InFlight sessions spread over them, scale events during
+	// the run); below 2 there is no such run.
+	Instances int
 	// SlotSessions and SlotIdle span the session-slot table; SlotRounds
 	// is how many sessions each slot works through.
 	SlotSessions []int
@@ -93,6 +103,7 @@ func Defaults() Options {
 		Root: ".", Orders: 1000, DuplicateShare: 0.20, StaleShare: 0.05, InFlight: 16, Repeats: 3,
 		Latency: 8 * time.Millisecond, TimeScale: devhostMaxScale,
 		Sessions:     []int{1, 4, 16, 64},
+		Instances:    4,
 		SlotSessions: []int{16, 64, 256}, SlotIdle: []time.Duration{5 * time.Second, time.Second, 200 * time.Millisecond}, SlotRounds: 3,
 		ColdStarts: 20, RSSOrders: 100000, LogLevel: "info",
 	}
@@ -115,7 +126,12 @@ type runner struct {
 	local   []oursRun            // the local runs of ours
 	slots   []SlotRow
 	notes   []string
-	w       Workload
+	// instancesRun is the instances run's detail; nil before it ran.
+	instancesRun *InstancesRun
+	// baseline is the local runs' round trips for all messages per
+	// applied message (InstancesRun.Baseline).
+	baseline float64
+	w        Workload
 }
 
 // Report is what a run measured.
@@ -128,6 +144,9 @@ type Report struct {
 	Workload string
 	// Notes are remarks worth printing with the figures.
 	Notes []string
+	// Instances is the instances run's detail (per instance, scale
+	// events); nil without one.
+	Instances *InstancesRun
 }
 
 // phase is one step of the run; adding a measurement is adding a row to
@@ -140,7 +159,7 @@ type phase struct {
 // Run runs every phase and returns the figures. It starts its own Azurite
 // and fault proxy and stops them at the end.
 func Run(ctx context.Context, opts Options) (Report, error) {
-	b := &runner{opts: opts, results: map[string]float64{}, samples: map[string][]float64{}}
+	b := &runner{opts: opts, results: map[string]float64{}, samples: map[string][]float64{}, baseline: math.NaN()}
 	if b.opts.Progress == nil {
 		b.opts.Progress = io.Discard
 	}
@@ -189,6 +208,9 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	for _, n := range opts.Sessions {
 		phases = append(phases, phase{fmt.Sprintf("ours, %d sessions", n), func(ctx context.Context) error { return b.sessions(ctx, local, n) }})
 	}
+	if opts.Instances >= 2 {
+		phases = append(phases, phase{fmt.Sprintf("ours, %d instances, sessions moving", opts.Instances), func(ctx context.Context) error { return b.instances(ctx, local) }})
+	}
 	for _, idle := range opts.SlotIdle {
 		for _, n := range opts.SlotSessions {
 			phases = append(phases, phase{fmt.Sprintf("session slots %d, idle %v", n, idle), func(ctx context.Context) error {
@@ -214,7 +236,10 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	b.summarizeLocal()
 	b.ratios("")
 	b.ratios(lat)
-	return Report{Values: b.results, Slots: b.slots, Notes: b.notes,
+	if b.instancesRun != nil {
+		b.instancesRun.Baseline = b.baseline
+	}
+	return Report{Values: b.results, Slots: b.slots, Notes: b.notes, Instances: b.instancesRun,
 		Workload: fmt.Sprintf("%d orders, %d messages: %d in-order status changes, %d redeliveries of applied messages, %d stale replays; %d orders in flight",
 			len(b.w.Orders), b.w.Messages(), b.w.Applied, b.w.Duplicates, b.w.Stales, opts.InFlight)}, nil
 }
@@ -314,6 +339,10 @@ func (b *runner) summarizeLocal() {
 		b.results["round_trips_per_"+name] = m.Sum("orderstatus_message_round_trips_total", match) /
 			m.Sum("orderstatus_messages_total", match)
 	}
+	// What the instances run is compared with: every message's round
+	// trips (the instances' logs do not split them by result).
+	b.baseline = m.Sum("orderstatus_message_round_trips_total", status) /
+		m.Sum("orderstatus_messages_total", map[string]string{"subject": "OrderStatusChanged", "result": "Applied"})
 	// The store wrapper's count (every storage call the handler made)
 	// must agree with the per-message sums, but for the one GetOrder read
 	// of waitTable per run.

@@ -6,10 +6,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/store/memstore"
@@ -202,8 +205,9 @@ func TestRunSmoke(t *testing.T) {
 		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
 	}
 	// cold start; warm-up; limit, naive and ours twice each, locally and
-	// with latency; the sessions; the slot table's one row; memory.
-	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*3+len(opts.Sessions)+1+1 {
+	// with latency; the sessions; the instances; the slot table's one row;
+	// memory.
+	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*3+len(opts.Sessions)+1+1+1 {
 		t.Errorf("%d progress lines, want one per phase:\n%s", n, progress.String())
 	}
 	var out bytes.Buffer
@@ -231,7 +235,8 @@ func TestRunSmoke(t *testing.T) {
 			t.Errorf("%s not printed", name)
 			continue
 		}
-		if math.IsNaN(v) || v < 0 || (v == 0 && !strings.HasPrefix(name, "round_trips_per_") && !strings.HasPrefix(name, "cpu_ms")) {
+		if math.IsNaN(v) || v < 0 || (v == 0 && !strings.HasPrefix(name, "round_trips_per_") && !strings.HasPrefix(name, "cpu_ms") &&
+			!strings.HasSuffix(name, "_conflicts_per_1000")) {
 			t.Errorf("%s: %v, want a positive figure", name, v)
 		}
 	}
@@ -244,7 +249,86 @@ func TestRunSmoke(t *testing.T) {
 	if len(r.Slots) != 1 || r.Slots[0].Messages != 4 || r.Slots[0].IdleShare <= 0 || r.Slots[0].IdleShare >= 1 {
 		t.Errorf("slot table = %+v, want one row of 4 messages with a share of idle time", r.Slots)
 	}
+	checkInstancesRun(t, r, printed, out.String())
 	if !strings.Contains(out.String(), "target round_trips_per_applied <= 1.05") {
 		t.Errorf("targets not printed:\n%s", out.String())
+	}
+	if t.Failed() {
+		t.Logf("progress:\n%s\noutput:\n%s", progress.String(), out.String())
+	}
+}
+
+// checkInstancesRun checks the smoke run's instances run: its scale events
+// applied, each instance in the state they left it, the figures from the
+// instances' own counts.
+func checkInstancesRun(t *testing.T, r Report, printed map[string]float64, out string) {
+	t.Helper()
+	run := r.Instances
+	if run == nil {
+		t.Fatal("no instances run in the report")
+	}
+	if len(run.Events) != len(instanceSteps) {
+		t.Errorf("scale events %q, want %d", run.Events, len(instanceSteps))
+	}
+	wantStates := []string{devhost.InstanceKilled, devhost.InstanceRemoved, devhost.InstanceRunning, devhost.InstanceRunning,
+		devhost.InstanceRunning, devhost.InstanceRunning}
+	var states []string
+	trips := 0
+	for _, in := range run.PerInstance {
+		states = append(states, in.State)
+		trips += in.RoundTrips
+	}
+	if !slices.Equal(states, wantStates) {
+		t.Errorf("instance states %q, want %q", states, wantStates)
+	}
+	// 8 orders of 4 status changes: 32 applied messages.
+	if got, want := printed["instances_4_round_trips_per_applied"], float64(trips)/32; math.Abs(got-want) > 0.001 || got < 1 {
+		t.Errorf("instances_4_round_trips_per_applied = %v, want the instances' %d round trips over 32 applied (%v), at least 1", got, trips, want)
+	}
+	if run.Calls < sumValues(run.Completed) || sumValues(run.Completed) != 40 {
+		t.Errorf("%d calls for %d completed messages, want 40 messages and a call each at least", run.Calls, sumValues(run.Completed))
+	}
+	if math.IsNaN(run.Baseline) || run.Baseline < 1 {
+		t.Errorf("baseline %v, want the local runs' round trips per applied message", run.Baseline)
+	}
+	for _, want := range []string{"| instance-1 | killed |", "session moves", "target instances_4_round_trips_per_applied - the 1-instance figure <= 0.1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestCheckSettledInstances: with instances killed, a status change may
+// settle as Duplicate instead of Applied, but only as often as calls were
+// made again; everything else is exact.
+func TestCheckSettledInstances(t *testing.T) {
+	w := NewWorkload("t", 10, 0.20, 0.05, 1) // 40 applied, 8 duplicates, 2 stale
+	tests := []struct {
+		name      string
+		completed map[string]int
+		dead      int
+		calls     int
+		wantErr   string
+	}{
+		{"exact", map[string]int{"Applied": 40, "Duplicate": 8, "Stale": 2}, 0, 50, ""},
+		{"exact, calls made again", map[string]int{"Applied": 40, "Duplicate": 8, "Stale": 2}, 0, 53, ""},
+		{"answers lost with a killed instance", map[string]int{"Applied": 38, "Duplicate": 10, "Stale": 2}, 0, 53, ""},
+		{"more lost answers than calls made again", map[string]int{"Applied": 37, "Duplicate": 11, "Stale": 2}, 0, 52, "beyond the workload's"},
+		{"an applied message lost", map[string]int{"Applied": 39, "Duplicate": 8, "Stale": 2}, 0, 50, "completed"},
+		{"applied twice", map[string]int{"Applied": 41, "Duplicate": 7, "Stale": 2}, 0, 50, "as Duplicate"},
+		{"a stale replay applied", map[string]int{"Applied": 41, "Duplicate": 8, "Stale": 1}, 0, 50, "as Stale"},
+		{"parked", map[string]int{"Applied": 39, "Duplicate": 8, "Stale": 2, "Parked": 1}, 0, 50, "neither"},
+		{"dead-lettered", map[string]int{"Applied": 40, "Duplicate": 8, "Stale": 2}, 1, 51, "dead-lettered"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkSettledInstances(tt.completed, tt.dead, tt.calls, w)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("error %v, want none", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("error %v, want one with %q", err, tt.wantErr)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -31,6 +32,16 @@ type oursConfig struct {
 	idle       time.Duration // sessionIdleTimeout; 0 keeps host.json's
 	timeScale  float64       // the broker clock's speed
 	profileDir string        // write devhost.pprof there, if set
+	// instances is how many instances of the app start (0: one), each
+	// with sessions slots.
+	instances int
+	// lock is the queues' lock duration in wall-clock time (0: one
+	// minute, host.json's on the broker clock at the real speed).
+	lock time.Duration
+	// stdout receives every instance's handler output; nil discards it.
+	stdout io.Writer
+	// logLevel replaces Options.LogLevel, if set.
+	logLevel string
 }
 
 // startHost starts the dev host with the handler of the repository at
@@ -38,6 +49,13 @@ type oursConfig struct {
 // runs) and its timers stopped, so that only the workload runs.
 func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, error) {
 	scale := max(c.timeScale, 1)
+	lock, level := c.lock, c.logLevel
+	if lock <= 0 {
+		lock = time.Minute
+	}
+	if level == "" {
+		level = b.opts.LogLevel
+	}
 	h, err := devhost.New(devhost.Options{
 		AppRoot:     b.opts.Root,
 		HandlerPath: b.handler,
@@ -46,7 +64,7 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 		// A faster clock must not shorten the lock or the messages'
 		// lives in wall-clock time.
 		Queues: devhost.QueueOverrides{
-			LockDuration: time.Duration(scale * float64(time.Minute)),
+			LockDuration: time.Duration(scale * float64(lock)),
 			TimeToLive:   time.Duration(scale * float64(24*time.Hour)),
 		},
 		Sessions: devhost.SessionOverrides{MaxConcurrentSessions: c.sessions, SessionIdleTimeout: c.idle},
@@ -54,9 +72,11 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 			devhost.SettingStoreConnection: c.store,
 			devhost.SettingStoreServiceURI: "",
 			"OrderStore__tableName":        c.table,
-			"LOG_LEVEL":                    b.opts.LogLevel,
+			"LOG_LEVEL":                    level,
 		},
 		NoAzuriteInstall: true,
+		Instances:        c.instances,
+		Stdout:           c.stdout,
 	})
 	if err != nil {
 		return nil, err
