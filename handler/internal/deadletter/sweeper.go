@@ -474,6 +474,15 @@ func (r *run) act(ctx context.Context, k Kind, m broker.Received, seen map[int64
 		return giveBack(err)
 	}
 	r.acted++
+	// audit records the action once it has taken effect, and before the
+	// dead-letter copy is completed: a crash can then repeat an action
+	// (sent again under the same MessageId, which duplicate detection
+	// drops; archived once) but never leave one without its row.
+	audit := func() error {
+		return s.records.Audit(ctx, AuditRow{At: now, Action: d.Action, Source: k, Reason: m.DeadLetterReason,
+			MessageID: m.MessageID, SessionID: sessionOf(m), SequenceNumber: m.SequenceNumber,
+			NewMessageID: it.NewMessageID, Actor: r.ro.Actor, Detail: d.Why})
+	}
 	switch d.Action {
 	case ActionReplay:
 		msg := ReplayMessage(m, nil)
@@ -481,6 +490,10 @@ func (r *run) act(ctx context.Context, k Kind, m broker.Received, seen map[int64
 			return giveBack(fmt.Errorf("deadletter: replay %s seq %d as %s: %w", k, m.SequenceNumber, msg.MessageID, err))
 		}
 		it.NewMessageID = msg.MessageID
+		if err := audit(); err != nil {
+			// Sent: the next run sends it again under the same MessageId.
+			return giveBack(err)
+		}
 		if err := s.b.Complete(ctx, src, m); err != nil {
 			// Sent but not completed: the next run replays it again under
 			// the same MessageId, which duplicate detection drops.
@@ -491,6 +504,9 @@ func (r *run) act(ctx context.Context, k Kind, m broker.Received, seen map[int64
 		}
 	case ActionArchive:
 		if err := s.records.Archive(ctx, k, m, now, r.ro.Actor, ActionArchive); err != nil {
+			return giveBack(err)
+		}
+		if err := audit(); err != nil {
 			return giveBack(err)
 		}
 		if err := s.b.Complete(ctx, src, m); err != nil {
@@ -506,15 +522,13 @@ func (r *run) act(ctx context.Context, k Kind, m broker.Received, seen map[int64
 			}
 			return fmt.Errorf("deadletter: set aside %s seq %d: %w", k, m.SequenceNumber, err)
 		}
-	}
-	it.Done = true
-	if d.Action != ActionWait {
-		if err := s.records.Audit(ctx, AuditRow{At: now, Action: d.Action, Source: k, Reason: m.DeadLetterReason,
-			MessageID: m.MessageID, SessionID: sessionOf(m), SequenceNumber: m.SequenceNumber,
-			NewMessageID: it.NewMessageID, Actor: r.ro.Actor, Detail: d.Why}); err != nil {
-			return err
+		if d.Action != ActionWait {
+			if err := audit(); err != nil {
+				return err
+			}
 		}
 	}
+	it.Done = true
 	s.o.Metrics.action(d.Action, m.DeadLetterReason)
 	s.log.Info("deadletter_action", "run_id", r.rep.RunID, "source", string(k), "sequence", m.SequenceNumber,
 		"message_id", m.MessageID, "reason", m.DeadLetterReason, "action", string(d.Action), "new_message_id", it.NewMessageID, "why", d.Why)
