@@ -351,11 +351,25 @@ func formatTime(key string, t time.Time, layout string) (string, error) {
 // quoteJSON returns s as the host sends a string value: the JSON encoding
 // of s (Json.NET does not escape <, > and &, so neither does this).
 func quoteJSON(s string) string {
+	if plainASCII(s) { // ids, subjects, lock tokens: nothing to escape
+		return `"` + s + `"`
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s) // a string always encodes
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// plainASCII reports whether s is printable ASCII without '"' and '\\',
+// which JSON (without HTML escaping) encodes as itself between quotes.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // marshal encodes v as the host would, without HTML escaping.
