@@ -88,18 +88,146 @@ func DecodeInvocation(body []byte) (Invocation, error) {
 // explains; where it reports true, both give the same Invocation (the
 // fuzz target checks this).
 func decodeInvocationOnePass(body []byte) (Invocation, bool) {
-	var objects map[string]map[string]json.RawMessage
-	if json.Unmarshal(body, &objects) != nil {
+	if !json.Valid(body) {
 		return Invocation{}, false
 	}
-	inv := Invocation{Data: objects["Data"], Metadata: objects["Metadata"]}
-	if inv.Data == nil {
-		inv.Data = map[string]json.RawMessage{}
+	// Valid JSON from here on: the scan below need not check the syntax.
+	// Values alias one copy of body, as Unmarshal's would alias copies.
+	body = bytes.Clone(body)
+	var data, metadata []byte
+	i := skipSpace(body, 0)
+	if body[i] != '{' {
+		return Invocation{}, false
 	}
-	if inv.Metadata == nil {
-		inv.Metadata = map[string]json.RawMessage{}
+	ok := true
+	eachMember(body, i, func(key, value []byte) {
+		switch k, plain := unquoteKey(key); {
+		case !plain:
+			ok = false // leave escaped keys to encoding/json
+		case k == "Data":
+			data = value // the last one wins, as in Unmarshal
+		case k == "Metadata":
+			metadata = value
+		}
+	})
+	if !ok {
+		return Invocation{}, false
+	}
+	inv := Invocation{}
+	if inv.Data, ok = rawObject(data); !ok {
+		return Invocation{}, false
+	}
+	if inv.Metadata, ok = rawObject(metadata); !ok {
+		return Invocation{}, false
 	}
 	return inv, true
+}
+
+// rawObject splits the JSON object value (valid JSON) into its members;
+// absent or null gives an empty map. It reports false for any other value
+// and for a key with escapes.
+func rawObject(value []byte) (map[string]json.RawMessage, bool) {
+	m := map[string]json.RawMessage{}
+	if value == nil || string(value) == "null" {
+		return m, true
+	}
+	if value[0] != '{' {
+		return nil, false
+	}
+	ok := true
+	eachMember(value, 0, func(key, v []byte) {
+		k, plain := unquoteKey(key)
+		if !plain {
+			ok = false
+			return
+		}
+		m[k] = json.RawMessage(v[:len(v):len(v)]) // the last one wins
+	})
+	return m, ok
+}
+
+// eachMember calls f with the quoted key and the value (without the
+// whitespace around it) of each member of the object starting at b[i], in
+// order. b must be valid JSON.
+func eachMember(b []byte, i int, f func(key, value []byte)) {
+	i = skipSpace(b, i+1)
+	if b[i] == '}' {
+		return
+	}
+	for {
+		keyEnd := stringEnd(b, i)
+		key := b[i:keyEnd]
+		i = skipSpace(b, skipSpace(b, keyEnd)+1) // past the colon
+		end := valueEnd(b, i)
+		f(key, b[i:end])
+		i = skipSpace(b, end)
+		if b[i] != ',' {
+			return // '}'
+		}
+		i = skipSpace(b, i+1)
+	}
+}
+
+// skipSpace returns the index of the first non-space byte from i.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index after the JSON string starting at b[i].
+func stringEnd(b []byte, i int) int {
+	for i++; ; i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+}
+
+// valueEnd returns the index after the JSON value starting at b[i].
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+	default: // a number, true, false or null
+		for i < len(b) && !strings.ContainsRune(",}] \t\r\n", rune(b[i])) {
+			i++
+		}
+		return i
+	}
+}
+
+// unquoteKey returns the quoted key without its quotes, and false when it
+// holds an escape or a byte outside printable ASCII (which encoding/json
+// would unescape or replace).
+func unquoteKey(quoted []byte) (string, bool) {
+	k := quoted[1 : len(quoted)-1]
+	for _, c := range k {
+		if c < 0x20 || c >= 0x7f || c == '\\' {
+			return "", false
+		}
+	}
+	return string(k), true
 }
 
 // decodeInvocationChecked decodes any invocation, with an error naming
