@@ -3,6 +3,7 @@ package hostproto
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -69,5 +70,17 @@ func TestDecodeInvocationOnePassMatchesChecked(t *testing.T) {
 				t.Errorf("one pass gives %+v, the checked decoder %+v", fast, slow)
 			}
 		})
+	}
+}
+
+func TestFormatGUID(t *testing.T) {
+	for _, g := range [][]byte{
+		make([]byte, 16),
+		{0xde, 0xad, 0xbe, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x00, 0xff, 0x10, 0x7f},
+	} {
+		want := fmt.Sprintf("%x-%x-%x-%x-%x", g[0:4], g[4:6], g[6:8], g[8:10], g[10:16])
+		if got := formatGUID(g); got != want {
+			t.Errorf("formatGUID(%x) = %s, want %s", g, got, want)
+		}
 	}
 }

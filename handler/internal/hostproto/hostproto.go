@@ -33,6 +33,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -538,7 +539,7 @@ func newSys(functionName string, now time.Time, seed ...string) (sysData, error)
 	g := h.Sum(nil)[:16]
 	g[6] = g[6]&0x0f | 0x40 // version 4
 	g[8] = g[8]&0x3f | 0x80 // RFC 4122 variant
-	guid := fmt.Sprintf("%x-%x-%x-%x-%x", g[0:4], g[4:6], g[6:8], g[8:10], g[10:16])
+	guid := formatGUID(g)
 	return sysData{MethodName: functionName, UtcNow: utcNow, RandGuid: guid}, nil
 }
 
@@ -550,5 +551,18 @@ func NewGUID() string {
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	return formatGUID(b[:])
+}
+
+// formatGUID writes the 16 bytes of g as a lower-case GUID
+// (8-4-4-4-12 hex digits).
+func formatGUID(g []byte) string {
+	var out [36]byte
+	hex.Encode(out[0:8], g[0:4])
+	hex.Encode(out[9:13], g[4:6])
+	hex.Encode(out[14:18], g[6:8])
+	hex.Encode(out[19:23], g[8:10])
+	hex.Encode(out[24:36], g[10:16])
+	out[8], out[13], out[18], out[23] = '-', '-', '-', '-'
+	return string(out[:])
 }
