@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -199,6 +200,12 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "handler:", err)
 		return 1
 	}
+	stopProfile, err := startCPUProfile(os.Getenv(envCPUProfile))
+	if err != nil {
+		fmt.Fprintln(stderr, "handler:", err)
+		return 1
+	}
+	defer stopProfile()
 	// Each line names the instance, so that a scaled-out app's logs can be
 	// grouped by instance in Application Insights.
 	log := logging.WithInstance(logging.New(stdout, stderr, cfg.LogLevel), logging.InstanceID(os.Getenv))
@@ -377,4 +384,31 @@ func newBroker(cfg config.Config, cred azcore.TokenCredential) (broker.Broker, e
 		return sbbroker.New(cfg.ServiceBusNamespace, cred, nil)
 	}
 	return nil, nil
+}
+
+// envCPUProfile names a file prefix: when set, serve writes its CPU profile
+// to <prefix>.<pid>.pprof until it exits (for make bench's profiles; one
+// file per process, as the dev host may start several). Unset, the
+// default, nothing is profiled; the profile is never served over HTTP.
+const envCPUProfile = "ORDERSTATUS_CPU_PROFILE"
+
+// startCPUProfile starts the CPU profile envCPUProfile asks for, if any,
+// and returns the function that stops and writes it.
+func startCPUProfile(prefix string) (stop func(), err error) {
+	if prefix == "" {
+		return func() {}, nil
+	}
+	path := fmt.Sprintf("%s.%d.pprof", prefix, os.Getpid())
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envCPUProfile, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %s: %w", envCPUProfile, path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

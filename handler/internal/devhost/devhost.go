@@ -908,6 +908,7 @@ func (h *Host) WaitIdle(ctx context.Context) error {
 				return fmt.Errorf("devhost: wait idle: %w", err)
 			}
 		case <-h.StoreDone():
+		case <-h.stats.callEnded: // the last call may have ended
 		case <-t.C:
 		}
 	}

@@ -179,7 +179,7 @@ func (iv *invoker) awaitHealthy(ctx context.Context) {
 // holding one.
 func resultOf(rv json.RawMessage) string {
 	var s string
-	if json.Unmarshal(rv, &s) == nil {
+	if t := bytes.TrimLeft(rv, " \t\r\n"); len(t) > 0 && t[0] == '"' && json.Unmarshal(rv, &s) == nil {
 		rv = json.RawMessage(s)
 	}
 	var v struct {

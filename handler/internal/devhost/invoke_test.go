@@ -2,6 +2,7 @@ package devhost
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
@@ -76,4 +77,26 @@ func TestInvokerCloseClosesIdleConnections(t *testing.T) {
 			return false
 		}
 	})
+}
+
+func TestResultOf(t *testing.T) {
+	tests := []struct {
+		name, rv, want string
+	}{
+		{"object", `{"result":"Applied","orderId":"o-1"}`, "Applied"},
+		{"object with space", " \n{\"result\":\"Stale\"}", "Stale"},
+		{"string holding an object", `"{\"result\":\"Duplicate\"}"`, "Duplicate"},
+		{"string holding no object", `"Applied"`, ""},
+		{"no result", `{"orderId":"o-1"}`, ""},
+		{"null", `null`, ""},
+		{"absent", ``, ""},
+		{"number", `42`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := resultOf(json.RawMessage(tt.rv)); got != tt.want {
+				t.Errorf("resultOf(%s) = %q, want %q", tt.rv, got, tt.want)
+			}
+		})
+	}
 }

@@ -29,8 +29,12 @@ func TestKilledHostTakesChildrenDown(t *testing.T) {
 	}
 	root := mainApp(t)
 	up := orderUpstream(t, nil)
+	// The second line, due in an hour, keeps the workload (and so the
+	// host and its children) running until the kill, however fast the
+	// first one is handled.
 	scenarioPath := writeScenario(t, root,
-		`{"subject":"OrderStatusChanged","sessionId":"o-1","messageId":"o-1:1","body":{"orderId":"o-1","status":"Created","sequence":1}}`)
+		`{"subject":"OrderStatusChanged","sessionId":"o-1","messageId":"o-1:1","body":{"orderId":"o-1","status":"Created","sequence":1}}`,
+		`{"subject":"OrderStatusChanged","sessionId":"o-2","messageId":"o-2:1","sendAfter":"1h","body":{"orderId":"o-2","status":"Created","sequence":1}}`)
 	cmd := exec.Command(exe, mainArg, "--app-root", root, "--scenario", scenarioPath, "--http-addr", "127.0.0.1:0", "--quiet")
 	cmd.Env = append(os.Environ(),
 		fakehandler.EnvUpstream+"="+up.URL,

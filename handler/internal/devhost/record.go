@@ -218,6 +218,10 @@ type Completion struct {
 // concurrent use.
 type stats struct {
 	inFlight atomic.Int64 // calls running (Service Bus and timer)
+	// callEnded gets a token (never blocking) each time the last call in
+	// flight ends, so that WaitIdle looks again at once rather than at its
+	// next poll.
+	callEnded chan struct{}
 
 	mu          sync.Mutex
 	sentCount   int
@@ -229,7 +233,23 @@ type stats struct {
 }
 
 func newStats() *stats {
-	return &stats{sentIDs: map[string]bool{}, sessionSeen: map[string]bool{}, results: map[string]int{}}
+	return &stats{sentIDs: map[string]bool{}, sessionSeen: map[string]bool{}, results: map[string]int{},
+		callEnded: make(chan struct{}, 1)}
+}
+
+// callStarted counts a call in flight until callDone.
+func (s *stats) callStarted() { s.inFlight.Add(1) }
+
+// callDone ends a call callStarted counted and, if it was the last one in
+// flight, wakes WaitIdle.
+func (s *stats) callDone() {
+	if s.inFlight.Add(-1) != 0 {
+		return
+	}
+	select {
+	case s.callEnded <- struct{}{}:
+	default: // a wake-up is pending already
+	}
 }
 
 func (s *stats) sent(l ScenarioLine) {

@@ -237,8 +237,8 @@ func hostMessage(m broker.Received, sessionLockedUntil time.Time) hostproto.Serv
 // reports false.
 func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Received, st settler, lockedUntil time.Time) (settled bool) {
 	ctx := in.callCtx
-	h.stats.inFlight.Add(1)
-	defer h.stats.inFlight.Add(-1)
+	h.stats.callStarted()
+	defer h.stats.callDone()
 	in.counts.invoked()
 	// Built only on the failure paths: a message that completes logs
 	// nothing, and With costs allocations on every message.

@@ -65,8 +65,8 @@ func (d *timerDispatcher) run(scheduleCtx, callCtx context.Context) {
 func (d *timerDispatcher) fire(ctx context.Context, pastDue bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.h.stats.inFlight.Add(1)
-	defer d.h.stats.inFlight.Add(-1)
+	d.h.stats.callStarted()
+	defer d.h.stats.callDone()
 	now := d.h.clock.Now().UTC()
 	info := hostproto.TimerInfo{AdjustForDST: true, IsPastDue: pastDue}
 	if d.binding.Monitor() && !d.last.IsZero() {

@@ -33,6 +33,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,18 +89,146 @@ func DecodeInvocation(body []byte) (Invocation, error) {
 // explains; where it reports true, both give the same Invocation (the
 // fuzz target checks this).
 func decodeInvocationOnePass(body []byte) (Invocation, bool) {
-	var objects map[string]map[string]json.RawMessage
-	if json.Unmarshal(body, &objects) != nil {
+	if !json.Valid(body) {
 		return Invocation{}, false
 	}
-	inv := Invocation{Data: objects["Data"], Metadata: objects["Metadata"]}
-	if inv.Data == nil {
-		inv.Data = map[string]json.RawMessage{}
+	// Valid JSON from here on: the scan below need not check the syntax.
+	// Values alias one copy of body, as Unmarshal's would alias copies.
+	body = bytes.Clone(body)
+	var data, metadata []byte
+	i := skipSpace(body, 0)
+	if body[i] != '{' {
+		return Invocation{}, false
 	}
-	if inv.Metadata == nil {
-		inv.Metadata = map[string]json.RawMessage{}
+	ok := true
+	eachMember(body, i, func(key, value []byte) {
+		switch k, plain := unquoteKey(key); {
+		case !plain:
+			ok = false // leave escaped keys to encoding/json
+		case k == "Data":
+			data = value // the last one wins, as in Unmarshal
+		case k == "Metadata":
+			metadata = value
+		}
+	})
+	if !ok {
+		return Invocation{}, false
+	}
+	inv := Invocation{}
+	if inv.Data, ok = rawObject(data); !ok {
+		return Invocation{}, false
+	}
+	if inv.Metadata, ok = rawObject(metadata); !ok {
+		return Invocation{}, false
 	}
 	return inv, true
+}
+
+// rawObject splits the JSON object value (valid JSON) into its members;
+// absent or null gives an empty map. It reports false for any other value
+// and for a key with escapes.
+func rawObject(value []byte) (map[string]json.RawMessage, bool) {
+	m := map[string]json.RawMessage{}
+	if value == nil || string(value) == "null" {
+		return m, true
+	}
+	if value[0] != '{' {
+		return nil, false
+	}
+	ok := true
+	eachMember(value, 0, func(key, v []byte) {
+		k, plain := unquoteKey(key)
+		if !plain {
+			ok = false
+			return
+		}
+		m[k] = json.RawMessage(v[:len(v):len(v)]) // the last one wins
+	})
+	return m, ok
+}
+
+// eachMember calls f with the quoted key and the value (without the
+// whitespace around it) of each member of the object starting at b[i], in
+// order. b must be valid JSON.
+func eachMember(b []byte, i int, f func(key, value []byte)) {
+	i = skipSpace(b, i+1)
+	if b[i] == '}' {
+		return
+	}
+	for {
+		keyEnd := stringEnd(b, i)
+		key := b[i:keyEnd]
+		i = skipSpace(b, skipSpace(b, keyEnd)+1) // past the colon
+		end := valueEnd(b, i)
+		f(key, b[i:end])
+		i = skipSpace(b, end)
+		if b[i] != ',' {
+			return // '}'
+		}
+		i = skipSpace(b, i+1)
+	}
+}
+
+// skipSpace returns the index of the first non-space byte from i.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index after the JSON string starting at b[i].
+func stringEnd(b []byte, i int) int {
+	for i++; ; i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+}
+
+// valueEnd returns the index after the JSON value starting at b[i].
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+	default: // a number, true, false or null
+		for i < len(b) && !strings.ContainsRune(",}] \t\r\n", rune(b[i])) {
+			i++
+		}
+		return i
+	}
+}
+
+// unquoteKey returns the quoted key without its quotes, and false when it
+// holds an escape or a byte outside printable ASCII (which encoding/json
+// would unescape or replace).
+func unquoteKey(quoted []byte) (string, bool) {
+	k := quoted[1 : len(quoted)-1]
+	for _, c := range k {
+		if c < 0x20 || c >= 0x7f || c == '\\' {
+			return "", false
+		}
+	}
+	return string(k), true
 }
 
 // decodeInvocationChecked decodes any invocation, with an error naming
@@ -351,11 +480,25 @@ func formatTime(key string, t time.Time, layout string) (string, error) {
 // quoteJSON returns s as the host sends a string value: the JSON encoding
 // of s (Json.NET does not escape <, > and &, so neither does this).
 func quoteJSON(s string) string {
+	if plainASCII(s) { // ids, subjects, lock tokens: nothing to escape
+		return `"` + s + `"`
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s) // a string always encodes
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// plainASCII reports whether s is printable ASCII without '"' and '\\',
+// which JSON (without HTML escaping) encodes as itself between quotes.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // marshal encodes v as the host would, without HTML escaping.
@@ -396,7 +539,7 @@ func newSys(functionName string, now time.Time, seed ...string) (sysData, error)
 	g := h.Sum(nil)[:16]
 	g[6] = g[6]&0x0f | 0x40 // version 4
 	g[8] = g[8]&0x3f | 0x80 // RFC 4122 variant
-	guid := fmt.Sprintf("%x-%x-%x-%x-%x", g[0:4], g[4:6], g[6:8], g[8:10], g[10:16])
+	guid := formatGUID(g)
 	return sysData{MethodName: functionName, UtcNow: utcNow, RandGuid: guid}, nil
 }
 
@@ -408,5 +551,18 @@ func NewGUID() string {
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	return formatGUID(b[:])
+}
+
+// formatGUID writes the 16 bytes of g as a lower-case GUID
+// (8-4-4-4-12 hex digits).
+func formatGUID(g []byte) string {
+	var out [36]byte
+	hex.Encode(out[0:8], g[0:4])
+	hex.Encode(out[9:13], g[4:6])
+	hex.Encode(out[14:18], g[6:8])
+	hex.Encode(out[19:23], g[8:10])
+	hex.Encode(out[24:36], g[10:16])
+	out[8], out[13], out[18], out[23] = '-', '-', '-', '-'
+	return string(out[:])
 }

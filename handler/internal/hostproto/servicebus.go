@@ -138,6 +138,9 @@ func metaObject(md map[string]json.RawMessage, key string) (map[string]any, erro
 	if s, ok := jsonString(raw); ok {
 		raw = json.RawMessage(s)
 	}
+	if string(bytes.Trim(raw, jsonSpace)) == "{}" { // the usual: no properties
+		return nil, nil
+	}
 	if t := bytes.TrimLeft(raw, jsonSpace); len(t) == 0 || t[0] != '{' || !json.Valid(raw) {
 		return nil, decodeErr("Metadata."+key, "want a JSON object, got %s", snippetJSON(raw))
 	}
