@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
-
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/store/memstore"
+	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
 
 func TestParseStatCPU(t *testing.T) {
@@ -179,16 +179,7 @@ func TestDirectDesigns(t *testing.T) {
 // printed, parseable and plausible. The figures themselves mean nothing
 // at this size.
 func TestRunSmoke(t *testing.T) {
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "bin", "handler")); err != nil {
-		if os.Getenv("ORDERSTATUS_REQUIRE_AZURITE") == "1" || os.Getenv("CI") != "" {
-			t.Fatalf("bin/handler is required here (make build): %v", err)
-		}
-		t.Skipf("bin/handler not built (%v); make test builds it", err)
-	}
+	root := filepath.Dir(filepath.Dir(testenv.Handler(t, "../../..")))
 	opts := Defaults()
 	opts.Root, opts.Orders, opts.Latency = root, 8, time.Millisecond
 	opts.Sessions, opts.SlotSessions, opts.SlotIdle, opts.SlotRounds = []int{1, 4}, []int{2}, []time.Duration{50 * time.Millisecond}, 2

@@ -66,17 +66,8 @@ type dlHost struct {
 
 func newDLHost(t *testing.T) *dlHost {
 	t.Helper()
-	root, err := filepath.Abs(repoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	handler := filepath.Join(root, "bin", "handler")
-	if _, err := os.Stat(handler); err != nil {
-		if os.Getenv("CI") != "" || os.Getenv("ORDERSTATUS_REQUIRE_AZURITE") == "1" {
-			t.Fatalf("bin/handler is required: %v (make test builds it)", err)
-		}
-		t.Skipf("bin/handler not built (%v); 'make test' builds it", err)
-	}
+	handler := testenv.Handler(t, repoRoot)
+	root := filepath.Dir(filepath.Dir(handler))
 	cs := testenv.Azurite(t)
 	addr := strings.TrimPrefix(strings.Split(strings.Split(cs, "TableEndpoint=")[1], "/devstoreaccount1")[0], "http://")
 	p, err := faultproxy.Start("http://" + addr)

@@ -86,17 +86,8 @@ func copyApp(t testing.TB, root, handler string) string {
 // the idle clock. It skips when bin/handler is not built, except under CI,
 // where it fails.
 func TestEndToEndRealHandler(t *testing.T) {
-	root, err := filepath.Abs(repoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	handler := filepath.Join(root, "bin", "handler")
-	if _, err := os.Stat(handler); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("bin/handler is required under CI: %v (make test builds it)", err)
-		}
-		t.Skipf("bin/handler not built (%v); 'make test' builds it", err)
-	}
+	handler := testenv.Handler(t, repoRoot)
+	root := filepath.Dir(filepath.Dir(handler))
 	cs := testenv.Azurite(t)
 	var suffix [6]byte
 	_, _ = rand.Read(suffix[:])
@@ -188,17 +179,8 @@ func TestEndToEndRealHandler(t *testing.T) {
 // first three instances did work, the summary counts per instance, and
 // every handler log line names its instance.
 func TestEndToEndScaledOut(t *testing.T) {
-	root, err := filepath.Abs(repoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	handler := filepath.Join(root, "bin", "handler")
-	if _, err := os.Stat(handler); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("bin/handler is required under CI: %v (make test builds it)", err)
-		}
-		t.Skipf("bin/handler not built (%v); 'make test' builds it", err)
-	}
+	handler := testenv.Handler(t, repoRoot)
+	root := filepath.Dir(filepath.Dir(handler))
 	cs := testenv.Azurite(t)
 	var suffix [6]byte
 	_, _ = rand.Read(suffix[:])

@@ -1,4 +1,5 @@
-// Package testenv gives tests the real services they run against. Azurite is
+// Package testenv gives tests the real services they run against, and the
+// built handler binary. Azurite is
 // required when CI is set or ORDERSTATUS_REQUIRE_AZURITE=1 (as `make test`
 // sets it): a test that needs it then fails instead of skipping.
 package testenv
@@ -6,6 +7,7 @@ package testenv
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -58,6 +60,26 @@ func StartAzurite(t testing.TB) *azurite.Server {
 	}
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// Handler returns the absolute path of the repository's built bin/handler,
+// given the repository root relative to the test's package. Without it the
+// test is skipped, or fails when the real services are required (make test
+// builds it first).
+func Handler(t testing.TB, repoRoot string) string {
+	t.Helper()
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, "bin", "handler")
+	if _, err := os.Stat(path); err != nil {
+		if required() {
+			t.Fatalf("bin/handler is required here: %v (make test builds it)", err)
+		}
+		t.Skipf("bin/handler not built (%v); 'make test' builds it", err)
+	}
+	return path
 }
 
 // Main runs m and stops the shared Azurite afterwards. Call it from TestMain

@@ -45,17 +45,8 @@ type liveHost struct {
 
 func startLiveHost(t *testing.T) *liveHost {
 	t.Helper()
-	root, err := filepath.Abs(repoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	handler := filepath.Join(root, "bin", "handler")
-	if _, err := os.Stat(handler); err != nil {
-		if os.Getenv("CI") != "" || os.Getenv("ORDERSTATUS_REQUIRE_AZURITE") == "1" {
-			t.Fatalf("bin/handler is required here: %v (make test builds it)", err)
-		}
-		t.Skipf("bin/handler not built (%v); 'make test' builds it", err)
-	}
+	handler := testenv.Handler(t, repoRoot)
+	root := filepath.Dir(filepath.Dir(handler))
 	cs := testenv.Azurite(t)
 	var suffix [6]byte
 	_, _ = rand.Read(suffix[:])
@@ -129,9 +120,11 @@ func startLiveHost(t *testing.T) *liveHost {
 			t.Fatalf("the development host did not announce itself: %v", err)
 		}
 	}
-	if h.broker, err = loopback.NewClient(h.ep.BrokerURL, nil); err != nil {
+	b, err := loopback.NewClient(h.ep.BrokerURL, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	h.broker = b
 	// The handler is ready once the front answers for an unknown order.
 	h.waitOrder(t, "e2e-ready", func(code int, _ orderView, _ string) bool { return code == http.StatusNotFound })
 	return h
