@@ -452,8 +452,10 @@ func (h *Host) KillInstance(id string) (string, error) {
 	}
 	in.retired.Store(true)
 	in.state.Store(InstanceKilled)
-	in.proc.Kill()
+	// Stop taking work first: a dead machine takes no new session or
+	// message (what it held is left locked until the locks run out).
 	in.stopAccept()
+	in.proc.Kill()
 	in.stopCalls()
 	in.workers.Wait()
 	in.inv.close()
