@@ -19,8 +19,6 @@
 package deadletter
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"strconv"
@@ -28,6 +26,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
 )
@@ -184,21 +183,13 @@ func OriginalID(m broker.Received) string {
 	return id
 }
 
-// maxMessageID is Service Bus's limit on a MessageId.
-const maxMessageID = 128
-
 // ReplayID is the MessageId of replay n of the message whose original id
 // is original: `<original>:replay:<n>`, or `sha256-<hex>:replay:<n>` when
 // that would pass 128 characters. It is the same for the same n, so a
 // replay sent twice (a lost lock between send and complete) is dropped by
 // duplicate detection.
 func ReplayID(original string, n int) string {
-	suffix := ":replay:" + strconv.Itoa(n)
-	if len(original)+len(suffix) > maxMessageID {
-		sum := sha256.Sum256([]byte(original))
-		original = "sha256-" + hex.EncodeToString(sum[:])
-	}
-	return original + suffix
+	return msgid.Derive(original, ":replay:"+strconv.Itoa(n))
 }
 
 // strippedProperties are the application properties a replay drops: the

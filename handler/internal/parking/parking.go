@@ -7,8 +7,6 @@ package parking
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 )
 
 // Application property names on a parked message.
@@ -32,7 +31,7 @@ const (
 )
 
 // MaxMessageIDLength is Service Bus's limit on MessageId.
-const MaxMessageIDLength = 128
+const MaxMessageIDLength = msgid.MaxLength
 
 // ParkedID is the parked copy's MessageId: stable across redeliveries of
 // the same original, so that the poison queue's duplicate detection drops
@@ -47,12 +46,7 @@ func ParkedID(o Original) string {
 	if id == "" {
 		id = fmt.Sprintf("seq-%d", o.SequenceNumber)
 	}
-	const suffix = ":parked"
-	if len(id)+len(suffix) > MaxMessageIDLength {
-		sum := sha256.Sum256([]byte(id))
-		id = "sha256-" + hex.EncodeToString(sum[:])
-	}
-	return id + suffix
+	return msgid.Derive(id, ":parked")
 }
 
 // MaxDescription bounds DeadLetterErrorDescription (characters).
