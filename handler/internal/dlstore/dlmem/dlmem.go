@@ -1,0 +1,218 @@
+// Package dlmem is the in-memory dead-letter store: the dlstore.Store
+// contract with nothing behind it, for unit tests of the sweeper and the
+// CLI. It passes the same conformance suite (dlstoretest) as the Table
+// Storage backend. Fault injection: Fail makes the next calls of an
+// operation fail, as an outage would.
+package dlmem
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+)
+
+// Operations Fail can target.
+const (
+	OpPut        = "put"
+	OpGet        = "get"
+	OpList       = "list"
+	OpTransition = "transition"
+	OpHistory    = "history"
+	OpPurge      = "purge"
+)
+
+// Store keeps entries in memory. The zero value is not usable; call New.
+type Store struct {
+	mu      sync.Mutex
+	entries map[string]dlstore.Entry
+	audit   map[string][]dlstore.AuditEntry // by entry id
+	version int
+	fail    map[string]int
+}
+
+var _ dlstore.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{entries: map[string]dlstore.Entry{}, audit: map[string][]dlstore.AuditEntry{}, fail: map[string]int{}}
+}
+
+// Fail makes the next n calls of op fail with dlstore.ErrUnavailable
+// (before any effect).
+func (s *Store) Fail(op string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail[op] = n
+}
+
+func (s *Store) failing(op string) error {
+	if s.fail[op] > 0 {
+		s.fail[op]--
+		return fmt.Errorf("dlmem: %s: injected: %w", op, dlstore.ErrUnavailable)
+	}
+	return nil
+}
+
+func (s *Store) etag() string {
+	s.version++
+	return "v" + strconv.Itoa(s.version)
+}
+
+func clone(e dlstore.Entry) dlstore.Entry {
+	e.Body = slices.Clone(e.Body)
+	e.Properties = maps.Clone(e.Properties)
+	return e
+}
+
+// Put stores e unless an entry with its id exists (see dlstore.Store).
+func (s *Store) Put(ctx context.Context, e dlstore.Entry, actor string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if e.ID == "" || e.Source == "" || e.StoredAt.IsZero() {
+		return false, fmt.Errorf("dlmem: put: id, source and stored-at are required")
+	}
+	if len(e.Body) > dlstore.MaxBody {
+		return false, fmt.Errorf("dlmem: put %s: body of %d bytes: %w", e.ID, len(e.Body), dlstore.ErrTooLarge)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.failing(OpPut); err != nil {
+		return false, err
+	}
+	if _, ok := s.entries[e.ID]; ok {
+		return false, nil
+	}
+	e = clone(e)
+	e.State, e.UpdatedAt, e.Actions, e.ETag = dlstore.Open, e.StoredAt, 1, s.etag()
+	e.ClaimedBy, e.ClaimedAt = "", time.Time{}
+	s.entries[e.ID] = e
+	s.audit[e.ID] = []dlstore.AuditEntry{{EntryID: e.ID, OrderID: e.OrderID, N: 1, At: e.StoredAt, Action: dlstore.ActionStored,
+		To: dlstore.Open, Actor: actor, Source: e.Source, SequenceNumber: e.SequenceNumber, MessageID: e.MessageID,
+		Reason: e.Reason, Detail: e.Description}}
+	return true, nil
+}
+
+// Get returns the entry with id.
+func (s *Store) Get(ctx context.Context, id string) (dlstore.Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return dlstore.Entry{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.failing(OpGet); err != nil {
+		return dlstore.Entry{}, err
+	}
+	e, ok := s.entries[id]
+	if !ok {
+		return dlstore.Entry{}, fmt.Errorf("dlmem: get %s: %w", id, dlstore.ErrNotFound)
+	}
+	return clone(e), nil
+}
+
+// List returns the entries matching f, by StoredAt then id.
+func (s *Store) List(ctx context.Context, f dlstore.Filter) ([]dlstore.Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.failing(OpList); err != nil {
+		return nil, err
+	}
+	out := []dlstore.Entry{}
+	for _, e := range s.entries {
+		if f.Matches(e) {
+			out = append(out, clone(e))
+		}
+	}
+	dlstore.SortEntries(out)
+	return out, nil
+}
+
+// Transition changes e conditionally on its ETag (see dlstore.Store).
+func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Transition) (dlstore.Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return dlstore.Entry{}, err
+	}
+	if t.Audit == nil && t.To != dlstore.ReplayDue {
+		return dlstore.Entry{}, fmt.Errorf("dlmem: transition %s to %s: an audit entry is required", e.ID, t.To)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.failing(OpTransition); err != nil {
+		return dlstore.Entry{}, err
+	}
+	cur, ok := s.entries[e.ID]
+	if !ok {
+		return dlstore.Entry{}, fmt.Errorf("dlmem: transition %s: %w", e.ID, dlstore.ErrNotFound)
+	}
+	if cur.ETag != e.ETag {
+		return dlstore.Entry{}, fmt.Errorf("dlmem: transition %s (etag %s, stored %s): %w", e.ID, e.ETag, cur.ETag, dlstore.ErrConflict)
+	}
+	next := dlstore.Apply(cur, t)
+	next.ETag = s.etag()
+	if t.Audit != nil {
+		s.audit[e.ID] = append(s.audit[e.ID], dlstore.AuditFor(cur, t))
+	}
+	s.entries[e.ID] = next
+	return clone(next), nil
+}
+
+// History returns one order's audit entries (all when orderID is ""), in
+// time order.
+func (s *Store) History(ctx context.Context, orderID string) ([]dlstore.AuditEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.failing(OpHistory); err != nil {
+		return nil, err
+	}
+	out := []dlstore.AuditEntry{}
+	for _, as := range s.audit {
+		for _, a := range as {
+			if orderID == "" || a.OrderID == orderID {
+				out = append(out, a)
+			}
+		}
+	}
+	dlstore.SortAudit(out)
+	return out, nil
+}
+
+// Purge deletes up to max closed entries updated before before.
+func (s *Store) Purge(ctx context.Context, before time.Time, max int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.failing(OpPurge); err != nil {
+		return 0, err
+	}
+	var ids []string
+	for id, e := range s.entries {
+		if e.State.Closed() && e.UpdatedAt.Before(before) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	n := 0
+	for _, id := range ids {
+		if n >= max {
+			break
+		}
+		delete(s.entries, id)
+		delete(s.audit, id)
+		n++
+	}
+	return n, nil
+}
