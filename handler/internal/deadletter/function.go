@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
@@ -82,7 +83,7 @@ func Function(s *Sweeper, log *slog.Logger) http.Handler {
 // that does.
 func StatusFor(err error) int {
 	switch {
-	case errors.Is(err, ErrUnavailable), errors.Is(err, broker.ErrTransient),
+	case errors.Is(err, dlstore.ErrUnavailable), errors.Is(err, broker.ErrTransient),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable
 	}

@@ -1,165 +1,241 @@
 package deadletter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
-	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
-// Errors of the by-hand operations.
-var (
-	// ErrNoMessage: no message with that id on the source.
-	ErrNoMessage = errors.New("deadletter: no such message")
-	// ErrInvalidBody: the message to send would be parked again; the error
-	// says why (it wraps the *order.PoisonError).
-	ErrInvalidBody = errors.New("deadletter: the message would be parked again")
-)
-
-// Find peeks source k for the message with id messageID: its own
-// MessageId, or the OriginalMessageId of a parked copy.
-func (s *Sweeper) Find(ctx context.Context, k Kind, messageID string) (broker.Received, error) {
-	msgs, err := broker.PeekAll(ctx, s.b, s.o.Queues.Source(k))
+// Find returns the entry an operator names: by entry id, or by MessageId
+// (its own, or the OriginalMessageId of a parked copy or a retry), the
+// newest when several match. ErrNoMessage when none does.
+func (s *Sweeper) Find(ctx context.Context, id string) (dlstore.Entry, error) {
+	e, err := s.store.Get(ctx, id)
+	if err == nil {
+		return e, nil
+	}
+	if !errors.Is(err, dlstore.ErrNotFound) {
+		return dlstore.Entry{}, err
+	}
+	all, err := s.store.List(ctx, dlstore.Filter{Text: id})
 	if err != nil {
-		return broker.Received{}, fmt.Errorf("deadletter: %s: %w", k, err)
+		return dlstore.Entry{}, err
 	}
-	for _, m := range msgs {
-		if m.MessageID == messageID {
-			return m, nil
+	var found []dlstore.Entry
+	for _, e := range all {
+		if e.MessageID == id || OriginalID(e) == id {
+			found = append(found, e)
 		}
 	}
-	for _, m := range msgs {
-		if OriginalID(m) == messageID {
-			return m, nil
-		}
+	if len(found) == 0 {
+		return dlstore.Entry{}, fmt.Errorf("%w: %q is neither an entry id nor the MessageId of a stored dead letter", ErrNoMessage, id)
 	}
-	return broker.Received{}, fmt.Errorf("%w: %q on %s (%s)", ErrNoMessage, messageID, k, s.o.Queues.Source(k))
+	return s.store.Get(ctx, found[len(found)-1].ID)
 }
 
-// lock receives the message peeked as p: by sequence number if deferred,
-// else from the head of the queue, setting aside (deferring) the messages
-// before it so that none has its delivery count raised; the sweeper still
-// applies the policy to those.
-func (s *Sweeper) lock(ctx context.Context, k Kind, p broker.Received) (broker.Received, error) {
-	src := s.o.Queues.Source(k)
-	if p.Deferred {
-		got, err := s.b.ReceiveDeferred(ctx, src, []int64{p.SequenceNumber})
-		if errors.Is(err, broker.ErrNotFound) {
-			return broker.Received{}, fmt.Errorf("%w: %q on %s was removed meanwhile", ErrNoMessage, p.MessageID, k)
+// Select returns the entries a bulk action will work on: those matching f
+// now, stored before the cutoff until (zero: now). The set is fixed here:
+// entries that arrive later are not in it.
+func (s *Sweeper) Select(ctx context.Context, f dlstore.Filter) ([]dlstore.Entry, error) {
+	now, err := s.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if f.Until.IsZero() || f.Until.After(now) {
+		f.Until = now.Add(time.Nanosecond)
+	}
+	return s.store.List(ctx, f)
+}
+
+// Act carries out action a (replayed, archived, discarded, restored) on
+// one entry by hand, as actor: replay ignores the cool-down and the replay
+// cap (a human decided), and with body sends it instead of the stored one
+// (checked against the contract first: ErrInvalidBody, nothing changes). A
+// replay of a parked message is recorded as resubmitted.
+func (s *Sweeper) Act(ctx context.Context, a Action, id string, body []byte, actor string) (Item, error) {
+	e, err := s.Find(ctx, id)
+	if err != nil {
+		return Item{MessageID: id, Action: a}, err
+	}
+	now, err := s.Now(ctx)
+	if err != nil {
+		return itemOf(e, a, ""), err
+	}
+	if a == ActionReplay && e.Source != DLQ {
+		a = ActionResubmit
+	}
+	d := Decision{Action: a, Why: byHand(a, body != nil)}
+	return s.apply(ctx, e.ID, d, body, actor, now)
+}
+
+func byHand(a Action, corrected bool) string {
+	switch {
+	case corrected:
+		return string(a) + " by hand with a corrected body"
+	default:
+		return string(a) + " by hand"
+	}
+}
+
+// BulkReport is what a bulk action did.
+type BulkReport struct {
+	Action Action         `json:"action"`
+	Total  int            `json:"total"`
+	Done   int            `json:"done"`
+	Failed int            `json:"failed"`
+	Counts map[string]int `json:"counts"`
+	Items  []Item         `json:"items"`
+}
+
+// Bulk carries out action a on the entries of set (from Select) by hand,
+// at the sweeper's rate, calling progress after each. One entry that
+// fails (changed meanwhile, not possible in its state) is reported and
+// never stops the others; an unreachable store or broker ends it with an
+// error, the report saying how far it got.
+func (s *Sweeper) Bulk(ctx context.Context, a Action, set []dlstore.Entry, actor string, progress func(done int, it Item)) (BulkReport, error) {
+	rep := BulkReport{Action: a, Total: len(set), Counts: map[string]int{}, Items: []Item{}}
+	var next time.Time
+	for i, e := range set {
+		if err := pace(ctx, &next, s.o.RatePerSecond); err != nil {
+			return rep, err
 		}
+		act := a
+		if act == ActionReplay && e.Source != DLQ {
+			act = ActionResubmit
+		}
+		now, err := s.Now(ctx)
 		if err != nil {
-			return broker.Received{}, fmt.Errorf("deadletter: receive %s seq %d: %w", k, p.SequenceNumber, err)
+			return rep, err
 		}
-		return got[0], nil
-	}
-	for {
-		batch, err := s.b.Receive(ctx, src, 20, s.o.ReceiveWait)
+		it, err := s.apply(ctx, e.ID, Decision{Action: act, Why: byHand(act, false) + " (bulk)"}, nil, actor, now)
 		if err != nil {
-			return broker.Received{}, fmt.Errorf("deadletter: receive %s: %w", k, err)
+			it.Error = err.Error()
+			rep.Failed++
+			rep.Counts["failed"]++
+		} else {
+			rep.Done++
+			rep.Counts[string(it.Action)]++
 		}
-		if len(batch) == 0 {
-			return broker.Received{}, fmt.Errorf("%w: %q on %s was removed meanwhile", ErrNoMessage, p.MessageID, k)
+		rep.Items = append(rep.Items, it)
+		if progress != nil {
+			progress(i+1, it)
 		}
-		var found *broker.Received
-		for i := range batch {
-			m := batch[i]
-			if m.SequenceNumber == p.SequenceNumber && found == nil {
-				found = &batch[i]
-				continue
-			}
-			if err := s.b.Defer(ctx, src, m); err != nil {
-				return broker.Received{}, fmt.Errorf("deadletter: set aside %s seq %d: %w", k, m.SequenceNumber, err)
-			}
-		}
-		if found != nil {
-			return *found, nil
+		if err != nil && (errors.Is(err, dlstore.ErrUnavailable) || ctx.Err() != nil) {
+			return rep, err
 		}
 	}
+	return rep, nil
 }
 
-// Replay sends the message messageID of source k (dlq or poison) to the
-// order-status queue as a replay (see ReplayMessage), with body instead
-// of its own when body is not nil, and then takes it off its source: a
-// dead-lettered one is completed, a parked one archived and completed. It
-// ignores the cool-down and the replay cap (a human decided). The message
-// to send is checked against the contract first: ErrInvalidBody, and
-// nothing changes, if it would be parked again. It returns the new
-// MessageId.
-func (s *Sweeper) Replay(ctx context.Context, k Kind, messageID string, body []byte, actor string) (string, error) {
-	if k == PoisonDLQ {
-		return "", fmt.Errorf("deadletter: replay from %s: take the message from the portal's explorer: %w", k, broker.ErrInvalid)
+// Group is one failure group: the entries that share a source, a reason
+// and a Fingerprint of their description.
+type Group struct {
+	ID       string    `json:"group"`
+	Source   Kind      `json:"source"`
+	Reason   string    `json:"reason"`
+	Template string    `json:"template"`
+	Count    int       `json:"count"`
+	Orders   int       `json:"orders"`
+	First    time.Time `json:"first_seen"`
+	Last     time.Time `json:"last_seen"`
+	// States counts the group's entries by state.
+	States map[string]int `json:"states"`
+	// Action is what the policy does with the group's entries now.
+	Action Action `json:"action"`
+}
+
+// Groups returns the failure groups of the entries matching f (by default
+// the ones that are not closed), largest first.
+func (s *Sweeper) Groups(ctx context.Context, f dlstore.Filter) ([]Group, error) {
+	if len(f.States) == 0 {
+		f.States = dlstore.NotClosed().States
 	}
-	p, err := s.Find(ctx, k, messageID)
+	entries, err := s.store.List(ctx, f)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	msg := ReplayMessage(p, body)
-	if err := Validate(msg); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrInvalidBody, err)
-	}
-	now, err := s.now(ctx)
+	now, err := s.Now(ctx)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	m, err := s.lock(ctx, k, p)
-	if err != nil {
-		return "", err
+	type key struct {
+		src            Kind
+		reason, finger string
 	}
-	src := s.o.Queues.Source(k)
-	msg = ReplayMessage(m, body)
-	if err := s.b.Send(ctx, s.o.Queues.Queue, msg); err != nil {
-		_ = s.b.Defer(context.WithoutCancel(ctx), src, m)
-		return "", fmt.Errorf("deadletter: send replay %s of %s: %w", msg.MessageID, messageID, err)
-	}
-	action := ActionReplay
-	if k == Poison {
-		action = ActionResubmit
-		if err := s.records.Archive(ctx, k, m, now, actor, action); err != nil {
-			_ = s.b.Defer(context.WithoutCancel(ctx), src, m)
-			return msg.MessageID, fmt.Errorf("deadletter: replay %s sent as %s, but archiving the parked copy failed (it stays parked): %w", messageID, msg.MessageID, err)
+	by := map[key]*Group{}
+	orders := map[key]map[string]bool{}
+	for _, e := range entries {
+		k := key{e.Source, e.Reason, e.Group}
+		g := by[k]
+		if g == nil {
+			g = &Group{ID: e.Group, Source: e.Source, Reason: e.Reason, Template: Template(e.Description), First: e.StoredAt,
+				States: map[string]int{}, Action: s.decideAt(e, now).Action}
+			by[k] = g
+			orders[k] = map[string]bool{}
+		}
+		g.Count++
+		g.States[string(e.State)]++
+		orders[k][e.OrderID] = true
+		if e.StoredAt.Before(g.First) {
+			g.First = e.StoredAt
+		}
+		if e.StoredAt.After(g.Last) {
+			g.Last = e.StoredAt
 		}
 	}
-	if err := s.b.Complete(ctx, src, m); err != nil {
-		return msg.MessageID, fmt.Errorf("deadletter: replay %s sent as %s, but completing it failed: %w", messageID, msg.MessageID, err)
+	out := make([]Group, 0, len(by))
+	for k, g := range by {
+		g.Orders = len(orders[k])
+		out = append(out, *g)
 	}
-	detail := "replayed by hand"
-	if body != nil {
-		detail = "replayed by hand with a corrected body"
-	}
-	return msg.MessageID, s.finish(ctx, k, m, action, msg.MessageID, actor, detail, now)
+	slices.SortFunc(out, func(a, b Group) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Source, b.Source), cmp.Compare(a.Reason, b.Reason), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
 }
 
-// Discard archives the message messageID of source k and completes it.
-func (s *Sweeper) Discard(ctx context.Context, k Kind, messageID, actor string) error {
-	p, err := s.Find(ctx, k, messageID)
-	if err != nil {
-		return err
-	}
-	now, err := s.now(ctx)
-	if err != nil {
-		return err
-	}
-	m, err := s.lock(ctx, k, p)
-	if err != nil {
-		return err
-	}
-	src := s.o.Queues.Source(k)
-	if err := s.records.Archive(ctx, k, m, now, actor, ActionDiscard); err != nil {
-		_ = s.b.Defer(context.WithoutCancel(ctx), src, m)
-		return err
-	}
-	if err := s.b.Complete(ctx, src, m); err != nil {
-		return fmt.Errorf("deadletter: discard %s: archived, but completing it failed: %w", messageID, err)
-	}
-	return s.finish(ctx, k, m, ActionDiscard, "", actor, "discarded by hand (archived first)", now)
+// OrderReport is everything the dead-letter store knows of one order.
+type OrderReport struct {
+	OrderID string               `json:"order_id"`
+	Entries []dlstore.Entry      `json:"entries"`
+	History []dlstore.AuditEntry `json:"history"`
 }
 
-func (s *Sweeper) finish(ctx context.Context, k Kind, m broker.Received, a Action, newID, actor, detail string, now time.Time) error {
-	s.o.Metrics.action(a, m.DeadLetterReason)
-	s.log.Info("deadletter_action", "source", string(k), "sequence", m.SequenceNumber, "message_id", m.MessageID,
-		"reason", m.DeadLetterReason, "action", string(a), "new_message_id", newID, "actor", actor)
-	return s.records.Audit(ctx, AuditRow{At: now, Action: a, Source: k, Reason: m.DeadLetterReason, MessageID: m.MessageID,
-		SessionID: sessionOf(m), SequenceNumber: m.SequenceNumber, NewMessageID: newID, Actor: actor, Detail: detail})
+// Order returns one order's entries (every state) and audit entries, in
+// time order.
+func (s *Sweeper) Order(ctx context.Context, orderID string) (OrderReport, error) {
+	entries, err := s.store.List(ctx, dlstore.Filter{OrderID: orderID})
+	if err != nil {
+		return OrderReport{}, err
+	}
+	hist, err := s.store.History(ctx, orderID)
+	if err != nil {
+		return OrderReport{}, err
+	}
+	return OrderReport{OrderID: orderID, Entries: entries, History: hist}, nil
+}
+
+// Stats measures every source now without draining or acting (the CLI's
+// stats): the store's entries that are not closed and what waits in
+// Service Bus. What cannot be read is named in the second result; the
+// rest is still measured.
+func (s *Sweeper) Stats(ctx context.Context) ([]Stat, []string, error) {
+	now, err := s.Now(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	queued, bad, _ := s.peekAll(ctx)
+	entries, err := s.store.List(ctx, dlstore.NotClosed())
+	if err != nil {
+		bad = append(bad, "the dead-letter store ("+err.Error()+")")
+	}
+	if len(bad) == len(Kinds)+1 {
+		return nil, bad, fmt.Errorf("deadletter: nothing could be read: %v", bad)
+	}
+	return Stats(entries, queued, now), bad, nil
 }

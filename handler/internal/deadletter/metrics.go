@@ -9,6 +9,7 @@ type Metrics struct {
 	Depth     *prometheus.GaugeVec   // source, reason
 	OldestAge *prometheus.GaugeVec   // source, reason
 	Actions   *prometheus.CounterVec // action, reason
+	Purged    prometheus.Counter
 }
 
 // NewMetrics registers the instruments on reg (the handler's one
@@ -17,18 +18,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "orderstatus_deadletter_depth",
-			Help: "Messages on a dead-letter source (dlq, poison, poison-dlq) by reason, at the last sweep; deferred ones included.",
+			Help: "Dead letters not yet closed (open, left, replay-due in the store, or still in Service Bus) by source (dlq, poison, poison-dlq) and reason, at the last sweep.",
 		}, []string{"source", "reason"}),
 		OldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "orderstatus_deadletter_oldest_age_seconds",
-			Help: "Age of the oldest message (since it was first enqueued) on a dead-letter source by reason, at the last sweep.",
+			Help: "Age of the oldest dead letter not yet closed (since it reached the store) by source and reason, at the last sweep.",
 		}, []string{"source", "reason"}),
 		Actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderstatus_deadletter_actions_total",
-			Help: "Dead-letter actions taken (seen, wait, replayed, archived, discarded, left, resubmitted) by reason.",
+			Help: "Dead-letter actions taken (stored, replayed, archived, discarded, left, resubmitted, restored) by reason.",
 		}, []string{"action", "reason"}),
+		Purged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orderstatus_deadletter_purged_total",
+			Help: "Closed dead-letter entries removed by the retention (DEAD_LETTER_RETENTION).",
+		}),
 	}
-	reg.MustRegister(m.Depth, m.OldestAge, m.Actions)
+	reg.MustRegister(m.Depth, m.OldestAge, m.Actions, m.Purged)
 	return m
 }
 
@@ -47,5 +52,11 @@ func (m *Metrics) stats(st []Stat) {
 	for _, s := range st {
 		m.Depth.WithLabelValues(string(s.Source), s.Reason).Set(float64(s.Depth))
 		m.OldestAge.WithLabelValues(string(s.Source), s.Reason).Set(float64(s.OldestAgeSeconds))
+	}
+}
+
+func (m *Metrics) purged(n int) {
+	if m != nil {
+		m.Purged.Add(float64(n))
 	}
 }

@@ -1,21 +1,30 @@
 // Package deadletter owns what happens to messages that automatic
 // processing could not finish: the policy (replay, archive, or leave for a
-// human, by source and reason), the sweeper that applies it within bounds,
-// the audit and archive tables, the deadletter_stats line and metrics, and
-// the by-hand replay and discard the operator CLI offers. The
-// DeadLetterSweeper timer function and `handler deadletters` both call it,
-// so the timer and the runbooks act alike.
+// human, by source and reason), the sweeper that drains every dead-letter
+// source into the dead-letter store (package dlstore) and applies the policy
+// to its entries within a deadline and a rate, the retention purge, the
+// deadletter_stats line and metrics, and the operators' actions on entries
+// (find, groups, replay, discard, archive, restore, one by one or in bulk).
+// The DeadLetterSweeper timer function and `handler deadletters` both call
+// it, so the timer and the runbooks act alike.
 //
-// The sources:
+// The sources, drained in this order:
 //
 //	dlq         order-status/$DeadLetterQueue (MaxDeliveryCountExceeded, TTLExpiredException)
 //	poison      order-status-poison, where the handler parks poison copies
 //	poison-dlq  order-status-poison/$DeadLetterQueue (a parked message expired or failed 10 deliveries)
 //
-// A message left for a human is set aside with Service Bus deferral, so no
-// later sweep raises its delivery count (abandon would, and the poison
-// queue dead-letters at 10); Peek still shows it, and replay and discard
-// receive it by sequence number.
+// Nothing is deferred or abandoned on purpose: Service Bus deferral fails in
+// the dead-letter queue of a session-enabled queue when another receiver
+// reads the message back (SessionLockLost, Azure/azure-sdk-for-net #34662),
+// and deferred messages never expire. A drain receives a message, stores it
+// insert-if-absent, then completes it; a crash between the two repeats the
+// insert (already there) and completes. Every action after that is a
+// conditional change of the entry with its audit entry in the same atomic
+// write, and a replay is sent before it is recorded: a crash may repeat an
+// action (duplicate detection drops a replay sent twice under the same
+// MessageId; the sequence rule absorbs it after the window), never leave one
+// unrecorded.
 package deadletter
 
 import (
@@ -26,33 +35,27 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
 )
 
-// Kind names a source in flags, log lines, metric labels and table keys.
-type Kind string
+// Kind names a source in flags, log lines, metric labels and keys.
+type Kind = dlstore.Source
 
-// The sources, in the order a sweep visits them.
+// The sources, in the order a sweep drains them.
 const (
-	DLQ       Kind = "dlq"
-	Poison    Kind = "poison"
-	PoisonDLQ Kind = "poison-dlq"
+	DLQ       = dlstore.DLQ
+	Poison    = dlstore.Poison
+	PoisonDLQ = dlstore.PoisonDLQ
 )
 
 // Kinds lists every source.
-var Kinds = []Kind{DLQ, Poison, PoisonDLQ}
+var Kinds = dlstore.Sources
 
 // ParseKind reads a --source value.
-func ParseKind(s string) (Kind, bool) {
-	for _, k := range Kinds {
-		if string(k) == s {
-			return k, true
-		}
-	}
-	return "", false
-}
+func ParseKind(s string) (Kind, bool) { return dlstore.ParseSource(s) }
 
 // Queues names the two queues the sources live on.
 type Queues struct {
@@ -77,89 +80,111 @@ const (
 	PropReplayCount  = "ReplayCount"
 )
 
-// Action is what the policy does with a message.
+// Action is what the policy or an operator does with an entry.
 type Action string
 
-// Actions, as they appear in audit rows, summaries and the
-// orderstatus_deadletter_actions_total metric. Seen is recorded once per
-// message (the start of its cool-down); Wait is a message in its
-// cool-down, set aside until it ends; Left is a message set aside for a
-// human.
+// Actions, as they appear in audit entries, reports and the
+// orderstatus_deadletter_actions_total metric. Stored is a message drained
+// into the store; Wait an entry in its cool-down (nothing written).
 const (
-	ActionSeen      Action = "seen"
+	ActionStored    Action = dlstore.ActionStored
 	ActionWait      Action = "wait"
 	ActionReplay    Action = "replayed"
 	ActionArchive   Action = "archived"
 	ActionDiscard   Action = "discarded"
 	ActionLeave     Action = "left"
 	ActionResubmit  Action = "resubmitted"
+	ActionRestore   Action = "restored"
+	ActionPurge     Action = "purged"
+	ActionNone      Action = "none"
+	ActionFailed    Action = "failed"
 	ActionUntouched Action = "untouched"
 )
+
+// Reasons the handler parks with that the policy replays: a message whose
+// transient failures outlasted the handler's retry window is good data that
+// met a bad moment (see package order).
+const ReasonRetryWindowExceeded = "RetryWindowExceeded"
 
 // Policy holds the knobs of the decision (app settings
 // DEAD_LETTER_REPLAY_COOLDOWN and DEAD_LETTER_MAX_REPLAYS).
 type Policy struct {
-	// Cooldown is how long after the sweeper first saw a dead-lettered
-	// message it may replay it (Service Bus records no dead-lettering
-	// time, so the first sweep that sees it starts the clock).
+	// Cooldown is how long after an entry reached the store it may be
+	// replayed (its StoredAt: the drain stores a message within one sweep
+	// period of its dead-lettering).
 	Cooldown time.Duration
-	// MaxReplays: a message replayed that many times already is left for a
+	// MaxReplays: an entry replayed that many times already is left for a
 	// human.
 	MaxReplays int
 }
 
-// Decision is the policy's verdict on one message, with the reason in
-// words for `sweep --dry-run` and the logs.
+// Decision is the policy's verdict on one entry, with the reason in words
+// for `sweep --dry-run` and the logs.
 type Decision struct {
 	Action Action
 	Why    string
 }
 
-// Decide applies the policy to m, found on source k. seen is when the
-// sweeper first saw m (zero if never); now is on the same clock. It is a
-// pure function: the sweeper, the dry run and the tests call it alike.
-//
-//	dlq, MaxDeliveryCountExceeded or TTLExpiredException:
-//	    replayed MaxReplays times already  -> left
-//	    never seen or within the cool-down -> wait (seen recorded)
-//	    otherwise                          -> replayed
-//	poison, InvalidPayload or UnknownSubject -> archived (then completed)
-//	dlq or poison, any other reason          -> left
-//	poison-dlq, any reason                   -> untouched (counted, reported)
-func (p Policy) Decide(k Kind, m broker.Received, seen, now time.Time) Decision {
-	reason := m.DeadLetterReason
+// replayable reports whether the policy replays entries of source k with
+// reason: the broker's own dead-lettering of a message that failed or
+// expired, and a parked message whose retry window ran out.
+func replayable(k Kind, reason string) bool {
 	switch k {
-	case PoisonDLQ:
-		return Decision{ActionUntouched, "on the poison queue's dead-letter queue: a parked message expired or failed 10 deliveries; a human decides"}
 	case DLQ:
-		if reason == broker.ReasonMaxDeliveryCountExceeded || reason == broker.ReasonTTLExpired {
-			if n := ReplayCount(m); n >= p.MaxReplays {
-				return Decision{ActionLeave, fmt.Sprintf("replayed %d times already (DEAD_LETTER_MAX_REPLAYS=%d): a human decides", n, p.MaxReplays)}
-			}
-			if seen.IsZero() {
-				return Decision{ActionWait, fmt.Sprintf("first seen now: replay after the %s cool-down", p.Cooldown)}
-			}
-			if left := seen.Add(p.Cooldown).Sub(now); left > 0 {
-				return Decision{ActionWait, fmt.Sprintf("in its cool-down (first seen %s): replay in %s", seen.UTC().Format(time.RFC3339), left.Round(time.Second))}
-			}
-			return Decision{ActionReplay, fmt.Sprintf("%s and past its %s cool-down: replay %d of %d", reason, p.Cooldown, ReplayCount(m)+1, p.MaxReplays)}
-		}
+		return reason == broker.ReasonMaxDeliveryCountExceeded || reason == broker.ReasonTTLExpired
 	case Poison:
-		if reason == order.ReasonInvalidPayload || reason == order.ReasonUnknownSubject {
-			return Decision{ActionArchive, reason + ": bad data never gets better; archive, then remove"}
-		}
+		return reason == ReasonRetryWindowExceeded
 	}
-	if reason == "" {
-		return Decision{ActionLeave, "no dead-letter reason: a human decides"}
-	}
-	return Decision{ActionLeave, reason + ": needs a human (set aside by deferral)"}
+	return false
 }
 
-// ReplayCount is the ReplayCount property of m (0 if absent).
-func ReplayCount(m broker.Received) int {
-	switch v := m.ApplicationProperties[PropReplayCount].(type) {
+// Decide applies the policy to entry e at now (the broker's clock). It is
+// a pure function: the sweeper, the dry run and the tests call it alike.
+//
+//	dlq, MaxDeliveryCountExceeded or TTLExpiredException,
+//	poison, RetryWindowExceeded:
+//	    replayed MaxReplays times already  -> left
+//	    within the cool-down from StoredAt  -> wait
+//	    otherwise                          -> replayed
+//	poison, InvalidPayload or UnknownSubject -> archived
+//	anything else (InvalidTransition, poison-dlq, no reason) -> left
+//
+// An entry that is closed, or left already, gets ActionNone.
+func (p Policy) Decide(e dlstore.Entry, now time.Time) Decision {
+	if e.State.Closed() || e.State == dlstore.Left {
+		return Decision{ActionNone, "already " + string(e.State)}
+	}
+	reason := e.Reason
+	if replayable(e.Source, reason) {
+		if e.ReplayCount >= p.MaxReplays {
+			return Decision{ActionLeave, fmt.Sprintf("replayed %d times already (DEAD_LETTER_MAX_REPLAYS=%d): a human decides", e.ReplayCount, p.MaxReplays)}
+		}
+		if left := e.StoredAt.Add(p.Cooldown).Sub(now); left > 0 {
+			return Decision{ActionWait, fmt.Sprintf("in its %s cool-down (stored %s): replay in %s", p.Cooldown,
+				e.StoredAt.UTC().Format(time.RFC3339), left.Round(time.Second))}
+		}
+		return Decision{ActionReplay, fmt.Sprintf("%s and past its %s cool-down: replay %d of %d", reason, p.Cooldown, e.ReplayCount+1, p.MaxReplays)}
+	}
+	switch {
+	case e.Source == PoisonDLQ:
+		return Decision{ActionLeave, "from the poison queue's dead-letter queue: a parked message expired or failed 10 deliveries; a human decides"}
+	case e.Source == Poison && (reason == order.ReasonInvalidPayload || reason == order.ReasonUnknownSubject):
+		return Decision{ActionArchive, reason + ": bad data never gets better; archive it"}
+	case reason == "":
+		return Decision{ActionLeave, "no dead-letter reason: a human decides"}
+	}
+	return Decision{ActionLeave, reason + ": needs a human"}
+}
+
+// ReplayCount is the ReplayCount application property (0 if absent).
+func ReplayCount(props map[string]any) int {
+	switch v := props[PropReplayCount].(type) {
 	case int64:
 		return int(v)
+	case int32:
+		return int(v)
+	case int:
+		return v
 	case float64:
 		return int(v)
 	case string:
@@ -169,69 +194,70 @@ func ReplayCount(m broker.Received) int {
 	return 0
 }
 
-// OriginalID is the id a replay's MessageId is built from: the message's
-// own id without a `:replay:<n>` suffix it got from an earlier replay,
-// and for a parked copy the OriginalMessageId it carries.
-func OriginalID(m broker.Received) string {
-	if s, ok := m.ApplicationProperties[parking.PropOriginalMessageID].(string); ok && s != "" {
+// OriginalID is the id a replay's MessageId is built from: the
+// OriginalMessageId a parked copy or a rescheduled retry carries, else the
+// entry's own MessageId without a `:replay:<n>` suffix it got from an
+// earlier replay.
+func OriginalID(e dlstore.Entry) string {
+	if s, ok := e.Properties[parking.PropOriginalMessageID].(string); ok && s != "" {
 		return s
 	}
-	id := m.MessageID
-	if n := ReplayCount(m); n > 0 {
+	id := e.MessageID
+	if n := ReplayCount(e.Properties); n > 0 {
 		id = strings.TrimSuffix(id, ":replay:"+strconv.Itoa(n))
 	}
 	return id
 }
 
 // ReplayID is the MessageId of replay n of the message whose original id
-// is original: `<original>:replay:<n>`, or `sha256-<hex>:replay:<n>` when
-// that would pass 128 characters. It is the same for the same n, so a
-// replay sent twice (a lost lock between send and complete) is dropped by
-// duplicate detection.
+// is original: `<original>:replay:<n>`, kept within 128 characters by
+// msgid.Derive. It is the same for the same n, so a replay sent twice (a
+// crash between send and record) is dropped by duplicate detection.
 func ReplayID(original string, n int) string {
 	return msgid.Derive(original, ":replay:"+strconv.Itoa(n))
 }
 
 // strippedProperties are the application properties a replay drops: the
-// dead-letter reason and description (Service Bus sets them on
-// dead-lettering; a copy that kept them would read as dead-lettered) and
-// what parking added.
+// dead-letter reason and description (a copy that kept them would read as
+// dead-lettered), what parking added, and what a rescheduled retry carried
+// (a replay starts a fresh retry window).
 var strippedProperties = []string{
 	broker.PropertyDeadLetterReason, broker.PropertyDeadLetterErrorDescription,
 	parking.PropOriginalMessageID, parking.PropOriginalSessionID, parking.PropOriginalSequenceNumber,
 	parking.PropOriginalSubject, parking.PropOriginalEnqueuedTime, parking.PropDeliveryCount,
+	"RetryAttempt", "FirstFailureTime", "LastError",
 }
 
-// ReplayMessage builds replay number ReplayCount(m)+1 of m: same session,
+// ReplayMessage builds replay number e.ReplayCount+1 of e: same session,
 // body, subject, content type, correlation id and application properties
-// (without the dead-letter and parking properties), a new MessageId
+// (without the dead-letter, parking and retry properties), a new MessageId
 // (ReplayID), and ReplayedFromDeadLetter (the reason) and ReplayCount set.
 // A parked copy goes back to its original session and subject. body, when
 // not nil, replaces the body (an operator's correction).
-func ReplayMessage(m broker.Received, body []byte) broker.Message {
-	n := ReplayCount(m) + 1
-	props := maps.Clone(m.ApplicationProperties)
+func ReplayMessage(e dlstore.Entry, body []byte) broker.Message {
+	n := e.ReplayCount + 1
+	props := maps.Clone(e.Properties)
 	for _, k := range strippedProperties {
 		delete(props, k)
 	}
 	if props == nil {
 		props = map[string]any{}
 	}
-	props[PropReplayedFrom] = m.DeadLetterReason
+	props[PropReplayedFrom] = e.Reason
 	props[PropReplayCount] = int64(n)
 	out := broker.Message{
-		MessageID:             ReplayID(OriginalID(m), n),
-		SessionID:             m.SessionID,
-		Subject:               m.Subject,
-		ContentType:           m.ContentType,
-		CorrelationID:         m.CorrelationID,
-		Body:                  append([]byte(nil), m.Body...),
+		MessageID:             ReplayID(OriginalID(e), n),
+		SessionID:             e.SessionID,
+		Subject:               e.Subject,
+		ContentType:           e.ContentType,
+		CorrelationID:         e.CorrelationID,
+		Body:                  append([]byte(nil), e.Body...),
 		ApplicationProperties: props,
 	}
-	if s, ok := m.ApplicationProperties[parking.PropOriginalSessionID].(string); ok && s != "" {
+	if s, ok := e.Properties[parking.PropOriginalSessionID].(string); ok && s != "" {
 		out.SessionID = s
 	}
-	if s, ok := m.ApplicationProperties[parking.PropOriginalSubject].(string); ok && s != "" {
+	if s, ok := e.Properties[parking.PropOriginalSubject].(string); ok && s != "" {
 		out.Subject = s
 	}
 	if body != nil {
@@ -240,7 +266,7 @@ func ReplayMessage(m broker.Received, body []byte) broker.Message {
 	return out
 }
 
-// Validate checks a body about to be sent to the order-status queue
+// Validate checks a message about to be sent to the order-status queue
 // against the message contract (package order), as the handler will: nil,
 // or a *order.PoisonError saying why it would be parked again.
 func Validate(msg broker.Message) error {
@@ -253,4 +279,40 @@ func Validate(msg broker.Message) error {
 		return err
 	}
 	return &order.PoisonError{Reason: order.ReasonUnknownSubject, Description: fmt.Sprintf("no handler for subject %q", msg.Subject)}
+}
+
+// EntryOf is the store entry of message m received from source k at now
+// (the broker's clock): every field of the message, its id, order, replay
+// count and failure group.
+func EntryOf(k Kind, m broker.Received, now time.Time) dlstore.Entry {
+	return dlstore.Entry{
+		ID:             dlstore.EntryID(k, m.SequenceNumber, m.MessageID),
+		Source:         k,
+		SequenceNumber: m.SequenceNumber,
+		MessageID:      m.MessageID,
+		OrderID:        sessionOf(m),
+		SessionID:      m.SessionID,
+		Subject:        m.Subject,
+		ContentType:    m.ContentType,
+		CorrelationID:  m.CorrelationID,
+		Body:           m.Body,
+		Properties:     m.ApplicationProperties,
+		Reason:         m.DeadLetterReason,
+		Description:    m.DeadLetterErrorDescription,
+		DeliveryCount:  m.DeliveryCount,
+		EnqueuedTime:   m.EnqueuedTime,
+		StoredAt:       now,
+		Group:          Fingerprint(m.DeadLetterReason, m.DeadLetterErrorDescription),
+		ReplayCount:    ReplayCount(m.ApplicationProperties),
+		State:          dlstore.Open,
+	}
+}
+
+// sessionOf is the order a message belongs to: a parked copy's original
+// session, else its own.
+func sessionOf(m broker.Received) string {
+	if s, ok := m.ApplicationProperties[parking.PropOriginalSessionID].(string); ok && s != "" {
+		return s
+	}
+	return m.SessionID
 }

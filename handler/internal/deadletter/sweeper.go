@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
@@ -22,44 +23,58 @@ type Broker interface {
 	Peek(ctx context.Context, src broker.Source, max int, from int64) ([]broker.Received, error)
 	Complete(ctx context.Context, src broker.Source, m broker.Received) error
 	Abandon(ctx context.Context, src broker.Source, m broker.Received) error
-	Defer(ctx context.Context, src broker.Source, m broker.Received) error
-	ReceiveDeferred(ctx context.Context, src broker.Source, sequenceNumbers []int64) ([]broker.Received, error)
 }
 
 var _ Broker = broker.Broker(nil)
 
+// Store is the dead-letter store the sweeper drains into (dlstore.Store).
+type Store = dlstore.Store
+
 // BrokerClock is implemented by a broker whose clock is not the caller's
 // (the development host's loopback broker runs a scaled clock). The
-// sweeper then measures ages and the cool-down on it, so both are on the
-// clock that stamped EnqueuedTime.
+// sweeper then stamps entries and measures ages and the cool-down on it,
+// so all of them are on the clock that stamped EnqueuedTime.
 type BrokerClock interface {
 	Now(ctx context.Context) (time.Time, error)
 }
 
-// Defaults of the bounds (app settings DEAD_LETTER_SWEEP_MAX,
-// DEAD_LETTER_SWEEP_RATE) and of the policy.
+// Defaults of the bounds (app settings DEAD_LETTER_SWEEP_RATE,
+// DEAD_LETTER_RETENTION) and of the policy.
 const (
-	DefaultMaxPerRun  = 100
 	DefaultRate       = 10.0
 	DefaultCooldown   = 10 * time.Minute
 	DefaultMaxReplays = 3
+	DefaultRetention  = 30 * 24 * time.Hour
 	// DefaultBudget keeps a run well inside host.json's 5 min
-	// functionTimeout.
+	// functionTimeout: at the default rate a run acts on up to 1,200
+	// entries, so N dead letters after an incident are replayed in about
+	// N / rate seconds over successive runs.
 	DefaultBudget = 2 * time.Minute
+	// DefaultClaimTimeout is how long a replay claim holds before anyone
+	// may finish it (a crash between the claim and the record).
+	DefaultClaimTimeout = 5 * time.Minute
+	// DefaultPurgeBatch bounds the entries one run purges.
+	DefaultPurgeBatch = 200
 )
 
 // Options configure a Sweeper.
 type Options struct {
 	Queues Queues
 	Policy Policy
-	// MaxPerRun bounds the messages acted on per run (replayed, archived,
-	// set aside); RatePerSecond the actions per second.
-	MaxPerRun     int
+	// RatePerSecond bounds the actions per second (replays, archives,
+	// leaves); draining is bounded by Budget only.
 	RatePerSecond float64
-	// Budget is how long a run may act; it stops cleanly after.
+	// Budget is how long a run may drain and act; it stops cleanly after.
 	Budget time.Duration
-	// ReceiveWait is how long a receive waits for the messages a peek
-	// showed (default 1 s).
+	// Retention: closed entries older than it are purged (0: the
+	// default; negative: never).
+	Retention time.Duration
+	// PurgeBatch bounds the entries one run purges.
+	PurgeBatch int
+	// ClaimTimeout: see DefaultClaimTimeout.
+	ClaimTimeout time.Duration
+	// ReceiveWait is how long a drain's receive waits for a first message
+	// (default 1 s): an empty source costs that once per run.
 	ReceiveWait time.Duration
 	Metrics     *Metrics
 	Logger      *slog.Logger
@@ -67,25 +82,33 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Sweeper applies the policy to the three sources. Safe for concurrent
-// use; runs do not coordinate (each takes what it receives).
+// Sweeper drains the three sources into the store and applies the policy
+// to its entries. Safe for concurrent use; two runs at once (two
+// instances' timers, the CLI's sweep during the timer's) never both act on
+// one entry: every change is conditional on the entry's ETag.
 type Sweeper struct {
-	b       Broker
-	records Records
-	o       Options
-	log     *slog.Logger
+	b     Broker
+	store Store
+	o     Options
+	log   *slog.Logger
 }
 
-// New returns a sweeper over b, keeping records in r.
-func New(b Broker, r Records, o Options) *Sweeper {
-	if o.MaxPerRun <= 0 {
-		o.MaxPerRun = DefaultMaxPerRun
-	}
+// New returns a sweeper over b, draining into st.
+func New(b Broker, st Store, o Options) *Sweeper {
 	if o.RatePerSecond <= 0 {
 		o.RatePerSecond = DefaultRate
 	}
 	if o.Budget <= 0 {
 		o.Budget = DefaultBudget
+	}
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.PurgeBatch <= 0 {
+		o.PurgeBatch = DefaultPurgeBatch
+	}
+	if o.ClaimTimeout <= 0 {
+		o.ClaimTimeout = DefaultClaimTimeout
 	}
 	if o.ReceiveWait <= 0 {
 		o.ReceiveWait = time.Second
@@ -96,7 +119,7 @@ func New(b Broker, r Records, o Options) *Sweeper {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sweeper{b: b, records: r, o: o, log: o.Logger}
+	return &Sweeper{b: b, store: st, o: o, log: o.Logger}
 }
 
 // Queues returns the queues the sweeper works on.
@@ -105,8 +128,11 @@ func (s *Sweeper) Queues() Queues { return s.o.Queues }
 // Policy returns the sweeper's policy.
 func (s *Sweeper) Policy() Policy { return s.o.Policy }
 
-// now is the broker's time if it has a clock of its own, else the local.
-func (s *Sweeper) now(ctx context.Context) (time.Time, error) {
+// Store returns the dead-letter store.
+func (s *Sweeper) Store() Store { return s.store }
+
+// Now is the broker's time if it has a clock of its own, else the local.
+func (s *Sweeper) Now(ctx context.Context) (time.Time, error) {
 	if c, ok := s.b.(BrokerClock); ok {
 		t, err := c.Now(ctx)
 		if err != nil {
@@ -117,26 +143,41 @@ func (s *Sweeper) now(ctx context.Context) (time.Time, error) {
 	return s.o.Now(), nil
 }
 
-// Stat is the depth and oldest age of one source and reason.
+// Stat is the depth and oldest age of one source and reason: entries of
+// the store that are not closed, plus messages still waiting on the
+// source in Service Bus (between sweeps, or that could not be stored).
 type Stat struct {
-	Source           Kind   `json:"source"`
-	Reason           string `json:"reason"`
-	Depth            int    `json:"depth"`
-	OldestAgeSeconds int64  `json:"oldest_age_seconds"`
+	Source Kind   `json:"source"`
+	Reason string `json:"reason"`
+	Depth  int    `json:"depth"`
+	// OldestAgeSeconds: since the oldest reached the store (or, for one
+	// still in Service Bus, since it was enqueued).
+	OldestAgeSeconds int64 `json:"oldest_age_seconds"`
+	// InQueue of Depth are still in Service Bus.
+	InQueue int `json:"in_queue"`
+	// Left of Depth are left for a human.
+	Left int `json:"left"`
+	// Stored is how many this run drained into the store.
+	Stored int `json:"stored"`
 }
 
-// Item is one message a run looked at.
+// Item is one message or entry a run or an operator looked at.
 type Item struct {
-	Source         Kind   `json:"source"`
-	SequenceNumber int64  `json:"sequence_number"`
-	MessageID      string `json:"message_id"`
-	SessionID      string `json:"session_id"`
-	Reason         string `json:"reason"`
-	Action         Action `json:"action"`
-	Why            string `json:"why"`
-	NewMessageID   string `json:"new_message_id,omitempty"`
-	// Done: the action was carried out (false in a dry run).
-	Done bool `json:"done"`
+	EntryID        string    `json:"entry_id,omitempty"`
+	Source         Kind      `json:"source"`
+	SequenceNumber int64     `json:"sequence_number"`
+	MessageID      string    `json:"message_id"`
+	OrderID        string    `json:"order_id"`
+	Reason         string    `json:"reason"`
+	State          string    `json:"state,omitempty"`
+	StoredAt       time.Time `json:"stored_at,omitzero"`
+	Action         Action    `json:"action"`
+	Why            string    `json:"why"`
+	NewMessageID   string    `json:"new_message_id,omitempty"`
+	// Done: the action was carried out (false in a dry run, or when it
+	// failed: Error says why).
+	Done  bool   `json:"done"`
+	Error string `json:"error,omitempty"`
 }
 
 // Report is what a run found and did.
@@ -146,24 +187,32 @@ type Report struct {
 	Stats  []Stat         `json:"stats"`
 	Items  []Item         `json:"items"`
 	Counts map[Action]int `json:"counts"`
-	// Stopped says why a run ended before it ran out of messages: the
-	// per-run maximum or the time budget.
+	// Stopped says why a run ended before it ran out of work (its time
+	// budget).
 	Stopped string `json:"stopped,omitempty"`
-	// LockLost counts messages whose lock expired before the run settled
-	// them: each is back on its queue as it was, and a later run takes it
-	// again (a replay already sent is sent again under the same MessageId,
-	// which duplicate detection drops; an archive row is written once).
+	// LockLost counts messages whose lock expired before the drain
+	// completed them: each is back on its source, stored already, and the
+	// next run completes it (its Put finds the entry there).
 	LockLost int `json:"lock_lost,omitempty"`
+	// Failed counts messages that could not be stored and entries that
+	// could not be acted on; each is an Item with Error set and never
+	// stops the others.
+	Failed int `json:"failed,omitempty"`
+	// Purged counts the closed entries the retention removed.
+	Purged int `json:"purged,omitempty"`
+	// Unreadable names what a dry run could not read (a source, the
+	// store); it still reports the rest.
+	Unreadable []string `json:"unreadable,omitempty"`
 	// StatsLines are the deadletter_stats JSON lines, as logged.
 	StatsLines []string `json:"-"`
 }
 
 // RunOptions tune one run.
 type RunOptions struct {
-	// DryRun peeks only: it reports what the policy would do and changes
-	// nothing (no receive, no table write).
+	// DryRun reads only: it reports what a run would do now to every
+	// message and entry, and writes nothing (no table is created either).
 	DryRun bool
-	// Actor names who acts in audit rows: "sweeper" or "cli:<user>".
+	// Actor names who acts in audit entries: "sweeper" or "cli:<user>".
 	Actor string
 	// Progress, if set, is called after each action.
 	Progress func(Item)
@@ -172,110 +221,356 @@ type RunOptions struct {
 // ActorSweeper is the Actor of the timer function.
 const ActorSweeper = "sweeper"
 
-// Run sweeps once: it peeks every source, logs one deadletter_stats line
-// per source and reason (one with reason "" and depth 0 for an empty
-// source), sets the metrics, then applies the policy within the bounds.
-// It returns the report and, if a call failed, an error wrapping
-// ErrUnavailable or a broker sentinel; whatever it had started is then
-// left as it was (a message it could not finish is set aside again).
+// Run sweeps once: it drains every source into the store, applies the
+// policy to the entries that are not closed (at the rate, within the
+// budget, oldest first), purges what the retention lets go, then logs one
+// deadletter_stats line per source and reason (one with reason "" and
+// depth 0 for a source with nothing) and sets the metrics. One message or
+// entry that fails is counted and reported and never stops the others;
+// the run returns an error (wrapping dlstore.ErrUnavailable or a broker
+// sentinel) only when a source or the store cannot be reached at all.
 func (s *Sweeper) Run(ctx context.Context, ro RunOptions) (Report, error) {
 	if ro.Actor == "" {
 		ro.Actor = ActorSweeper
 	}
 	rep := Report{RunID: hostproto.NewGUID(), DryRun: ro.DryRun, Counts: map[Action]int{}, Items: []Item{}}
-	now, err := s.now(ctx)
-	if err != nil {
-		return rep, err
+	if ro.DryRun {
+		return s.dryRun(ctx, rep)
 	}
-	peeked := make(map[Kind][]broker.Received, len(Kinds))
+	r := &run{s: s, ro: ro, rep: &rep, deadline: time.Now().Add(s.o.Budget), stored: map[statKey]int{}}
+	var runErr error
+	for _, k := range Kinds {
+		if err := r.drain(ctx, k); err != nil {
+			runErr = errors.Join(runErr, err)
+			if errors.Is(err, dlstore.ErrUnavailable) {
+				break // the store is down: acting on it would fail too
+			}
+		}
+	}
+	if runErr == nil || !errors.Is(runErr, dlstore.ErrUnavailable) {
+		if err := r.act(ctx); err != nil {
+			runErr = errors.Join(runErr, err)
+		}
+	}
+	if runErr == nil {
+		r.purge(ctx)
+	}
+	if err := r.stats(ctx); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	return rep, runErr
+}
+
+// run is the state of one acting run.
+type run struct {
+	s        *Sweeper
+	ro       RunOptions
+	rep      *Report
+	deadline time.Time
+	next     time.Time // rate limit: the earliest next action
+	stored   map[statKey]int
+}
+
+type statKey struct {
+	source Kind
+	reason string
+}
+
+func (r *run) overBudget() bool {
+	if r.rep.Stopped != "" {
+		return true
+	}
+	if !time.Now().Before(r.deadline) {
+		r.rep.Stopped = fmt.Sprintf("used its time budget (%s); the next run goes on", r.s.o.Budget)
+		return true
+	}
+	return false
+}
+
+// pace waits for the next slot of the rate limit.
+func pace(ctx context.Context, next *time.Time, rate float64) error {
+	now := time.Now()
+	if wait := next.Sub(now); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		now = *next
+	}
+	*next = now.Add(time.Duration(float64(time.Second) / rate))
+	return nil
+}
+
+// drain receives every message of source k and stores it, then completes
+// it. A message that cannot be stored for itself (too large, say) is held
+// (its lock kept, never settled) until the drain ends, so the receive goes
+// on past it, and then given back: it is counted and reported, and the
+// next run tries it again. A store that cannot be reached ends the drain
+// with an error, everything received and not stored given back.
+func (r *run) drain(ctx context.Context, k Kind) error {
+	s := r.s
+	src := s.o.Queues.Source(k)
+	var held []broker.Received
+	defer func() {
+		for _, m := range held {
+			_ = s.b.Abandon(context.WithoutCancel(ctx), src, m)
+		}
+	}()
+	failed := map[int64]bool{}
+	for !r.overBudget() {
+		batch, err := s.b.Receive(ctx, src, 20, s.o.ReceiveWait)
+		if err != nil {
+			return fmt.Errorf("deadletter: receive %s: %w", k, err)
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		now, err := s.Now(ctx)
+		if err != nil {
+			held = append(held, batch...)
+			return err
+		}
+		for i, m := range batch {
+			e := EntryOf(k, m, now)
+			created, err := s.store.Put(ctx, e, r.ro.Actor)
+			if err != nil {
+				if errors.Is(err, dlstore.ErrUnavailable) || ctx.Err() != nil {
+					held = append(held, batch[i:]...)
+					return fmt.Errorf("deadletter: store %s seq %d (%s): %w", k, m.SequenceNumber, m.MessageID, err)
+				}
+				held = append(held, m)
+				if !failed[m.SequenceNumber] {
+					failed[m.SequenceNumber] = true
+					r.fail(itemOf(e, ActionStored, "could not be stored; it stays on "+src.String()+" and the next run tries again"), err)
+				}
+				continue
+			}
+			if created {
+				r.stored[statKey{k, e.Reason}]++
+				s.o.Metrics.action(ActionStored, e.Reason)
+				r.rep.Counts[ActionStored]++
+				s.log.Info("deadletter_stored", "run_id", r.rep.RunID, "source", string(k), "sequence", m.SequenceNumber,
+					"message_id", m.MessageID, "order_id", e.OrderID, "reason", e.Reason, "entry_id", e.ID, "group", e.Group)
+			}
+			if err := s.b.Complete(ctx, src, m); err != nil {
+				if errors.Is(err, broker.ErrLockLost) {
+					// Stored: the next run receives it again, finds the
+					// entry there and completes it.
+					r.rep.LockLost++
+					s.log.Warn("dead-letter message lock expired before the drain completed it; it is stored, and the next run completes it",
+						"run_id", r.rep.RunID, "source", string(k), "sequence", m.SequenceNumber, "message_id", m.MessageID)
+					continue
+				}
+				held = append(held, batch[i+1:]...)
+				return fmt.Errorf("deadletter: complete %s seq %d after storing it: %w", k, m.SequenceNumber, err)
+			}
+		}
+	}
+	return nil
+}
+
+// fail counts and reports one message or entry that could not be handled.
+func (r *run) fail(it Item, err error) {
+	it.Error = err.Error()
+	r.rep.Failed++
+	r.rep.Counts[ActionFailed]++
+	r.rep.Items = append(r.rep.Items, it)
+	r.s.log.Error("dead-letter item failed; the others go on", "run_id", r.rep.RunID, "source", string(it.Source),
+		"sequence", it.SequenceNumber, "message_id", it.MessageID, "entry_id", it.EntryID, "action", string(it.Action), "error", it.Error)
+}
+
+// act applies the policy to every entry that is not closed, oldest first,
+// at the rate, until the budget ends.
+func (r *run) act(ctx context.Context) error {
+	s := r.s
+	entries, err := s.store.List(ctx, dlstore.NotClosed())
+	if err != nil {
+		return fmt.Errorf("deadletter: list open entries: %w", err)
+	}
+	now, err := s.Now(ctx)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if r.overBudget() {
+			return nil
+		}
+		d := s.decideAt(e, now)
+		if d.Action == ActionNone || d.Action == ActionWait {
+			if d.Action == ActionWait {
+				r.rep.Counts[ActionWait]++
+			}
+			continue
+		}
+		if err := pace(ctx, &r.next, s.o.RatePerSecond); err != nil {
+			return err
+		}
+		it, err := s.apply(ctx, e.ID, d, nil, r.ro.Actor, now)
+		if err != nil {
+			if errors.Is(err, dlstore.ErrUnavailable) {
+				return err
+			}
+			if errors.Is(err, errSkipped) {
+				continue // changed or claimed by another actor meanwhile
+			}
+			r.fail(it, err)
+			continue
+		}
+		r.done(it)
+	}
+	return nil
+}
+
+// done records a carried-out action in the report, the metrics and the log.
+func (r *run) done(it Item) {
+	r.rep.Items = append(r.rep.Items, it)
+	r.rep.Counts[it.Action]++
+	if r.ro.Progress != nil {
+		r.ro.Progress(it)
+	}
+}
+
+// decideAt is the policy's decision, with a replay claimed by another
+// actor whose claim has not timed out left alone.
+func (s *Sweeper) decideAt(e dlstore.Entry, now time.Time) Decision {
+	if e.State == dlstore.ReplayDue {
+		if now.Sub(e.ClaimedAt) < s.o.ClaimTimeout {
+			return Decision{ActionNone, fmt.Sprintf("a replay claimed by %s at %s is under way", e.ClaimedBy, e.ClaimedAt.UTC().Format(time.RFC3339))}
+		}
+		return Decision{ActionReplay, fmt.Sprintf("a replay claimed by %s at %s was not recorded: finish it (same MessageId)", e.ClaimedBy, e.ClaimedAt.UTC().Format(time.RFC3339))}
+	}
+	return s.o.Policy.Decide(e, now)
+}
+
+// purge removes closed entries older than the retention, in one bounded
+// batch, counted and logged. A failure is logged and left to the next run.
+func (r *run) purge(ctx context.Context) {
+	s := r.s
+	if s.o.Retention < 0 || r.overBudget() {
+		return
+	}
+	now, err := s.Now(ctx)
+	if err != nil {
+		return
+	}
+	n, err := s.store.Purge(ctx, now.Add(-s.o.Retention), s.o.PurgeBatch)
+	if err != nil {
+		s.log.Warn("dead-letter retention purge failed; the next run tries again", "run_id", r.rep.RunID, "error", err.Error())
+		return
+	}
+	if n > 0 {
+		r.rep.Purged = n
+		r.rep.Counts[ActionPurge] += n
+		s.o.Metrics.purged(n)
+		s.log.Info("deadletter_purged", "run_id", r.rep.RunID, "entries", n, "retention", s.o.Retention.String(),
+			"more_may_remain", n == s.o.PurgeBatch)
+	}
+}
+
+// stats measures every source after the run, logs the lines and sets the
+// metrics.
+func (r *run) stats(ctx context.Context) error {
+	s := r.s
+	now, err := s.Now(ctx)
+	if err != nil {
+		return err
+	}
+	entries, err := s.store.List(ctx, dlstore.NotClosed())
+	if err != nil {
+		return fmt.Errorf("deadletter: list open entries for the stats: %w", err)
+	}
+	queued, _, err := s.peekAll(ctx)
+	if err != nil {
+		return err
+	}
+	r.rep.Stats = Stats(entries, queued, now)
+	for i, st := range r.rep.Stats {
+		r.rep.Stats[i].Stored = r.stored[statKey{st.Source, st.Reason}]
+	}
+	for key, n := range r.stored {
+		if !slices.ContainsFunc(r.rep.Stats, func(st Stat) bool { return st.Source == key.source && st.Reason == key.reason }) {
+			// Stored and closed within the run (archived at once).
+			r.rep.Stats = append(r.rep.Stats, Stat{Source: key.source, Reason: key.reason, Stored: n})
+		}
+	}
+	r.rep.Stats = sortStats(r.rep.Stats)
+	r.rep.StatsLines = s.emitStats(ctx, r.rep.RunID, r.rep.Stats)
+	s.o.Metrics.stats(r.rep.Stats)
+	return nil
+}
+
+// peekAll peeks every source. A source that cannot be read is named in
+// the second result and its error joined into the third.
+func (s *Sweeper) peekAll(ctx context.Context) (map[Kind][]broker.Received, []string, error) {
+	out := make(map[Kind][]broker.Received, len(Kinds))
+	var bad []string
+	var errs error
 	for _, k := range Kinds {
 		msgs, err := broker.PeekAll(ctx, s.b, s.o.Queues.Source(k))
 		if err != nil {
-			return rep, fmt.Errorf("deadletter: %s: %w", k, err)
-		}
-		peeked[k] = msgs
-	}
-	rep.Stats = Stats(peeked, now)
-	rep.StatsLines = s.emitStats(ctx, rep.RunID, rep.Stats)
-	s.o.Metrics.stats(rep.Stats)
-
-	if ro.DryRun {
-		for _, k := range Kinds {
-			seen := map[int64]Seen{}
-			if k == DLQ && len(peeked[k]) > 0 {
-				if seen, err = s.records.SeenAll(ctx, k); err != nil {
-					return rep, err
-				}
-			}
-			for _, m := range peeked[k] {
-				if r, ok := seen[m.SequenceNumber]; k == DLQ && (!ok || r.MessageID != m.MessageID) {
-					// A real run would record it as seen now first.
-					seen[m.SequenceNumber] = Seen{MessageID: m.MessageID, At: now}
-				}
-				d := s.decide(k, m, seen, now)
-				if m.Deferred && (d.Action == ActionLeave || d.Action == ActionWait) {
-					d.Why = "set aside (deferred): " + d.Why
-				}
-				rep.Items = append(rep.Items, item(k, m, d))
-				rep.Counts[d.Action]++
-			}
-		}
-		return rep, nil
-	}
-
-	r := &run{s: s, ro: ro, rep: &rep, deadline: time.Now().Add(s.o.Budget)}
-	for _, k := range []Kind{DLQ, Poison} {
-		if err := r.source(ctx, k, peeked[k]); err != nil {
-			return rep, err
-		}
-		if rep.Stopped != "" {
-			break
-		}
-	}
-	// poison-dlq: counted and reported above, never touched.
-	for _, m := range peeked[PoisonDLQ] {
-		rep.Items = append(rep.Items, item(PoisonDLQ, m, s.o.Policy.Decide(PoisonDLQ, m, time.Time{}, now)))
-		rep.Counts[ActionUntouched]++
-	}
-	return rep, nil
-}
-
-func (s *Sweeper) decide(k Kind, m broker.Received, seen map[int64]Seen, now time.Time) Decision {
-	var at time.Time
-	if r, ok := seen[m.SequenceNumber]; ok && r.MessageID == m.MessageID {
-		at = r.At
-	}
-	return s.o.Policy.Decide(k, m, at, now)
-}
-
-func item(k Kind, m broker.Received, d Decision) Item {
-	return Item{Source: k, SequenceNumber: m.SequenceNumber, MessageID: m.MessageID, SessionID: sessionOf(m),
-		Reason: m.DeadLetterReason, Action: d.Action, Why: d.Why}
-}
-
-// Stats computes depth and oldest age per source and reason, sorted;
-// a source without messages gets one entry with reason "" and depth 0.
-func Stats(peeked map[Kind][]broker.Received, now time.Time) []Stat {
-	var out []Stat
-	for _, k := range Kinds {
-		by := map[string]*Stat{}
-		for _, m := range peeked[k] {
-			st := by[m.DeadLetterReason]
-			if st == nil {
-				st = &Stat{Source: k, Reason: m.DeadLetterReason}
-				by[m.DeadLetterReason] = st
-			}
-			st.Depth++
-			age := int64(max(now.Sub(m.EnqueuedTime), 0) / time.Second)
-			st.OldestAgeSeconds = max(st.OldestAgeSeconds, age)
-		}
-		if len(by) == 0 {
-			out = append(out, Stat{Source: k})
+			bad = append(bad, s.o.Queues.Source(k).String())
+			errs = errors.Join(errs, fmt.Errorf("deadletter: %s: %w", k, err))
 			continue
 		}
+		out[k] = msgs
+	}
+	return out, bad, errs
+}
+
+// Stats computes depth and oldest age per source and reason from the
+// entries that are not closed and the messages still in Service Bus,
+// sorted; a source with neither gets one entry with reason "" and depth 0.
+func Stats(entries []dlstore.Entry, queued map[Kind][]broker.Received, now time.Time) []Stat {
+	by := map[statKey]*Stat{}
+	get := func(k Kind, reason string) *Stat {
+		st := by[statKey{k, reason}]
+		if st == nil {
+			st = &Stat{Source: k, Reason: reason}
+			by[statKey{k, reason}] = st
+		}
+		return st
+	}
+	age := func(t time.Time) int64 { return int64(max(now.Sub(t), 0) / time.Second) }
+	for _, e := range entries {
+		st := get(e.Source, e.Reason)
+		st.Depth++
+		if e.State == dlstore.Left {
+			st.Left++
+		}
+		st.OldestAgeSeconds = max(st.OldestAgeSeconds, age(e.StoredAt))
+	}
+	for k, msgs := range queued {
+		for _, m := range msgs {
+			st := get(k, m.DeadLetterReason)
+			st.Depth++
+			st.InQueue++
+			st.OldestAgeSeconds = max(st.OldestAgeSeconds, age(m.EnqueuedTime))
+		}
+	}
+	out := make([]Stat, 0, len(by))
+	for _, st := range by {
+		out = append(out, *st)
+	}
+	return sortStats(out)
+}
+
+// sortStats orders stats by source (in Kinds order), then reason, with
+// the line of an empty source (reason "", depth 0) where a source has none.
+func sortStats(in []Stat) []Stat {
+	var out []Stat
+	for _, k := range Kinds {
 		start := len(out)
-		for _, st := range by {
-			out = append(out, *st)
+		for _, st := range in {
+			if st.Source == k && (st.Reason != "" || st.Depth > 0 || st.Stored > 0) {
+				out = append(out, st)
+			}
+		}
+		if len(out) == start {
+			out = append(out, Stat{Source: k})
+			continue
 		}
 		slices.SortFunc(out[start:], func(a, b Stat) int { return cmp.Compare(a.Reason, b.Reason) })
 	}
@@ -295,7 +590,8 @@ func (s *Sweeper) emitStats(ctx context.Context, runID string, stats []Stat) []s
 	for _, st := range stats {
 		rec := slog.NewRecord(time.Now(), slog.LevelInfo, StatsMessage, 0)
 		rec.AddAttrs(slog.String("run_id", runID), slog.String("source", string(st.Source)), slog.String("reason", st.Reason),
-			slog.Int("depth", st.Depth), slog.Int64("oldest_age_seconds", st.OldestAgeSeconds))
+			slog.Int("depth", st.Depth), slog.Int64("oldest_age_seconds", st.OldestAgeSeconds),
+			slog.Int("in_queue", st.InQueue), slog.Int("left", st.Left), slog.Int("stored", st.Stored))
 		if s.log.Handler().Enabled(ctx, slog.LevelInfo) {
 			_ = s.log.Handler().Handle(ctx, rec)
 		}
@@ -306,267 +602,44 @@ func (s *Sweeper) emitStats(ctx context.Context, runID string, stats []Stat) []s
 	return lines
 }
 
-// run is the state of one acting run.
-type run struct {
-	s        *Sweeper
-	ro       RunOptions
-	rep      *Report
-	deadline time.Time
-	acted    int
-	next     time.Time // rate limit: the earliest next action
-}
-
-// stop reports whether the bounds end the run, and records why.
-func (r *run) stop() bool {
-	switch {
-	case r.rep.Stopped != "":
-		return true
-	case r.acted >= r.s.o.MaxPerRun:
-		r.rep.Stopped = fmt.Sprintf("reached DEAD_LETTER_SWEEP_MAX (%d messages)", r.s.o.MaxPerRun)
-	case !time.Now().Before(r.deadline):
-		r.rep.Stopped = fmt.Sprintf("used its time budget (%s)", r.s.o.Budget)
-	default:
-		return false
-	}
-	return true
-}
-
-// pace waits for the next slot of the rate limit.
-func (r *run) pace(ctx context.Context) error {
-	now := time.Now()
-	if wait := r.next.Sub(now); wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		now = r.next
-	}
-	r.next = now.Add(time.Duration(float64(time.Second) / r.s.o.RatePerSecond))
-	return nil
-}
-
-// source works one source: first the deferred messages whose time has
-// come (a cool-down that ended, an archive that failed before), then the
-// rest from the head of the queue, setting aside what is to be left.
-func (r *run) source(ctx context.Context, k Kind, peeked []broker.Received) error {
-	s := r.s
-	src := s.o.Queues.Source(k)
-	seen := map[int64]Seen{}
-	if len(peeked) == 0 {
-		return nil
-	}
-	var err error
-	now, err := s.now(ctx)
+// dryRun reports what a run would do now and writes nothing: each message
+// still in Service Bus as if stored now, and each entry that is not
+// closed. What cannot be read is named in Unreadable; the rest is still
+// reported.
+func (s *Sweeper) dryRun(ctx context.Context, rep Report) (Report, error) {
+	now, err := s.Now(ctx)
 	if err != nil {
-		return err
+		return rep, err
 	}
-	if k == DLQ {
-		if seen, err = s.records.SeenAll(ctx, k); err != nil {
-			return err
-		}
-		// Start the cool-down of every message on sight, whatever the
-		// bounds let this run act on.
-		for _, m := range peeked {
-			if sr, ok := seen[m.SequenceNumber]; (ok && sr.MessageID == m.MessageID) || time.Now().After(r.deadline) {
-				continue
-			}
-			at, err := s.records.MarkSeen(ctx, k, m, now, r.ro.Actor)
-			if err != nil {
-				return err
-			}
-			seen[m.SequenceNumber] = Seen{MessageID: m.MessageID, At: at}
-			s.o.Metrics.action(ActionSeen, m.DeadLetterReason)
-		}
-	}
-	waiting := 0
-	for _, m := range peeked {
-		if m.Deferred {
-			waiting++
-		}
-	}
-	for _, m := range peeked {
-		if !m.Deferred || r.stop() {
-			continue
-		}
-		if d := s.decide(k, m, seen, now); d.Action != ActionReplay && d.Action != ActionArchive {
-			continue
-		}
-		got, err := s.b.ReceiveDeferred(ctx, src, []int64{m.SequenceNumber})
-		if errors.Is(err, broker.ErrNotFound) || errors.Is(err, broker.ErrLockLost) {
-			continue // settled or taken by someone else meanwhile
-		}
-		if err != nil {
-			return fmt.Errorf("deadletter: receive deferred %s seq %d: %w", k, m.SequenceNumber, err)
-		}
-		if err := r.act(ctx, k, got[0], seen, now); err != nil {
-			return err
-		}
-	}
-	if len(peeked) == waiting {
-		return nil // nothing receivable was there at the peek
-	}
-	handled := map[int64]bool{}
-	for !r.stop() {
-		n := min(s.o.MaxPerRun-r.acted, 20)
-		batch, err := s.b.Receive(ctx, src, n, s.o.ReceiveWait)
-		if err != nil {
-			return fmt.Errorf("deadletter: receive %s: %w", k, err)
-		}
-		if len(batch) == 0 {
-			return nil
-		}
-		for i, m := range batch {
-			if handled[m.SequenceNumber] || r.stop() {
-				// Wrap-around: a message this run handled came back (its
-				// lock expired, or its deferral failed), so everything
-				// left in this source was seen already; or the bounds
-				// ended the run. Give back the rest of the batch
-				// untouched; a wrap-around ends this source only.
-				for _, rest := range batch[i:] {
-					_ = s.b.Abandon(ctx, src, rest)
-				}
-				return nil
-			}
-			handled[m.SequenceNumber] = true
-			if err := r.act(ctx, k, m, seen, now); err != nil {
-				for _, rest := range batch[i+1:] {
-					_ = s.b.Abandon(ctx, src, rest)
-				}
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// act carries out the policy on a received (locked) message. On failure
-// it sets the message aside again, so it waits for the next run without
-// a raised delivery count.
-func (r *run) act(ctx context.Context, k Kind, m broker.Received, seen map[int64]Seen, now time.Time) error {
-	s := r.s
-	src := s.o.Queues.Source(k)
-	if k == DLQ {
-		if sr, ok := seen[m.SequenceNumber]; !ok || sr.MessageID != m.MessageID {
-			at, err := s.records.MarkSeen(ctx, k, m, now, r.ro.Actor)
-			if err != nil {
-				_ = s.b.Defer(ctx, src, m)
-				return err
-			}
-			seen[m.SequenceNumber] = Seen{MessageID: m.MessageID, At: at}
-			if at.Equal(now) {
-				s.o.Metrics.action(ActionSeen, m.DeadLetterReason)
-			}
-		}
-	}
-	d := s.decide(k, m, seen, now)
-	it := item(k, m, d)
-	giveBack := func(err error) error {
-		if derr := s.b.Defer(context.WithoutCancel(ctx), src, m); derr != nil {
-			s.log.Warn("could not set a dead-letter message aside after a failure; its lock will expire",
-				"source", string(k), "sequence", m.SequenceNumber, "error", derr.Error())
-		}
-		return err
-	}
-	if err := r.pace(ctx); err != nil {
-		return giveBack(err)
-	}
-	r.acted++
-	// audit records the action once it has taken effect, and before the
-	// dead-letter copy is completed: a crash can then repeat an action
-	// (sent again under the same MessageId, which duplicate detection
-	// drops; archived once) but never leave one without its row.
-	audit := func() error {
-		return s.records.Audit(ctx, AuditRow{At: now, Action: d.Action, Source: k, Reason: m.DeadLetterReason,
-			MessageID: m.MessageID, SessionID: sessionOf(m), SequenceNumber: m.SequenceNumber,
-			NewMessageID: it.NewMessageID, Actor: r.ro.Actor, Detail: d.Why})
-	}
-	switch d.Action {
-	case ActionReplay:
-		msg := ReplayMessage(m, nil)
-		if err := s.b.Send(ctx, s.o.Queues.Queue, msg); err != nil {
-			return giveBack(fmt.Errorf("deadletter: replay %s seq %d as %s: %w", k, m.SequenceNumber, msg.MessageID, err))
-		}
-		it.NewMessageID = msg.MessageID
-		if err := audit(); err != nil {
-			// Sent: the next run sends it again under the same MessageId.
-			return giveBack(err)
-		}
-		if err := s.b.Complete(ctx, src, m); err != nil {
-			// Sent but not completed: the next run replays it again under
-			// the same MessageId, which duplicate detection drops.
-			if !r.lockLost(k, m, "complete the replayed copy", err) {
-				return fmt.Errorf("deadletter: complete replayed %s seq %d: %w", k, m.SequenceNumber, err)
-			}
-			it.Why += "; its lock expired before it was completed: the next run replays it again under the same MessageId, which duplicate detection drops"
-		}
-	case ActionArchive:
-		if err := s.records.Archive(ctx, k, m, now, r.ro.Actor, ActionArchive); err != nil {
-			return giveBack(err)
-		}
-		if err := audit(); err != nil {
-			return giveBack(err)
-		}
-		if err := s.b.Complete(ctx, src, m); err != nil {
-			if !r.lockLost(k, m, "complete the archived message", err) {
-				return fmt.Errorf("deadletter: complete archived %s seq %d: %w", k, m.SequenceNumber, err)
-			}
-			it.Why += "; its lock expired before it was completed: the next run completes it (its archive row is kept, once)"
-		}
-	default: // wait, left: set aside, keeping the delivery count
-		if err := s.b.Defer(ctx, src, m); err != nil {
-			if r.lockLost(k, m, "set it aside", err) {
-				return nil // back on its queue, untouched; a later run sets it aside
-			}
-			return fmt.Errorf("deadletter: set aside %s seq %d: %w", k, m.SequenceNumber, err)
-		}
-		if d.Action != ActionWait {
-			if err := audit(); err != nil {
-				return err
-			}
-		}
-	}
-	it.Done = true
-	s.o.Metrics.action(d.Action, m.DeadLetterReason)
-	s.log.Info("deadletter_action", "run_id", r.rep.RunID, "source", string(k), "sequence", m.SequenceNumber,
-		"message_id", m.MessageID, "reason", m.DeadLetterReason, "action", string(d.Action), "new_message_id", it.NewMessageID, "why", d.Why)
-	r.rep.Items = append(r.rep.Items, it)
-	r.rep.Counts[d.Action]++
-	if r.ro.Progress != nil {
-		r.ro.Progress(it)
-	}
-	return nil
-}
-
-// lockLost reports whether err is a lost lock (the message is back on its
-// queue, and the run goes on), and if so counts and logs it. Slow storage
-// or a short lock duration makes this normal, not a failure of the run.
-func (r *run) lockLost(k Kind, m broker.Received, step string, err error) bool {
-	if !errors.Is(err, broker.ErrLockLost) {
-		return false
-	}
-	r.rep.LockLost++
-	r.s.log.Warn("dead-letter message lock expired before the sweeper could "+step+"; a later run takes it again",
-		"run_id", r.rep.RunID, "source", string(k), "sequence", m.SequenceNumber, "message_id", m.MessageID, "error", err.Error())
-	return true
-}
-
-// Peek returns the messages of the given sources and the time on the
-// broker's clock, changing nothing.
-func (s *Sweeper) Peek(ctx context.Context, kinds ...Kind) (map[Kind][]broker.Received, time.Time, error) {
-	now, err := s.now(ctx)
+	queued, bad, _ := s.peekAll(ctx)
+	rep.Unreadable = append(rep.Unreadable, bad...)
+	entries, err := s.store.List(ctx, dlstore.NotClosed())
 	if err != nil {
-		return nil, now, err
+		rep.Unreadable = append(rep.Unreadable, "the dead-letter store ("+err.Error()+")")
+		entries = nil
 	}
-	out := make(map[Kind][]broker.Received, len(kinds))
-	for _, k := range kinds {
-		msgs, err := broker.PeekAll(ctx, s.b, s.o.Queues.Source(k))
-		if err != nil {
-			return nil, now, fmt.Errorf("deadletter: %s: %w", k, err)
+	for _, k := range Kinds {
+		for _, m := range queued[k] {
+			e := EntryOf(k, m, now)
+			d := s.decideAt(e, now)
+			it := itemOf(e, d.Action, "would be stored now, then: "+d.Why)
+			rep.Items = append(rep.Items, it)
+			rep.Counts[d.Action]++
 		}
-		out[k] = msgs
 	}
-	return out, now, nil
+	for _, e := range entries {
+		d := s.decideAt(e, now)
+		if d.Action == ActionNone && e.State == dlstore.Left {
+			d = Decision{ActionLeave, "left for a human"}
+		}
+		rep.Items = append(rep.Items, itemOf(e, d.Action, d.Why))
+		rep.Counts[d.Action]++
+	}
+	rep.Stats = Stats(entries, queued, now)
+	return rep, nil
+}
+
+func itemOf(e dlstore.Entry, a Action, why string) Item {
+	return Item{EntryID: e.ID, Source: e.Source, SequenceNumber: e.SequenceNumber, MessageID: e.MessageID, OrderID: e.OrderID,
+		Reason: e.Reason, State: string(e.State), StoredAt: e.StoredAt, Action: a, Why: why}
 }
