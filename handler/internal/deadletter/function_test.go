@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
@@ -50,8 +51,9 @@ func TestFunctionAnswersWithTheSummaryAndStatsLines(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("status %d, logs %q", code, a.Logs)
 	}
-	if a.ReturnValue.RunID == "" || a.ReturnValue.Counts[deadletter.ActionArchive] != 1 || a.ReturnValue.Depth[deadletter.Poison] != 1 {
-		t.Errorf("ReturnValue = %+v, want a run id, archived 1, poison depth 1 (at the peek)", a.ReturnValue)
+	if a.ReturnValue.RunID == "" || a.ReturnValue.Counts[deadletter.ActionArchive] != 1 || a.ReturnValue.Counts[deadletter.ActionStored] != 1 ||
+		a.ReturnValue.Depth[deadletter.Poison] != 0 {
+		t.Errorf("ReturnValue = %+v, want a run id, stored 1, archived 1, poison depth 0 after the run", a.ReturnValue)
 	}
 	stats := 0
 	for _, l := range a.Logs {
@@ -71,21 +73,25 @@ func (downPeek) Peek(_ context.Context, _ broker.Source, _ int, _ int64) ([]brok
 	return nil, broker.ErrTransient
 }
 
+func (downPeek) Receive(context.Context, broker.Source, int, time.Duration) ([]broker.Received, error) {
+	return nil, broker.ErrTransient
+}
+
 func TestFunctionFailures(t *testing.T) {
 	f := newFixture(t)
 	t.Run("Service Bus unreachable: 503, nothing changed", func(t *testing.T) {
-		s := deadletter.New(downPeek{f.mb}, f.records, deadletter.Options{Queues: f.q})
+		s := deadletter.New(downPeek{f.mb}, f.store, f.options(deadletter.Options{}))
 		if code, a := post(t, deadletter.Function(s, nil), timerBody(t)); code != http.StatusServiceUnavailable || a.ReturnValue.Error == "" {
 			t.Errorf("status %d, return %+v; want 503 with the error", code, a.ReturnValue)
 		}
 	})
 	t.Run("tables unreachable: 503, the message left as it was", func(t *testing.T) {
 		f.deadLetter(t, "o-21:1", "o-21")
-		s := deadletter.New(f.mb, downRecords{}, deadletter.Options{Queues: f.q, Now: f.clk.Now})
+		s := deadletter.New(f.mb, downStore{}, f.options(deadletter.Options{}))
 		if code, a := post(t, deadletter.Function(s, nil), timerBody(t)); code != http.StatusServiceUnavailable || a.ReturnValue.Error == "" {
 			t.Errorf("status %d, return %+v; want 503 with the error", code, a.ReturnValue)
 		}
-		if d := f.peek(t, deadletter.DLQ); len(d) != 1 || d[0].Deferred {
+		if d := f.peek(t, deadletter.DLQ); len(d) != 1 {
 			t.Errorf("DLQ after a failed sweep = %+v, want the message untouched", d)
 		}
 	})
@@ -101,9 +107,3 @@ func TestFunctionFailures(t *testing.T) {
 	})
 }
 
-// downRecords fails every call: the tables cannot be reached.
-type downRecords struct{ deadletter.Records }
-
-func (downRecords) SeenAll(context.Context, deadletter.Kind) (map[int64]deadletter.Seen, error) {
-	return nil, deadletter.ErrUnavailable
-}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
 func dead(reason string, props map[string]any) broker.Received {
@@ -18,36 +19,44 @@ func dead(reason string, props map[string]any) broker.Received {
 		SequenceNumber: 7, DeadLetterReason: reason}
 }
 
+// entry is the store entry of m from source k, stored at storedAt.
+func entry(k deadletter.Kind, m broker.Received, storedAt time.Time) dlstore.Entry {
+	return deadletter.EntryOf(k, m, storedAt)
+}
+
 func TestDecide(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	p := deadletter.Policy{Cooldown: 10 * time.Minute, MaxReplays: 3}
 	tests := []struct {
-		name string
-		k    deadletter.Kind
-		m    broker.Received
-		seen time.Time
-		want deadletter.Action
+		name   string
+		k      deadletter.Kind
+		m      broker.Received
+		stored time.Time
+		want   deadletter.Action
 	}{
-		{"dlq max delivery never seen waits", deadletter.DLQ, dead("MaxDeliveryCountExceeded", nil), time.Time{}, deadletter.ActionWait},
+		{"dlq max delivery stored now waits", deadletter.DLQ, dead("MaxDeliveryCountExceeded", nil), now, deadletter.ActionWait},
 		{"dlq max delivery within the cool-down waits", deadletter.DLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-9 * time.Minute), deadletter.ActionWait},
 		{"dlq max delivery past the cool-down replays", deadletter.DLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-10 * time.Minute), deadletter.ActionReplay},
 		{"dlq expired past the cool-down replays", deadletter.DLQ, dead("TTLExpiredException", nil), now.Add(-time.Hour), deadletter.ActionReplay},
 		{"dlq replayed twice replays again", deadletter.DLQ, dead("MaxDeliveryCountExceeded", map[string]any{"ReplayCount": int64(2)}), now.Add(-time.Hour), deadletter.ActionReplay},
 		{"dlq replay cap reached is left", deadletter.DLQ, dead("MaxDeliveryCountExceeded", map[string]any{"ReplayCount": int64(3)}), now.Add(-time.Hour), deadletter.ActionLeave},
-		{"dlq replay cap reached and never seen is left", deadletter.DLQ, dead("TTLExpiredException", map[string]any{"ReplayCount": int64(5)}), time.Time{}, deadletter.ActionLeave},
+		{"dlq replay cap reached and stored now is left", deadletter.DLQ, dead("TTLExpiredException", map[string]any{"ReplayCount": int64(5)}), now, deadletter.ActionLeave},
 		{"dlq invalid transition is left", deadletter.DLQ, dead("InvalidTransition", nil), now.Add(-time.Hour), deadletter.ActionLeave},
 		{"dlq unknown reason is left", deadletter.DLQ, dead("SomethingElse", nil), now.Add(-time.Hour), deadletter.ActionLeave},
 		{"dlq without reason is left", deadletter.DLQ, dead("", nil), now.Add(-time.Hour), deadletter.ActionLeave},
-		{"poison invalid payload is archived", deadletter.Poison, dead("InvalidPayload", nil), time.Time{}, deadletter.ActionArchive},
-		{"poison unknown subject is archived", deadletter.Poison, dead("UnknownSubject", nil), time.Time{}, deadletter.ActionArchive},
-		{"poison invalid transition is left", deadletter.Poison, dead("InvalidTransition", nil), time.Time{}, deadletter.ActionLeave},
+		{"poison invalid payload is archived", deadletter.Poison, dead("InvalidPayload", nil), now, deadletter.ActionArchive},
+		{"poison unknown subject is archived", deadletter.Poison, dead("UnknownSubject", nil), now, deadletter.ActionArchive},
+		{"poison invalid transition is left", deadletter.Poison, dead("InvalidTransition", nil), now, deadletter.ActionLeave},
+		{"poison retry window exceeded waits for its cool-down", deadletter.Poison, dead("RetryWindowExceeded", nil), now, deadletter.ActionWait},
+		{"poison retry window exceeded replays after it", deadletter.Poison, dead("RetryWindowExceeded", nil), now.Add(-time.Hour), deadletter.ActionReplay},
 		{"poison max delivery is left (not ours to replay)", deadletter.Poison, dead("MaxDeliveryCountExceeded", nil), now.Add(-time.Hour), deadletter.ActionLeave},
-		{"poison-dlq anything is untouched", deadletter.PoisonDLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-time.Hour), deadletter.ActionUntouched},
-		{"poison-dlq invalid payload is untouched", deadletter.PoisonDLQ, dead("InvalidPayload", nil), time.Time{}, deadletter.ActionUntouched},
+		{"poison order never created is left", deadletter.Poison, dead("OrderNeverCreated", nil), now.Add(-time.Hour), deadletter.ActionLeave},
+		{"poison-dlq anything is left", deadletter.PoisonDLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-time.Hour), deadletter.ActionLeave},
+		{"poison-dlq invalid payload is left", deadletter.PoisonDLQ, dead("InvalidPayload", nil), now, deadletter.ActionLeave},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := p.Decide(tt.k, tt.m, tt.seen, now)
+			got := p.Decide(entry(tt.k, tt.m, tt.stored), now)
 			if got.Action != tt.want {
 				t.Errorf("Decide = %s (%s), want %s", got.Action, got.Why, tt.want)
 			}
@@ -56,15 +65,24 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
-	t.Run("cool-down zero replays at first sight", func(t *testing.T) {
+	t.Run("closed or left entries get no action", func(t *testing.T) {
+		for _, st := range []dlstore.State{dlstore.Left, dlstore.Replayed, dlstore.Archived, dlstore.Discarded} {
+			e := entry(deadletter.DLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-time.Hour))
+			e.State = st
+			if got := p.Decide(e, now); got.Action != deadletter.ActionNone {
+				t.Errorf("Decide of a %s entry = %s, want none", st, got.Action)
+			}
+		}
+	})
+	t.Run("cool-down zero replays at once", func(t *testing.T) {
 		p := deadletter.Policy{Cooldown: 0, MaxReplays: 3}
-		if got := p.Decide(deadletter.DLQ, dead("MaxDeliveryCountExceeded", nil), now, now); got.Action != deadletter.ActionReplay {
+		if got := p.Decide(entry(deadletter.DLQ, dead("MaxDeliveryCountExceeded", nil), now), now); got.Action != deadletter.ActionReplay {
 			t.Errorf("Decide = %s, want replayed", got.Action)
 		}
 	})
 	t.Run("max replays zero never replays", func(t *testing.T) {
 		p := deadletter.Policy{Cooldown: time.Minute, MaxReplays: 0}
-		if got := p.Decide(deadletter.DLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-time.Hour), now); got.Action != deadletter.ActionLeave {
+		if got := p.Decide(entry(deadletter.DLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-time.Hour)), now); got.Action != deadletter.ActionLeave {
 			t.Errorf("Decide = %s, want left", got.Action)
 		}
 	})
@@ -75,7 +93,7 @@ func TestReplayMessage(t *testing.T) {
 		m := dead("MaxDeliveryCountExceeded", map[string]any{
 			broker.PropertyDeadLetterErrorDescription: "5 deliveries", "tenant": "t-1", "n": int64(4)})
 		m.Subject, m.ContentType, m.CorrelationID, m.Body = "OrderStatusChanged", "application/json", "c-1", []byte(`{"x":1}`)
-		got := deadletter.ReplayMessage(m, nil)
+		got := deadletter.ReplayMessage(entry(deadletter.DLQ, m, time.Now()), nil)
 		if got.MessageID != "o-1:2:replay:1" || got.SessionID != "o-1" || got.Subject != "OrderStatusChanged" ||
 			got.ContentType != "application/json" || got.CorrelationID != "c-1" || string(got.Body) != `{"x":1}` {
 			t.Errorf("replay = %+v", got)
@@ -96,7 +114,7 @@ func TestReplayMessage(t *testing.T) {
 	t.Run("a replay replayed again counts on from its original id", func(t *testing.T) {
 		m := dead("MaxDeliveryCountExceeded", map[string]any{"ReplayCount": int64(1), "ReplayedFromDeadLetter": "MaxDeliveryCountExceeded"})
 		m.MessageID = "o-1:2:replay:1"
-		if got := deadletter.ReplayMessage(m, nil); got.MessageID != "o-1:2:replay:2" || got.ApplicationProperties["ReplayCount"] != int64(2) {
+		if got := deadletter.ReplayMessage(entry(deadletter.DLQ, m, time.Now()), nil); got.MessageID != "o-1:2:replay:2" || got.ApplicationProperties["ReplayCount"] != int64(2) {
 			t.Errorf("second replay id %s count %v, want o-1:2:replay:2 and 2", got.MessageID, got.ApplicationProperties["ReplayCount"])
 		}
 	})
@@ -104,7 +122,7 @@ func TestReplayMessage(t *testing.T) {
 		m := dead("InvalidTransition", map[string]any{"OriginalMessageId": "o-9:4", "OriginalSessionId": "o-9",
 			"OriginalSubject": "OrderStatusChanged", "OriginalSequenceNumber": int64(12), "DeliveryCount": int64(1)})
 		m.MessageID, m.SessionID = "o-9:4:parked", ""
-		got := deadletter.ReplayMessage(m, []byte(`{"fixed":true}`))
+		got := deadletter.ReplayMessage(entry(deadletter.Poison, m, time.Now()), []byte(`{"fixed":true}`))
 		if got.MessageID != "o-9:4:replay:1" || got.SessionID != "o-9" || got.Subject != "OrderStatusChanged" || string(got.Body) != `{"fixed":true}` {
 			t.Errorf("replay of a parked copy = %+v", got)
 		}
@@ -121,6 +139,63 @@ func TestReplayMessage(t *testing.T) {
 			t.Errorf("ReplayID of a long id = %q (again %q)", a, b)
 		}
 	})
+}
+
+func TestReplayOfARetryStartsAFreshWindow(t *testing.T) {
+	m := dead("RetryWindowExceeded", map[string]any{"OriginalMessageId": "o-3:1", "OriginalSessionId": "o-3",
+		"OriginalSubject": "OrderStatusChanged", "RetryAttempt": int64(9), "FirstFailureTime": time.Now(), "LastError": "refused"})
+	m.MessageID, m.SessionID = "o-3:1:parked", ""
+	got := deadletter.ReplayMessage(entry(deadletter.Poison, m, time.Now()), nil)
+	if got.MessageID != "o-3:1:replay:1" || got.SessionID != "o-3" {
+		t.Errorf("replay = %s session %q, want o-3:1:replay:1 in o-3", got.MessageID, got.SessionID)
+	}
+	for _, k := range []string{"RetryAttempt", "FirstFailureTime", "LastError"} {
+		if _, ok := got.ApplicationProperties[k]; ok {
+			t.Errorf("replay kept retry property %s: it would not start a fresh retry window", k)
+		}
+	}
+}
+
+func TestDerivedIDsStayWithin128(t *testing.T) {
+	order := strings.Repeat("o", 128)
+	id := strings.Repeat("m", 128)
+	for _, tt := range []struct {
+		name string
+		m    broker.Received
+	}{
+		{"128-character MessageId", broker.Received{Message: broker.Message{MessageID: id, SessionID: order}}},
+		{"parked copy of a 128-character MessageId", broker.Received{Message: broker.Message{MessageID: "sha256-x:parked",
+			ApplicationProperties: map[string]any{"OriginalMessageId": id, "OriginalSessionId": order}}}},
+		{"replay 3 of a 128-character MessageId", broker.Received{Message: broker.Message{MessageID: deadletter.ReplayID(id, 2), SessionID: order,
+			ApplicationProperties: map[string]any{"ReplayCount": int64(2)}}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := entry(deadletter.DLQ, tt.m, time.Now())
+			got := deadletter.ReplayMessage(e, nil)
+			if len(got.MessageID) > 128 || got.SessionID != order {
+				t.Errorf("replay id %q (%d characters) session %d characters; want at most 128 and the order", got.MessageID, len(got.MessageID), len(got.SessionID))
+			}
+			if again := deadletter.ReplayMessage(e, nil); again.MessageID != got.MessageID {
+				t.Errorf("replay id not stable: %q then %q", got.MessageID, again.MessageID)
+			}
+		})
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	a := deadletter.Fingerprint("InvalidTransition", `order "o-1" is Delivered at sequence 7 (2026-12-01T10:00:00Z); Paid 8 refused`)
+	b := deadletter.Fingerprint("InvalidTransition", `order "o-9" is Delivered at sequence 12 (2026-12-02T11:30:00.5Z); Paid 13 refused`)
+	c := deadletter.Fingerprint("InvalidTransition", `order "o-9" is Cancelled at sequence 12 (2026-12-02T11:30:00Z); Paid 13 refused`)
+	d := deadletter.Fingerprint("InvalidPayload", `order "o-1" is Delivered at sequence 7 (2026-12-01T10:00:00Z); Paid 8 refused`)
+	if a != b {
+		t.Errorf("same failure, other order, numbers and time: %s and %s, want one group", a, b)
+	}
+	if a == c || a == d {
+		t.Errorf("another failure (%s) or reason (%s) shares group %s", c, d, a)
+	}
+	if got := deadletter.Template("id 3f2b1c4e-aaaa-bbbb-cccc-0123456789ab, n 42"); got != "id <guid>, n <n>" {
+		t.Errorf("Template = %q", got)
+	}
 }
 
 func TestValidate(t *testing.T) {

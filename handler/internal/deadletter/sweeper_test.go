@@ -3,39 +3,62 @@ package deadletter_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dlmem"
 	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // fixture is a membroker with a queue and a poison queue (no sessions, so
-// the test can dead-letter by abandoning), records on Azurite, and a
+// the test can dead-letter by abandoning), a dead-letter store, and a
 // sweeper on a clock the test moves.
 type fixture struct {
-	ctx     context.Context
-	mb      *membroker.Broker
-	clk     *clock.ScaledClock
-	records *deadletter.TableStore
-	q       deadletter.Queues
-	log     bytes.Buffer
+	ctx   context.Context
+	mb    *membroker.Broker
+	clk   *clock.ScaledClock
+	store dlstore.Store
+	mem   *dlmem.Store // the store when it is in memory (fault injection)
+	q     deadletter.Queues
+	log   lockedBuffer
 }
+
+// lockedBuffer is a log sink several sweepers may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// newStore makes the store a fixture drains into; tests that need the real
+// Table Storage backend replace it.
+var newStore = func(t *testing.T) dlstore.Store { return dlmem.New() }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
@@ -51,16 +74,12 @@ func newFixture(t *testing.T) *fixture {
 	if err := f.mb.CreateQueue(f.q.PoisonQueue, po); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := aztables.NewServiceClientFromConnectionString(testenv.Azurite(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	suffix := strings.ToLower(rand.Text()[:10])
-	f.records = deadletter.NewTableStore(svc, "audit"+suffix, "archive"+suffix)
+	f.store = newStore(t)
+	f.mem, _ = f.store.(*dlmem.Store)
 	return f
 }
 
-func (f *fixture) sweeper(o deadletter.Options) *deadletter.Sweeper {
+func (f *fixture) options(o deadletter.Options) deadletter.Options {
 	o.Queues = f.q
 	if o.Policy == (deadletter.Policy{}) {
 		o.Policy = deadletter.Policy{Cooldown: 10 * time.Minute, MaxReplays: 3}
@@ -71,15 +90,24 @@ func (f *fixture) sweeper(o deadletter.Options) *deadletter.Sweeper {
 	o.Now = f.clk.Now
 	o.ReceiveWait = time.Millisecond
 	o.Logger = slog.New(slog.NewJSONHandler(&f.log, nil))
-	return deadletter.New(f.mb, f.records, o)
+	return o
+}
+
+func (f *fixture) sweeper(o deadletter.Options) *deadletter.Sweeper {
+	return deadletter.New(f.mb, f.store, f.options(o))
 }
 
 // deadLetter puts a message on the queue's dead-letter subqueue the way
 // Service Bus does: five failed deliveries.
 func (f *fixture) deadLetter(t *testing.T, id, session string) {
 	t.Helper()
-	if err := f.mb.Send(f.ctx, f.q.Queue, broker.Message{MessageID: id, SessionID: session, Subject: "OrderStatusChanged",
-		Body: []byte(`{"orderId":"` + session + `"}`), ApplicationProperties: map[string]any{"tenant": "t-1"}}); err != nil {
+	f.deadLetterMsg(t, broker.Message{MessageID: id, SessionID: session, Subject: "OrderStatusChanged",
+		Body: []byte(`{"orderId":"` + session + `"}`), ApplicationProperties: map[string]any{"tenant": "t-1"}})
+}
+
+func (f *fixture) deadLetterMsg(t *testing.T, m broker.Message) {
+	t.Helper()
+	if err := f.mb.Send(f.ctx, f.q.Queue, m); err != nil {
 		t.Fatal(err)
 	}
 	for range 5 {
@@ -98,7 +126,7 @@ func (f *fixture) park(t *testing.T, original, reason string) {
 	t.Helper()
 	if err := f.mb.Send(f.ctx, f.q.PoisonQueue, broker.Message{MessageID: original + ":parked", Subject: "OrderStatusChanged",
 		Body: []byte("body of " + original), ApplicationProperties: map[string]any{
-			broker.PropertyDeadLetterReason: reason, broker.PropertyDeadLetterErrorDescription: "because",
+			broker.PropertyDeadLetterReason: reason, broker.PropertyDeadLetterErrorDescription: "because of " + original,
 			"OriginalMessageId": original, "OriginalSessionId": strings.Split(original, ":")[0]}}); err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +141,20 @@ func (f *fixture) peek(t *testing.T, k deadletter.Kind) []broker.Received {
 	return got
 }
 
+// queued is what waits on order-status (the replays), by MessageId.
+func (f *fixture) queued(t *testing.T) map[string]broker.Received {
+	t.Helper()
+	out := map[string]broker.Received{}
+	got, err := broker.PeekAll(f.ctx, f.mb, broker.Source{Queue: f.q.Queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range got {
+		out[m.MessageID] = m
+	}
+	return out
+}
+
 func (f *fixture) run(t *testing.T, s *deadletter.Sweeper) deadletter.Report {
 	t.Helper()
 	rep, err := s.Run(f.ctx, deadletter.RunOptions{})
@@ -122,361 +164,525 @@ func (f *fixture) run(t *testing.T, s *deadletter.Sweeper) deadletter.Report {
 	return rep
 }
 
-func TestSweepAppliesThePolicy(t *testing.T) {
-	f := newFixture(t)
-	s := f.sweeper(deadletter.Options{})
-	f.deadLetter(t, "o-1:2", "o-1")
-	f.park(t, "o-2:1", "InvalidPayload")
-	f.park(t, "o-3:1", "UnknownSubject")
-	f.park(t, "o-4:5", "InvalidTransition")
-
-	rep := f.run(t, s)
-	if got := rep.Counts; got[deadletter.ActionWait] != 1 || got[deadletter.ActionArchive] != 2 || got[deadletter.ActionLeave] != 1 {
-		t.Errorf("first run counts = %v, want wait 1, archived 2, left 1", got)
-	}
-	if q := f.peek(t, deadletter.DLQ); len(q) != 1 || !q[0].Deferred {
-		t.Fatalf("after the first run the DLQ holds %+v, want the one message set aside for its cool-down", q)
-	}
-	if p := f.peek(t, deadletter.Poison); len(p) != 1 || p[0].DeadLetterReason != "InvalidTransition" || !p[0].Deferred {
-		t.Errorf("poison queue after the first run = %+v, want only the InvalidTransition, deferred", p)
-	}
-	archived, err := f.records.ListArchived(f.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(archived) != 2 || archived[0].OriginalMessageID != "o-2:1" || archived[0].Reason != "InvalidPayload" ||
-		string(archived[0].Body) != "body of o-2:1" || archived[1].OriginalMessageID != "o-3:1" {
-		t.Errorf("archive = %+v, want o-2:1 InvalidPayload and o-3:1 UnknownSubject with their bodies", archived)
-	}
-
-	// Within the cool-down a second run changes nothing on the DLQ.
-	f.clk.Advance(9 * time.Minute)
-	if rep := f.run(t, s); rep.Counts[deadletter.ActionReplay] != 0 {
-		t.Errorf("run within the cool-down replayed: %v", rep.Counts)
-	}
-	if st := f.mb.Stats(f.q.Queue); st.Active != 0 {
-		t.Errorf("order-status has %d messages within the cool-down, want 0", st.Active)
-	}
-
-	f.clk.Advance(time.Minute)
-	rep = f.run(t, s)
-	if rep.Counts[deadletter.ActionReplay] != 1 {
-		t.Fatalf("run after the cool-down counts = %v, want replayed 1", rep.Counts)
-	}
-	replays := f.peekQueue(t)
-	if len(replays) != 1 {
-		t.Fatalf("order-status holds %d messages, want the replay", len(replays))
-	}
-	r := replays[0]
-	if r.MessageID != "o-1:2:replay:1" || r.SessionID != "o-1" || r.ApplicationProperties["ReplayCount"] != int64(1) ||
-		r.ApplicationProperties["ReplayedFromDeadLetter"] != "MaxDeliveryCountExceeded" || r.ApplicationProperties["tenant"] != "t-1" ||
-		r.DeadLetterReason != "" {
-		t.Errorf("replay = %+v", r)
-	}
-	if q := f.peek(t, deadletter.DLQ); len(q) != 0 {
-		t.Errorf("DLQ after the replay holds %d messages, want 0", len(q))
-	}
-	audit, err := f.records.ListAudit(f.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	actions := map[deadletter.Action]int{}
-	for _, a := range audit {
-		actions[a.Action]++
-		if a.Actor != "sweeper" || a.At.IsZero() || a.MessageID == "" {
-			t.Errorf("audit row %+v lacks who, when or what", a)
-		}
-		if a.Action == deadletter.ActionReplay && (a.NewMessageID != "o-1:2:replay:1" || a.SessionID != "o-1") {
-			t.Errorf("replay audit row = %+v", a)
-		}
-	}
-	if actions[deadletter.ActionSeen] != 1 || actions[deadletter.ActionArchive] != 2 || actions[deadletter.ActionLeave] != 1 || actions[deadletter.ActionReplay] != 1 {
-		t.Errorf("audit actions = %v, want seen 1, archived 2, left 1, replayed 1", actions)
-	}
-}
-
-func (f *fixture) peekQueue(t *testing.T) []broker.Received {
+func (f *fixture) entries(t *testing.T, fl dlstore.Filter) []dlstore.Entry {
 	t.Helper()
-	got, err := broker.PeekAll(f.ctx, f.mb, broker.Source{Queue: f.q.Queue})
+	got, err := f.store.List(f.ctx, fl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return got
 }
 
-// Twenty sweeps leave an InvalidTransition on the poison queue with its
-// delivery count unchanged (abandoning it would move it to the poison
-// queue's own DLQ at 10), still listed.
-func TestTwentySweepsLeaveInvalidTransitionInPlace(t *testing.T) {
+func (f *fixture) byMessage(t *testing.T) map[string]dlstore.Entry {
+	t.Helper()
+	out := map[string]dlstore.Entry{}
+	for _, e := range f.entries(t, dlstore.Filter{}) {
+		out[e.MessageID] = e
+	}
+	return out
+}
+
+// actions counts the audit entries of every order by action.
+func (f *fixture) actions(t *testing.T) map[string]int {
+	t.Helper()
+	h, err := f.store.History(f.ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, a := range h {
+		out[a.Action]++
+	}
+	return out
+}
+
+func TestSweepDrainsThenAppliesThePolicy(t *testing.T) {
 	f := newFixture(t)
 	s := f.sweeper(deadletter.Options{})
-	f.park(t, "o-5:3", "InvalidTransition")
-	before := f.peek(t, deadletter.Poison)[0].DeliveryCount
-	for i := range 20 {
-		rep := f.run(t, s)
-		var counted bool
-		for _, st := range rep.Stats {
-			if st.Source == deadletter.Poison && st.Reason == "InvalidTransition" && st.Depth == 1 {
-				counted = true
-			}
-		}
-		if !counted {
-			t.Fatalf("sweep %d: stats %+v do not count the InvalidTransition", i+1, rep.Stats)
+	f.deadLetter(t, "o-1:2", "o-1")
+	f.deadLetter(t, "o-2:3", "o-2")
+	f.park(t, "o-3:1", "InvalidPayload")
+	f.park(t, "o-4:5", "InvalidTransition")
+	f.park(t, "o-5:2", "RetryWindowExceeded")
+
+	rep := f.run(t, s)
+	for _, k := range deadletter.Kinds {
+		if got := f.peek(t, k); len(got) != 0 {
+			t.Errorf("%s after the drain holds %d messages, want none (every one stored, then completed)", k, len(got))
 		}
 	}
-	p := f.peek(t, deadletter.Poison)
-	if len(p) != 1 || p[0].DeliveryCount != before || p[0].MessageID != "o-5:3:parked" {
-		t.Fatalf("after 20 sweeps the poison queue = %+v, want o-5:3:parked with delivery count %d", p, before)
+	if rep.Counts[deadletter.ActionStored] != 5 || rep.Counts[deadletter.ActionArchive] != 1 || rep.Counts[deadletter.ActionLeave] != 1 ||
+		rep.Counts[deadletter.ActionWait] != 3 {
+		t.Errorf("first run counts = %v, want stored 5, archived 1, left 1, wait 3", rep.Counts)
 	}
-	if pd := f.peek(t, deadletter.PoisonDLQ); len(pd) != 0 {
-		t.Errorf("the poison queue's DLQ holds %d messages, want 0", len(pd))
-	}
-	audit, _ := f.records.ListAudit(f.ctx)
-	left := 0
-	for _, a := range audit {
-		if a.Action == deadletter.ActionLeave {
-			left++
+	got := f.byMessage(t)
+	for id, want := range map[string]dlstore.State{"o-1:2": dlstore.Open, "o-2:3": dlstore.Open, "o-3:1:parked": dlstore.Archived,
+		"o-4:5:parked": dlstore.Left, "o-5:2:parked": dlstore.Open} {
+		if got[id].State != want {
+			t.Errorf("entry %s is %q, want %s", id, got[id].State, want)
 		}
 	}
-	if left != 1 {
-		t.Errorf("audit has %d left rows after 20 sweeps, want 1 (set aside once)", left)
+	if e := got["o-4:5:parked"]; e.OrderID != "o-4" || e.Reason != "InvalidTransition" || string(e.Body) != "body of o-4:5" {
+		t.Errorf("parked entry = order %q reason %q body %q", e.OrderID, e.Reason, e.Body)
+	}
+
+	f.clk.Advance(10 * time.Minute)
+	rep = f.run(t, s)
+	if rep.Counts[deadletter.ActionReplay] != 3 {
+		t.Errorf("second run counts = %v, want replayed 3 (two dead letters, one retry window)", rep.Counts)
+	}
+	q := f.queued(t)
+	r1, ok := q["o-1:2:replay:1"]
+	if !ok || r1.SessionID != "o-1" || r1.ApplicationProperties["tenant"] != "t-1" || r1.ApplicationProperties["ReplayCount"] != int64(1) {
+		t.Errorf("replay of o-1:2 = %+v (found %v), want its session, properties and ReplayCount 1", r1, ok)
+	}
+	if r5, ok := q["o-5:2:replay:1"]; !ok || r5.SessionID != "o-5" || r5.Subject != "OrderStatusChanged" {
+		t.Errorf("replay of the parked retry = %+v (found %v), want its original session and subject", r5, ok)
+	}
+	if n := f.actions(t); n["stored"] != 5 || n["replayed"] != 3 || n["archived"] != 1 || n["left"] != 1 {
+		t.Errorf("audit entries by action = %v, want stored 5, replayed 3, archived 1, left 1", n)
+	}
+	// A third run finds nothing to do.
+	if rep = f.run(t, s); rep.Counts[deadletter.ActionReplay]+rep.Counts[deadletter.ActionArchive]+rep.Counts[deadletter.ActionLeave] != 0 {
+		t.Errorf("third run acted again: %v", rep.Counts)
 	}
 }
 
 func TestStatsLines(t *testing.T) {
 	f := newFixture(t)
 	s := f.sweeper(deadletter.Options{})
-	f.park(t, "o-6:1", "InvalidTransition")
-	f.park(t, "o-7:1", "InvalidTransition")
-	f.clk.Advance(90 * time.Second)
+	f.deadLetter(t, "o-1:2", "o-1")
+	f.park(t, "o-4:5", "InvalidTransition")
+	f.park(t, "o-3:1", "InvalidPayload")
 	rep := f.run(t, s)
-	want := map[string][2]int64{"dlq|": {0, 0}, "poison|InvalidTransition": {2, 90}, "poison-dlq|": {0, 0}}
-	if len(rep.StatsLines) != len(want) {
-		t.Fatalf("stats lines = %q, want %d", rep.StatsLines, len(want))
+	type line struct {
+		Msg      string `json:"msg"`
+		RunID    string `json:"run_id"`
+		Source   string `json:"source"`
+		Reason   string `json:"reason"`
+		Depth    int    `json:"depth"`
+		Age      *int64 `json:"oldest_age_seconds"`
+		InQueue  *int   `json:"in_queue"`
+		Left     *int   `json:"left"`
+		Stored   *int   `json:"stored"`
+		Unwanted any    `json:"order_id"`
 	}
-	logged := f.log.String()
-	for _, line := range rep.StatsLines {
-		var l struct {
-			Time, Level, Msg, RunID, Source, Reason string
-			Depth, OldestAgeSeconds                 int64
+	got := map[string]line{}
+	for _, raw := range rep.StatsLines {
+		var l line
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			t.Fatalf("stats line %q: %v", raw, err)
 		}
-		var raw map[string]any
-		if err := json.Unmarshal([]byte(line), &raw); err != nil {
-			t.Fatalf("line %q: %v", line, err)
+		if l.Msg != deadletter.StatsMessage || l.RunID != rep.RunID || l.Age == nil || l.InQueue == nil || l.Left == nil || l.Stored == nil {
+			t.Errorf("stats line %q lacks a field", raw)
 		}
-		keys := []string{"time", "level", "msg", "run_id", "source", "reason", "depth", "oldest_age_seconds"}
-		if len(raw) != len(keys) {
-			t.Errorf("line %q has keys %v, want exactly %v", line, raw, keys)
+		got[l.Source+"/"+l.Reason] = l
+	}
+	if l := got["dlq/MaxDeliveryCountExceeded"]; l.Depth != 1 || *l.Stored != 1 || *l.InQueue != 0 {
+		t.Errorf("dlq line = %+v, want depth 1 (open in the store), stored 1, in queue 0", l)
+	}
+	if l := got["poison/InvalidTransition"]; l.Depth != 1 || *l.Left != 1 {
+		t.Errorf("poison InvalidTransition line = %+v, want depth 1, left 1", l)
+	}
+	if l, ok := got["poison/InvalidPayload"]; !ok || l.Depth != 0 || *l.Stored != 1 {
+		t.Errorf("poison InvalidPayload line = %+v (found %v), want depth 0 (archived in the run) and stored 1, so the alert sees it", l, ok)
+	}
+	if l, ok := got["poison-dlq/"]; !ok || l.Depth != 0 {
+		t.Errorf("empty source line = %+v (found %v), want one line with reason \"\" and depth 0", l, ok)
+	}
+	if strings.Count(f.log.String(), `"msg":"deadletter_stats"`) != len(rep.StatsLines) {
+		t.Errorf("logged %d stats lines, answered %d", strings.Count(f.log.String(), `"msg":"deadletter_stats"`), len(rep.StatsLines))
+	}
+}
+
+// counting wraps a store and counts its writes.
+type counting struct {
+	dlstore.Store
+	writes atomic.Int64
+}
+
+func (c *counting) Put(ctx context.Context, e dlstore.Entry, actor string) (bool, error) {
+	c.writes.Add(1)
+	return c.Store.Put(ctx, e, actor)
+}
+
+func (c *counting) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Transition) (dlstore.Entry, error) {
+	c.writes.Add(1)
+	return c.Store.Transition(ctx, e, t)
+}
+
+func (c *counting) Purge(ctx context.Context, before time.Time, max int) (int, error) {
+	c.writes.Add(1)
+	return c.Store.Purge(ctx, before, max)
+}
+
+func TestDryRunChangesNothingAndAgreesWithTheSweep(t *testing.T) {
+	f := newFixture(t)
+	f.deadLetter(t, "o-1:2", "o-1")
+	f.park(t, "o-3:1", "InvalidPayload")
+	f.run(t, f.sweeper(deadletter.Options{})) // o-1:2 open, o-3:1 archived
+	f.clk.Advance(11 * time.Minute)
+	f.deadLetter(t, "o-2:3", "o-2") // waiting in Service Bus
+	f.park(t, "o-4:5", "InvalidTransition")
+
+	c := &counting{Store: f.store}
+	dry := deadletter.New(f.mb, c, f.options(deadletter.Options{}))
+	rep, err := dry.Run(f.ctx, deadletter.RunOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.writes.Load() != 0 || len(f.peek(t, deadletter.DLQ)) != 1 || len(f.peek(t, deadletter.Poison)) != 1 {
+		t.Fatalf("dry run wrote %d times or moved messages", c.writes.Load())
+	}
+	want := map[string]deadletter.Action{}
+	for _, it := range rep.Items {
+		want[it.MessageID] = it.Action
+	}
+	if want["o-1:2"] != deadletter.ActionReplay || want["o-2:3"] != deadletter.ActionWait || want["o-4:5:parked"] != deadletter.ActionLeave {
+		t.Errorf("dry run = %v, want o-1:2 replayed, o-2:3 wait, o-4:5:parked left", want)
+	}
+	real := f.run(t, f.sweeper(deadletter.Options{}))
+	did := map[string]deadletter.Action{}
+	for _, it := range real.Items {
+		did[it.MessageID] = it.Action
+	}
+	for id, a := range want {
+		if a == deadletter.ActionWait {
+			continue // a wait writes nothing and is not an item of a real run
 		}
-		_ = json.Unmarshal([]byte(strings.NewReplacer(`"run_id"`, `"RunID"`, `"oldest_age_seconds"`, `"OldestAgeSeconds"`).Replace(line)), &l)
-		if l.Msg != "deadletter_stats" || l.Level != "INFO" || l.RunID != rep.RunID {
-			t.Errorf("line %q: msg, level or run_id wrong", line)
-		}
-		w, ok := want[l.Source+"|"+l.Reason]
-		if !ok || l.Depth != w[0] || l.OldestAgeSeconds != w[1] {
-			t.Errorf("line %q: depth %d age %d, want %v", line, l.Depth, l.OldestAgeSeconds, w)
-		}
-		if !strings.Contains(logged, line) {
-			t.Errorf("line %q is not on the logger's output (stdout)", line)
+		if did[id] != a {
+			t.Errorf("%s: dry run said %s, the sweep did %s", id, a, did[id])
 		}
 	}
 }
 
-func TestDryRunChangesNothing(t *testing.T) {
+func TestDryRunReportsWhatItCannotRead(t *testing.T) {
 	f := newFixture(t)
-	s := f.sweeper(deadletter.Options{Policy: deadletter.Policy{Cooldown: 0, MaxReplays: 3}})
-	f.deadLetter(t, "o-8:1", "o-8")
-	f.park(t, "o-9:1", "InvalidPayload")
-	before := [][]broker.Received{f.peek(t, deadletter.DLQ), f.peek(t, deadletter.Poison), f.peekQueue(t)}
-	rep, err := s.Run(f.ctx, deadletter.RunOptions{DryRun: true})
+	f.deadLetter(t, "o-1:2", "o-1")
+	dry := deadletter.New(f.mb, downStore{}, f.options(deadletter.Options{}))
+	rep, err := dry.Run(f.ctx, deadletter.RunOptions{DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Counts[deadletter.ActionReplay] != 1 || rep.Counts[deadletter.ActionArchive] != 1 {
-		t.Errorf("dry run counts = %v, want replayed 1, archived 1", rep.Counts)
+	if len(rep.Unreadable) != 1 || !strings.Contains(rep.Unreadable[0], "dead-letter store") {
+		t.Errorf("Unreadable = %q, want the store named", rep.Unreadable)
 	}
-	for _, it := range rep.Items {
-		if it.Done || it.Why == "" {
-			t.Errorf("dry-run item %+v: done or without a reason", it)
-		}
+	if len(rep.Items) != 1 || rep.Items[0].MessageID != "o-1:2" {
+		t.Errorf("items = %+v, want the message still waiting in the DLQ reported", rep.Items)
 	}
-	after := [][]broker.Received{f.peek(t, deadletter.DLQ), f.peek(t, deadletter.Poison), f.peekQueue(t)}
-	for i := range before {
-		if len(before[i]) != len(after[i]) {
-			t.Fatalf("source %d: %d messages before, %d after the dry run", i, len(before[i]), len(after[i]))
+}
+
+// downStore fails every call: the tables cannot be reached.
+type downStore struct{ dlstore.Store }
+
+func (downStore) Put(context.Context, dlstore.Entry, string) (bool, error) {
+	return false, fmt.Errorf("down: %w", dlstore.ErrUnavailable)
+}
+
+func (downStore) List(context.Context, dlstore.Filter) ([]dlstore.Entry, error) {
+	return nil, fmt.Errorf("down: %w", dlstore.ErrUnavailable)
+}
+
+// refusing refuses to store one message for itself (too large).
+type refusing struct {
+	dlstore.Store
+	id string
+}
+
+func (r refusing) Put(ctx context.Context, e dlstore.Entry, actor string) (bool, error) {
+	if e.MessageID == r.id {
+		return false, fmt.Errorf("refused: %w", dlstore.ErrTooLarge)
+	}
+	return r.Store.Put(ctx, e, actor)
+}
+
+func TestOneMessageThatCannotBeStoredBlocksNothing(t *testing.T) {
+	f := newFixture(t)
+	f.park(t, "o-1:1", "InvalidPayload")
+	f.park(t, "o-2:1", "InvalidPayload")
+	f.park(t, "o-3:1", "InvalidPayload")
+	s := deadletter.New(f.mb, refusing{f.store, "o-1:1:parked"}, f.options(deadletter.Options{}))
+	for run := range 2 {
+		rep := f.run(t, s)
+		if rep.Failed != 1 {
+			t.Errorf("run %d: failed %d, want 1 (the refused message, reported)", run, rep.Failed)
 		}
-		for j := range before[i] {
-			b, a := before[i][j], after[i][j]
-			if b.SequenceNumber != a.SequenceNumber || b.DeliveryCount != a.DeliveryCount || b.Deferred != a.Deferred {
-				t.Errorf("source %d message %d changed: %+v -> %+v", i, j, b, a)
+		var failed []string
+		for _, it := range rep.Items {
+			if it.Error != "" {
+				failed = append(failed, it.MessageID)
 			}
 		}
-	}
-	if a, _ := f.records.ListAudit(f.ctx); len(a) != 0 {
-		t.Errorf("dry run wrote %d audit rows", len(a))
-	}
-	if a, _ := f.records.ListArchived(f.ctx); len(a) != 0 {
-		t.Errorf("dry run archived %d messages", len(a))
-	}
-}
-
-func TestBoundsPerRun(t *testing.T) {
-	f := newFixture(t)
-	s := f.sweeper(deadletter.Options{MaxPerRun: 2})
-	for _, id := range []string{"a:1", "b:1", "c:1", "d:1", "e:1"} {
-		f.park(t, id, "InvalidPayload")
-	}
-	rep := f.run(t, s)
-	if rep.Counts[deadletter.ActionArchive] != 2 || rep.Stopped == "" {
-		t.Errorf("run with DEAD_LETTER_SWEEP_MAX 2: counts %v stopped %q, want 2 archived and a reason to stop", rep.Counts, rep.Stopped)
-	}
-	if p := f.peek(t, deadletter.Poison); len(p) != 3 {
-		t.Errorf("poison queue holds %d, want 3 left for the next run", len(p))
-	}
-	for _, m := range f.peek(t, deadletter.Poison) {
-		if m.DeliveryCount != 1 || m.Deferred {
-			t.Errorf("message %s not acted on was disturbed: count %d deferred %v", m.MessageID, m.DeliveryCount, m.Deferred)
+		if len(failed) != 1 || failed[0] != "o-1:1:parked" {
+			t.Errorf("run %d: items with an error = %v, want the refused one named", run, failed)
+		}
+		left := f.peek(t, deadletter.Poison)
+		if len(left) != 1 || left[0].MessageID != "o-1:1:parked" {
+			t.Errorf("run %d: poison queue holds %d messages, want only the refused one (still there, not lost)", run, len(left))
 		}
 	}
-	f.run(t, s)
-	f.run(t, s)
-	if p := f.peek(t, deadletter.Poison); len(p) != 0 {
-		t.Errorf("after three runs the poison queue holds %d, want 0", len(p))
+	if n := f.actions(t); n["archived"] != 2 {
+		t.Errorf("archived %d, want the 2 messages behind the refused one", n["archived"])
 	}
 }
 
-// failingSend is the broker with Send failing transiently.
-type failingSend struct{ *membroker.Broker }
-
-func (failingSend) Send(context.Context, string, broker.Message) error {
-	return broker.ErrTransient
-}
-
-func TestFailedSendLeavesTheOriginal(t *testing.T) {
+func TestStoreOutageLosesNothing(t *testing.T) {
 	f := newFixture(t)
-	f.deadLetter(t, "o-10:1", "o-10")
-	s := deadletter.New(failingSend{f.mb}, f.records, deadletter.Options{Queues: f.q, Now: f.clk.Now,
-		Policy: deadletter.Policy{Cooldown: 0, MaxReplays: 3}, ReceiveWait: time.Millisecond})
-	_, err := s.Run(f.ctx, deadletter.RunOptions{})
-	if !errors.Is(err, broker.ErrTransient) || deadletter.StatusFor(err) != http.StatusServiceUnavailable {
-		t.Fatalf("Run with a failing send = %v (status %d), want a transient error answered 503", err, deadletter.StatusFor(err))
+	f.deadLetter(t, "o-1:2", "o-1")
+	f.park(t, "o-3:1", "InvalidPayload")
+	_, err := deadletter.New(f.mb, downStore{f.store}, f.options(deadletter.Options{})).Run(f.ctx, deadletter.RunOptions{})
+	if !errors.Is(err, dlstore.ErrUnavailable) || deadletter.StatusFor(err) != 503 {
+		t.Fatalf("Run with the store down = %v (status %d), want unavailable, 503", err, deadletter.StatusFor(err))
 	}
-	d := f.peek(t, deadletter.DLQ)
-	if len(d) != 1 || d[0].MessageID != "o-10:1" {
-		t.Fatalf("DLQ after a failed replay = %+v, want the original still there", d)
+	if len(f.peek(t, deadletter.DLQ)) != 1 || len(f.peek(t, deadletter.Poison)) != 1 {
+		t.Fatal("a message left its queue while the store was down")
 	}
-	// The next run, with the send working, replays it (from its deferral).
-	if rep := f.run(t, f.sweeper(deadletter.Options{Policy: deadletter.Policy{Cooldown: 0, MaxReplays: 3}})); rep.Counts[deadletter.ActionReplay] != 1 {
-		t.Errorf("next run counts = %v, want replayed 1", rep.Counts)
+	f.run(t, f.sweeper(deadletter.Options{}))
+	if n := f.actions(t); n["stored"] != 2 || n["archived"] != 1 {
+		t.Errorf("after the outage: %v, want both stored, the poison archived", n)
 	}
 }
 
-// lockLosing is the broker with every lock lost before settlement, as when
-// storage is slow or the lock is short: Complete and Defer fail with
-// ErrLockLost and the message stays where it was (here: it is abandoned,
-// as an expired lock releases it).
-type lockLosing struct{ *membroker.Broker }
+// lockLosing loses the lock of the first n completes: the message goes back
+// to its queue as a crash between store and complete would leave it.
+type lockLosing struct {
+	deadletter.Broker
+	n *atomic.Int64
+}
 
 func (b lockLosing) Complete(ctx context.Context, src broker.Source, m broker.Received) error {
-	_ = b.Broker.Abandon(ctx, src, m)
-	return fmt.Errorf("membroker: complete: %w", broker.ErrLockLost)
+	if b.n.Add(-1) >= 0 {
+		return fmt.Errorf("lost: %w", broker.ErrLockLost) // the lock runs out; the message comes back
+	}
+	return b.Broker.Complete(ctx, src, m)
 }
 
-func (b lockLosing) Defer(ctx context.Context, src broker.Source, m broker.Received) error {
-	_ = b.Broker.Abandon(ctx, src, m)
-	return fmt.Errorf("membroker: defer: %w", broker.ErrLockLost)
-}
-
-// A lost lock is not a failed run: the run goes on, counts it, and the
-// message is still there for the next run; nothing is lost or doubled.
-func TestLockLostIsNotAFailure(t *testing.T) {
+func TestCrashBetweenStoreAndComplete(t *testing.T) {
 	f := newFixture(t)
-	f.deadLetter(t, "o-11:1", "o-11")
-	f.park(t, "o-12:1", "InvalidPayload")
-	f.park(t, "o-13:1", "InvalidTransition")
-	pol := deadletter.Policy{Cooldown: 0, MaxReplays: 3}
-	s := deadletter.New(lockLosing{f.mb}, f.records, deadletter.Options{Queues: f.q, Now: f.clk.Now, Policy: pol,
-		RatePerSecond: 1000, ReceiveWait: time.Millisecond, Logger: slog.New(slog.NewJSONHandler(&f.log, nil))})
-	rep, err := s.Run(f.ctx, deadletter.RunOptions{})
-	if err != nil {
-		t.Fatalf("Run with every lock lost = %v, want no error (a lost lock is retried by the next run)", err)
+	f.park(t, "o-3:1", "InvalidTransition")
+	var n atomic.Int64
+	n.Store(1)
+	rep, err := deadletter.New(lockLosing{f.mb, &n}, f.store, f.options(deadletter.Options{})).Run(f.ctx, deadletter.RunOptions{})
+	if err != nil || rep.LockLost != 1 {
+		t.Fatalf("Run = %v, lock lost %d; want no error and 1 lock lost", err, rep.LockLost)
 	}
-	if rep.LockLost != 3 {
-		t.Errorf("LockLost = %d, want 3 (replay, archive, leave)", rep.LockLost)
+	f.clk.Advance(2 * time.Minute) // past the lock
+	if len(f.peek(t, deadletter.Poison)) != 1 {
+		t.Fatal("the message whose complete failed is not back on its queue")
 	}
-	if d, p := f.peek(t, deadletter.DLQ), f.peek(t, deadletter.Poison); len(d) != 1 || len(p) != 2 {
-		t.Fatalf("after the run: DLQ %d, poison %d; want 1 and 2 (nothing settled)", len(d), len(p))
+	f.run(t, f.sweeper(deadletter.Options{}))
+	if len(f.peek(t, deadletter.Poison)) != 0 {
+		t.Error("the next run did not complete it")
 	}
-	// The next run, with locks that hold, finishes the work: the replay is
-	// sent again under the same MessageId (duplicate detection drops the
-	// second copy), the archive row exists once, the human's message stays.
-	rep = f.run(t, f.sweeper(deadletter.Options{Policy: pol}))
-	if rep.Counts[deadletter.ActionReplay] != 1 || rep.Counts[deadletter.ActionArchive] != 1 || rep.Counts[deadletter.ActionLeave] != 1 {
-		t.Errorf("next run counts = %v, want replayed 1, archived 1, left 1", rep.Counts)
+	if got := f.entries(t, dlstore.Filter{}); len(got) != 1 {
+		t.Errorf("%d entries, want 1 (stored once)", len(got))
 	}
-	if q := f.peekQueue(t); len(q) != 1 || q[0].MessageID != "o-11:1:replay:1" {
-		t.Errorf("queue after both runs = %+v, want one replay o-11:1:replay:1", q)
+	if a := f.actions(t); a["stored"] != 1 || a["left"] != 1 {
+		t.Errorf("audit = %v, want stored once, left once", a)
 	}
 }
 
-func TestMarkSeenNeverResetsTheCooldown(t *testing.T) {
+// recordFailing fails transitions to target n times, after the send.
+type recordFailing struct {
+	dlstore.Store
+	to dlstore.State
+	n  *atomic.Int64
+}
+
+func (r recordFailing) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Transition) (dlstore.Entry, error) {
+	if t.To == r.to && r.n.Add(-1) >= 0 {
+		return dlstore.Entry{}, fmt.Errorf("injected: %w", dlstore.ErrUnavailable)
+	}
+	return r.Store.Transition(ctx, e, t)
+}
+
+func TestCrashBetweenReplaySendAndRecord(t *testing.T) {
 	f := newFixture(t)
-	m := broker.Received{Message: broker.Message{MessageID: "o-11:1"}, SequenceNumber: 42}
-	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	first, err := f.records.MarkSeen(f.ctx, deadletter.DLQ, m, t0, "sweeper")
-	if err != nil {
-		t.Fatal(err)
+	f.deadLetter(t, "o-1:2", "o-1")
+	f.run(t, f.sweeper(deadletter.Options{}))
+	f.clk.Advance(11 * time.Minute)
+	var n atomic.Int64
+	n.Store(1)
+	if _, err := deadletter.New(f.mb, recordFailing{f.store, dlstore.Replayed, &n}, f.options(deadletter.Options{})).Run(f.ctx, deadletter.RunOptions{}); err == nil {
+		t.Fatal("Run hid a failed record")
 	}
-	again, err := f.records.MarkSeen(f.ctx, deadletter.DLQ, m, t0.Add(time.Hour), "sweeper")
-	if err != nil {
-		t.Fatal(err)
+	e := f.byMessage(t)["o-1:2"]
+	if e.State != dlstore.ReplayDue || len(f.queued(t)) != 1 {
+		t.Fatalf("after the failed record: entry %s, %d replays queued; want replay-due (claimed) and the replay sent", e.State, len(f.queued(t)))
 	}
-	if !first.Equal(t0) || !again.Equal(t0) {
-		t.Errorf("MarkSeen = %v then %v, want %v both times", first, again, t0)
+	// Within the claim, nobody sends it again.
+	if rep := f.run(t, f.sweeper(deadletter.Options{})); rep.Counts[deadletter.ActionReplay] != 0 {
+		t.Errorf("a run within the claim replayed again: %v", rep.Counts)
 	}
-	// A recreated queue reuses sequence number 42 for another message.
-	other := broker.Received{Message: broker.Message{MessageID: "o-12:1"}, SequenceNumber: 42}
-	if got, err := f.records.MarkSeen(f.ctx, deadletter.DLQ, other, t0.Add(2*time.Hour), "sweeper"); err != nil || !got.Equal(t0.Add(2*time.Hour)) {
-		t.Errorf("MarkSeen of another message with a reused number = %v, %v; want a fresh start", got, err)
+	f.clk.Advance(deadletter.DefaultClaimTimeout)
+	rep := f.run(t, f.sweeper(deadletter.Options{}))
+	if rep.Counts[deadletter.ActionReplay] != 1 {
+		t.Errorf("the run after the claim timed out: %v, want it to finish the replay", rep.Counts)
 	}
-	seen, err := f.records.SeenAll(f.ctx, deadletter.DLQ)
-	if err != nil || seen[42].MessageID != "o-12:1" {
-		t.Errorf("SeenAll = %+v, %v", seen, err)
+	if e := f.byMessage(t)["o-1:2"]; e.State != dlstore.Replayed || e.NewMessageID != "o-1:2:replay:1" || e.ReplayCount != 1 {
+		t.Errorf("entry = %s %s count %d, want replayed as o-1:2:replay:1, count 1", e.State, e.NewMessageID, e.ReplayCount)
+	}
+	if q := f.queued(t); len(q) != 1 {
+		t.Errorf("%d replays queued, want 1 (the second send has the same MessageId, dropped by duplicate detection)", len(q))
+	}
+	if a := f.actions(t); a["replayed"] != 1 {
+		t.Errorf("replayed audit entries = %d, want exactly 1", a["replayed"])
 	}
 }
 
-func TestManualReplayAndDiscard(t *testing.T) {
+func TestAFailedRecordIsRepeatedNeverSkipped(t *testing.T) {
+	for _, to := range []dlstore.State{dlstore.Left, dlstore.Archived} {
+		t.Run(string(to), func(t *testing.T) {
+			f := newFixture(t)
+			f.park(t, "o-1:1", map[dlstore.State]string{dlstore.Left: "InvalidTransition", dlstore.Archived: "InvalidPayload"}[to])
+			var n atomic.Int64
+			n.Store(1)
+			rep, err := deadletter.New(f.mb, recordFailing{f.store, to, &n}, f.options(deadletter.Options{})).Run(f.ctx, deadletter.RunOptions{})
+			if err == nil && rep.Failed == 0 {
+				t.Fatal("a failed audit write was neither an error nor a failed item")
+			}
+			if e := f.byMessage(t)["o-1:1:parked"]; e.State != dlstore.Open {
+				t.Fatalf("after a failed record the entry is %s, want open (no change without its audit entry)", e.State)
+			}
+			if a := f.actions(t); a[string(to)] != 0 {
+				t.Fatalf("an audit entry %s was written for a change that did not happen", to)
+			}
+			f.run(t, f.sweeper(deadletter.Options{}))
+			if e := f.byMessage(t)["o-1:1:parked"]; e.State != to {
+				t.Errorf("the next run left it %s, want %s", e.State, to)
+			}
+			if a := f.actions(t); a[string(to)] != 1 {
+				t.Errorf("%s audit entries = %d, want 1", to, a[string(to)])
+			}
+		})
+	}
+}
+
+// sendCounting counts sends to the order-status queue by MessageId.
+type sendCounting struct {
+	deadletter.Broker
+	mu    sync.Mutex
+	sends map[string]int
+}
+
+func (b *sendCounting) Send(ctx context.Context, q string, m broker.Message) error {
+	b.mu.Lock()
+	b.sends[m.MessageID]++
+	b.mu.Unlock()
+	return b.Broker.Send(ctx, q, m)
+}
+
+func TestTwoSweepsAtOnce(t *testing.T) {
 	f := newFixture(t)
+	const n = 30
+	for i := range n {
+		f.deadLetter(t, fmt.Sprintf("o-%d:2", i), fmt.Sprintf("o-%d", i))
+	}
+	f.run(t, f.sweeper(deadletter.Options{}))
+	f.clk.Advance(11 * time.Minute)
+	b := &sendCounting{Broker: f.mb, sends: map[string]int{}}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if _, err := deadletter.New(b, f.store, f.options(deadletter.Options{})).Run(f.ctx, deadletter.RunOptions{}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if a := f.actions(t); a["replayed"] != n {
+		t.Errorf("replayed audit entries = %d, want %d (one per action)", a["replayed"], n)
+	}
+	if q := f.queued(t); len(q) != n {
+		t.Errorf("%d replays queued, want %d (each once in effect)", len(q), n)
+	}
+	for id, c := range b.sends {
+		if c != 1 {
+			t.Errorf("%s sent %d times: a claim should keep the other sweep off it", id, c)
+		}
+	}
+}
+
+func TestSweepWorksThroughEverythingDueWithinItsBudget(t *testing.T) {
+	f := newFixture(t)
+	const n = 250 // more than the old cap of 100 per run
+	for i := range n {
+		f.park(t, fmt.Sprintf("o-%d:1", i), "InvalidPayload")
+	}
+	rep := f.run(t, f.sweeper(deadletter.Options{}))
+	if rep.Counts[deadletter.ActionArchive] != n || rep.Stopped != "" {
+		t.Errorf("one run archived %d (stopped %q), want all %d", rep.Counts[deadletter.ActionArchive], rep.Stopped, n)
+	}
+	t.Run("a budget ends the run cleanly and the next goes on", func(t *testing.T) {
+		f := newFixture(t)
+		for i := range 5 {
+			f.park(t, fmt.Sprintf("o-%d:1", i), "InvalidPayload")
+		}
+		s := f.sweeper(deadletter.Options{RatePerSecond: 20, Budget: 120 * time.Millisecond})
+		rep := f.run(t, s)
+		if rep.Stopped == "" || rep.Counts[deadletter.ActionArchive] >= 5 {
+			t.Fatalf("a 120 ms budget at 20/s: archived %d, stopped %q; want a stop before all 5", rep.Counts[deadletter.ActionArchive], rep.Stopped)
+		}
+		for range 10 {
+			if f.actions(t)["archived"] == 5 {
+				return
+			}
+			f.run(t, s)
+		}
+		t.Errorf("later runs archived %d of 5", f.actions(t)["archived"])
+	})
+}
+
+func TestRetentionPurgesClosedEntriesOnly(t *testing.T) {
+	f := newFixture(t)
+	f.park(t, "o-1:1", "InvalidPayload")
+	f.park(t, "o-2:1", "InvalidTransition")
+	s := f.sweeper(deadletter.Options{Retention: 24 * time.Hour})
+	f.run(t, s)
+	f.clk.Advance(25 * time.Hour)
+	rep := f.run(t, s)
+	if rep.Purged != 1 {
+		t.Errorf("purged %d, want 1 (the archived entry)", rep.Purged)
+	}
+	got := f.byMessage(t)
+	if _, ok := got["o-1:1:parked"]; ok {
+		t.Error("the archived entry outlived the retention")
+	}
+	if got["o-2:1:parked"].State != dlstore.Left {
+		t.Error("an entry left for a human was purged: open entries never expire")
+	}
+	if !strings.Contains(f.log.String(), `"msg":"deadletter_purged"`) {
+		t.Error("the purge was not logged")
+	}
+}
+
+func TestLargeMessageStoredAndReplayedByteForByte(t *testing.T) {
+	f := newFixture(t)
+	body := bytes.Repeat([]byte{0, 1, 2, 250, '"', '\\'}, (180<<10)/6)
+	props := map[string]any{"flag": true, "n": int64(-7), "f": 2.5, "at": time.Date(2026, 12, 1, 9, 0, 0, 123e6, time.UTC)}
+	for i := range 8 {
+		props[fmt.Sprintf("big%d", i)] = strings.Repeat(string(rune('a'+i)), 7900)
+	}
+	f.deadLetterMsg(t, broker.Message{MessageID: "o-1:2", SessionID: "o-1", Subject: "OrderStatusChanged", Body: body, ApplicationProperties: props})
 	s := f.sweeper(deadletter.Options{})
-	f.park(t, "o-13:1", "InvalidPayload")
-	f.park(t, "o-14:1", "InvalidTransition")
-	// A corrected body that would still be parked is refused; nothing moves.
-	if _, err := s.Replay(f.ctx, deadletter.Poison, "o-14:1", []byte(`{"orderId":"o-99"}`), "cli:test"); !errors.Is(err, deadletter.ErrInvalidBody) {
-		t.Fatalf("Replay with a bad body = %v, want ErrInvalidBody", err)
+	f.run(t, s)
+	if _, err := s.Act(f.ctx, deadletter.ActionReplay, "o-1:2", nil, "cli:test"); err != nil {
+		t.Fatal(err)
 	}
-	if p := f.peek(t, deadletter.Poison); len(p) != 2 || p[0].Deferred || p[1].Deferred {
-		t.Fatalf("poison queue after a refused replay = %+v, want both untouched", p)
+	r, ok := f.queued(t)["o-1:2:replay:1"]
+	if !ok || !bytes.Equal(r.Body, body) {
+		t.Fatalf("replay found %v, body equal %v", ok, ok && bytes.Equal(r.Body, body))
 	}
-	good := `{"orderId":"o-14","status":"Paid","sequence":1,"occurredAt":"2026-11-29T10:00:00Z"}`
-	id, err := s.Replay(f.ctx, deadletter.Poison, "o-14:1", []byte(good), "cli:test")
-	if err != nil || id != "o-14:1:replay:1" {
-		t.Fatalf("Replay = %q, %v", id, err)
-	}
-	q := f.peekQueue(t)
-	if len(q) != 1 || q[0].SessionID != "o-14" || string(q[0].Body) != good {
-		t.Errorf("order-status after the replay = %+v", q)
-	}
-	if err := s.Discard(f.ctx, deadletter.Poison, "o-13:1:parked", "cli:test"); err != nil {
-		t.Fatalf("Discard: %v", err)
-	}
-	if p := f.peek(t, deadletter.Poison); len(p) != 0 {
-		t.Errorf("poison queue holds %d after replay and discard, want 0", len(p))
-	}
-	archived, _ := f.records.ListArchived(f.ctx)
-	if len(archived) != 2 || archived[0].Action != "discarded" || archived[1].Action != "resubmitted" {
-		t.Errorf("archive = %+v, want o-13:1 discarded and o-14:1 resubmitted", archived)
-	}
-	if err := s.Discard(f.ctx, deadletter.Poison, "nope", "cli:test"); !errors.Is(err, deadletter.ErrNoMessage) {
-		t.Errorf("Discard of an unknown id = %v, want ErrNoMessage", err)
+	for k, v := range props {
+		got := r.ApplicationProperties[k]
+		if tv, ok := v.(time.Time); ok {
+			if gt, ok := got.(time.Time); !ok || !gt.Equal(tv) {
+				t.Errorf("property %s = %#v, want %v", k, got, tv)
+			}
+			continue
+		}
+		if got != v {
+			t.Errorf("property %s = %.40v (%T), want %.40v (%T)", k, got, got, v, v)
+		}
 	}
 }
