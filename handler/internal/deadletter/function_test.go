@@ -106,4 +106,3 @@ func TestFunctionFailures(t *testing.T) {
 		}
 	})
 }
-
