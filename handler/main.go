@@ -41,6 +41,7 @@ import (
 	publishcli "github.com/orderstatus/orderstatus/handler/internal/cli/publish"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/logging"
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
@@ -364,11 +365,22 @@ func newSweeper(cfg config.Config, cred azcore.TokenCredential, bus broker.Broke
 		return nil, errors.New("table service client: check OrderStore__serviceUri / OrderStore__connectionString")
 	}
 	dl := cfg.DeadLetter
-	return deadletter.New(bus, deadletter.NewTableStore(svc, dl.AuditTable, dl.ArchiveTable), deadletter.Options{
+	st := dltable.New(svc, dl.Table)
+	// Infra creates the table; with a table-scoped role the create may be
+	// refused (403) while the table exists, so a failure here is logged
+	// only: the first real read or write fails clearly instead.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := st.EnsureTable(ctx); err != nil {
+			log.Info("dead-letter table not created (infra creates it; a table-scoped role may refuse the create)", "table", dl.Table, "error", err.Error())
+		}
+	}()
+	return deadletter.New(bus, st, deadletter.Options{
 		Queues:        deadletter.Queues{Queue: cfg.Queue, PoisonQueue: cfg.PoisonQueue},
 		Policy:        deadletter.Policy{Cooldown: dl.Cooldown, MaxReplays: dl.MaxReplays},
-		MaxPerRun:     dl.SweepMax,
 		RatePerSecond: dl.SweepRate,
+		Retention:     dl.Retention,
 		Metrics:       deadletter.NewMetrics(reg),
 		Logger:        log,
 	}), nil

@@ -246,9 +246,9 @@ type Host struct {
 	storeSource string
 	// storeConn or storeServiceURI: where the handler's store is.
 	storeConn, storeServiceURI string
-	// archiveTable is the dead-letter sweeper's archive table, which the
-	// summary's archived key lists.
-	archiveTable       string
+	// deadLetterTable is the dead-letter store's table, whose archived
+	// and discarded entries the summary's archived key lists.
+	deadLetterTable    string
 	az                 *azurite.Server
 	brokerSrv          *http.Server
 	brokerURL          string
@@ -540,9 +540,9 @@ func (h *Host) Start(ctx context.Context) (err error) {
 		}
 	}
 	settings[SettingDevBrokerURL] = h.brokerURL
-	h.archiveTable = settings.Get(hcfg.EnvDeadLetterArchiveTable)
-	if h.archiveTable == "" {
-		h.archiveTable = hcfg.DefaultDeadLetterArchiveTable
+	h.deadLetterTable = settings.Get(hcfg.EnvDeadLetterTable)
+	if h.deadLetterTable == "" {
+		h.deadLetterTable = hcfg.DefaultDeadLetterTable
 	}
 	settings[SettingAppRootPath] = h.app.Root
 	// Each instance's handler learns its id from CONTAINER_NAME, as on

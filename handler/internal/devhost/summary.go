@@ -22,6 +22,8 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	hcfg "github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
@@ -49,10 +51,10 @@ type Summary struct {
 	// those still in the dead-letter subqueue and those a sweeper took out
 	// during the run (Removed). Sorted by MessageID, then Reason.
 	DeadLettered []Entry `json:"deadLettered"`
-	// Archived lists the rows of the dead-letter archive table (what the
-	// DeadLetterSweeper or handler deadletters archived, discarded or
-	// resubmitted), by the original message's id with its reason. Sorted
-	// by MessageID, then Reason.
+	// Archived lists the dead-letter store's entries that the
+	// DeadLetterSweeper or handler deadletters archived or discarded, by
+	// the original message's id with its reason. Sorted by MessageID, then
+	// Reason.
 	Archived []Entry `json:"archived"`
 	// Accounting says where every message sent to the workload queue
 	// went (Results counts calls, not messages).
@@ -469,7 +471,8 @@ func (s Summary) WriteTable(w io.Writer) error {
 	return err
 }
 
-// archived reads the dead-letter archive table of the host's store: empty
+// archived reads the archived and discarded entries of the host's
+// dead-letter store: empty
 // when nothing was archived, or when the store is not one the host can
 // name by a full connection string (a service URI, or the
 // UseDevelopmentStorage shorthand of a store the host did not start).
@@ -480,14 +483,14 @@ func (h *Host) archived(ctx context.Context) ([]Entry, error) {
 	}
 	svc, err := aztables.NewServiceClientFromConnectionString(h.storeConn, nil)
 	if err != nil {
-		return nil, fmt.Errorf("devhost: archive table: %w", err)
+		return nil, fmt.Errorf("devhost: dead-letter store: %w", err)
 	}
-	rows, err := deadletter.NewTableStore(svc, hcfg.DefaultDeadLetterAuditTable, h.archiveTable).ListArchived(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("devhost: read the archive table: %w", err)
+	rows, err := dltable.New(svc, h.deadLetterTable).List(ctx, dlstore.Filter{States: []dlstore.State{dlstore.Archived, dlstore.Discarded}})
+	if err != nil && !errors.Is(err, dlstore.ErrNotFound) {
+		return nil, fmt.Errorf("devhost: read the dead-letter store: %w", err)
 	}
 	for _, r := range rows {
-		out = append(out, Entry{MessageID: r.OriginalMessageID, Reason: r.Reason})
+		out = append(out, Entry{MessageID: deadletter.OriginalID(r), Reason: r.Reason})
 	}
 	sortEntries(out)
 	return out, nil

@@ -22,6 +22,8 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
@@ -225,10 +227,8 @@ func (r *run) setUp(ctx context.Context) error {
 			// The real sweeper replays what the broker dead-lettered, at
 			// first sight (no cool-down), into tables of this run.
 			config.EnvDeadLetterCooldown:     "0s",
-			config.EnvDeadLetterSweepRate:    "1000",
-			config.EnvDeadLetterSweepMax:     "1000",
-			config.EnvDeadLetterArchiveTable: r.table + "a",
-			config.EnvDeadLetterAuditTable:   r.table + "u",
+			config.EnvDeadLetterSweepRate: "1000",
+			config.EnvDeadLetterTable:     r.table + "d",
 		},
 		Queues:             devhost.QueueOverrides{LockDuration: f.LockDuration, MaxDeliveryCount: f.MaxDelivery},
 		TimeScale:          1,
@@ -375,16 +375,24 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	o := &res.Observation
 	o.MaxDelivery = r.s.Faults.MaxDelivery
 	dlq := broker.Source{Queue: h.Queue(), DeadLetter: true}
+	dls := r.deadLetterStore()
 	for round := 0; ; round++ {
 		dead, err := broker.PeekAll(ctx, h.Broker(), dlq)
 		if err != nil {
 			return res, err
 		}
-		if len(dead) == 0 {
+		// What the sweeper drained and has not closed yet (in its
+		// cool-down, claimed, or left for a human) counts as dead-lettered
+		// still, as the messages on the queue do.
+		open, err := dls.List(ctx, dlstore.Filter{Source: dlstore.DLQ, States: dlstore.NotClosed().States})
+		if err != nil {
+			return res, fmt.Errorf("sim: dead-letter store: %w", err)
+		}
+		if len(dead) == 0 && len(open) == 0 {
 			break
 		}
 		if round == 3 {
-			o.LeftInDLQ = deadLetters(dead)
+			o.LeftInDLQ = append(deadLetters(dead), openDeadLetters(open)...)
 			break
 		}
 		if round > 0 {
@@ -408,15 +416,29 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	r.proxy.SetRule(nil)
 	r.proxy.SetDelay(0)
 
-	records := deadletter.NewTableStore(r.env.Tables, r.table+"u", r.table+"a")
-	audit, err := records.ListAudit(ctx)
+	audit, err := dls.History(ctx, "")
 	if err != nil {
-		return res, fmt.Errorf("sim: audit rows: %w", err)
+		return res, fmt.Errorf("sim: audit entries: %w", err)
+	}
+	all, err := dls.List(ctx, dlstore.Filter{})
+	if err != nil {
+		return res, fmt.Errorf("sim: dead-letter store: %w", err)
+	}
+	entries := map[string]dlstore.Entry{}
+	for _, e := range all {
+		entries[e.ID] = e
 	}
 	r.replays = map[string]string{}
 	for _, a := range audit {
-		if a.Action == deadletter.ActionReplay {
-			r.replays[a.NewMessageID] = a.MessageID
+		if a.Action == string(deadletter.ActionReplay) || a.Action == string(deadletter.ActionResubmit) {
+			// A replay of a parked copy stands for the message it copied.
+			from := a.MessageID
+			if e, ok := entries[a.EntryID]; ok && e.Source != dlstore.DLQ {
+				if orig := stringProp(e.Properties, parking.PropOriginalMessageID); orig != "" {
+					from = orig
+				}
+			}
+			r.replays[a.NewMessageID] = from
 		}
 	}
 	o.Replays = r.replays
@@ -451,14 +473,14 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 			Reason:            stringProp(m.ApplicationProperties, parking.PropReason),
 		})
 	}
-	// What the sweeper archived was parked too.
-	archived, err := records.ListArchived(ctx)
+	// What the sweeper drained from the poison queue was parked too.
+	drained, err := dls.List(ctx, dlstore.Filter{Source: dlstore.Poison})
 	if err != nil {
-		return res, fmt.Errorf("sim: archive rows: %w", err)
+		return res, fmt.Errorf("sim: dead-letter store: %w", err)
 	}
-	for _, a := range archived {
-		if a.Source == deadletter.Poison && !inQueue[a.MessageID] {
-			o.Parked = append(o.Parked, Parked{ParkedID: a.MessageID, OriginalMessageID: a.OriginalMessageID, Reason: a.Reason})
+	for _, e := range drained {
+		if !inQueue[e.MessageID] {
+			o.Parked = append(o.Parked, Parked{ParkedID: e.MessageID, OriginalMessageID: stringProp(e.Properties, parking.PropOriginalMessageID), Reason: e.Reason})
 		}
 	}
 	o.Writes = r.wire.Writes()
@@ -564,6 +586,20 @@ func deadLetters(ms []broker.Received) []DeadLetter {
 		out[i] = DeadLetter{MessageID: m.MessageID, SessionID: m.SessionID, Reason: m.DeadLetterReason, DeliveryCount: m.DeliveryCount}
 	}
 	return out
+}
+
+// openDeadLetters are the store's entries of dead letters not yet closed.
+func openDeadLetters(es []dlstore.Entry) []DeadLetter {
+	out := make([]DeadLetter, len(es))
+	for i, e := range es {
+		out[i] = DeadLetter{MessageID: e.MessageID, SessionID: e.SessionID, Reason: e.Reason, DeliveryCount: e.DeliveryCount}
+	}
+	return out
+}
+
+// deadLetterStore is the dead-letter store the run's sweeper drains into.
+func (r *run) deadLetterStore() dlstore.Store {
+	return dltable.New(r.env.Tables, r.table+"d")
 }
 
 func stringProp(props map[string]any, key string) string {
