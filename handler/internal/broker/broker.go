@@ -1,6 +1,6 @@
 // Package broker is the handler's one narrow port to Service Bus: send,
-// schedule and cancel on a queue, and receive, peek, complete, abandon and
-// defer on a queue without sessions or a dead-letter subqueue (the poison
+// schedule and cancel on a queue, and receive, peek, complete and abandon
+// on a queue without sessions or a dead-letter subqueue (the poison
 // queue and order-status/$DeadLetterQueue). Session receiving is the Functions host's
 // job, never the handler's.
 //
@@ -53,8 +53,11 @@ type Received struct {
 	// not yet visible; its SequenceNumber is the one CancelScheduled takes.
 	// When it becomes visible it gets a new SequenceNumber.
 	Scheduled bool
-	// Deferred is true for a message set aside with Defer: Receive no
-	// longer hands it out, ReceiveDeferred does, by its SequenceNumber.
+	// Deferred is true for a message Peek shows that some client set
+	// aside with Service Bus deferral (Receive never hands those out).
+	// This project never defers: deferral does not work in the
+	// dead-letter queue of a session-enabled queue from another receiver
+	// (SessionLockLost, Azure/azure-sdk-for-net #34662).
 	Deferred bool
 }
 
@@ -119,17 +122,6 @@ type Broker interface {
 	Complete(ctx context.Context, src Source, m Received) error
 	// Abandon releases a received message's lock; its delivery count grows.
 	Abandon(ctx context.Context, src Source, m Received) error
-	// Defer sets a received message aside without raising its delivery
-	// count: Receive never hands it out again, Peek still shows it (with
-	// Deferred set), and only ReceiveDeferred locks it, by sequence
-	// number. It keeps its sequence number and expires as any message.
-	// ErrLockLost if its lock expired.
-	Defer(ctx context.Context, src Source, m Received) error
-	// ReceiveDeferred locks and returns the deferred messages of src with
-	// the given sequence numbers; they stay deferred until completed (an
-	// abandoned or expired lock leaves them deferred). ErrNotFound when a
-	// number names no deferred message of src (then none is locked).
-	ReceiveDeferred(ctx context.Context, src Source, sequenceNumbers []int64) ([]Received, error)
 	// Close releases connections.
 	Close(ctx context.Context) error
 }

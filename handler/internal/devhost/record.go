@@ -130,32 +130,6 @@ func (r *recorder) Receive(ctx context.Context, src broker.Source, max int, wait
 	return got, nil
 }
 
-// ReceiveDeferred forwards to the broker and keeps what it hands out of a
-// dead-letter subqueue, for Complete.
-func (r *recorder) ReceiveDeferred(ctx context.Context, src broker.Source, seqs []int64) ([]broker.Received, error) {
-	got, err := r.Broker.ReceiveDeferred(ctx, src, seqs)
-	if err != nil || !src.DeadLetter {
-		return got, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, m := range got {
-		r.dlqLocked[lockKey{src.Queue, m.LockToken}] = m
-	}
-	return got, nil
-}
-
-// Defer forwards to the broker; the lock token is spent afterwards.
-func (r *recorder) Defer(ctx context.Context, src broker.Source, m broker.Received) error {
-	err := r.Broker.Defer(ctx, src, m)
-	if src.DeadLetter && (err == nil || errors.Is(err, broker.ErrLockLost)) {
-		r.mu.Lock()
-		delete(r.dlqLocked, lockKey{src.Queue, m.LockToken})
-		r.mu.Unlock()
-	}
-	return err
-}
-
 // Complete forwards to the broker and records a message taken out of a
 // dead-letter subqueue: as it was handed out under m's lock token, or as m
 // describes it when it was not handed out through the recorder.

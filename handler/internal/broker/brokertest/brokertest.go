@@ -101,10 +101,6 @@ func Run(t *testing.T, h Harness) {
 		{"SessionQueueNotReceivable", false, testSessionQueueNotReceivable},
 		{"UnknownQueue", false, testUnknownQueue},
 		{"ConcurrentReceivers", false, testConcurrentReceivers},
-		{"DeferSetsAside", false, testDefer},
-		{"DeferKeepsDeliveryCount", false, testDeferDeliveryCount},
-		{"ReceiveDeferredUnknown", false, testReceiveDeferredUnknown},
-		{"DeferOnDeadLetter", false, testDeferDeadLetter},
 		{"CompleteAfterLockExpiry", true, testLockExpiry},
 		{"TTLDeadLetters", true, testTTL},
 	}
@@ -175,26 +171,7 @@ func (e *env) drain(t *testing.T) {
 			}
 		}
 	}
-	for _, src := range srcs {
-		peeked, err := e.b.Peek(e.ctx, src, 100, 0)
-		if err != nil {
-			t.Fatalf("drain %s: Peek: %v", src, err)
-		}
-		for _, m := range peeked {
-			if !m.Deferred {
-				continue
-			}
-			got, err := e.b.ReceiveDeferred(e.ctx, src, []int64{m.SequenceNumber})
-			if err != nil {
-				t.Fatalf("drain %s: ReceiveDeferred %d: %v", src, m.SequenceNumber, err)
-			}
-			for _, d := range got {
-				if err := e.b.Complete(e.ctx, src, d); err != nil {
-					t.Fatalf("drain %s: Complete deferred seq %d: %v", src, d.SequenceNumber, err)
-				}
-			}
-		}
-	}
+
 	peeked, err := e.b.Peek(e.ctx, e.q, 100, 0)
 	if err != nil {
 		t.Fatalf("drain %s: Peek: %v", e.q, err)
@@ -778,112 +755,4 @@ func testTTL(t *testing.T, e *env) {
 		t.Errorf("dead-lettered %s with reason %q, want %s with %q", d.MessageID, d.DeadLetterReason, e.id("short-lived"), broker.ReasonTTLExpired)
 	}
 	e.complete(t, e.dlq, d)
-}
-
-// receiveDeferred locks the deferred message seq of src.
-func (e *env) receiveDeferred(t *testing.T, src broker.Source, seq int64) broker.Received {
-	t.Helper()
-	got, err := e.b.ReceiveDeferred(e.ctx, src, []int64{seq})
-	if err != nil {
-		t.Fatalf("ReceiveDeferred %s seq %d: %v", src, seq, err)
-	}
-	if len(got) != 1 || got[0].SequenceNumber != seq {
-		t.Fatalf("ReceiveDeferred %s seq %d: got %d messages, want that one", src, seq, len(got))
-	}
-	return got[0]
-}
-
-func (e *env) deferMessage(t *testing.T, src broker.Source, m broker.Received) {
-	t.Helper()
-	if err := e.b.Defer(e.ctx, src, m); err != nil {
-		t.Fatalf("Defer %s seq %d: %v", src, m.SequenceNumber, err)
-	}
-}
-
-func testDefer(t *testing.T, e *env) {
-	want := broker.Message{MessageID: e.id("defer-1"), Subject: "OrderStatusChanged", Body: []byte("set aside"),
-		ApplicationProperties: map[string]any{"k": "v"}}
-	e.send(t, want)
-	e.send(t, broker.Message{MessageID: e.id("defer-2")})
-	first := e.receiveOne(t, e.q)
-	if first.MessageID != want.MessageID {
-		t.Fatalf("first receive = %s, want %s", first.MessageID, want.MessageID)
-	}
-	if first.Deferred {
-		t.Error("a received message that was never deferred has Deferred set")
-	}
-	e.deferMessage(t, e.q, first)
-	if err := e.b.Complete(e.ctx, e.q, first); !errors.Is(err, broker.ErrLockLost) {
-		t.Errorf("Complete with the lock given up by Defer = %v, want ErrLockLost", err)
-	}
-	second := e.receiveOne(t, e.q)
-	if second.MessageID != e.id("defer-2") {
-		t.Errorf("receive after Defer = %s, want %s (the deferred one is skipped)", second.MessageID, e.id("defer-2"))
-	}
-	e.complete(t, e.q, second)
-	e.expectEmpty(t, e.q)
-
-	p := e.peekOne(t, e.q, want.MessageID)
-	if !p.Deferred || p.SequenceNumber != first.SequenceNumber {
-		t.Errorf("peek of the deferred message: Deferred %v seq %d, want true %d", p.Deferred, p.SequenceNumber, first.SequenceNumber)
-	}
-	d := e.receiveDeferred(t, e.q, first.SequenceNumber)
-	checkMessage(t, d.Message, want)
-	if d.LockToken == "" {
-		t.Error("ReceiveDeferred returned no LockToken")
-	}
-	// An abandoned deferred message stays deferred.
-	e.abandon(t, e.q, d)
-	e.expectEmpty(t, e.q)
-	if p := e.peekOne(t, e.q, want.MessageID); !p.Deferred {
-		t.Error("after Abandon the message is no longer deferred")
-	}
-	e.complete(t, e.q, e.receiveDeferred(t, e.q, first.SequenceNumber))
-	if got, err := e.b.Peek(e.ctx, e.q, 10, first.SequenceNumber); err != nil || len(got) != 0 {
-		t.Errorf("Peek after completing the deferred message = %d messages, %v; want none", len(got), err)
-	}
-}
-
-func testDeferDeliveryCount(t *testing.T, e *env) {
-	id := e.id("defer-count")
-	e.send(t, broker.Message{MessageID: id})
-	m := e.receiveOne(t, e.q)
-	before := e.peekOne(t, e.q, id).DeliveryCount
-	e.deferMessage(t, e.q, m)
-	after := e.peekOne(t, e.q, id)
-	if after.DeliveryCount != before {
-		t.Errorf("DeliveryCount after Defer = %d, want %d (unchanged)", after.DeliveryCount, before)
-	}
-	e.complete(t, e.q, e.receiveDeferred(t, e.q, m.SequenceNumber))
-}
-
-func testReceiveDeferredUnknown(t *testing.T, e *env) {
-	e.send(t, broker.Message{MessageID: e.id("not-deferred")})
-	p := e.peekOne(t, e.q, e.id("not-deferred"))
-	if _, err := e.b.ReceiveDeferred(e.ctx, e.q, []int64{p.SequenceNumber}); !errors.Is(err, broker.ErrNotFound) {
-		t.Errorf("ReceiveDeferred of a message that is not deferred = %v, want ErrNotFound", err)
-	}
-	e.complete(t, e.q, e.receiveOne(t, e.q)) // it was not locked by the failed call
-}
-
-func testDeferDeadLetter(t *testing.T, e *env) {
-	id := e.id("defer-dead")
-	e.send(t, broker.Message{MessageID: id, Body: []byte("dead")})
-	for range e.MaxDeliveryCount {
-		e.abandon(t, e.q, e.receiveOne(t, e.q))
-	}
-	d := e.receiveOne(t, e.dlq)
-	e.deferMessage(t, e.dlq, d)
-	e.expectEmpty(t, e.dlq)
-	p := e.peekOne(t, e.dlq, id)
-	if !p.Deferred || p.DeadLetterReason != broker.ReasonMaxDeliveryCountExceeded {
-		t.Errorf("peek of a deferred dead-lettered message: Deferred %v reason %q, want true %q",
-			p.Deferred, p.DeadLetterReason, broker.ReasonMaxDeliveryCountExceeded)
-	}
-	got := e.receiveDeferred(t, e.dlq, d.SequenceNumber)
-	if got.MessageID != id || got.DeadLetterReason != broker.ReasonMaxDeliveryCountExceeded {
-		t.Errorf("ReceiveDeferred from the dead-letter subqueue = %s reason %q", got.MessageID, got.DeadLetterReason)
-	}
-	e.complete(t, e.dlq, got)
-	e.expectEmpty(t, e.dlq)
 }

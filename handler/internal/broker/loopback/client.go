@@ -184,24 +184,6 @@ func (c *Client) Abandon(ctx context.Context, src broker.Source, m broker.Receiv
 		settleRequest{Source: toWireSource(src), LockToken: m.LockToken, SequenceNumber: m.SequenceNumber}, nil)
 }
 
-// Defer sets a received message aside (see broker.Broker).
-func (c *Client) Defer(ctx context.Context, src broker.Source, m broker.Received) error {
-	return c.call(ctx, "defer", fmt.Sprintf("%s seq %d", src, m.SequenceNumber), "defer", 0,
-		settleRequest{Source: toWireSource(src), LockToken: m.LockToken, SequenceNumber: m.SequenceNumber}, nil)
-}
-
-// ReceiveDeferred locks and returns the deferred messages of src with the
-// given sequence numbers.
-func (c *Client) ReceiveDeferred(ctx context.Context, src broker.Source, sequenceNumbers []int64) ([]broker.Received, error) {
-	var resp messagesResponse
-	err := c.call(ctx, "receive deferred", fmt.Sprintf("%s seqs %v", src, sequenceNumbers), "receive-deferred", 0,
-		receiveDeferredRequest{Source: toWireSource(src), SequenceNumbers: sequenceNumbers}, &resp)
-	if err != nil {
-		return nil, err
-	}
-	return decodeMessages("receive deferred", src, resp)
-}
-
 // Now returns the time on the broker's clock, which a development broker
 // may run faster than real time (or fast-forward): schedule at Now plus a
 // delay, and measure a message's age from its EnqueuedTime, against it.

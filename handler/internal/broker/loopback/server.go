@@ -35,8 +35,6 @@ func NewServer(b broker.Broker) http.Handler {
 	mux.HandleFunc("POST /broker/peek", s.peek)
 	mux.HandleFunc("POST /broker/complete", s.complete)
 	mux.HandleFunc("POST /broker/abandon", s.abandon)
-	mux.HandleFunc("POST /broker/defer", s.deferMessage)
-	mux.HandleFunc("POST /broker/receive-deferred", s.receiveDeferred)
 	mux.HandleFunc("POST /broker/now", s.now)
 	return mux
 }
@@ -194,23 +192,6 @@ func (s *server) complete(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) abandon(w http.ResponseWriter, r *http.Request) {
 	s.settle(w, r, s.b.Abandon)
-}
-
-func (s *server) deferMessage(w http.ResponseWriter, r *http.Request) {
-	s.settle(w, r, s.b.Defer)
-}
-
-func (s *server) receiveDeferred(w http.ResponseWriter, r *http.Request) {
-	var req receiveDeferredRequest
-	if !decode(w, r, &req) {
-		return
-	}
-	got, err := s.b.ReceiveDeferred(r.Context(), req.Source.source(), req.SequenceNumbers)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeMessages(w, got)
 }
 
 func (s *server) settle(w http.ResponseWriter, r *http.Request, op func(context.Context, broker.Source, broker.Received) error) {

@@ -6,7 +6,7 @@
 //
 // The protocol is JSON over POST, one endpoint per port method: send,
 // schedule, cancel, receive, peek, complete, abandon, defer,
-// receive-deferred; and now, the broker's clock (a development broker's
+// and now, the broker's clock (a development broker's
 // clock may run faster than real time: a producer schedules on it, and the
 // sweeper measures ages on it). Bodies travel as
 // base64, times as RFC 3339 with nanoseconds, durations as Go duration
@@ -64,11 +64,6 @@ type wireReceived struct {
 	LockToken                  string      `json:"lockToken,omitempty"`
 	Scheduled                  bool        `json:"scheduled,omitempty"`
 	Deferred                   bool        `json:"deferred,omitempty"`
-}
-
-type receiveDeferredRequest struct {
-	Source          wireSource `json:"source"`
-	SequenceNumbers []int64    `json:"sequenceNumbers"`
 }
 
 type nowResponse struct {

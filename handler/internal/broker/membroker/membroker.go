@@ -485,64 +485,6 @@ func (b *Broker) Abandon(ctx context.Context, src broker.Source, m broker.Receiv
 	return nil
 }
 
-// Defer sets a received message aside: its lock is released without
-// raising its delivery count, Receive skips it from now on, Peek shows it
-// with Deferred set, and ReceiveDeferred hands it out by sequence number.
-// ErrLockLost if its lock expired or it was settled already.
-func (b *Broker) Defer(ctx context.Context, src broker.Source, m broker.Received) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("membroker: defer %s seq %d: %w", src, m.SequenceNumber, err)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q, e, err := b.lockedEntry("defer", src, m)
-	if err != nil {
-		return err
-	}
-	e.deferred = true
-	q.unlock(e, false)
-	q.notify()
-	return nil
-}
-
-// ReceiveDeferred locks and returns the deferred messages of src with the
-// given sequence numbers, in the order given. ErrNotFound when one names
-// no deferred message of src, ErrLockLost when one is locked already; then
-// none is locked.
-func (b *Broker) ReceiveDeferred(ctx context.Context, src broker.Source, sequenceNumbers []int64) ([]broker.Received, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("membroker: receive deferred %s: %w", src, err)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q, now, err := b.sourceLocked("receive deferred", src)
-	if err != nil {
-		return nil, err
-	}
-	l := &q.main
-	if src.DeadLetter {
-		l = &q.dead
-	}
-	entries := make([]*entry, 0, len(sequenceNumbers))
-	for _, seq := range sequenceNumbers {
-		e := l.find(seq)
-		if e == nil || !e.deferred {
-			return nil, fmt.Errorf("membroker: receive deferred %s seq %d: no deferred message: %w", src, seq, broker.ErrNotFound)
-		}
-		if e.locked() {
-			return nil, fmt.Errorf("membroker: receive deferred %s seq %d: locked by another receiver: %w", src, seq, broker.ErrLockLost)
-		}
-		entries = append(entries, e)
-	}
-	out := make([]broker.Received, len(entries))
-	for i, e := range entries {
-		q.lock(e, now, nil)
-		out[i] = e.out()
-	}
-	q.notify()
-	return out, nil
-}
-
 // Close does nothing: the broker holds no connections, and its state stays
 // usable.
 func (b *Broker) Close(context.Context) error { return nil }

@@ -39,8 +39,6 @@ type entry struct {
 	ttl       time.Duration // effective time-to-live
 	failed    int32         // unsuccessful deliveries so far
 	state     entryState
-	// deferred: set aside by Defer; only ReceiveDeferred hands it out.
-	deferred bool
 
 	// A locked entry has a lockToken. Without sessions it is locked until
 	// lockedUntil; with sessions it is held by holder's session lock.
@@ -63,7 +61,6 @@ func (e *entry) out() broker.Received {
 		ExpiresAt:      e.expires,
 		LockToken:      e.lockToken,
 		Scheduled:      e.state == stateScheduled,
-		Deferred:       e.deferred,
 	}
 	msgutil.DeadLetterFields(&r)
 	return r
@@ -91,7 +88,7 @@ func (l *list) firstUnlocked(max int) []*entry {
 		if len(out) == max {
 			break
 		}
-		if !e.locked() && !e.deferred {
+		if !e.locked() {
 			out = append(out, e)
 		}
 	}
@@ -475,7 +472,6 @@ func (q *queue) deadLetter(e *entry, reason, description string) {
 	q.totals.DeadLettered++
 	e.msg.ApplicationProperties = msgutil.WithDeadLetter(e.msg.ApplicationProperties, reason, description)
 	e.state = stateDead
-	e.deferred = false // a dead-lettered message is receivable in its subqueue
 	q.dead.insert(e)
 	q.touch(e)
 }

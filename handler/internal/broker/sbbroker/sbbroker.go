@@ -434,48 +434,6 @@ func (b *Broker) Abandon(ctx context.Context, src broker.Source, m broker.Receiv
 	})
 }
 
-// Defer sets a received message aside with the service's deferral: it
-// keeps its delivery count and is received again only by ReceiveDeferred.
-// ErrLockLost as for Complete.
-func (b *Broker) Defer(ctx context.Context, src broker.Source, m broker.Received) error {
-	return b.settle(ctx, "defer", src, m, func(ctx context.Context, r *azservicebus.Receiver, rm *azservicebus.ReceivedMessage) error {
-		return r.DeferMessage(ctx, rm, nil)
-	})
-}
-
-// ReceiveDeferred locks and returns the deferred messages of src with the
-// given sequence numbers. The service answers message-not-found
-// (ErrNotFound) when one names no deferred message.
-func (b *Broker) ReceiveDeferred(ctx context.Context, src broker.Source, sequenceNumbers []int64) ([]broker.Received, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
-	rc, err := b.receiver(src)
-	var msgs []*azservicebus.ReceivedMessage
-	if err == nil {
-		msgs, err = rc.r.ReceiveDeferredMessages(ctx, sequenceNumbers, nil)
-		b.forget(err, "", &src)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sbbroker: receive deferred %s seqs %v: %w", src, sequenceNumbers, classify(err))
-	}
-	if len(msgs) != len(sequenceNumbers) {
-		// All or none, as the port promises: release what was locked (an
-		// abandoned deferred message stays deferred).
-		for _, m := range msgs {
-			_ = rc.r.AbandonMessage(ctx, m, nil)
-		}
-		return nil, fmt.Errorf("sbbroker: receive deferred %s seqs %v: got %d messages: %w",
-			src, sequenceNumbers, len(msgs), broker.ErrNotFound)
-	}
-	out := make([]broker.Received, 0, len(msgs))
-	for _, m := range msgs {
-		r := fromSB(m)
-		b.track(&trackedMessage{token: r.LockToken, src: src, r: rc.r, msg: m})
-		out = append(out, r)
-	}
-	return out, nil
-}
-
 // Close closes every cached sender and receiver and the connection (not a
 // client given to NewFromClient). Calls after Close fail.
 func (b *Broker) Close(ctx context.Context) error {
