@@ -22,10 +22,10 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
-	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
-	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
 	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
@@ -226,7 +226,7 @@ func (r *run) setUp(ctx context.Context) error {
 			config.EnvLogLevel:             "info",
 			// The real sweeper replays what the broker dead-lettered, at
 			// first sight (no cool-down), into tables of this run.
-			config.EnvDeadLetterCooldown:     "0s",
+			config.EnvDeadLetterCooldown:  "0s",
 			config.EnvDeadLetterSweepRate: "1000",
 			config.EnvDeadLetterTable:     r.table + "d",
 		},
