@@ -160,7 +160,13 @@ type Record struct {
 
 // Encode turns intents into the records a producer on another database
 // stores in its own transaction, for partition, committed at now; the
-// Store assigns ID and Seq (in the order of intents) and Version. An
+// Store assigns ID and Seq (in the order of the records) and Version.
+// The records keep the order of intents, except that each order's status
+// changes are put in sequence order among themselves. The relay sends a
+// partition's records in Seq order: within a commit, each order's
+// changes in sequence order; across commits, in commit order (which is
+// sequence order when the producer's own state serialises its commits,
+// as an ETag condition on it does). An
 // invalid intent fails it with that intent's error.
 func Encode(partition string, now time.Time, intents ...Intent) ([]Record, error) {
 	if err := contract.ValidateOrderID(partition); err != nil {
@@ -187,7 +193,31 @@ func Encode(partition string, now time.Time, intents ...Intent) ([]Record, error
 		out = append(out, Record{Partition: partition, Kind: in.kind, OrderID: in.order, Message: in.msg,
 			After: in.after, CommittedAt: now.UTC(), State: Pending})
 	}
+	sequenceOrder(out)
 	return out, nil
+}
+
+// sequenceOrder puts each order's status records in sequence order within
+// the places its status records have, so that the relay, which sends in
+// Seq order, sends them in sequence order even when a pass reads only
+// part of a commit.
+func sequenceOrder(recs []Record) {
+	var changes []contract.StatusChanged
+	var idx []int
+	for i, r := range recs {
+		if r.Kind == KindStatus {
+			c, _ := statusChange(r) // built by the encoder above: decodes
+			changes, idx = append(changes, c), append(idx, i)
+		}
+	}
+	sub := make([]Record, len(idx))
+	for k, i := range idx {
+		sub[k] = recs[i]
+	}
+	sortEachOrder(changes, sub)
+	for k, i := range idx {
+		recs[i] = sub[k]
+	}
 }
 
 // Mark is the outcome a relay records for one record of a partition.

@@ -283,9 +283,12 @@ func (r *Relay) park(ctx context.Context, rec Record, why string) error {
 }
 
 // schedule schedules rec's timeout for what is left of its delay and
-// records the sequence number, on the condition that nobody marked it
-// meanwhile; if another relay did, it cancels its own copy so that the
-// recorded sequence number stays the one that counts.
+// records the sequence number, on the condition that nobody marked the
+// record meanwhile: the first relay to mark it wins. A relay that loses
+// leaves its own copy alone: within the duplicate detection window
+// Service Bus dropped it (the number it got names nothing), and which of
+// the two is live cannot be told, so cancelling could leave none; an
+// extra PaymentTimeoutCheck is harmless (the handler re-reads the order).
 func (r *Relay) schedule(ctx context.Context, rec Record, res *PassResult) error {
 	left := rec.CommittedAt.Add(rec.After).Sub(r.o.Now())
 	if left < time.Millisecond {
@@ -304,12 +307,8 @@ func (r *Relay) schedule(ctx context.Context, rec Record, res *PassResult) error
 	}
 	err = r.store.Mark(ctx, rec.Partition, []Mark{{ID: rec.ID, Version: rec.Version, State: Sent, DoneAt: r.o.Now().UTC(), SequenceNumber: s.SequenceNumber}})
 	if errors.Is(err, ErrConflict) {
-		// Another relay scheduled and marked it first; its sequence
-		// number is the recorded one. Ours is a copy (dropped by
-		// duplicate detection within its window, a live one after it).
-		if cerr := r.pub.CancelTimeout(ctx, s.SequenceNumber); cerr != nil && !errors.Is(cerr, publish.ErrNotScheduled) {
-			return fmt.Errorf("outbox: relay: cancel the copy of %s (seq %d) another relay marked first: %w", s.MessageID, s.SequenceNumber, cerr)
-		}
+		r.o.Logger.Info("outbox timeout marked by another relay first", slog.String("partition", rec.Partition),
+			slog.String("message_id", s.MessageID), slog.Int64("sequence_number", s.SequenceNumber))
 		return nil
 	}
 	if err != nil {
