@@ -608,8 +608,8 @@ func testPurge(t *testing.T, f Factory) {
 	commit(t, a, "o-1", status("o-1", contract.Created, 1), outbox.ScheduleTimeout("o-1", 30*time.Minute))
 	commit(t, a, "o-2", status("o-2", contract.Created, 1))
 	commit(t, a, "o-3", status("o-3", contract.Created, 1))
-	pass(t, relay(a.Store, bus.mb, nil)) // sends all three partitions
-	commit(t, a, "o-2", status("o-2", contract.Paid, 2))              // pending: must stay
+	pass(t, relay(a.Store, bus.mb, nil))                 // sends all three partitions
+	commit(t, a, "o-2", status("o-2", contract.Paid, 2)) // pending: must stay
 	if got, err := a.Store.Purge(ctx(t), time.Now().Add(-time.Hour), 100); err != nil || got != 0 {
 		t.Errorf("purge of records sent before an hour ago: %d, %v; want 0 (all are newer)", got, err)
 	}
