@@ -1,0 +1,138 @@
+package publish
+
+import (
+	"crypto/rand"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/testenv"
+)
+
+// devHostWithTables is devHost with make run's Azurite announced too.
+func devHostWithTables(t *testing.T) (*membroker.Broker, env) {
+	t.Helper()
+	cs := testenv.Azurite(t)
+	mb := membroker.New(&membroker.Options{Clock: clock.Real()})
+	o := membroker.DefaultQueueOptions()
+	o.RequiresSession = true
+	if err := mb.CreateQueue(queue, o); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(loopback.NewServer(mb))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	remove, err := devrun.Write(dir, devrun.Endpoints{PID: os.Getpid(), BrokerURL: srv.URL, Queue: queue, PoisonQueue: "order-status-poison",
+		AppRoot: dir, StoreConnectionString: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remove)
+	return mb, env{dir: dir, getenv: func(string) string { return "" }, now: time.Now}
+}
+
+// TestOutboxBadInputExits2: relay and commit refuse bad flags with one
+// line and exit 2, before connecting to anything.
+func TestOutboxBadInputExits2(t *testing.T) {
+	mb, e := devHost(t, clock.Real())
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"relay without --table", []string{"relay"}, "--table is required"},
+		{"relay bad table", []string{"relay", "--table", "1abc"}, `--table "1abc"`},
+		{"relay table with dash", []string{"relay", "--table", "check-out"}, "letters and digits"},
+		{"relay unknown flag", []string{"relay", "--table", "checkout", "--forever"}, "flag provided but not defined"},
+		{"relay interval 0", []string{"relay", "--table", "checkout", "--interval", "0s"}, "--interval 0s"},
+		{"relay batch 0", []string{"relay", "--table", "checkout", "--batch", "0"}, "--batch 0"},
+		{"relay batch 5000", []string{"relay", "--table", "checkout", "--batch", "5000"}, "--batch 5000"},
+		{"relay retention 10m", []string{"relay", "--table", "checkout", "--retention", "10m"}, "--retention 10m0s: want at least 1h"},
+		{"relay bad prefix", []string{"relay", "--table", "checkout", "--prefix", "a:b"}, `--prefix: outbox: prefix "a:b"`},
+		{"relay extra argument", []string{"relay", "--table", "checkout", "now"}, `unexpected argument "now"`},
+		{"commit without --table", []string{"commit", "--order", "o-1", "--cancel-timeout"}, "--table is required"},
+		{"commit without --order", []string{"commit", "--table", "checkout", "--cancel-timeout"}, "--order is required"},
+		{"commit nothing", []string{"commit", "--table", "checkout", "--order", "o-1"}, "nothing to commit"},
+		{"commit status without sequence", []string{"commit", "--table", "checkout", "--order", "o-1", "--status", "Paid"}, "--status and --sequence go together"},
+		{"commit bad status", []string{"commit", "--table", "checkout", "--order", "o-1", "--status", "Refunded", "--sequence", "2"}, `--status "Refunded"`},
+		{"commit sequence 0", []string{"commit", "--table", "checkout", "--order", "o-1", "--status", "Paid", "--sequence", "0"}, "--sequence"},
+		{"commit bad order", []string{"commit", "--table", "checkout", "--order", "a/b", "--cancel-timeout"}, "--partition: orderId"},
+		{"commit order too long for Service Bus", []string{"commit", "--table", "checkout", "--order", strings.Repeat("a", 127), "--schedule-timeout"}, "too long for Service Bus"},
+		{"commit after without schedule", []string{"commit", "--table", "checkout", "--order", "o-1", "--after", "5m", "--cancel-timeout"}, "--after needs --schedule-timeout"},
+		{"commit after 0", []string{"commit", "--table", "checkout", "--order", "o-1", "--schedule-timeout", "--after", "0s"}, "--after 0s"},
+		{"commit occurred-at alone", []string{"commit", "--table", "checkout", "--order", "o-1", "--occurred-at", "2026-11-29T10:00:00Z", "--cancel-timeout"}, "--occurred-at needs --status"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCLI(t, e, tc.args...)
+			if r.code != ExitUsage || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", r.code, r.stdout, r.stderr, tc.want)
+			}
+		})
+	}
+	if st := mb.Stats(queue); st != (membroker.QueueStats{}) {
+		t.Errorf("queue after the bad input: %+v, want empty", st)
+	}
+}
+
+func TestOutboxHelp(t *testing.T) {
+	_, e := devHost(t, clock.Real())
+	for _, args := range [][]string{{"relay", "--help"}, {"commit", "-h"}} {
+		r := runCLI(t, e, args...)
+		if r.code != ExitOK || !strings.HasPrefix(r.stdout, "usage: handler publish "+args[0]) || !strings.Contains(r.stdout, "-table") || r.stderr != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 0 and the usage with --table", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := runCLI(t, e, "--help"); !strings.Contains(r.stdout, "  relay ") || !strings.Contains(r.stdout, "  commit ") {
+		t.Errorf("handler publish --help does not list relay and commit:\n%s", r.stdout)
+	}
+}
+
+// TestOutboxCommitAndRelay: commit, then relay --once, against the
+// development broker and Azurite: the producer's side of the walkthrough
+// with the outbox.
+func TestOutboxCommitAndRelay(t *testing.T) {
+	mb, e := devHostWithTables(t)
+	table := "checkout" + strings.ToLower(rand.Text())[:8]
+	r := runCLI(t, e, "commit", "--table", table, "--order", "o-1", "--status", "Created", "--sequence", "1", "--schedule-timeout")
+	if r.code != ExitOK || !strings.HasPrefix(r.stdout, "committed 2 outgoing message(s) for order o-1 in table "+table+" partition o-1") {
+		t.Fatalf("commit: %+v", r)
+	}
+	if st := mb.Stats(queue); st != (membroker.QueueStats{}) {
+		t.Fatalf("queue after commit %+v, want empty: commit sends nothing", st)
+	}
+	r = runCLI(t, e, "relay", "--table", table, "--once")
+	if r.code != ExitOK || !strings.HasSuffix(r.stdout, "sent 1, scheduled 1, cancelled 0, parked 0, waiting 0, purged 0\n") {
+		t.Fatalf("relay --once: %+v", r)
+	}
+	if st := mb.Stats(queue); st.Active != 1 || st.Scheduled != 1 {
+		t.Errorf("queue %+v, want 1 active and the scheduled timeout", st)
+	}
+	r = runCLI(t, e, "commit", "--table", table, "--order", "o-1", "--status", "Paid", "--sequence", "2", "--cancel-timeout")
+	if r.code != ExitOK {
+		t.Fatalf("commit Paid: %+v", r)
+	}
+	r = runCLI(t, e, "relay", "--table", table, "--once")
+	if r.code != ExitOK || !strings.HasSuffix(r.stdout, "sent 1, scheduled 0, cancelled 1, parked 0, waiting 0, purged 0\n") {
+		t.Fatalf("relay --once: %+v", r)
+	}
+	if st := mb.Stats(queue); st.Active != 2 || st.Scheduled != 0 {
+		t.Errorf("queue %+v, want 2 active and the timeout cancelled", st)
+	}
+	// Nothing left: a second run sends nothing.
+	r = runCLI(t, e, "relay", "--table", table, "--once")
+	if r.code != ExitOK || !regexp.MustCompile(`sent 0, scheduled 0, cancelled 0, parked 0, waiting 0, purged 0\n$`).MatchString(r.stdout) {
+		t.Errorf("relay --once with nothing pending: %+v", r)
+	}
+	// A relay on a table that does not exist fails, exit 1.
+	if r = runCLI(t, e, "relay", "--table", "nosuchtable"+strings.ToLower(rand.Text())[:6], "--once"); r.code != ExitFailure {
+		t.Errorf("relay on a missing table: %+v, want exit 1", r)
+	}
+}
