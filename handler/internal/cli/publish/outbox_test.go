@@ -136,3 +136,53 @@ func TestOutboxCommitAndRelay(t *testing.T) {
 		t.Errorf("relay on a missing table: %+v, want exit 1", r)
 	}
 }
+
+// TestOutboxDocCommands runs the commands docs/outbox.md shows, in
+// order, against the development broker and Azurite (on a table of the
+// test's own), and checks the relay prints what the page says.
+func TestOutboxDocCommands(t *testing.T) {
+	b, err := os.ReadFile(repoRoot + "/docs/outbox.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	const start, end = "<!-- outbox doc: run by TestOutboxDocCommands -->", "<!-- end of outbox doc -->"
+	i, j := strings.Index(doc, start), strings.Index(doc, end)
+	if i < 0 || j < i {
+		t.Fatalf("docs/outbox.md has no block between %q and %q", start, end)
+	}
+	said := regexp.MustCompile("The last line prints `([^`]+)`").FindStringSubmatch(doc[j:])
+	if said == nil {
+		t.Fatal("docs/outbox.md does not say what the last line prints")
+	}
+	mb, e := devHostWithTables(t)
+	table := "doc" + strings.ToLower(rand.Text())[:10]
+	var last result
+	ran := 0
+	for _, l := range strings.Split(doc[i+len(start):j], "\n") {
+		l = strings.TrimSpace(l)
+		if !strings.HasPrefix(l, "bin/handler publish ") {
+			continue
+		}
+		args := strings.Fields(strings.TrimPrefix(l, "bin/handler publish "))
+		for k := range args {
+			if k > 0 && args[k-1] == "--table" {
+				args[k] = table
+			}
+		}
+		last = runCLI(t, e, args...)
+		if last.code != ExitOK {
+			t.Fatalf("%s: exit %d\nstdout: %s\nstderr: %s", l, last.code, last.stdout, last.stderr)
+		}
+		ran++
+	}
+	if ran < 3 {
+		t.Fatalf("ran %d commands from docs/outbox.md, want its commits and the relay", ran)
+	}
+	if !strings.HasSuffix(last.stdout, said[1]+"\n") {
+		t.Errorf("the last command printed %q, the page says %q", last.stdout, said[1])
+	}
+	if st := mb.Stats(queue); st.Active != 2 || st.Scheduled != 0 {
+		t.Errorf("queue %+v, want the two status changes and the timeout cancelled", st)
+	}
+}
