@@ -21,6 +21,13 @@
 // is made (Status, ScheduleTimeout, CancelTimeout), so an invalid one
 // fails the commit before anything is written.
 //
+// One Commit is one entity-group transaction, so Table Storage's limits
+// bound it (Commit checks them first and fails with ErrTooLarge): at most
+// 100 operations, of which the outbox takes one for the partition's
+// counter row, one per intent and one more per ScheduleTimeout; at most
+// 4 MiB in all; at most 1 MiB per entity; at most 64 KiB per string or
+// binary property. Every operation is in the commit's partition.
+//
 // Delivery is at least once. A relay that crashes after sending and before
 // marking a record sends it again with the same MessageId: Service Bus
 // duplicate detection drops it within its window (10 minutes on the
