@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"context"
 	"crypto/rand"
 	"net/http/httptest"
 	"os"
@@ -184,5 +185,46 @@ func TestOutboxDocCommands(t *testing.T) {
 	}
 	if st := mb.Stats(queue); st.Active != 2 || st.Scheduled != 0 {
 		t.Errorf("queue %+v, want the two status changes and the timeout cancelled", st)
+	}
+}
+
+// TestOutboxRelayRunsUntilInterrupted: without --once the relay keeps
+// relaying what is committed while it runs, and exits 0 when interrupted.
+func TestOutboxRelayRunsUntilInterrupted(t *testing.T) {
+	mb, e := devHostWithTables(t)
+	table := "run" + strings.ToLower(rand.Text())[:10]
+	if r := runCLI(t, e, "commit", "--table", table, "--order", "o-1", "--status", "Created", "--sequence", "1"); r.code != ExitOK {
+		t.Fatalf("commit: %+v", r)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut strings.Builder
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"relay", "--table", table, "--interval", "10ms"}, syncWriter{&out}, syncWriter{&errOut}, e)
+	}()
+	waitQueue := func(active int) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for mb.Stats(queue).Active < active {
+			if time.Now().After(deadline) {
+				t.Fatalf("queue %+v, want %d active", mb.Stats(queue), active)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitQueue(1)
+	if r := runCLI(t, e, "commit", "--table", table, "--order", "o-1", "--status", "Paid", "--sequence", "2"); r.code != ExitOK {
+		t.Fatalf("commit: %+v", r)
+	}
+	waitQueue(2)
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitOK || !strings.HasPrefix(out.String(), "relaying outbox table "+table) || !strings.HasSuffix(out.String(), "stopped\n") {
+			t.Errorf("relay: exit %d, stdout %q, stderr %q; want 0, the relaying line and stopped", code, out.String(), errOut.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the relay did not stop when interrupted")
 	}
 }
