@@ -80,6 +80,12 @@ type Clock interface {
 // a PaymentTimeoutCheck only while it is still Created.
 var ErrNotScheduled = broker.ErrNotFound
 
+// ErrRefused: the Sender refused a message for good (too large, no
+// SessionId on a session queue, ...): sending it again cannot succeed. A
+// Sender wraps it; the module's brokers do. The outbox's relay parks a
+// message refused so instead of retrying it.
+var ErrRefused = broker.ErrInvalid
+
 var (
 	_ Sender      = broker.Broker(nil)
 	_ Sender      = (*sbbroker.Broker)(nil)

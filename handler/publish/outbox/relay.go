@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
-	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/publish"
 )
 
@@ -102,14 +101,14 @@ type PassResult struct {
 	Waiting   int // cancels left pending: their schedule is not sent yet
 }
 
-// Full reports whether the pass read a full batch (more may be pending).
+// full reports whether the pass read a full batch (more may be pending).
 func (r PassResult) full(batch int) bool { return r.Read >= batch }
 
 // Pass reads up to BatchSize pending records and works them: first the
 // status changes (in Service Bus batches, each order's in sequence order),
 // then the timeouts to schedule, then the cancels (by the sequence number
 // recorded on the schedule's record). Each record is marked once its
-// message is sent. A record Service Bus refuses for good (broker.ErrInvalid)
+// message is sent. A record Service Bus refuses for good (publish.ErrRefused)
 // is marked Failed with the reason and never blocks the others; any other
 // failure ends the pass with the error, and what was not marked is sent
 // again by the next pass, with the same MessageIds.
@@ -195,7 +194,7 @@ func (r *Relay) sendStatuses(ctx context.Context, recs []Record, res *PassResult
 	if err == nil {
 		return nil
 	}
-	if !errors.Is(err, broker.ErrInvalid) {
+	if !errors.Is(err, publish.ErrRefused) {
 		return fmt.Errorf("outbox: relay: %w", err)
 	}
 	// A batch was refused for good: find which of its messages, one at a
@@ -208,7 +207,7 @@ func (r *Relay) sendStatuses(ctx context.Context, recs []Record, res *PassResult
 				return err
 			}
 			res.Sent++
-		case errors.Is(err, broker.ErrInvalid):
+		case errors.Is(err, publish.ErrRefused):
 			for _, rec := range withDups(sent[i : i+1]) {
 				if err := r.park(ctx, rec, err.Error()); err != nil {
 					return err
@@ -296,7 +295,7 @@ func (r *Relay) schedule(ctx context.Context, rec Record, res *PassResult) error
 	}
 	s, err := r.pub.ScheduleTimeout(ctx, rec.OrderID, left)
 	switch {
-	case errors.Is(err, broker.ErrInvalid), errors.Is(err, contract.ErrInvalid):
+	case errors.Is(err, publish.ErrRefused), errors.Is(err, contract.ErrInvalid):
 		if err := r.park(ctx, rec, err.Error()); err != nil {
 			return err
 		}

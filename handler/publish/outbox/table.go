@@ -125,6 +125,11 @@ type Op interface{ isOp() }
 // Entity is one of the producer's own entity operations in a Commit, as
 // aztables takes it: its Entity's PartitionKey must be the commit's
 // partition and its RowKey must not start with the outbox's prefix.
+// Give IfMatch (the ETag read) for a conditional update: without it, the
+// SDK sends an UpdateMerge or UpdateReplace with no If-Match header, which
+// Table Storage performs as an insert-or-merge or insert-or-replace
+// (aztables transactional_batch.go, generateEntitySubset), never a
+// conflict.
 type Entity aztables.TransactionAction
 
 func (Entity) isOp() {}

@@ -577,7 +577,7 @@ type refusing struct {
 
 func (r *refusing) Send(ctx context.Context, q string, m publish.Message) error {
 	if m.MessageID == r.id {
-		return fmt.Errorf("outboxtest: message %s refused: %w", m.MessageID, broker.ErrInvalid)
+		return fmt.Errorf("outboxtest: message %s refused: %w", m.MessageID, publish.ErrRefused)
 	}
 	return r.Sender.Send(ctx, q, m)
 }
