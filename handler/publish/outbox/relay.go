@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/publish"
 )
@@ -49,6 +51,10 @@ type RelayOptions struct {
 	// Logger gets one line per failed pass, parked record and purge (nil:
 	// discarded).
 	Logger *slog.Logger
+	// Registerer gets the relay's metrics (MetricRecords,
+	// MetricPassFailures, MetricOldestPending, MetricPurged); nil: none
+	// registered.
+	Registerer prometheus.Registerer
 }
 
 // Relay sends a Store's pending records through a publish.Publisher and
@@ -59,6 +65,7 @@ type Relay struct {
 	store Store
 	pub   *publish.Publisher
 	o     RelayOptions
+	m     *relayMetrics
 }
 
 // NewRelay returns a relay from s through p.
@@ -88,7 +95,7 @@ func NewRelay(s Store, p *publish.Publisher, opts *RelayOptions) *Relay {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{store: s, pub: p, o: o}
+	return &Relay{store: s, pub: p, o: o, m: newRelayMetrics(o.Registerer)}
 }
 
 // PassResult counts what one pass did.
@@ -116,8 +123,15 @@ func (r *Relay) Pass(ctx context.Context) (PassResult, error) {
 	recs, err := r.store.Pending(ctx, r.o.BatchSize)
 	res := PassResult{Read: len(recs)}
 	if err != nil {
-		return res, fmt.Errorf("outbox: relay: pending: %w", err)
+		err = fmt.Errorf("outbox: relay: pending: %w", err)
+	} else {
+		err = r.work(ctx, recs, &res)
 	}
+	r.m.pass(res, err, recs, r.o.Now())
+	return res, err
+}
+
+func (r *Relay) work(ctx context.Context, recs []Record, res *PassResult) error {
 	var statuses, schedules, cancels []Record
 	for _, rec := range recs {
 		switch rec.Kind {
@@ -129,25 +143,25 @@ func (r *Relay) Pass(ctx context.Context) (PassResult, error) {
 			cancels = append(cancels, rec)
 		default:
 			if err := r.park(ctx, rec, fmt.Sprintf("unknown record kind %q", rec.Kind)); err != nil {
-				return res, err
+				return err
 			}
 			res.Parked++
 		}
 	}
-	if err := r.sendStatuses(ctx, statuses, &res); err != nil {
-		return res, err
+	if err := r.sendStatuses(ctx, statuses, res); err != nil {
+		return err
 	}
 	for _, rec := range schedules {
-		if err := r.schedule(ctx, rec, &res); err != nil {
-			return res, err
+		if err := r.schedule(ctx, rec, res); err != nil {
+			return err
 		}
 	}
 	for _, rec := range cancels {
-		if err := r.cancel(ctx, rec, &res); err != nil {
-			return res, err
+		if err := r.cancel(ctx, rec, res); err != nil {
+			return err
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // sendStatuses sends the status records through Publisher.Statuses, in an
@@ -349,6 +363,7 @@ func (r *Relay) Purge(ctx context.Context) (int, error) {
 	for {
 		n, err := r.store.Purge(ctx, before, r.o.BatchSize)
 		total += n
+		r.m.purged.Add(float64(n))
 		if err != nil {
 			return total, fmt.Errorf("outbox: relay: purge: %w", err)
 		}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/publish"
@@ -207,4 +209,84 @@ func TestScheduleCountsFromTheCommit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refuse refuses one MessageId for good.
+type refuse struct {
+	publish.Sender
+	id string
+}
+
+func (r refuse) Send(ctx context.Context, q string, m publish.Message) error {
+	if m.MessageID == r.id {
+		return publish.ErrRefused
+	}
+	return r.Sender.Send(ctx, q, m)
+}
+
+func TestRelayMetrics(t *testing.T) {
+	committed := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	mem, mb := memoutbox.New(func() time.Time { return committed }), newBroker(t)
+	ctx := context.Background()
+	if err := mem.Commit(ctx, "o-1", nil, created("o-1"), outbox.ScheduleTimeout("o-1", time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Commit(ctx, "o-2", nil, created("o-2"), outbox.CancelTimeout("o-2")); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	s := &flaky{Store: mem}
+	opts := &outbox.RelayOptions{Registerer: reg, Now: func() time.Time { return committed.Add(90 * time.Second) }}
+	r := outbox.NewRelay(s, publish.New(refuse{Sender: mb, id: "o-2:1"}, nil), opts)
+	_ = outbox.NewRelay(mem, publish.New(mb, nil), opts) // a second relay on the registry shares its collectors
+	if _, err := r.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for result, want := range map[string]float64{"sent": 1, "scheduled": 1, "cancelled": 1, "parked": 1} {
+		if got := sample(t, reg, outbox.MetricRecords, result); got != want {
+			t.Errorf("%s{result=%q} = %v, want %v", outbox.MetricRecords, result, got, want)
+		}
+	}
+	if got := sample(t, reg, outbox.MetricOldestPending); got != 90 {
+		t.Errorf("%s = %v after a pass over records committed 90 s before, want 90", outbox.MetricOldestPending, got)
+	}
+	s.fails.Store(1)
+	if _, err := r.Pass(ctx); err == nil {
+		t.Fatal("the failing pass reported no error")
+	}
+	if got := sample(t, reg, outbox.MetricPassFailures); got != 1 {
+		t.Errorf("%s = %v, want 1", outbox.MetricPassFailures, got)
+	}
+	if _, err := r.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := sample(t, reg, outbox.MetricOldestPending); got != 0 {
+		t.Errorf("%s = %v with nothing pending, want 0", outbox.MetricOldestPending, got)
+	}
+}
+
+// sample reads metric name from reg: its one sample, or with result the
+// sample labelled result="<result>".
+func sample(t *testing.T, reg *prometheus.Registry, name string, result ...string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if len(result) == 1 && (len(m.GetLabel()) != 1 || m.GetLabel()[0].GetValue() != result[0]) {
+				continue
+			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s %v", name, result)
+	return 0
 }
