@@ -18,6 +18,10 @@
 //	err := p.Status(ctx, contract.StatusChanged{OrderID: "o-1", Status: contract.Paid, Sequence: 2, OccurredAt: time.Now()})
 //	s, err := p.ScheduleTimeout(ctx, "o-1", contract.PaymentTimeout) // keep s.SequenceNumber
 //	err = p.CancelTimeout(ctx, s.SequenceNumber)                      // errors.Is(err, publish.ErrNotScheduled): it fired already
+//
+// Saving state and then calling these leaves a crash window (saved, never
+// sent): package outbox commits the messages with the producer's state and
+// relays them through a Publisher.
 package publish
 
 import (
