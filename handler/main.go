@@ -3,7 +3,7 @@
 //	handler [serve]            serve the functions for the Functions host (default)
 //	handler dev ...            the development host: in-memory Service Bus, Azurite
 //	handler deadletters ...    the runbooks' dead-letter tool
-//	handler publish ...        send status changes, schedule and cancel payment timeouts
+//	handler publish ...        send status changes, schedule and cancel payment timeouts, relay an outbox
 //	handler version            print the version
 //
 // `handler --help` lists the commands, `handler <command> --help` their flags.
@@ -74,7 +74,7 @@ func commands() []command {
 		{"serve", "serve the functions for the Functions host (the default; what Azure runs)", runServe},
 		{"dev", "the development host: the whole system on this machine (in-memory Service Bus, Azurite)", devhost.Main},
 		{"deadletters", "the runbooks' dead-letter tool: list, stats, sweep [--dry-run], replay, discard", deadletters.Main},
-		{"publish", "send status changes, schedule and cancel payment timeouts (the producers' side)", publishcli.Main},
+		{"publish", "send status changes, schedule and cancel payment timeouts, relay a producer's outbox (the producers' side)", publishcli.Main},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -148,6 +148,7 @@ tables() {
 	ORDERSTATUS_TEST_TABLES_SERVICE_URI=$OrderStore__serviceUri
 	export ORDERSTATUS_TEST_TABLES_SERVICE_URI
 	run_suite tables TestAzureConformance ./handler/internal/store/tablestore/
+	run_suite tables-outbox TestAzureConformance ./handler/publish/outbox/
 }
 
 broker() {

@@ -18,6 +18,10 @@
 //	err := p.Status(ctx, contract.StatusChanged{OrderID: "o-1", Status: contract.Paid, Sequence: 2, OccurredAt: time.Now()})
 //	s, err := p.ScheduleTimeout(ctx, "o-1", contract.PaymentTimeout) // keep s.SequenceNumber
 //	err = p.CancelTimeout(ctx, s.SequenceNumber)                      // errors.Is(err, publish.ErrNotScheduled): it fired already
+//
+// Saving state and then calling these leaves a crash window (saved, never
+// sent): package outbox commits the messages with the producer's state and
+// relays them through a Publisher.
 package publish
 
 import (
@@ -79,6 +83,12 @@ type Clock interface {
 // already. Losing that race is harmless: the handler cancels an order on
 // a PaymentTimeoutCheck only while it is still Created.
 var ErrNotScheduled = broker.ErrNotFound
+
+// ErrRefused: the Sender refused a message for good (too large, no
+// SessionId on a session queue, ...): sending it again cannot succeed. A
+// Sender wraps it; the module's brokers do. The outbox's relay parks a
+// message refused so instead of retrying it.
+var ErrRefused = broker.ErrInvalid
 
 var (
 	_ Sender      = broker.Broker(nil)

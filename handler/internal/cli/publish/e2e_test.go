@@ -452,7 +452,8 @@ func runReadme(t *testing.T, h *liveHost) {
 			ran[firstWords(l)] = true
 		}
 	}
-	for _, cmd := range []string{"bin/handler publish status", "bin/handler publish timeout", "bin/handler publish cancel-timeout", "curl"} {
+	for _, cmd := range []string{"bin/handler publish status", "bin/handler publish timeout", "bin/handler publish cancel-timeout",
+		"bin/handler publish commit", "bin/handler publish relay", "curl"} {
 		if !ran[cmd] {
 			t.Errorf("the README walkthrough has no %q line (ran %v)", cmd, ran)
 		}

@@ -1,6 +1,8 @@
 // Package publish is the `handler publish` command: the producers' three
 // operations of the walkthrough (status, timeout, cancel-timeout) on the
-// command line, over the importable package handler/publish. It parses
+// command line, over the importable package handler/publish, and the
+// transactional outbox's relay and commit (relay, commit) over
+// handler/publish/outbox. It parses
 // flags and files, refuses bad input before anything is sent, connects
 // like the other operator commands (package connect: --namespace, else
 // ServiceBusConnection__fullyQualifiedNamespace with the caller's Entra
@@ -44,11 +46,16 @@ commands:
   timeout         schedule the order's PaymentTimeoutCheck: --order ID [--after 30m];
                   prints its sequence number (keep it to cancel)
   cancel-timeout  cancel a scheduled timeout: --sequence N
+  relay           relay a producer's transactional outbox: --table T [--once]
+  commit          commit messages into a producer's outbox (what outbox.Table.Commit does):
+                  --table T --order ID [--status S --sequence N] [--schedule-timeout] [--cancel-timeout]
 
 Where it sends (every command): --namespace NS, else the app setting
 ServiceBusConnection__fullyQualifiedNamespace, both with your Entra identity
 (az login; the Azure Service Bus Data Sender role on the queue is enough), else
-the development host running on this machine (make run).
+the development host running on this machine (make run). relay and commit also
+take --tables (the producer's Table Storage account), else OrderStore__serviceUri
+or OrderStore__connectionString, else make run's Azurite.
 
 exit codes: 0 done (also when cancel-timeout finds the timeout delivered or
 cancelled already: the line says so), 1 connecting or sending failed, 2 bad
@@ -71,7 +78,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "handler publish: a command is required: status, timeout or cancel-timeout (handler publish --help)")
+		fmt.Fprintln(stderr, "handler publish: a command is required: status, timeout, cancel-timeout, relay or commit (handler publish --help)")
 		return ExitUsage
 	}
 	cmd, args := args[0], args[1:]
@@ -85,8 +92,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) in
 		return runTimeout(ctx, args, stdout, stderr, e)
 	case "cancel-timeout":
 		return runCancel(ctx, args, stdout, stderr, e)
+	case "relay":
+		return runRelay(ctx, args, stdout, stderr, e)
+	case "commit":
+		return runCommit(ctx, args, stdout, stderr, e)
 	}
-	fmt.Fprintf(stderr, "handler publish: unknown command %q: want status, timeout or cancel-timeout (handler publish --help)\n", cmd)
+	fmt.Fprintf(stderr, "handler publish: unknown command %q: want status, timeout, cancel-timeout, relay or commit (handler publish --help)\n", cmd)
 	return ExitUsage
 }
 

@@ -1,0 +1,247 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/internal/connect"
+	"github.com/orderstatus/orderstatus/handler/publish"
+	"github.com/orderstatus/orderstatus/handler/publish/outbox"
+)
+
+// outboxFlags are the flags of the commands on a producer's outbox table.
+type outboxFlags struct {
+	table, tables, prefix string
+}
+
+func (o *outboxFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.table, "table", "", "the producer's outbox `table` (its own table, where outbox.Table commits)")
+	fs.StringVar(&o.tables, "tables", "", "Table Storage `account`: https://<account>.table.core.windows.net or a connection string; default: OrderStore__serviceUri, else OrderStore__connectionString, else make run's Azurite")
+	fs.StringVar(&o.prefix, "prefix", outbox.DefaultPrefix, "the outbox's RowKey `prefix` in the producer's partitions")
+}
+
+// check validates the flags; a message for a usage error, or "".
+func (o *outboxFlags) check() string {
+	if o.table == "" {
+		return "--table is required"
+	}
+	if !validTableName(o.table) {
+		return fmt.Sprintf("--table %q: want 3 to 63 letters and digits, starting with a letter", o.table)
+	}
+	if _, err := outbox.NewTable(nil, &outbox.TableOptions{Prefix: o.prefix}); err != nil {
+		return fmt.Sprintf("--prefix: %v", err)
+	}
+	return ""
+}
+
+// validTableName: Table Storage table names are 3 to 63 alphanumeric
+// characters and begin with a letter
+// (https://learn.microsoft.com/rest/api/storageservices/understanding-the-table-service-data-model#table-names).
+func validTableName(s string) bool {
+	if len(s) < 3 || len(s) > 63 {
+		return false
+	}
+	for i, r := range s {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !letter && (i == 0 || r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// openOutbox connects to Service Bus and Table Storage and returns the
+// relay's two ends.
+func (c *command) openOutbox(ctx context.Context, o outboxFlags, e env) (*outbox.Table, *connect.Target, string, func(), error) {
+	t, err := connect.ServiceBus(connect.Options{Namespace: c.namespace, Tables: o.tables, Getenv: e.getenv, Dir: e.dir})
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	closeFn := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = t.Broker.Close(ctx)
+	}
+	svc, where, err := t.Tables()
+	if err != nil {
+		closeFn()
+		return nil, nil, "", nil, err
+	}
+	tbl, err := outbox.NewTable(svc.NewClient(o.table), &outbox.TableOptions{Prefix: o.prefix})
+	if err != nil {
+		closeFn()
+		return nil, nil, "", nil, err
+	}
+	return tbl, t, where, closeFn, nil
+}
+
+func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
+	c := newCommand("relay", "usage: handler publish relay --table T [--once] [--interval 1s] [--batch 100] [--retention 168h] [--tables ACCOUNT] [--namespace NS]",
+		`Relays a producer's transactional outbox (package handler/publish/outbox): sends
+the records its commits left pending, in Service Bus batches (status changes, each
+order's in sequence order), schedules the payment timeouts they ask for (recording
+each one's sequence number) and cancels those they cancel (by that number), marks
+each record sent, and purges sent records older than --retention. The producers run
+the same relay in their own processes; running this one beside them is safe (a
+message sent twice has the same MessageId: duplicate detection drops it). With
+--once it relays until nothing is pending, purges, prints what it did and exits;
+without, it runs until interrupted.`, stdout, stderr)
+	var o outboxFlags
+	o.register(c.fs)
+	once := c.fs.Bool("once", false, "relay until nothing is pending, purge, and exit (else run until interrupted)")
+	interval := c.fs.Duration("interval", outbox.DefaultInterval, "wait between passes that found less than a full batch (a Go `duration`)")
+	batch := c.fs.Int("batch", outbox.DefaultBatchSize, "the most records one pass reads (`n`, 1 to 1000)")
+	retention := c.fs.Duration("retention", outbox.DefaultRetention, "keep sent records this long (a Go `duration`; at least 1h: above duplicate detection's 10 minutes and the payment timeout)")
+	if code := c.parse(args); code >= 0 {
+		return code
+	}
+	if msg := o.check(); msg != "" {
+		return c.bad("%s", msg)
+	}
+	switch {
+	case *interval <= 0 || *interval > time.Hour:
+		return c.bad("--interval %s: want above 0 and at most 1h", *interval)
+	case *batch < 1 || *batch > 1000:
+		return c.bad("--batch %d: want 1 to 1000", *batch)
+	case *retention < time.Hour:
+		return c.bad("--retention %s: want at least 1h", *retention)
+	}
+	tbl, t, where, closeFn, err := c.openOutbox(ctx, o, e)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer closeFn()
+	p := publishOn(t)
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	r := outbox.NewRelay(tbl, p, &outbox.RelayOptions{BatchSize: *batch, Interval: *interval, Retention: *retention, Logger: logger})
+	fmt.Fprintf(stdout, "relaying outbox table %s on %s to %s on %s\n", o.table, where, p.Queue(), t.Describe)
+	if !*once {
+		_ = r.Run(ctx)
+		fmt.Fprintln(stdout, "stopped")
+		return ExitOK
+	}
+	var total outbox.PassResult
+	for {
+		res, err := r.Pass(ctx)
+		total.Read += res.Read
+		total.Sent += res.Sent
+		total.Scheduled += res.Scheduled
+		total.Cancelled += res.Cancelled
+		total.Parked += res.Parked
+		if err != nil {
+			fmt.Fprintf(stdout, "sent %d, scheduled %d, cancelled %d, parked %d before the failure\n", total.Sent, total.Scheduled, total.Cancelled, total.Parked)
+			return c.fail(fmt.Errorf("%w (what was not marked is sent again by the next run, with the same MessageIds)", err))
+		}
+		if res.Read < *batch || res.Waiting == res.Read {
+			total.Waiting = res.Waiting
+			break
+		}
+	}
+	purged, err := r.Purge(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(stdout, "sent %d, scheduled %d, cancelled %d, parked %d, waiting %d, purged %d\n",
+		total.Sent, total.Scheduled, total.Cancelled, total.Parked, total.Waiting, purged)
+	return ExitOK
+}
+
+func runCommit(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
+	c := newCommand("commit", "usage: handler publish commit --table T --order ID [--status S --sequence N [--occurred-at T]] [--schedule-timeout [--after 30m]] [--cancel-timeout] [--partition P] [--tables ACCOUNT]",
+		`Commits outgoing messages into a producer's transactional outbox table, in one
+entity-group transaction in the order's partition, as outbox.Table.Commit does in
+the producer's own code (there with the producer's own rows in the same
+transaction). Nothing is sent: 'handler publish relay' (or the producer's relay)
+sends them. It creates the table if it does not exist. For trying the outbox, and
+for an operator's correction that must follow the producer's earlier messages.`, stdout, stderr)
+	var o outboxFlags
+	o.register(c.fs)
+	var orderID, status, occurred, partition string
+	var seq int64
+	c.fs.StringVar(&orderID, "order", "", "order `id` the messages are about")
+	c.fs.StringVar(&partition, "partition", "", "the producer's partition `key` to commit in (default: the order id)")
+	c.fs.StringVar(&status, "status", "", "an OrderStatusChanged with this `status` (with --sequence)")
+	c.fs.Int64Var(&seq, "sequence", 0, "its sequence `number`")
+	c.fs.StringVar(&occurred, "occurred-at", "", "when it happened, RFC 3339 (`time`; default now)")
+	schedule := c.fs.Bool("schedule-timeout", false, "schedule the order's PaymentTimeoutCheck, --after the commit")
+	after := c.fs.Duration("after", contract.PaymentTimeout, "the timeout's delay from the commit (a Go `duration`)")
+	cancel := c.fs.Bool("cancel-timeout", false, "cancel the order's PaymentTimeoutCheck scheduled through this outbox")
+	if code := c.parse(args); code >= 0 {
+		return code
+	}
+	if msg := o.check(); msg != "" {
+		return c.bad("%s", msg)
+	}
+	set := map[string]bool{}
+	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["order"] {
+		return c.bad("--order is required")
+	}
+	if partition == "" {
+		partition = orderID
+	}
+	if err := contract.ValidateOrderID(partition); err != nil {
+		return c.bad("--partition: %v", err)
+	}
+	var intents []outbox.Intent
+	switch {
+	case set["status"] != set["sequence"]:
+		return c.bad("--status and --sequence go together")
+	case set["status"]:
+		ch, err := change(orderID, status, seq, occurred, set["occurred-at"], e.now)
+		if err != nil {
+			return c.bad("%v", err)
+		}
+		intents = append(intents, outbox.Status(ch))
+	case set["occurred-at"]:
+		return c.bad("--occurred-at needs --status")
+	}
+	if set["after"] && !*schedule {
+		return c.bad("--after needs --schedule-timeout")
+	}
+	if *schedule {
+		if *after <= 0 || *after > maxAfter {
+			return c.bad("--after %s: want a duration above 0 and at most %s", *after, maxAfter)
+		}
+		intents = append(intents, outbox.ScheduleTimeout(orderID, *after))
+	}
+	if *cancel {
+		intents = append(intents, outbox.CancelTimeout(orderID))
+	}
+	if len(intents) == 0 {
+		return c.bad("nothing to commit: give --status and --sequence, --schedule-timeout or --cancel-timeout")
+	}
+	for _, in := range intents {
+		if err := in.Err(); err != nil {
+			return c.bad("%v", flagError(errors.Unwrap(err)))
+		}
+	}
+	tbl, _, where, closeFn, err := c.openOutbox(ctx, o, e)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer closeFn()
+	if err := tbl.EnsureTable(ctx); err != nil {
+		return c.fail(err)
+	}
+	ops := make([]outbox.Op, len(intents))
+	for i, in := range intents {
+		ops[i] = in
+	}
+	if err := tbl.Commit(ctx, partition, ops...); err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(stdout, "committed %d outgoing message(s) for order %s in table %s partition %s on %s; 'handler publish relay --table %s' sends them\n",
+		len(intents), orderID, o.table, partition, where, o.table)
+	return ExitOK
+}
+
+func publishOn(t *connect.Target) *publish.Publisher {
+	return publish.New(t.Broker, &publish.Options{Queue: t.Queue})
+}

@@ -1,0 +1,44 @@
+package outbox_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestDocSnippetsAreTheExample: the Go code the README and docs/outbox.md
+// show is lines of ExampleTable_Commit, which compiles, so the pages
+// cannot drift from the API.
+func TestDocSnippetsAreTheExample(t *testing.T) {
+	ex, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]bool{}
+	for _, l := range strings.Split(string(ex), "\n") {
+		lines[strings.TrimSpace(l)] = true
+	}
+	for _, page := range []string{"../../../README.md", "../../../docs/outbox.md"} {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		found := false
+		for _, block := range strings.Split(text, "```go\n")[1:] {
+			block = block[:strings.Index(block, "```")]
+			if !strings.Contains(block, "outbox.NewTable") {
+				continue
+			}
+			found = true
+			for _, l := range strings.Split(block, "\n") {
+				if l = strings.TrimSpace(l); l != "" && !lines[l] {
+					t.Errorf("%s shows %q, which is not a line of ExampleTable_Commit", page, l)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s shows no outbox.NewTable example", page)
+		}
+	}
+}

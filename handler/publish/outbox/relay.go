@@ -1,0 +1,430 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/publish"
+)
+
+// Defaults of RelayOptions.
+const (
+	DefaultBatchSize  = 100
+	DefaultInterval   = time.Second
+	DefaultMaxBackoff = 30 * time.Second
+	// DefaultRetention keeps sent records for the queue's message
+	// time-to-live (7 days): far longer than duplicate detection's
+	// 10 minutes, and long enough for a cancel to find the sequence
+	// number of a timeout scheduled that long ago.
+	DefaultRetention  = 7 * 24 * time.Hour
+	DefaultPurgeEvery = time.Hour
+)
+
+// RelayOptions tune a Relay. The zero value (or nil) gives the defaults.
+type RelayOptions struct {
+	// BatchSize is the most records one pass reads and sends
+	// (default DefaultBatchSize); status changes go in Service Bus
+	// batches of the publisher's BatchSize.
+	BatchSize int
+	// Interval is how long Run waits after a pass that found less than a
+	// full batch (default DefaultInterval).
+	Interval time.Duration
+	// MaxBackoff bounds Run's wait after failing passes, which doubles
+	// from Interval (default DefaultMaxBackoff).
+	MaxBackoff time.Duration
+	// Retention is how long Sent records are kept before Purge deletes
+	// them (default DefaultRetention). Keep it above the duplicate
+	// detection window and the payment timeout.
+	Retention time.Duration
+	// PurgeEvery is how often Run purges (default DefaultPurgeEvery).
+	PurgeEvery time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger gets one line per failed pass, parked record and purge (nil:
+	// discarded).
+	Logger *slog.Logger
+	// Registerer gets the relay's metrics (MetricRecords,
+	// MetricPassFailures, MetricOldestPending, MetricPurged); nil: none
+	// registered.
+	Registerer prometheus.Registerer
+}
+
+// Relay sends a Store's pending records through a publish.Publisher and
+// marks them sent. Several relays may run on one Store at once (in every
+// producer process and as `handler publish relay`): a record sent by two
+// is deduplicated like any resend.
+type Relay struct {
+	store Store
+	pub   *publish.Publisher
+	o     RelayOptions
+	m     *relayMetrics
+}
+
+// NewRelay returns a relay from s through p.
+func NewRelay(s Store, p *publish.Publisher, opts *RelayOptions) *Relay {
+	var o RelayOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = DefaultMaxBackoff
+	}
+	if o.Retention <= 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.PurgeEvery <= 0 {
+		o.PurgeEvery = DefaultPurgeEvery
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Relay{store: s, pub: p, o: o, m: newRelayMetrics(o.Registerer)}
+}
+
+// PassResult counts what one pass did.
+type PassResult struct {
+	Read      int // pending records read
+	Sent      int // status changes sent (duplicates within the pass counted once)
+	Scheduled int // timeouts scheduled
+	Cancelled int // cancel records done (cancelled, or nothing left to cancel)
+	Parked    int // records Service Bus refused for good, marked Failed
+	Waiting   int // cancels left pending: their schedule is not sent yet
+}
+
+// full reports whether the pass read a full batch (more may be pending).
+func (r PassResult) full(batch int) bool { return r.Read >= batch }
+
+// Pass reads up to BatchSize pending records and works them: first the
+// status changes (in Service Bus batches, each order's in sequence order),
+// then the timeouts to schedule, then the cancels (by the sequence number
+// recorded on the schedule's record). Each record is marked once its
+// message is sent. A record Service Bus refuses for good (publish.ErrRefused)
+// is marked Failed with the reason and never blocks the others; any other
+// failure ends the pass with the error, and what was not marked is sent
+// again by the next pass, with the same MessageIds.
+func (r *Relay) Pass(ctx context.Context) (PassResult, error) {
+	recs, err := r.store.Pending(ctx, r.o.BatchSize)
+	res := PassResult{Read: len(recs)}
+	if err != nil {
+		err = fmt.Errorf("outbox: relay: pending: %w", err)
+	} else {
+		err = r.work(ctx, recs, &res)
+	}
+	r.m.pass(res, err, recs, r.o.Now())
+	return res, err
+}
+
+func (r *Relay) work(ctx context.Context, recs []Record, res *PassResult) error {
+	var statuses, schedules, cancels []Record
+	for _, rec := range recs {
+		switch rec.Kind {
+		case KindStatus:
+			statuses = append(statuses, rec)
+		case KindSchedule:
+			schedules = append(schedules, rec)
+		case KindCancel:
+			cancels = append(cancels, rec)
+		default:
+			if err := r.park(ctx, rec, fmt.Sprintf("unknown record kind %q", rec.Kind)); err != nil {
+				return err
+			}
+			res.Parked++
+		}
+	}
+	if err := r.sendStatuses(ctx, statuses, res); err != nil {
+		return err
+	}
+	for _, rec := range schedules {
+		if err := r.schedule(ctx, rec, res); err != nil {
+			return err
+		}
+	}
+	for _, rec := range cancels {
+		if err := r.cancel(ctx, rec, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendStatuses sends the status records through Publisher.Statuses, in an
+// order that method keeps as it is (each order's changes already in
+// sequence order, no MessageId twice), so that the count it returns names
+// exactly the records sent.
+func (r *Relay) sendStatuses(ctx context.Context, recs []Record, res *PassResult) error {
+	var (
+		changes []contract.StatusChanged
+		sent    []Record                // aligned with changes
+		dups    = map[string][]Record{} // MessageId -> later records of the same message
+		first   = map[string]bool{}
+	)
+	for _, rec := range recs {
+		c, err := statusChange(rec)
+		if err != nil {
+			if err := r.park(ctx, rec, err.Error()); err != nil {
+				return err
+			}
+			res.Parked++
+			continue
+		}
+		if first[rec.Message.MessageID] {
+			dups[rec.Message.MessageID] = append(dups[rec.Message.MessageID], rec)
+			continue
+		}
+		first[rec.Message.MessageID] = true
+		changes, sent = append(changes, c), append(sent, rec)
+	}
+	sortEachOrder(changes, sent)
+	withDups := func(rs []Record) []Record {
+		var out []Record
+		for _, rec := range rs {
+			out = append(out, rec)
+			out = append(out, dups[rec.Message.MessageID]...)
+		}
+		return out
+	}
+	n, err := r.pub.Statuses(ctx, changes, nil)
+	if merr := r.markSent(ctx, withDups(sent[:n])); merr != nil {
+		return merr
+	}
+	res.Sent += n
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, publish.ErrRefused) {
+		return fmt.Errorf("outbox: relay: %w", err)
+	}
+	// A batch was refused for good: find which of its messages, one at a
+	// time, and park only those.
+	for i := n; i < len(changes); i++ {
+		err := r.pub.Status(ctx, changes[i])
+		switch {
+		case err == nil:
+			if err := r.markSent(ctx, withDups(sent[i:i+1])); err != nil {
+				return err
+			}
+			res.Sent++
+		case errors.Is(err, publish.ErrRefused):
+			for _, rec := range withDups(sent[i : i+1]) {
+				if err := r.park(ctx, rec, err.Error()); err != nil {
+					return err
+				}
+				res.Parked++
+			}
+		default:
+			return fmt.Errorf("outbox: relay: %w", err)
+		}
+	}
+	return nil
+}
+
+// sortEachOrder puts each order's changes (and their records) in sequence
+// order within the places that order's changes have, as Statuses would.
+func sortEachOrder(changes []contract.StatusChanged, recs []Record) {
+	slots := map[string][]int{}
+	var orders []string
+	for i, c := range changes {
+		if _, ok := slots[c.OrderID]; !ok {
+			orders = append(orders, c.OrderID)
+		}
+		slots[c.OrderID] = append(slots[c.OrderID], i)
+	}
+	for _, id := range orders {
+		idx := slots[id]
+		cs, rs := make([]contract.StatusChanged, len(idx)), make([]Record, len(idx))
+		for k, i := range idx {
+			cs[k], rs[k] = changes[i], recs[i]
+		}
+		perm := make([]int, len(idx))
+		for k := range perm {
+			perm[k] = k
+		}
+		slices.SortStableFunc(perm, func(a, b int) int { return cmp.Compare(cs[a].Sequence, cs[b].Sequence) })
+		for k, i := range idx {
+			changes[i], recs[i] = cs[perm[k]], rs[perm[k]]
+		}
+	}
+}
+
+// markSent marks recs Sent, one Store.Mark per partition and MaxMarks.
+func (r *Relay) markSent(ctx context.Context, recs []Record) error {
+	now := r.o.Now().UTC()
+	byPart := map[string][]Mark{}
+	var parts []string
+	for _, rec := range recs {
+		if _, ok := byPart[rec.Partition]; !ok {
+			parts = append(parts, rec.Partition)
+		}
+		byPart[rec.Partition] = append(byPart[rec.Partition], Mark{ID: rec.ID, State: Sent, DoneAt: now})
+	}
+	for _, p := range parts {
+		for ms := range slices.Chunk(byPart[p], MaxMarks) {
+			if err := r.store.Mark(ctx, p, ms); err != nil {
+				return fmt.Errorf("outbox: relay: mark %d sent in %s: %w", len(ms), p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// park marks rec Failed with why.
+func (r *Relay) park(ctx context.Context, rec Record, why string) error {
+	why = truncate(why, 1024)
+	r.o.Logger.Error("outbox record parked", slog.String("partition", rec.Partition), slog.String("record", rec.ID),
+		slog.String("message_id", rec.Message.MessageID), slog.String("order_id", rec.OrderID), slog.String("reason", why))
+	if err := r.store.Mark(ctx, rec.Partition, []Mark{{ID: rec.ID, State: Failed, DoneAt: r.o.Now().UTC(), Error: why}}); err != nil {
+		return fmt.Errorf("outbox: relay: park %s/%s: %w", rec.Partition, rec.ID, err)
+	}
+	return nil
+}
+
+// schedule schedules rec's timeout for what is left of its delay and
+// records the sequence number, on the condition that nobody marked the
+// record meanwhile: the first relay to mark it wins. A relay that loses
+// leaves its own copy alone: within the duplicate detection window
+// Service Bus dropped it (the number it got names nothing), and which of
+// the two is live cannot be told, so cancelling could leave none; an
+// extra PaymentTimeoutCheck is harmless (the handler re-reads the order).
+func (r *Relay) schedule(ctx context.Context, rec Record, res *PassResult) error {
+	left := rec.CommittedAt.Add(rec.After).Sub(r.o.Now())
+	if left < time.Millisecond {
+		left = time.Millisecond // due already: as soon as possible
+	}
+	s, err := r.pub.ScheduleTimeout(ctx, rec.OrderID, left)
+	switch {
+	case errors.Is(err, publish.ErrRefused), errors.Is(err, contract.ErrInvalid):
+		if err := r.park(ctx, rec, err.Error()); err != nil {
+			return err
+		}
+		res.Parked++
+		return nil
+	case err != nil:
+		return fmt.Errorf("outbox: relay: %w", err)
+	}
+	err = r.store.Mark(ctx, rec.Partition, []Mark{{ID: rec.ID, Version: rec.Version, State: Sent, DoneAt: r.o.Now().UTC(), SequenceNumber: s.SequenceNumber}})
+	if errors.Is(err, ErrConflict) {
+		r.o.Logger.Info("outbox timeout marked by another relay first", slog.String("partition", rec.Partition),
+			slog.String("message_id", s.MessageID), slog.Int64("sequence_number", s.SequenceNumber))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("outbox: relay: mark %s/%s scheduled (seq %d): %w", rec.Partition, rec.ID, s.SequenceNumber, err)
+	}
+	res.Scheduled++
+	return nil
+}
+
+// cancel cancels the timeout rec names by the sequence number recorded on
+// its schedule record, or leaves rec pending while that is not sent.
+func (r *Relay) cancel(ctx context.Context, rec Record, res *PassResult) error {
+	t, err := r.store.Timeout(ctx, rec.Partition, rec.OrderID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		r.o.Logger.Warn("outbox cancel found no timeout", slog.String("partition", rec.Partition), slog.String("order_id", rec.OrderID))
+	case err != nil:
+		return fmt.Errorf("outbox: relay: cancel %s: %w", rec.OrderID, err)
+	case t.State == Pending:
+		res.Waiting++
+		return nil
+	case t.State == Sent && t.SequenceNumber > 0:
+		if err := r.pub.CancelTimeout(ctx, t.SequenceNumber); err != nil && !errors.Is(err, publish.ErrNotScheduled) {
+			return fmt.Errorf("outbox: relay: cancel %s: %w", rec.OrderID, err)
+		}
+	}
+	if err := r.markSent(ctx, []Record{rec}); err != nil {
+		return err
+	}
+	res.Cancelled++
+	return nil
+}
+
+// Purge deletes the Sent records older than Retention, in rounds of
+// BatchSize, and returns how many it deleted.
+func (r *Relay) Purge(ctx context.Context) (int, error) {
+	before := r.o.Now().Add(-r.o.Retention)
+	total := 0
+	for {
+		n, err := r.store.Purge(ctx, before, r.o.BatchSize)
+		total += n
+		r.m.purged.Add(float64(n))
+		if err != nil {
+			return total, fmt.Errorf("outbox: relay: purge: %w", err)
+		}
+		if n < r.o.BatchSize {
+			return total, nil
+		}
+	}
+}
+
+// Run runs passes until ctx ends, then returns nil: at once after a full
+// batch, after Interval otherwise, after a doubling backoff (up to
+// MaxBackoff) while passes fail. It purges every PurgeEvery. A failing
+// pass is logged, never fatal: the store or Service Bus coming back is
+// what ends it.
+func (r *Relay) Run(ctx context.Context) error {
+	wait := r.o.Interval
+	nextPurge := r.o.Now()
+	for {
+		if !r.o.Now().Before(nextPurge) {
+			if n, err := r.Purge(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				r.o.Logger.Warn("outbox purge failed", slog.Int("purged", n), slog.String("error", err.Error()))
+			} else if n > 0 {
+				r.o.Logger.Info("outbox purged", slog.Int("purged", n))
+			}
+			nextPurge = r.o.Now().Add(r.o.PurgeEvery)
+		}
+		res, err := r.Pass(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			r.o.Logger.Warn("outbox relay pass failed", slog.Int("sent", res.Sent), slog.String("error", err.Error()),
+				slog.Duration("retry_in", wait))
+		case res.full(r.o.BatchSize) && res.Waiting < res.Read:
+			wait = r.o.Interval
+			continue
+		default:
+			wait = r.o.Interval
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		if err != nil {
+			wait = min(2*wait, r.o.MaxBackoff)
+		}
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && (s[n]&0xC0) == 0x80 {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,588 @@
+package outbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf16"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/orderstatus/orderstatus/handler/contract"
+)
+
+// Limits of one Commit: those of a Table Storage entity-group transaction
+// (https://learn.microsoft.com/rest/api/storageservices/performing-entity-group-transactions)
+// and of an entity and a property
+// (https://learn.microsoft.com/rest/api/storageservices/understanding-the-table-service-data-model).
+// Commit checks them before anything is sent and fails with ErrTooLarge.
+const (
+	// MaxTransactionOps is the most operations in one transaction. Commit
+	// adds one (the partition's outbox counter) and one more per
+	// ScheduleTimeout (its index row), so the producer's entities and the
+	// intents share the other 99.
+	MaxTransactionOps = 100
+	// MaxTransactionBytes is the most a transaction's payload may be.
+	MaxTransactionBytes = 4 << 20
+	// MaxEntityBytes is the most one entity may be.
+	MaxEntityBytes = 1 << 20
+	// MaxPropertyBytes is the most one string or binary property may be
+	// (a string is stored as UTF-16: 32 K characters).
+	MaxPropertyBytes = 64 << 10
+)
+
+// DefaultPrefix starts the RowKeys the outbox uses in a producer's
+// partition: "outbox" (the partition's counter), "outbox:r:<seq>" (the
+// records) and "outbox:t:<order>" (an order's timeout). The producer's own
+// rows must not start with it.
+const DefaultPrefix = "outbox"
+
+// DefaultCallTimeout bounds each storage call of a Table.
+const DefaultCallTimeout = 10 * time.Second
+
+// TableOptions tune a Table. The zero value (or nil) gives the defaults.
+type TableOptions struct {
+	// Prefix replaces DefaultPrefix (letters, digits and '-' only).
+	Prefix string
+	// CallTimeout bounds each storage call (default DefaultCallTimeout);
+	// exceeding it is ErrTransient.
+	CallTimeout time.Duration
+	// Now is the clock of CommittedAt (default time.Now).
+	Now func() time.Time
+}
+
+// Table is the outbox in a producer's own Azure Table Storage table: its
+// Commit writes the producer's entity operations and the outgoing
+// messages in one entity-group transaction, and it is the Store the relay
+// reads. It is safe for concurrent use.
+//
+// Each partition the producer commits in holds, next to the producer's
+// rows, a counter row (RowKey Prefix) that orders the partition's
+// records and serialises concurrent commits in it, the records
+// (Prefix:r:<20-digit seq>), and an index row per scheduled timeout
+// (Prefix:t:<order>). The relay finds pending records with one query over
+// the table (RowKey in the records' range, State eq 'pending'); Table
+// Storage serves a query across partitions by scanning, which suits the
+// tables of low-traffic producers and is what purging keeps small.
+type Table struct {
+	c       *aztables.Client
+	prefix  string
+	timeout time.Duration
+	now     func() time.Time
+}
+
+var _ Store = (*Table)(nil)
+
+// NewTable returns the outbox in table c (the producer's table; created
+// by the producer, or by EnsureTable). It does not contact the service.
+func NewTable(c *aztables.Client, opts *TableOptions) (*Table, error) {
+	var o TableOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if strings.Trim(o.Prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != "" || len(o.Prefix) > 64 {
+		return nil, fmt.Errorf("outbox: prefix %q: want letters, digits and '-', at most 64", o.Prefix)
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = DefaultCallTimeout
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Table{c: c, prefix: o.Prefix, timeout: o.CallTimeout, now: o.Now}, nil
+}
+
+// EnsureTable creates the table if it does not exist (for tests and
+// first runs; production provisions it).
+func (t *Table) EnsureTable(ctx context.Context) error {
+	ctx, cancel := t.call(ctx)
+	defer cancel()
+	_, err := t.c.CreateTable(ctx, nil)
+	var re *azcore.ResponseError
+	if errors.As(err, &re) && re.ErrorCode == string(aztables.TableAlreadyExists) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("outbox: create table: %w", classify(ctx, err))
+	}
+	return nil
+}
+
+// Op is one operation of a Commit: an Entity (the producer's own) or an
+// Intent (an outgoing message).
+type Op interface{ isOp() }
+
+// Entity is one of the producer's own entity operations in a Commit, as
+// aztables takes it: its Entity's PartitionKey must be the commit's
+// partition and its RowKey must not start with the outbox's prefix.
+// Give IfMatch (the ETag read) for a conditional update: without it, the
+// SDK sends an UpdateMerge or UpdateReplace with no If-Match header, which
+// Table Storage performs as an insert-or-merge or insert-or-replace
+// (aztables transactional_batch.go, generateEntitySubset), never a
+// conflict.
+type Entity aztables.TransactionAction
+
+func (Entity) isOp() {}
+func (Intent) isOp() {}
+
+// Columns of the outbox's rows.
+const (
+	colNext        = "Next"
+	colLastCommit  = "LastCommit"
+	colKind        = "Kind"
+	colSeq         = "Seq"
+	colState       = "State"
+	colOrder       = "OrderId"
+	colMessageID   = "MessageId"
+	colSessionID   = "SessionId"
+	colSubject     = "Subject"
+	colContentType = "ContentType"
+	colBody        = "Body"
+	colAfterMs     = "AfterMs"
+	colCommittedAt = "CommittedAt"
+	colDoneAt      = "DoneAt"
+	colSequenceNo  = "SequenceNumber"
+	colError       = "Error"
+	colRecord      = "Record"
+)
+
+func (t *Table) counterKey() string             { return t.prefix }
+func (t *Table) recordKey(seq int64) string     { return fmt.Sprintf("%s:r:%020d", t.prefix, seq) }
+func (t *Table) timeoutKey(order string) string { return t.prefix + ":t:" + order }
+
+// maxCommitRetries bounds how often Commit starts over when another
+// commit in the same partition moved the counter first.
+const maxCommitRetries = 8
+
+// Commit writes ops in partition in one entity-group transaction: the
+// producer's entities and the intents' records, all or none. It returns
+// nil only when all are durable. Errors:
+//   - wrapping contract.ErrInvalid: an invalid intent or entity (nothing
+//     written);
+//   - wrapping ErrTooLarge: over a limit of MaxTransactionOps,
+//     MaxTransactionBytes, MaxEntityBytes, MaxPropertyBytes (nothing
+//     written);
+//   - wrapping ErrConflict: one of the producer's operations failed its
+//     condition (an insert found the row, an ETag changed), or the order's
+//     timeout is scheduled in this partition already: reread and decide
+//     again;
+//   - wrapping ErrTransient: the service did not answer or asked to retry.
+//     The transaction may have committed (its answer was lost): reread
+//     before committing again, as after a conflict.
+//
+// Concurrent commits in one partition serialise on the partition's
+// counter row; Commit starts over itself when another commit moved the
+// counter first, and recognises its own commit whose answer was lost.
+func (t *Table) Commit(ctx context.Context, partition string, ops ...Op) error {
+	var (
+		own     []aztables.TransactionAction
+		intents []Intent
+	)
+	for i, op := range ops {
+		switch op := op.(type) {
+		case Entity:
+			if err := t.checkOwn(partition, i, aztables.TransactionAction(op)); err != nil {
+				return err
+			}
+			own = append(own, aztables.TransactionAction(op))
+		case Intent:
+			intents = append(intents, op)
+		case nil:
+			return fmt.Errorf("outbox: commit %s: op %d is nil: %w", partition, i, contract.ErrInvalid)
+		}
+	}
+	recs, err := Encode(partition, t.now(), intents...)
+	if err != nil {
+		return fmt.Errorf("outbox: commit %s: %w", partition, err)
+	}
+	schedules := 0
+	for _, r := range recs {
+		if r.Kind == KindSchedule {
+			schedules++
+		}
+	}
+	if n := len(own) + len(recs) + schedules + 1; n > MaxTransactionOps {
+		return fmt.Errorf("outbox: commit %s: %d operations (%d own, %d records, %d timeout index rows, 1 counter), at most %d in one transaction: %w",
+			partition, n, len(own), len(recs), schedules, MaxTransactionOps, ErrTooLarge)
+	}
+	commitID := rand.Text()
+	for attempt := 1; ; attempt++ {
+		next, etag, err := t.counter(ctx, partition)
+		if err != nil {
+			return fmt.Errorf("outbox: commit %s: %w", partition, err)
+		}
+		actions, err := t.actions(partition, own, recs, next, etag, commitID)
+		if err != nil {
+			return err
+		}
+		err = t.submit(ctx, actions)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrTransient) {
+			return fmt.Errorf("outbox: commit %s: %w", partition, err)
+		}
+		// Did the counter move? If to this very commit, its answer was
+		// lost and the SDK's retry (or ours) met its own work: done.
+		_, etag2, last, rerr := t.counterWithLast(ctx, partition)
+		switch {
+		case rerr == nil && last == commitID:
+			return nil
+		case errors.Is(err, ErrConflict) && rerr == nil && etag2 != etag && attempt < maxCommitRetries:
+			continue // another commit took the counter: take the next
+		}
+		return fmt.Errorf("outbox: commit %s: %w", partition, err)
+	}
+}
+
+func (t *Table) checkOwn(partition string, i int, a aztables.TransactionAction) error {
+	var keys struct {
+		PartitionKey *string `json:"PartitionKey"`
+		RowKey       *string `json:"RowKey"`
+	}
+	if err := json.Unmarshal(a.Entity, &keys); err != nil || keys.PartitionKey == nil || keys.RowKey == nil {
+		return fmt.Errorf("outbox: commit %s: op %d: want an entity with string PartitionKey and RowKey: %w", partition, i, contract.ErrInvalid)
+	}
+	if *keys.PartitionKey != partition {
+		return fmt.Errorf("outbox: commit %s: op %d: PartitionKey %q is not the commit's partition (one transaction is one partition): %w",
+			partition, i, *keys.PartitionKey, contract.ErrInvalid)
+	}
+	if strings.HasPrefix(*keys.RowKey, t.prefix) {
+		return fmt.Errorf("outbox: commit %s: op %d: RowKey %q starts with the outbox's prefix %q: %w", partition, i, *keys.RowKey, t.prefix, contract.ErrInvalid)
+	}
+	if len(a.Entity) > MaxEntityBytes {
+		return fmt.Errorf("outbox: commit %s: op %d: entity of %d bytes, at most %d: %w", partition, i, len(a.Entity), MaxEntityBytes, ErrTooLarge)
+	}
+	return nil
+}
+
+// counter reads the partition's counter: the last Seq used and its ETag
+// ("" when the row does not exist yet).
+func (t *Table) counter(ctx context.Context, partition string) (int64, string, error) {
+	n, etag, _, err := t.counterWithLast(ctx, partition)
+	return n, etag, err
+}
+
+func (t *Table) counterWithLast(ctx context.Context, partition string) (int64, string, string, error) {
+	cctx, cancel := t.call(ctx)
+	defer cancel()
+	resp, err := t.c.GetEntity(cctx, partition, t.counterKey(), nil)
+	if err != nil {
+		err = classify(cctx, err)
+		if errors.Is(err, ErrNotFound) {
+			return 0, "", "", nil
+		}
+		return 0, "", "", fmt.Errorf("read counter: %w", err)
+	}
+	var e aztables.EDMEntity
+	if err := json.Unmarshal(resp.Value, &e); err != nil {
+		return 0, "", "", fmt.Errorf("read counter: %v: %w", err, ErrTransient)
+	}
+	last, _ := e.Properties[colLastCommit].(string)
+	return int64Prop(e.Properties[colNext]), string(resp.ETag), last, nil
+}
+
+// actions builds the transaction: the counter (insert, or replace if
+// unchanged), the producer's operations, the records from Seq next+1 on,
+// and an index row per schedule.
+func (t *Table) actions(partition string, own []aztables.TransactionAction, recs []Record, next int64, etag, commitID string) ([]aztables.TransactionAction, error) {
+	var actions []aztables.TransactionAction
+	add := func(kind aztables.TransactionType, ifMatch string, e aztables.EDMEntity) error {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("outbox: commit %s: encode %s: %w", partition, e.RowKey, err)
+		}
+		if len(b) > MaxEntityBytes {
+			return fmt.Errorf("outbox: commit %s: row %s of %d bytes, at most %d: %w", partition, e.RowKey, len(b), MaxEntityBytes, ErrTooLarge)
+		}
+		a := aztables.TransactionAction{ActionType: kind, Entity: b}
+		if ifMatch != "" {
+			a.IfMatch = to.Ptr(azcore.ETag(ifMatch))
+		}
+		actions = append(actions, a)
+		return nil
+	}
+	counter := aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: partition, RowKey: t.counterKey()},
+		Properties: map[string]any{colNext: aztables.EDMInt64(next + int64(len(recs))), colLastCommit: commitID}}
+	var err error
+	if etag == "" {
+		err = add(aztables.TransactionTypeAdd, "", counter)
+	} else {
+		err = add(aztables.TransactionTypeUpdateReplace, etag, counter)
+	}
+	if err != nil {
+		return nil, err
+	}
+	actions = append(actions, own...)
+	for i, r := range recs {
+		seq := next + 1 + int64(i)
+		body := string(r.Message.Body)
+		if n := len(utf16.Encode([]rune(body))) * 2; n > MaxPropertyBytes {
+			return nil, fmt.Errorf("outbox: commit %s: message %s: body of %d bytes as UTF-16, at most %d: %w", partition, r.Message.MessageID, n, MaxPropertyBytes, ErrTooLarge)
+		}
+		p := map[string]any{
+			colKind: string(r.Kind), colSeq: aztables.EDMInt64(seq), colState: string(Pending), colOrder: r.OrderID,
+			colCommittedAt: aztables.EDMDateTime(r.CommittedAt),
+		}
+		if r.Kind != KindCancel {
+			p[colMessageID], p[colSessionID], p[colSubject], p[colContentType], p[colBody] =
+				r.Message.MessageID, r.Message.SessionID, r.Message.Subject, r.Message.ContentType, body
+		}
+		if r.Kind == KindSchedule {
+			p[colAfterMs] = aztables.EDMInt64(r.After.Milliseconds())
+		}
+		key := t.recordKey(seq)
+		if err := add(aztables.TransactionTypeAdd, "", aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: partition, RowKey: key}, Properties: p}); err != nil {
+			return nil, err
+		}
+		if r.Kind == KindSchedule {
+			if err := add(aztables.TransactionTypeAdd, "", aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: partition, RowKey: t.timeoutKey(r.OrderID)},
+				Properties: map[string]any{colRecord: key}}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	total := 0
+	for _, a := range actions {
+		total += len(a.Entity) + 512 // each operation's request line and headers
+	}
+	if total > MaxTransactionBytes {
+		return nil, fmt.Errorf("outbox: commit %s: about %d bytes, at most %d in one transaction: %w", partition, total, MaxTransactionBytes, ErrTooLarge)
+	}
+	return actions, nil
+}
+
+func (t *Table) submit(ctx context.Context, actions []aztables.TransactionAction) error {
+	cctx, cancel := t.call(ctx)
+	defer cancel()
+	_, err := t.c.SubmitTransaction(cctx, actions, nil)
+	return classify(cctx, err)
+}
+
+// Pending implements Store: one query over the records' RowKey range,
+// State eq 'pending', in PartitionKey and RowKey (that is Seq) order.
+func (t *Table) Pending(ctx context.Context, max int) ([]Record, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	filter := fmt.Sprintf("RowKey ge '%s:r:' and RowKey lt '%s:r;' and State eq '%s'", t.prefix, t.prefix, Pending)
+	return t.query(ctx, filter, max)
+}
+
+func (t *Table) query(ctx context.Context, filter string, max int) ([]Record, error) {
+	cctx, cancel := t.call(ctx)
+	defer cancel()
+	pager := t.c.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Top: to.Ptr(int32(min(max, 1000)))})
+	var out []Record
+	for pager.More() && len(out) < max {
+		page, err := pager.NextPage(cctx)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: query: %w", classify(cctx, err))
+		}
+		for _, b := range page.Entities {
+			r, err := t.decode(b, "")
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+			if len(out) == max {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// decode reads a record row; etag overrides the row's odata.etag.
+func (t *Table) decode(b []byte, etag string) (Record, error) {
+	var e aztables.EDMEntity
+	if err := json.Unmarshal(b, &e); err != nil {
+		return Record{}, fmt.Errorf("outbox: decode record: %v: %w", err, ErrTransient)
+	}
+	str := func(k string) string { s, _ := e.Properties[k].(string); return s }
+	r := Record{
+		Partition: e.PartitionKey, ID: e.RowKey, Seq: int64Prop(e.Properties[colSeq]), Kind: Kind(str(colKind)),
+		OrderID: str(colOrder), State: State(str(colState)), Error: str(colError),
+		After:          time.Duration(int64Prop(e.Properties[colAfterMs])) * time.Millisecond,
+		SequenceNumber: int64Prop(e.Properties[colSequenceNo]),
+		CommittedAt:    timeProp(e.Properties[colCommittedAt]), DoneAt: timeProp(e.Properties[colDoneAt]),
+		Version: e.ETag,
+	}
+	if etag != "" {
+		r.Version = etag
+	}
+	if r.Kind != KindCancel {
+		r.Message.MessageID, r.Message.SessionID, r.Message.Subject, r.Message.ContentType =
+			str(colMessageID), str(colSessionID), str(colSubject), str(colContentType)
+		r.Message.Body = []byte(str(colBody))
+	}
+	return r, nil
+}
+
+// Timeout implements Store: the order's index row, then the record it
+// names.
+func (t *Table) Timeout(ctx context.Context, partition, orderID string) (Record, error) {
+	cctx, cancel := t.call(ctx)
+	defer cancel()
+	resp, err := t.c.GetEntity(cctx, partition, t.timeoutKey(orderID), nil)
+	if err != nil {
+		return Record{}, fmt.Errorf("outbox: timeout %s/%s: %w", partition, orderID, classify(cctx, err))
+	}
+	var idx aztables.EDMEntity
+	if err := json.Unmarshal(resp.Value, &idx); err != nil {
+		return Record{}, fmt.Errorf("outbox: timeout %s/%s: %v: %w", partition, orderID, err, ErrTransient)
+	}
+	key, _ := idx.Properties[colRecord].(string)
+	resp, err = t.c.GetEntity(cctx, partition, key, nil)
+	if err != nil {
+		return Record{}, fmt.Errorf("outbox: timeout %s/%s: record %s: %w", partition, orderID, key, classify(cctx, err))
+	}
+	return t.decode(resp.Value, string(resp.ETag))
+}
+
+// Mark implements Store: one transaction of merges, each If-Match the
+// mark's Version or, without one, If-Match * (the row must exist).
+func (t *Table) Mark(ctx context.Context, partition string, marks []Mark) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	if len(marks) > MaxMarks {
+		return fmt.Errorf("outbox: mark %d in %s: at most %d: %w", len(marks), partition, MaxMarks, ErrTooLarge)
+	}
+	actions := make([]aztables.TransactionAction, 0, len(marks))
+	seen := map[string]bool{}
+	for _, m := range marks {
+		if m.State != Sent && m.State != Failed {
+			return fmt.Errorf("outbox: mark %s/%s: state %q: want sent or failed: %w", partition, m.ID, m.State, contract.ErrInvalid)
+		}
+		if seen[m.ID] {
+			continue // one operation per row in a transaction
+		}
+		seen[m.ID] = true
+		p := map[string]any{colState: string(m.State), colDoneAt: aztables.EDMDateTime(m.DoneAt.UTC())}
+		if m.SequenceNumber != 0 {
+			p[colSequenceNo] = aztables.EDMInt64(m.SequenceNumber)
+		}
+		if m.Error != "" {
+			p[colError] = truncate(m.Error, 1024)
+		}
+		b, err := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: partition, RowKey: m.ID}, Properties: p})
+		if err != nil {
+			return fmt.Errorf("outbox: mark %s/%s: %w", partition, m.ID, err)
+		}
+		ifMatch := azcore.ETagAny
+		if m.Version != "" {
+			ifMatch = azcore.ETag(m.Version)
+		}
+		actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeUpdateMerge, Entity: b, IfMatch: &ifMatch})
+	}
+	if err := t.submit(ctx, actions); err != nil {
+		return fmt.Errorf("outbox: mark %d in %s: %w", len(actions), partition, err)
+	}
+	return nil
+}
+
+// Purge implements Store: a query for Sent records done before before,
+// then one transaction of deletes per partition (with the index rows of
+// purged schedules).
+func (t *Table) Purge(ctx context.Context, before time.Time, max int) (int, error) {
+	if max <= 0 {
+		return 0, nil
+	}
+	filter := fmt.Sprintf("RowKey ge '%s:r:' and RowKey lt '%s:r;' and State eq '%s' and DoneAt lt datetime'%s'",
+		t.prefix, t.prefix, Sent, before.UTC().Format(time.RFC3339Nano))
+	recs, err := t.query(ctx, filter, max)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: purge: %w", err)
+	}
+	byPart := map[string][]aztables.TransactionAction{}
+	var parts []string
+	del := func(partition, key string) {
+		if _, ok := byPart[partition]; !ok {
+			parts = append(parts, partition)
+		}
+		b, _ := json.Marshal(aztables.Entity{PartitionKey: partition, RowKey: key})
+		byPart[partition] = append(byPart[partition], aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: b})
+	}
+	for _, r := range recs {
+		del(r.Partition, r.ID)
+		if r.Kind == KindSchedule {
+			del(r.Partition, t.timeoutKey(r.OrderID))
+		}
+	}
+	purged := 0
+	for _, p := range parts {
+		actions := byPart[p]
+		for len(actions) > 0 {
+			n := min(len(actions), MaxTransactionOps)
+			if n < len(actions) && isTimeoutDelete(actions[n]) { // keep a record with its index row
+				n--
+			}
+			err := t.submit(ctx, actions[:n])
+			if errors.Is(err, ErrNotFound) { // another purge deleted some first
+				actions = actions[n:]
+				continue
+			}
+			if err != nil {
+				return purged, fmt.Errorf("outbox: purge in %s: %w", p, err)
+			}
+			for _, a := range actions[:n] {
+				if !isTimeoutDelete(a) {
+					purged++
+				}
+			}
+			actions = actions[n:]
+		}
+	}
+	return purged, nil
+}
+
+func isTimeoutDelete(a aztables.TransactionAction) bool {
+	var k struct{ RowKey string }
+	_ = json.Unmarshal(a.Entity, &k)
+	return strings.Contains(k.RowKey, ":t:")
+}
+
+func (t *Table) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, t.timeout, errCallTimeout)
+}
+
+var errCallTimeout = errors.New("outbox: storage call timed out")
+
+func int64Prop(v any) int64 {
+	switch v := v.(type) {
+	case aztables.EDMInt64:
+		return int64(v)
+	case int32:
+		return int64(v)
+	case int64:
+		return v
+	case float64:
+		return int64(v)
+	case string:
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func timeProp(v any) time.Time {
+	switch v := v.(type) {
+	case aztables.EDMDateTime:
+		return time.Time(v).UTC()
+	case string:
+		t, _ := time.Parse(time.RFC3339Nano, v)
+		return t
+	}
+	return time.Time{}
+}
