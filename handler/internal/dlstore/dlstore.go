@@ -225,11 +225,35 @@ var (
 	ErrTooLarge = errors.New("dlstore: entry too large")
 )
 
-// Limits the store takes whole: what Service Bus Standard allows.
+// Limits the store takes whole: what Service Bus Standard allows (a
+// message of 256 KB, application properties of 64 KB). Put refuses more
+// with ErrTooLarge; the body counts in bytes, the properties as
+// PropertiesSize counts them.
 const (
 	MaxBody       = 256 << 10
 	MaxProperties = 64 << 10
 )
+
+// PropertiesSize is the size of application properties as the store
+// counts it against MaxProperties: for each property the bytes of its name
+// plus those of its value (a string's UTF-8 bytes; 1 for a bool; 8 for an
+// int64, a float64 or a time.Time). Any other type counts as its name
+// alone: backends refuse it as a type, not as a size.
+func PropertiesSize(props map[string]any) int {
+	n := 0
+	for k, v := range props {
+		n += len(k)
+		switch v := v.(type) {
+		case string:
+			n += len(v)
+		case bool:
+			n++
+		case int64, float64, time.Time:
+			n += 8
+		}
+	}
+	return n
+}
 
 // Store is the port. Every method honours ctx and is safe for concurrent
 // use; none retries beyond what its client does.
@@ -243,9 +267,15 @@ type Store interface {
 	// ErrNotFound when there is none.
 	Get(ctx context.Context, id string) (Entry, error)
 	// List returns the entries matching f, ordered by StoredAt then ID.
-	// When f.States holds only states that are not closed, a backend
-	// reads a bounded set (its index of those), not every entry; entries
-	// listed may come without Body and Properties (Get reads them).
+	// When f.States holds only states that are not closed
+	// (f.OnlyNotClosed), a backend reads a bounded set (its index of
+	// those), not every entry: the entries it lists then may come without
+	// Body, Properties and ETag, and their summary fields may lag behind
+	// the entry by one interrupted write (an entry a crash left closed or
+	// missing may still be listed; one that is not closed is never left
+	// out). Callers Get an entry before they Transition it (a Transition
+	// without the ETag of a read fails with ErrConflict). With any other
+	// filter the entries are read whole.
 	List(ctx context.Context, f Filter) ([]Entry, error)
 	// Transition changes e as t says, conditional on e.ETag, with t.Audit
 	// in the same atomic step, and returns the entry as stored.
