@@ -46,9 +46,15 @@ var errCorrupt = errors.New("corrupt record")
 
 type writer struct{ b []byte }
 
-func (w *writer) byte(c byte)     { w.b = append(w.b, c) }
-func (w *writer) bytes(p []byte)  { w.b = binary.AppendUvarint(w.b, uint64(len(p))); w.b = append(w.b, p...) }
-func (w *writer) str(s string)    { w.b = binary.AppendUvarint(w.b, uint64(len(s))); w.b = append(w.b, s...) }
+func (w *writer) byte(c byte) { w.b = append(w.b, c) }
+func (w *writer) bytes(p []byte) {
+	w.b = binary.AppendUvarint(w.b, uint64(len(p)))
+	w.b = append(w.b, p...)
+}
+func (w *writer) str(s string) {
+	w.b = binary.AppendUvarint(w.b, uint64(len(s)))
+	w.b = append(w.b, s...)
+}
 func (w *writer) int(v int64)     { w.b = binary.AppendVarint(w.b, v) }
 func (w *writer) float(f float64) { w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(f)) }
 func (w *writer) time(t time.Time) {
