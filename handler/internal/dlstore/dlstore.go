@@ -268,14 +268,16 @@ type Store interface {
 	Get(ctx context.Context, id string) (Entry, error)
 	// List returns the entries matching f, ordered by StoredAt then ID.
 	// When f.States holds only states that are not closed
-	// (f.OnlyNotClosed), a backend reads a bounded set (its index of
-	// those), not every entry: the entries it lists then may come without
-	// Body, Properties and ETag, and their summary fields may lag behind
-	// the entry by one interrupted write (an entry a crash left closed or
-	// missing may still be listed; one that is not closed is never left
-	// out). Callers Get an entry before they Transition it (a Transition
-	// without the ETag of a read fails with ErrConflict). With any other
-	// filter the entries are read whole.
+	// (f.OnlyNotClosed), a backend may read a bounded set (its index of
+	// those) instead of every entry: the entries it lists then may come
+	// without Body, Properties and ETag, and after an interrupted write
+	// their summary may lag one change behind the entry (an entry closed
+	// or missing may still be listed, one not closed may be listed with
+	// its former state not closed). An entry that is not closed is always
+	// listed by List(NotClosed()); a Get brings its summary up to date.
+	// Callers Get an entry before they Transition it (a Transition without
+	// the ETag of a read fails with ErrConflict). With any other filter
+	// the entries are read whole.
 	List(ctx context.Context, f Filter) ([]Entry, error)
 	// Transition changes e as t says, conditional on e.ETag, with t.Audit
 	// in the same atomic step, and returns the entry as stored.

@@ -33,6 +33,14 @@
 //
 // Errors are classified once (errors.go) into the dlstore sentinels, and
 // every SDK call has a deadline (Options.CallTimeout).
+//
+// Round trips, for the sweeper's budget: Put is three (locator, index
+// row, the transaction), two or three more when the entry existed (its index row brought up to date); Get three
+// reads (locator, entry, index row), plus a write when it repairs;
+// Transition five (read, the transaction, index read and write, and a
+// read for the new ETag, which a transaction's answer does not carry);
+// List one query per page; Purge one query, then per entry a query of
+// its audit rows, a transaction and two deletes.
 package dltable
 
 import (
@@ -465,6 +473,9 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 	next := dlstore.Apply(cur, t)
 	next.ETag = ""
 	entry, err := entryRow(next, version+1)
+	if err == nil {
+		err = fits(entry)
+	}
 	if err != nil {
 		return dlstore.Entry{}, fmt.Errorf("dltable: transition %s: %w", e.ID, err)
 	}
@@ -472,7 +483,7 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 	actions := []aztables.TransactionAction{{ActionType: aztables.TransactionTypeUpdateReplace, Entity: entry.json(), IfMatch: &ifMatch}}
 	if t.Audit != nil {
 		audit := auditRow(dlstore.AuditFor(cur, t))
-		if err := fits(entry, audit); err != nil {
+		if err := fits(audit); err != nil {
 			return dlstore.Entry{}, fmt.Errorf("dltable: transition %s: %w", e.ID, err)
 		}
 		actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: audit.json()})
@@ -499,21 +510,19 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 }
 
 // List returns the entries matching f, by StoredAt then ID (see
-// dlstore.Store): from the index when f selects only states that are not
-// closed, from the order's partition with f.OrderID, else from every
-// entry row. The service filters State, Source, Reason, Group and the
+// dlstore.Store): from the order's partition with f.OrderID (whole, one
+// partition query), else from the index when f selects only states that
+// are not closed (summaries; with f.Text each candidate's entry is read
+// for its body), else from every entry row. The service filters State, Source, Reason, Group and the
 // StoredAt range; the client the rest (Text, IDs) and, exactly, all of f.
 func (s *Store) List(ctx context.Context, f dlstore.Filter) ([]dlstore.Entry, error) {
 	out := []dlstore.Entry{}
-	if f.OnlyNotClosed() {
+	if f.OnlyNotClosed() && f.OrderID == "" {
 		conds := append([]string{"PartitionKey eq " + odataString(partitionIndex)}, filterConds(f)...)
 		err := s.query(ctx, strings.Join(conds, " and "), "", func(st stored) (bool, error) {
 			e, _, err := st.entry()
 			if err != nil {
 				return false, err
-			}
-			if f.OrderID != "" && e.OrderID != f.OrderID {
-				return true, nil
 			}
 			if f.NeedsBody() {
 				whole, _, err := s.readEntry(ctx, orderKey(e.OrderID), e.ID)

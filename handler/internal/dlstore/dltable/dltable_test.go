@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dlstoretest"
@@ -305,5 +308,63 @@ func TestNewWithCredential(t *testing.T) {
 		if (err != nil) != tt.wantErr {
 			t.Errorf("NewWithCredential(%q) error = %v, want error %t", tt.url, err, tt.wantErr)
 		}
+	}
+}
+
+// refuseCreateTable answers Create Table with 403, as the service may
+// for an identity whose role is scoped to a table, and passes every
+// other request on to Azurite.
+type refuseCreateTable struct{ calls int }
+
+func (r *refuseCreateTable) Do(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/Tables") {
+		r.calls++
+		body := `{"odata.error":{"code":"AuthorizationPermissionMismatch","message":{"lang":"en-US","value":"This request is not authorized to perform this operation using this permission."}}}`
+		return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Request: req,
+			Header: http.Header{"X-Ms-Error-Code": {"AuthorizationPermissionMismatch"}, "Content-Type": {"application/json"}},
+			Body:   io.NopCloser(strings.NewReader(body))}, nil
+	}
+	return http.DefaultClient.Do(req)
+}
+
+// TestEnsureTableRefused: with a table-scoped role Create Table may be
+// refused even when the table exists. EnsureTable reports it (the caller
+// logs it) and the store works; when the table is really missing, the
+// first read or write says so, naming the table.
+func TestEnsureTableRefused(t *testing.T) {
+	existing := newTable(t, nil)
+	for _, tt := range []struct {
+		name, table string
+		exists      bool
+	}{
+		{"table exists", existing.Table(), true},
+		{"table missing", tableName(), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			refuse := &refuseCreateTable{}
+			s, err := dltable.NewFromConnectionString(testenv.Azurite(t), tt.table, &dltable.Options{
+				ClientOptions: &aztables.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: refuse}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.EnsureTable(t.Context())
+			if refuse.calls != 1 || !errors.Is(err, dlstore.ErrUnavailable) || !strings.Contains(err.Error(), "refused on table "+tt.table) {
+				t.Fatalf("EnsureTable refused (%d calls): %v; want ErrUnavailable naming table %s", refuse.calls, err, tt.table)
+			}
+			e := entry("o-1", 1)
+			created, err := s.Put(t.Context(), e, "a")
+			if tt.exists {
+				if err != nil || !created {
+					t.Fatalf("Put after a refused EnsureTable = %t, %v; want the entry stored", created, err)
+				}
+				if _, err := s.Get(t.Context(), e.ID); err != nil {
+					t.Errorf("Get: %v", err)
+				}
+				return
+			}
+			if want := "table " + tt.table + " does not exist; infra creates it"; !errors.Is(err, dlstore.ErrUnavailable) || !strings.Contains(err.Error(), want) {
+				t.Errorf("Put on a missing table: %v; want ErrUnavailable saying %q", err, want)
+			}
+		})
 	}
 }
