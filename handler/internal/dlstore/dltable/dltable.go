@@ -109,6 +109,7 @@ var _ dlstore.Store = (*Store)(nil)
 // Crash points.
 const (
 	pointPutAfterIndex          = "put: after the index row, before the entry"
+	pointTransitionBeforeWrite  = "transition: after the read, before the transaction"
 	pointTransitionAfterEntry   = "transition: after the entry, before the index row"
 	pointPurgeAfterEntryDeleted = "purge: after the entry, before the index and locator rows"
 )
@@ -487,6 +488,9 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 			return dlstore.Entry{}, fmt.Errorf("dltable: transition %s: %w", e.ID, err)
 		}
 		actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: audit.json()})
+	}
+	if err := s.hook(pointTransitionBeforeWrite); err != nil {
+		return dlstore.Entry{}, err
 	}
 	if err := s.submit(ctx, actions); err != nil {
 		if exists(err) {

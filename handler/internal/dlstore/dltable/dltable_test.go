@@ -368,3 +368,58 @@ func TestEnsureTableRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestConflictInTheTransaction: another actor changes the entry between a
+// transition's read and its transaction. The entry's If-Match fails, so
+// the whole transaction fails (dlstore.ErrConflict) and its audit row is
+// not written: the other actor's change and record stand alone.
+func TestConflictInTheTransaction(t *testing.T) {
+	s := newTable(t, nil)
+	other, err := dltable.NewFromConnectionString(testenv.Azurite(t), s.Table(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	e := entry("o-1", 1)
+	if _, err := s.Put(ctx, e, "a"); err != nil {
+		t.Fatal(err)
+	}
+	read, err := s.Get(ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		fired    bool
+		otherErr error
+	)
+	dltable.SetCrash(s, func(point string) error {
+		if point == dltable.PointTransitionBeforeWrite && !fired {
+			fired = true
+			fresh, err := other.Get(ctx, e.ID)
+			if err == nil {
+				_, err = other.Transition(ctx, fresh, dlstore.Transition{To: dlstore.Left, At: read.StoredAt.Add(time.Minute),
+					Audit: &dlstore.AuditEntry{Action: "left", Actor: "other"}})
+			}
+			otherErr = err
+		}
+		return nil
+	})
+	_, err = s.Transition(ctx, read, dlstore.Transition{To: dlstore.Archived, At: read.StoredAt.Add(2 * time.Minute),
+		Audit: &dlstore.AuditEntry{Action: "archived", Actor: "me"}})
+	if !fired || otherErr != nil {
+		t.Fatalf("the other actor's transition (fired %t): %v", fired, otherErr)
+	}
+	if !errors.Is(err, dlstore.ErrConflict) {
+		t.Fatalf("Transition that lost the race in its transaction: %v, want ErrConflict", err)
+	}
+	h, err := s.History(ctx, "o-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h[1].Actor != "other" || h[1].To != dlstore.Left {
+		t.Errorf("History = %+v, want stored and the other actor's left only", h)
+	}
+	if got, err := s.Get(ctx, e.ID); err != nil || got.State != dlstore.Left || got.Actions != 2 {
+		t.Errorf("entry = %s with %d actions, %v; want left with 2", got.State, got.Actions, err)
+	}
+}

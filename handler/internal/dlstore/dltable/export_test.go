@@ -3,6 +3,7 @@ package dltable
 // The crash points, for the tests of package dltable_test.
 const (
 	PointPutAfterIndex          = pointPutAfterIndex
+	PointTransitionBeforeWrite  = pointTransitionBeforeWrite
 	PointTransitionAfterEntry   = pointTransitionAfterEntry
 	PointPurgeAfterEntryDeleted = pointPurgeAfterEntryDeleted
 )
