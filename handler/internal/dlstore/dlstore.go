@@ -237,8 +237,11 @@ const (
 // PropertiesSize is the size of application properties as the store
 // counts it against MaxProperties: for each property the bytes of its name
 // plus those of its value (a string's UTF-8 bytes; 1 for a bool; 8 for an
-// int64, a float64 or a time.Time). Any other type counts as its name
-// alone: backends refuse it as a type, not as a size.
+// int64, a float64 or a time.Time). That is never more than Service Bus
+// counts for the same properties (their AMQP encoding adds a type and
+// length to each), so what Service Bus accepted is never refused. Any
+// other type counts as its name alone: backends refuse it as a type, not
+// as a size.
 func PropertiesSize(props map[string]any) int {
 	n := 0
 	for k, v := range props {

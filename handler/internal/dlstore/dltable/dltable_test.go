@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dlstoretest"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
@@ -421,5 +422,38 @@ func TestConflictInTheTransaction(t *testing.T) {
 	}
 	if got, err := s.Get(ctx, e.ID); err != nil || got.State != dlstore.Left || got.Actions != 2 {
 		t.Errorf("entry = %s with %d actions, %v; want left with 2", got.State, got.Actions, err)
+	}
+}
+
+// silent never answers: a request ends only when its context does.
+type silent struct{}
+
+func (silent) Do(req *http.Request) (*http.Response, error) {
+	<-req.Context().Done()
+	return nil, req.Context().Err()
+}
+
+// TestDeadlines: a service that does not answer within the call timeout
+// is unavailable (retry later); the caller's own context ending is
+// reported as that, not as an outage.
+func TestDeadlines(t *testing.T) {
+	s, err := dltable.NewFromConnectionString(config.DevelopmentStorage, "deadletters", &dltable.Options{CallTimeout: 50 * time.Millisecond,
+		ClientOptions: &aztables.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: silent{}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := entry("o-1", 1)
+	_, putErr := s.Put(t.Context(), e, "a")
+	_, getErr := s.Get(t.Context(), e.ID)
+	_, listErr := s.List(t.Context(), dlstore.NotClosed())
+	for name, err := range map[string]error{"Put": putErr, "Get": getErr, "List": listErr} {
+		if !errors.Is(err, dlstore.ErrUnavailable) || !strings.Contains(err.Error(), "no answer within the call timeout") {
+			t.Errorf("%s without an answer: %v, want ErrUnavailable (call timeout)", name, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.Get(ctx, e.ID); !errors.Is(err, context.Canceled) || errors.Is(err, dlstore.ErrUnavailable) {
+		t.Errorf("Get with the caller's context canceled: %v, want context.Canceled", err)
 	}
 }
