@@ -452,7 +452,8 @@ func (s *Store) logIndex(op, id string, err error) {
 
 // Transition changes e as t says, conditional on e.ETag, with t.Audit in
 // the same transaction (see dlstore.Store). It reads the entry first, so
-// the body and properties written are the stored ones, whatever e holds.
+// the body and properties written are the stored ones, whatever e holds
+// (an entry listed from the index has none).
 func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Transition) (dlstore.Entry, error) {
 	if t.Audit == nil && t.To != dlstore.ReplayDue {
 		return dlstore.Entry{}, fmt.Errorf("dltable: transition %s to %s: an audit entry is required", e.ID, t.To)
@@ -468,9 +469,10 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 	if err != nil {
 		return dlstore.Entry{}, fmt.Errorf("dltable: transition %s: %w", e.ID, err)
 	}
-	if cur.ETag != e.ETag {
-		return dlstore.Entry{}, fmt.Errorf("dltable: transition %s: %w", e.ID, dlstore.ErrConflict)
-	}
+	// No comparison of cur.ETag with e.ETag here: the transaction's
+	// If-Match e.ETag decides (an ETag read from a query's body and one
+	// from a read's header name the same version but need not be spelled
+	// alike), and when it holds, cur is the version e was read at.
 	next := dlstore.Apply(cur, t)
 	next.ETag = ""
 	entry, err := entryRow(next, version+1)
