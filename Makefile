@@ -92,6 +92,8 @@ fuzz:
 	$(GO) test ./handler/internal/hostproto -run '^$$' -fuzz FuzzDecodeTimer -fuzztime $(FUZZTIME)
 	$(GO) test ./handler/internal/order -run '^$$' -fuzz FuzzParseUpdate -fuzztime $(FUZZTIME)
 	$(GO) test ./handler/publish/outbox -run '^$$' -fuzz FuzzStatusChange -fuzztime $(FUZZTIME)
+	$(GO) test ./handler/internal/dlstore/dltable -run '^$$' -fuzz FuzzDecodeEntry -fuzztime $(FUZZTIME)
+	$(GO) test ./handler/internal/dlstore/dltable -run '^$$' -fuzz FuzzBatchFailure -fuzztime $(FUZZTIME)
 
 ## bench: the Go micro-benchmarks, then the side-by-side run of package bench
 ## (storage floor / naive handler / ours, locally and with 8 ms storage latency,

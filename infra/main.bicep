@@ -34,7 +34,7 @@ param principalId string = ''
 ])
 param principalType string = 'User'
 
-@description('Give principalId Azure Service Bus Data Owner on both queues and Storage Table Data Contributor on the three tables, for running handler deadletters against Azure. Off by default; never needed by the app.')
+@description('Give principalId Azure Service Bus Data Owner on both queues and Storage Table Data Contributor on the two tables, for running handler deadletters against Azure. Off by default; never needed by the app.')
 param grantDeployerDataOwner bool = false
 
 @description('Give the app identity Azure Service Bus Data Owner on order-status (that queue only) so the target-based scaler can read the queue length and scale out under a backlog. On by default; see docs/deploy.md for the trade-off.')
@@ -186,8 +186,7 @@ module functionApp 'app/functionapp.bicep' = {
     orderStatusQueueName: serviceBus.outputs.orderStatusQueueName
     poisonQueueName: serviceBus.outputs.poisonQueueName
     orderStoreTableName: storage.outputs.orderStoreTableName
-    deadLetterArchiveTableName: storage.outputs.deadLetterArchiveTableName
-    deadLetterAuditTableName: storage.outputs.deadLetterAuditTableName
+    deadLetterTableName: storage.outputs.deadLetterTableName
     instanceMemoryMB: instanceMemoryMB
     maximumInstanceCount: maximumInstanceCount
     orderStatusRetryBudget: orderStatusRetryBudget
@@ -234,5 +233,4 @@ output ORDER_STATUS_QUEUE string = serviceBus.outputs.orderStatusQueueName
 output POISON_QUEUE string = serviceBus.outputs.poisonQueueName
 output OrderStore__serviceUri string = storage.outputs.tableEndpoint
 output OrderStore__tableName string = storage.outputs.orderStoreTableName
-output DEAD_LETTER_ARCHIVE_TABLE string = storage.outputs.deadLetterArchiveTableName
-output DEAD_LETTER_AUDIT_TABLE string = storage.outputs.deadLetterAuditTableName
+output DEAD_LETTER_TABLE string = storage.outputs.deadLetterTableName

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Runs the real-Azure conformance suites against a deployed azd environment:
 # the broker suite (handler/internal/broker/sbbroker) against its Service Bus
-# namespace and the store suite (handler/internal/store/tablestore) against
-# its storage account, both signed in through az (Entra ID, no keys).
+# namespace and the store suites (handler/internal/store/tablestore,
+# handler/internal/dlstore/dltable) against its storage account, all signed
+# in through az (Entra ID, no keys).
 #
 #   scripts/azure-conformance.sh [setup|tables|broker|all]   (default: all)
 #
@@ -13,7 +14,9 @@
 #         signed-in principal Azure Service Bus Data Owner on those two queues
 #         and Storage Table Data Contributor on the storage account, waiting
 #         ROLE_PROPAGATION_SECONDS (default 300) when it had to create one.
-# tables  the store suite, on fresh tables conformance<random> it deletes.
+# tables  the order store suite and the dead-letter store suite
+#         (handler/internal/dlstore/dltable), each on fresh tables
+#         conformance<random> it deletes, never the app's tables.
 # broker  the broker suite; SERVICEBUS_TEST_SLOW=1 adds the lock and TTL
 #         expiry cases (minutes).
 #
@@ -149,6 +152,7 @@ tables() {
 	export ORDERSTATUS_TEST_TABLES_SERVICE_URI
 	run_suite tables TestAzureConformance ./handler/internal/store/tablestore/
 	run_suite tables-outbox TestAzureConformance ./handler/publish/outbox/
+	run_suite dlstore TestAzureConformance ./handler/internal/dlstore/dltable/
 }
 
 broker() {

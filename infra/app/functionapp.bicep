@@ -41,11 +41,8 @@ param poisonQueueName string
 @description('Table holding one row per order.')
 param orderStoreTableName string
 
-@description('Table the sweeper archives discarded messages to.')
-param deadLetterArchiveTableName string
-
-@description('Table the sweeper writes one audit row per action to.')
-param deadLetterAuditTableName string
+@description('Table of the dead-letter store: every dead-lettered and parked message, its state and its audit entries.')
+param deadLetterTableName string
 
 @description('Memory of each instance in MB.')
 @allowed([
@@ -156,8 +153,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     POISON_QUEUE: poisonQueueName
     OrderStore__serviceUri: storageAccount.properties.primaryEndpoints.table
     OrderStore__tableName: orderStoreTableName
-    DEAD_LETTER_ARCHIVE_TABLE: deadLetterArchiveTableName
-    DEAD_LETTER_AUDIT_TABLE: deadLetterAuditTableName
+    DEAD_LETTER_TABLE: deadLetterTableName
     AZURE_CLIENT_ID: identityClientId
     ORDER_STATUS_RETRY_BUDGET: orderStatusRetryBudget
     DEAD_LETTER_SWEEP_SCHEDULE: deadLetterSweepSchedule
@@ -167,6 +163,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     DEAD_LETTER_MAX_REPLAYS: '3'
     DEAD_LETTER_SWEEP_MAX: '100'
     DEAD_LETTER_SWEEP_RATE: '10'
+    DEAD_LETTER_RETENTION: '720h'
     LOG_LEVEL: logLevel
     APPLICATIONINSIGHTS_CONNECTION_STRING: appInsights.properties.ConnectionString
     APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'

@@ -1,6 +1,10 @@
 // The storage account: host storage for the Functions runtime (blobs), the
-// Flex Consumption deployment container, and the three tables the handler
-// owns. Shared keys are disabled: every caller authenticates with Entra ID.
+// Flex Consumption deployment container, and the two tables the handler
+// owns: orderstatus (the order rows) and deadletters (the dead-letter store:
+// every dead-lettered and parked message, its state and its audit entries).
+// Infra creates both: the app's roles are scoped to each table, and with a
+// table-scoped role the service may refuse CreateTable (403) even when the
+// table exists, so the handler never relies on creating one. Shared keys are disabled: every caller authenticates with Entra ID.
 
 @description('Storage account name (3-24 lowercase letters and digits, globally unique).')
 @minLength(3)
@@ -33,16 +37,14 @@ param deployerPrincipalType string = 'User'
 @description('Log Analytics workspace that receives the blob and table services\' logs and metrics (diagnostic settings).')
 param logAnalyticsWorkspaceId string
 
-@description('Give the deployer Storage Table Data Contributor on the three tables (for handler deadletters). Off by default.')
+@description('Give the deployer Storage Table Data Contributor on the two tables (for handler deadletters). Off by default.')
 param grantDeployerDataOwner bool = false
 
 var orderStoreTableName = 'orderstatus'
-var deadLetterArchiveTableName = 'deadletterarchive'
-var deadLetterAuditTableName = 'deadletteraudit'
+var deadLetterTableName = 'deadletters'
 var tableNames = [
   orderStoreTableName
-  deadLetterArchiveTableName
-  deadLetterAuditTableName
+  deadLetterTableName
 ]
 
 // Built-in role definition ids.
@@ -159,7 +161,7 @@ resource appBlobDataOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' =
   }
 }
 
-// One assignment per table: the app can read and write its three tables and
+// One assignment per table: the app can read and write its two tables and
 // nothing else in the account's table service.
 resource appTableDataContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for (tableName, i) in tableNames: {
   name: guid(tables[i].id, appPrincipalId, storageTableDataContributor)
@@ -186,5 +188,4 @@ output blobEndpoint string = storageAccount.properties.primaryEndpoints.blob
 output tableEndpoint string = storageAccount.properties.primaryEndpoints.table
 output deploymentContainerName string = deploymentContainer.name
 output orderStoreTableName string = orderStoreTableName
-output deadLetterArchiveTableName string = deadLetterArchiveTableName
-output deadLetterAuditTableName string = deadLetterAuditTableName
+output deadLetterTableName string = deadLetterTableName

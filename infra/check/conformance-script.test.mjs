@@ -11,6 +11,7 @@ import path from 'node:path';
 import { repoRoot } from './lib/bicep.mjs';
 
 const script = path.join(repoRoot, 'scripts/azure-conformance.sh');
+const script_path = script;
 const OID = '11111111-2222-3333-4444-555555555555';
 // A token whose payload carries OID (header and signature are not read).
 const token = `h.${Buffer.from(JSON.stringify({ oid: OID, tid: 't' })).toString('base64url')}.s`;
@@ -94,6 +95,7 @@ test('tables and broker run their suite against the environment, with az as the 
   const tables = run(t, ['tables']);
   assert.equal(tables.status, 0, tables.stderr);
   assert.match(tables.calls.join('\n'), /^go test -race -count=1 -timeout 45m -run \^TestAzureConformance\$ -v \.\/handler\/internal\/store\/tablestore\/ \| tables=https:\/\/stx\.table\.core\.windows\.net\/ .* cred=AzureCLICredential$/m);
+  assert.match(tables.calls.join('\n'), /^go test -race -count=1 -timeout 45m -run \^TestAzureConformance\$ -v \.\/handler\/internal\/dlstore\/dltable\/ \| tables=https:\/\/stx\.table\.core\.windows\.net\/ .* cred=AzureCLICredential$/m);
   const broker = run(t, ['broker']);
   assert.equal(broker.status, 0, broker.stderr);
   assert.match(broker.calls.join('\n'), /^go test .*-run \^TestConformance\$ -v \.\/handler\/internal\/broker\/sbbroker\/ \| .*ns=sb-x\.servicebus\.windows\.net q=conformance sq=conformance-sessions cred=AzureCLICredential$/m);
@@ -119,4 +121,20 @@ test('missing environment values and a bad argument fail with one line saying wh
   const bad = run(t, ['everything']);
   assert.equal(bad.status, 2);
   assert.match(bad.stderr, /^usage: scripts\/azure-conformance\.sh \[setup\|tables\|broker\|all\]\n$/);
+});
+
+test('the table suites never use the app\'s tables: no table name reaches them, and each creates conformance<random> tables', (t) => {
+  const tables = run(t, ['tables'], { env: { ...azd, OrderStore__tableName: 'orderstatus', DEAD_LETTER_TABLE: 'deadletters' } });
+  assert.equal(tables.status, 0, tables.stderr);
+  const goCalls = tables.calls.filter((c) => c.startsWith('go test'));
+  assert.equal(goCalls.length, 2, goCalls.join('\n'));
+  const script = readFileSync(script_path, 'utf8');
+  assert.doesNotMatch(script, /OrderStore__tableName|DEAD_LETTER_TABLE|deadletters\b/, 'the script must not hand an app table to a suite');
+  for (const file of ['handler/internal/store/tablestore/azure_test.go', 'handler/internal/dlstore/dltable/azure_test.go']) {
+    const src = readFileSync(path.join(repoRoot, file), 'utf8');
+    assert.match(src, /const azureTablePrefix = "conformance"/, `${file}: tables of its own, named conformance<random>`);
+    assert.match(src, /table := azureTablePrefix \+ strings\.ToLower\(rand\.Text\(\)\)/, `${file}: a fresh random table per case`);
+    assert.match(src, /t\.Cleanup\(func\(\) \{ deleteAzureTable\(t, svc, table\) \}\)/, `${file}: deletes the tables it created`);
+    assert.doesNotMatch(src, /os\.Getenv\("(DEAD_LETTER_TABLE|OrderStore__tableName)"\)/, `${file}: reads no app table setting`);
+  }
 });

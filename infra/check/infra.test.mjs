@@ -50,11 +50,10 @@ const EXPECTED_ROLE_ASSIGNMENTS = [
   // Host storage and the deployment container (same account).
   'Storage Blob Data Owner @ storageAccounts -> app',
   'Storage Table Data Contributor @ tables:orderstatus -> app',
-  'Storage Table Data Contributor @ tables:deadletterarchive -> app',
-  'Storage Table Data Contributor @ tables:deadletteraudit -> app',
+  // The dead-letter store: scoped to its table, never the account.
+  'Storage Table Data Contributor @ tables:deadletters -> app',
   'Storage Table Data Contributor @ tables:orderstatus -> deployer if grantDeployerDataOwner',
-  'Storage Table Data Contributor @ tables:deadletterarchive -> deployer if grantDeployerDataOwner',
-  'Storage Table Data Contributor @ tables:deadletteraudit -> deployer if grantDeployerDataOwner',
+  'Storage Table Data Contributor @ tables:deadletters -> deployer if grantDeployerDataOwner',
   // Entra ID telemetry ingestion.
   'Monitoring Metrics Publisher @ components -> app',
 ].sort();
@@ -127,7 +126,7 @@ test('Service Bus: Standard, no local auth, TLS 1.2, order-status as the seed cr
   assert.deepEqual(checkServiceBus(project), []);
 });
 
-test('Storage: no shared keys, TLS 1.2, no public blobs, the three tables, the deployment container', () => {
+test('Storage: no shared keys, TLS 1.2, no public blobs, the two tables, the deployment container', () => {
   assert.deepEqual(checkStorage(project), []);
 });
 
@@ -223,7 +222,7 @@ test('outputs: what azd, the deploy hook, the runbooks and the handler read', ()
     'STORAGE_ACCOUNT_NAME', 'APPLICATIONINSIGHTS_NAME',
     // The app-setting names, so `set -a; eval "$(azd env get-values)"; set +a` configures bin/handler.
     'ServiceBusConnection__fullyQualifiedNamespace', 'ORDER_STATUS_QUEUE', 'POISON_QUEUE',
-    'OrderStore__serviceUri', 'OrderStore__tableName', 'DEAD_LETTER_ARCHIVE_TABLE', 'DEAD_LETTER_AUDIT_TABLE',
+    'OrderStore__serviceUri', 'OrderStore__tableName', 'DEAD_LETTER_TABLE',
   ];
   for (const name of want) assert.ok(main.outputs.has(name), `main.bicep has no output ${name}`);
 
@@ -231,7 +230,7 @@ test('outputs: what azd, the deploy hook, the runbooks and the handler read', ()
   const root = project.root();
   const fa = project.enter(root, 'functionApp');
   const settings = fa.file.resourcesOfType('Microsoft.Web/sites/config')[0].body.properties;
-  for (const name of ['ORDER_STATUS_QUEUE', 'POISON_QUEUE', 'OrderStore__tableName', 'DEAD_LETTER_ARCHIVE_TABLE', 'DEAD_LETTER_AUDIT_TABLE']) {
+  for (const name of ['ORDER_STATUS_QUEUE', 'POISON_QUEUE', 'OrderStore__tableName', 'DEAD_LETTER_TABLE']) {
     const out = project.resolve(root, main.output(name)).value;
     const app = project.resolve(fa, settings[name]).value;
     assert.equal(out, app, `output ${name} = ${out}, app setting = ${app}`);
@@ -321,13 +320,14 @@ const mutations = [
   ['servicebus.bicep', "var poisonQueueName = 'order-status-poison'", "var poisonQueueName = 'poison'", checkServiceBus, /queue names/],
   ['storage.bicep', 'allowSharedKeyAccess: false', 'allowSharedKeyAccess: true', checkStorage, /allowSharedKeyAccess/],
   ['storage.bicep', "minimumTlsVersion: 'TLS1_2'", "minimumTlsVersion: 'TLS1_0'", checkStorage, /minimumTlsVersion/],
-  ['storage.bicep', "var deadLetterAuditTableName = 'deadletteraudit'", "var deadLetterAuditTableName = 'audit'", checkStorage, /tables/],
+  ['storage.bicep', "var deadLetterTableName = 'deadletters'", "var deadLetterTableName = 'deadletterarchive'", checkStorage, /tables/],
   ['monitoring.bicep', 'DisableLocalAuth: true', 'DisableLocalAuth: false', checkMonitoring, /DisableLocalAuth/],
   ['functionapp.bicep', "name: 'FC1'", "name: 'Y1'", checkFunctionApp, /sku\.name/],
   ['functionapp.bicep', "'${identityId}': {}", "'${storageAccountName}': {}", checkFunctionApp, /userAssignedIdentities/],
   ['functionapp.bicep', "name: 'custom'", "name: 'go'", checkFunctionApp, /runtime/],
   ['functionapp.bicep', "type: 'UserAssignedIdentity'", "type: 'StorageAccountConnectionString'", checkFunctionApp, /authentication\.type/],
-  ['functionapp.bicep', '    DEAD_LETTER_AUDIT_TABLE: deadLetterAuditTableName\n', '', checkFunctionApp, /DEAD_LETTER_AUDIT_TABLE .* not set/],
+  ['functionapp.bicep', '    DEAD_LETTER_TABLE: deadLetterTableName\n', '', checkFunctionApp, /DEAD_LETTER_TABLE .* not set/],
+  ['functionapp.bicep', "    DEAD_LETTER_RETENTION: '720h'\n", "    DEAD_LETTER_RETENTION: '24h'\n", checkFunctionApp, /DEAD_LETTER_RETENTION/],
   ['functionapp.bicep', '    LOG_LEVEL: logLevel\n', "    LOG_LEVEL: logLevel\n    FUNCTIONS_WORKER_RUNTIME: 'custom'\n", checkFunctionApp, /FUNCTIONS_WORKER_RUNTIME must not be set/],
   ['functionapp.bicep', 'AZURE_CLIENT_ID: identityClientId', 'AZURE_CLIENT_ID: identityId', checkFunctionApp, /AZURE_CLIENT_ID/],
   ['functionapp.bicep', "ServiceBusConnection__credential: 'managedidentity'", "ServiceBusConnection__credential: 'connectionstring'", checkFunctionApp, /ServiceBusConnection__credential/],
@@ -339,6 +339,8 @@ const mutations = [
   ['servicebus.bicep', "var serviceBusDataSender = '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39'", "var serviceBusDataSender = '090c5cfd-751d-490a-894a-3ce6f1109419'", checkRoles, /missing role assignment: Azure Service Bus Data Sender/],
   ['servicebus.bicep', 'resource deployerOwnerPoison \'Microsoft.Authorization/roleAssignments@2022-04-01\' = if (grantDeployer) {', 'resource deployerOwnerPoison \'Microsoft.Authorization/roleAssignments@2022-04-01\' = {', checkRoles, /unexpected role assignment: Azure Service Bus Data Owner @ queues:order-status-poison -> deployer$/m],
   ['servicebus.bicep', 'var grantDeployer = grantDeployerDataOwner && !empty(deployerPrincipalId)', 'var grantDeployer = !empty(deployerPrincipalId)', checkRoles, /unexpected role assignment/],
+  // The app's role on the dead-letter table is scoped to that table.
+  ['storage.bicep', 'name: guid(tables[i].id, appPrincipalId, storageTableDataContributor)\n  scope: tables[i]', 'name: guid(storageAccount.id, appPrincipalId, storageTableDataContributor)\n  scope: storageAccount', checkRoles, /missing role assignment: Storage Table Data Contributor @ tables:deadletters -> app/],
   ['storage.bicep', 'name: guid(storageAccount.id, appPrincipalId, storageBlobDataOwner)', 'name: guid(storageAccount.id, storageBlobDataOwner)', checkRoles, /name guid/],
   ['storage.bicep', "  scope: storageAccount\n  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataOwner)", "  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataOwner)", checkRoles, /the whole resource group/],
   ['storage.bicep', 'principalId: appPrincipalId\n    principalType: \'ServicePrincipal\'\n  }\n}\n\n// One assignment', 'principalId: deployerPrincipalId\n    principalType: \'ServicePrincipal\'\n  }\n}\n\n// One assignment', checkRoles, /Storage Blob Data Owner @ storageAccounts -> deployer/],
@@ -394,8 +396,8 @@ const SWEEPER_SETTINGS = {
   DEAD_LETTER_MAX_REPLAYS: '3',
   DEAD_LETTER_SWEEP_MAX: '100',
   DEAD_LETTER_SWEEP_RATE: '10',
-  DEAD_LETTER_ARCHIVE_TABLE: 'deadletterarchive',
-  DEAD_LETTER_AUDIT_TABLE: 'deadletteraudit',
+  DEAD_LETTER_TABLE: 'deadletters',
+  DEAD_LETTER_RETENTION: '720h',
 };
 
 function functionBindingProblems(p, values, functions) {

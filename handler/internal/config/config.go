@@ -38,6 +38,11 @@ const (
 	EnvDeadLetterSweepRate     = "DEAD_LETTER_SWEEP_RATE"
 	EnvDeadLetterArchiveTable  = "DEAD_LETTER_ARCHIVE_TABLE"
 	EnvDeadLetterAuditTable    = "DEAD_LETTER_AUDIT_TABLE"
+	// The dead-letter store (handler/internal/dlstore/dltable), which
+	// replaces the archive and audit tables: its one table, and how long
+	// closed entries (replayed, archived, discarded) are kept.
+	EnvDeadLetterTable     = "DEAD_LETTER_TABLE"
+	EnvDeadLetterRetention = "DEAD_LETTER_RETENTION"
 )
 
 // Defaults.
@@ -56,6 +61,13 @@ const (
 	DefaultDeadLetterSweepRate     = 10.0
 	DefaultDeadLetterArchiveTable  = "deadletterarchive"
 	DefaultDeadLetterAuditTable    = "deadletteraudit"
+	DefaultDeadLetterTable         = "deadletters"
+	DefaultDeadLetterRetention     = 30 * 24 * time.Hour
+	// MinDeadLetterRetention and MaxDeadLetterRetention bound
+	// DEAD_LETTER_RETENTION: an hour at least (a purge never races the
+	// action that closed an entry), a year at most.
+	MinDeadLetterRetention = time.Hour
+	MaxDeadLetterRetention = 365 * 24 * time.Hour
 )
 
 // DeadLetter is the sweeper's part of the configuration.
@@ -69,6 +81,10 @@ type DeadLetter struct {
 	SweepRate    float64
 	ArchiveTable string
 	AuditTable   string
+	// Table is the dead-letter store's table; Retention how long its
+	// closed entries are kept before the sweeper purges them.
+	Table     string
+	Retention time.Duration
 }
 
 // Config is the validated configuration of the handler process.
@@ -201,6 +217,9 @@ func Load(getenv func(string) string) (Config, error) {
 	if dl.ArchiveTable == c.StoreTable || dl.AuditTable == c.StoreTable {
 		return c, invalid(EnvDeadLetterArchiveTable, dl.ArchiveTable+"/"+dl.AuditTable, "the dead-letter tables must differ from "+EnvStoreTable)
 	}
+	if strings.EqualFold(dl.Table, c.StoreTable) {
+		return c, invalid(EnvDeadLetterTable, dl.Table, "must differ from "+EnvStoreTable)
+	}
 	c.DeadLetter = dl
 	return c, nil
 }
@@ -223,6 +242,8 @@ func LoadDeadLetter(getenv func(string) string) (DeadLetter, error) {
 		SweepRate:    DefaultDeadLetterSweepRate,
 		ArchiveTable: get(EnvDeadLetterArchiveTable, DefaultDeadLetterArchiveTable),
 		AuditTable:   get(EnvDeadLetterAuditTable, DefaultDeadLetterAuditTable),
+		Table:        get(EnvDeadLetterTable, DefaultDeadLetterTable),
+		Retention:    DefaultDeadLetterRetention,
 	}
 	if n := len(strings.Fields(d.Schedule)); n != 6 {
 		return d, invalid(EnvDeadLetterSweepSchedule, d.Schedule, "want a six-field NCRONTAB expression such as \"0 */5 * * * *\"")
@@ -258,7 +279,14 @@ func LoadDeadLetter(getenv func(string) string) (DeadLetter, error) {
 		}
 		d.SweepRate = v
 	}
-	for _, t := range []struct{ name, val string }{{EnvDeadLetterArchiveTable, d.ArchiveTable}, {EnvDeadLetterAuditTable, d.AuditTable}} {
+	if s := get(EnvDeadLetterRetention, ""); s != "" {
+		v, err := time.ParseDuration(s)
+		if err != nil || v < MinDeadLetterRetention || v > MaxDeadLetterRetention {
+			return d, invalid(EnvDeadLetterRetention, s, fmt.Sprintf("want a Go duration from %s to %s, such as 720h (30 days)", fmtHours(MinDeadLetterRetention), fmtHours(MaxDeadLetterRetention)))
+		}
+		d.Retention = v
+	}
+	for _, t := range []struct{ name, val string }{{EnvDeadLetterArchiveTable, d.ArchiveTable}, {EnvDeadLetterAuditTable, d.AuditTable}, {EnvDeadLetterTable, d.Table}} {
 		if !tableName.MatchString(t.val) {
 			return d, invalid(t.name, t.val, "want 3-63 letters and digits, starting with a letter")
 		}
@@ -268,6 +296,9 @@ func LoadDeadLetter(getenv func(string) string) (DeadLetter, error) {
 	}
 	return d, nil
 }
+
+// fmtHours writes a whole number of hours as "<n>h".
+func fmtHours(d time.Duration) string { return strconv.Itoa(int(d/time.Hour)) + "h" }
 
 // DevelopmentStorage is what UseDevelopmentStorage=true stands for:
 // Azurite's Table service on its default port with the well-known

@@ -31,9 +31,21 @@ func TestLoadDefaults(t *testing.T) {
 	want := Config{Port: 8080, Queue: "order-status", PoisonQueue: "order-status-poison", StoreConnectionString: azurite,
 		StoreTable: "orderstatus", RetryBudget: 20 * time.Second, LogLevel: slog.LevelInfo,
 		DeadLetter: DeadLetter{Schedule: "0 */5 * * * *", Cooldown: 10 * time.Minute, MaxReplays: 3, SweepMax: 100, SweepRate: 10,
-			ArchiveTable: "deadletterarchive", AuditTable: "deadletteraudit"}}
+			ArchiveTable: "deadletterarchive", AuditTable: "deadletteraudit", Table: "deadletters", Retention: 720 * time.Hour}}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got %+v\nwant %+v", c, want)
+	}
+}
+
+func TestLoadDeadLetterStore(t *testing.T) {
+	d, err := LoadDeadLetter(env(EnvDeadLetterTable, "dlprod", EnvDeadLetterRetention, "168h"))
+	if err != nil || d.Table != "dlprod" || d.Retention != 7*24*time.Hour {
+		t.Errorf("LoadDeadLetter = table %q, retention %s, %v; want dlprod, 168h", d.Table, d.Retention, err)
+	}
+	for _, ok := range []string{"1h", "8760h"} {
+		if d, err := LoadDeadLetter(env(EnvDeadLetterRetention, ok)); err != nil {
+			t.Errorf("retention %s: %v (%+v), want it accepted", ok, err, d)
+		}
 	}
 }
 
@@ -88,6 +100,11 @@ func TestLoadErrorsNameTheSetting(t *testing.T) {
 		{"archive table name", with(EnvDeadLetterArchiveTable, "dead-letters"), EnvDeadLetterArchiveTable},
 		{"audit table same as archive", with(EnvDeadLetterAuditTable, "deadletterarchive"), EnvDeadLetterAuditTable},
 		{"archive table is the order table", with(EnvDeadLetterArchiveTable, "orderstatus"), EnvDeadLetterArchiveTable},
+		{"dead-letter table name", with(EnvDeadLetterTable, "dead-letters"), EnvDeadLetterTable},
+		{"dead-letter table is the order table", with(EnvDeadLetterTable, "OrderStatus"), EnvDeadLetterTable},
+		{"retention not a duration", with(EnvDeadLetterRetention, "30d"), EnvDeadLetterRetention},
+		{"retention below an hour", with(EnvDeadLetterRetention, "59m"), EnvDeadLetterRetention},
+		{"retention above a year", with(EnvDeadLetterRetention, "8761h"), EnvDeadLetterRetention},
 		{"dev broker and namespace", with(EnvDevBrokerURL, "http://127.0.0.1:9", EnvServiceBusNamespace, "x.servicebus.windows.net"), EnvDevBrokerURL},
 	}
 	for _, tt := range tests {
@@ -119,6 +136,63 @@ func TestUseDevelopmentStorage(t *testing.T) {
 	}
 }
 
+// templateSettings are the settings this package reads that
+// local.settings.json.template lists; allSettings adds the retired ones.
+var (
+	templateSettings = []string{EnvPort, EnvQueue, EnvPoisonQueue, EnvServiceBusNamespace, EnvServiceBusClientID,
+		EnvDevBrokerURL, EnvStoreServiceURI, EnvStoreConnectionString, EnvStoreTable, EnvClientID, EnvRetryBudget, EnvLogLevel,
+		EnvDeadLetterSweepSchedule, EnvDeadLetterCooldown, EnvDeadLetterMaxReplays, EnvDeadLetterSweepMax, EnvDeadLetterSweepRate,
+		EnvDeadLetterTable, EnvDeadLetterRetention}
+	allSettings = append(slices.Clone(templateSettings), EnvDeadLetterArchiveTable, EnvDeadLetterAuditTable)
+)
+
+// TestReadmeConfigurationTable keeps the README's Configuration table in
+// step with the settings this package reads: every one has a row, every
+// row's handler setting is read here, and the dead-letter store's rows
+// give the defaults the code uses.
+func TestReadmeConfigurationTable(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(raw), "\n## Configuration\n")
+	if !ok {
+		t.Fatal("README has no Configuration section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	rows := map[string]string{} // setting -> its row
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		for _, name := range strings.Split(cells[1], ",") {
+			rows[strings.Trim(strings.TrimSpace(name), "`")] = line
+		}
+	}
+	for _, name := range allSettings {
+		if _, ok := rows[name]; !ok {
+			t.Errorf("README Configuration has no row for %s", name)
+		}
+	}
+	for name := range rows {
+		if strings.HasSuffix(name, "*") || name == "ServiceBusConnection__credential" {
+			continue // read by the Functions host
+		}
+		if !slices.Contains(allSettings, name) {
+			t.Errorf("README Configuration lists %s, which the handler does not read", name)
+		}
+	}
+	for name, def := range map[string]string{EnvDeadLetterTable: DefaultDeadLetterTable, EnvDeadLetterRetention: "720h"} {
+		if cells := strings.Split(rows[name], "|"); len(cells) < 4 || strings.TrimSpace(cells[2]) != "`"+def+"`" {
+			t.Errorf("README row of %s = %q, want the default `%s`", name, rows[name], def)
+		}
+	}
+	if got := fmtHours(DefaultDeadLetterRetention); got != "720h" {
+		t.Errorf("default retention %s, want the README's 720h", got)
+	}
+}
+
 // TestTemplateListsEverySetting keeps local.settings.json.template (which
 // the infra checks read) in step with the settings this package reads.
 func TestTemplateListsEverySetting(t *testing.T) {
@@ -132,12 +206,23 @@ func TestTemplateListsEverySetting(t *testing.T) {
 	}
 	// Set by the Functions host or the development host, not by users.
 	hostSet := map[string]bool{EnvPort: true, EnvDevBrokerURL: true}
-	for _, name := range []string{EnvPort, EnvQueue, EnvPoisonQueue, EnvServiceBusNamespace, EnvServiceBusClientID,
-		EnvDevBrokerURL, EnvStoreServiceURI, EnvStoreConnectionString, EnvStoreTable, EnvClientID, EnvRetryBudget, EnvLogLevel,
-		EnvDeadLetterSweepSchedule, EnvDeadLetterCooldown, EnvDeadLetterMaxReplays, EnvDeadLetterSweepMax, EnvDeadLetterSweepRate,
-		EnvDeadLetterArchiveTable, EnvDeadLetterAuditTable} {
+	for _, name := range templateSettings {
 		if _, ok := tpl.Values[name]; !ok && !hostSet[name] {
 			t.Errorf("local.settings.json.template lacks %s", name)
 		}
+	}
+	// Retired with the archive and audit tables (the dead-letter store's
+	// one table replaces them): still read until the sweeper moves to the
+	// store, no longer provisioned or listed.
+	for _, name := range []string{EnvDeadLetterArchiveTable, EnvDeadLetterAuditTable} {
+		if _, ok := tpl.Values[name]; ok {
+			t.Errorf("local.settings.json.template lists %s, whose table infra no longer creates", name)
+		}
+	}
+	if got := tpl.Values[EnvDeadLetterTable]; got != DefaultDeadLetterTable {
+		t.Errorf("template %s = %q, want the default %q", EnvDeadLetterTable, got, DefaultDeadLetterTable)
+	}
+	if got, err := time.ParseDuration(tpl.Values[EnvDeadLetterRetention]); err != nil || got != DefaultDeadLetterRetention {
+		t.Errorf("template %s = %q, want the default %s", EnvDeadLetterRetention, tpl.Values[EnvDeadLetterRetention], DefaultDeadLetterRetention)
 	}
 }

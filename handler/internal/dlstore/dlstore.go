@@ -225,11 +225,38 @@ var (
 	ErrTooLarge = errors.New("dlstore: entry too large")
 )
 
-// Limits the store takes whole: what Service Bus Standard allows.
+// Limits the store takes whole: what Service Bus Standard allows (a
+// message of 256 KB, application properties of 64 KB). Put refuses more
+// with ErrTooLarge; the body counts in bytes, the properties as
+// PropertiesSize counts them.
 const (
 	MaxBody       = 256 << 10
 	MaxProperties = 64 << 10
 )
+
+// PropertiesSize is the size of application properties as the store
+// counts it against MaxProperties: for each property the bytes of its name
+// plus those of its value (a string's UTF-8 bytes; 1 for a bool; 8 for an
+// int64, a float64 or a time.Time). That is never more than Service Bus
+// counts for the same properties (their AMQP encoding adds a type and
+// length to each), so what Service Bus accepted is never refused. Any
+// other type counts as its name alone: backends refuse it as a type, not
+// as a size.
+func PropertiesSize(props map[string]any) int {
+	n := 0
+	for k, v := range props {
+		n += len(k)
+		switch v := v.(type) {
+		case string:
+			n += len(v)
+		case bool:
+			n++
+		case int64, float64, time.Time:
+			n += 8
+		}
+	}
+	return n
+}
 
 // Store is the port. Every method honours ctx and is safe for concurrent
 // use; none retries beyond what its client does.
@@ -243,9 +270,17 @@ type Store interface {
 	// ErrNotFound when there is none.
 	Get(ctx context.Context, id string) (Entry, error)
 	// List returns the entries matching f, ordered by StoredAt then ID.
-	// When f.States holds only states that are not closed, a backend
-	// reads a bounded set (its index of those), not every entry; entries
-	// listed may come without Body and Properties (Get reads them).
+	// When f.States holds only states that are not closed
+	// (f.OnlyNotClosed), a backend may read a bounded set (its index of
+	// those) instead of every entry: the entries it lists then may come
+	// without Body, Properties and ETag, and after an interrupted write
+	// their summary may lag one change behind the entry (an entry closed
+	// or missing may still be listed, one not closed may be listed with
+	// its former state not closed). An entry that is not closed is always
+	// listed by List(NotClosed()); a Get brings its summary up to date.
+	// Callers Get an entry before they Transition it (a Transition without
+	// the ETag of a read fails with ErrConflict). With any other filter
+	// the entries are read whole.
 	List(ctx context.Context, f Filter) ([]Entry, error)
 	// Transition changes e as t says, conditional on e.ETag, with t.Audit
 	// in the same atomic step, and returns the entry as stored.

@@ -28,7 +28,7 @@ export const ORDER_STATUS_QUEUE_PROPERTIES = {
 };
 
 export const QUEUE_NAMES = { orderStatus: 'order-status', poison: 'order-status-poison' };
-export const TABLE_NAMES = ['orderstatus', 'deadletterarchive', 'deadletteraudit'];
+export const TABLE_NAMES = ['orderstatus', 'deadletters'];
 
 /**
  * Settings in local.settings.json.template that must NOT be set in Azure,
@@ -55,6 +55,10 @@ export const HANDLER_ENV_NOT_APP_SETTINGS = {
     "set only by 'handler dev' for its in-memory Service Bus; never in Azure",
   OrderStore__connectionString:
     'local development only (Azurite); Azure uses OrderStore__serviceUri with the managed identity',
+  DEAD_LETTER_ARCHIVE_TABLE:
+    'retired with its table: the dead-letter store (DEAD_LETTER_TABLE) replaces it; read until the sweeper moves to the store',
+  DEAD_LETTER_AUDIT_TABLE:
+    'retired with its table: the dead-letter store (DEAD_LETTER_TABLE) keeps the audit entries; read until the sweeper moves to the store',
 };
 
 /** The setting names of the Env* constants in config.go source text, in order. */
@@ -212,7 +216,7 @@ export function checkServiceBus(project) {
   return problems;
 }
 
-/** Storage: no shared keys, TLS 1.2, no public blobs, the three tables, the deployment container. */
+/** Storage: no shared keys, TLS 1.2, no public blobs, the two tables, the deployment container. */
 export function checkStorage(project) {
   const problems = [];
   const acct = one(problems, declared(project, 'Microsoft.Storage/storageAccounts'), 'storage account');

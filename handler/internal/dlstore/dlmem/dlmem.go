@@ -81,6 +81,9 @@ func (s *Store) Put(ctx context.Context, e dlstore.Entry, actor string) (bool, e
 	if len(e.Body) > dlstore.MaxBody {
 		return false, fmt.Errorf("dlmem: put %s: body of %d bytes: %w", e.ID, len(e.Body), dlstore.ErrTooLarge)
 	}
+	if n := dlstore.PropertiesSize(e.Properties); n > dlstore.MaxProperties {
+		return false, fmt.Errorf("dlmem: put %s: properties of %d bytes: %w", e.ID, n, dlstore.ErrTooLarge)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.failing(OpPut); err != nil {
