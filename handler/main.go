@@ -365,7 +365,7 @@ func newSweeper(cfg config.Config, cred azcore.TokenCredential, bus broker.Broke
 		return nil, errors.New("table service client: check OrderStore__serviceUri / OrderStore__connectionString")
 	}
 	dl := cfg.DeadLetter
-	st := dltable.New(svc, dl.Table)
+	st := dltable.New(svc, dl.Table, &dltable.Options{Logger: log})
 	// Infra creates the table; with a table-scoped role the create may be
 	// refused (403) while the table exists, so a failure here is logged
 	// only: the first real read or write fails clearly instead.

@@ -20,7 +20,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
-	hcfg "github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
@@ -485,7 +484,7 @@ func (h *Host) archived(ctx context.Context) ([]Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("devhost: dead-letter store: %w", err)
 	}
-	rows, err := dltable.New(svc, h.deadLetterTable).List(ctx, dlstore.Filter{States: []dlstore.State{dlstore.Archived, dlstore.Discarded}})
+	rows, err := dltable.New(svc, h.deadLetterTable, nil).List(ctx, dlstore.Filter{States: []dlstore.State{dlstore.Archived, dlstore.Discarded}})
 	if err != nil && !errors.Is(err, dlstore.ErrNotFound) {
 		return nil, fmt.Errorf("devhost: read the dead-letter store: %w", err)
 	}

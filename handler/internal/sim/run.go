@@ -599,7 +599,7 @@ func openDeadLetters(es []dlstore.Entry) []DeadLetter {
 
 // deadLetterStore is the dead-letter store the run's sweeper drains into.
 func (r *run) deadLetterStore() dlstore.Store {
-	return dltable.New(r.env.Tables, r.table+"d")
+	return dltable.New(r.env.Tables, r.table+"d", nil)
 }
 
 func stringProp(props map[string]any, key string) string {
