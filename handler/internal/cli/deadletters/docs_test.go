@@ -110,7 +110,7 @@ func TestDocumentedCommandsRun(t *testing.T) {
 			if err := os.WriteFile(body, updateBody("o-8", "Paid", 1), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			fill := map[string]string{"<order id>": "o-1", "<group>": due.Group, "<entry id>": fix.ID, "<file>": body,
+			fill := map[string]string{"<order id>": "o-1", "<group>": due.Group, "<entry id>": fix.ID, "<body file>": body,
 				"<reason>": broker.ReasonMaxDeliveryCountExceeded}
 			f.terminal, f.stdin = true, strings.NewReader(strings.Repeat("y\n", len(cmds)))
 			for _, line := range cmds {
