@@ -136,6 +136,9 @@ func (c *cli) actOne(s *session, a deadletter.Action, id string, body []byte, af
 		return c.fail(err)
 	}
 	w := c.info(*af.asJSON)
+	if err := deadletter.Allowed(e, a); err != nil {
+		return c.fail(err)
+	}
 	if *af.dry {
 		if *af.asJSON {
 			jsonLines(c.stdout, []dryItem{dryOf(e, a, e.UpdatedAt)})
@@ -178,9 +181,11 @@ func (c *cli) printDone(it deadletter.Item, q deadletter.Queues) {
 	}
 }
 
-// dryItem is one entry of a dry run's set.
+// dryItem is one entry of a dry run's set: what would be done to it, or
+// why the action does not take it in its state.
 type dryItem struct {
-	Would string `json:"would"`
+	Would   string `json:"would,omitempty"`
+	Refused string `json:"refused,omitempty"`
 	entryOut
 }
 
@@ -192,10 +197,13 @@ func dryOf(e dlstore.Entry, a deadletter.Action, now time.Time) dryItem {
 type bulkSummary struct {
 	Action deadletter.Action `json:"action"`
 	DryRun bool              `json:"dry_run,omitempty"`
-	Total  int               `json:"total"`
-	Done   int               `json:"done"`
-	Failed int               `json:"failed"`
-	Cutoff time.Time         `json:"cutoff"`
+	// Total is the set acted on; Refused how many more matched but are
+	// in a state the action does not take (left alone).
+	Total   int       `json:"total"`
+	Done    int       `json:"done"`
+	Failed  int       `json:"failed"`
+	Refused int       `json:"refused"`
+	Cutoff  time.Time `json:"cutoff"`
 }
 
 func (c *cli) actBulk(s *session, a deadletter.Action, f dlstore.Filter, af actFlags) int {
@@ -216,21 +224,34 @@ func (c *cli) actBulk(s *session, a deadletter.Action, f dlstore.Filter, af actF
 	}
 	w := c.info(*af.asJSON)
 	if len(set) == 0 {
-		return c.notFound("no dead letters match (in states %s unless --state says otherwise)", statesOf(f.States))
+		return c.notFound("no dead letters match (states %s)", statesOf(f.States))
 	}
-	fmt.Fprintf(w, "%d dead letters match, stored before %s; entries stored later are not touched\n", len(set), stamp(cutoff))
+	matched := len(set)
+	set, refused := actionable(set, a)
+	if len(set) == 0 {
+		return c.notFound("%d dead letters match, and %s takes none of them in their state (%s)", matched, verbs[a], statesOf(statesIn(refused)))
+	}
+	fmt.Fprintf(w, "%d dead letters match, stored before %s; entries stored later are not touched\n", matched, stamp(cutoff))
+	if len(refused) > 0 {
+		fmt.Fprintf(w, "%d of them are left alone: %s does not take them in their state (%s)\n", len(refused), verbs[a], statesOf(statesIn(refused)))
+	}
 	if len(set) > sampleSize {
 		fmt.Fprintf(w, "the first %d:\n", sampleSize)
 	}
 	printEntries(w, set[:min(len(set), sampleSize)], now)
 	if *af.dry {
 		if *af.asJSON {
-			items := make([]dryItem, len(set))
-			for i, e := range set {
-				items[i] = dryOf(e, a, now)
+			var items []dryItem
+			for _, e := range set {
+				items = append(items, dryOf(e, a, now))
+			}
+			for _, e := range refused {
+				it := dryOf(e, a, now)
+				it.Would, it.Refused = "", deadletter.Allowed(e, a).Error()
+				items = append(items, it)
 			}
 			jsonLines(c.stdout, items)
-			_ = json.NewEncoder(c.stdout).Encode(bulkSummary{Action: a, DryRun: true, Total: len(set), Cutoff: cutoff.UTC()})
+			_ = json.NewEncoder(c.stdout).Encode(bulkSummary{Action: a, DryRun: true, Total: len(set), Refused: len(refused), Cutoff: cutoff.UTC()})
 		}
 		fmt.Fprintf(w, "dry run: would %s %d dead letters; nothing changed\n", verbs[a], len(set))
 		return exitOK
@@ -245,7 +266,7 @@ func (c *cli) actBulk(s *session, a deadletter.Action, f dlstore.Filter, af actF
 	bar(-1)
 	if *af.asJSON {
 		jsonLines(c.stdout, rep.Items)
-		_ = json.NewEncoder(c.stdout).Encode(bulkSummary{Action: a, Total: rep.Total, Done: rep.Done, Failed: rep.Failed, Cutoff: cutoff.UTC()})
+		_ = json.NewEncoder(c.stdout).Encode(bulkSummary{Action: a, Total: rep.Total, Done: rep.Done, Failed: rep.Failed, Refused: len(refused), Cutoff: cutoff.UTC()})
 	} else {
 		for _, it := range rep.Items {
 			if it.Error != "" {
@@ -261,6 +282,34 @@ func (c *cli) actBulk(s *session, a deadletter.Action, f dlstore.Filter, af actF
 		return exitFailure
 	}
 	return exitOK
+}
+
+// actionable splits set into the entries a takes in their state and the
+// others.
+func actionable(set []dlstore.Entry, a deadletter.Action) (ok, refused []dlstore.Entry) {
+	for _, e := range set {
+		if deadletter.Allowed(e, a) == nil {
+			ok = append(ok, e)
+		} else {
+			refused = append(refused, e)
+		}
+	}
+	return ok, refused
+}
+
+// statesIn lists the states of es, each once, in the order of
+// dlstore.States.
+func statesIn(es []dlstore.Entry) []dlstore.State {
+	var out []dlstore.State
+	for _, st := range dlstore.States {
+		for _, e := range es {
+			if e.State == st {
+				out = append(out, st)
+				break
+			}
+		}
+	}
+	return out
 }
 
 func statesOf(ss []dlstore.State) string {

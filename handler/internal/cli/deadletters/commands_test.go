@@ -410,3 +410,32 @@ func TestGroupsAndStats(t *testing.T) {
 		}
 	}
 }
+
+// An action leaves alone the entries it does not take in their state, and
+// says so first; when it takes none, nothing is done (exit 1).
+func TestBulkLeavesAloneWhatItCannotTake(t *testing.T) {
+	f := newFixture(t)
+	a := f.put(deadletter.Poison, 1, "a:parked", "o-1", order.ReasonInvalidTransition, "x")
+	b := f.put(deadletter.Poison, 2, "b:parked", "o-2", order.ReasonInvalidTransition, "x")
+	f.must("discard", "--id", b.ID, "--yes")
+	res := f.run("archive", "--source", "poison", "--state", "discarded", "--yes")
+	if res.code != exitFailure || !strings.Contains(res.stderr, "archive takes none of them") {
+		t.Errorf("archive of discarded entries: exit %d, %q", res.code, res.stderr)
+	}
+	ls := lines(t, f.must("archive", "--source", "poison", "--state", "open,discarded", "--dry-run", "--json").stdout)
+	if len(ls) != 3 || ls[0]["would"] != "archive" || ls[0]["id"] != a.ID || ls[1]["id"] != b.ID ||
+		!strings.Contains(ls[1]["refused"].(string), "is discarded") || ls[2]["total"] != float64(1) || ls[2]["refused"] != float64(1) {
+		t.Errorf("dry run: %v", ls)
+	}
+	res = f.must("archive", "--source", "poison", "--state", "open,discarded", "--yes")
+	if !strings.Contains(res.stdout, "1 of them are left alone") || !strings.Contains(res.stdout, "archive: 1 of 1 done, 0 failed") {
+		t.Errorf("archive:\n%s", res.stdout)
+	}
+	if st := f.states(); st[a.ID] != dlstore.Archived || st[b.ID] != dlstore.Discarded {
+		t.Errorf("states %v", st)
+	}
+	res = f.run("replay", "--id", b.ID, "--dry-run")
+	if res.code != exitFailure || !strings.Contains(res.stderr, "is discarded") {
+		t.Errorf("dry run of a replay of a discarded entry: exit %d %q", res.code, res.stderr)
+	}
+}
