@@ -84,7 +84,11 @@ func (c *cli) connect() (*Backend, error) {
 		closeBroker()
 		return nil, err
 	}
-	st, err := openStore(svc, orDefault(c.env.Getenv(EnvDeadLetterTable), DefaultDeadLetterTable))
+	open := openStore
+	if c.env.OpenStore != nil {
+		open = c.env.OpenStore
+	}
+	st, err := open(svc, orDefault(c.env.Getenv(EnvDeadLetterTable), DefaultDeadLetterTable))
 	if err != nil {
 		closeBroker()
 		return nil, err

@@ -29,8 +29,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
 // Exit codes.
@@ -55,6 +58,10 @@ type Env struct {
 	// Connect, when set, replaces the connection package connect makes
 	// (tests: an in-memory broker and store).
 	Connect func(ctx context.Context) (*Backend, error)
+	// OpenStore, when set, opens the dead-letter store in place of the
+	// Table Storage backend on the account connect found (tests of the
+	// connection with an in-memory store).
+	OpenStore func(svc *aztables.ServiceClient, table string) (dlstore.Store, error)
 }
 
 // Main runs `handler deadletters` with the process's environment.
