@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,5 +130,76 @@ func TestDocumentedCommandsRun(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// jsonKeys are the JSON keys of the struct type of v, embedded structs'
+// included.
+func jsonKeys(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous {
+			out = append(out, jsonKeys(f.Type)...)
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// The JSON Lines table of docs/deadletters.md names exactly the keys the
+// commands print.
+func TestDocumentedJSONKeys(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs/deadletters.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(b), "## JSON Lines")
+	if !ok {
+		t.Fatal("docs/deadletters.md has no JSON Lines section")
+	}
+	doc := map[string][]string{}
+	tick := regexp.MustCompile("`([a-z_]+)`")
+	for _, line := range strings.Split(sec, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) != 4 || strings.HasPrefix(strings.TrimSpace(cells[1]), "---") || strings.TrimSpace(cells[1]) == "line" {
+			continue
+		}
+		var keys []string
+		for _, m := range tick.FindAllStringSubmatch(cells[2], -1) {
+			keys = append(keys, m[1])
+		}
+		doc[strings.TrimSpace(cells[1])] = keys
+	}
+	for row, typ := range map[string]reflect.Type{
+		"`stats`":                reflect.TypeFor[deadletter.Stat](),
+		"`groups`":               reflect.TypeFor[deadletter.Group](),
+		"`list`, find's `entry`": reflect.TypeFor[entryOut](),
+		"find's `order`":         reflect.TypeFor[orderRow](),
+		"find's `audit`":         reflect.TypeFor[auditOut](),
+		"an action's entry, a sweep's message or entry": reflect.TypeFor[deadletter.Item](),
+		"an action's closing line":                      reflect.TypeFor[bulkSummary](),
+		"a sweep's closing line":                        reflect.TypeFor[sweepSummary](),
+	} {
+		got, want := doc[row], jsonKeys(typ)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("docs row %s: keys %v, the code prints %v", row, got, want)
+		}
+	}
+	// find's line: kind (whose values are keys too), at, and one of
+	// order, entry, audit.
+	got := slices.Compact(slices.Sorted(slices.Values(doc["`find`"])))
+	if want := slices.Sorted(slices.Values(jsonKeys(reflect.TypeFor[event]()))); !slices.Equal(got, want) {
+		t.Errorf("docs row find: %v, the code prints %v", got, want)
+	}
+	dry := jsonKeys(reflect.TypeFor[dryItem]())
+	if !slices.Contains(dry, "would") || !slices.Contains(dry, "refused") || len(dry) != len(jsonKeys(reflect.TypeFor[entryOut]()))+2 {
+		t.Errorf("a dry run's entry prints %v: want would, refused and the keys of list", dry)
 	}
 }
