@@ -141,7 +141,11 @@ func (c *cli) actOne(s *session, a deadletter.Action, id string, body []byte, af
 	}
 	if *af.dry {
 		if *af.asJSON {
-			jsonLines(c.stdout, []dryItem{dryOf(e, a, e.UpdatedAt)})
+			now, err := s.sw.Now(c.ctx)
+			if err != nil {
+				return c.fail(err)
+			}
+			jsonLines(c.stdout, []dryItem{dryOf(e, a, now)})
 		}
 		fmt.Fprintf(w, "would %s %s (%s, %s, %s); dry run, nothing changed\n", verbs[a], e.ID, e.MessageID, e.State, orDash(e.Reason))
 		return exitOK

@@ -1,6 +1,8 @@
 package deadletters
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -437,5 +439,30 @@ func TestBulkLeavesAloneWhatItCannotTake(t *testing.T) {
 	res = f.run("replay", "--id", b.ID, "--dry-run")
 	if res.code != exitFailure || !strings.Contains(res.stderr, "is discarded") {
 		t.Errorf("dry run of a replay of a discarded entry: exit %d %q", res.code, res.stderr)
+	}
+}
+
+// On a terminal a bulk action draws its progress on stderr and ends the
+// line; off one it draws nothing. The closing count is printed either way.
+func TestBulkProgressBar(t *testing.T) {
+	for _, term := range []bool{true, false} {
+		f := newFixture(t)
+		for i := range 3 {
+			f.put(deadletter.Poison, int64(i+1), fmt.Sprintf("o-%d:1:parked", i), fmt.Sprintf("o-%d", i), order.ReasonInvalidTransition, "x")
+		}
+		var out, errOut strings.Builder
+		code := Run(f.ctx, []string{"archive", "--source", "poison", "--yes"}, &out, &errOut, Env{
+			Getenv: func(k string) string { return f.env[k] }, IsTerminal: func() bool { return false },
+			StderrIsTerminal: func() bool { return term },
+			Connect: func(context.Context) (*Backend, error) {
+				return &Backend{Broker: f.mb, Store: f.st, Orders: f.orders, Queues: f.q, Now: f.clk.Now}, nil
+			}})
+		if code != exitOK || !strings.Contains(out.String(), "archive: 3 of 3 done, 0 failed") {
+			t.Errorf("terminal %v: exit %d:\n%s", term, code, out.String())
+		}
+		bar := strings.Contains(errOut.String(), "\rarchive [") && strings.Contains(errOut.String(), "] 3/3\n")
+		if bar != term {
+			t.Errorf("terminal %v: stderr %q", term, errOut.String())
+		}
 	}
 }
