@@ -163,3 +163,14 @@ func (s *Sweeper) replay(ctx context.Context, e dlstore.Entry, d Decision, body 
 	}
 	return next, nil
 }
+
+// Allowed reports whether action a may be carried out on e in its state:
+// nil, or an error wrapping ErrNotActionable that names the states a takes.
+// It lets a dry run or a bulk action say what would be refused before
+// anything is done; the action itself checks again on the entry it reads.
+func Allowed(e dlstore.Entry, a Action) error {
+	if _, from := targetOf(a); from == nil {
+		return fmt.Errorf("deadletter: %s is not an action on an entry", a)
+	}
+	return allowed(e, a)
+}

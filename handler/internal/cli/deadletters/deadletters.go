@@ -1,14 +1,23 @@
 // Package deadletters is `handler deadletters`, the runbooks' dead-letter
-// tool: list, stats, sweep [--dry-run], replay and discard, each a thin
-// layer over package deadletter (the same policy code as the
-// DeadLetterSweeper timer). It connects as package connect says: --namespace
-// and --tables, else the app settings with the operator's Entra identity,
-// else the development host of `make run` on this machine.
+// tool on the dead-letter store: stats, groups, find --order, list, replay,
+// discard, archive, restore and sweep [--dry-run], each a thin layer over
+// package deadletter (the same policy and actions as the DeadLetterSweeper
+// timer). It connects as package connect says: --namespace and --tables,
+// else the app settings with the operator's Entra identity, else the
+// development host of `make run` on this machine; the dead-letter store and
+// the order rows are tables of that account.
+//
+// Its contract with scripts and runbooks: every command takes --help;
+// --json prints JSON Lines (one object a line); exit 0 is success, 1 a
+// failure or nothing found (no such entry, nothing matches, a part that
+// could not be read), 2 a usage error or bad input, with one line on stderr
+// saying what. Nothing changes before every check that can refuse has
+// passed: a missing id, a missing --yes off a terminal and a corrected body
+// that breaks the contract all exit before the first write.
 package deadletters
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,12 +27,13 @@ import (
 	"os/user"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
 	"github.com/orderstatus/orderstatus/handler/internal/config"
-	"github.com/orderstatus/orderstatus/handler/internal/connect"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
 // Exit codes.
@@ -37,10 +47,21 @@ const (
 type Env struct {
 	Getenv func(string) string
 	Dir    string
-	// Stdin answers discard's question; IsTerminal says whether it is a
-	// terminal (discard without --yes refuses when it is not).
+	// Stdin answers the confirmation question; IsTerminal says whether it
+	// is a terminal (a command that needs --yes refuses with exit 2 when it
+	// is not: a pipe, a file, /dev/null).
 	Stdin      io.Reader
 	IsTerminal func() bool
+	// StderrIsTerminal says whether stderr is a terminal, where the bulk
+	// actions draw their progress bar (nil: ask the process's stderr).
+	StderrIsTerminal func() bool
+	// Connect, when set, replaces the connection package connect makes
+	// (tests: an in-memory broker and store).
+	Connect func(ctx context.Context) (*Backend, error)
+	// OpenStore, when set, opens the dead-letter store in place of the
+	// Table Storage backend on the account connect found (tests of the
+	// connection with an in-memory store).
+	OpenStore func(svc *aztables.ServiceClient, table string) (dlstore.Store, error)
 }
 
 // Main runs `handler deadletters` with the process's environment.
@@ -50,22 +71,38 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 const groupHelp = `usage: handler deadletters <command> [flags]
 
-The runbooks' dead-letter tool. Every command takes --namespace and --tables
-(see below) and --help.
+The runbooks' dead-letter tool, on the dead-letter store: every dead-lettered
+and parked message is drained into it by the DeadLetterSweeper timer (every
+5 minutes) or by 'sweep'. Every command takes --help, --json (JSON Lines),
+--namespace and --tables (see below).
 
-commands:
-  list      [--source dlq|poison|poison-dlq] [--reason R] [--max N] [--json]
-            peek only: message id, session id, reason, description, age, deliveries, replays
-  stats     [--json]
-            depth and oldest age per source and reason
-  sweep     [--dry-run] [--json]
-            run the dead-letter policy now (as the DeadLetterSweeper timer does);
-            --dry-run says what it would do to each message and changes nothing
-  replay    --source dlq|poison --message-id ID [--body FILE]
-            send the message back to order-status with a new MessageId (--body: a
-            corrected body, checked against the message contract first)
-  discard   --source dlq|poison|poison-dlq --message-id ID [--yes]
-            archive the message to the archive table, then remove it
+reading:
+  stats     depth, oldest age, in queue and left, per source and reason
+  groups    [FILTER]  failure groups: reason and description fingerprint, count,
+            orders affected, first and last seen, what the policy does with them
+  find      --order ID  everything about one order in time order: its row in the
+            order table, its dead letters in every state, every audit entry
+  list      [FILTER] [--max N]  the entries (default: those not closed)
+
+acting (one entry by --id, or every entry a FILTER selects when the command starts):
+  replay    (--id ID [--body FILE] | FILTER) [--dry-run] [--yes]
+            send back to order-status as <original>:replay:<n>; --body sends a
+            corrected body instead, checked against the message contract first
+  discard   (--id ID | FILTER) [--dry-run] [--yes]   close it for good (kept until
+            the retention, then purged)
+  archive   (--id ID | FILTER) [--dry-run] [--yes]   set it aside; restore reopens it
+  restore   --id ID   an archived or left entry back to open
+  sweep     [--dry-run]  run the dead-letter policy now, as the timer does; --dry-run
+            says what it would do to each message and entry and writes nothing
+
+FILTER: --source dlq|poison|poison-dlq, --reason R, --group G, --order ID,
+        --since T, --until T (RFC 3339, or a duration meaning that long ago: 2h, 7d),
+        --text S (in the MessageId, order id, description or body),
+        --state open|left|replay-due|replayed|archived|discarded (several: a,b)
+A filter selects what the store holds when the command starts: entries stored
+later are not touched. More than one entry (and discard of any) needs --yes or an
+answer on a terminal; off a terminal (a pipe, a file, /dev/null) a missing --yes
+exits 2 before anything changes.
 
 sources: dlq = order-status/$DeadLetterQueue, poison = order-status-poison,
          poison-dlq = order-status-poison/$DeadLetterQueue
@@ -76,12 +113,13 @@ where it connects (first that applies):
   Entra identity (az login, azd auth login, a managed identity)
   the development host of 'make run' on this machine (found under .run/)
 
-policy settings (environment, as on the function app): DEAD_LETTER_REPLAY_COOLDOWN,
-DEAD_LETTER_MAX_REPLAYS, DEAD_LETTER_SWEEP_MAX, DEAD_LETTER_SWEEP_RATE,
-DEAD_LETTER_ARCHIVE_TABLE, DEAD_LETTER_AUDIT_TABLE, ORDER_STATUS_QUEUE, POISON_QUEUE
+settings (environment, as on the function app): DEAD_LETTER_REPLAY_COOLDOWN,
+DEAD_LETTER_MAX_REPLAYS, DEAD_LETTER_SWEEP_RATE, DEAD_LETTER_RETENTION,
+DEAD_LETTER_TABLE, OrderStore__tableName, ORDER_STATUS_QUEUE, POISON_QUEUE
 
-exit codes: 0 success, 1 failure (a service failed, no such message), 2 usage or bad
-input (one line on stderr says what).
+exit codes: 0 success, 1 failure or nothing found (a service failed, no such entry,
+nothing matches, a part could not be read), 2 usage or bad input (one line on
+stderr says what).
 `
 
 type command struct {
@@ -93,12 +131,24 @@ type command struct {
 // to the table.
 func commands() []command {
 	return []command{
-		{"list", "[--source dlq|poison|poison-dlq] [--reason R] [--max N] [--json]", "Lists dead-lettered and parked messages without locking or changing them.", (*cli).list},
-		{"stats", "[--json]", "Prints the depth and the oldest age of each source, by reason (peek only).", (*cli).stats},
-		{"sweep", "[--dry-run] [--json]", "Runs the dead-letter policy now: replay after the cool-down, archive bad data, set aside what needs a human.\n--dry-run peeks only and says, per message, what the policy would do and why.", (*cli).sweep},
-		{"replay", "--source dlq|poison --message-id ID [--body FILE]", "Sends the message back to order-status (same session, new MessageId <original>:replay:<n>),\nthen removes it (a parked copy is archived first). --body replaces the body with FILE's,\nchecked against the message contract before anything is sent.", (*cli).replay},
-		{"discard", "--source dlq|poison|poison-dlq --message-id ID [--yes]", "Archives the message to the archive table, then removes it. Without --yes it asks on a\nterminal and refuses when not on one.", (*cli).discard},
+		{"stats", "[--json]", "Prints the depth, the oldest age, how many are still in Service Bus (in queue) and how many\nare left for a human, per source and reason: the store's entries that are not closed and\nthe messages not yet drained. A part that cannot be read is named on stderr (exit 1);\nthe rest is still reported.", (*cli).stats},
+		{"groups", "[FILTER] [--json]", "Prints the failure groups (source, reason and a fingerprint of the description with its\nids, numbers and times masked) of the entries not closed (or those FILTER selects):\ncount, orders affected, first and last seen, and what the policy does with them.\nAct on a group with --group G.", (*cli).groups},
+		{"find", "--order ID [--json]", "Prints everything about one order in time order: its row in the order table (status,\nlast sequence), its dead-letter entries in every state, and every audit entry.\nExit 1 when nothing at all is known of the order.", (*cli).find},
+		{"list", "[FILTER] [--max N] [--json]", "Lists the entries FILTER selects (default: those not closed; --state archived shows\nwhat is kept), oldest first. Messages still in Service Bus show once a sweep stored them\n(stats counts them as in queue).", (*cli).list},
+		{"replay", "(--id ID [--body FILE] | FILTER) [--dry-run] [--yes] [--json]", "Sends entries back to order-status (their session, MessageId <original>:replay:<n>)\nand records each as replayed (a parked one as resubmitted). With a filter it prints the\ncount and a sample first (the open and left entries it selects unless --state says\notherwise). --body sends FILE's body instead, checked against the message contract\nbefore anything is sent (--id only).", (*cli).replay},
+		{"discard", "(--id ID | FILTER) [--dry-run] [--yes] [--json]", "Closes entries as discarded: kept, with their audit entries, until DEAD_LETTER_RETENTION,\nthen purged. A filter takes the open and left entries it selects unless --state says\notherwise (--state archived: archived ones). Asks first on a terminal; off one, needs --yes.", (*cli).discard},
+		{"archive", "(--id ID | FILTER) [--dry-run] [--yes] [--json]", "Sets entries aside as archived: off every queue, kept until DEAD_LETTER_RETENTION;\nrestore --id reopens one. A filter takes the open and left entries it selects unless\n--state says otherwise.", (*cli).archive},
+		{"restore", "--id ID [--json]", "Reopens an archived (or left) entry: back to open, to be corrected and replayed.", (*cli).restore},
+		{"sweep", "[--dry-run] [--json]", "Runs the dead-letter policy now, as the DeadLetterSweeper timer does: drains every source\ninto the store, replays after the cool-down, archives bad data, leaves the rest for a human,\npurges what the retention lets go. --dry-run reads only, writes nothing (no table is created\neither) and says, per message and entry, what the sweep would do and why; a part it cannot\nread is named on stderr (exit 1) and the rest still reported.", (*cli).sweep},
 	}
+}
+
+func commandNames() string {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // cli is one invocation.
@@ -120,10 +170,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 		env.Stdin = os.Stdin
 	}
 	if env.IsTerminal == nil {
-		env.IsTerminal = stdinIsTerminal
+		env.IsTerminal = func() bool { return isTerminal(os.Stdin) }
+	}
+	if env.StderrIsTerminal == nil {
+		env.StderrIsTerminal = func() bool { return isTerminal(os.Stderr) }
 	}
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "handler deadletters: missing command (list, stats, sweep, replay, discard; see handler deadletters --help)")
+		fmt.Fprintf(stderr, "handler deadletters: missing command (%s; see handler deadletters --help)\n", commandNames())
 		return exitUsage
 	}
 	if isHelp(args[0]) {
@@ -136,7 +189,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 			return cmd.run(c, args[1:])
 		}
 	}
-	fmt.Fprintf(stderr, "handler deadletters: unknown command %q (list, stats, sweep, replay, discard; see handler deadletters --help)\n", args[0])
+	fmt.Fprintf(stderr, "handler deadletters: unknown command %q (%s; see handler deadletters --help)\n", args[0], commandNames())
 	return exitUsage
 }
 
@@ -183,11 +236,11 @@ func (c *cli) help(fs *flag.FlagSet) {
 		}
 		fmt.Fprintln(c.stdout)
 	})
-	fmt.Fprintln(c.stdout, "\nexit codes: 0 success, 1 failure, 2 usage or bad input.")
+	fmt.Fprintln(c.stdout, "\nexit codes: 0 success, 1 failure or nothing found, 2 usage or bad input.")
 }
 
 func (c *cli) usage(format string, args ...any) int {
-	fmt.Fprintf(c.stderr, "%s: %s (see %s --help)\n", c.name, fmt.Sprintf(format, args...), c.name)
+	fmt.Fprintf(c.stderr, "%s: %s (see %s --help)\n", c.name, oneLine(fmt.Sprintf(format, args...)), c.name)
 	return exitUsage
 }
 
@@ -196,53 +249,15 @@ func (c *cli) fail(err error) int {
 	return exitFailure
 }
 
+// notFound reports that nothing matched: exit 1, one line.
+func (c *cli) notFound(format string, args ...any) int {
+	fmt.Fprintf(c.stderr, "%s: %s\n", c.name, oneLine(fmt.Sprintf(format, args...)))
+	return exitFailure
+}
+
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// sourceFlag validates a --source value; allowed lists the kinds the
-// command takes.
-func (c *cli) sourceFlag(v string, allowed ...deadletter.Kind) (deadletter.Kind, bool) {
-	k, ok := deadletter.ParseKind(v)
-	if !ok || !slices.Contains(allowed, k) {
-		names := make([]string, len(allowed))
-		for i, a := range allowed {
-			names[i] = string(a)
-		}
-		c.usage("--source %q: want %s", v, strings.Join(names, " or "))
-		return "", false
-	}
-	return k, true
-}
-
-// sweeper connects and builds the sweeper with the policy settings.
-func (c *cli) sweeper() (*deadletter.Sweeper, func(), error) {
-	dl, err := config.LoadDeadLetter(c.env.Getenv)
-	if err != nil {
-		return nil, nil, err
-	}
-	t, err := connect.ServiceBus(connect.Options{Namespace: c.namespace, Tables: c.tables, Getenv: c.env.Getenv, Dir: c.env.Dir})
-	if err != nil {
-		return nil, nil, err
-	}
-	closeBroker := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = t.Broker.Close(ctx)
-	}
-	svc, _, err := t.Tables()
-	if err != nil {
-		closeBroker()
-		return nil, nil, err
-	}
-	s := deadletter.New(t.Broker, deadletter.NewTableStore(svc, dl.AuditTable, dl.ArchiveTable), deadletter.Options{
-		Queues:        deadletter.Queues{Queue: t.Queue, PoisonQueue: t.PoisonQueue},
-		Policy:        deadletter.Policy{Cooldown: dl.Cooldown, MaxReplays: dl.MaxReplays},
-		MaxPerRun:     dl.SweepMax,
-		RatePerSecond: dl.SweepRate,
-	})
-	return s, closeBroker, nil
-}
-
-// actor names the operator in audit rows.
+// actor names the operator in audit entries.
 func (c *cli) actor() string {
 	name := c.env.Getenv("USER")
 	if u, err := user.Current(); err == nil && u.Username != "" {
@@ -254,281 +269,15 @@ func (c *cli) actor() string {
 	return "cli:" + name
 }
 
-func stdinIsTerminal() bool {
-	fi, err := os.Stdin.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// listed is a message as list prints it.
-type listed struct {
-	Source            deadletter.Kind `json:"source"`
-	SequenceNumber    int64           `json:"sequence_number"`
-	MessageID         string          `json:"message_id"`
-	OriginalMessageID string          `json:"original_message_id,omitempty"`
-	SessionID         string          `json:"session_id"`
-	Reason            string          `json:"reason"`
-	Description       string          `json:"description"`
-	EnqueuedTime      time.Time       `json:"enqueued_time"`
-	AgeSeconds        int64           `json:"age_seconds"`
-	DeliveryCount     int32           `json:"delivery_count"`
-	ReplayCount       int             `json:"replay_count"`
-	Deferred          bool            `json:"deferred"`
-}
-
-func (c *cli) list(args []string) int {
-	fs := c.flags()
-	source := fs.String("source", "", "list only this `source`: dlq, poison or poison-dlq (default: all three)")
-	reason := fs.String("reason", "", "list only messages with this dead-letter `reason`")
-	maxN := fs.Int("max", 50, "list at most `N` messages")
-	asJSON := fs.Bool("json", false, "JSON Lines, one message per line")
-	if code := c.parse(fs, args); code >= 0 {
-		return code
+// isTerminal reports whether f is a character device that is a terminal.
+// /dev/null is a character device too, so the mode alone does not do: a
+// terminal also answers the terminal-size request (see isatty_*.go).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
 	}
-	kinds := deadletter.Kinds
-	if *source != "" {
-		k, ok := c.sourceFlag(*source, deadletter.Kinds...)
-		if !ok {
-			return exitUsage
-		}
-		kinds = []deadletter.Kind{k}
-	}
-	if *maxN < 1 {
-		return c.usage("--max %d: want at least 1", *maxN)
-	}
-	s, done, err := c.sweeper()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-	msgs, now, err := s.Peek(c.ctx, kinds...)
-	if err != nil {
-		return c.fail(err)
-	}
-	var out []listed
-	for _, k := range kinds {
-		for _, m := range msgs[k] {
-			if len(out) == *maxN {
-				break
-			}
-			if *reason != "" && m.DeadLetterReason != *reason {
-				continue
-			}
-			l := listed{Source: k, SequenceNumber: m.SequenceNumber, MessageID: m.MessageID, SessionID: m.SessionID,
-				Reason: m.DeadLetterReason, Description: m.DeadLetterErrorDescription, EnqueuedTime: m.EnqueuedTime.UTC(),
-				AgeSeconds: int64(max(now.Sub(m.EnqueuedTime), 0) / time.Second), DeliveryCount: m.DeliveryCount,
-				ReplayCount: deadletter.ReplayCount(m), Deferred: m.Deferred}
-			if id := deadletter.OriginalID(m); id != m.MessageID {
-				l.OriginalMessageID = id
-			}
-			if l.SessionID == "" {
-				if sid, ok := m.ApplicationProperties["OriginalSessionId"].(string); ok {
-					l.SessionID = sid
-				}
-			}
-			out = append(out, l)
-		}
-	}
-	if *asJSON {
-		enc := json.NewEncoder(c.stdout)
-		for _, l := range out {
-			_ = enc.Encode(l)
-		}
-		return exitOK
-	}
-	if len(out) == 0 {
-		fmt.Fprintln(c.stdout, "no messages")
-		return exitOK
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tSEQ\tMESSAGE ID\tSESSION\tREASON\tAGE\tDELIVERIES\tREPLAYS\tSET ASIDE\tDESCRIPTION")
-	for _, l := range out {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", l.Source, l.SequenceNumber, l.MessageID, l.SessionID,
-			orDash(l.Reason), age(l.AgeSeconds), l.DeliveryCount, l.ReplayCount, yesNo(l.Deferred), shorten(l.Description, 60))
-	}
-	_ = tw.Flush()
-	return exitOK
-}
-
-func (c *cli) stats(args []string) int {
-	fs := c.flags()
-	asJSON := fs.Bool("json", false, "JSON Lines, one source and reason per line")
-	if code := c.parse(fs, args); code >= 0 {
-		return code
-	}
-	s, done, err := c.sweeper()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-	msgs, now, err := s.Peek(c.ctx, deadletter.Kinds...)
-	if err != nil {
-		return c.fail(err)
-	}
-	st := deadletter.Stats(msgs, now)
-	if *asJSON {
-		enc := json.NewEncoder(c.stdout)
-		for _, x := range st {
-			_ = enc.Encode(x)
-		}
-		return exitOK
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tREASON\tDEPTH\tOLDEST AGE")
-	for _, x := range st {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", x.Source, orDash(x.Reason), x.Depth, age(x.OldestAgeSeconds))
-	}
-	_ = tw.Flush()
-	return exitOK
-}
-
-func (c *cli) sweep(args []string) int {
-	fs := c.flags()
-	dry := fs.Bool("dry-run", false, "peek only: say what the policy would do to each message, change nothing")
-	asJSON := fs.Bool("json", false, "print the run's report as JSON")
-	if code := c.parse(fs, args); code >= 0 {
-		return code
-	}
-	s, done, err := c.sweeper()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-	start := time.Now()
-	lastProgress := start
-	acted := 0
-	rep, err := s.Run(c.ctx, deadletter.RunOptions{DryRun: *dry, Actor: c.actor(), Progress: func(deadletter.Item) {
-		acted++
-		if now := time.Now(); now.Sub(lastProgress) >= 2*time.Second {
-			lastProgress = now
-			fmt.Fprintf(c.stderr, "sweeping: %d messages handled in %s\n", acted, now.Sub(start).Round(time.Second))
-		}
-	}})
-	if *asJSON {
-		_ = json.NewEncoder(c.stdout).Encode(rep)
-	} else {
-		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-		if len(rep.Items) > 0 {
-			fmt.Fprintln(tw, "SOURCE\tSEQ\tMESSAGE ID\tREASON\tACTION\tWHY")
-		}
-		for _, it := range rep.Items {
-			action := string(it.Action)
-			if *dry {
-				action = "would be " + action
-			}
-			if it.NewMessageID != "" {
-				action += " as " + it.NewMessageID
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", it.Source, it.SequenceNumber, it.MessageID, orDash(it.Reason), action, it.Why)
-		}
-		_ = tw.Flush()
-		verb := "swept"
-		if *dry {
-			verb = "dry run, nothing changed"
-		}
-		fmt.Fprintf(c.stdout, "%s: %s (run %s)\n", verb, counts(rep.Counts), rep.RunID)
-		if rep.Stopped != "" {
-			fmt.Fprintf(c.stdout, "stopped early: %s; run it again for the rest\n", rep.Stopped)
-		}
-	}
-	if err != nil {
-		return c.fail(err)
-	}
-	return exitOK
-}
-
-func (c *cli) replay(args []string) int {
-	fs := c.flags()
-	source := fs.String("source", "", "`source` of the message: dlq or poison (required)")
-	id := fs.String("message-id", "", "the message's `id` as list shows it (for a parked copy, its own id or the original's; required)")
-	bodyFile := fs.String("body", "", "`file` with a corrected body to send instead (checked against the message contract first)")
-	if code := c.parse(fs, args); code >= 0 {
-		return code
-	}
-	if *source == "" {
-		return c.usage("--source is required (dlq or poison)")
-	}
-	k, ok := c.sourceFlag(*source, deadletter.DLQ, deadletter.Poison)
-	if !ok {
-		return exitUsage
-	}
-	if *id == "" {
-		return c.usage("--message-id is required")
-	}
-	var body []byte
-	if *bodyFile != "" {
-		b, err := os.ReadFile(*bodyFile)
-		if err != nil {
-			return c.usage("--body: %v", err)
-		}
-		body = b
-	}
-	s, done, err := c.sweeper()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-	newID, err := s.Replay(c.ctx, k, *id, body, c.actor())
-	if errors.Is(err, deadletter.ErrInvalidBody) {
-		return c.usage("%s", oneLine(err.Error()))
-	}
-	if err != nil {
-		return c.fail(err)
-	}
-	fmt.Fprintf(c.stdout, "replayed %s from %s to %s as %s\n", *id, k, s.Queues().Queue, newID)
-	return exitOK
-}
-
-func (c *cli) discard(args []string) int {
-	fs := c.flags()
-	source := fs.String("source", "", "`source` of the message: dlq, poison or poison-dlq (required)")
-	id := fs.String("message-id", "", "the message's `id` as list shows it (required)")
-	yes := fs.Bool("yes", false, "do not ask for confirmation")
-	if code := c.parse(fs, args); code >= 0 {
-		return code
-	}
-	if *source == "" {
-		return c.usage("--source is required (dlq, poison or poison-dlq)")
-	}
-	k, ok := c.sourceFlag(*source, deadletter.Kinds...)
-	if !ok {
-		return exitUsage
-	}
-	if *id == "" {
-		return c.usage("--message-id is required")
-	}
-	if !*yes {
-		if !c.env.IsTerminal() {
-			return c.usage("refusing to discard without --yes when not on a terminal")
-		}
-		fmt.Fprintf(c.stdout, "discard %s from %s (archived first)? [y/N] ", *id, k)
-		var answer string
-		_, _ = fmt.Fscanln(c.env.Stdin, &answer)
-		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-			fmt.Fprintln(c.stdout, "not discarded")
-			return exitFailure
-		}
-	}
-	s, done, err := c.sweeper()
-	if err != nil {
-		return c.fail(err)
-	}
-	defer done()
-	if err := s.Discard(c.ctx, k, *id, c.actor()); err != nil {
-		return c.fail(err)
-	}
-	fmt.Fprintf(c.stdout, "discarded %s from %s (archived to the archive table first)\n", *id, k)
-	return exitOK
-}
-
-func counts(m map[deadletter.Action]int) string {
-	if len(m) == 0 {
-		return "no messages"
-	}
-	var parts []string
-	for _, a := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s %d", a, m[a]))
-	}
-	return strings.Join(parts, ", ")
+	return isatty(f)
 }
 
 func age(sec int64) string {
@@ -545,13 +294,6 @@ func orDash(s string) string {
 	return s
 }
 
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
-}
-
 func shorten(s string, n int) string {
 	s = oneLine(s)
 	if r := []rune(s); len(r) > n {
@@ -559,3 +301,16 @@ func shorten(s string, n int) string {
 	}
 	return s
 }
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func sortedActions(m map[deadletter.Action]int) []deadletter.Action {
+	return slices.Sorted(maps.Keys(m))
+}
+
+func joinComma(parts []string) string { return strings.Join(parts, ", ") }

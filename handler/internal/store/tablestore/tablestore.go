@@ -115,6 +115,14 @@ func NewWithCredential(serviceURL, table string, cred azcore.TokenCredential, op
 	return newStore(svc, table, opts), nil
 }
 
+// NewFromService returns a Store for table (DefaultTable if empty) on a
+// service client the caller built (the CLI's, from package connect): its
+// client options are the caller's; opts sets the call timeout and Observe.
+// It does not contact the service.
+func NewFromService(svc *aztables.ServiceClient, table string, opts *Options) *Store {
+	return newStore(svc, table, opts)
+}
+
 // MaxIdleConnsPerHost is how many idle connections to the table service
 // a Store keeps. The SDK's default transport keeps 10, so with more calls
 // in flight (one per session slot: host.json's maxConcurrentSessions) every

@@ -1,0 +1,379 @@
+package deadletters
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+)
+
+// sampleSize is how many entries of a bulk set are printed before asking.
+const sampleSize = 5
+
+// actFlags are the flags of replay, discard and archive.
+type actFlags struct {
+	id     *string
+	body   *string // replay only
+	dry    *bool
+	yes    *bool
+	asJSON *bool
+	filter *filterFlags
+}
+
+func (c *cli) replay(args []string) int  { return c.act(deadletter.ActionReplay, args) }
+func (c *cli) discard(args []string) int { return c.act(deadletter.ActionDiscard, args) }
+func (c *cli) archive(args []string) int { return c.act(deadletter.ActionArchive, args) }
+
+// verbs are the words of each action in prompts and closing counts.
+var verbs = map[deadletter.Action]string{
+	deadletter.ActionReplay:  "replay",
+	deadletter.ActionDiscard: "discard",
+	deadletter.ActionArchive: "archive",
+	deadletter.ActionRestore: "restore",
+}
+
+// bulkStates are the states a filter selects when --state is not given:
+// the entries the actions take that no one else is working on (a replay
+// under way is replay-due; closed ones are done). discard --state archived
+// discards archived entries.
+var bulkStates = []dlstore.State{dlstore.Open, dlstore.Left}
+
+// act is replay, discard and archive: on one entry (--id) or the set a
+// filter selects when the command starts. Every refusal comes before the
+// first change: a usage error, an id that names nothing (before any
+// question), a missing --yes off a terminal, a body that breaks the
+// contract.
+func (c *cli) act(a deadletter.Action, args []string) int {
+	fs := c.flags()
+	af := actFlags{filter: addFilterFlags(fs)}
+	af.id = fs.String("id", "", "the entry's `id` as list prints it, or the MessageId of the dead letter (its own, or a parked copy's original)")
+	if a == deadletter.ActionReplay {
+		af.body = fs.String("body", "", "`file` with a corrected body to send instead (checked against the message contract first; --id only)")
+	}
+	af.dry = fs.Bool("dry-run", false, "print what would be done and change nothing")
+	af.yes = fs.Bool("yes", false, "do not ask for confirmation (needed off a terminal for more than one entry, and for discard)")
+	af.asJSON = fs.Bool("json", false, "JSON Lines: one line per entry, then the closing count")
+	if code := c.parse(fs, args); code >= 0 {
+		return code
+	}
+	id := strings.TrimSpace(*af.id)
+	switch {
+	case id == "" && !af.filter.given():
+		return c.usage("give --id ID or a filter (--source, --reason, --group, --order, --since, --until, --text, --state)")
+	case id != "" && af.filter.given():
+		return c.usage("give --id or a filter, not both")
+	}
+	var body []byte
+	if af.body != nil && *af.body != "" {
+		if id == "" {
+			return c.usage("--body needs --id (a corrected body is for one message)")
+		}
+		b, err := os.ReadFile(*af.body)
+		if err != nil {
+			return c.usage("--body: %v", err)
+		}
+		body = b
+	}
+	pf, code := c.checkFilter(af.filter, bulkStates)
+	if code >= 0 {
+		return code
+	}
+	s, err := c.open()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer s.close()
+	if id != "" {
+		return c.actOne(s, a, id, body, af)
+	}
+	f, code := c.resolve(s, pf)
+	if code >= 0 {
+		return code
+	}
+	return c.actBulk(s, a, f, af)
+}
+
+// info is where counts, samples and questions go: stdout, or stderr when
+// stdout carries JSON.
+func (c *cli) info(asJSON bool) io.Writer {
+	if asJSON {
+		return c.stderr
+	}
+	return c.stdout
+}
+
+// confirm asks on a terminal; off one it refuses with exit 2 (before
+// anything changed). It returns an exit code >= 0 when the command ends.
+func (c *cli) confirm(w io.Writer, question string, yes bool) int {
+	if yes {
+		return -1
+	}
+	if !c.env.IsTerminal() {
+		return c.usage("refusing to %s without --yes when stdin is not a terminal", question)
+	}
+	fmt.Fprintf(w, "%s? [y/N] ", question)
+	var answer string
+	_, _ = fmt.Fscanln(c.env.Stdin, &answer)
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		fmt.Fprintln(w, "nothing changed")
+		return exitFailure
+	}
+	return -1
+}
+
+func (c *cli) actOne(s *session, a deadletter.Action, id string, body []byte, af actFlags) int {
+	e, err := s.sw.Find(c.ctx, id)
+	if errors.Is(err, deadletter.ErrNoMessage) {
+		return c.notFound("%v", err)
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	w := c.info(*af.asJSON)
+	if err := deadletter.Allowed(e, a); err != nil {
+		return c.fail(err)
+	}
+	if *af.dry {
+		if *af.asJSON {
+			now, err := s.sw.Now(c.ctx)
+			if err != nil {
+				return c.fail(err)
+			}
+			jsonLines(c.stdout, []dryItem{dryOf(e, a, now)})
+		}
+		fmt.Fprintf(w, "would %s %s (%s, %s, %s); dry run, nothing changed\n", verbs[a], e.ID, e.MessageID, e.State, orDash(e.Reason))
+		return exitOK
+	}
+	if a == deadletter.ActionDiscard {
+		if code := c.confirm(w, fmt.Sprintf("discard %s (%s, %s)", e.ID, e.MessageID, e.State), *af.yes); code >= 0 {
+			return code
+		}
+	}
+	it, err := s.sw.Act(c.ctx, a, e.ID, body, c.actor())
+	if errors.Is(err, deadletter.ErrInvalidBody) {
+		return c.usage("%v", err)
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	if *af.asJSON {
+		jsonLines(c.stdout, []deadletter.Item{it})
+		return exitOK
+	}
+	c.printDone(it, s.Queues)
+	return exitOK
+}
+
+func (c *cli) printDone(it deadletter.Item, q deadletter.Queues) {
+	switch it.Action {
+	case deadletter.ActionReplay, deadletter.ActionResubmit:
+		fmt.Fprintf(c.stdout, "%s %s (%s) to %s as %s\n", it.Action, it.EntryID, it.MessageID, q.Queue, it.NewMessageID)
+	case deadletter.ActionDiscard:
+		fmt.Fprintf(c.stdout, "discarded %s (%s): kept until the retention (%s), then purged\n", it.EntryID, it.MessageID, EnvDeadLetterRetention)
+	case deadletter.ActionArchive:
+		fmt.Fprintf(c.stdout, "archived %s (%s): 'restore --id %s' reopens it\n", it.EntryID, it.MessageID, it.EntryID)
+	case deadletter.ActionRestore:
+		fmt.Fprintf(c.stdout, "restored %s (%s): open again\n", it.EntryID, it.MessageID)
+	default:
+		fmt.Fprintf(c.stdout, "%s %s (%s)\n", it.Action, it.EntryID, it.MessageID)
+	}
+}
+
+// dryItem is one entry of a dry run's set: what would be done to it, or
+// why the action does not take it in its state.
+type dryItem struct {
+	Would   string `json:"would,omitempty"`
+	Refused string `json:"refused,omitempty"`
+	entryOut
+}
+
+func dryOf(e dlstore.Entry, a deadletter.Action, now time.Time) dryItem {
+	return dryItem{Would: verbs[a], entryOut: entryOf(e, now)}
+}
+
+// bulkSummary is the closing line of a bulk action's JSON.
+type bulkSummary struct {
+	Action deadletter.Action `json:"action"`
+	DryRun bool              `json:"dry_run,omitempty"`
+	// Total is the set acted on; Refused how many more matched but are
+	// in a state the action does not take (left alone).
+	Total   int       `json:"total"`
+	Done    int       `json:"done"`
+	Failed  int       `json:"failed"`
+	Refused int       `json:"refused"`
+	Cutoff  time.Time `json:"cutoff"`
+}
+
+func (c *cli) actBulk(s *session, a deadletter.Action, f dlstore.Filter, af actFlags) int {
+	// The cutoff: what the store holds now, by the broker's clock (which
+	// stamps StoredAt), unless --until says earlier. Select fixes the set
+	// there; entries stored later are not in it.
+	now, err := s.sw.Now(c.ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	if f.Until.IsZero() || f.Until.After(now) {
+		f.Until = now.Add(time.Nanosecond)
+	}
+	cutoff := f.Until
+	set, err := s.sw.Select(c.ctx, f)
+	if err != nil {
+		return c.fail(err)
+	}
+	w := c.info(*af.asJSON)
+	if len(set) == 0 {
+		return c.notFound("no dead letters match (states %s)", statesOf(f.States))
+	}
+	matched := len(set)
+	set, refused := actionable(set, a)
+	if len(set) == 0 {
+		return c.notFound("%d dead letters match, and %s takes none of them in their state (%s)", matched, verbs[a], statesOf(statesIn(refused)))
+	}
+	fmt.Fprintf(w, "%d dead letters match, stored before %s; entries stored later are not touched\n", matched, stamp(cutoff))
+	if len(refused) > 0 {
+		fmt.Fprintf(w, "%d of them are left alone: %s does not take them in their state (%s)\n", len(refused), verbs[a], statesOf(statesIn(refused)))
+	}
+	if len(set) > sampleSize {
+		fmt.Fprintf(w, "the first %d:\n", sampleSize)
+	}
+	printEntries(w, set[:min(len(set), sampleSize)], now)
+	if *af.dry {
+		if *af.asJSON {
+			var items []dryItem
+			for _, e := range set {
+				items = append(items, dryOf(e, a, now))
+			}
+			for _, e := range refused {
+				it := dryOf(e, a, now)
+				it.Would, it.Refused = "", deadletter.Allowed(e, a).Error()
+				items = append(items, it)
+			}
+			jsonLines(c.stdout, items)
+			_ = json.NewEncoder(c.stdout).Encode(bulkSummary{Action: a, DryRun: true, Total: len(set), Refused: len(refused), Cutoff: cutoff.UTC()})
+		}
+		fmt.Fprintf(w, "dry run: would %s %d dead letters; nothing changed\n", verbs[a], len(set))
+		return exitOK
+	}
+	if len(set) > 1 || a == deadletter.ActionDiscard {
+		if code := c.confirm(w, fmt.Sprintf("%s %d dead letters", verbs[a], len(set)), *af.yes); code >= 0 {
+			return code
+		}
+	}
+	bar := c.progressBar(verbs[a], len(set))
+	rep, err := s.sw.Bulk(c.ctx, a, set, c.actor(), func(done int, _ deadletter.Item) { bar(done) })
+	bar(-1)
+	if *af.asJSON {
+		jsonLines(c.stdout, rep.Items)
+		_ = json.NewEncoder(c.stdout).Encode(bulkSummary{Action: a, Total: rep.Total, Done: rep.Done, Failed: rep.Failed, Refused: len(refused), Cutoff: cutoff.UTC()})
+	} else {
+		for _, it := range rep.Items {
+			if it.Error != "" {
+				fmt.Fprintf(c.stdout, "failed %s (%s): %s\n", it.EntryID, it.MessageID, oneLine(it.Error))
+			}
+		}
+	}
+	fmt.Fprintf(w, "%s: %d of %d done, %d failed\n", verbs[a], rep.Done, rep.Total, rep.Failed)
+	if err != nil {
+		return c.fail(fmt.Errorf("stopped after %d of %d: %w", len(rep.Items), rep.Total, err))
+	}
+	if rep.Failed > 0 {
+		return exitFailure
+	}
+	return exitOK
+}
+
+// actionable splits set into the entries a takes in their state and the
+// others.
+func actionable(set []dlstore.Entry, a deadletter.Action) (ok, refused []dlstore.Entry) {
+	for _, e := range set {
+		if deadletter.Allowed(e, a) == nil {
+			ok = append(ok, e)
+		} else {
+			refused = append(refused, e)
+		}
+	}
+	return ok, refused
+}
+
+// statesIn lists the states of es, each once, in the order of
+// dlstore.States.
+func statesIn(es []dlstore.Entry) []dlstore.State {
+	var out []dlstore.State
+	for _, st := range dlstore.States {
+		for _, e := range es {
+			if e.State == st {
+				out = append(out, st)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func statesOf(ss []dlstore.State) string {
+	if len(ss) == 0 {
+		return "any"
+	}
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = string(s)
+	}
+	return strings.Join(parts, ",")
+}
+
+// progressBar returns a function drawing done of total on stderr when it
+// is a terminal (nothing otherwise); -1 ends the bar.
+func (c *cli) progressBar(verb string, total int) func(done int) {
+	if total < 2 || !c.env.StderrIsTerminal() {
+		return func(int) {}
+	}
+	const width = 30
+	drawn := false
+	return func(done int) {
+		if done < 0 {
+			if drawn {
+				fmt.Fprintln(c.stderr)
+			}
+			return
+		}
+		n := done * width / total
+		fmt.Fprintf(c.stderr, "\r%s [%s%s] %d/%d", verb, strings.Repeat("#", n), strings.Repeat(".", width-n), done, total)
+		drawn = true
+	}
+}
+
+func (c *cli) restore(args []string) int {
+	fs := c.flags()
+	id := fs.String("id", "", "the entry's `id` as list prints it, or the dead letter's MessageId (required)")
+	asJSON := fs.Bool("json", false, "JSON Lines: the entry as restored")
+	if code := c.parse(fs, args); code >= 0 {
+		return code
+	}
+	if strings.TrimSpace(*id) == "" {
+		return c.usage("--id is required")
+	}
+	s, err := c.open()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer s.close()
+	it, err := s.sw.Act(c.ctx, deadletter.ActionRestore, strings.TrimSpace(*id), nil, c.actor())
+	if errors.Is(err, deadletter.ErrNoMessage) {
+		return c.notFound("%v", err)
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	if *asJSON {
+		jsonLines(c.stdout, []deadletter.Item{it})
+		return exitOK
+	}
+	c.printDone(it, s.Queues)
+	return exitOK
+}

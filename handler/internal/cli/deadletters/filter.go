@@ -1,0 +1,119 @@
+package deadletters
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+)
+
+// filterFlags are the FILTER flags, as given.
+type filterFlags struct {
+	source, reason, group, order, since, until, text, state string
+}
+
+func addFilterFlags(fs *flag.FlagSet) *filterFlags {
+	ff := &filterFlags{}
+	fs.StringVar(&ff.source, "source", "", "only entries from this `source`: dlq, poison or poison-dlq")
+	fs.StringVar(&ff.reason, "reason", "", "only entries with this dead-letter `reason` (e.g. MaxDeliveryCountExceeded)")
+	fs.StringVar(&ff.group, "group", "", "only entries of this failure `group` (as groups prints it)")
+	fs.StringVar(&ff.order, "order", "", "only entries of this order `id`")
+	fs.StringVar(&ff.since, "since", "", "only entries stored at or after `T`: RFC 3339, or a duration meaning that long ago (2h, 7d)")
+	fs.StringVar(&ff.until, "until", "", "only entries stored before `T`: RFC 3339, or a duration meaning that long ago")
+	fs.StringVar(&ff.text, "text", "", "only entries whose MessageId, order id, description or body contains `S` (any case)")
+	fs.StringVar(&ff.state, "state", "", "only entries in this `state`: open, left, replay-due, replayed, archived, discarded (several: a,b)")
+	return ff
+}
+
+// given reports whether any filter flag was given.
+func (ff *filterFlags) given() bool { return *ff != filterFlags{} }
+
+// filter is a checked FILTER; its relative times are resolved by at.
+type filter struct {
+	f           dlstore.Filter
+	since, till when
+}
+
+// when is a --since or --until: a time, or how long ago.
+type when struct {
+	at  time.Time
+	ago time.Duration
+	set bool
+}
+
+func (w when) resolve(now time.Time) time.Time {
+	switch {
+	case !w.set:
+		return time.Time{}
+	case w.at.IsZero():
+		return now.Add(-w.ago)
+	}
+	return w.at
+}
+
+// check validates the flags (a usage error names the flag) and returns
+// the filter; states is the default set of states when --state is not
+// given (nil: every state).
+func (ff *filterFlags) check(states []dlstore.State) (filter, error) {
+	out := filter{f: dlstore.Filter{Reason: ff.reason, Group: ff.group, OrderID: ff.order, Text: ff.text, States: states}}
+	if ff.source != "" {
+		src, ok := dlstore.ParseSource(ff.source)
+		if !ok {
+			return out, fmt.Errorf("--source %q: want dlq, poison or poison-dlq", ff.source)
+		}
+		out.f.Source = src
+	}
+	if ff.state != "" {
+		out.f.States = nil
+		for _, s := range strings.Split(ff.state, ",") {
+			st, ok := dlstore.ParseState(strings.TrimSpace(s))
+			if !ok {
+				return out, fmt.Errorf("--state %q: want open, left, replay-due, replayed, archived or discarded", s)
+			}
+			out.f.States = append(out.f.States, st)
+		}
+	}
+	var err error
+	if out.since, err = parseWhen("--since", ff.since); err != nil {
+		return out, err
+	}
+	if out.till, err = parseWhen("--until", ff.until); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// at resolves the relative times against now (the broker's clock, which
+// stamped StoredAt) and checks that since comes before until.
+func (f filter) at(now time.Time) (dlstore.Filter, error) {
+	out := f.f
+	out.Since, out.Until = f.since.resolve(now), f.till.resolve(now)
+	if !out.Since.IsZero() && !out.Until.IsZero() && !out.Since.Before(out.Until) {
+		return out, fmt.Errorf("--since %s is not before --until %s", stamp(out.Since), stamp(out.Until))
+	}
+	return out, nil
+}
+
+// parseWhen reads RFC 3339 or a duration (Go's, or whole days "7d").
+func parseWhen(flagName, v string) (when, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return when{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return when{at: t, set: true}, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		if n, aerr := strconv.Atoi(strings.TrimSuffix(v, "d")); aerr == nil && strings.HasSuffix(v, "d") {
+			d, err = time.Duration(n)*24*time.Hour, nil
+		}
+	}
+	if err != nil || d < 0 {
+		return when{}, fmt.Errorf("%s %q: want RFC 3339 (2026-12-01T09:00:00Z) or a duration meaning that long ago (90m, 2h, 7d)", flagName, v)
+	}
+	return when{ago: d, set: true}, nil
+}

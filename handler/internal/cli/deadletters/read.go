@@ -1,0 +1,353 @@
+package deadletters
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
+)
+
+// jsonLines writes each value as one line of JSON.
+func jsonLines[T any](w io.Writer, vs []T) {
+	enc := json.NewEncoder(w)
+	for _, v := range vs {
+		_ = enc.Encode(v)
+	}
+}
+
+func (c *cli) stats(args []string) int {
+	fs := c.flags()
+	asJSON := fs.Bool("json", false, "JSON Lines, one source and reason per line")
+	if code := c.parse(fs, args); code >= 0 {
+		return code
+	}
+	s, err := c.open()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer s.close()
+	st, unreadable, err := s.sw.Stats(c.ctx)
+	if err != nil && len(unreadable) == 0 {
+		return c.fail(err)
+	}
+	if *asJSON {
+		jsonLines(c.stdout, st)
+	} else if len(st) > 0 {
+		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SOURCE\tREASON\tDEPTH\tOLDEST AGE\tIN QUEUE\tLEFT")
+		for _, x := range st {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\n", x.Source, orDash(x.Reason), x.Depth, age(x.OldestAgeSeconds), x.InQueue, x.Left)
+		}
+		_ = tw.Flush()
+	}
+	return c.unreadable(unreadable)
+}
+
+// unreadable names what could not be read (exit 1), after the rest was
+// reported; nothing: exit 0.
+func (c *cli) unreadable(parts []string) int {
+	if len(parts) == 0 {
+		return exitOK
+	}
+	fmt.Fprintf(c.stderr, "%s: could not read %s; the rest is reported\n", c.name, oneLine(strings.Join(parts, "; ")))
+	return exitFailure
+}
+
+// checkFilter parses the FILTER flags (exit 2 on a bad one).
+func (c *cli) checkFilter(ff *filterFlags, states []dlstore.State) (filter, int) {
+	f, err := ff.check(states)
+	if err != nil {
+		return f, c.usage("%v", err)
+	}
+	return f, -1
+}
+
+// resolve resolves f's relative times on the broker's clock.
+func (c *cli) resolve(s *session, f filter) (dlstore.Filter, int) {
+	now, err := s.sw.Now(c.ctx)
+	if err != nil {
+		return dlstore.Filter{}, c.fail(err)
+	}
+	out, err := f.at(now)
+	if err != nil {
+		return out, c.usage("%v", err)
+	}
+	return out, -1
+}
+
+func (c *cli) groups(args []string) int {
+	fs := c.flags()
+	ff := addFilterFlags(fs)
+	asJSON := fs.Bool("json", false, "JSON Lines, one group per line")
+	if code := c.parse(fs, args); code >= 0 {
+		return code
+	}
+	pf, code := c.checkFilter(ff, nil) // Groups defaults to the entries not closed
+	if code >= 0 {
+		return code
+	}
+	s, err := c.open()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer s.close()
+	f, code := c.resolve(s, pf)
+	if code >= 0 {
+		return code
+	}
+	gs, err := s.sw.Groups(c.ctx, f)
+	if err != nil {
+		return c.fail(err)
+	}
+	if len(gs) == 0 {
+		return c.notFound("no dead letters match")
+	}
+	if *asJSON {
+		jsonLines(c.stdout, gs)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tSOURCE\tREASON\tCOUNT\tORDERS\tFIRST SEEN\tLAST SEEN\tPOLICY\tDESCRIPTION")
+	for _, g := range gs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", g.ID, g.Source, orDash(g.Reason), g.Count, g.Orders,
+			stamp(g.First), stamp(g.Last), g.Action, shorten(g.Template, 60))
+	}
+	_ = tw.Flush()
+	return exitOK
+}
+
+// entryOut is an entry as list and find print it (without its body and
+// properties: find --json and list --json are for reading, and a body may
+// hold 256 KB).
+type entryOut struct {
+	ID             string         `json:"id"`
+	Source         dlstore.Source `json:"source"`
+	SequenceNumber int64          `json:"sequence_number"`
+	MessageID      string         `json:"message_id"`
+	OrderID        string         `json:"order_id"`
+	Subject        string         `json:"subject,omitempty"`
+	Reason         string         `json:"reason"`
+	Description    string         `json:"description"`
+	Group          string         `json:"group"`
+	State          dlstore.State  `json:"state"`
+	StoredAt       time.Time      `json:"stored_at"`
+	UpdatedAt      time.Time      `json:"updated_at"`
+	AgeSeconds     int64          `json:"age_seconds"`
+	DeliveryCount  int32          `json:"delivery_count"`
+	ReplayCount    int            `json:"replay_count"`
+	NewMessageID   string         `json:"new_message_id,omitempty"`
+}
+
+func entryOf(e dlstore.Entry, now time.Time) entryOut {
+	return entryOut{ID: e.ID, Source: e.Source, SequenceNumber: e.SequenceNumber, MessageID: e.MessageID, OrderID: e.OrderID,
+		Subject: e.Subject, Reason: e.Reason, Description: e.Description, Group: e.Group, State: e.State,
+		StoredAt: e.StoredAt.UTC(), UpdatedAt: e.UpdatedAt.UTC(), AgeSeconds: int64(max(now.Sub(e.StoredAt), 0) / time.Second),
+		DeliveryCount: e.DeliveryCount, ReplayCount: e.ReplayCount, NewMessageID: e.NewMessageID}
+}
+
+func (c *cli) list(args []string) int {
+	fs := c.flags()
+	ff := addFilterFlags(fs)
+	maxN := fs.Int("max", 50, "list at most `N` entries (the oldest)")
+	asJSON := fs.Bool("json", false, "JSON Lines, one entry per line")
+	if code := c.parse(fs, args); code >= 0 {
+		return code
+	}
+	if *maxN < 1 {
+		return c.usage("--max %d: want at least 1", *maxN)
+	}
+	pf, code := c.checkFilter(ff, dlstore.NotClosed().States)
+	if code >= 0 {
+		return code
+	}
+	s, err := c.open()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer s.close()
+	f, code := c.resolve(s, pf)
+	if code >= 0 {
+		return code
+	}
+	now, err := s.sw.Now(c.ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	es, err := s.Store.List(c.ctx, f)
+	if err != nil {
+		return c.fail(err)
+	}
+	if len(es) == 0 {
+		return c.notFound("no dead letters match")
+	}
+	more := max(len(es)-*maxN, 0)
+	es = es[:min(len(es), *maxN)]
+	if *asJSON {
+		out := make([]entryOut, len(es))
+		for i, e := range es {
+			out[i] = entryOf(e, now)
+		}
+		jsonLines(c.stdout, out)
+	} else {
+		printEntries(c.stdout, es, now)
+	}
+	if more > 0 {
+		fmt.Fprintf(c.stderr, "%s: %d more not shown (raise --max or narrow the filter)\n", c.name, more)
+	}
+	return exitOK
+}
+
+func printEntries(w io.Writer, es []dlstore.Entry, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tMESSAGE ID\tORDER\tREASON\tAGE\tREPLAYS\tGROUP\tDESCRIPTION")
+	for _, e := range es {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.ID, e.State, e.MessageID, orDash(e.OrderID), orDash(e.Reason),
+			age(int64(max(now.Sub(e.StoredAt), 0)/time.Second)), e.ReplayCount, e.Group, shorten(e.Description, 50))
+	}
+	_ = tw.Flush()
+}
+
+// orderRow is the order's row in the order table.
+type orderRow struct {
+	OrderID      string    `json:"order_id"`
+	Status       string    `json:"status"`
+	LastSequence int64     `json:"last_sequence"`
+	OccurredAt   time.Time `json:"occurred_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// auditOut is an audit entry as find prints it.
+type auditOut struct {
+	EntryID        string         `json:"entry_id"`
+	N              int            `json:"n"`
+	Action         string         `json:"action"`
+	From           dlstore.State  `json:"from,omitempty"`
+	To             dlstore.State  `json:"to"`
+	Actor          string         `json:"actor"`
+	Source         dlstore.Source `json:"source"`
+	SequenceNumber int64          `json:"sequence_number"`
+	MessageID      string         `json:"message_id"`
+	Reason         string         `json:"reason,omitempty"`
+	NewMessageID   string         `json:"new_message_id,omitempty"`
+	Detail         string         `json:"detail,omitempty"`
+}
+
+// event is one line of find: the order row, an entry (at the time it was
+// stored) or an audit entry, in time order.
+type event struct {
+	Kind  string    `json:"kind"` // "order", "entry" or "audit"
+	At    time.Time `json:"at"`
+	Order *orderRow `json:"order,omitempty"`
+	Entry *entryOut `json:"entry,omitempty"`
+	Audit *auditOut `json:"audit,omitempty"`
+}
+
+func (c *cli) find(args []string) int {
+	fs := c.flags()
+	orderID := fs.String("order", "", "the order `id` (its SessionId; required)")
+	asJSON := fs.Bool("json", false, "JSON Lines, one event per line in time order (kind order, entry or audit)")
+	if code := c.parse(fs, args); code >= 0 {
+		return code
+	}
+	if strings.TrimSpace(*orderID) == "" {
+		return c.usage("--order is required")
+	}
+	s, err := c.open()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer s.close()
+	now, err := s.sw.Now(c.ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	var events []event
+	var unreadable []string
+	switch {
+	case s.Orders == nil:
+		unreadable = append(unreadable, "the order table (not connected)")
+	default:
+		row, err := s.Orders.Get(c.ctx, *orderID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			unreadable = append(unreadable, "the order table ("+err.Error()+")")
+		default:
+			st := row.State
+			events = append(events, event{Kind: "order", At: st.UpdatedAt.UTC(), Order: &orderRow{OrderID: row.OrderID,
+				Status: string(st.Status), LastSequence: st.LastSequence, OccurredAt: st.OccurredAt.UTC(), UpdatedAt: st.UpdatedAt.UTC()}})
+		}
+	}
+	rep, err := s.sw.Order(c.ctx, *orderID)
+	if err != nil {
+		unreadable = append(unreadable, "the dead-letter store ("+err.Error()+")")
+	}
+	for _, e := range rep.Entries {
+		eo := entryOf(e, now)
+		events = append(events, event{Kind: "entry", At: eo.StoredAt, Entry: &eo})
+	}
+	for _, a := range rep.History {
+		events = append(events, event{Kind: "audit", At: a.At.UTC(), Audit: &auditOut{EntryID: a.EntryID, N: a.N, Action: a.Action,
+			From: a.From, To: a.To, Actor: a.Actor, Source: a.Source, SequenceNumber: a.SequenceNumber, MessageID: a.MessageID,
+			Reason: a.Reason, NewMessageID: a.NewMessageID, Detail: a.Detail}})
+	}
+	// Time order; at one instant the entry before its audit entries, and
+	// those by number.
+	rank := map[string]int{"order": 0, "entry": 1, "audit": 2}
+	slices.SortStableFunc(events, func(a, b event) int {
+		if n := a.At.Compare(b.At); n != 0 {
+			return n
+		}
+		if n := cmp.Compare(rank[a.Kind], rank[b.Kind]); n != 0 {
+			return n
+		}
+		if a.Audit != nil && b.Audit != nil {
+			return cmp.Or(cmp.Compare(a.Audit.EntryID, b.Audit.EntryID), cmp.Compare(a.Audit.N, b.Audit.N))
+		}
+		return 0
+	})
+	if len(events) == 0 && len(unreadable) == 0 {
+		return c.notFound("nothing known of order %q: no row in the order table, no dead letters, no audit entries", *orderID)
+	}
+	if *asJSON {
+		jsonLines(c.stdout, events)
+		return c.unreadable(unreadable)
+	}
+	hasRow := slices.ContainsFunc(events, func(e event) bool { return e.Kind == "order" })
+	if !hasRow && len(unreadable) == 0 {
+		fmt.Fprintf(c.stdout, "order %s: no row in the order table\n", *orderID)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tWHAT\tDETAIL")
+	for _, e := range events {
+		switch {
+		case e.Order != nil:
+			fmt.Fprintf(tw, "%s\torder row\tstatus %s, last sequence %d (occurred %s)\n", stamp(e.At), e.Order.Status, e.Order.LastSequence, stamp(e.Order.OccurredAt))
+		case e.Entry != nil:
+			x := e.Entry
+			fmt.Fprintf(tw, "%s\tdead letter %s\t%s seq %d, %s, %s: now %s, %d replays%s\n", stamp(e.At), x.ID, x.Source, x.SequenceNumber,
+				x.MessageID, orDash(x.Reason), x.State, x.ReplayCount, ifSet(", last as ", x.NewMessageID))
+		case e.Audit != nil:
+			x := e.Audit
+			fmt.Fprintf(tw, "%s\t%s by %s\t%s (%s -> %s)%s%s\n", stamp(e.At), x.Action, x.Actor, x.EntryID, orDash(string(x.From)), x.To,
+				ifSet(", as ", x.NewMessageID), ifSet(": ", shorten(x.Detail, 60)))
+		}
+	}
+	_ = tw.Flush()
+	return c.unreadable(unreadable)
+}
+
+func ifSet(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
+}
