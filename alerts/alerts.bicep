@@ -522,8 +522,8 @@ resource failedInvocationsAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-
   }
 }
 
-// The operations workbook: queue and poison depth, dead letters by reason,
-// oldest age, handler results and duration.
+// The operations workbook: queue depth, dead letters by source and reason
+// (depth, oldest age, stored per hour, actions), handler results and duration.
 resource workbook 'Microsoft.Insights/workbooks@2022-04-01' = {
   name: guid(resourceGroup().id, 'orderstatus-operations-workbook')
   location: location

@@ -385,11 +385,11 @@ test('workbook metric charts use the aggregation their titles name', () => {
   broken.items.find((i) => i.name === 'queue-and-poison-depth').content.metrics[0].aggregation = 4;
   assert.match(workbookAggregationProblems(broken).join('\n'), /queue-and-poison-depth: title says max but aggregation 4 is average/);
   const untitled = structuredClone(wb);
-  untitled.items.find((i) => i.name === 'dead-lettered-depth').content.title = 'Dead-lettered messages';
+  untitled.items.find((i) => i.name === 'queue-and-poison-depth').content.title = 'Queue and poison depth';
   assert.match(workbookAggregationProblems(untitled).join('\n'), /does not say which aggregation/);
 });
 
-test('the workbook shows queue and poison depth, dead letters by reason, oldest age, handler results and duration', () => {
+test('the workbook shows queue depth, dead letters by source and reason, oldest age, stored and actions, handler results and duration', () => {
   const text = read('alerts/workbook.json');
   const wb = JSON.parse(text);
   assert.equal(wb.version, 'Notebook/1.0');
@@ -397,13 +397,23 @@ test('the workbook shows queue and poison depth, dead letters by reason, oldest 
   const metrics = items.filter((i) => i.type === 10).map((i) => i.content);
   const queries = items.filter((i) => i.type === 3).map((i) => i.content.query);
   const metricFor = (name) => metrics.find((m) => m.metrics.some((x) => x.metric.endsWith(`--${name}`)));
-  for (const name of ['ActiveMessages', 'DeadletteredMessages']) {
-    const m = metricFor(name);
-    assert.ok(m, `no metric chart for ${name}`);
-    const entities = m.filters?.find((f) => f.key === 'EntityName')?.values ?? [];
-    assert.deepEqual([...entities].sort(), ['order-status', 'order-status-poison'], `${name} chart entities`);
-    assert.deepEqual(m.resourceIds, ['__SERVICE_BUS_NAMESPACE_ID__']);
-  }
+  const active = metricFor('ActiveMessages');
+  assert.ok(active, 'no metric chart for ActiveMessages');
+  assert.deepEqual([...(active.filters?.find((f) => f.key === 'EntityName')?.values ?? [])].sort(), ['order-status', 'order-status-poison'], 'ActiveMessages chart entities');
+  assert.deepEqual(active.resourceIds, ['__SERVICE_BUS_NAMESPACE_ID__']);
+  // The sweeper drains the dead-letter queues within minutes: a chart of the
+  // per-minute DeadletteredMessages gauge would show nothing.
+  assert.equal(metricFor('DeadletteredMessages'), undefined, 'the DeadletteredMessages chart shows nothing once the sweeper drains the queues: read deadletter_stats');
+  const panel = (name) => items.find((i) => i.name === name)?.content.query ?? '';
+  const panelHas = (name, ...needles) => {
+    const q = panel(name);
+    for (const n of needles) assert.ok(q.includes(n), `workbook panel ${name} does not contain ${n}:\n${q}`);
+  };
+  panelHas('dead-letters-by-reason', 'deadletter_stats', 'arg_max(timestamp, run_id) by source', 'depth', 'in_queue', 'left', 'oldest_age_seconds');
+  panelHas('dead-letter-depth', 'deadletter_stats', 'depth', 'strcat(source, "/", reason)');
+  panelHas('dead-letter-oldest-age', 'deadletter_stats', 'oldest_age_seconds', 'timechart');
+  panelHas('dead-letters-stored', 'deadletter_stats', 'stored = sum(stored)', 'bin(timestamp, 1h)');
+  panelHas('dead-letter-actions', 'deadletter_action', 'by action, bin(timestamp, 1h)', 'dcount(');
   const has = (...needles) => queries.some((q) => needles.every((n) => q.includes(n)));
   assert.ok(has('deadletter_stats', 'reason', 'depth'), 'no query for dead letters by reason');
   // Every dead-letter panel counts a line once though it may arrive twice
