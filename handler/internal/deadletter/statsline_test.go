@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -32,6 +37,25 @@ type statsLine struct {
 // statsLineKeys are the keys of the line, which alerts/alerts.bicep
 // describes and the alerts, the workbook and the runbooks' KQL read.
 var statsLineKeys = []string{"time", "level", "msg", "run_id", "source", "reason", "depth", "oldest_age_seconds", "in_queue", "left", "stored"}
+
+// statsGolden holds the lines of every scenario below, as the sweeper
+// logs them (time and run_id made fixed): infra/check evaluates the
+// dead-letter alerts' queries over them offline, so the alerts are checked
+// against what the sweeper writes, not against a hand-written sample.
+const statsGolden = "../../../alerts/testdata/deadletter-stats.json"
+
+var updateStatsGolden = flag.Bool("update-stats-golden", false, "rewrite "+statsGolden+" from the sweeper's lines")
+
+// goldenScenario is one scenario of statsGolden: its runs' lines.
+type goldenScenario struct {
+	Name string     `json:"name"`
+	Runs [][]string `json:"runs"`
+}
+
+var (
+	lineTime  = regexp.MustCompile(`"time":"[^"]*"`)
+	lineRunID = regexp.MustCompile(`"run_id":"[^"]*"`)
+)
 
 // The order-status-dead-lettered and order-status-poison-parked alerts fire
 // on a line with stored > 0 or depth > 0: a message the sweeper drained in
@@ -71,8 +95,50 @@ func TestStatsLinesCountWhatEachRunDrained(t *testing.T) {
 			first:  map[string]want{"dlq/": {}, "poison/InvalidTransition": {1, 0, 1, 1}, "poison-dlq/": {}},
 			second: map[string]want{"dlq/": {}, "poison/InvalidTransition": {1, 0, 1, 0}, "poison-dlq/": {}},
 		},
+		{
+			name: "parked, then dead-lettered on the poison queue, left for a human",
+			put: func(t *testing.T, mb *membroker.Broker, q deadletter.Queues) {
+				parkCopy(t, mb, q.PoisonQueue, "o-4:1", "InvalidTransition")
+				for range 5 {
+					got, err := mb.Receive(context.Background(), broker.Source{Queue: q.PoisonQueue}, 1, 0)
+					if err != nil || len(got) != 1 {
+						t.Fatalf("Receive: %d, %v", len(got), err)
+					}
+					if err := mb.Abandon(context.Background(), broker.Source{Queue: q.PoisonQueue}, got[0]); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			first:  map[string]want{"dlq/": {}, "poison/": {}, "poison-dlq/MaxDeliveryCountExceeded": {1, 0, 1, 1}},
+			second: map[string]want{"dlq/": {}, "poison/": {}, "poison-dlq/MaxDeliveryCountExceeded": {1, 0, 1, 0}},
+		},
 	}
-	for _, tc := range cases {
+	var golden []goldenScenario
+	defer func() {
+		if t.Failed() {
+			return
+		}
+		got, err := json.MarshalIndent(golden, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, '\n')
+		if *updateStatsGolden {
+			if err := os.MkdirAll(filepath.Dir(statsGolden), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(statsGolden, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		have, err := os.ReadFile(statsGolden)
+		if err != nil || !bytes.Equal(have, got) {
+			t.Errorf("%s is not what the sweeper logs (%v); rerun with -update-stats-golden and check the diff:\n%s", statsGolden, err, got)
+		}
+	}()
+	for n, tc := range cases {
+		scenario := goldenScenario{Name: tc.name}
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -87,6 +153,8 @@ func TestStatsLinesCountWhatEachRunDrained(t *testing.T) {
 			s := deadletter.New(mb, dlmem.New(), deadletter.Options{Queues: q,
 				Policy:        deadletter.Policy{Cooldown: time.Hour, MaxReplays: 3},
 				RatePerSecond: 1000, ReceiveWait: time.Millisecond,
+				// A clock that stands still: every age is 0 however slow the machine.
+				Now:    func() time.Time { return time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC) },
 				Logger: slog.New(slog.NewJSONHandler(&logged, nil))})
 			tc.put(t, mb, q)
 			for run, wantLines := range []map[string]want{tc.first, tc.second} {
@@ -95,7 +163,10 @@ func TestStatsLinesCountWhatEachRunDrained(t *testing.T) {
 					t.Fatalf("run %d: %v", run+1, err)
 				}
 				got := map[string]want{}
+				var lines []string
 				for _, line := range rep.StatsLines {
+					fixed := lineTime.ReplaceAllString(line, `"time":"2026-12-01T10:0`+fmt.Sprint(5*run)+`:00Z"`)
+					lines = append(lines, lineRunID.ReplaceAllString(fixed, fmt.Sprintf(`"run_id":"scenario-%d-run-%d"`, n+1, run+1)))
 					var raw map[string]any
 					if err := json.Unmarshal([]byte(line), &raw); err != nil {
 						t.Fatalf("run %d: line %q: %v", run+1, line, err)
@@ -118,6 +189,7 @@ func TestStatsLinesCountWhatEachRunDrained(t *testing.T) {
 					}
 					got[l.Source+"/"+l.Reason] = want{l.Depth, l.InQueue, l.Left, l.Stored}
 				}
+				scenario.Runs = append(scenario.Runs, lines)
 				if len(got) != len(wantLines) {
 					t.Errorf("run %d: lines %v, want %v", run+1, got, wantLines)
 				}
@@ -128,6 +200,7 @@ func TestStatsLinesCountWhatEachRunDrained(t *testing.T) {
 				}
 			}
 		})
+		golden = append(golden, scenario)
 	}
 }
 
