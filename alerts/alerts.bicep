@@ -69,44 +69,15 @@ resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = {
 
 // Metric alerts on the namespace; the EntityName dimension selects queues.
 // Thresholds follow the Azure Monitor Baseline Alerts for Service Bus.
+// Dead letters are not watched by a metric: the sweeper drains both
+// dead-letter queues and the poison queue into the dead-letter store within
+// one schedule period, and DeadletteredMessages and ActiveMessages are
+// message counts sampled once a minute with Average, Minimum and Maximum
+// only, no Total ("Supported metrics - Microsoft.ServiceBus/Namespaces",
+// Azure Monitor reference), so a message drained between two samples never
+// shows. The sweeper's deadletter_stats lines count every message it drains
+// (stored) and every one still open (depth): the log alerts below read them.
 var metricAlerts = [
-  {
-    name: 'order-status-dead-lettered'
-    severity: 2
-    summary: 'Messages are in the dead-letter queue of order-status (MaxDeliveryCountExceeded, TTLExpiredException) or of order-status-poison (parked messages that outlived their 14 day TTL).'
-    metricName: 'DeadletteredMessages'
-    dimensions: [
-      {
-        name: 'EntityName'
-        operator: 'Include'
-        values: [
-          orderStatusQueueName
-          poisonQueueName
-        ]
-      }
-    ]
-    operator: 'GreaterThan'
-    threshold: 0
-    timeAggregation: 'Maximum'
-  }
-  {
-    name: 'order-status-poison-parked'
-    severity: 2
-    summary: 'The handler parked poison messages (InvalidPayload, UnknownSubject, InvalidTransition) in order-status-poison.'
-    metricName: 'ActiveMessages'
-    dimensions: [
-      {
-        name: 'EntityName'
-        operator: 'Include'
-        values: [
-          poisonQueueName
-        ]
-      }
-    ]
-    operator: 'GreaterThan'
-    threshold: 0
-    timeAggregation: 'Maximum'
-  }
   {
     name: 'order-status-backlog'
     severity: 3
@@ -187,16 +158,28 @@ resource metricAlertRules 'Microsoft.Insights/metricAlerts@2018-03-01' = [for al
   }
 }]
 
-// Azure Monitor has no "age of the oldest message" metric. The sweeper logs
-// one JSON line per source and reason on every run,
-//   {"time":"...","level":"INFO","msg":"deadletter_stats","run_id":"<run>","source":"dlq|poison|poison-dlq","reason":"...","depth":N,"oldest_age_seconds":S}
-// and, for a source with no message, one line with reason "" and depth 0.
+// The dead-letter alerts read the sweeper's stats lines. Every run drains
+// order-status/$DeadLetterQueue (source dlq), order-status-poison (poison)
+// and order-status-poison/$DeadLetterQueue (poison-dlq) into the
+// dead-letter store, acts on the store's entries, then logs one JSON line
+// per source and reason:
+//   {"time":"...","level":"INFO","msg":"deadletter_stats","run_id":"<run>","source":"dlq|poison|poison-dlq","reason":"...","depth":N,"oldest_age_seconds":S,"in_queue":Q,"left":L,"stored":K}
+// depth: the store's entries not closed (open, left, replay-due) plus the
+// messages still waiting in Service Bus (in_queue of them: arrived since
+// the drain, or could not be stored); oldest_age_seconds: since the oldest
+// of them reached the store (its StoredAt; for one still in Service Bus,
+// since it was enqueued); left: of depth, left for a human; stored: how
+// many this run drained into the store. A reason drained and closed within
+// the run (a poison InvalidPayload, archived at once) logs depth 0 and
+// stored K. A source with nothing logs one line with reason "" and depth 0.
 // Each line arrives up to twice: from stdout, and from the invocation
 // answer's Logs array (the host writes both as traces, the JSON as the
 // message text, possibly behind a prefix; customDimensions is the fallback).
-// Grouping by run_id, source and reason counts each line once; the latest
-// run of each source is its current state, so a reason that was cleared
-// drops out at the next run instead of lingering for the window.
+// Grouping by run_id, source and reason counts each line once.
+//
+// The age alert: the latest run of each source is its current state, so a
+// reason that was cleared drops out at the next run instead of lingering
+// for the window.
 var deadLetterAgeQuery = '''
 let stats = traces
 | where message has "deadletter_stats"
@@ -214,6 +197,51 @@ stats
 | join kind=inner stats on run_id, source
 | where depth > 0
 | project timestamp, source, reason, depth, oldest_age_seconds
+'''
+
+// The count alerts: a row per source and reason that, in some run of the
+// window, drained a message into the store (stored > 0: the message may
+// have spent seconds in Service Bus, the line still counts it) or still
+// holds entries that are not closed (depth > 0, store and Service Bus
+// alike). A 15 minute window holds three runs of the default 5 minute
+// schedule, so a line that reaches Application Insights late is still
+// evaluated, and the alert resolves 15 minutes after the last such run.
+var deadLetteredQuery = '''
+let stats = traces
+| where message has "deadletter_stats"
+| extend line = iff(message startswith "{", message, extract(@"(\{.*\})", 1, message))
+| extend s = parse_json(line)
+| where coalesce(tostring(s.msg), tostring(customDimensions.msg)) == "deadletter_stats"
+| extend run_id = coalesce(tostring(s.run_id), tostring(customDimensions.run_id)),
+         source = coalesce(tostring(s.source), tostring(customDimensions.source)),
+         reason = coalesce(tostring(s.reason), tostring(customDimensions.reason)),
+         depth = coalesce(tolong(s.depth), tolong(customDimensions.depth)),
+         stored = coalesce(tolong(s.stored), tolong(customDimensions.stored))
+| summarize timestamp = min(timestamp), depth = max(depth), stored = max(stored) by run_id, source, reason;
+stats
+| where source in ("dlq", "poison-dlq")
+| where stored > 0 or depth > 0
+| summarize timestamp = max(timestamp), stored = sum(stored), depth = max(depth) by source, reason
+| project timestamp, source, reason, stored, depth
+'''
+
+var poisonParkedQuery = '''
+let stats = traces
+| where message has "deadletter_stats"
+| extend line = iff(message startswith "{", message, extract(@"(\{.*\})", 1, message))
+| extend s = parse_json(line)
+| where coalesce(tostring(s.msg), tostring(customDimensions.msg)) == "deadletter_stats"
+| extend run_id = coalesce(tostring(s.run_id), tostring(customDimensions.run_id)),
+         source = coalesce(tostring(s.source), tostring(customDimensions.source)),
+         reason = coalesce(tostring(s.reason), tostring(customDimensions.reason)),
+         depth = coalesce(tolong(s.depth), tolong(customDimensions.depth)),
+         stored = coalesce(tolong(s.stored), tolong(customDimensions.stored))
+| summarize timestamp = min(timestamp), depth = max(depth), stored = max(stored) by run_id, source, reason;
+stats
+| where source == "poison"
+| where stored > 0 or depth > 0
+| summarize timestamp = max(timestamp), stored = sum(stored), depth = max(depth) by source, reason
+| project timestamp, source, reason, stored, depth
 '''
 
 // Every sweeper run logs at least one deadletter_stats line per source
@@ -240,6 +268,120 @@ requests
 // The log alerts are declared one by one: only the age alert measures a
 // column (metricMeasureColumn); the others count rows, and a shared
 // loop would have to pass null for it, which Bicep flags (BCP036, BCP321).
+resource deadLetteredAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'order-status-dead-lettered'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'order-status-dead-lettered'
+    description: 'Messages were dead-lettered: the sweeper drained messages from the dead-letter queue of order-status (MaxDeliveryCountExceeded, TTLExpiredException) or of order-status-poison (parked messages that expired or failed 10 deliveries) into the dead-letter store, or entries from them are still open there. Runbook: ${runbookBaseUrl}/order-status-dead-lettered.md'
+    severity: 2
+    enabled: true
+    scopes: [
+      appInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: deadLetteredQuery
+          timeAggregation: 'Count'
+          dimensions: [
+            {
+              name: 'source'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+            {
+              name: 'reason'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+      customProperties: {
+        runbook: '${runbookBaseUrl}/order-status-dead-lettered.md'
+      }
+    }
+  }
+}
+
+resource poisonParkedAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'order-status-poison-parked'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'order-status-poison-parked'
+    description: 'The handler parked poison messages (InvalidPayload, UnknownSubject, InvalidTransition, RetryWindowExceeded, OrderNeverCreated) in order-status-poison: the sweeper drained them into the dead-letter store, or entries from them are still open there. Runbook: ${runbookBaseUrl}/order-status-poison-parked.md'
+    severity: 2
+    enabled: true
+    scopes: [
+      appInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: poisonParkedQuery
+          timeAggregation: 'Count'
+          dimensions: [
+            {
+              name: 'source'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+            {
+              name: 'reason'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+      customProperties: {
+        runbook: '${runbookBaseUrl}/order-status-poison-parked.md'
+      }
+    }
+  }
+}
+
 resource deadLetterAgeAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
   name: 'dead-letter-oldest-age'
   location: location
@@ -380,8 +522,8 @@ resource failedInvocationsAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-
   }
 }
 
-// The operations workbook: queue and poison depth, dead letters by reason,
-// oldest age, handler results and duration.
+// The operations workbook: queue depth, dead letters by source and reason
+// (depth, oldest age, stored per hour, actions), handler results and duration.
 resource workbook 'Microsoft.Insights/workbooks@2022-04-01' = {
   name: guid(resourceGroup().id, 'orderstatus-operations-workbook')
   location: location
@@ -398,6 +540,8 @@ resource workbook 'Microsoft.Insights/workbooks@2022-04-01' = {
 output actionGroupId string = actionGroup.id
 output workbookId string = workbook.id
 output alertNames array = concat(map(metricAlerts, a => a.name), [
+  deadLetteredAlert.name
+  poisonParkedAlert.name
   deadLetterAgeAlert.name
   sweeperHeartbeatAlert.name
   failedInvocationsAlert.name

@@ -16,8 +16,47 @@ const runbookDir = path.join(repoRoot, 'alerts/runbooks');
 const project = await Project.load();
 const runbooks = readRunbooks(runbookDir);
 
-// Runbooks whose first mitigation step is the sweeper policy in dry-run mode.
-const DEAD_LETTER_RUNBOOKS = ['order-status-dead-lettered', 'order-status-poison-parked', 'dead-letter-oldest-age'];
+// The dead-letter runbooks, rewritten for the dead-letter store (issue 16).
+const DEAD_LETTER_RUNBOOKS = ['order-status-dead-lettered', 'order-status-poison-parked', 'dead-letter-oldest-age', 'dead-letter-sweeper-heartbeat'];
+
+// The handler sub-commands that change something.
+const ACTIONS = ['replay', 'discard', 'archive', 'restore', 'sweep'];
+
+/**
+ * Problems with the order of the handler commands of one dead-letter
+ * runbook: it starts with stats, then groups, then find --order; its first
+ * action is a --dry-run, and the same action without it follows; the
+ * Verification section reads stats again.
+ */
+export function deadLetterRunbookProblems(book) {
+  const problems = [];
+  const all = handlerInvocations(book.text);
+  const findAt = all.findIndex((i) => i.sub === 'find' && i.flags.includes('--order'));
+  const opening = all.slice(0, findAt + 1).map((i) => i.sub).join(' ');
+  if (findAt < 0 || !/^stats (groups )+find$/.test(opening)) {
+    problems.push(`${book.name}.md: handler commands start "${opening || all.slice(0, 3).map((i) => i.sub).join(' ')}", want stats, groups, then find --order`);
+  }
+  const actions = all.filter((i) => ACTIONS.includes(i.sub));
+  const firstAction = actions[0];
+  if (!firstAction) {
+    problems.push(`${book.name}.md: no action (${ACTIONS.join(', ')})`);
+  } else {
+    if (!firstAction.flags.includes('--dry-run')) problems.push(`${book.name}.md: first action "${firstAction.command}" is not a --dry-run`);
+    const filter = (i) => i.flags.filter((f) => !['--dry-run', '--yes', '--json'].includes(f)).join(' ');
+    const real = actions.find((i) => i.sub === firstAction.sub && !i.flags.includes('--dry-run') && filter(i) === filter(firstAction));
+    if (!real) problems.push(`${book.name}.md: "${firstAction.command}" is not followed by the same command without --dry-run`);
+    if (all.indexOf(firstAction) < findAt) problems.push(`${book.name}.md: an action comes before stats, groups and find --order`);
+  }
+  const verification = book.sections.get('Verification');
+  if (!verification || !handlerInvocations(verification.text).some((i) => i.sub === 'stats')) {
+    problems.push(`${book.name}.md: ## Verification does not run handler deadletters stats`);
+  }
+  return problems;
+}
+
+// A promise of a CLI to come (issue 16: "until the CLI exists" was written 13
+// times after the CLI shipped).
+const CLI_TO_COME = /until (the|that) CLI|once it exists|CLI does not exist|not (yet )?released/i;
 
 test('the alerts the issue asks for exist, each watching the right signal and carrying its runbook link', () => {
   assert.deepEqual(checkAlerts(project), []);
@@ -56,27 +95,38 @@ for (const book of runbooks) {
     assert.match(code, /(^|\s)az\s/m, `${book.name}.md: Diagnosis has no az command`);
     assert.ok(diagnosis.codeBlocks.some((b) => b.lang === 'kql'), `${book.name}.md: Diagnosis has no KQL`);
     assert.ok(book.codeBlocks.every((b) => !b.unterminated), `${book.name}.md has an unterminated code block`);
-    // Where a runbook uses the handler CLI, it also says what to do without it.
-    for (const section of ['Diagnosis', 'Mitigation']) {
-      const s = book.sections.get(section);
-      if (handlerInvocations(s.text).length > 0) {
-        assert.match(s.text, /Until the CLI exists/, `${book.name}.md: ## ${section} uses bin/handler without an az or portal equivalent`);
-      }
-    }
+    assert.doesNotMatch(book.text, CLI_TO_COME, `${book.name}.md promises a CLI to come; the CLI exists`);
   });
 }
 
 for (const name of DEAD_LETTER_RUNBOOKS) {
-  test(`runbook ${name}: mitigation starts with handler deadletters sweep --dry-run`, () => {
+  test(`runbook ${name}: stats, groups, find --order, the action as a --dry-run first, stats to verify`, () => {
     const book = runbooks.find((b) => b.name === name);
     assert.ok(book, `no runbook ${name}`);
-    const first = handlerInvocations(book.sections.get('Mitigation').text)[0];
-    assert.ok(first, `${name}.md: Mitigation names no handler command`);
-    assert.deepEqual([first.group, first.sub, first.flags], ['deadletters', 'sweep', ['--dry-run']], `first command: ${first.command}`);
-    const firstBlock = book.sections.get('Mitigation').codeBlocks[0].code.trim().split('\n')[0];
-    assert.match(firstBlock, /handler deadletters sweep --dry-run$/);
+    assert.deepEqual(deadLetterRunbookProblems(book), []);
   });
 }
+
+test('the dead-letter runbook order check can fail', () => {
+  const book = runbooks.find((b) => b.name === 'order-status-dead-lettered');
+  const broken = (from, to) => {
+    assert.ok(book.text.includes(from), `no longer contains ${JSON.stringify(from)}: update this case`);
+    const text = book.text.replace(from, to);
+    return deadLetterRunbookProblems({ name: book.name, text, ...parseRunbook(text) }).join('\n');
+  };
+  assert.match(broken('bin/handler deadletters groups --source dlq\n', ''), /start "stats find", want stats, groups, then find --order/);
+  assert.match(broken('--state open --dry-run\n   bin/handler deadletters replay --source dlq --reason MaxDeliveryCountExceeded --state open --yes', '--state open --yes'),
+    /first action .* is not a --dry-run/);
+  assert.match(broken('bin/handler deadletters replay --source dlq --reason MaxDeliveryCountExceeded --state open --yes', 'bin/handler deadletters replay --source dlq --state open --yes'),
+    /is not followed by the same command without --dry-run/);
+  assert.match(broken('```sh\nbin/handler deadletters stats\nbin/handler deadletters find', '```sh\nbin/handler deadletters find'), /Verification does not run handler deadletters stats/);
+  for (const promise of ['Until the CLI exists: use the portal', 'until that CLI is released']) assert.match(promise, CLI_TO_COME);
+});
+
+test('no runbook and not alerts/README.md promises a CLI to come', () => {
+  assert.doesNotMatch(read('alerts/README.md'), CLI_TO_COME);
+  for (const book of runbooks) assert.doesNotMatch(book.text, CLI_TO_COME, book.name);
+});
 
 // The host's writes to its diagnostic-events tables are refused by design
 // (Table Data Contributor is scoped to our tables; docs/deploy.md, "Identity
@@ -128,7 +178,7 @@ test('the az commands and error-log queries in the runbooks avoid the known empt
   const throttled = runbooks.find((b) => b.name === 'service-bus-throttled-requests').text;
   const cases = [
     [failed, `   | ${DIAGNOSTIC_EVENTS_FILTER}\n`, '', /error-log query without/],
-    [throttled, '--num-results 50 --query items -o table', '--num-results 50 -o table', /needs --query items/],
+    ['```sh\naz storage entity query --account-name "$ST" --table-name deadletters --auth-mode login --num-results 50 --query items -o table\n```\n', '--num-results 50 --query items -o table', '--num-results 50 -o table', /needs --query items/],
     [throttled, '--query "{state: state, scale: functionAppConfig.scaleAndConcurrency}"', '--query properties.functionAppConfig.scaleAndConcurrency', /flattens properties/],
     [throttled, '--maximum-instance-count 40', '--maximum-instance-count 20', /--maximum-instance-count 20: Flex Consumption accepts 40 to 1000/],
     [read('alerts/README.md'), 'query --apps "$APPI"', 'query --app "$APPI"', /takes --apps/],
@@ -174,7 +224,7 @@ test('the runbook checks can fail', async () => {
     ["'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'", "'odata.type': 'Microsoft.Azure.Monitor.MultipleResourceMultipleMetricCriteria'", /criteria odata\.type/],
     ["criterionType: 'StaticThresholdCriterion'", "criterionType: 'DynamicThresholdCriterion'", /criterionType DynamicThresholdCriterion/],
     ["threshold: 0\n    timeAggregation: 'Total'\n  }\n  {\n    name: 'service-bus-throttled-requests'", "threshold: 0\n    timeAggregation: 'Average'\n  }\n  {\n    name: 'service-bus-throttled-requests'", /service-bus-server-errors: timeAggregation Average for ServerErrors, want one of Total/],
-    ["threshold: 0\n    timeAggregation: 'Maximum'\n  }\n  {\n    name: 'order-status-poison-parked'", "threshold: 0\n    timeAggregation: 'Total'\n  }\n  {\n    name: 'order-status-poison-parked'", /order-status-dead-lettered: timeAggregation Total for DeadletteredMessages/],
+    ["threshold: 0\n    timeAggregation: 'Total'\n  }\n  {\n    name: 'service-bus-throttled-requests'", "threshold: 0\n    timeAggregation: 'Maximum'\n  }\n  {\n    name: 'service-bus-throttled-requests'", /service-bus-server-errors: timeAggregation Maximum for ServerErrors/],
     ["evaluationFrequency: 'PT1M'\n    windowSize: 'PT5M'", "evaluationFrequency: 'PT15M'\n    windowSize: 'PT5M'", /evaluationFrequency PT15M is longer than windowSize PT5M/],
     // Log alert shape.
     ["name: 'order-status-failed-invocations'\n  location: location\n  tags: tags\n  kind: 'LogAlert'", "name: 'order-status-failed-invocations'\n  location: location\n  tags: tags\n  kind: 'SimpleLogAlert'", /kind SimpleLogAlert, want LogAlert/],
@@ -189,6 +239,96 @@ test('the runbook checks can fail', async () => {
     const problems = checkAlerts(p);
     assert.match(problems.join('\n'), want, `for ${JSON.stringify(from)} got:\n${problems.join('\n') || '(none)'}`);
   }
+});
+
+// Issue 16: the sweeper drains a dead letter within one schedule period, so
+// the dead-lettered and poison-parked alerts must see a message that spent
+// only seconds in Service Bus. They read the sweeper's lines, whose stored
+// field counts every message a run drained; each mutation below is a way to
+// lose that and must fail the checks.
+test('the dead-letter count alerts fire on a message the sweeper drained within minutes', async () => {
+  const source = read('alerts/alerts.bicep');
+  const queries = logAlertQueries(project);
+  for (const name of ['order-status-dead-lettered', 'order-status-poison-parked']) {
+    assert.equal(alertRules(project).find((r) => r.name === name)?.kind, 'log', `${name} must be a log alert on the sweeper's lines`);
+    assert.match(queries[name], /\| where stored > 0 or depth > 0\n/, `${name} must count a run's stored messages`);
+  }
+  const deadLettered = source.slice(source.indexOf('var deadLetteredQuery'), source.indexOf('var poisonParkedQuery'));
+  const oldMetric = `var metricAlerts = [
+  {
+    name: 'order-status-dead-lettered'
+    severity: 2
+    summary: 'x'
+    metricName: 'DeadletteredMessages'
+    dimensions: [
+      {
+        name: 'EntityName'
+        operator: 'Include'
+        values: [
+          orderStatusQueueName
+          poisonQueueName
+        ]
+      }
+    ]
+    operator: 'GreaterThan'
+    threshold: 0
+    timeAggregation: 'Maximum'
+  }
+`;
+  const cases = [
+    // Only what is still open: a message drained and closed in one run
+    // (a poison InvalidPayload archived at once) would never fire.
+    [deadLettered, deadLettered.replace('| where stored > 0 or depth > 0', '| where depth > 0'), /order-status-dead-lettered: query must contain where stored > 0 or depth > 0/],
+    // stored not read from the line at all.
+    [deadLettered, deadLettered.replace('stored = coalesce(tolong(s.stored), tolong(customDimensions.stored))', 'stored = 0'), /order-status-dead-lettered: query must contain stored = coalesce/],
+    // The poison queue's dead-letter queue forgotten.
+    [deadLettered, deadLettered.replace('source in ("dlq", "poison-dlq")', 'source == "dlq"'), /order-status-dead-lettered: query must contain where source in \("dlq", "poison-dlq"\)/],
+    // A window shorter than a sweeper period can miss a run's line.
+    ["evaluationFrequency: 'PT5M'\n    windowSize: 'PT15M'\n    autoMitigate: true\n    criteria: {\n      allOf: [\n        {\n          query: deadLetteredQuery", "evaluationFrequency: 'PT5M'\n    windowSize: 'PT5M'\n    autoMitigate: true\n    criteria: {\n      allOf: [\n        {\n          query: deadLetteredQuery", /order-status-dead-lettered: windowSize PT5M, want PT15M/],
+    // Back to the Service Bus gauge, sampled per minute.
+    ["var metricAlerts = [\n", oldMetric, /order-status-dead-lettered: kind metric, want log/],
+    ["query: poisonParkedQuery\n          timeAggregation: 'Count'\n          dimensions: [", "query: poisonParkedQuery\n          timeAggregation: 'Count'\n          dimensions: [\n          ]\n          x: [", /order-status-poison-parked: dimensions \[\], want \["source","reason"\]/],
+  ];
+  for (const [from, to, want] of cases) {
+    assert.ok(source.includes(from), `alerts.bicep no longer contains ${JSON.stringify(from.slice(0, 80))}: update this case`);
+    const p = await Project.load({ 'alerts/alerts.bicep': source.replace(from, to) });
+    const problems = checkAlerts(p);
+    assert.match(problems.join('\n'), want, `got:\n${problems.join('\n') || '(none)'}`);
+  }
+});
+
+/**
+ * The fields of the deadletter_stats line, read from the sweeper's Go source
+ * (the attributes emitStats logs), plus slog's own keys.
+ */
+function statsLineFields() {
+  const go = read('handler/internal/deadletter/sweeper.go');
+  const start = go.indexOf('func (s *Sweeper) emitStats(');
+  assert.ok(start >= 0, 'no emitStats in handler/internal/deadletter/sweeper.go: update this check');
+  const body = go.slice(start, go.indexOf('\n}\n', start));
+  const fields = [...body.matchAll(/slog\.\w+\("(\w+)"/g)].map((m) => m[1]);
+  assert.ok(fields.length >= 5, `found only ${fields} in emitStats`);
+  return new Set(['time', 'level', 'msg', ...fields]);
+}
+
+/** The line fields a deadletter_stats query reads (s.<f> and customDimensions.<f>) that the line does not have. */
+function unknownStatsFields(query, fields) {
+  const read = [...query.matchAll(/\b(?:s|customDimensions)\.(\w+)/g)].map((m) => m[1]);
+  return [...new Set(read.filter((f) => !fields.has(f)))];
+}
+
+test('every deadletter_stats query reads only fields the sweeper logs', () => {
+  const fields = statsLineFields();
+  for (const f of ['depth', 'oldest_age_seconds', 'in_queue', 'left', 'stored']) assert.ok(fields.has(f), `the sweeper's line has no ${f}`);
+  const queries = [
+    ...Object.entries(logAlertQueries(project)).map(([n, q]) => [`alert ${n}`, q]),
+    ...JSON.parse(read('alerts/workbook.json')).items.filter((i) => i.type === 3).map((i) => [`workbook ${i.name}`, i.content.query]),
+    ...runbooks.flatMap((b) => b.codeBlocks.filter((c) => c.lang === 'kql').map((c) => [`${b.name}.md:${c.line}`, c.code])),
+  ].filter(([, q]) => q.includes('deadletter_stats'));
+  assert.ok(queries.length >= 8, `found ${queries.length} deadletter_stats queries`);
+  for (const [where, q] of queries) assert.deepEqual(unknownStatsFields(q, fields), [], `${where} reads fields the line does not have`);
+  const age = logAlertQueries(project)['dead-letter-oldest-age'];
+  assert.deepEqual(unknownStatsFields(age.replace('s.oldest_age_seconds', 's.oldest_age'), fields), ['oldest_age']);
 });
 
 test('the workbook resource: shared, in the workbook gallery, on Application Insights, content from workbook.json', async () => {
@@ -245,11 +385,11 @@ test('workbook metric charts use the aggregation their titles name', () => {
   broken.items.find((i) => i.name === 'queue-and-poison-depth').content.metrics[0].aggregation = 4;
   assert.match(workbookAggregationProblems(broken).join('\n'), /queue-and-poison-depth: title says max but aggregation 4 is average/);
   const untitled = structuredClone(wb);
-  untitled.items.find((i) => i.name === 'dead-lettered-depth').content.title = 'Dead-lettered messages';
+  untitled.items.find((i) => i.name === 'queue-and-poison-depth').content.title = 'Queue and poison depth';
   assert.match(workbookAggregationProblems(untitled).join('\n'), /does not say which aggregation/);
 });
 
-test('the workbook shows queue and poison depth, dead letters by reason, oldest age, handler results and duration', () => {
+test('the workbook shows queue depth, dead letters by source and reason, oldest age, stored and actions, handler results and duration', () => {
   const text = read('alerts/workbook.json');
   const wb = JSON.parse(text);
   assert.equal(wb.version, 'Notebook/1.0');
@@ -257,13 +397,23 @@ test('the workbook shows queue and poison depth, dead letters by reason, oldest 
   const metrics = items.filter((i) => i.type === 10).map((i) => i.content);
   const queries = items.filter((i) => i.type === 3).map((i) => i.content.query);
   const metricFor = (name) => metrics.find((m) => m.metrics.some((x) => x.metric.endsWith(`--${name}`)));
-  for (const name of ['ActiveMessages', 'DeadletteredMessages']) {
-    const m = metricFor(name);
-    assert.ok(m, `no metric chart for ${name}`);
-    const entities = m.filters?.find((f) => f.key === 'EntityName')?.values ?? [];
-    assert.deepEqual([...entities].sort(), ['order-status', 'order-status-poison'], `${name} chart entities`);
-    assert.deepEqual(m.resourceIds, ['__SERVICE_BUS_NAMESPACE_ID__']);
-  }
+  const active = metricFor('ActiveMessages');
+  assert.ok(active, 'no metric chart for ActiveMessages');
+  assert.deepEqual([...(active.filters?.find((f) => f.key === 'EntityName')?.values ?? [])].sort(), ['order-status', 'order-status-poison'], 'ActiveMessages chart entities');
+  assert.deepEqual(active.resourceIds, ['__SERVICE_BUS_NAMESPACE_ID__']);
+  // The sweeper drains the dead-letter queues within minutes: a chart of the
+  // per-minute DeadletteredMessages gauge would show nothing.
+  assert.equal(metricFor('DeadletteredMessages'), undefined, 'the DeadletteredMessages chart shows nothing once the sweeper drains the queues: read deadletter_stats');
+  const panel = (name) => items.find((i) => i.name === name)?.content.query ?? '';
+  const panelHas = (name, ...needles) => {
+    const q = panel(name);
+    for (const n of needles) assert.ok(q.includes(n), `workbook panel ${name} does not contain ${n}:\n${q}`);
+  };
+  panelHas('dead-letters-by-reason', 'deadletter_stats', 'arg_max(timestamp, run_id) by source', 'depth', 'in_queue', 'left', 'oldest_age_seconds');
+  panelHas('dead-letter-depth', 'deadletter_stats', 'depth', 'strcat(source, "/", reason)');
+  panelHas('dead-letter-oldest-age', 'deadletter_stats', 'oldest_age_seconds', 'timechart');
+  panelHas('dead-letters-stored', 'deadletter_stats', 'stored = sum(stored)', 'bin(timestamp, 1h)');
+  panelHas('dead-letter-actions', 'deadletter_action', 'by action, bin(timestamp, 1h)', 'dcount(');
   const has = (...needles) => queries.some((q) => needles.every((n) => q.includes(n)));
   assert.ok(has('deadletter_stats', 'reason', 'depth'), 'no query for dead letters by reason');
   // Every dead-letter panel counts a line once though it may arrive twice

@@ -1,13 +1,17 @@
 // Keeps every `handler <group> <sub> --flag` command a runbook names in step
 // with the CLI.
 //
-// Offline, always: each command is one the architecture defines
-// (deadletters list|stats|sweep|replay|discard, publish
-// status|timeout|cancel-timeout).
+// Offline, always: each command is one the dead-letter store's CLI defines
+// (issue 16: deadletters stats|groups|find|list|replay|discard|archive|
+// restore|sweep; publish status|timeout|cancel-timeout), each flag one its
+// sub-command takes, and each command line usable as written: find needs
+// --order, restore and --body need --id, --id excludes a filter, and an
+// action on a filter that is not a --dry-run carries --yes (it may select
+// more than one entry, and off a terminal the CLI refuses it without).
 //
-// Once the CLI exists (bin/handler is built and `bin/handler deadletters
+// Once the CLI is built (bin/handler exists and `bin/handler deadletters
 // --help` exits 0): each sub-command appears in its group's help, and each
-// flag in the help of its group or sub-command. Until then the test is
+// flag in the help of its group or sub-command. Until then that test is
 // skipped with the reason. `make test` builds bin/handler before these checks.
 
 import test from 'node:test';
@@ -21,11 +25,61 @@ import { readRunbooks, handlerInvocations } from './lib/runbooks.mjs';
 
 const handlerBin = path.join(repoRoot, 'bin', 'handler');
 
-/** The sub-commands ARCHITECTURE.md gives each CLI group. */
+/** The filter flags of the deadletters commands that select entries. */
+const FILTER = ['--source', '--reason', '--group', '--order', '--since', '--until', '--text', '--state'];
+
+/**
+ * The sub-commands of each CLI group and the flags each takes (--help and
+ * --json are everywhere): the dead-letter CLI as issue 16 defines it, and
+ * publish as ARCHITECTURE.md does.
+ */
 const KNOWN = {
-  deadletters: ['list', 'stats', 'sweep', 'replay', 'discard'],
-  publish: ['status', 'timeout', 'cancel-timeout'],
+  deadletters: {
+    stats: [],
+    groups: FILTER,
+    find: ['--order'],
+    list: [...FILTER, '--max'],
+    replay: ['--id', '--body', ...FILTER, '--dry-run', '--yes'],
+    discard: ['--id', ...FILTER, '--dry-run', '--yes'],
+    archive: ['--id', ...FILTER, '--dry-run', '--yes'],
+    restore: ['--id'],
+    sweep: ['--dry-run'],
+  },
+  publish: {
+    status: ['--order-id', '--status', '--sequence'],
+    timeout: ['--order-id'],
+    'cancel-timeout': ['--order-id'],
+  },
 };
+const EVERYWHERE = ['--help', '--json'];
+const ACTIONS = ['replay', 'discard', 'archive'];
+
+/** Problems of one invocation against KNOWN and the CLI's usage rules. */
+export function usageProblems(i) {
+  const where = `${i.source}: "${i.command}"`;
+  const subs = KNOWN[i.group];
+  if (!subs) return [`${where}: unknown group ${i.group}`];
+  const takes = subs[i.sub];
+  if (!takes) return [`${where}: unknown sub-command ${i.sub} (want one of ${Object.keys(subs).join(', ')})`];
+  const problems = [];
+  for (const f of i.flags) {
+    if (!takes.includes(f) && !EVERYWHERE.includes(f)) problems.push(`${where}: ${i.group} ${i.sub} takes no ${f}`);
+  }
+  if (i.group !== 'deadletters') return problems;
+  const has = (f) => i.flags.includes(f);
+  const filtered = i.flags.some((f) => FILTER.includes(f));
+  if (i.sub === 'find' && !has('--order')) problems.push(`${where}: find needs --order`);
+  if (i.sub === 'restore' && !has('--id')) problems.push(`${where}: restore needs --id`);
+  if (has('--body') && !has('--id')) problems.push(`${where}: --body needs --id`);
+  if (ACTIONS.includes(i.sub)) {
+    if (has('--id') && filtered) problems.push(`${where}: --id and a filter exclude each other`);
+    if (!has('--id') && !filtered) problems.push(`${where}: ${i.sub} needs --id or a filter`);
+    if (filtered && !has('--dry-run') && !has('--yes')) {
+      problems.push(`${where}: ${i.sub} on a filter may select more than one entry: add --yes (or --dry-run)`);
+    }
+  }
+  return problems;
+}
 
 const sources = [
   ...readRunbooks(path.join(repoRoot, 'alerts/runbooks')).map((r) => ({ name: path.relative(repoRoot, r.file), text: r.text })),
@@ -41,9 +95,10 @@ test('the parser finds handler commands however they are written', () => {
     './bin/handler deadletters list --source=dlq --max 20   # a comment --ignored',
     'handler publish cancel-timeout --order-id o-1 | tee out.txt --not-a-flag',
     'bin/handler deadletters replay \\',
-    '  --source dlq --message-id "o-1:2"',
+    '  --source dlq --reason MaxDeliveryCountExceeded --yes',
     'echo "$(bin/handler deadletters stats)"',
     'azd env set X 1 && bin/handler deadletters discard --source poison',
+    'bin/handler deadletters find --order "<order id>" --json > order.jsonl',
     '```',
   ].join('\n');
   const got = handlerInvocations(md).map((i) => [i.group, i.sub, i.flags]);
@@ -51,21 +106,45 @@ test('the parser finds handler commands however they are written', () => {
     ['deadletters', 'sweep', ['--dry-run']],
     ['deadletters', 'list', ['--source', '--max']],
     ['publish', 'cancel-timeout', ['--order-id']],
-    ['deadletters', 'replay', ['--source', '--message-id']],
+    ['deadletters', 'replay', ['--source', '--reason', '--yes']],
     ['deadletters', 'stats', []],
     ['deadletters', 'discard', ['--source']],
+    ['deadletters', 'find', ['--order', '--json']],
   ]);
 });
 
-test('the runbooks name handler commands', () => {
+test('the runbooks name the dead-letter commands of the store', () => {
   assert.ok(invocations.length > 0, 'no handler command found in the runbooks');
-  assert.ok(invocations.some((i) => i.sub === 'sweep' && i.flags.includes('--dry-run')), 'no runbook runs deadletters sweep --dry-run');
+  const used = new Set(invocations.map((i) => `${i.group} ${i.sub}`));
+  for (const sub of Object.keys(KNOWN.deadletters)) assert.ok(used.has(`deadletters ${sub}`), `no runbook runs handler deadletters ${sub}`);
+  assert.ok(invocations.some((i) => ACTIONS.includes(i.sub) && i.flags.includes('--dry-run') && !i.flags.includes('--id')),
+    'no runbook runs a bulk action as a --dry-run');
 });
 
-test('every handler command in the runbooks is one the architecture defines', () => {
-  for (const i of invocations) {
-    assert.ok(i.group in KNOWN, `${i.source}: unknown group in "${i.command}"`);
-    assert.ok(KNOWN[i.group].includes(i.sub), `${i.source}: unknown sub-command in "${i.command}"`);
+test('every handler command in the runbooks is one the CLI defines, with flags it takes, usable as written', () => {
+  assert.deepEqual(invocations.flatMap(usageProblems), []);
+});
+
+test('the usage check can fail', () => {
+  const cases = [
+    ['bin/handler deadletters replay --source dlq --message-id x', /replay takes no --message-id/],
+    ['bin/handler deadletters purge --state archived', /unknown sub-command purge/],
+    ['bin/handler deadletters find "<order id>"', /find needs --order/],
+    ['bin/handler deadletters restore --group g', /restore takes no --group.*\n.*restore needs --id/],
+    ['bin/handler deadletters replay --source dlq --body fixed.json', /--body needs --id/],
+    ['bin/handler deadletters discard --id x --source poison', /--id and a filter exclude each other/],
+    ['bin/handler deadletters archive', /archive needs --id or a filter/],
+    ['bin/handler deadletters discard --source poison --reason InvalidTransition', /may select more than one entry: add --yes/],
+    ['bin/handler deadletters stats --max 3', /stats takes no --max/],
+  ];
+  for (const [line, want] of cases) {
+    const [i] = handlerInvocations('```sh\n' + line + '\n```\n').map((x) => ({ ...x, source: 'x.md' }));
+    assert.match(usageProblems(i).join('\n'), want, line);
+  }
+  for (const line of ['bin/handler deadletters discard --source poison --state left --yes', 'bin/handler deadletters replay --id x --body f.json',
+    'bin/handler deadletters archive --group g --dry-run', 'bin/handler deadletters find --order o-1 --json']) {
+    const [i] = handlerInvocations('```sh\n' + line + '\n```\n').map((x) => ({ ...x, source: 'x.md' }));
+    assert.deepEqual(usageProblems(i), [], line);
   }
 });
 
@@ -137,22 +216,22 @@ test('the CLI help check can pass, fail and skip', (t) => {
   };
   // Go's flag package prints flags with one dash: -dry-run.
   const usage = (flags) => `case "$1 $2" in
-  "deadletters --help") echo "usage: handler deadletters list|stats|sweep|replay|discard"; exit 0;;
+  "deadletters --help") echo "usage: handler deadletters stats|groups|find|list|replay|discard|archive|restore|sweep"; exit 0;;
   "publish --help") echo "usage: handler publish status|timeout|cancel-timeout"; exit 0;;
   *) for f in ${flags}; do echo "  -$f string" >&2; done; exit 0;;
 esac`;
-  const all = 'dry-run source reason max message-id order-id status sequence';
+  const all = 'dry-run yes json id body source reason group order since until text state max order-id status sequence';
   const complete = fake('complete', usage(all));
-  const noMessageId = fake('no-message-id', usage(all.replace('message-id ', '')));
+  const noGroup = fake('no-group', usage(all.replace('group ', '')));
   const old = fake('old', 'echo "handler: unknown command" >&2; exit 2');
 
-  const sample = handlerInvocations('```sh\nbin/handler deadletters replay --source dlq --message-id x\nbin/handler deadletters sweep --dry-run\nbin/handler publish status --order-id o-1\n```\n')
+  const sample = handlerInvocations('```sh\nbin/handler deadletters replay --group g --state open --dry-run\nbin/handler deadletters sweep --dry-run\nbin/handler publish status --order-id o-1\n```\n')
     .map((i) => ({ ...i, source: 'sample.md' }));
   assert.deepEqual(checkCli(complete, sample), { problems: [] });
   assert.deepEqual(checkCli(complete, invocations), { problems: [] }, 'the fake CLI must know every flag the runbooks use');
-  const failing = checkCli(noMessageId, sample);
+  const failing = checkCli(noGroup, sample);
   assert.equal(failing.problems?.length, 1, JSON.stringify(failing));
-  assert.match(failing.problems[0], /flag --message-id/);
+  assert.match(failing.problems[0], /flag --group/);
   assert.match(checkCli(old, sample).unavailable, /does not exist yet .*exited 2/);
   assert.match(checkCli(path.join(dir, 'absent'), sample).unavailable, /is not built/);
   const unknownSub = handlerInvocations('```sh\nbin/handler deadletters purge\n```\n').map((i) => ({ ...i, source: 'x.md' }));

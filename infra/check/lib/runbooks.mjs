@@ -67,7 +67,8 @@ export function handlerInvocations(markdown) {
   for (const block of codeBlocks(markdown)) {
     const joined = block.code.replace(/\\\n/g, ' ');
     for (const rawLine of joined.split('\n')) {
-      const line = rawLine.replace(/(^|\s)#.*$/, '');
+      // A quoted placeholder ("<order id>") is one word, not a redirect.
+      const line = rawLine.replace(/(^|\s)#.*$/, '').replace(/"<[^"<>]*>"/g, '"_"');
       const re = /(?:^|[\s;&|(`$])(?:\.\/)?(?:bin\/)?handler\s+([a-z][\w-]*)\s+([a-z][\w-]*)([^;&|<>`)]*)/g;
       let m;
       while ((m = re.exec(line)) !== null) {
