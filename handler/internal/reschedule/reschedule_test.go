@@ -63,7 +63,7 @@ func original() Original {
 	return Original{
 		MessageID: "o-1:2", SessionID: "o-1", SequenceNumber: 17, Subject: "OrderStatusChanged",
 		ContentType: "application/json", CorrelationID: "corr-1",
-		Body: []byte(`{"orderId":"o-1","status":"Paid","sequence":2}`),
+		Body:                  []byte(`{"orderId":"o-1","status":"Paid","sequence":2}`),
 		ApplicationProperties: map[string]any{"Source": "checkout", "Hops": json.Number("3")},
 	}
 }
