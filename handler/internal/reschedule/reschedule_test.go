@@ -228,3 +228,28 @@ func TestScheduleErrors(t *testing.T) {
 		t.Errorf("no scheduler: %v, want ErrNotConfigured", err)
 	}
 }
+
+func TestTimeoutCheck(t *testing.T) {
+	m := TimeoutCheck("o-1")
+	if m.MessageID != "o-1:payment-timeout" || m.SessionID != "o-1" || m.Subject != "PaymentTimeoutCheck" ||
+		m.ContentType != "application/json" || string(m.Body) != `{"orderId":"o-1"}` {
+		t.Errorf("TimeoutCheck = %+v, want the producer's message", m)
+	}
+	long := strings.Repeat("o", msgid.MaxLength)
+	if id := TimeoutCheckID(long); len(id) > msgid.MaxLength || !msgid.Hashed(id) {
+		t.Errorf("TimeoutCheckID(128 chars) = %q (%d characters), want a hashed id within 128", id, len(id))
+	}
+	created := t0.Add(-10 * time.Minute)
+	if got := TimeoutDue(created, t0); !got.Equal(created.Add(30 * time.Minute)) {
+		t.Errorf("TimeoutDue = %s, want occurredAt + 30m", got)
+	}
+	if got := TimeoutDue(t0.Add(-2*time.Hour), t0); !got.Equal(t0) {
+		t.Errorf("TimeoutDue of an overdue order = %s, want now", got)
+	}
+	s := &dedupScheduler{seen: map[string]bool{}, clock: t0}
+	r := New(s, "order-status", Policy{}, nil)
+	at, err := r.ScheduleTimeoutCheck(context.Background(), "o-1", created)
+	if err != nil || !at.Equal(created.Add(30*time.Minute)) || len(s.kept) != 1 || !s.at[0].Equal(at) {
+		t.Errorf("ScheduleTimeoutCheck = %s, %v; scheduled %d", at, err, len(s.kept))
+	}
+}
