@@ -37,6 +37,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/sbbroker"
+	"github.com/orderstatus/orderstatus/handler/internal/circuit"
 	"github.com/orderstatus/orderstatus/handler/internal/cli/deadletters"
 	publishcli "github.com/orderstatus/orderstatus/handler/internal/cli/publish"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
@@ -47,6 +48,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/orderfn"
 	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 	"github.com/orderstatus/orderstatus/handler/internal/retry"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
@@ -171,6 +173,8 @@ Settings (environment variables; the README's Configuration table has them all):
   ORDER_STATUS_QUEUE, POISON_QUEUE, OrderStore__tableName, ORDER_STATUS_RETRY_BUDGET, LOG_LEVEL
   DEAD_LETTER_SWEEP_SCHEDULE, DEAD_LETTER_REPLAY_COOLDOWN, DEAD_LETTER_MAX_REPLAYS, DEAD_LETTER_SWEEP_MAX,
   DEAD_LETTER_SWEEP_RATE, DEAD_LETTER_ARCHIVE_TABLE, DEAD_LETTER_AUDIT_TABLE   (the DeadLetterSweeper)
+  ORDER_STATUS_RETRY_RESCHEDULE, ORDER_STATUS_RETRY_BASE, ORDER_STATUS_RETRY_CAP, ORDER_STATUS_RETRY_WINDOW
+                                                outages become scheduled retries (README Outages)
 
 exit codes: 0 stopped cleanly, 1 a bad setting or a failed start, 2 an argument was given.
 `
@@ -250,10 +254,22 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 	// stopping ends in-call retry waits at shutdown: those calls answer 5xx.
 	stopping, cancelStopping := context.WithCancel(context.Background())
 	defer cancelStopping()
-	orderStatus := orderfn.New(orders, parking.New(sender, cfg.PoisonQueue), m, log, orderfn.Options{
+	fnOpts := orderfn.Options{
 		Retry: retry.Policy{Budget: cfg.RetryBudget},
 		Stop:  stopping,
-	})
+	}
+	if cfg.Retry.Reschedule {
+		// Outages become delays: a scheduled copy after the budget, and a
+		// breaker that keeps a failing store from being hammered.
+		var sched reschedule.Scheduler
+		if bus != nil {
+			sched = bus
+		}
+		fnOpts.Reschedule = reschedule.New(sched, cfg.Queue,
+			reschedule.Policy{Base: cfg.Retry.Base, Cap: cfg.Retry.Cap, Window: cfg.Retry.Window}, nil)
+		fnOpts.Breaker = orderfn.NewBreaker(m, log, circuit.Options{})
+	}
+	orderStatus := orderfn.New(orders, parking.New(sender, cfg.PoisonQueue), m, log, fnOpts)
 	var sweeper *deadletter.Sweeper
 	if bus != nil {
 		if sweeper, err = newSweeper(cfg, cred, bus, reg, log); err != nil {
@@ -289,7 +305,8 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 	// is retried.
 	go ensureTable(stopping, tables, cfg.StoreTable, log)
 	log.Info("handler listening", "addr", addr, "queue", cfg.Queue, "poison_queue", cfg.PoisonQueue,
-		"table", cfg.StoreTable, "retry_budget", cfg.RetryBudget.String(), "version", version)
+		"table", cfg.StoreTable, "retry_budget", cfg.RetryBudget.String(), "retry_reschedule", cfg.Retry.Reschedule,
+		"retry_base", cfg.Retry.Base.String(), "retry_cap", cfg.Retry.Cap.String(), "retry_window", cfg.Retry.Window.String(), "version", version)
 
 	select {
 	case err := <-served:

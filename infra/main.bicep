@@ -64,8 +64,8 @@ param instanceMemoryMB int = 2048
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
-@description('In-call retry budget for transient store errors (Go duration).')
-param orderStatusRetryBudget string = '20s'
+@description('In-call retry budget for transient store errors (Go duration); past it a message is rescheduled.')
+param orderStatusRetryBudget string = '5s'
 
 @description('NCRONTAB schedule of the DeadLetterSweeper timer.')
 param deadLetterSweepSchedule string = '0 */5 * * * *'
