@@ -258,14 +258,14 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 		Retry: retry.Policy{Budget: cfg.RetryBudget},
 		Stop:  stopping,
 	}
-	if cfg.Retry.Reschedule {
+	switch {
+	case cfg.Retry.Reschedule && bus == nil:
+		log.Warn("no Service Bus configured: transient failures are answered 5xx after the budget instead of rescheduled, and no payment timeout is scheduled",
+			"setting", config.EnvRetryReschedule)
+	case cfg.Retry.Reschedule:
 		// Outages become delays: a scheduled copy after the budget, and a
 		// breaker that keeps a failing store from being hammered.
-		var sched reschedule.Scheduler
-		if bus != nil {
-			sched = bus
-		}
-		fnOpts.Reschedule = reschedule.New(sched, cfg.Queue,
+		fnOpts.Reschedule = reschedule.New(bus, cfg.Queue,
 			reschedule.Policy{Base: cfg.Retry.Base, Cap: cfg.Retry.Cap, Window: cfg.Retry.Window}, nil)
 		fnOpts.Breaker = orderfn.NewBreaker(m, log, circuit.Options{})
 	}
