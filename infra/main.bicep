@@ -97,6 +97,10 @@ param deadLetterAgeThresholdSeconds int = 3600
 @minValue(0)
 param failedInvocationsThreshold int = 5
 
+@description('Rescheduled OrderStatus messages in 15 minutes above which the outage alert fires.')
+@minValue(0)
+param rescheduledThreshold int = 10
+
 var abbrs = loadJsonContent('abbreviations.json')
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
@@ -212,6 +216,7 @@ module alerts '../alerts/alerts.bicep' = {
     backlogThreshold: backlogThreshold
     deadLetterAgeThresholdSeconds: deadLetterAgeThresholdSeconds
     failedInvocationsThreshold: failedInvocationsThreshold
+    rescheduledThreshold: rescheduledThreshold
   }
 }
 
