@@ -52,6 +52,9 @@ import (
 type Applier interface {
 	ApplyUnder(ctx context.Context, u order.Update, lock orderstate.Lock) (orderstate.Outcome, error)
 	ExpireIfUnpaid(ctx context.Context, orderID string) (orderstate.Outcome, error)
+	// Get reads the stored row (an error wrapping store.ErrNotFound when
+	// there is none).
+	Get(ctx context.Context, orderID string) (store.Row, error)
 }
 
 // Parker copies a poison message to the poison queue (parking.Parker).
@@ -64,7 +67,8 @@ type Parker interface {
 type Rescheduler interface {
 	Decide(ctx context.Context, o reschedule.Original) (reschedule.Decision, error)
 	Schedule(ctx context.Context, o reschedule.Original, d reschedule.Decision, lastError string) (broker.Message, error)
-	ScheduleTimeoutCheck(ctx context.Context, orderID string, occurredAt time.Time) (time.Time, error)
+	ScheduleSettle(ctx context.Context, o reschedule.Original) (broker.Message, time.Time, error)
+	ScheduleTimeoutCheck(ctx context.Context, orderID string, occurredAt time.Time, delayed bool) (time.Time, error)
 }
 
 var (
@@ -93,7 +97,15 @@ const (
 	// RescheduleOrderNotFound: a PaymentTimeoutCheck for an order with no
 	// row yet (its Created is late).
 	RescheduleOrderNotFound = "order_not_found"
+	// RescheduleSettle: a PaymentTimeoutCheck that an outage delayed found
+	// its order still Created; it waits reschedule.Policy.Settle, so that
+	// the order's own delayed messages (a Paid) come back first.
+	RescheduleSettle = "settle"
 )
+
+// resultSettle is the internal result of a delayed check that found its
+// order Created (never answered as such: it becomes Rescheduled).
+const resultSettle order.Result = "Settle"
 
 // DefaultRetryBudget is the in-call retry budget when Options leave it zero
 // and rescheduling is off: well below the 1 minute lock of the
@@ -248,7 +260,7 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 			return res, err
 		})
 		if h.opts.Reschedule != nil && out.httpStatus == http.StatusOK && createdHere(u, res) {
-			out = h.ensureTimeout(call, msg, out, u, res.State.OccurredAt)
+			out = h.ensureTimeout(call, msg, out, u, res.State.OccurredAt, reschedule.StateOf(original(msg)).Delayed())
 		}
 		return out
 	case order.SubjectPaymentTimeout:
@@ -258,16 +270,25 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		}
 		out := outcome{orderID: c.OrderID}
 		var res orderstate.Outcome
+		settling := h.opts.Reschedule != nil && reschedule.StateOf(original(msg)).Settling()
 		out = h.apply(ctx, call, msg, out, func(ctx context.Context) (orderstate.Outcome, error) {
 			var err error
-			res, err = h.applier.ExpireIfUnpaid(ctx, c.OrderID)
+			if settling {
+				res, err = h.peek(ctx, c.OrderID)
+			} else {
+				res, err = h.applier.ExpireIfUnpaid(ctx, c.OrderID)
+			}
 			return res, err
 		})
-		if h.opts.Reschedule != nil && out.httpStatus == http.StatusOK && out.result == string(order.Stale) && res.State == (order.State{}) {
+		switch {
+		case h.opts.Reschedule == nil || out.httpStatus != http.StatusOK:
+		case out.result == string(order.Stale) && res.State == (order.State{}):
 			// No row: the order's Created is late (or never comes).
 			// Check again later; past the window, a human looks.
 			return h.reschedule(call, msg, out, RescheduleOrderNotFound, order.ReasonOrderNeverCreated,
 				fmt.Sprintf("order %s has no row", c.OrderID))
+		case out.result == string(resultSettle):
+			return h.settle(call, msg, out)
 		}
 		return out
 	default:
@@ -297,7 +318,11 @@ func createdHere(u order.Update, res orderstate.Outcome) bool {
 // ensureTimeout makes sure a PaymentTimeoutCheck is scheduled for the order
 // just created. The row is durable already; if the schedule fails the
 // call is answered 5xx, and the redelivery (Duplicate) schedules it again.
-func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMessage, out outcome, u order.Update, occurredAt time.Time) outcome {
+//
+// A Created that was itself delayed (a rescheduled copy or a replay) gets
+// its check no sooner than reschedule.Policy.Settle from now: its Paid may
+// be on its way back from the same outage.
+func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMessage, out outcome, u order.Update, occurredAt time.Time, delayed bool) outcome {
 	if occurredAt.IsZero() {
 		occurredAt = u.OccurredAt
 	}
@@ -306,7 +331,7 @@ func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMe
 	var at time.Time
 	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
 		var err error
-		at, err = h.opts.Reschedule.ScheduleTimeoutCheck(ctx, u.OrderID, occurredAt)
+		at, err = h.opts.Reschedule.ScheduleTimeoutCheck(ctx, u.OrderID, occurredAt, delayed)
 		return err
 	}, func(a retry.Attempt) { h.retryLog("timeout_check", msg, &out, a) })
 	if err != nil {
@@ -316,6 +341,56 @@ func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMe
 	}
 	h.metrics.TimeoutChecks.WithLabelValues("scheduled").Inc()
 	out.timeoutCheck = at
+	return out
+}
+
+// original is what rescheduling keeps of msg.
+func original(msg hostproto.ServiceBusMessage) reschedule.Original {
+	return reschedule.Original{
+		MessageID: msg.MessageID, SessionID: msg.SessionID, SequenceNumber: msg.SequenceNumber,
+		Subject: msg.Subject, ContentType: msg.ContentType, CorrelationID: msg.CorrelationID,
+		Body: msg.Body, ApplicationProperties: msg.ApplicationProperties,
+	}
+}
+
+// peek decides a delayed PaymentTimeoutCheck without writing: Stale when
+// the order is past Created (or has no row: State zero), resultSettle when
+// it is still Created.
+func (h *Handler) peek(ctx context.Context, orderID string) (orderstate.Outcome, error) {
+	row, err := h.applier.Get(ctx, orderID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return orderstate.Outcome{Result: order.Stale, RoundTrips: 1}, nil
+	case err != nil:
+		return orderstate.Outcome{RoundTrips: 1}, err
+	case row.State.Status == order.Created:
+		return orderstate.Outcome{Result: resultSettle, State: row.State, RoundTrips: 1}, nil
+	}
+	return orderstate.Outcome{Result: order.Stale, State: row.State, RoundTrips: 1}, nil
+}
+
+// settle schedules the settle copy of a delayed check whose order is
+// still Created, and answers Rescheduled once Service Bus accepted it.
+func (h *Handler) settle(call context.Context, msg hostproto.ServiceBusMessage, out outcome) outcome {
+	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
+	defer cancel()
+	var (
+		copied broker.Message
+		at     time.Time
+	)
+	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
+		var err error
+		copied, at, err = h.opts.Reschedule.ScheduleSettle(ctx, original(msg))
+		return err
+	}, func(a retry.Attempt) { h.retryLog("reschedule", msg, &out, a) })
+	if err != nil {
+		out.result, out.err, out.httpStatus = ResultFailed, fmt.Errorf("settle %s: %w", msg.MessageID, err), statusFor(err)
+		return out
+	}
+	h.metrics.Rescheduled.WithLabelValues(RescheduleSettle).Inc()
+	out.result, out.httpStatus, out.status = ResultRescheduled, http.StatusOK, ""
+	out.rescheduled, out.rescheduledAt, out.why = copied.MessageID, at, RescheduleSettle
+	out.description = "order still Created after an outage delayed its check"
 	return out
 }
 
@@ -387,11 +462,7 @@ func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessa
 func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessage, out outcome, why, parkReason, lastError string) outcome {
 	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
 	defer cancel()
-	orig := reschedule.Original{
-		MessageID: msg.MessageID, SessionID: msg.SessionID, SequenceNumber: msg.SequenceNumber,
-		Subject: msg.Subject, ContentType: msg.ContentType, CorrelationID: msg.CorrelationID,
-		Body: msg.Body, ApplicationProperties: msg.ApplicationProperties,
-	}
+	orig := original(msg)
 	var d reschedule.Decision
 	var copied broker.Message
 	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {

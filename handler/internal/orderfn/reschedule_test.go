@@ -399,11 +399,73 @@ func TestTimeoutCheckBeforeTheOrderExists(t *testing.T) {
 	if _, err := r.mem.Insert(context.Background(), "o-1", order.State{Status: order.Created, LastSequence: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, a := r.post(t, hostInvocation(r.bus.kept[0], 1)); a.ReturnValue["result"] != "Applied" {
-		t.Errorf("check after the order appeared: %v, want Applied (cancelled)", a.ReturnValue)
+	// The delayed check settles first (its order's Paid may be on its way
+	// back), then cancels.
+	if _, a := r.post(t, hostInvocation(r.bus.kept[0], 1)); a.ReturnValue["result"] != ResultRescheduled {
+		t.Fatalf("delayed check after the order appeared: %v, want Rescheduled (settle)", a.ReturnValue)
+	}
+	settle := r.bus.kept[len(r.bus.kept)-1]
+	if want := now0.Add(policy.Settle()); !r.bus.at[len(r.bus.at)-1].Equal(want) || settle.ApplicationProperties[reschedule.PropSettled] != int64(2) {
+		t.Errorf("settle copy %s due %s, want %s with TimeoutSettled 2", settle.MessageID, r.bus.at[len(r.bus.at)-1], want)
+	}
+	if row, _ := r.mem.Get(context.Background(), "o-1"); row.State.Status != order.Created {
+		t.Errorf("settling wrote the row: %+v", row.State)
+	}
+	if _, a := r.post(t, hostInvocation(settle, 1)); a.ReturnValue["result"] != "Applied" {
+		t.Errorf("settle copy: %v, want Applied (cancelled)", a.ReturnValue)
 	}
 	if row, _ := r.mem.Get(context.Background(), "o-1"); row.State.Status != order.Cancelled {
 		t.Errorf("row %+v, want Cancelled", row.State)
+	}
+}
+
+// The race an outage creates: an order is Created, then its Paid and its
+// payment timeout both fail and wait as copies; after the store returns
+// the check's copy comes back first. It must not cancel the paid order: a
+// delayed check settles (waits twice the cap) and then finds it Paid.
+func TestDelayedCheckDoesNotCancelAPaidOrder(t *testing.T) {
+	r := newOutageRig(t, policy, nil)
+	if code, a := r.post(t, hostInvocation(statusMsg("o-1", 1, order.Created), 1)); code != 200 || a.ReturnValue["result"] != "Applied" {
+		t.Fatalf("Created: %d %v", code, a.ReturnValue)
+	}
+	r.backend.down.Store(true)
+	for _, m := range []broker.Message{statusMsg("o-1", 2, order.Paid), timeoutMsg("o-1")} {
+		if _, a := r.post(t, hostInvocation(m, 1)); a.ReturnValue["result"] != ResultRescheduled {
+			t.Fatalf("%s during the outage: %v, want Rescheduled", m.MessageID, a.ReturnValue)
+		}
+	}
+	paidCopy, checkCopy := r.bus.kept[1], r.bus.kept[2]
+	r.backend.down.Store(false)
+	if _, a := r.post(t, hostInvocation(checkCopy, 1)); a.ReturnValue["result"] != ResultRescheduled {
+		t.Fatalf("the check's copy first: %v, want Rescheduled (settle)", a.ReturnValue)
+	}
+	if _, a := r.post(t, hostInvocation(paidCopy, 1)); a.ReturnValue["result"] != "Applied" {
+		t.Fatalf("the Paid copy: %v, want Applied", a.ReturnValue)
+	}
+	if _, a := r.post(t, hostInvocation(r.bus.kept[3], 1)); a.ReturnValue["result"] != "Stale" {
+		t.Fatalf("the settled check: %v, want Stale", a.ReturnValue)
+	}
+	if row, _ := r.mem.Get(context.Background(), "o-1"); row.State.Status != order.Paid {
+		t.Errorf("row %+v, want Paid", row.State)
+	}
+	if got := testutil.ToFloat64(r.m.Rescheduled.WithLabelValues(RescheduleSettle)); got != 1 {
+		t.Errorf("rescheduled{reason=settle} = %v, want 1", got)
+	}
+}
+
+// A Created that was itself delayed gets its check no sooner than Settle
+// from now, even when its timeout has long passed.
+func TestDelayedCreatedChecksAfterSettle(t *testing.T) {
+	r := newOutageRig(t, policy, nil)
+	c := statusMsg("o-1", 1, order.Created)
+	c.MessageID = "o-1:1:retry:4"
+	c.ApplicationProperties = map[string]any{reschedule.PropRetryAttempt: int64(4), reschedule.PropOriginalMessageID: "o-1:1"}
+	c.Body = []byte(`{"orderId":"o-1","status":"Created","sequence":1,"occurredAt":"2026-12-01T08:00:00Z"}`)
+	if _, a := r.post(t, hostInvocation(c, 1)); a.ReturnValue["result"] != "Applied" {
+		t.Fatalf("delayed Created: %v", a.ReturnValue)
+	}
+	if want := now0.Add(policy.Settle()); len(r.bus.at) != 1 || !r.bus.at[0].Equal(want) {
+		t.Errorf("check due %v, want %s", r.bus.at, want)
 	}
 }
 

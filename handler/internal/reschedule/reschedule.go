@@ -53,10 +53,20 @@ const (
 	// PropLastError (string, at most MaxLastError characters) is why the
 	// last attempt failed.
 	PropLastError = "LastError"
+	// PropSettled (int64) is set on a PaymentTimeoutCheck that was
+	// delayed by rescheduling and found its order still Created: it is
+	// the RetryAttempt of the copy that waits Policy.Settle before it may
+	// cancel (see orderfn). A check whose RetryAttempt differs was
+	// delayed again since.
+	PropSettled = "TimeoutSettled"
+	// PropReplayedFromDeadLetter is the property a dead-letter replay
+	// carries (deadletter.PropReplayedFrom): such a message was delayed too.
+	PropReplayedFromDeadLetter = "ReplayedFromDeadLetter"
 )
 
-// Properties lists the properties Copy sets.
-var Properties = []string{PropRetryAttempt, PropFirstFailureTime, PropOriginalMessageID, PropLastError}
+// Properties lists the properties Copy and the settle step set; the
+// dead-letter sweeper strips them before a replay.
+var Properties = []string{PropRetryAttempt, PropFirstFailureTime, PropOriginalMessageID, PropLastError, PropSettled}
 
 // MaxLastError bounds PropLastError (characters).
 const MaxLastError = 256
@@ -103,6 +113,14 @@ func (p Policy) WithDefaults() Policy {
 	return p
 }
 
+// Settle is how long a PaymentTimeoutCheck that an outage delayed waits,
+// once the store answers again, before it may cancel its order: twice the
+// cap. Every copy scheduled during the outage is due within one cap of
+// its last schedule, so by then the order's own delayed messages (a Paid)
+// have come back, and a paid order is not cancelled by a check that
+// overtook its Paid while both waited.
+func (p Policy) Settle() time.Duration { return 2 * p.WithDefaults().Cap }
+
 // Ceiling is the upper bound of the backoff of attempt (1-based):
 // min(Cap, Base * 2^(attempt-1)).
 func (p Policy) Ceiling(attempt int64) time.Duration {
@@ -148,7 +166,19 @@ type State struct {
 	// OriginalMessageID is OriginalMessageId, else the message's own id,
 	// else seq-<SequenceNumber>.
 	OriginalMessageID string
+	// Settled is TimeoutSettled (0 when absent); Replayed reports a
+	// dead-letter replay.
+	Settled  int64
+	Replayed bool
 }
+
+// Delayed reports whether the message was held up by this service:
+// a rescheduled copy or a dead-letter replay.
+func (s State) Delayed() bool { return s.Attempt > 0 || s.Replayed }
+
+// Settling reports whether s is a check that must settle before it may
+// cancel: delayed by rescheduling since it last settled.
+func (s State) Settling() bool { return s.Attempt > 0 && s.Settled != s.Attempt }
 
 // StateOf reads the retry properties of o. Unreadable values count as
 // absent: such a message starts a new window rather than failing.
@@ -167,6 +197,10 @@ func StateOf(o Original) State {
 	if t, ok := timeValue(p[PropFirstFailureTime]); ok {
 		s.FirstFailure = t
 	}
+	if n, ok := intValue(p[PropSettled]); ok {
+		s.Settled = n
+	}
+	_, s.Replayed = p[PropReplayedFromDeadLetter]
 	return s
 }
 
@@ -232,6 +266,14 @@ func Copy(o Original, d Decision, lastError string) broker.Message {
 		Body:                  append([]byte(nil), o.Body...),
 		ApplicationProperties: props,
 	}
+}
+
+// SettleCopy is Copy for a PaymentTimeoutCheck that settles: the next
+// attempt, due after Settle, marked with PropSettled.
+func SettleCopy(o Original, d Decision) broker.Message {
+	m := Copy(o, d, "settling: the order is still Created after an outage delayed its check")
+	m.ApplicationProperties[PropSettled] = d.Attempt
+	return m
 }
 
 // Scheduler is the part of the broker port rescheduling needs.
@@ -320,6 +362,24 @@ func (r *Rescheduler) Schedule(ctx context.Context, o Original, d Decision, last
 		return m, fmt.Errorf("reschedule: schedule %s at %s: %w", m.MessageID, d.At.UTC().Format(time.RFC3339), err)
 	}
 	return m, nil
+}
+
+// ScheduleSettle schedules o's settle copy: attempt+1, due after Settle.
+func (r *Rescheduler) ScheduleSettle(ctx context.Context, o Original) (broker.Message, time.Time, error) {
+	if r == nil || r.s == nil {
+		return broker.Message{}, time.Time{}, ErrNotConfigured
+	}
+	now, err := r.Now(ctx)
+	if err != nil {
+		return broker.Message{}, time.Time{}, err
+	}
+	d := r.policy.Decide(o, now, r.rand)
+	d.Park, d.At = false, now.Add(r.policy.Settle())
+	m := SettleCopy(o, d)
+	if _, err := r.s.Schedule(ctx, r.queue, m, d.At); err != nil {
+		return m, d.At, fmt.Errorf("reschedule: schedule %s at %s: %w", m.MessageID, d.At.UTC().Format(time.RFC3339), err)
+	}
+	return m, d.At, nil
 }
 
 // Truncate shortens s to at most n characters, on a rune boundary.

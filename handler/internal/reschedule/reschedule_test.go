@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 )
 
@@ -248,8 +249,59 @@ func TestTimeoutCheck(t *testing.T) {
 	}
 	s := &dedupScheduler{seen: map[string]bool{}, clock: t0}
 	r := New(s, "order-status", Policy{}, nil)
-	at, err := r.ScheduleTimeoutCheck(context.Background(), "o-1", created)
+	at, err := r.ScheduleTimeoutCheck(context.Background(), "o-1", created, false)
 	if err != nil || !at.Equal(created.Add(30*time.Minute)) || len(s.kept) != 1 || !s.at[0].Equal(at) {
 		t.Errorf("ScheduleTimeoutCheck = %s, %v; scheduled %d", at, err, len(s.kept))
+	}
+}
+
+func TestSettle(t *testing.T) {
+	p := Policy{Cap: 5 * time.Minute}
+	if p.Settle() != 10*time.Minute {
+		t.Errorf("Settle = %s, want twice the cap", p.Settle())
+	}
+	o := original()
+	if s := StateOf(o); s.Delayed() || s.Settling() {
+		t.Errorf("an original is delayed %v, settling %v", s.Delayed(), s.Settling())
+	}
+	o.ApplicationProperties = map[string]any{PropRetryAttempt: json.Number("2")}
+	if s := StateOf(o); !s.Delayed() || !s.Settling() {
+		t.Errorf("a copy: delayed %v, settling %v; want both", s.Delayed(), s.Settling())
+	}
+	m := SettleCopy(o, Decision{Attempt: 3, FirstFailure: t0})
+	if m.ApplicationProperties[PropSettled] != int64(3) || m.MessageID != "o-1:2:retry:3" {
+		t.Errorf("settle copy %s %v", m.MessageID, m.ApplicationProperties)
+	}
+	o.ApplicationProperties = m.ApplicationProperties
+	if s := StateOf(o); s.Settling() {
+		t.Error("the settle copy still settles")
+	}
+	o.ApplicationProperties[PropRetryAttempt] = int64(4) // delayed again after it settled
+	if s := StateOf(o); !s.Settling() {
+		t.Error("a settle copy delayed again does not settle again")
+	}
+	o.ApplicationProperties = map[string]any{PropReplayedFromDeadLetter: true}
+	if s := StateOf(o); !s.Delayed() || s.Settling() {
+		t.Errorf("a replay: delayed %v settling %v; want delayed only", s.Delayed(), s.Settling())
+	}
+
+	bus := &dedupScheduler{seen: map[string]bool{}, clock: t0}
+	r := New(bus, "q", Policy{Base: time.Second, Cap: time.Minute, Window: time.Hour}, nil)
+	at, err := r.ScheduleTimeoutCheck(context.Background(), "o-1", t0.Add(-time.Hour), true)
+	if err != nil || !at.Equal(t0.Add(2*time.Minute)) {
+		t.Errorf("a delayed overdue Created: check due %s (%v), want now + Settle", at, err)
+	}
+	at, _ = r.ScheduleTimeoutCheck(context.Background(), "o-2", t0, true)
+	if !at.Equal(t0.Add(30 * time.Minute)) {
+		t.Errorf("a delayed Created not yet due: %s, want occurredAt + 30m", at)
+	}
+	if _, at, err := r.ScheduleSettle(context.Background(), original()); err != nil || !at.Equal(t0.Add(2*time.Minute)) {
+		t.Errorf("ScheduleSettle due %s (%v), want now + Settle", at, err)
+	}
+}
+
+func TestReplayPropertyIsTheSweepers(t *testing.T) {
+	if PropReplayedFromDeadLetter != deadletter.PropReplayedFrom {
+		t.Errorf("PropReplayedFromDeadLetter %q, the sweeper sets %q", PropReplayedFromDeadLetter, deadletter.PropReplayedFrom)
 	}
 }

@@ -37,16 +37,24 @@ func TimeoutDue(occurredAt, now time.Time) time.Time {
 }
 
 // ScheduleTimeoutCheck makes sure a PaymentTimeoutCheck of orderID, created
-// at occurredAt, is scheduled: at TimeoutDue on the broker's clock. It
-// returns when the check is due. A check that already exists (the
-// producer's, or ours from an earlier delivery) is harmless: the check
-// re-reads the order and cancels it only if it is still Created.
-func (r *Rescheduler) ScheduleTimeoutCheck(ctx context.Context, orderID string, occurredAt time.Time) (time.Time, error) {
+// at occurredAt, is scheduled: at TimeoutDue on the broker's clock, and,
+// when delayed (the Created itself was held up by an outage), not before
+// Settle from now, so that the order's other delayed messages (its Paid)
+// come back first. It returns when the check is due. A check that already
+// exists (the producer's, or ours from an earlier delivery) is harmless:
+// the check re-reads the order and cancels it only if it is still Created.
+func (r *Rescheduler) ScheduleTimeoutCheck(ctx context.Context, orderID string, occurredAt time.Time, delayed bool) (time.Time, error) {
+	if r == nil || r.s == nil {
+		return time.Time{}, ErrNotConfigured
+	}
 	now, err := r.Now(ctx)
 	if err != nil {
 		return time.Time{}, err
 	}
 	at := TimeoutDue(occurredAt, now)
+	if s := now.Add(r.policy.Settle()); delayed && at.Before(s) {
+		at = s
+	}
 	m := TimeoutCheck(orderID)
 	if _, err := r.s.Schedule(ctx, r.queue, m, at); err != nil {
 		return at, fmt.Errorf("reschedule: schedule %s at %s: %w", m.MessageID, at.UTC().Format(time.RFC3339), err)
