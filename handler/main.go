@@ -265,9 +265,19 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 	case cfg.Retry.Reschedule:
 		// Outages become delays: a scheduled copy after the budget, and a
 		// breaker that keeps a failing store from being hammered.
-		fnOpts.Reschedule = reschedule.New(bus, cfg.Queue,
+		resched := reschedule.New(bus, cfg.Queue,
 			reschedule.Policy{Base: cfg.Retry.Base, Cap: cfg.Retry.Cap, Window: cfg.Retry.Window}, nil)
-		fnOpts.Breaker = orderfn.NewBreaker(m, log, circuit.Options{})
+		fnOpts.Reschedule = resched
+		// The breaker reads the time only while open, on the broker's
+		// clock like the backoffs (the development host's may be scaled).
+		fnOpts.Breaker = orderfn.NewBreaker(m, log, circuit.Options{Now: func() time.Time {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if t, err := resched.Now(ctx); err == nil {
+				return t
+			}
+			return time.Now()
+		}})
 	}
 	orderStatus := orderfn.New(orders, parking.New(sender, cfg.PoisonQueue), m, log, fnOpts)
 	var sweeper *deadletter.Sweeper

@@ -49,7 +49,8 @@ const (
 type Options struct {
 	Threshold     int
 	ProbeInterval time.Duration
-	// Now is the clock (nil: time.Now).
+	// Now is the clock (nil: time.Now). It is read only while the breaker
+	// is open and after failed calls, never under the breaker's lock.
 	Now func() time.Time
 	// OnChange, if set, is called after every state change, outside the
 	// breaker's lock, with the old and new states.
@@ -97,11 +98,17 @@ func (t Ticket) Probe() bool { return t.probe }
 // refused (ok false).
 func (b *Breaker) Allow() (t Ticket, ok bool) {
 	b.mu.Lock()
+	closed := b.state == Closed
+	b.mu.Unlock()
+	if closed {
+		return Ticket{b: b}, true
+	}
+	now := b.o.Now() // outside the lock: it may ask a broker for its clock
+	b.mu.Lock()
 	if b.state == Closed {
 		b.mu.Unlock()
 		return Ticket{b: b}, true
 	}
-	now := b.o.Now()
 	if b.probing || now.Sub(b.lastProbe) < b.o.ProbeInterval {
 		b.mu.Unlock()
 		return Ticket{}, false
@@ -122,6 +129,10 @@ func (t Ticket) Done(failed bool) {
 		return
 	}
 	b := t.b
+	var now time.Time
+	if failed {
+		now = b.o.Now() // outside the lock, as in Allow
+	}
 	b.mu.Lock()
 	from := b.state
 	if t.probe {
@@ -134,10 +145,10 @@ func (t Ticket) Done(failed bool) {
 		b.failures, b.state = 0, Closed
 	case t.probe:
 		// The interval counts from the failed probe's end.
-		b.state, b.lastProbe = Open, b.o.Now()
+		b.state, b.lastProbe = Open, now
 	case b.state == Closed:
 		if b.failures++; b.failures >= b.o.Threshold {
-			b.state, b.lastProbe = Open, b.o.Now()
+			b.state, b.lastProbe = Open, now
 		}
 	}
 	to := b.state
