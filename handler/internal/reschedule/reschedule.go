@@ -166,10 +166,11 @@ type State struct {
 	// OriginalMessageID is OriginalMessageId, else the message's own id,
 	// else seq-<SequenceNumber>.
 	OriginalMessageID string
-	// Settled is TimeoutSettled (0 when absent); Replayed reports a
-	// dead-letter replay.
-	Settled  int64
-	Replayed bool
+	// Settled is TimeoutSettled, HasSettled whether it is set; Replayed
+	// reports a dead-letter replay.
+	Settled    int64
+	HasSettled bool
+	Replayed   bool
 }
 
 // Delayed reports whether the message was held up by this service:
@@ -177,8 +178,8 @@ type State struct {
 func (s State) Delayed() bool { return s.Attempt > 0 || s.Replayed }
 
 // Settling reports whether s is a check that must settle before it may
-// cancel: delayed by rescheduling since it last settled.
-func (s State) Settling() bool { return s.Attempt > 0 && s.Settled != s.Attempt }
+// cancel: delayed (rescheduled or replayed) since it last settled.
+func (s State) Settling() bool { return s.Delayed() && !(s.HasSettled && s.Settled == s.Attempt) }
 
 // StateOf reads the retry properties of o. Unreadable values count as
 // absent: such a message starts a new window rather than failing.
@@ -198,7 +199,7 @@ func StateOf(o Original) State {
 		s.FirstFailure = t
 	}
 	if n, ok := intValue(p[PropSettled]); ok {
-		s.Settled = n
+		s.Settled, s.HasSettled = n, true
 	}
 	_, s.Replayed = p[PropReplayedFromDeadLetter]
 	return s

@@ -281,8 +281,12 @@ func TestSettle(t *testing.T) {
 		t.Error("a settle copy delayed again does not settle again")
 	}
 	o.ApplicationProperties = map[string]any{PropReplayedFromDeadLetter: true}
-	if s := StateOf(o); !s.Delayed() || s.Settling() {
-		t.Errorf("a replay: delayed %v settling %v; want delayed only", s.Delayed(), s.Settling())
+	if s := StateOf(o); !s.Delayed() || !s.Settling() {
+		t.Errorf("a replay (retry properties stripped): delayed %v settling %v; want both", s.Delayed(), s.Settling())
+	}
+	o.ApplicationProperties = SettleCopy(o, Decision{Attempt: 1, FirstFailure: t0}).ApplicationProperties
+	if s := StateOf(o); s.Settling() {
+		t.Error("a replay's settle copy still settles")
 	}
 
 	bus := &dedupScheduler{seen: map[string]bool{}, clock: t0}
