@@ -42,6 +42,10 @@ param deadLetterAgeThresholdSeconds int = 3600
 @minValue(0)
 param failedInvocationsThreshold int = 5
 
+@description('Messages rescheduled (store failing past the in-call budget, or the circuit breaker open) in 15 minutes above which the outage alert fires.')
+@minValue(0)
+param rescheduledThreshold int = 10
+
 resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
   name: serviceBusNamespaceName
 }
@@ -263,6 +267,27 @@ requests
 | where operation_Name == "OrderStatus"
 | where tobool(success) == false
 | project timestamp, id, operation_Id, resultCode, duration, cloud_RoleInstance
+'''
+
+// A message the store could not take within the in-call budget, or that
+// met an open circuit breaker, is scheduled again as a copy and answered
+// 200: no failed invocation, no dead letter, so neither of those alerts
+// sees an outage. The handler logs one JSON line per rescheduled message,
+//   {"level":"WARN","msg":"message rescheduled: a copy is due later","rescheduled_id":"<copy>","reschedule_reason":"transient|circuit_open|order_not_found",...}
+// on stdout and stderr (two traces), and the invocation's Logs line (text,
+// without rescheduled_id). One row per copy: its id is unique per message
+// and attempt.
+var rescheduledQuery = '''
+traces
+| where message has "rescheduled_id"
+| extend line = iff(message startswith "{", message, extract(@"(\{.*\})", 1, message))
+| extend s = parse_json(line)
+| extend rescheduled_id = coalesce(tostring(s.rescheduled_id), tostring(customDimensions.rescheduled_id)),
+         reason = coalesce(tostring(s.reschedule_reason), tostring(customDimensions.reschedule_reason)),
+         instance = coalesce(tostring(s.instance_id), tostring(customDimensions.instance_id))
+| where isnotempty(rescheduled_id)
+| summarize timestamp = min(timestamp), reason = take_any(reason), instance = take_any(instance) by rescheduled_id
+| project timestamp, rescheduled_id, reason, instance
 '''
 
 // The log alerts are declared one by one: only the age alert measures a
@@ -517,6 +542,47 @@ resource failedInvocationsAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-
       ]
       customProperties: {
         runbook: '${runbookBaseUrl}/order-status-failed-invocations.md'
+      }
+    }
+  }
+}
+
+resource rescheduledAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'order-status-rescheduled'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'order-status-rescheduled'
+    description: 'OrderStatus is rescheduling messages instead of applying them: the order store keeps failing past the in-call budget, or an instance\'s circuit breaker is open. Updates are delayed (not lost); past the retry window they are parked RetryWindowExceeded. Runbook: ${runbookBaseUrl}/order-status-rescheduled.md'
+    severity: 2
+    enabled: true
+    scopes: [
+      appInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: rescheduledQuery
+          timeAggregation: 'Count'
+          operator: 'GreaterThan'
+          threshold: rescheduledThreshold
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+      customProperties: {
+        runbook: '${runbookBaseUrl}/order-status-rescheduled.md'
       }
     }
   }

@@ -37,6 +37,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/sbbroker"
+	"github.com/orderstatus/orderstatus/handler/internal/circuit"
 	"github.com/orderstatus/orderstatus/handler/internal/cli/deadletters"
 	publishcli "github.com/orderstatus/orderstatus/handler/internal/cli/publish"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
@@ -48,6 +49,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/orderfn"
 	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 	"github.com/orderstatus/orderstatus/handler/internal/retry"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
@@ -172,6 +174,8 @@ Settings (environment variables; the README's Configuration table has them all):
   ORDER_STATUS_QUEUE, POISON_QUEUE, OrderStore__tableName, ORDER_STATUS_RETRY_BUDGET, LOG_LEVEL
   DEAD_LETTER_SWEEP_SCHEDULE, DEAD_LETTER_REPLAY_COOLDOWN, DEAD_LETTER_MAX_REPLAYS, DEAD_LETTER_SWEEP_MAX,
   DEAD_LETTER_SWEEP_RATE, DEAD_LETTER_ARCHIVE_TABLE, DEAD_LETTER_AUDIT_TABLE   (the DeadLetterSweeper)
+  ORDER_STATUS_RETRY_RESCHEDULE, ORDER_STATUS_RETRY_BASE, ORDER_STATUS_RETRY_CAP, ORDER_STATUS_RETRY_WINDOW
+                                                outages become scheduled retries (README Outages)
 
 exit codes: 0 stopped cleanly, 1 a bad setting or a failed start, 2 an argument was given.
 `
@@ -251,10 +255,32 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 	// stopping ends in-call retry waits at shutdown: those calls answer 5xx.
 	stopping, cancelStopping := context.WithCancel(context.Background())
 	defer cancelStopping()
-	orderStatus := orderfn.New(orders, parking.New(sender, cfg.PoisonQueue), m, log, orderfn.Options{
+	fnOpts := orderfn.Options{
 		Retry: retry.Policy{Budget: cfg.RetryBudget},
 		Stop:  stopping,
-	})
+	}
+	switch {
+	case cfg.Retry.Reschedule && bus == nil:
+		log.Warn("no Service Bus configured: transient failures are answered 5xx after the budget instead of rescheduled, and no payment timeout is scheduled",
+			"setting", config.EnvRetryReschedule)
+	case cfg.Retry.Reschedule:
+		// Outages become delays: a scheduled copy after the budget, and a
+		// breaker that keeps a failing store from being hammered.
+		resched := reschedule.New(bus, cfg.Queue,
+			reschedule.Policy{Base: cfg.Retry.Base, Cap: cfg.Retry.Cap, Window: cfg.Retry.Window}, nil)
+		fnOpts.Reschedule = resched
+		// The breaker reads the time only while open, on the broker's
+		// clock like the backoffs (the development host's may be scaled).
+		fnOpts.Breaker = orderfn.NewBreaker(m, log, circuit.Options{Now: func() time.Time {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if t, err := resched.Now(ctx); err == nil {
+				return t
+			}
+			return time.Now()
+		}})
+	}
+	orderStatus := orderfn.New(orders, parking.New(sender, cfg.PoisonQueue), m, log, fnOpts)
 	var sweeper *deadletter.Sweeper
 	if bus != nil {
 		if sweeper, err = newSweeper(cfg, cred, bus, reg, log); err != nil {
@@ -290,7 +316,8 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 	// is retried.
 	go ensureTable(stopping, tables, cfg.StoreTable, log)
 	log.Info("handler listening", "addr", addr, "queue", cfg.Queue, "poison_queue", cfg.PoisonQueue,
-		"table", cfg.StoreTable, "retry_budget", cfg.RetryBudget.String(), "version", version)
+		"table", cfg.StoreTable, "retry_budget", cfg.RetryBudget.String(), "retry_reschedule", cfg.Retry.Reschedule,
+		"retry_base", cfg.Retry.Base.String(), "retry_cap", cfg.Retry.Cap.String(), "retry_window", cfg.Retry.Window.String(), "version", version)
 
 	select {
 	case err := <-served:

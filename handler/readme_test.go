@@ -7,12 +7,16 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/orderfn"
@@ -158,7 +162,7 @@ func TestReadmeMessageContract(t *testing.T) {
 		}
 		results = append(results, ticks(reason.ReplaceAllString(cell, ""))...)
 	}
-	wantResults := []string{orderfn.ResultParked}
+	wantResults := []string{orderfn.ResultParked, orderfn.ResultRescheduled}
 	for _, r := range order.Settled {
 		wantResults = append(wantResults, string(r))
 	}
@@ -261,5 +265,63 @@ func TestReadmeScenarioExample(t *testing.T) {
 		if err != nil {
 			t.Errorf("README scenario line %s: %v", l.Pos, err)
 		}
+	}
+}
+
+// shortDuration formats d as the README and the template write it: 5m,
+// 24h, 10s (time.Duration.String without the zero units).
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// TestReadmeConfigurationDefaults: the Configuration table and the
+// template give the code's defaults of the settings that have one.
+func TestReadmeConfigurationDefaults(t *testing.T) {
+	rows := map[string]string{}
+	for _, row := range table(t, section(t, readme(t), "Configuration"), "setting") {
+		for _, name := range ticks(row[0]) {
+			if d := ticks(row[1]); len(d) > 0 {
+				rows[name] = d[0]
+			}
+		}
+	}
+	raw, err := os.ReadFile("../local.settings.json.template")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tpl struct{ Values map[string]string }
+	if err := json.Unmarshal(raw, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct{ name, want string }{
+		{config.EnvQueue, config.DefaultQueue},
+		{config.EnvPoisonQueue, config.DefaultPoisonQueue},
+		{config.EnvStoreTable, config.DefaultTable},
+		{config.EnvRetryBudget, shortDuration(config.DefaultRetryBudget)},
+		{config.EnvRetryReschedule, strconv.FormatBool(config.DefaultRetryReschedule)},
+		{config.EnvRetryBase, shortDuration(config.DefaultRetryBase)},
+		{config.EnvRetryCap, shortDuration(config.DefaultRetryCap)},
+		{config.EnvRetryWindow, shortDuration(config.DefaultRetryWindow)},
+		{config.EnvDeadLetterSweepSchedule, config.DefaultDeadLetterSweepSchedule},
+		{config.EnvDeadLetterCooldown, shortDuration(config.DefaultDeadLetterCooldown)},
+		{config.EnvDeadLetterMaxReplays, strconv.Itoa(config.DefaultDeadLetterMaxReplays)},
+		{config.EnvDeadLetterSweepRate, strconv.FormatFloat(config.DefaultDeadLetterSweepRate, 'g', -1, 64)},
+	} {
+		if got, ok := rows[s.name]; !ok || got != s.want {
+			t.Errorf("README Configuration: %s default %q, code %q", s.name, got, s.want)
+		}
+		if got := tpl.Values[s.name]; got != s.want {
+			t.Errorf("local.settings.json.template: %s = %q, code default %q", s.name, got, s.want)
+		}
+	}
+	if got := shortDuration(config.DefaultRetryBudgetNoReschedule); !strings.Contains(readme(t), "`"+got+"` with rescheduling off") {
+		t.Errorf("README Configuration does not give the budget with rescheduling off (%s)", got)
 	}
 }

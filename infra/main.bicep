@@ -64,8 +64,8 @@ param instanceMemoryMB int = 2048
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
-@description('In-call retry budget for transient store errors (Go duration).')
-param orderStatusRetryBudget string = '20s'
+@description('In-call retry budget for transient store errors (Go duration); past it a message is rescheduled.')
+param orderStatusRetryBudget string = '5s'
 
 @description('NCRONTAB schedule of the DeadLetterSweeper timer.')
 param deadLetterSweepSchedule string = '0 */5 * * * *'
@@ -96,6 +96,10 @@ param deadLetterAgeThresholdSeconds int = 3600
 @description('Failed OrderStatus invocations in 15 minutes above which the failure alert fires.')
 @minValue(0)
 param failedInvocationsThreshold int = 5
+
+@description('Rescheduled OrderStatus messages in 15 minutes above which the outage alert fires.')
+@minValue(0)
+param rescheduledThreshold int = 10
 
 var abbrs = loadJsonContent('abbreviations.json')
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
@@ -211,6 +215,7 @@ module alerts '../alerts/alerts.bicep' = {
     backlogThreshold: backlogThreshold
     deadLetterAgeThresholdSeconds: deadLetterAgeThresholdSeconds
     failedInvocationsThreshold: failedInvocationsThreshold
+    rescheduledThreshold: rescheduledThreshold
   }
 }
 

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -29,10 +30,14 @@ const (
 // ContentType is the content type of every contract message.
 const ContentType = "application/json"
 
-// MaxIDLength is the longest order id the store accepts (characters).
-// Table Storage allows 1 KiB keys; 256 characters keeps ids readable and
-// bounded.
-const MaxIDLength = 256
+// MaxIDLength is the longest order id accepted (characters): an order id is
+// the SessionId, which Service Bus limits to 128 characters ("Service Bus
+// quotas", learn.microsoft.com: "Maximum size of MessageId, SessionId:
+// 128"). Table Storage's 1 KiB keys allow more. MessageIds derived from an
+// order id (<order>:<sequence>, <order>:payment-timeout) may pass 128: the
+// handler derives its own within 128 (package msgid), and producers check
+// theirs (publish).
+const MaxIDLength = MaxServiceBusIDLength
 
 // MaxServiceBusIDLength is the longest SessionId or MessageId Service Bus
 // accepts (characters). A producer's order id must also fit it, with the
@@ -138,9 +143,20 @@ type invalidError struct{ msg string }
 func (e *invalidError) Error() string { return e.msg }
 func (e *invalidError) Unwrap() error { return ErrInvalid }
 
-// ValidateOrderID checks that id is usable as an order id and Table
-// Storage PartitionKey: non-empty, valid UTF-8, at most MaxIDLength
-// characters, none of / \ # ? and no control characters. The error wraps
+// ServiceBusLength is the length of s as Service Bus counts it: .NET
+// characters (UTF-16 code units), so a character outside the Basic
+// Multilingual Plane (an emoji) counts two.
+func ServiceBusLength(s string) int {
+	n := 0
+	for _, r := range s {
+		n += max(1, utf16.RuneLen(r))
+	}
+	return n
+}
+
+// ValidateOrderID checks that id is usable as an order id (a SessionId)
+// and Table Storage PartitionKey: non-empty, valid UTF-8, at most
+// MaxIDLength characters as Service Bus counts them (ServiceBusLength), none of / \ # ? and no control characters. The error wraps
 // ErrInvalid and describes the problem in one phrase.
 func ValidateOrderID(id string) error {
 	switch {
@@ -148,7 +164,7 @@ func ValidateOrderID(id string) error {
 		return invalid("orderId is empty")
 	case !utf8.ValidString(id):
 		return invalid("orderId is not valid UTF-8")
-	case utf8.RuneCountInString(id) > MaxIDLength:
+	case ServiceBusLength(id) > MaxIDLength:
 		return invalid("orderId is longer than %d characters", MaxIDLength)
 	case strings.ContainsAny(id, `/\#?`):
 		return invalid("orderId %q contains one of / \\ # ?", id)

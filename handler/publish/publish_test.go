@@ -103,7 +103,7 @@ func TestMessagesRefuseInvalidInput(t *testing.T) {
 		{"question mark", with(func(c *contract.StatusChanged) { c.OrderID = "a?b" })},
 		{"control character", with(func(c *contract.StatusChanged) { c.OrderID = "a\tb" })},
 		{"not UTF-8", with(func(c *contract.StatusChanged) { c.OrderID = "a\xffb" })},
-		{"over the store's 256", with(func(c *contract.StatusChanged) { c.OrderID = strings.Repeat("a", 257) })},
+		{"over the SessionId's 128", with(func(c *contract.StatusChanged) { c.OrderID = strings.Repeat("a", 129) })},
 		{"MessageId over 128", with(func(c *contract.StatusChanged) { c.OrderID = strings.Repeat("a", 127) })},
 		{"unknown status", with(func(c *contract.StatusChanged) { c.Status = "Refunded" })},
 		{"status not canonical", with(func(c *contract.StatusChanged) { c.Status = "paid" })},

@@ -57,8 +57,8 @@ param instanceMemoryMB int = 2048
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
-@description('Bounded in-call retry budget for transient store errors (Go duration), well below the 1 minute lock.')
-param orderStatusRetryBudget string = '20s'
+@description('Bounded in-call retry budget for transient store errors (Go duration), well below the 1 minute lock; past it a message is rescheduled (README Outages).')
+param orderStatusRetryBudget string = '5s'
 
 @description('NCRONTAB schedule of the DeadLetterSweeper timer.')
 param deadLetterSweepSchedule string = '0 */5 * * * *'
@@ -156,6 +156,13 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     DEAD_LETTER_TABLE: deadLetterTableName
     AZURE_CLIENT_ID: identityClientId
     ORDER_STATUS_RETRY_BUDGET: orderStatusRetryBudget
+    // Outages become delays (README "Outages"): the handler's defaults,
+    // set here so the portal shows what the app runs with; set
+    // ORDER_STATUS_RETRY_RESCHEDULE to 'false' for the policy before it.
+    ORDER_STATUS_RETRY_RESCHEDULE: 'true'
+    ORDER_STATUS_RETRY_BASE: '10s'
+    ORDER_STATUS_RETRY_CAP: '5m'
+    ORDER_STATUS_RETRY_WINDOW: '24h'
     DEAD_LETTER_SWEEP_SCHEDULE: deadLetterSweepSchedule
     // The sweeper's policy knobs, at their defaults (the handler's own
     // defaults; set here so the portal shows what the app runs with).

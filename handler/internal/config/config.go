@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 )
 
 // Setting names.
@@ -28,7 +30,12 @@ const (
 	EnvStoreTable            = "OrderStore__tableName"
 	EnvClientID              = "AZURE_CLIENT_ID"
 	EnvRetryBudget           = "ORDER_STATUS_RETRY_BUDGET"
-	EnvLogLevel              = "LOG_LEVEL"
+	// Rescheduling (outages become delays; README "Outages").
+	EnvRetryReschedule = "ORDER_STATUS_RETRY_RESCHEDULE"
+	EnvRetryBase       = "ORDER_STATUS_RETRY_BASE"
+	EnvRetryCap        = "ORDER_STATUS_RETRY_CAP"
+	EnvRetryWindow     = "ORDER_STATUS_RETRY_WINDOW"
+	EnvLogLevel        = "LOG_LEVEL"
 
 	// The dead-letter sweeper (DeadLetterSweeper and handler deadletters).
 	EnvDeadLetterSweepSchedule = "DEAD_LETTER_SWEEP_SCHEDULE"
@@ -50,9 +57,26 @@ const (
 	DefaultQueue       = "order-status"
 	DefaultPoisonQueue = "order-status-poison"
 	DefaultTable       = "orderstatus"
-	DefaultRetryBudget = 20 * time.Second
+	// DefaultRetryBudget is the in-call budget with rescheduling on: a
+	// blip is retried in the call, anything longer becomes a scheduled
+	// copy. DefaultRetryBudgetNoReschedule is today's policy's (rescheduling
+	// off): as long as the lock allows with room to spare.
+	DefaultRetryBudget             = 5 * time.Second
+	DefaultRetryBudgetNoReschedule = 20 * time.Second
 	// MaxRetryBudget keeps the in-call retries well below the 1 min lock.
 	MaxRetryBudget = 45 * time.Second
+
+	// Rescheduling defaults; the README's "Outages" section gives the
+	// reasons (package reschedule holds the same values).
+	DefaultRetryReschedule = true
+	DefaultRetryBase       = reschedule.DefaultBase
+	DefaultRetryCap        = reschedule.DefaultCap
+	DefaultRetryWindow     = reschedule.DefaultWindow
+	// MaxRetryCap keeps two copies of one attempt within the queue's
+	// 10-minute duplicate detection window of each other.
+	MaxRetryCap = 10 * time.Minute
+	// MaxRetryWindow stays below the queue's 7-day time to live.
+	MaxRetryWindow = 6 * 24 * time.Hour
 
 	DefaultDeadLetterSweepSchedule = "0 */5 * * * *"
 	DefaultDeadLetterCooldown      = 10 * time.Minute
@@ -87,6 +111,17 @@ type DeadLetter struct {
 	Retention time.Duration
 }
 
+// Retry is the rescheduling part of the configuration.
+type Retry struct {
+	// Reschedule: a message still failing after the in-call budget is
+	// scheduled again as a copy; false is the policy before rescheduling
+	// (answer 5xx, Service Bus redelivers at once, dead-letters after 5).
+	Reschedule bool
+	// Base and Cap bound the full-jitter backoff; Window is how long a
+	// message is rescheduled before it is parked (RetryWindowExceeded).
+	Base, Cap, Window time.Duration
+}
+
 // Config is the validated configuration of the handler process.
 type Config struct {
 	Port        int
@@ -109,6 +144,9 @@ type Config struct {
 	ClientID    string
 	RetryBudget time.Duration
 	LogLevel    slog.Level
+
+	// Retry is how transient failures past the budget are handled.
+	Retry Retry
 
 	DeadLetter DeadLetter
 }
@@ -195,7 +233,15 @@ func Load(getenv func(string) string) (Config, error) {
 		return c, invalid(EnvStoreTable, c.StoreTable, "want 3-63 letters and digits, starting with a letter")
 	}
 
+	r, err := loadRetry(get)
+	if err != nil {
+		return c, err
+	}
+	c.Retry = r
 	c.RetryBudget = DefaultRetryBudget
+	if !r.Reschedule {
+		c.RetryBudget = DefaultRetryBudgetNoReschedule
+	}
 	if s := get(EnvRetryBudget, ""); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 || d > MaxRetryBudget {
@@ -222,6 +268,43 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	c.DeadLetter = dl
 	return c, nil
+}
+
+// loadRetry reads the rescheduling settings.
+func loadRetry(get func(k, def string) string) (Retry, error) {
+	r := Retry{Reschedule: DefaultRetryReschedule, Base: DefaultRetryBase, Cap: DefaultRetryCap, Window: DefaultRetryWindow}
+	if s := get(EnvRetryReschedule, ""); s != "" {
+		v, err := strconv.ParseBool(s)
+		if err != nil {
+			return r, invalid(EnvRetryReschedule, s, "want true or false")
+		}
+		r.Reschedule = v
+	}
+	durations := []struct {
+		name     string
+		dst      *time.Duration
+		min, max time.Duration
+	}{
+		{EnvRetryBase, &r.Base, time.Millisecond, time.Hour},
+		{EnvRetryCap, &r.Cap, time.Millisecond, MaxRetryCap},
+		{EnvRetryWindow, &r.Window, time.Millisecond, MaxRetryWindow},
+	}
+	for _, d := range durations {
+		if s := get(d.name, ""); s != "" {
+			v, err := time.ParseDuration(s)
+			if err != nil || v < d.min || v > d.max {
+				return r, invalid(d.name, s, fmt.Sprintf("want a Go duration from %s to %s", d.min, d.max))
+			}
+			*d.dst = v
+		}
+	}
+	switch {
+	case r.Cap < r.Base:
+		return r, invalid(EnvRetryCap, r.Cap.String(), "must be at least "+EnvRetryBase+" ("+r.Base.String()+")")
+	case r.Window < r.Cap:
+		return r, invalid(EnvRetryWindow, r.Window.String(), "must be at least "+EnvRetryCap+" ("+r.Cap.String()+")")
+	}
+	return r, nil
 }
 
 // LoadDeadLetter reads the sweeper's settings (the CLI reads them too,

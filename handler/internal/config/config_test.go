@@ -29,7 +29,8 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 	want := Config{Port: 8080, Queue: "order-status", PoisonQueue: "order-status-poison", StoreConnectionString: azurite,
-		StoreTable: "orderstatus", RetryBudget: 20 * time.Second, LogLevel: slog.LevelInfo,
+		StoreTable: "orderstatus", RetryBudget: 5 * time.Second, LogLevel: slog.LevelInfo,
+		Retry: Retry{Reschedule: true, Base: 10 * time.Second, Cap: 5 * time.Minute, Window: 24 * time.Hour},
 		DeadLetter: DeadLetter{Schedule: "0 */5 * * * *", Cooldown: 10 * time.Minute, MaxReplays: 3, SweepMax: 100, SweepRate: 10,
 			ArchiveTable: "deadletterarchive", AuditTable: "deadletteraudit", Table: "deadletters", Retention: 720 * time.Hour}}
 	if !reflect.DeepEqual(c, want) {
@@ -46,6 +47,24 @@ func TestLoadDeadLetterStore(t *testing.T) {
 		if d, err := LoadDeadLetter(env(EnvDeadLetterRetention, ok)); err != nil {
 			t.Errorf("retention %s: %v (%+v), want it accepted", ok, err, d)
 		}
+	}
+}
+
+// Rescheduling off is the policy before it, with that policy's budget.
+func TestLoadReschedulingOff(t *testing.T) {
+	c, err := Load(env(EnvPort, "8080", EnvStoreConnectionString, azurite, EnvRetryReschedule, "false"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Retry.Reschedule || c.RetryBudget != 20*time.Second {
+		t.Errorf("reschedule %v, budget %s; want false and 20s", c.Retry.Reschedule, c.RetryBudget)
+	}
+	c, err = Load(env(EnvPort, "8080", EnvStoreConnectionString, azurite, EnvRetryBase, "50ms", EnvRetryCap, "1s", EnvRetryWindow, "30s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Retry{Reschedule: true, Base: 50 * time.Millisecond, Cap: time.Second, Window: 30 * time.Second}); c.Retry != want {
+		t.Errorf("Retry = %+v, want %+v", c.Retry, want)
 	}
 }
 
@@ -87,6 +106,12 @@ func TestLoadErrorsNameTheSetting(t *testing.T) {
 		{"budget not a duration", with(EnvRetryBudget, "20"), EnvRetryBudget},
 		{"budget zero", with(EnvRetryBudget, "0s"), EnvRetryBudget},
 		{"budget above lock margin", with(EnvRetryBudget, "50s"), EnvRetryBudget},
+		{"reschedule not a bool", with(EnvRetryReschedule, "maybe"), EnvRetryReschedule},
+		{"base not a duration", with(EnvRetryBase, "10"), EnvRetryBase},
+		{"cap above the duplicate detection window", with(EnvRetryCap, "11m"), EnvRetryCap},
+		{"cap below base", with(EnvRetryBase, "1m", EnvRetryCap, "30s"), EnvRetryCap},
+		{"window of 7 days", with(EnvRetryWindow, "168h"), EnvRetryWindow},
+		{"window below cap", with(EnvRetryWindow, "1m"), EnvRetryWindow},
 		{"log level", with(EnvLogLevel, "loud"), EnvLogLevel},
 		{"dev broker not loopback", with(EnvDevBrokerURL, "http://10.0.0.1:80"), EnvDevBrokerURL},
 		{"sweep schedule not six fields", with(EnvDeadLetterSweepSchedule, "*/5 * * * *"), EnvDeadLetterSweepSchedule},
@@ -206,7 +231,15 @@ func TestTemplateListsEverySetting(t *testing.T) {
 	}
 	// Set by the Functions host or the development host, not by users.
 	hostSet := map[string]bool{EnvPort: true, EnvDevBrokerURL: true}
+<<<<<<< HEAD
 	for _, name := range templateSettings {
+=======
+	for _, name := range []string{EnvPort, EnvQueue, EnvPoisonQueue, EnvServiceBusNamespace, EnvServiceBusClientID,
+		EnvDevBrokerURL, EnvStoreServiceURI, EnvStoreConnectionString, EnvStoreTable, EnvClientID, EnvRetryBudget, EnvLogLevel,
+		EnvRetryReschedule, EnvRetryBase, EnvRetryCap, EnvRetryWindow,
+		EnvDeadLetterSweepSchedule, EnvDeadLetterCooldown, EnvDeadLetterMaxReplays, EnvDeadLetterSweepMax, EnvDeadLetterSweepRate,
+		EnvDeadLetterArchiveTable, EnvDeadLetterAuditTable} {
+>>>>>>> outage-handler
 		if _, ok := tpl.Values[name]; !ok && !hostSet[name] {
 			t.Errorf("local.settings.json.template lacks %s", name)
 		}

@@ -85,10 +85,13 @@ func newDLHost(t *testing.T) *dlHost {
 		HandlerPath: handler,
 		Env:         []string{"PATH=" + os.Getenv("PATH")},
 		Settings: map[string]string{
-			SettingStoreConnection:                          azurite.ConnectionString(p.Addr),
-			SettingStoreServiceURI:                          "",
-			"OrderStore__tableName":                         "e2e" + suffix,
-			"ORDER_STATUS_RETRY_BUDGET":                     "500ms",
+			SettingStoreConnection:      azurite.ConnectionString(p.Addr),
+			SettingStoreServiceURI:      "",
+			"OrderStore__tableName":     "e2e" + suffix,
+			"ORDER_STATUS_RETRY_BUDGET": "500ms",
+			// The policy before rescheduling: an outage past the budget
+			// is answered 5xx and dead-lettered, which these tests need.
+			"ORDER_STATUS_RETRY_RESCHEDULE":                 "false",
 			"DEAD_LETTER_ARCHIVE_TABLE":                     "arch" + suffix,
 			"DEAD_LETTER_AUDIT_TABLE":                       "audit" + suffix,
 			"DEAD_LETTER_SWEEP_RATE":                        "1000",

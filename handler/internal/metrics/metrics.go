@@ -28,7 +28,22 @@ type Metrics struct {
 	SkippedSequence   prometheus.Counter
 	Parked            *prometheus.CounterVec // reason
 	Retries           *prometheus.CounterVec // operation
-	BuildInfo         *prometheus.GaugeVec
+	// Rescheduled counts messages scheduled again as a copy instead of
+	// being answered 5xx, by reason (transient, circuit_open,
+	// order_not_found).
+	Rescheduled *prometheus.CounterVec // reason
+	// CircuitState is the store circuit breaker's state: 0 closed, 1
+	// open, 2 half-open (a probe under way).
+	CircuitState prometheus.Gauge
+	// CircuitChanges counts the breaker's state changes, by the state
+	// entered.
+	CircuitChanges *prometheus.CounterVec // state
+	// TimeoutChecks counts the PaymentTimeoutChecks the handler scheduled
+	// itself on applying an order's Created, by outcome (scheduled,
+	// failed): each "scheduled" is one Service Bus operation per order
+	// beyond what the producers send.
+	TimeoutChecks *prometheus.CounterVec // outcome
+	BuildInfo     *prometheus.GaugeVec
 }
 
 // Options tune NewWithOptions. The zero value (or nil) is usable.
@@ -105,13 +120,30 @@ func NewWithOptions(reg prometheus.Registerer, version string, opts *Options) *M
 			Name: "orderstatus_retries_total",
 			Help: "In-call retries after transient failures, by operation (apply, park).",
 		}, []string{"operation"}),
+		Rescheduled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderstatus_rescheduled_total",
+			Help: "Messages scheduled again as a copy (backoff) instead of answered 5xx, by reason (transient, circuit_open, order_not_found).",
+		}, []string{"reason"}),
+		CircuitState: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "orderstatus_circuit_state",
+			Help: "State of this instance's order-store circuit breaker: 0 closed, 1 open, 2 half-open (one probe under way).",
+		}),
+		CircuitChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderstatus_circuit_changes_total",
+			Help: "State changes of the order-store circuit breaker, by the state entered (closed, open, half-open).",
+		}, []string{"state"}),
+		TimeoutChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderstatus_timeout_checks_total",
+			Help: "PaymentTimeoutChecks the handler scheduled itself on applying a Created, by outcome (scheduled, failed): the extra Service Bus operations per order.",
+		}, []string{"outcome"}),
 		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "orderstatus_build_info",
 			Help: "Always 1; labels carry the version, Go version and VCS revision.",
 		}, []string{"version", "goversion", "revision"}),
 	}
 	reg.MustRegister(m.Messages, m.Duration, m.DeliveryCount, m.StoreRoundTrips, m.MessageRoundTrips, m.StoreLatency,
-		m.ETagConflicts, m.CacheHits, m.SequenceGaps, m.SkippedSequence, m.Parked, m.Retries, m.BuildInfo,
+		m.ETagConflicts, m.CacheHits, m.SequenceGaps, m.SkippedSequence, m.Parked, m.Retries,
+		m.Rescheduled, m.CircuitState, m.CircuitChanges, m.TimeoutChecks, m.BuildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	goVersion, revision := "unknown", opts.Revision
 	if bi, ok := debug.ReadBuildInfo(); ok {

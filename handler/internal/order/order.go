@@ -69,10 +69,19 @@ const (
 	ReasonInvalidPayload    = "InvalidPayload"
 	ReasonUnknownSubject    = "UnknownSubject"
 	ReasonInvalidTransition = "InvalidTransition"
+	// ReasonRetryWindowExceeded: a message whose transient failures
+	// outlasted the retry window (ORDER_STATUS_RETRY_WINDOW), parked with
+	// its last error; the dead-letter policy replays it after the
+	// cool-down, like MaxDeliveryCountExceeded.
+	ReasonRetryWindowExceeded = "RetryWindowExceeded"
+	// ReasonOrderNeverCreated: a PaymentTimeoutCheck whose order never
+	// appeared within the retry window; parked and left for a human.
+	ReasonOrderNeverCreated = "OrderNeverCreated"
 )
 
 // Reasons lists every poison reason the handler gives.
-var Reasons = []string{ReasonInvalidPayload, ReasonUnknownSubject, ReasonInvalidTransition}
+var Reasons = []string{ReasonInvalidPayload, ReasonUnknownSubject, ReasonInvalidTransition,
+	ReasonRetryWindowExceeded, ReasonOrderNeverCreated}
 
 // PoisonError marks a message that no retry can fix. Reason is one of the
 // Reason constants; Description is for humans.

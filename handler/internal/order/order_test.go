@@ -37,8 +37,8 @@ func updateBody(orderID, status, sequence, occurredAt string) string {
 }
 
 func TestParseUpdateAccepts(t *testing.T) {
-	id256 := strings.Repeat("a", MaxIDLength)
-	idRunes := strings.Repeat("é", MaxIDLength) // 256 characters, 512 bytes
+	id128 := strings.Repeat("a", MaxIDLength)   // 128 characters: the longest SessionId
+	idRunes := strings.Repeat("é", MaxIDLength) // 128 characters, 256 bytes
 	tests := []struct {
 		name    string
 		body    string
@@ -65,9 +65,9 @@ func TestParseUpdateAccepts(t *testing.T) {
 			Update{OrderID: "o-1", Status: Cancelled, Sequence: 2}},
 		{"mixed-case status normalised", `{"orderId":"o-1","status":"dElIvErEd","sequence":9}`, "o-1",
 			Update{OrderID: "o-1", Status: Delivered, Sequence: 9}},
-		{"id of 256 characters", updateBody(`"`+id256+`"`, `"Paid"`, "2", ""), id256,
-			Update{OrderID: id256, Status: Paid, Sequence: 2}},
-		{"id of 256 two-byte characters", updateBody(`"`+idRunes+`"`, `"Paid"`, "2", ""), idRunes,
+		{"id of 128 characters", updateBody(`"`+id128+`"`, `"Paid"`, "2", ""), id128,
+			Update{OrderID: id128, Status: Paid, Sequence: 2}},
+		{"id of 128 two-byte characters", updateBody(`"`+idRunes+`"`, `"Paid"`, "2", ""), idRunes,
 			Update{OrderID: idRunes, Status: Paid, Sequence: 2}},
 		{"largest sequence", updateBody(`"o-1"`, `"Paid"`, "9223372036854775807", ""), "o-1",
 			Update{OrderID: "o-1", Status: Paid, Sequence: 1<<63 - 1}},
@@ -230,12 +230,15 @@ func TestValidateID(t *testing.T) {
 		wantErr bool
 	}{
 		{"simple", "o-1", false},
-		{"256 characters", strings.Repeat("x", 256), false},
-		{"256 four-byte characters", strings.Repeat("😀", 256), false},
+		{"128 characters", strings.Repeat("x", 128), false},
+		{"128 two-byte characters", strings.Repeat("é", 128), false},
+		{"64 four-byte characters (128 UTF-16 units)", strings.Repeat("😀", 64), false},
+		{"65 four-byte characters (130 UTF-16 units)", strings.Repeat("😀", 65), true},
+		{"129 characters", strings.Repeat("x", 129), true},
 		{"unicode letters", "commande-é-ß", false},
 		{"space inside", "o 1", false},
 		{"empty", "", true},
-		{"257 characters", strings.Repeat("x", 257), true},
+		{"256 characters (the old limit)", strings.Repeat("x", 256), true},
 		{"invalid UTF-8", "o-\xff", true},
 		{"slash", "a/b", true},
 		{"backslash", `a\b`, true},

@@ -3,11 +3,25 @@
 // parks it), and answers so that the host settles the message correctly.
 //
 // The answer is the settlement. 200 completes the message, so it is given
-// only when the effect is durable: applied, proven duplicate or stale, or
-// parked on the poison queue. Everything else (a storage outage longer than
-// the retry budget, a failed park, shutdown, a malformed invocation) is
-// answered 5xx, so the host abandons and Service Bus redelivers or, past
-// the max delivery count, dead-letters.
+// only when the effect is durable: applied, proven duplicate or stale,
+// parked on the poison queue, or rescheduled (a copy scheduled for later,
+// see package reschedule). Everything else (a failed park or schedule,
+// shutdown, a malformed invocation, and with rescheduling off a storage
+// outage longer than the retry budget) is answered 5xx, so the host
+// abandons and Service Bus redelivers or, past the max delivery count,
+// dead-letters.
+//
+// With rescheduling on (Options.Reschedule), a message that still fails
+// transiently after the in-call budget is scheduled again as a copy at now
+// plus a backoff, and answered 200 once the broker accepted the copy; past
+// the retry window it is parked (RetryWindowExceeded) with its last error.
+// A per-instance circuit breaker (Options.Breaker) stops sending every call
+// to a failing store: while it is open, messages are rescheduled at once
+// and one probe at a time tries the store. A PaymentTimeoutCheck for an
+// order with no row yet is rescheduled the same way until the order
+// appears (OrderNeverCreated past the window), and applying an order's
+// Created makes sure a PaymentTimeoutCheck is scheduled for it, so every
+// unpaid order expires whatever its producers did.
 package orderfn
 
 import (
@@ -20,11 +34,13 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/circuit"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 	"github.com/orderstatus/orderstatus/handler/internal/retry"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
@@ -36,6 +52,9 @@ import (
 type Applier interface {
 	ApplyUnder(ctx context.Context, u order.Update, lock orderstate.Lock) (orderstate.Outcome, error)
 	ExpireIfUnpaid(ctx context.Context, orderID string) (orderstate.Outcome, error)
+	// Get reads the stored row (an error wrapping store.ErrNotFound when
+	// there is none).
+	Get(ctx context.Context, orderID string) (store.Row, error)
 }
 
 // Parker copies a poison message to the poison queue (parking.Parker).
@@ -43,21 +62,66 @@ type Parker interface {
 	Park(ctx context.Context, o parking.Original, reason, description string) error
 }
 
+// Rescheduler schedules a copy of a failing message for later, and an
+// order's PaymentTimeoutCheck (reschedule.Rescheduler).
+type Rescheduler interface {
+	Decide(ctx context.Context, o reschedule.Original) (reschedule.Decision, error)
+	Schedule(ctx context.Context, o reschedule.Original, d reschedule.Decision, lastError string) (broker.Message, error)
+	ScheduleSettle(ctx context.Context, o reschedule.Original) (broker.Message, time.Time, error)
+	ScheduleTimeoutCheck(ctx context.Context, orderID string, occurredAt time.Time, delayed bool) (time.Time, error)
+}
+
 var (
-	_ Applier = (*orderstate.Service)(nil)
-	_ Parker  = (*parking.Parker)(nil)
+	_ Applier     = (*orderstate.Service)(nil)
+	_ Parker      = (*parking.Parker)(nil)
+	_ Rescheduler = (*reschedule.Rescheduler)(nil)
 )
 
 // ResultParked is the result reported for a message copied to the poison
-// queue; ResultFailed for one answered 5xx.
+// queue; ResultRescheduled for one scheduled again as a copy; ResultFailed
+// for one answered 5xx.
 const (
-	ResultParked = "Parked"
-	ResultFailed = "Failed"
+	ResultParked      = "Parked"
+	ResultRescheduled = "Rescheduled"
+	ResultFailed      = "Failed"
 )
 
-// DefaultRetryBudget is the in-call retry budget when Options leave it zero:
-// well below the 1 minute lock of the order-status queue.
-const DefaultRetryBudget = 20 * time.Second
+// Reasons a message is rescheduled (the orderstatus_rescheduled_total
+// label).
+const (
+	// RescheduleTransient: the store still failed after the in-call budget.
+	RescheduleTransient = "transient"
+	// RescheduleCircuitOpen: the circuit breaker is open; the store was
+	// not called.
+	RescheduleCircuitOpen = "circuit_open"
+	// RescheduleOrderNotFound: a PaymentTimeoutCheck for an order with no
+	// row yet (its Created is late).
+	RescheduleOrderNotFound = "order_not_found"
+	// RescheduleSettle: a PaymentTimeoutCheck that an outage delayed found
+	// its order still Created; it waits reschedule.Policy.Settle, so that
+	// the order's own delayed messages (a Paid) come back first.
+	RescheduleSettle = "settle"
+)
+
+// resultSettle is the internal result of a delayed check that found its
+// order Created (never answered as such: it becomes Rescheduled).
+const resultSettle order.Result = "Settle"
+
+// DefaultRetryBudget is the in-call retry budget when Options leave it zero
+// and rescheduling is off: well below the 1 minute lock of the
+// order-status queue. DefaultRescheduleBudget is the budget with
+// rescheduling on: long enough for a blip (a throttled request, one lost
+// connection), short because a longer failure is cheaper as a scheduled
+// copy than as a call holding the session.
+const (
+	DefaultRetryBudget      = 20 * time.Second
+	DefaultRescheduleBudget = 5 * time.Second
+)
+
+// DefaultScheduleBudget bounds the Service Bus calls that follow the
+// in-call budget (the copy, the timeout check, a park after the window),
+// so that the whole call stays well within the 1 minute lock.
+const DefaultScheduleBudget = 15 * time.Second
 
 // MaxInvocationBytes bounds the request body (a 256 KiB Standard-tier
 // message, base64-encoded, plus metadata, with room to spare).
@@ -73,6 +137,17 @@ type Options struct {
 	// Stop, when done, ends retry waits at once (shutdown): the call is
 	// answered 5xx. nil means never.
 	Stop context.Context
+	// Reschedule, when set, turns a transient failure after the budget
+	// into a scheduled copy (answered 200), reschedules a
+	// PaymentTimeoutCheck whose order has no row yet, and schedules a
+	// PaymentTimeoutCheck for every order whose Created it applies. nil
+	// is today's policy: answer 5xx after the budget.
+	Reschedule Rescheduler
+	// Breaker, when set with Reschedule, is the store's circuit breaker.
+	Breaker *circuit.Breaker
+	// ScheduleBudget bounds the Service Bus calls after the in-call
+	// budget (default DefaultScheduleBudget).
+	ScheduleBudget time.Duration
 }
 
 // Handler serves POST /OrderStatus.
@@ -94,6 +169,15 @@ func New(a Applier, p Parker, m *metrics.Metrics, log *slog.Logger, opts Options
 	}
 	if opts.Retry.Budget <= 0 {
 		opts.Retry.Budget = DefaultRetryBudget
+		if opts.Reschedule != nil {
+			opts.Retry.Budget = DefaultRescheduleBudget
+		}
+	}
+	if opts.ScheduleBudget <= 0 {
+		opts.ScheduleBudget = DefaultScheduleBudget
+	}
+	if opts.Reschedule == nil {
+		opts.Breaker = nil // an open breaker without rescheduling would only hasten dead-lettering
 	}
 	return &Handler{applier: a, parker: p, metrics: m, log: log, opts: opts}
 }
@@ -111,8 +195,15 @@ type outcome struct {
 	cacheHit    bool
 	conflicts   int
 	retries     int
-	err         error // set when result is ResultFailed
-	httpStatus  int
+	// rescheduled: the copy's MessageId, when it is due and why.
+	rescheduled   string
+	rescheduledAt time.Time
+	why           string
+	attempt       int64
+	// timeoutCheck is when the check this call scheduled is due.
+	timeoutCheck time.Time
+	err          error // set when result is ResultFailed
+	httpStatus   int
 	// invocationID is the host's X-Azure-Functions-InvocationId.
 	invocationID string
 }
@@ -143,14 +234,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		h.metrics.DeliveryCount.Observe(float64(msg.DeliveryCount))
 		ctx, cancel := context.WithTimeout(r.Context(), h.opts.Retry.Budget)
-		out = h.handle(ctx, msg)
+		out = h.handle(ctx, r.Context(), msg)
 		cancel()
 	}
 	out.invocationID = r.Header.Get("X-Azure-Functions-InvocationId")
 	h.finish(w, msg, out, time.Since(start))
 }
 
-func (h *Handler) handle(ctx context.Context, msg hostproto.ServiceBusMessage) outcome {
+// handle decides msg. ctx carries the in-call budget; call is the whole
+// request's context, from which the Service Bus calls after the budget
+// (rescheduling, the timeout check) get Options.ScheduleBudget of their own.
+func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMessage) outcome {
 	switch msg.Subject {
 	case order.SubjectStatusChanged:
 		u, err := order.ParseUpdate(msg.Body, msg.SessionID)
@@ -159,14 +253,44 @@ func (h *Handler) handle(ctx context.Context, msg hostproto.ServiceBusMessage) o
 		}
 		out := outcome{orderID: u.OrderID, sequence: u.Sequence}
 		lock := orderstate.Lock{Until: msg.SessionLockedUntil}
-		return h.apply(ctx, msg, out, func(ctx context.Context) (orderstate.Outcome, error) { return h.applier.ApplyUnder(ctx, u, lock) })
+		var res orderstate.Outcome
+		out = h.apply(ctx, call, msg, out, func(ctx context.Context) (orderstate.Outcome, error) {
+			var err error
+			res, err = h.applier.ApplyUnder(ctx, u, lock)
+			return res, err
+		})
+		if h.opts.Reschedule != nil && out.httpStatus == http.StatusOK && createdHere(u, res) {
+			out = h.ensureTimeout(call, msg, out, u, res.State.OccurredAt, reschedule.StateOf(original(msg)).Delayed())
+		}
+		return out
 	case order.SubjectPaymentTimeout:
 		c, err := order.ParseTimeoutCheck(msg.Body, msg.SessionID)
 		if err != nil {
 			return h.park(ctx, msg, outcome{orderID: msg.SessionID}, err)
 		}
 		out := outcome{orderID: c.OrderID}
-		return h.apply(ctx, msg, out, func(ctx context.Context) (orderstate.Outcome, error) { return h.applier.ExpireIfUnpaid(ctx, c.OrderID) })
+		var res orderstate.Outcome
+		settling := h.opts.Reschedule != nil && reschedule.StateOf(original(msg)).Settling()
+		out = h.apply(ctx, call, msg, out, func(ctx context.Context) (orderstate.Outcome, error) {
+			var err error
+			if settling {
+				res, err = h.peek(ctx, c.OrderID)
+			} else {
+				res, err = h.applier.ExpireIfUnpaid(ctx, c.OrderID)
+			}
+			return res, err
+		})
+		switch {
+		case h.opts.Reschedule == nil || out.httpStatus != http.StatusOK:
+		case out.result == string(order.Stale) && res.State == (order.State{}):
+			// No row: the order's Created is late (or never comes).
+			// Check again later; past the window, a human looks.
+			return h.reschedule(call, msg, out, RescheduleOrderNotFound, order.ReasonOrderNeverCreated,
+				fmt.Sprintf("order %s has no row", c.OrderID))
+		case out.result == string(resultSettle):
+			return h.settle(call, msg, out)
+		}
+		return out
 	default:
 		return h.park(ctx, msg, outcome{orderID: msg.SessionID}, &order.PoisonError{Reason: order.ReasonUnknownSubject,
 			Description: fmt.Sprintf("no handler for subject %q", msg.Subject)})
@@ -182,11 +306,123 @@ func (h *Handler) retryLog(operation string, msg hostproto.ServiceBusMessage, ou
 		"attempt", a.Number, "wait_ms", a.Wait.Milliseconds(), "error", a.Err.Error())
 }
 
+// createdHere reports whether the outcome leaves u's order Created at u's
+// sequence: u is the order's Created, applied now or before (a
+// redelivery, Duplicate, whose earlier answer may have failed before its
+// check was scheduled).
+func createdHere(u order.Update, res orderstate.Outcome) bool {
+	return u.Status == order.Created && (res.Result == order.Applied || res.Result == order.Duplicate) &&
+		res.State.Status == order.Created && res.State.LastSequence == u.Sequence
+}
+
+// ensureTimeout makes sure a PaymentTimeoutCheck is scheduled for the order
+// just created. The row is durable already; if the schedule fails the
+// call is answered 5xx, and the redelivery (Duplicate) schedules it again.
+//
+// A Created that was itself delayed (a rescheduled copy or a replay) gets
+// its check no sooner than reschedule.Policy.Settle from now: its Paid may
+// be on its way back from the same outage.
+func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMessage, out outcome, u order.Update, occurredAt time.Time, delayed bool) outcome {
+	if occurredAt.IsZero() {
+		occurredAt = u.OccurredAt
+	}
+	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
+	defer cancel()
+	var at time.Time
+	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
+		var err error
+		at, err = h.opts.Reschedule.ScheduleTimeoutCheck(ctx, u.OrderID, occurredAt, delayed)
+		return err
+	}, func(a retry.Attempt) { h.retryLog("timeout_check", msg, &out, a) })
+	if err != nil {
+		h.metrics.TimeoutChecks.WithLabelValues("failed").Inc()
+		out.result, out.err, out.httpStatus = ResultFailed, fmt.Errorf("schedule the payment timeout of %s: %w", u.OrderID, err), statusFor(err)
+		return out
+	}
+	h.metrics.TimeoutChecks.WithLabelValues("scheduled").Inc()
+	out.timeoutCheck = at
+	return out
+}
+
+// original is what rescheduling keeps of msg.
+func original(msg hostproto.ServiceBusMessage) reschedule.Original {
+	return reschedule.Original{
+		MessageID: msg.MessageID, SessionID: msg.SessionID, SequenceNumber: msg.SequenceNumber,
+		Subject: msg.Subject, ContentType: msg.ContentType, CorrelationID: msg.CorrelationID,
+		Body: msg.Body, ApplicationProperties: msg.ApplicationProperties,
+	}
+}
+
+// peek decides a delayed PaymentTimeoutCheck without writing: Stale when
+// the order is past Created (or has no row: State zero), resultSettle when
+// it is still Created.
+func (h *Handler) peek(ctx context.Context, orderID string) (orderstate.Outcome, error) {
+	row, err := h.applier.Get(ctx, orderID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return orderstate.Outcome{Result: order.Stale, RoundTrips: 1}, nil
+	case err != nil:
+		return orderstate.Outcome{RoundTrips: 1}, err
+	case row.State.Status == order.Created:
+		return orderstate.Outcome{Result: resultSettle, State: row.State, RoundTrips: 1}, nil
+	}
+	return orderstate.Outcome{Result: order.Stale, State: row.State, RoundTrips: 1}, nil
+}
+
+// settle schedules the settle copy of a delayed check whose order is
+// still Created, and answers Rescheduled once Service Bus accepted it.
+func (h *Handler) settle(call context.Context, msg hostproto.ServiceBusMessage, out outcome) outcome {
+	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
+	defer cancel()
+	var (
+		copied broker.Message
+		at     time.Time
+	)
+	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
+		var err error
+		copied, at, err = h.opts.Reschedule.ScheduleSettle(ctx, original(msg))
+		return err
+	}, func(a retry.Attempt) { h.retryLog("reschedule", msg, &out, a) })
+	if err != nil {
+		out.result, out.err, out.httpStatus = ResultFailed, fmt.Errorf("settle %s: %w", msg.MessageID, err), statusFor(err)
+		return out
+	}
+	h.metrics.Rescheduled.WithLabelValues(RescheduleSettle).Inc()
+	out.result, out.httpStatus, out.status = ResultRescheduled, http.StatusOK, ""
+	out.rescheduled, out.rescheduledAt, out.why = copied.MessageID, at, RescheduleSettle
+	out.description = "order still Created after an outage delayed its check"
+	return out
+}
+
+// storeFailure reports whether err says the store failed (what the
+// circuit breaker counts): a transient storage error or a call cut off by
+// its deadline, not a lost race (contention) nor shutdown.
+func storeFailure(err error) bool {
+	if err == nil || errors.Is(err, orderstate.ErrContention) {
+		return false
+	}
+	return errors.Is(err, store.ErrTransient) || errors.Is(err, context.DeadlineExceeded)
+}
+
 // apply runs op with in-call retries of transient failures until ctx's
-// deadline.
-func (h *Handler) apply(ctx context.Context, msg hostproto.ServiceBusMessage, out outcome, op func(context.Context) (orderstate.Outcome, error)) outcome {
+// deadline, behind the circuit breaker; with rescheduling on, a transient
+// failure (or an open breaker) becomes a scheduled copy.
+func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessage, out outcome, op func(context.Context) (orderstate.Outcome, error)) outcome {
+	policy := h.opts.Retry
+	var ticket circuit.Ticket
+	if b := h.opts.Breaker; b != nil {
+		t, ok := b.Allow()
+		if !ok {
+			return h.reschedule(call, msg, out, RescheduleCircuitOpen, order.ReasonRetryWindowExceeded, "circuit open: the order store is failing")
+		}
+		ticket = t
+		if t.Probe() {
+			// One attempt: the probe holds the only way to the store.
+			policy.Budget = time.Nanosecond
+		}
+	}
 	var res orderstate.Outcome
-	err := retry.Do(ctx, h.opts.Stop, h.opts.Retry, transient, func(ctx context.Context) error {
+	err := retry.Do(ctx, h.opts.Stop, policy, transient, func(ctx context.Context) error {
 		var err error
 		res, err = op(ctx)
 		// Count every attempt's storage work, failed ones included.
@@ -195,7 +431,11 @@ func (h *Handler) apply(ctx context.Context, msg hostproto.ServiceBusMessage, ou
 		out.cacheHit = out.cacheHit || res.CacheHit
 		return err
 	}, func(a retry.Attempt) { h.retryLog("apply", msg, &out, a) })
+	ticket.Done(storeFailure(err))
 	if err != nil {
+		if h.opts.Reschedule != nil && statusFor(err) == http.StatusServiceUnavailable && h.opts.Stop.Err() == nil && call.Err() == nil {
+			return h.reschedule(call, msg, out, RescheduleTransient, order.ReasonRetryWindowExceeded, err.Error())
+		}
 		out.result, out.err, out.httpStatus = ResultFailed, err, statusFor(err)
 		return out
 	}
@@ -212,6 +452,41 @@ func (h *Handler) apply(ctx context.Context, msg hostproto.ServiceBusMessage, ou
 		return h.park(ctx, msg, out, p)
 	}
 	out.httpStatus = http.StatusOK
+	return out
+}
+
+// reschedule schedules a copy of msg for later (why is the metric's
+// reason, lastError the copy's LastError), or, past the retry window,
+// parks msg with parkReason. It answers 200 only once the copy (or the
+// park) was accepted; 5xx otherwise, so nothing is lost.
+func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessage, out outcome, why, parkReason, lastError string) outcome {
+	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
+	defer cancel()
+	orig := original(msg)
+	var d reschedule.Decision
+	var copied broker.Message
+	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
+		var err error
+		if d, err = h.opts.Reschedule.Decide(ctx, orig); err != nil || d.Park {
+			return err
+		}
+		copied, err = h.opts.Reschedule.Schedule(ctx, orig, d, lastError)
+		return err
+	}, func(a retry.Attempt) { h.retryLog("reschedule", msg, &out, a) })
+	out.attempt = d.Attempt
+	if err != nil {
+		out.result, out.err, out.httpStatus = ResultFailed, fmt.Errorf("reschedule %s (%s, first error: %s): %w", msg.MessageID, why, lastError, err), statusFor(err)
+		return out
+	}
+	if d.Park {
+		desc := fmt.Sprintf("still failing %s after the first failure (%d attempts): %s", d.Elapsed.Round(time.Second), d.Attempt-1, lastError)
+		return h.park(ctx, msg, out, &order.PoisonError{Reason: parkReason, Description: desc})
+	}
+	h.metrics.Rescheduled.WithLabelValues(why).Inc()
+	out.result, out.httpStatus = ResultRescheduled, http.StatusOK
+	out.rescheduled, out.rescheduledAt, out.why = copied.MessageID, d.At, why
+	out.description = lastError
+	out.status = ""
 	return out
 }
 
@@ -297,6 +572,19 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 	if out.reason != "" {
 		attrs = append(attrs, "reason", out.reason, "description", out.description)
 	}
+	if id, ok := msg.ApplicationProperties[reschedule.PropOriginalMessageID].(string); ok && id != "" {
+		attrs = append(attrs, "original_message_id", id)
+	}
+	if out.attempt > 0 {
+		attrs = append(attrs, "retry_attempt", out.attempt)
+	}
+	if out.rescheduled != "" {
+		attrs = append(attrs, "rescheduled_id", out.rescheduled, "rescheduled_at", out.rescheduledAt.UTC().Format(time.RFC3339Nano),
+			"reschedule_reason", out.why, "last_error", out.description)
+	}
+	if !out.timeoutCheck.IsZero() {
+		attrs = append(attrs, "timeout_check_at", out.timeoutCheck.UTC().Format(time.RFC3339Nano))
+	}
 	if out.invocationID != "" {
 		attrs = append(attrs, "invocation_id", out.invocationID)
 	}
@@ -311,6 +599,8 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 		}
 	case out.result == ResultParked:
 		level, text = slog.LevelWarn, "message parked on the poison queue"
+	case out.result == ResultRescheduled:
+		level, text = slog.LevelWarn, "message rescheduled: a copy is due later"
 	case out.gap > 0:
 		level, text = slog.LevelWarn, "sequence gap: update applied after missing sequence numbers"
 	}
@@ -337,6 +627,9 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 	case out.result == ResultParked:
 		rv["reason"], rv["description"] = out.reason, out.description
 		logLine += ": parked (" + out.reason + ")"
+	case out.result == ResultRescheduled:
+		rv["rescheduled"], rv["due"] = out.rescheduled, out.rescheduledAt.UTC().Format(time.RFC3339)
+		logLine += fmt.Sprintf(": rescheduled (%s) as %s, due %s", out.why, out.rescheduled, out.rescheduledAt.UTC().Format(time.RFC3339))
 	default:
 		logLine += ": " + out.result
 	}

@@ -59,6 +59,10 @@ func (f *fakeApplier) ApplyUnder(_ context.Context, u order.Update, lock orderst
 	return f.next()
 }
 
+func (f *fakeApplier) Get(context.Context, string) (store.Row, error) {
+	return store.Row{}, errors.New("fakeApplier: Get is not scripted")
+}
+
 func (f *fakeApplier) ExpireIfUnpaid(_ context.Context, id string) (orderstate.Outcome, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

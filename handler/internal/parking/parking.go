@@ -89,15 +89,19 @@ func New(s Sender, queue string) *Parker { return &Parker{sender: s, queue: queu
 
 // Message builds the parked copy: body, subject and content type unchanged,
 // no SessionId (the poison queue has no sessions), the original application
-// properties kept, and the parking properties set over them.
+// properties kept, and the parking properties set over them. An existing
+// OriginalMessageId (a rescheduled copy's, see package reschedule) is kept,
+// so the parked copy names the message first sent.
 func Message(o Original, reason, description string) broker.Message {
-	props := make(map[string]any, len(o.ApplicationProperties)+8)
-	for k, v := range o.ApplicationProperties {
-		props[k] = propertyValue(v)
+	props := Properties(o.ApplicationProperties)
+	if props == nil {
+		props = make(map[string]any, 8)
 	}
 	props[PropReason] = reason
 	props[PropDescription] = truncate(description, MaxDescription)
-	props[PropOriginalMessageID] = o.MessageID
+	if id, ok := props[PropOriginalMessageID].(string); !ok || id == "" {
+		props[PropOriginalMessageID] = o.MessageID
+	}
 	props[PropOriginalSessionID] = o.SessionID
 	props[PropOriginalSequenceNumber] = o.SequenceNumber
 	props[PropOriginalSubject] = o.Subject
@@ -123,6 +127,19 @@ func (p *Parker) Park(ctx context.Context, o Original, reason, description strin
 		return fmt.Errorf("parking: send %s to %s: %w", o.MessageID, p.queue, err)
 	}
 	return nil
+}
+
+// Properties returns a copy of p with every value converted by
+// propertyValue, nil when p is empty.
+func Properties(p map[string]any) map[string]any {
+	if len(p) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(p)+8)
+	for k, v := range p {
+		out[k] = propertyValue(v)
+	}
+	return out
 }
 
 // propertyValue converts a value decoded from the host's JSON into a type

@@ -126,3 +126,16 @@ func TestParkedID(t *testing.T) {
 		t.Error("two long ids share a parked id")
 	}
 }
+
+// A rescheduled copy carries the MessageId first sent in OriginalMessageId;
+// parking keeps it instead of naming the copy.
+func TestMessageKeepsAnExistingOriginalMessageID(t *testing.T) {
+	o := Original{MessageID: "o-1:2:retry:7", SessionID: "o-1", ApplicationProperties: map[string]any{PropOriginalMessageID: "o-1:2"}}
+	m := Message(o, "RetryWindowExceeded", "store down")
+	if got := m.ApplicationProperties[PropOriginalMessageID]; got != "o-1:2" {
+		t.Errorf("OriginalMessageId = %v, want o-1:2", got)
+	}
+	if m.MessageID != "o-1:2:retry:7:parked" {
+		t.Errorf("MessageId = %s, want o-1:2:retry:7:parked", m.MessageID)
+	}
+}

@@ -71,6 +71,15 @@ export const EXPECTED_ALERTS = {
     measure: null,
     threshold: 'failedInvocationsThreshold',
   },
+  'order-status-rescheduled': {
+    kind: 'log',
+    // One row per rescheduled copy (its stdout and stderr lines share the
+    // copy's id); the text Logs line carries no rescheduled_id.
+    mustQuery: ['traces', 'rescheduled_id', 'parse_json', 'by rescheduled_id'],
+    timeAggregation: 'Count',
+    measure: null,
+    threshold: 'rescheduledThreshold',
+  },
 };
 
 /**

@@ -102,7 +102,7 @@ func TestBadInputExits2(t *testing.T) {
 		{"order with slash", status("--order", "a/b", "--status", "Paid", "--sequence", "2"), "--order: orderId"},
 		{"order with hash", status("--order", "a#b", "--status", "Paid", "--sequence", "2"), "contains one of"},
 		{"order with control char", status("--order", "a\x01b", "--status", "Paid", "--sequence", "2"), "control character"},
-		{"order over 256", status("--order", strings.Repeat("a", 257), "--status", "Paid", "--sequence", "2"), "longer than 256"},
+		{"order over 128", status("--order", strings.Repeat("a", 129), "--status", "Paid", "--sequence", "2"), "longer than 128"},
 		{"order too long for Service Bus", status("--order", strings.Repeat("a", 127), "--status", "Paid", "--sequence", "2"), "too long for Service Bus"},
 		{"occurred-at not a time", status(append(ok, "--occurred-at", "yesterday")...), `--occurred-at "yesterday"`},
 		{"occurred-at without zone", status(append(ok, "--occurred-at", "2026-11-29T10:00:00")...), "RFC 3339"},

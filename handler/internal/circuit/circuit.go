@@ -1,0 +1,171 @@
+// Package circuit is a per-process circuit breaker in front of the order
+// store. After Threshold store failures in a row it opens: calls are
+// refused (the caller reschedules the message at once, without touching
+// the store), except one probe at a time, at most one per ProbeInterval.
+// A probe that succeeds closes it; one that fails keeps it open.
+//
+// It is per instance on purpose: every instance sees the store itself, and
+// needs no shared state (which would live in the store that is failing).
+package circuit
+
+import (
+	"sync"
+	"time"
+)
+
+// State is the breaker's state.
+type State int
+
+// The states. The numbers are the orderstatus_circuit_state gauge's values.
+const (
+	Closed   State = 0
+	Open     State = 1
+	HalfOpen State = 2 // open, with a probe under way
+)
+
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half-open"
+	}
+	return "unknown"
+}
+
+// Defaults of Options.
+const (
+	// DefaultThreshold: five failed calls in a row (each already retried
+	// within its in-call budget) are not a blip.
+	DefaultThreshold = 5
+	// DefaultProbeInterval: at most one probe every 5 s, so a failing
+	// store sees a trickle from each instance instead of every message.
+	DefaultProbeInterval = 5 * time.Second
+)
+
+// Options tune a Breaker. The zero value gives the defaults.
+type Options struct {
+	Threshold     int
+	ProbeInterval time.Duration
+	// Now is the clock (nil: time.Now). It is read only while the breaker
+	// is open and after failed calls, never under the breaker's lock.
+	Now func() time.Time
+	// OnChange, if set, is called after every state change, outside the
+	// breaker's lock, with the old and new states.
+	OnChange func(from, to State)
+}
+
+// Breaker is safe for concurrent use.
+type Breaker struct {
+	mu        sync.Mutex
+	o         Options
+	state     State
+	failures  int
+	lastProbe time.Time
+	probing   bool
+}
+
+// New returns a closed Breaker.
+func New(o Options) *Breaker {
+	if o.Threshold <= 0 {
+		o.Threshold = DefaultThreshold
+	}
+	if o.ProbeInterval <= 0 {
+		o.ProbeInterval = DefaultProbeInterval
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Breaker{o: o}
+}
+
+// Ticket is the permission Allow gives; report the call's outcome on it
+// exactly once with Done.
+type Ticket struct {
+	b     *Breaker
+	probe bool
+}
+
+// Probe reports whether the call is the breaker's probe.
+func (t Ticket) Probe() bool { return t.probe }
+
+// Allow reports whether a call may go to the store. When closed, every
+// call may. When open, one call may probe if none is under way and the
+// last failure (the one that opened it, or the last probe's) is at
+// least ProbeInterval ago; every other call is
+// refused (ok false).
+func (b *Breaker) Allow() (t Ticket, ok bool) {
+	b.mu.Lock()
+	closed := b.state == Closed
+	b.mu.Unlock()
+	if closed {
+		return Ticket{b: b}, true
+	}
+	now := b.o.Now() // outside the lock: it may ask a broker for its clock
+	b.mu.Lock()
+	if b.state == Closed {
+		b.mu.Unlock()
+		return Ticket{b: b}, true
+	}
+	if b.probing || now.Sub(b.lastProbe) < b.o.ProbeInterval {
+		b.mu.Unlock()
+		return Ticket{}, false
+	}
+	b.probing, b.lastProbe = true, now
+	from := b.state
+	b.state = HalfOpen
+	b.mu.Unlock()
+	b.notify(from, HalfOpen)
+	return Ticket{b: b, probe: true}, true
+}
+
+// Done reports the outcome of an allowed call: failed is true when the
+// store failed (a transient failure), false when it answered (whatever the
+// answer). A nil Ticket's Done does nothing.
+func (t Ticket) Done(failed bool) {
+	if t.b == nil {
+		return
+	}
+	b := t.b
+	var now time.Time
+	if failed {
+		now = b.o.Now() // outside the lock, as in Allow
+	}
+	b.mu.Lock()
+	from := b.state
+	if t.probe {
+		b.probing = false
+	}
+	switch {
+	case !failed:
+		// The store answered (a probe, or a call allowed while closed
+		// that ends after the breaker opened): close.
+		b.failures, b.state = 0, Closed
+	case t.probe:
+		// The interval counts from the failed probe's end.
+		b.state, b.lastProbe = Open, now
+	case b.state == Closed:
+		if b.failures++; b.failures >= b.o.Threshold {
+			b.state, b.lastProbe = Open, now
+		}
+	}
+	to := b.state
+	b.mu.Unlock()
+	b.notify(from, to)
+}
+
+// State returns the current state.
+func (b *Breaker) State() State {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state
+}
+
+// notify calls OnChange for a change; the caller holds no lock.
+func (b *Breaker) notify(from, to State) {
+	if f := b.o.OnChange; f != nil && from != to {
+		f(from, to)
+	}
+}

@@ -1,0 +1,544 @@
+package orderfn
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/circuit"
+	"github.com/orderstatus/orderstatus/handler/internal/logging"
+	"github.com/orderstatus/orderstatus/handler/internal/metrics"
+	"github.com/orderstatus/orderstatus/handler/internal/msgid"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
+	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
+	"github.com/orderstatus/orderstatus/handler/internal/retry"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/store/memstore"
+)
+
+// fakeBus is a Service Bus queue for scheduling: it keeps what it accepted,
+// drops a MessageId it has seen (duplicate detection), and tells the time.
+type fakeBus struct {
+	mu    sync.Mutex
+	now   time.Time
+	seen  map[string]bool
+	kept  []broker.Message
+	at    []time.Time
+	calls int
+	err   error
+}
+
+func newFakeBus(now time.Time) *fakeBus { return &fakeBus{now: now, seen: map[string]bool{}} }
+
+func (b *fakeBus) Schedule(_ context.Context, _ string, m broker.Message, at time.Time) (int64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls++
+	if b.err != nil {
+		return 0, b.err
+	}
+	if !b.seen[m.MessageID] {
+		b.seen[m.MessageID] = true
+		b.kept, b.at = append(b.kept, m), append(b.at, at)
+	}
+	return int64(b.calls), nil
+}
+
+func (b *fakeBus) Now(context.Context) (time.Time, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.now, nil
+}
+
+// flakyBackend fails every call with store.ErrTransient while down.
+type flakyBackend struct {
+	orderstate.Backend
+	down  atomic.Bool
+	calls atomic.Int64
+}
+
+func (f *flakyBackend) fail() error {
+	f.calls.Add(1)
+	if f.down.Load() {
+		return fmt.Errorf("flaky: connection refused: %w", store.ErrTransient)
+	}
+	return nil
+}
+
+func (f *flakyBackend) Get(ctx context.Context, id string) (store.Row, error) {
+	if err := f.fail(); err != nil {
+		return store.Row{}, err
+	}
+	return f.Backend.Get(ctx, id)
+}
+
+func (f *flakyBackend) Insert(ctx context.Context, id string, s order.State) (store.ETag, error) {
+	if err := f.fail(); err != nil {
+		return "", err
+	}
+	return f.Backend.Insert(ctx, id, s)
+}
+
+func (f *flakyBackend) Replace(ctx context.Context, id string, s order.State, e store.ETag) (store.ETag, error) {
+	if err := f.fail(); err != nil {
+		return "", err
+	}
+	return f.Backend.Replace(ctx, id, s, e)
+}
+
+var now0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+type outageRig struct {
+	h       *Handler
+	bus     *fakeBus
+	backend *flakyBackend
+	mem     *memstore.Store
+	parker  *fakeParker
+	m       *metrics.Metrics
+	stdout  *bytes.Buffer
+}
+
+func newOutageRig(t *testing.T, p reschedule.Policy, breaker *circuit.Options) *outageRig {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, "test")
+	var out bytes.Buffer
+	log := logging.New(&out, nil, slog.LevelInfo)
+	mem := memstore.New()
+	back := &flakyBackend{Backend: mem}
+	bus := newFakeBus(now0)
+	r := &outageRig{bus: bus, backend: back, mem: mem, parker: &fakeParker{}, m: m, stdout: &out}
+	opts := Options{
+		Retry:          retry.Policy{Budget: 20 * time.Millisecond, Initial: time.Millisecond, Max: 2 * time.Millisecond},
+		Reschedule:     reschedule.New(bus, "order-status", p, &reschedule.Options{Rand: func() float64 { return 0.5 }}),
+		ScheduleBudget: 20 * time.Millisecond,
+	}
+	if breaker != nil {
+		opts.Breaker = NewBreaker(m, log, *breaker)
+	}
+	r.h = New(orderstate.New(back, nil), r.parker, m, log, opts)
+	return r
+}
+
+func (r *outageRig) post(t *testing.T, body []byte) (int, answer) {
+	t.Helper()
+	return (&rig{h: r.h}).post(t, body)
+}
+
+// hostInvocation is what the Functions host sends for m (delivery count
+// n): application properties as a real JSON object, times as strings.
+func hostInvocation(m broker.Message, n int) []byte {
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	props := map[string]any{}
+	for k, v := range m.ApplicationProperties {
+		if tm, ok := v.(time.Time); ok {
+			v = tm.UTC().Format(time.RFC3339Nano)
+		}
+		props[k] = v
+	}
+	meta := map[string]any{
+		"DeliveryCount": fmt.Sprint(n), "SequenceNumber": "42", "MessageId": q(m.MessageID),
+		"SessionId": q(m.SessionID), "Subject": q(m.Subject), "ContentType": q(m.ContentType),
+		"EnqueuedTimeUtc": "2026-12-01T10:00:00", "ApplicationProperties": props,
+	}
+	if m.CorrelationID != "" {
+		meta["CorrelationId"] = q(m.CorrelationID)
+	}
+	b, _ := json.Marshal(map[string]any{
+		"Data":     map[string]any{"message": base64.StdEncoding.EncodeToString(m.Body)},
+		"Metadata": meta,
+	})
+	return b
+}
+
+func statusMsg(id string, seq int64, st order.Status) broker.Message {
+	body := fmt.Sprintf(`{"orderId":%q,"status":%q,"sequence":%d,"occurredAt":"2026-12-01T09:50:00Z"}`, id, st, seq)
+	return broker.Message{MessageID: fmt.Sprintf("%s:%d", id, seq), SessionID: id, Subject: order.SubjectStatusChanged,
+		ContentType: "application/json", CorrelationID: "corr-" + id, Body: []byte(body),
+		ApplicationProperties: map[string]any{"Producer": "checkout"}}
+}
+
+var policy = reschedule.Policy{Base: 10 * time.Second, Cap: time.Minute, Window: time.Hour}
+
+// An outage longer than the in-call budget becomes a scheduled copy,
+// answered 200; the host's redelivery after a lost answer schedules the
+// same copy again (one kept by duplicate detection); and the copy
+// delivered twice changes the row once.
+func TestOutageBecomesOneScheduledCopyThatAppliesOnce(t *testing.T) {
+	r := newOutageRig(t, policy, nil)
+	if _, err := r.mem.Insert(context.Background(), "o-1", order.State{Status: order.Created, LastSequence: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r.backend.down.Store(true)
+	msg := statusMsg("o-1", 2, order.Paid)
+	for n := 1; n <= 2; n++ { // the first answer is lost: the host delivers again
+		code, a := r.post(t, hostInvocation(msg, n))
+		if code != http.StatusOK || a.ReturnValue["result"] != ResultRescheduled {
+			t.Fatalf("delivery %d: %d %v, want 200 Rescheduled", n, code, a.ReturnValue)
+		}
+	}
+	if r.bus.calls != 2 || len(r.bus.kept) != 1 {
+		t.Fatalf("schedule calls %d, kept %d; want 2 calls and one copy (same MessageId)", r.bus.calls, len(r.bus.kept))
+	}
+	c := r.bus.kept[0]
+	if c.MessageID != "o-1:2:retry:1" || c.SessionID != "o-1" || c.Subject != msg.Subject || c.ContentType != msg.ContentType ||
+		c.CorrelationID != msg.CorrelationID || !bytes.Equal(c.Body, msg.Body) || c.ApplicationProperties["Producer"] != "checkout" {
+		t.Errorf("copy %+v does not keep the original's session, subject, body, content type, correlation id, properties", c)
+	}
+	if c.ApplicationProperties[reschedule.PropRetryAttempt] != int64(1) || c.ApplicationProperties[reschedule.PropOriginalMessageID] != "o-1:2" ||
+		!strings.Contains(c.ApplicationProperties[reschedule.PropLastError].(string), "connection refused") {
+		t.Errorf("copy properties %v", c.ApplicationProperties)
+	}
+	if first, _ := c.ApplicationProperties[reschedule.PropFirstFailureTime].(time.Time); !first.Equal(now0) {
+		t.Errorf("FirstFailureTime = %v, want the broker's now %s", c.ApplicationProperties[reschedule.PropFirstFailureTime], now0)
+	}
+	if want := now0.Add(5 * time.Second); !r.bus.at[0].Equal(want) {
+		t.Errorf("due %s, want %s (half of the first 10 s backoff)", r.bus.at[0], want)
+	}
+	if got := testutil.ToFloat64(r.m.Rescheduled.WithLabelValues(RescheduleTransient)); got != 2 {
+		t.Errorf("orderstatus_rescheduled_total{reason=transient} = %v, want 2", got)
+	}
+
+	r.backend.down.Store(false)
+	results := []string{}
+	for n := 1; n <= 2; n++ { // the copy delivered twice (or two copies)
+		code, a := r.post(t, hostInvocation(c, n))
+		if code != http.StatusOK {
+			t.Fatalf("copy delivery %d: %d", n, code)
+		}
+		results = append(results, a.ReturnValue["result"].(string))
+	}
+	if results[0] != "Applied" || results[1] != "Duplicate" {
+		t.Errorf("copy delivered twice: %v, want Applied then Duplicate", results)
+	}
+	row, err := r.mem.Get(context.Background(), "o-1")
+	if err != nil || row.State.Status != order.Paid || row.State.LastSequence != 2 {
+		t.Errorf("row %+v, %v; want Paid/2", row.State, err)
+	}
+	if !strings.Contains(r.stdout.String(), `"original_message_id":"o-1:2"`) {
+		t.Errorf("the copy's answer does not log original_message_id:\n%s", r.stdout.String())
+	}
+}
+
+// A copy's copy counts on, keeps the first failure time, and past the
+// window the message is parked with its last error, never dropped.
+func TestRetryWindowExceededIsParked(t *testing.T) {
+	r := newOutageRig(t, policy, nil)
+	r.backend.down.Store(true)
+	msg := statusMsg("o-1", 2, order.Paid)
+	msg.MessageID = "o-1:2:retry:3"
+	msg.ApplicationProperties = map[string]any{reschedule.PropRetryAttempt: int64(3), reschedule.PropOriginalMessageID: "o-1:2",
+		reschedule.PropFirstFailureTime: now0.Add(-30 * time.Minute)}
+	if code, a := r.post(t, hostInvocation(msg, 1)); code != 200 || a.ReturnValue["result"] != ResultRescheduled {
+		t.Fatalf("%d %v, want Rescheduled", code, a.ReturnValue)
+	}
+	c := r.bus.kept[0]
+	if c.MessageID != "o-1:2:retry:4" || c.ApplicationProperties[reschedule.PropRetryAttempt] != int64(4) ||
+		!c.ApplicationProperties[reschedule.PropFirstFailureTime].(time.Time).Equal(now0.Add(-30*time.Minute)) {
+		t.Errorf("copy of a copy: %s %v", c.MessageID, c.ApplicationProperties)
+	}
+
+	msg.ApplicationProperties[reschedule.PropFirstFailureTime] = now0.Add(-time.Hour - time.Second)
+	code, a := r.post(t, hostInvocation(msg, 1))
+	if code != 200 || a.ReturnValue["result"] != ResultParked || a.ReturnValue["reason"] != order.ReasonRetryWindowExceeded {
+		t.Fatalf("past the window: %d %v, want Parked RetryWindowExceeded", code, a.ReturnValue)
+	}
+	if len(r.parker.calls) != 1 || !strings.Contains(r.parker.calls[0].description, "connection refused") {
+		t.Fatalf("park calls %+v, want one with the last error", r.parker.calls)
+	}
+	if p := parking.Message(r.parker.calls[0].orig, order.ReasonRetryWindowExceeded, ""); p.ApplicationProperties[parking.PropOriginalMessageID] != "o-1:2" {
+		t.Errorf("parked copy names %v, want the original o-1:2", p.ApplicationProperties[parking.PropOriginalMessageID])
+	}
+	if len(r.bus.kept) != 1 {
+		t.Errorf("scheduled %d copies, want none past the window", len(r.bus.kept)-1)
+	}
+
+	// A park that fails is a 5xx: never dropped.
+	r.parker.errs = []error{broker.ErrTransient}
+	if code, a := r.post(t, hostInvocation(msg, 2)); code != http.StatusServiceUnavailable || a.ReturnValue["result"] != ResultFailed {
+		t.Errorf("failed park: %d %v, want 503", code, a.ReturnValue)
+	}
+}
+
+// With the schedule failing too, the answer is 5xx as today.
+func TestScheduleFailureAnswers5xx(t *testing.T) {
+	r := newOutageRig(t, policy, nil)
+	r.backend.down.Store(true)
+	r.bus.err = broker.ErrTransient
+	code, a := r.post(t, hostInvocation(statusMsg("o-1", 2, order.Paid), 1))
+	if code != http.StatusServiceUnavailable || a.ReturnValue["result"] != ResultFailed {
+		t.Fatalf("%d %v, want 503 Failed", code, a.ReturnValue)
+	}
+}
+
+// Rescheduling off (ORDER_STATUS_RETRY_RESCHEDULE=false) is today's
+// policy: 5xx after the budget, nothing scheduled.
+func TestReschedulingOff(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, "test")
+	back := &flakyBackend{Backend: memstore.New()}
+	back.down.Store(true)
+	h := New(orderstate.New(back, nil), &fakeParker{}, m, logging.New(&bytes.Buffer{}, nil, slog.LevelInfo),
+		Options{Retry: retry.Policy{Budget: 10 * time.Millisecond, Initial: time.Millisecond}, Breaker: circuit.New(circuit.Options{Threshold: 1})})
+	if h.opts.Breaker != nil {
+		t.Error("a breaker without rescheduling was kept")
+	}
+	code, _ := (&rig{h: h}).post(t, hostInvocation(statusMsg("o-1", 2, order.Paid), 1))
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("answer %d, want 503", code)
+	}
+	if New(orderstate.New(back, nil), &fakeParker{}, metrics.New(prometheus.NewRegistry(), "t"), nil, Options{}).opts.Retry.Budget != DefaultRetryBudget {
+		t.Error("the default budget without rescheduling is not DefaultRetryBudget")
+	}
+}
+
+// After Threshold failed calls the breaker opens: the next messages are
+// rescheduled at once without a store call, one probe per interval goes
+// through, and a probe that succeeds closes it.
+func TestCircuitBreaker(t *testing.T) {
+	clk := struct {
+		sync.Mutex
+		t time.Time
+	}{t: now0}
+	now := func() time.Time { clk.Lock(); defer clk.Unlock(); return clk.t }
+	r := newOutageRig(t, policy, &circuit.Options{Threshold: 2, ProbeInterval: time.Minute, Now: now})
+	r.backend.down.Store(true)
+	post := func(seq int64) string {
+		t.Helper()
+		code, a := r.post(t, hostInvocation(statusMsg("o-1", seq, order.Paid), 1))
+		if code != 200 {
+			t.Fatalf("seq %d: answer %d %v", seq, code, a.ReturnValue)
+		}
+		return a.ReturnValue["result"].(string)
+	}
+	post(2)
+	post(3)
+	if got := testutil.ToFloat64(r.m.CircuitState); got != float64(circuit.Open) {
+		t.Fatalf("orderstatus_circuit_state = %v after 2 failed calls, want %d (open)", got, circuit.Open)
+	}
+	before := r.backend.calls.Load()
+	for seq := int64(4); seq < 9; seq++ {
+		if res := post(seq); res != ResultRescheduled {
+			t.Fatalf("open circuit: %s, want Rescheduled", res)
+		}
+	}
+	if calls := r.backend.calls.Load() - before; calls != 0 {
+		t.Errorf("open circuit: %d store calls, want none", calls)
+	}
+	if got := testutil.ToFloat64(r.m.Rescheduled.WithLabelValues(RescheduleCircuitOpen)); got != 5 {
+		t.Errorf("rescheduled{reason=circuit_open} = %v, want 5", got)
+	}
+	clk.Lock()
+	clk.t = clk.t.Add(time.Minute)
+	clk.Unlock()
+	post(9) // the probe, failing: one store call, and open again
+	if calls := r.backend.calls.Load() - before; calls != 1 {
+		t.Errorf("a probe made %d store calls, want 1", calls)
+	}
+	post(10)
+	if calls := r.backend.calls.Load() - before; calls != 1 {
+		t.Errorf("a call right after a failed probe reached the store (%d calls)", calls)
+	}
+	r.backend.down.Store(false)
+	clk.Lock()
+	clk.t = clk.t.Add(time.Minute)
+	clk.Unlock()
+	if res := post(11); res != "Applied" {
+		t.Errorf("probe after the store came back: %s, want Applied", res)
+	}
+	if got := testutil.ToFloat64(r.m.CircuitState); got != float64(circuit.Closed) {
+		t.Errorf("orderstatus_circuit_state = %v after a good probe, want 0", got)
+	}
+	if got := testutil.ToFloat64(r.m.CircuitChanges.WithLabelValues("open")); got != 2 {
+		t.Errorf("changes to open = %v, want 2", got)
+	}
+	if !strings.Contains(r.stdout.String(), "circuit breaker open") || !strings.Contains(r.stdout.String(), "circuit breaker closed") {
+		t.Errorf("state changes not logged:\n%s", r.stdout.String())
+	}
+}
+
+func timeoutMsg(id string) broker.Message {
+	m := reschedule.TimeoutCheck(id)
+	return m
+}
+
+// A PaymentTimeoutCheck for an order with no row is checked again later,
+// and parked OrderNeverCreated past the window; once the order exists it
+// cancels it.
+func TestTimeoutCheckBeforeTheOrderExists(t *testing.T) {
+	r := newOutageRig(t, policy, nil)
+	code, a := r.post(t, hostInvocation(timeoutMsg("o-1"), 1))
+	if code != 200 || a.ReturnValue["result"] != ResultRescheduled || len(r.bus.kept) != 1 || r.bus.kept[0].MessageID != "o-1:payment-timeout:retry:1" {
+		t.Fatalf("check without a row: %d %v, scheduled %d", code, a.ReturnValue, len(r.bus.kept))
+	}
+	if got := testutil.ToFloat64(r.m.Rescheduled.WithLabelValues(RescheduleOrderNotFound)); got != 1 {
+		t.Errorf("rescheduled{reason=order_not_found} = %v, want 1", got)
+	}
+	late := r.bus.kept[0]
+	late.ApplicationProperties[reschedule.PropFirstFailureTime] = now0.Add(-2 * time.Hour)
+	code, a = r.post(t, hostInvocation(late, 1))
+	if code != 200 || a.ReturnValue["result"] != ResultParked || a.ReturnValue["reason"] != order.ReasonOrderNeverCreated {
+		t.Fatalf("past the window: %d %v, want Parked OrderNeverCreated", code, a.ReturnValue)
+	}
+
+	if _, err := r.mem.Insert(context.Background(), "o-1", order.State{Status: order.Created, LastSequence: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// The delayed check settles first (its order's Paid may be on its way
+	// back), then cancels.
+	if _, a := r.post(t, hostInvocation(r.bus.kept[0], 1)); a.ReturnValue["result"] != ResultRescheduled {
+		t.Fatalf("delayed check after the order appeared: %v, want Rescheduled (settle)", a.ReturnValue)
+	}
+	settle := r.bus.kept[len(r.bus.kept)-1]
+	if want := now0.Add(policy.Settle()); !r.bus.at[len(r.bus.at)-1].Equal(want) || settle.ApplicationProperties[reschedule.PropSettled] != int64(2) {
+		t.Errorf("settle copy %s due %s, want %s with TimeoutSettled 2", settle.MessageID, r.bus.at[len(r.bus.at)-1], want)
+	}
+	if row, _ := r.mem.Get(context.Background(), "o-1"); row.State.Status != order.Created {
+		t.Errorf("settling wrote the row: %+v", row.State)
+	}
+	if _, a := r.post(t, hostInvocation(settle, 1)); a.ReturnValue["result"] != "Applied" {
+		t.Errorf("settle copy: %v, want Applied (cancelled)", a.ReturnValue)
+	}
+	if row, _ := r.mem.Get(context.Background(), "o-1"); row.State.Status != order.Cancelled {
+		t.Errorf("row %+v, want Cancelled", row.State)
+	}
+}
+
+// The race an outage creates: an order is Created, then its Paid and its
+// payment timeout both fail and wait as copies; after the store returns
+// the check's copy comes back first. It must not cancel the paid order: a
+// delayed check settles (waits twice the cap) and then finds it Paid.
+func TestDelayedCheckDoesNotCancelAPaidOrder(t *testing.T) {
+	r := newOutageRig(t, policy, nil)
+	if code, a := r.post(t, hostInvocation(statusMsg("o-1", 1, order.Created), 1)); code != 200 || a.ReturnValue["result"] != "Applied" {
+		t.Fatalf("Created: %d %v", code, a.ReturnValue)
+	}
+	r.backend.down.Store(true)
+	for _, m := range []broker.Message{statusMsg("o-1", 2, order.Paid), timeoutMsg("o-1")} {
+		if _, a := r.post(t, hostInvocation(m, 1)); a.ReturnValue["result"] != ResultRescheduled {
+			t.Fatalf("%s during the outage: %v, want Rescheduled", m.MessageID, a.ReturnValue)
+		}
+	}
+	paidCopy, checkCopy := r.bus.kept[1], r.bus.kept[2]
+	r.backend.down.Store(false)
+	if _, a := r.post(t, hostInvocation(checkCopy, 1)); a.ReturnValue["result"] != ResultRescheduled {
+		t.Fatalf("the check's copy first: %v, want Rescheduled (settle)", a.ReturnValue)
+	}
+	if _, a := r.post(t, hostInvocation(paidCopy, 1)); a.ReturnValue["result"] != "Applied" {
+		t.Fatalf("the Paid copy: %v, want Applied", a.ReturnValue)
+	}
+	if _, a := r.post(t, hostInvocation(r.bus.kept[3], 1)); a.ReturnValue["result"] != "Stale" {
+		t.Fatalf("the settled check: %v, want Stale", a.ReturnValue)
+	}
+	if row, _ := r.mem.Get(context.Background(), "o-1"); row.State.Status != order.Paid {
+		t.Errorf("row %+v, want Paid", row.State)
+	}
+	if got := testutil.ToFloat64(r.m.Rescheduled.WithLabelValues(RescheduleSettle)); got != 1 {
+		t.Errorf("rescheduled{reason=settle} = %v, want 1", got)
+	}
+}
+
+// A Created that was itself delayed gets its check no sooner than Settle
+// from now, even when its timeout has long passed.
+func TestDelayedCreatedChecksAfterSettle(t *testing.T) {
+	r := newOutageRig(t, policy, nil)
+	c := statusMsg("o-1", 1, order.Created)
+	c.MessageID = "o-1:1:retry:4"
+	c.ApplicationProperties = map[string]any{reschedule.PropRetryAttempt: int64(4), reschedule.PropOriginalMessageID: "o-1:1"}
+	c.Body = []byte(`{"orderId":"o-1","status":"Created","sequence":1,"occurredAt":"2026-12-01T08:00:00Z"}`)
+	if _, a := r.post(t, hostInvocation(c, 1)); a.ReturnValue["result"] != "Applied" {
+		t.Fatalf("delayed Created: %v", a.ReturnValue)
+	}
+	if want := now0.Add(policy.Settle()); len(r.bus.at) != 1 || !r.bus.at[0].Equal(want) {
+		t.Errorf("check due %v, want %s", r.bus.at, want)
+	}
+}
+
+// Applying a Created schedules the order's PaymentTimeoutCheck at
+// occurredAt + 30 min with the producer's MessageId; a redelivery
+// (Duplicate) schedules it again, which duplicate detection absorbs; a
+// failed schedule answers 5xx so the redelivery tries again.
+func TestCreatedSchedulesTheTimeoutCheck(t *testing.T) {
+	r := newOutageRig(t, policy, nil)
+	created := statusMsg("o-1", 1, order.Created) // occurredAt 09:50, now 10:00
+	r.bus.err = broker.ErrTransient
+	if code, a := r.post(t, hostInvocation(created, 1)); code != http.StatusServiceUnavailable || a.ReturnValue["result"] != ResultFailed {
+		t.Fatalf("schedule failing: %d %v, want 503", code, a.ReturnValue)
+	}
+	r.bus.err = nil
+	for n := 2; n <= 3; n++ {
+		if code, a := r.post(t, hostInvocation(created, n)); code != 200 || a.ReturnValue["result"] != "Duplicate" {
+			t.Fatalf("redelivery %d: %d %v, want 200 Duplicate", n, code, a.ReturnValue)
+		}
+	}
+	if len(r.bus.kept) != 1 || r.bus.kept[0].MessageID != "o-1:payment-timeout" || r.bus.kept[0].Subject != order.SubjectPaymentTimeout {
+		t.Fatalf("kept %+v, want one o-1:payment-timeout", r.bus.kept)
+	}
+	if want := time.Date(2026, 12, 1, 10, 20, 0, 0, time.UTC); !r.bus.at[0].Equal(want) {
+		t.Errorf("check due %s, want occurredAt + 30 min = %s", r.bus.at[0], want)
+	}
+	if got := testutil.ToFloat64(r.m.TimeoutChecks.WithLabelValues("scheduled")); got != 2 {
+		t.Errorf("timeout checks scheduled = %v, want 2", got)
+	}
+	// A Paid does not schedule one; an overdue Created is checked now.
+	r.post(t, hostInvocation(statusMsg("o-1", 2, order.Paid), 1))
+	old := statusMsg("o-2", 1, order.Created)
+	old.Body = []byte(`{"orderId":"o-2","status":"Created","sequence":1,"occurredAt":"2026-12-01T08:00:00Z"}`)
+	r.post(t, hostInvocation(old, 1))
+	if len(r.bus.kept) != 2 || !r.bus.at[1].Equal(now0) {
+		t.Errorf("overdue Created: %d checks, due %v; want a second one due now", len(r.bus.kept), r.bus.at)
+	}
+}
+
+// The longest legal ids: a 128-character order id and a 128-character
+// MessageId through retry, park and the payment-timeout check, every
+// derived MessageId within 128.
+func TestLongestIDs(t *testing.T) {
+	id := strings.Repeat("o", order.MaxIDLength)
+	r := newOutageRig(t, policy, nil)
+	r.backend.down.Store(true)
+	m := statusMsg(id, 2, order.Paid)
+	m.MessageID = strings.Repeat("m", msgid.MaxLength)
+	if code, a := r.post(t, hostInvocation(m, 1)); code != 200 || a.ReturnValue["result"] != ResultRescheduled {
+		t.Fatalf("%d %v", code, a.ReturnValue)
+	}
+	c := r.bus.kept[0]
+	if len(c.MessageID) > msgid.MaxLength || c.SessionID != id || c.ApplicationProperties[reschedule.PropOriginalMessageID] != m.MessageID {
+		t.Errorf("copy id %q (%d), session %d characters", c.MessageID, len(c.MessageID), len(c.SessionID))
+	}
+	c.ApplicationProperties[reschedule.PropFirstFailureTime] = now0.Add(-2 * time.Hour)
+	if _, a := r.post(t, hostInvocation(c, 1)); a.ReturnValue["result"] != ResultParked {
+		t.Fatalf("past the window: %v", a.ReturnValue)
+	}
+	p := parking.Message(r.parker.calls[0].orig, order.ReasonRetryWindowExceeded, "x")
+	if len(p.MessageID) > msgid.MaxLength || p.ApplicationProperties[parking.PropOriginalMessageID] != m.MessageID {
+		t.Errorf("parked id %q (%d characters), original %v", p.MessageID, len(p.MessageID), p.ApplicationProperties[parking.PropOriginalMessageID])
+	}
+	r.backend.down.Store(false)
+	created := statusMsg(id, 1, order.Created)
+	if _, a := r.post(t, hostInvocation(created, 1)); a.ReturnValue["result"] != "Applied" {
+		t.Fatalf("Created: %v", a.ReturnValue)
+	}
+	tc := r.bus.kept[len(r.bus.kept)-1]
+	if tc.Subject != order.SubjectPaymentTimeout || len(tc.MessageID) > msgid.MaxLength || tc.SessionID != id {
+		t.Errorf("timeout check id %q (%d characters)", tc.MessageID, len(tc.MessageID))
+	}
+	if code, a := r.post(t, hostInvocation(tc, 1)); code != 200 || a.ReturnValue["result"] != "Applied" {
+		t.Errorf("timeout check of a 128-character order: %d %v", code, a.ReturnValue)
+	}
+}

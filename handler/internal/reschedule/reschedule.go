@@ -1,0 +1,431 @@
+// Package reschedule turns a transient failure into a delay: it schedules a
+// copy of the failing message to the queue it came from, at now plus an
+// exponential backoff with full jitter, and says when a message has been
+// failing for longer than the retry window and must be parked instead.
+//
+// A custom handler cannot abandon a message with a delay (the host
+// abandons on any non-2xx answer, and Service Bus redelivers at once, up to
+// the max delivery count), so "retry later" is built from what it can do:
+// schedule a message, then answer 200. The copy is a new message of the
+// same session with the same subject, body, content type, correlation id
+// and application properties, plus the properties named below; its
+// MessageId is derived from the original MessageId and the attempt
+// (msgid.Derive), so the copy scheduled again after a lost answer has the
+// same id as the first. Whether Service Bus's duplicate detection drops
+// that second copy or not, applying it changes nothing: the sequence rule
+// makes it Duplicate or Stale, and a second PaymentTimeoutCheck re-reads
+// the state.
+//
+// Times are on the broker's clock when the broker has one (the development
+// host's may run faster than the wall clock), so that backoffs and the
+// window are the same on a scaled development host as in Azure.
+package reschedule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/msgid"
+	"github.com/orderstatus/orderstatus/handler/internal/parking"
+)
+
+// Application properties a rescheduled copy carries. The dead-letter
+// sweeper strips them (Properties lists them) before a replay, so that a
+// replayed message starts a fresh retry window.
+const (
+	// PropRetryAttempt (int64) is 1 on the first copy, 2 on the copy of
+	// the copy, and so on.
+	PropRetryAttempt = "RetryAttempt"
+	// PropFirstFailureTime (time.Time, UTC) is when the first transient
+	// failure of the original was seen, on the broker's clock.
+	PropFirstFailureTime = "FirstFailureTime"
+	// PropOriginalMessageID (string) is the MessageId of the message first
+	// sent; the same name parking uses, and parking keeps it.
+	PropOriginalMessageID = parking.PropOriginalMessageID
+	// PropLastError (string, at most MaxLastError characters) is why the
+	// last attempt failed.
+	PropLastError = "LastError"
+	// PropSettled (int64) is set on a PaymentTimeoutCheck that was
+	// delayed by rescheduling and found its order still Created: it is
+	// the RetryAttempt of the copy that waits Policy.Settle before it may
+	// cancel (see orderfn). A check whose RetryAttempt differs was
+	// delayed again since.
+	PropSettled = "TimeoutSettled"
+	// PropReplayedFromDeadLetter is the property a dead-letter replay
+	// carries (deadletter.PropReplayedFrom): such a message was delayed too.
+	PropReplayedFromDeadLetter = "ReplayedFromDeadLetter"
+)
+
+// Properties lists the properties Copy and the settle step set; the
+// dead-letter sweeper strips them before a replay.
+var Properties = []string{PropRetryAttempt, PropFirstFailureTime, PropOriginalMessageID, PropLastError, PropSettled}
+
+// MaxLastError bounds PropLastError (characters).
+const MaxLastError = 256
+
+// Defaults of Policy; the README's "Outages" section gives the reasons.
+const (
+	// DefaultBase is the first backoff's upper bound.
+	DefaultBase = 10 * time.Second
+	// DefaultCap bounds every backoff: half the queue's 10-minute
+	// duplicate detection window, so that two copies of one attempt (a
+	// lost answer) schedule their next copy within the window of each
+	// other, and a recovered store is seen within the cap.
+	DefaultCap = 5 * time.Minute
+	// DefaultWindow is how long a message may keep failing before it is
+	// parked: long enough for a regional storage incident, far below
+	// the queue's 7-day time to live.
+	DefaultWindow = 24 * time.Hour
+)
+
+// Policy bounds rescheduling. The zero value gives the defaults.
+type Policy struct {
+	// Base is the first backoff's upper bound; each next one doubles, up
+	// to Cap.
+	Base, Cap time.Duration
+	// Window is how long after the first failure a message is still
+	// rescheduled; after it, Decide says park.
+	Window time.Duration
+}
+
+// WithDefaults fills the zero fields of p.
+func (p Policy) WithDefaults() Policy {
+	if p.Base <= 0 {
+		p.Base = DefaultBase
+	}
+	if p.Cap <= 0 {
+		p.Cap = DefaultCap
+	}
+	if p.Cap < p.Base {
+		p.Cap = p.Base
+	}
+	if p.Window <= 0 {
+		p.Window = DefaultWindow
+	}
+	return p
+}
+
+// Settle is how long a PaymentTimeoutCheck that an outage delayed waits,
+// once the store answers again, before it may cancel its order: twice the
+// cap. Every copy scheduled during the outage is due within one cap of
+// its last schedule, so by then the order's own delayed messages (a Paid)
+// have come back, and a paid order is not cancelled by a check that
+// overtook its Paid while both waited.
+func (p Policy) Settle() time.Duration { return 2 * p.WithDefaults().Cap }
+
+// Ceiling is the upper bound of the backoff of attempt (1-based):
+// min(Cap, Base * 2^(attempt-1)).
+func (p Policy) Ceiling(attempt int64) time.Duration {
+	p = p.WithDefaults()
+	d := p.Base
+	for i := int64(1); i < attempt && d < p.Cap; i++ {
+		d *= 2
+	}
+	return min(d, p.Cap)
+}
+
+// Backoff is the delay of attempt with "full jitter" (uniform in
+// [0, Ceiling(attempt)]), which spreads the copies of many messages that
+// failed together, so a recovered store is not hit by all of them at once.
+// r is a float in [0, 1); nil means math/rand/v2.
+func (p Policy) Backoff(attempt int64, r func() float64) time.Duration {
+	if r == nil {
+		r = rand.Float64
+	}
+	return time.Duration(r() * float64(p.Ceiling(attempt)))
+}
+
+// Original is what Decide and Copy need of the failing message.
+type Original struct {
+	MessageID      string
+	SessionID      string
+	SequenceNumber int64
+	Subject        string
+	ContentType    string
+	CorrelationID  string
+	Body           []byte
+	// ApplicationProperties as the host decoded them (json.Number for
+	// numbers) or as a broker returned them.
+	ApplicationProperties map[string]any
+}
+
+// State is what a message's properties say about earlier attempts.
+type State struct {
+	// Attempt is the RetryAttempt of the message (0 for the original).
+	Attempt int64
+	// FirstFailure is FirstFailureTime (zero for the original).
+	FirstFailure time.Time
+	// OriginalMessageID is OriginalMessageId, else the message's own id,
+	// else seq-<SequenceNumber>.
+	OriginalMessageID string
+	// Settled is TimeoutSettled, HasSettled whether it is set; Replayed
+	// reports a dead-letter replay.
+	Settled    int64
+	HasSettled bool
+	Replayed   bool
+}
+
+// Delayed reports whether the message was held up by this service:
+// a rescheduled copy or a dead-letter replay.
+func (s State) Delayed() bool { return s.Attempt > 0 || s.Replayed }
+
+// Settling reports whether s is a check that must settle before it may
+// cancel: delayed (rescheduled or replayed) since it last settled.
+func (s State) Settling() bool { return s.Delayed() && !(s.HasSettled && s.Settled == s.Attempt) }
+
+// StateOf reads the retry properties of o. Unreadable values count as
+// absent: such a message starts a new window rather than failing.
+func StateOf(o Original) State {
+	s := State{OriginalMessageID: o.MessageID}
+	if s.OriginalMessageID == "" {
+		s.OriginalMessageID = fmt.Sprintf("seq-%d", o.SequenceNumber)
+	}
+	p := o.ApplicationProperties
+	if id, ok := p[PropOriginalMessageID].(string); ok && id != "" {
+		s.OriginalMessageID = id
+	}
+	if n, ok := intValue(p[PropRetryAttempt]); ok && n > 0 {
+		s.Attempt = n
+	}
+	if t, ok := timeValue(p[PropFirstFailureTime]); ok {
+		s.FirstFailure = t
+	}
+	if n, ok := intValue(p[PropSettled]); ok {
+		s.Settled, s.HasSettled = n, true
+	}
+	_, s.Replayed = p[PropReplayedFromDeadLetter]
+	return s
+}
+
+// Decision is what to do with a message that failed transiently.
+type Decision struct {
+	// Park is true when the window is over: park the message with its
+	// last error instead of scheduling it again.
+	Park bool
+	// Attempt is the copy's RetryAttempt, At when it becomes visible.
+	Attempt int64
+	At      time.Time
+	// FirstFailure is the first failure's time (now for the original).
+	FirstFailure time.Time
+	// Elapsed is how long the message has been failing.
+	Elapsed time.Duration
+}
+
+// Decide says what to do with o, failing at now: park it when now is more
+// than the window after its first failure, else schedule copy number
+// attempt+1 at now plus its backoff.
+func (p Policy) Decide(o Original, now time.Time, r func() float64) Decision {
+	p = p.WithDefaults()
+	s := StateOf(o)
+	first := s.FirstFailure
+	if first.IsZero() || first.After(now) {
+		first = now
+	}
+	d := Decision{Attempt: s.Attempt + 1, FirstFailure: first.UTC(), Elapsed: now.Sub(first)}
+	if d.Elapsed > p.Window {
+		d.Park = true
+		return d
+	}
+	d.At = now.Add(p.Backoff(d.Attempt, r))
+	return d
+}
+
+// CopyID is the MessageId of copy number attempt of the message first sent
+// as original: `<original>:retry:<attempt>`, within 128 characters.
+func CopyID(original string, attempt int64) string {
+	return msgid.Derive(original, ":retry:"+strconv.FormatInt(attempt, 10))
+}
+
+// Copy builds the scheduled copy of o for decision d: the same session,
+// subject, body, content type, correlation id and application properties
+// (normalised to the broker's types), with the retry properties set over
+// them and MessageId CopyID.
+func Copy(o Original, d Decision, lastError string) broker.Message {
+	s := StateOf(o)
+	props := parking.Properties(o.ApplicationProperties)
+	if props == nil {
+		props = make(map[string]any, 4)
+	}
+	props[PropRetryAttempt] = d.Attempt
+	props[PropFirstFailureTime] = d.FirstFailure.UTC()
+	props[PropOriginalMessageID] = s.OriginalMessageID
+	props[PropLastError] = Truncate(lastError, MaxLastError)
+	return broker.Message{
+		MessageID:             CopyID(s.OriginalMessageID, d.Attempt),
+		SessionID:             o.SessionID,
+		Subject:               o.Subject,
+		ContentType:           o.ContentType,
+		CorrelationID:         o.CorrelationID,
+		Body:                  append([]byte(nil), o.Body...),
+		ApplicationProperties: props,
+	}
+}
+
+// SettleCopy is Copy for a PaymentTimeoutCheck that settles: the next
+// attempt, due after Settle, marked with PropSettled.
+func SettleCopy(o Original, d Decision) broker.Message {
+	m := Copy(o, d, "settling: the order is still Created after an outage delayed its check")
+	m.ApplicationProperties[PropSettled] = d.Attempt
+	return m
+}
+
+// Scheduler is the part of the broker port rescheduling needs.
+type Scheduler interface {
+	Schedule(ctx context.Context, queue string, msg broker.Message, at time.Time) (int64, error)
+}
+
+var _ Scheduler = broker.Broker(nil)
+
+// Clock is a broker with a clock of its own (the development host's
+// loopback client); Rescheduler reads the time from it when it has one.
+type Clock interface {
+	Now(ctx context.Context) (time.Time, error)
+}
+
+// ErrNotConfigured is returned when no Service Bus is configured: nothing
+// can be scheduled, and the message must not be completed.
+var ErrNotConfigured = errors.New("reschedule: no Service Bus configured, cannot reschedule")
+
+// Rescheduler schedules copies to one queue.
+type Rescheduler struct {
+	s      Scheduler
+	queue  string
+	policy Policy
+	now    func() time.Time
+	rand   func() float64
+}
+
+// Options tune New. nil means defaults.
+type Options struct {
+	// Now is the local clock, used when the scheduler has no clock of its
+	// own (nil: time.Now).
+	Now func() time.Time
+	// Rand returns floats in [0, 1) for the jitter (nil: math/rand/v2).
+	Rand func() float64
+}
+
+// New returns a Rescheduler that schedules to queue through s (nil: not
+// configured, every Reschedule fails with ErrNotConfigured).
+func New(s Scheduler, queue string, p Policy, opts *Options) *Rescheduler {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Rescheduler{s: s, queue: queue, policy: p.WithDefaults(), now: o.Now, rand: o.Rand}
+}
+
+// Policy returns the policy in force (defaults filled in).
+func (r *Rescheduler) Policy() Policy { return r.policy }
+
+// Now is the time rescheduling runs on: the broker's clock if it has one.
+func (r *Rescheduler) Now(ctx context.Context) (time.Time, error) {
+	if r == nil || r.s == nil {
+		return time.Time{}, ErrNotConfigured
+	}
+	if c, ok := r.s.(Clock); ok {
+		t, err := c.Now(ctx)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("reschedule: broker clock: %w", err)
+		}
+		return t, nil
+	}
+	return r.now(), nil
+}
+
+// Decide is Policy.Decide at the scheduler's now.
+func (r *Rescheduler) Decide(ctx context.Context, o Original) (Decision, error) {
+	now, err := r.Now(ctx)
+	if err != nil {
+		return Decision{}, err
+	}
+	return r.policy.Decide(o, now, r.rand), nil
+}
+
+// Schedule schedules the copy of o that d describes. It returns nil only
+// when the broker accepted it; errors wrap the broker's sentinels.
+func (r *Rescheduler) Schedule(ctx context.Context, o Original, d Decision, lastError string) (broker.Message, error) {
+	if r == nil || r.s == nil {
+		return broker.Message{}, ErrNotConfigured
+	}
+	m := Copy(o, d, lastError)
+	if _, err := r.s.Schedule(ctx, r.queue, m, d.At); err != nil {
+		return m, fmt.Errorf("reschedule: schedule %s at %s: %w", m.MessageID, d.At.UTC().Format(time.RFC3339), err)
+	}
+	return m, nil
+}
+
+// ScheduleSettle schedules o's settle copy: attempt+1, due after Settle.
+func (r *Rescheduler) ScheduleSettle(ctx context.Context, o Original) (broker.Message, time.Time, error) {
+	if r == nil || r.s == nil {
+		return broker.Message{}, time.Time{}, ErrNotConfigured
+	}
+	now, err := r.Now(ctx)
+	if err != nil {
+		return broker.Message{}, time.Time{}, err
+	}
+	d := r.policy.Decide(o, now, r.rand)
+	d.Park, d.At = false, now.Add(r.policy.Settle())
+	m := SettleCopy(o, d)
+	if _, err := r.s.Schedule(ctx, r.queue, m, d.At); err != nil {
+		return m, d.At, fmt.Errorf("reschedule: schedule %s at %s: %w", m.MessageID, d.At.UTC().Format(time.RFC3339), err)
+	}
+	return m, d.At, nil
+}
+
+// Truncate shortens s to at most n characters, on a rune boundary.
+func Truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-3]) + "..."
+}
+
+func intValue(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x, true
+	case int:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case float64:
+		return int64(x), x == float64(int64(x))
+	case json.Number:
+		n, err := x.Int64()
+		return n, err == nil
+	case string:
+		n, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+// timeLayouts are the forms a time property arrives in: RFC 3339 from a
+// broker, and the Functions host's DateTime form without a zone (UTC).
+var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05.9999999", "2006-01-02T15:04:05"}
+
+func timeValue(v any) (time.Time, bool) {
+	switch x := v.(type) {
+	case time.Time:
+		return x.UTC(), !x.IsZero()
+	case string:
+		for _, l := range timeLayouts {
+			if t, err := time.Parse(l, strings.TrimSpace(x)); err == nil {
+				return t.UTC(), true
+			}
+		}
+	}
+	return time.Time{}, false
+}

@@ -1,0 +1,63 @@
+package reschedule
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/msgid"
+)
+
+// TimeoutCheckID is the MessageId of an order's PaymentTimeoutCheck as the
+// handler schedules it: the producer's own (<order>:payment-timeout,
+// contract.TimeoutMessageID) whenever that fits Service Bus's 128
+// characters, so that a producer's check and the handler's are the same
+// message to duplicate detection when both are sent within its window.
+func TimeoutCheckID(orderID string) string { return msgid.Derive(orderID, ":payment-timeout") }
+
+// TimeoutCheck builds orderID's PaymentTimeoutCheck: the contract's body,
+// subject and content type, in the order's session.
+func TimeoutCheck(orderID string) broker.Message {
+	body, _ := json.Marshal(contract.PaymentTimeoutCheck{OrderID: orderID}) // a struct of one string cannot fail
+	return broker.Message{MessageID: TimeoutCheckID(orderID), SessionID: orderID,
+		Subject: contract.SubjectPaymentTimeout, ContentType: contract.ContentType, Body: body}
+}
+
+// TimeoutDue is when an order created at occurredAt is checked:
+// occurredAt + contract.PaymentTimeout, or now when that has passed.
+func TimeoutDue(occurredAt, now time.Time) time.Time {
+	due := occurredAt.Add(contract.PaymentTimeout)
+	if due.Before(now) {
+		return now
+	}
+	return due
+}
+
+// ScheduleTimeoutCheck makes sure a PaymentTimeoutCheck of orderID, created
+// at occurredAt, is scheduled: at TimeoutDue on the broker's clock, and,
+// when delayed (the Created itself was held up by an outage), not before
+// Settle from now, so that the order's other delayed messages (its Paid)
+// come back first. It returns when the check is due. A check that already
+// exists (the producer's, or ours from an earlier delivery) is harmless:
+// the check re-reads the order and cancels it only if it is still Created.
+func (r *Rescheduler) ScheduleTimeoutCheck(ctx context.Context, orderID string, occurredAt time.Time, delayed bool) (time.Time, error) {
+	if r == nil || r.s == nil {
+		return time.Time{}, ErrNotConfigured
+	}
+	now, err := r.Now(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	at := TimeoutDue(occurredAt, now)
+	if s := now.Add(r.policy.Settle()); delayed && at.Before(s) {
+		at = s
+	}
+	m := TimeoutCheck(orderID)
+	if _, err := r.s.Schedule(ctx, r.queue, m, at); err != nil {
+		return at, fmt.Errorf("reschedule: schedule %s at %s: %w", m.MessageID, at.UTC().Format(time.RFC3339), err)
+	}
+	return at, nil
+}
