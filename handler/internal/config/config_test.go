@@ -166,6 +166,7 @@ func TestUseDevelopmentStorage(t *testing.T) {
 var (
 	templateSettings = []string{EnvPort, EnvQueue, EnvPoisonQueue, EnvServiceBusNamespace, EnvServiceBusClientID,
 		EnvDevBrokerURL, EnvStoreServiceURI, EnvStoreConnectionString, EnvStoreTable, EnvClientID, EnvRetryBudget, EnvLogLevel,
+		EnvRetryReschedule, EnvRetryBase, EnvRetryCap, EnvRetryWindow,
 		EnvDeadLetterSweepSchedule, EnvDeadLetterCooldown, EnvDeadLetterMaxReplays, EnvDeadLetterSweepMax, EnvDeadLetterSweepRate,
 		EnvDeadLetterTable, EnvDeadLetterRetention}
 	allSettings = append(slices.Clone(templateSettings), EnvDeadLetterArchiveTable, EnvDeadLetterAuditTable)
@@ -231,15 +232,7 @@ func TestTemplateListsEverySetting(t *testing.T) {
 	}
 	// Set by the Functions host or the development host, not by users.
 	hostSet := map[string]bool{EnvPort: true, EnvDevBrokerURL: true}
-<<<<<<< HEAD
 	for _, name := range templateSettings {
-=======
-	for _, name := range []string{EnvPort, EnvQueue, EnvPoisonQueue, EnvServiceBusNamespace, EnvServiceBusClientID,
-		EnvDevBrokerURL, EnvStoreServiceURI, EnvStoreConnectionString, EnvStoreTable, EnvClientID, EnvRetryBudget, EnvLogLevel,
-		EnvRetryReschedule, EnvRetryBase, EnvRetryCap, EnvRetryWindow,
-		EnvDeadLetterSweepSchedule, EnvDeadLetterCooldown, EnvDeadLetterMaxReplays, EnvDeadLetterSweepMax, EnvDeadLetterSweepRate,
-		EnvDeadLetterArchiveTable, EnvDeadLetterAuditTable} {
->>>>>>> outage-handler
 		if _, ok := tpl.Values[name]; !ok && !hostSet[name] {
 			t.Errorf("local.settings.json.template lacks %s", name)
 		}
