@@ -172,8 +172,8 @@ Settings (environment variables; the README's Configuration table has them all):
   ServiceBusConnection__fullyQualifiedNamespace Service Bus namespace (managed identity)
   OrderStore__serviceUri | OrderStore__connectionString   the order table's account
   ORDER_STATUS_QUEUE, POISON_QUEUE, OrderStore__tableName, ORDER_STATUS_RETRY_BUDGET, LOG_LEVEL
-  DEAD_LETTER_SWEEP_SCHEDULE, DEAD_LETTER_REPLAY_COOLDOWN, DEAD_LETTER_MAX_REPLAYS, DEAD_LETTER_SWEEP_MAX,
-  DEAD_LETTER_SWEEP_RATE, DEAD_LETTER_ARCHIVE_TABLE, DEAD_LETTER_AUDIT_TABLE   (the DeadLetterSweeper)
+  DEAD_LETTER_SWEEP_SCHEDULE, DEAD_LETTER_REPLAY_COOLDOWN, DEAD_LETTER_MAX_REPLAYS,
+  DEAD_LETTER_SWEEP_RATE, DEAD_LETTER_TABLE, DEAD_LETTER_RETENTION   (the DeadLetterSweeper)
   ORDER_STATUS_RETRY_RESCHEDULE, ORDER_STATUS_RETRY_BASE, ORDER_STATUS_RETRY_CAP, ORDER_STATUS_RETRY_WINDOW
                                                 outages become scheduled retries (README Outages)
 

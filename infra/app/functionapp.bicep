@@ -168,7 +168,6 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     // defaults; set here so the portal shows what the app runs with).
     DEAD_LETTER_REPLAY_COOLDOWN: '10m'
     DEAD_LETTER_MAX_REPLAYS: '3'
-    DEAD_LETTER_SWEEP_MAX: '100'
     DEAD_LETTER_SWEEP_RATE: '10'
     DEAD_LETTER_RETENTION: '720h'
     LOG_LEVEL: logLevel

@@ -127,7 +127,7 @@ test('the table suites never use the app\'s tables: no table name reaches them, 
   const tables = run(t, ['tables'], { env: { ...azd, OrderStore__tableName: 'orderstatus', DEAD_LETTER_TABLE: 'deadletters' } });
   assert.equal(tables.status, 0, tables.stderr);
   const goCalls = tables.calls.filter((c) => c.startsWith('go test'));
-  assert.equal(goCalls.length, 2, goCalls.join('\n'));
+  assert.equal(goCalls.length, 3, goCalls.join('\n'));
   const script = readFileSync(script_path, 'utf8');
   assert.doesNotMatch(script, /OrderStore__tableName|DEAD_LETTER_TABLE|deadletters\b/, 'the script must not hand an app table to a suite');
   for (const file of ['handler/internal/store/tablestore/azure_test.go', 'handler/internal/dlstore/dltable/azure_test.go']) {
@@ -137,4 +137,8 @@ test('the table suites never use the app\'s tables: no table name reaches them, 
     assert.match(src, /t\.Cleanup\(func\(\) \{ deleteAzureTable\(t, svc, table\) \}\)/, `${file}: deletes the tables it created`);
     assert.doesNotMatch(src, /os\.Getenv\("(DEAD_LETTER_TABLE|OrderStore__tableName)"\)/, `${file}: reads no app table setting`);
   }
+  // The producers' outbox suite makes outboxconformance<random> tables of its own.
+  const outbox = readFileSync(path.join(repoRoot, 'handler/publish/outbox/azure_test.go'), 'utf8');
+  assert.match(outbox, /"outboxconformance" \+ strings\.ToLower\(rand\.Text\(\)\)/, 'the outbox suite: tables of its own');
+  assert.doesNotMatch(outbox, /os\.Getenv\("(DEAD_LETTER_TABLE|OrderStore__tableName)"\)/, 'the outbox suite reads no app table setting');
 });

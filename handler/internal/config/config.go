@@ -41,10 +41,7 @@ const (
 	EnvDeadLetterSweepSchedule = "DEAD_LETTER_SWEEP_SCHEDULE"
 	EnvDeadLetterCooldown      = "DEAD_LETTER_REPLAY_COOLDOWN"
 	EnvDeadLetterMaxReplays    = "DEAD_LETTER_MAX_REPLAYS"
-	EnvDeadLetterSweepMax      = "DEAD_LETTER_SWEEP_MAX"
 	EnvDeadLetterSweepRate     = "DEAD_LETTER_SWEEP_RATE"
-	EnvDeadLetterArchiveTable  = "DEAD_LETTER_ARCHIVE_TABLE"
-	EnvDeadLetterAuditTable    = "DEAD_LETTER_AUDIT_TABLE"
 	// The dead-letter store (handler/internal/dlstore/dltable), which
 	// replaces the archive and audit tables: its one table, and how long
 	// closed entries (replayed, archived, discarded) are kept.
@@ -81,10 +78,7 @@ const (
 	DefaultDeadLetterSweepSchedule = "0 */5 * * * *"
 	DefaultDeadLetterCooldown      = 10 * time.Minute
 	DefaultDeadLetterMaxReplays    = 3
-	DefaultDeadLetterSweepMax      = 100
 	DefaultDeadLetterSweepRate     = 10.0
-	DefaultDeadLetterArchiveTable  = "deadletterarchive"
-	DefaultDeadLetterAuditTable    = "deadletteraudit"
 	DefaultDeadLetterTable         = "deadletters"
 	DefaultDeadLetterRetention     = 30 * 24 * time.Hour
 	// MinDeadLetterRetention and MaxDeadLetterRetention bound
@@ -98,13 +92,10 @@ const (
 type DeadLetter struct {
 	// Schedule is the timer's NCRONTAB expression; the host reads it, the
 	// handler only checks its shape.
-	Schedule     string
-	Cooldown     time.Duration
-	MaxReplays   int
-	SweepMax     int
-	SweepRate    float64
-	ArchiveTable string
-	AuditTable   string
+	Schedule   string
+	Cooldown   time.Duration
+	MaxReplays int
+	SweepRate  float64
 	// Table is the dead-letter store's table; Retention how long its
 	// closed entries are kept before the sweeper purges them.
 	Table     string
@@ -260,9 +251,6 @@ func Load(getenv func(string) string) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	if dl.ArchiveTable == c.StoreTable || dl.AuditTable == c.StoreTable {
-		return c, invalid(EnvDeadLetterArchiveTable, dl.ArchiveTable+"/"+dl.AuditTable, "the dead-letter tables must differ from "+EnvStoreTable)
-	}
 	if strings.EqualFold(dl.Table, c.StoreTable) {
 		return c, invalid(EnvDeadLetterTable, dl.Table, "must differ from "+EnvStoreTable)
 	}
@@ -318,15 +306,12 @@ func LoadDeadLetter(getenv func(string) string) (DeadLetter, error) {
 		return def
 	}
 	d := DeadLetter{
-		Schedule:     get(EnvDeadLetterSweepSchedule, DefaultDeadLetterSweepSchedule),
-		Cooldown:     DefaultDeadLetterCooldown,
-		MaxReplays:   DefaultDeadLetterMaxReplays,
-		SweepMax:     DefaultDeadLetterSweepMax,
-		SweepRate:    DefaultDeadLetterSweepRate,
-		ArchiveTable: get(EnvDeadLetterArchiveTable, DefaultDeadLetterArchiveTable),
-		AuditTable:   get(EnvDeadLetterAuditTable, DefaultDeadLetterAuditTable),
-		Table:        get(EnvDeadLetterTable, DefaultDeadLetterTable),
-		Retention:    DefaultDeadLetterRetention,
+		Schedule:   get(EnvDeadLetterSweepSchedule, DefaultDeadLetterSweepSchedule),
+		Cooldown:   DefaultDeadLetterCooldown,
+		MaxReplays: DefaultDeadLetterMaxReplays,
+		SweepRate:  DefaultDeadLetterSweepRate,
+		Table:      get(EnvDeadLetterTable, DefaultDeadLetterTable),
+		Retention:  DefaultDeadLetterRetention,
 	}
 	if n := len(strings.Fields(d.Schedule)); n != 6 {
 		return d, invalid(EnvDeadLetterSweepSchedule, d.Schedule, "want a six-field NCRONTAB expression such as \"0 */5 * * * *\"")
@@ -344,7 +329,6 @@ func LoadDeadLetter(getenv func(string) string) (DeadLetter, error) {
 		min, max int
 	}{
 		{EnvDeadLetterMaxReplays, &d.MaxReplays, 0, 100},
-		{EnvDeadLetterSweepMax, &d.SweepMax, 1, 10000},
 	}
 	for _, n := range ints {
 		if s := get(n.name, ""); s != "" {
@@ -369,13 +353,8 @@ func LoadDeadLetter(getenv func(string) string) (DeadLetter, error) {
 		}
 		d.Retention = v
 	}
-	for _, t := range []struct{ name, val string }{{EnvDeadLetterArchiveTable, d.ArchiveTable}, {EnvDeadLetterAuditTable, d.AuditTable}, {EnvDeadLetterTable, d.Table}} {
-		if !tableName.MatchString(t.val) {
-			return d, invalid(t.name, t.val, "want 3-63 letters and digits, starting with a letter")
-		}
-	}
-	if d.ArchiveTable == d.AuditTable {
-		return d, invalid(EnvDeadLetterAuditTable, d.AuditTable, "must differ from "+EnvDeadLetterArchiveTable)
+	if !tableName.MatchString(d.Table) {
+		return d, invalid(EnvDeadLetterTable, d.Table, "want 3-63 letters and digits, starting with a letter")
 	}
 	return d, nil
 }

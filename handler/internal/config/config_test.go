@@ -31,8 +31,8 @@ func TestLoadDefaults(t *testing.T) {
 	want := Config{Port: 8080, Queue: "order-status", PoisonQueue: "order-status-poison", StoreConnectionString: azurite,
 		StoreTable: "orderstatus", RetryBudget: 5 * time.Second, LogLevel: slog.LevelInfo,
 		Retry: Retry{Reschedule: true, Base: 10 * time.Second, Cap: 5 * time.Minute, Window: 24 * time.Hour},
-		DeadLetter: DeadLetter{Schedule: "0 */5 * * * *", Cooldown: 10 * time.Minute, MaxReplays: 3, SweepMax: 100, SweepRate: 10,
-			ArchiveTable: "deadletterarchive", AuditTable: "deadletteraudit", Table: "deadletters", Retention: 720 * time.Hour}}
+		DeadLetter: DeadLetter{Schedule: "0 */5 * * * *", Cooldown: 10 * time.Minute, MaxReplays: 3, SweepRate: 10,
+			Table: "deadletters", Retention: 720 * time.Hour}}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got %+v\nwant %+v", c, want)
 	}
@@ -119,12 +119,8 @@ func TestLoadErrorsNameTheSetting(t *testing.T) {
 		{"cooldown negative", with(EnvDeadLetterCooldown, "-1m"), EnvDeadLetterCooldown},
 		{"max replays negative", with(EnvDeadLetterMaxReplays, "-1"), EnvDeadLetterMaxReplays},
 		{"max replays not a number", with(EnvDeadLetterMaxReplays, "three"), EnvDeadLetterMaxReplays},
-		{"sweep max zero", with(EnvDeadLetterSweepMax, "0"), EnvDeadLetterSweepMax},
 		{"sweep rate zero", with(EnvDeadLetterSweepRate, "0"), EnvDeadLetterSweepRate},
 		{"sweep rate NaN", with(EnvDeadLetterSweepRate, "NaN"), EnvDeadLetterSweepRate},
-		{"archive table name", with(EnvDeadLetterArchiveTable, "dead-letters"), EnvDeadLetterArchiveTable},
-		{"audit table same as archive", with(EnvDeadLetterAuditTable, "deadletterarchive"), EnvDeadLetterAuditTable},
-		{"archive table is the order table", with(EnvDeadLetterArchiveTable, "orderstatus"), EnvDeadLetterArchiveTable},
 		{"dead-letter table name", with(EnvDeadLetterTable, "dead-letters"), EnvDeadLetterTable},
 		{"dead-letter table is the order table", with(EnvDeadLetterTable, "OrderStatus"), EnvDeadLetterTable},
 		{"retention not a duration", with(EnvDeadLetterRetention, "30d"), EnvDeadLetterRetention},
@@ -167,9 +163,9 @@ var (
 	templateSettings = []string{EnvPort, EnvQueue, EnvPoisonQueue, EnvServiceBusNamespace, EnvServiceBusClientID,
 		EnvDevBrokerURL, EnvStoreServiceURI, EnvStoreConnectionString, EnvStoreTable, EnvClientID, EnvRetryBudget, EnvLogLevel,
 		EnvRetryReschedule, EnvRetryBase, EnvRetryCap, EnvRetryWindow,
-		EnvDeadLetterSweepSchedule, EnvDeadLetterCooldown, EnvDeadLetterMaxReplays, EnvDeadLetterSweepMax, EnvDeadLetterSweepRate,
+		EnvDeadLetterSweepSchedule, EnvDeadLetterCooldown, EnvDeadLetterMaxReplays, EnvDeadLetterSweepRate,
 		EnvDeadLetterTable, EnvDeadLetterRetention}
-	allSettings = append(slices.Clone(templateSettings), EnvDeadLetterArchiveTable, EnvDeadLetterAuditTable)
+	allSettings = slices.Clone(templateSettings)
 )
 
 // TestReadmeConfigurationTable keeps the README's Configuration table in
@@ -235,14 +231,6 @@ func TestTemplateListsEverySetting(t *testing.T) {
 	for _, name := range templateSettings {
 		if _, ok := tpl.Values[name]; !ok && !hostSet[name] {
 			t.Errorf("local.settings.json.template lacks %s", name)
-		}
-	}
-	// Retired with the archive and audit tables (the dead-letter store's
-	// one table replaces them): still read until the sweeper moves to the
-	// store, no longer provisioned or listed.
-	for _, name := range []string{EnvDeadLetterArchiveTable, EnvDeadLetterAuditTable} {
-		if _, ok := tpl.Values[name]; ok {
-			t.Errorf("local.settings.json.template lists %s, whose table infra no longer creates", name)
 		}
 	}
 	if got := tpl.Values[EnvDeadLetterTable]; got != DefaultDeadLetterTable {

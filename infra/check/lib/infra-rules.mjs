@@ -55,10 +55,6 @@ export const HANDLER_ENV_NOT_APP_SETTINGS = {
     "set only by 'handler dev' for its in-memory Service Bus; never in Azure",
   OrderStore__connectionString:
     'local development only (Azurite); Azure uses OrderStore__serviceUri with the managed identity',
-  DEAD_LETTER_ARCHIVE_TABLE:
-    'retired with its table: the dead-letter store (DEAD_LETTER_TABLE) replaces it; read until the sweeper moves to the store',
-  DEAD_LETTER_AUDIT_TABLE:
-    'retired with its table: the dead-letter store (DEAD_LETTER_TABLE) keeps the audit entries; read until the sweeper moves to the store',
 };
 
 /** The setting names of the Env* constants in config.go source text, in order. */
