@@ -184,7 +184,7 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	fs.DurationVar(&c.lockDuration, "lock-duration", 0, "queue lock duration `D`, 5s to 5m as in Service Bus (default 1m, as deployed)")
 	fs.IntVar(&c.maxDelivery, "max-delivery", 0, "queue max delivery count `N`, 1 to 2000 as in Service Bus (default 5, as deployed)")
 	fs.StringVar(&c.httpAddr, "http-addr", defaultHTTPAddr, "`addr`ess of the HTTP front (GetOrder, Metrics); with --exit-when-idle and no --http-addr, a free port when the default is in use")
-	fs.StringVar(&c.handlerLog, "handler-log", "", "append the handler's output to `file` (default: standard error)")
+	fs.StringVar(&c.handlerLog, "handler-log", "", "write the handler's output to `file`, started afresh (default: standard error); when a host already running in the app root writes that file, this run writes FILE-<pid> instead")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines: only the HTTP front's address, warnings, failures and the summary")
 	fs.IntVar(&c.instances, "instances", 1, fmt.Sprintf("instances of the app at the start, as Flex Consumption scales out: each its own handler process, cache and session slots (1 to %d)", MaxInstances))
 	scaleFlag := fs.String("scale", "", "scale `events` during the run, comma-separated ACTION[:INSTANCE]@AFTER: add@30s, remove@2m, kill:instance-1@3m (AFTER on the host's clock since the workload started)")
@@ -312,6 +312,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	lines = mergeScale(lines, c.scale)
 	total := messages(lines)
 
+	// One host owns an app root's .run/devhost.json, which the CLIs
+	// find: a second serving host would leave them talking to one of
+	// two, so it refuses. A second --exit-when-idle run (a scenario next
+	// to `make run`) runs unannounced, with a handler log of its own.
+	owner, second := devrun.Running(c.appRoot)
+	if second && !c.exitWhenIdle {
+		front := ""
+		if owner.HTTPAddr != "" {
+			front = ", HTTP front http://" + owner.HTTPAddr
+		}
+		fmt.Fprintf(stderr, "handler dev: a development host is running in %s already (pid %d%s): stop it first (Ctrl-C in its terminal), or add --exit-when-idle to run a workload next to it\n",
+			c.appRoot, owner.PID, front)
+		return ExitFailure
+	}
+	if second && c.handlerLog != "" && sameFile(c.handlerLog, owner.HandlerLog) {
+		c.handlerLog = withPID(c.handlerLog, os.Getpid())
+	}
+
 	// The host's own log: warnings and errors (a restarted handler, a
 	// failed call); what it uses is printed below. The handler's JSON
 	// logs go to stderr too, or to --handler-log, so that stdout holds
@@ -322,7 +340,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		if err := os.MkdirAll(filepath.Dir(c.handlerLog), 0o755); err != nil {
 			return fail(err)
 		}
-		f, err := os.OpenFile(c.handlerLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(c.handlerLog, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 		if err != nil {
 			return fail(err)
 		}
@@ -384,9 +402,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	// `handler deadletters` and `handler publish` find this host here.
 	ep := h.Endpoints()
 	ep.StartedAt = time.Now().UTC()
-	if remove, err := devrun.Write(h.app.Root, ep); err != nil {
+	if c.handlerLog != "" {
+		ep.HandlerLog, _ = filepath.Abs(c.handlerLog)
+	}
+	var re *devrun.RunningError
+	switch remove, err := devrun.Write(h.app.Root, ep); {
+	case errors.As(err, &re) && !c.exitWhenIdle: // another host started meanwhile
+		return fail(fmt.Errorf("%v: stop it first, or add --exit-when-idle", err))
+	case errors.As(err, &re):
+		say("not announced to the CLIs: pid %d owns %s; they keep talking to it", re.Owner.PID, re.Path)
+	case err != nil:
 		note("warning: the CLI will not find this host: %v", err)
-	} else {
+	default:
 		defer remove()
 	}
 	say("store: %s", h.StoreSource())
@@ -508,6 +535,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	case <-h.StoreDone():
 		return fail(h.storeErr())
 	}
+}
+
+// sameFile reports whether paths a and b name the same file.
+func sameFile(a, b string) bool {
+	if b == "" {
+		return false
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	if errA == nil && errB == nil {
+		return os.SameFile(fa, fb)
+	}
+	absA, _ := filepath.Abs(a)
+	absB, _ := filepath.Abs(b)
+	return absA == absB
+}
+
+// withPID returns path with pid before its extension: .run/handler.log
+// becomes .run/handler-4242.log.
+func withPID(path string, pid int) string {
+	ext := filepath.Ext(path)
+	return fmt.Sprintf("%s-%d%s", strings.TrimSuffix(path, ext), pid, ext)
 }
 
 // shortDuration formats d to the second without trailing zero units:
