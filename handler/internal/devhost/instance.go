@@ -548,6 +548,51 @@ func ParseScale(s string) ([]ScenarioLine, error) {
 	return out, nil
 }
 
+// checkScale plays the workload's scale events (from --scale and the
+// scenario, merged) on paper, starting from instances running instances
+// named instance-1 to instance-N, in the order Play applies them, and
+// reports the first one that could not happen: an instance that is not
+// running then, the last running instance removed, or more than
+// MaxInstances. So a bad event stops the run before anything starts
+// instead of failing while it runs.
+func checkScale(instances int, lines []ScenarioLine) error {
+	var running []string
+	for i := 1; i <= instances; i++ {
+		running = append(running, fmt.Sprintf("instance-%d", i))
+	}
+	next := instances + 1
+	for _, l := range lines {
+		if l.Scale == "" {
+			continue
+		}
+		at := fmt.Sprintf("%s (at %s)", l.Pos, l.SendAfter)
+		if l.Scale == scenario.ScaleAdd {
+			if len(running) >= MaxInstances {
+				return fmt.Errorf("%s: add: %d instances would be running, at most %d", at, len(running)+1, MaxInstances)
+			}
+			running = append(running, fmt.Sprintf("instance-%d", next))
+			next++
+			continue
+		}
+		id := l.Instance
+		if _, err := strconv.Atoi(id); err == nil {
+			id = "instance-" + id
+		}
+		i := len(running) - 1 // the newest running one, by default
+		if id != "" {
+			i = slices.Index(running, id)
+		}
+		switch {
+		case i < 0:
+			return fmt.Errorf("%s: %s: %s is not running then (running: %s)", at, l.Scale, id, strings.Join(running, ", "))
+		case len(running) == 1:
+			return fmt.Errorf("%s: %s: %s is the last running instance (add one first)", at, l.Scale, running[0])
+		}
+		running = slices.Delete(running, i, i+1)
+	}
+	return nil
+}
+
 // mergeScale inserts each scale event before the first line held longer
 // than the event, so that Play applies it at its time.
 func mergeScale(lines, events []ScenarioLine) []ScenarioLine {

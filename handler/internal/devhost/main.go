@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
@@ -310,6 +311,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		return ExitUsage
 	}
 	lines = mergeScale(lines, c.scale)
+	if err := checkScale(c.instances, lines); err != nil {
+		fmt.Fprintf(stderr, "handler dev: %v (%s)\n", err, usageLine)
+		return ExitUsage
+	}
 	total := messages(lines)
 
 	// One host owns an app root's .run/devhost.json, which the CLIs
@@ -392,6 +397,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		return fail(err)
 	}
 	defer h.Close()
+	// stopped ends a run cut short by a signal (Ctrl-C, SIGTERM): it
+	// stops everything the host started and says so, naming what is left
+	// running, if anything.
+	var unannounce func()
+	var stopOnce sync.Once
+	stopped := func() {
+		stopOnce.Do(func() {
+			children := h.Processes()
+			if unannounce != nil {
+				unannounce()
+			}
+			h.Close()
+			fmt.Fprintln(stdout, closingLine(children, c.appRoot))
+		})
+	}
 	if addr := h.Addr(); addr != "" {
 		if addr != c.httpAddr && opts.FallbackHTTPAddr != "" {
 			note("warning: %s is in use; the HTTP front is on http://%s instead", c.httpAddr, addr)
@@ -414,6 +434,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	case err != nil:
 		note("warning: the CLI will not find this host: %v", err)
 	default:
+		unannounce = remove
 		defer remove()
 	}
 	say("store: %s", h.StoreSource())
@@ -470,7 +491,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	interrupted := func(err error) int {
 		finishProgress()
 		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "handler dev: interrupted")
+			stopped()
 			if c.exitWhenIdle {
 				return ExitFailure
 			}
@@ -529,12 +550,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	}
 	select {
 	case <-ctx.Done():
+		stopped()
 		return ExitOK
 	case <-h.HandlerDone():
 		return fail(fmt.Errorf("the handler stopped: %v", h.HandlerErr()))
 	case <-h.StoreDone():
 		return fail(h.storeErr())
 	}
+}
+
+// closingLine says that a run cut short stopped, what it stopped, and
+// what is still running (nothing, unless a child outlived its stop).
+func closingLine(children []ChildProcess, appRoot string) string {
+	var stoppedNames, left []string
+	for _, c := range children {
+		name := fmt.Sprintf("%s (pid %d)", c.Name, c.PID)
+		if err := syscall.Kill(c.PID, 0); err == nil || errors.Is(err, syscall.EPERM) {
+			left = append(left, name)
+		} else {
+			stoppedNames = append(stoppedNames, name)
+		}
+	}
+	what := "nothing was running"
+	if len(stoppedNames) > 0 {
+		what = "stopped " + strings.Join(stoppedNames, ", ")
+	}
+	if len(left) > 0 {
+		return fmt.Sprintf("handler dev: interrupted: %s; STILL RUNNING: %s (kill them by pid)", what, strings.Join(left, ", "))
+	}
+	file := ""
+	if _, err := os.Stat(devrun.Path(appRoot)); errors.Is(err, os.ErrNotExist) {
+		file = ", and " + filepath.Join(devrun.Dir, devrun.File) + " is gone"
+	}
+	return fmt.Sprintf("handler dev: interrupted: %s%s; nothing is left running", what, file)
 }
 
 // sameFile reports whether paths a and b name the same file.

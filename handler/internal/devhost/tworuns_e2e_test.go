@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -153,5 +156,18 @@ func TestTwoRunsInOneAppRoot(t *testing.T) {
 	stop()
 	if _, err := os.Stat(devrun.Path(app)); !os.IsNotExist(err) {
 		t.Errorf("after the first host stopped: %s: %v, want it removed", devrun.Path(app), err)
+	}
+	// Ctrl-C: exit 0 and a closing line that says what it stopped.
+	if code := first.ProcessState.ExitCode(); code != ExitOK {
+		t.Errorf("the first host exited %d on SIGINT, want %d", code, ExitOK)
+	}
+	closing := regexp.MustCompile(`(?m)^handler dev: interrupted: stopped instance-1's handler \(pid (\d+)\), and \.run/devhost\.json is gone; nothing is left running$`)
+	m := closing.FindStringSubmatch(firstOut.String())
+	if m == nil {
+		t.Fatalf("the first host's stdout has no closing line:\n%s\nstderr:\n%s", firstOut.String(), firstErr.String())
+	}
+	pid, _ := strconv.Atoi(m[1])
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the handler (pid %d) the closing line says it stopped: kill -0 = %v, want no such process", pid, err)
 	}
 }
