@@ -134,7 +134,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		if isHelp(args[0]) {
-			fmt.Fprintln(stdout, "usage: handler version\n\nPrints the version and the source revision it was built from.")
+			fmt.Fprintln(stdout, "usage: handler version\n\nPrints the version and the source revision it was built from.\n\nexit codes: 0 printed, 2 an argument was given.")
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "handler version: unexpected argument %q (usage: handler version)\n", args[0])

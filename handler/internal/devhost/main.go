@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/cli/clihelp"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/devrun"
 )
@@ -106,48 +107,11 @@ stderr says what).
 )
 
 // printHelp writes `handler dev --help`: what it does, every flag of fs
-// in --name form with its argument, meaning and default, and the exit
-// codes.
+// (package clihelp's style) and the exit codes.
 func printHelp(w io.Writer, fs *flag.FlagSet) {
-	var b strings.Builder
-	b.WriteString(helpIntro)
-	fs.VisitAll(func(f *flag.Flag) {
-		arg, usage := flag.UnquoteUsage(f)
-		if arg != "" {
-			arg = " " + strings.ToUpper(arg)
-		}
-		fmt.Fprintf(&b, "  --%s%s\n", f.Name, arg)
-		switch f.DefValue {
-		case "", "0", "0s", "false":
-		default:
-			usage += fmt.Sprintf(" (default %s)", f.DefValue)
-		}
-		for _, line := range wrap(usage, 72) {
-			fmt.Fprintf(&b, "        %s\n", line)
-		}
-	})
-	b.WriteString(helpExit)
-	io.WriteString(w, b.String())
-}
-
-// wrap breaks text into lines of at most width bytes at spaces.
-func wrap(text string, width int) []string {
-	var lines []string
-	line := ""
-	for _, word := range strings.Fields(text) {
-		if line != "" && len(line)+1+len(word) > width {
-			lines = append(lines, line)
-			line = ""
-		}
-		if line != "" {
-			line += " "
-		}
-		line += word
-	}
-	if line != "" {
-		lines = append(lines, line)
-	}
-	return lines
+	io.WriteString(w, helpIntro)
+	clihelp.Flags(w, fs)
+	io.WriteString(w, helpExit)
 }
 
 type config struct {
@@ -188,7 +152,7 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	fs.StringVar(&c.handlerLog, "handler-log", "", "write the handler's output to `file`, started afresh (default: standard error); when a host already running in the app root writes that file, this run writes FILE-<pid> instead")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines: only the HTTP front's address, warnings, failures and the summary")
 	fs.IntVar(&c.instances, "instances", 1, fmt.Sprintf("instances of the app at the start, as Flex Consumption scales out: each its own handler process, cache and session slots (1 to %d)", MaxInstances))
-	scaleFlag := fs.String("scale", "", "scale `events` during the run, comma-separated ACTION[:INSTANCE]@AFTER: add@30s, remove@2m, kill:instance-1@3m (AFTER on the host's clock since the workload started)")
+	scaleFlag := fs.String("scale", "", "scale `events` during the run, comma-separated ACTION[:INSTANCE]@AFTER, such as add@2m,remove:2@4m,kill:1@6m (INSTANCE a number or an id such as instance-1, default the newest; AFTER on the host's clock since the workload started, like sendAfter); checked before the run")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printHelp(stdout, fs)
@@ -299,12 +263,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		for _, w := range warnings {
 			note("warning: %s", w)
 		}
-		workload = fmt.Sprintf("scenario %s (%d messages)", c.scenario, messages(lines))
+		workload = fmt.Sprintf("scenario %s (%s)", c.scenario, count(messages(lines), "message"))
 	} else {
 		// The wall clock: the broker's scaled clock must not reach event
 		// times, or an occurredAt would be later than its updatedAt.
 		lines = scenario.Demo(scenario.DemoOptions{Seed: c.seed, Orders: c.orders, Now: time.Now().UTC()})
-		workload = fmt.Sprintf("built-in demo: %d orders, %d messages (seed %d)", c.orders, len(lines), c.seed)
+		workload = fmt.Sprintf("built-in demo: %s, %s (seed %d)", count(c.orders, "order"), count(len(lines), "message"), c.seed)
 	}
 	if _, err := os.Stat(filepath.Join(c.appRoot, "host.json")); err != nil {
 		fmt.Fprintf(stderr, "handler dev: --app-root %s: no host.json there (run from the repository root, or name it) (%s)\n", c.appRoot, usageLine)
@@ -583,6 +547,14 @@ func closingLine(children []ChildProcess, appRoot string) string {
 		file = ", and " + filepath.Join(devrun.Dir, devrun.File) + " is gone"
 	}
 	return fmt.Sprintf("handler dev: interrupted: %s%s; nothing is left running", what, file)
+}
+
+// count says n of noun, in the plural unless n is 1: "1 order", "3 orders".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // sameFile reports whether paths a and b name the same file.

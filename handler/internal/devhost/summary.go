@@ -419,7 +419,7 @@ func (s Summary) WriteTable(w io.Writer) error {
 		archived[e.Reason]++
 	}
 	sections := []section{
-		{fmt.Sprintf("orders by status (%d orders)", len(s.Orders)), statuses, statusOrder},
+		{fmt.Sprintf("orders by status (%s)", count(len(s.Orders), "order")), statuses, statusOrder},
 		{"handler calls by result (a message abandoned and delivered again is called again)", s.Results, resultOrder},
 		{fmt.Sprintf("parked by reason (poison queue depth %d)", s.PoisonDepth), parked, nil},
 		{fmt.Sprintf("dead-lettered by reason (DLQ depth %d)", s.DeadLetterDepth), dead, nil},

@@ -250,3 +250,14 @@ func TestAccountingReportsAMismatch(t *testing.T) {
 		t.Errorf("violation with everything accounted for = %q, want none", got)
 	}
 }
+
+func TestCount(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want string
+	}{{0, "0 orders"}, {1, "1 order"}, {2, "2 orders"}} {
+		if got := count(tt.n, "order"); got != tt.want {
+			t.Errorf("count(%d, order) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}

@@ -32,7 +32,7 @@ const (
 
 // ErrNotRunning means no development host was found: no file, or a file
 // left by a host that is no longer running.
-var ErrNotRunning = errors.New("devrun: no running development host (start one with 'make run')")
+var ErrNotRunning = errors.New("devrun: no running development host")
 
 // Endpoints is what a development host publishes about itself.
 type Endpoints struct {

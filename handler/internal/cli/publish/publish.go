@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/internal/cli/clihelp"
 	"github.com/orderstatus/orderstatus/handler/internal/connect"
 	"github.com/orderstatus/orderstatus/handler/publish"
 )
@@ -98,10 +99,12 @@ type command struct {
 	namespace          string
 	stdout, stderr     io.Writer
 	waitOpts           waitOptions
+	exitCodes          string // the help's last paragraph
 }
 
 func newCommand(name, usageLine, about string, stdout, stderr io.Writer) *command {
-	c := &command{name: "handler publish " + name, usage: usageLine, about: about, stdout: stdout, stderr: stderr}
+	c := &command{name: "handler publish " + name, usage: usageLine, about: about, stdout: stdout, stderr: stderr,
+		exitCodes: "exit codes: 0 sent, 1 connecting or sending failed, 2 bad input (one line on stderr;\nnothing is sent).\n"}
 	c.fs = flag.NewFlagSet(c.name, flag.ContinueOnError)
 	c.fs.SetOutput(io.Discard)
 	c.fs.StringVar(&c.namespace, "namespace", "", "Service Bus `namespace` (<name>.servicebus.windows.net); default: ServiceBusConnection__fullyQualifiedNamespace, else the running development host")
@@ -113,8 +116,8 @@ func (c *command) parse(args []string) int {
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(c.stdout, "%s\n\n%s\n\nflags:\n", c.usage, c.about)
-			c.fs.SetOutput(c.stdout)
-			c.fs.PrintDefaults()
+			clihelp.Flags(c.stdout, c.fs)
+			fmt.Fprint(c.stdout, "\n"+c.exitCodes)
 			return ExitOK
 		}
 		return c.bad("%v", err)
@@ -177,6 +180,7 @@ Sent is not applied: the handler applies a message moments later. With
 later one), for at most --wait-timeout, and exits 1 naming the orders that
 do not (queued still, or parked). Against the development host it asks its
 HTTP front; against Azure pass --get-order-url.`, stdout, stderr)
+	c.exitCodes = "exit codes: 0 sent (with --wait: and applied), 1 connecting or sending failed, or\n--wait's orders not applied in time, 2 bad input (one line on stderr; nothing is\nsent).\n"
 	var orderID, status, occurred, from, orderURL string
 	var seq int64
 	var wait bool
@@ -187,7 +191,7 @@ HTTP front; against Azure pass --get-order-url.`, stdout, stderr)
 	c.fs.StringVar(&occurred, "occurred-at", "", "when it happened, RFC 3339 (`time`, e.g. 2026-11-29T10:00:00Z; default now)")
 	c.fs.StringVar(&from, "from", "", "JSON Lines `file` of status changes instead of the flags above (- for standard input)")
 	c.fs.BoolVar(&wait, "wait", false, "after sending, wait until GetOrder shows each order at the sequence sent or later; exit 1 if one does not within --wait-timeout")
-	c.fs.DurationVar(&waitTimeout, "wait-timeout", defaultWaitTimeout, fmt.Sprintf("how long --wait waits, at most %s (a Go `duration`)", maxWaitTimeout))
+	c.fs.DurationVar(&waitTimeout, "wait-timeout", defaultWaitTimeout, "how long --wait waits, at most 1h (a Go `duration`)")
 	c.fs.StringVar(&orderURL, "get-order-url", "", "GetOrder's `URL` for --wait, with {orderId} where the id goes, e.g. https://<app>.azurewebsites.net/api/orders/{orderId}?code=<function key>; default: the development host's front")
 	if code := c.parse(args); code >= 0 {
 		return code
@@ -198,7 +202,7 @@ HTTP front; against Azure pass --get-order-url.`, stdout, stderr)
 		return c.bad("--wait-timeout and --get-order-url go with --wait")
 	}
 	if wait && (waitTimeout <= 0 || waitTimeout > maxWaitTimeout) {
-		return c.bad("--wait-timeout %s: want a duration above 0 and at most %s", waitTimeout, maxWaitTimeout)
+		return c.bad("--wait-timeout %s: want a duration above 0 and at most 1h", waitTimeout)
 	}
 	if orderURL != "" {
 		if err := checkGetOrderURL(orderURL); err != nil {
@@ -482,6 +486,7 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer, e e
 timeout' printed. If it was delivered or cancelled already, it says so and exits
 0: the race is harmless, since the handler cancels an order on the check only
 while it is still Created.`, stdout, stderr)
+	c.exitCodes = "exit codes: 0 cancelled, or nothing to cancel (the line says which), 1 connecting or\ncancelling failed, 2 bad input (one line on stderr; nothing is changed).\n"
 	var seq int64
 	c.fs.Int64Var(&seq, "sequence", 0, "the scheduled message's sequence `number`")
 	if code := c.parse(args); code >= 0 {
