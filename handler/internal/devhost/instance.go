@@ -75,7 +75,8 @@ func (in *instance) stateName() string { return in.state.Load().(string) }
 // logged on each settled line (round_trips, etag_conflicts, cache_hit).
 type instanceCounts struct {
 	mu          sync.Mutex
-	invocations int
+	invocations int // Service Bus trigger calls
+	timerRuns   int // timer function calls
 	results     map[string]int
 	answers     int
 	roundTrips  int
@@ -89,6 +90,12 @@ func (c *instanceCounts) invoked() {
 	c.mu.Unlock()
 }
 
+func (c *instanceCounts) timerRan() {
+	c.mu.Lock()
+	c.timerRuns++
+	c.mu.Unlock()
+}
+
 func (c *instanceCounts) result(r string) {
 	c.mu.Lock()
 	if c.results == nil {
@@ -98,15 +105,18 @@ func (c *instanceCounts) result(r string) {
 	c.mu.Unlock()
 }
 
-// InstanceSummary is what one instance did during the run. Results count
-// the host's settlements of the calls it made to the instance, as
-// Summary.Results does for all; RoundTrips, ETagConflicts and CacheHits
+// InstanceSummary is what one instance did during the run. Invocations
+// counts the host's Service Bus trigger calls to the instance (a message
+// delivered again is called again), TimerRuns its timer function calls
+// (the DeadLetterSweeper), apart. Results count the host's settlements of
+// the message calls, as Summary.Results does for all; RoundTrips, ETagConflicts and CacheHits
 // add up what the instance's handler logged on its settled lines, so a
 // handler that was killed keeps what it logged before.
 type InstanceSummary struct {
 	ID            string         `json:"id"`
 	State         string         `json:"state"`
 	Invocations   int            `json:"invocations"`
+	TimerRuns     int            `json:"timerRuns"`
 	Results       map[string]int `json:"results"`
 	RoundTrips    int            `json:"roundTrips"`
 	ETagConflicts int            `json:"etagConflicts"`
@@ -486,7 +496,7 @@ func (h *Host) Instances() []InstanceSummary {
 	for _, in := range all {
 		in.counts.mu.Lock()
 		s := InstanceSummary{
-			ID: in.id, State: in.stateName(), Invocations: in.counts.invocations,
+			ID: in.id, State: in.stateName(), Invocations: in.counts.invocations, TimerRuns: in.counts.timerRuns,
 			Results: maps.Clone(in.counts.results), RoundTrips: in.counts.roundTrips,
 			ETagConflicts: in.counts.conflicts, CacheHits: in.counts.cacheHits,
 			HandlerStarts: in.proc.Starts(),

@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -427,6 +426,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	var progress sync.WaitGroup
 	stopProgress := make(chan struct{})
 	began := time.Now()
+	printer := &progressPrinter{w: stdout}
 	if !c.quiet {
 		progress.Add(1)
 		go func() {
@@ -438,7 +438,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 				case <-stopProgress:
 					return
 				case <-t.C:
-					fmt.Fprintln(stdout, h.progressLine(time.Since(began), total))
+					printer.print(h.progress(time.Since(began), total))
 				}
 			}
 		}()
@@ -484,7 +484,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	}
 	finishProgress()
 	if !c.quiet {
-		fmt.Fprintln(stdout, h.progressLine(time.Since(began), total))
+		printer.print(h.progress(time.Since(began), total))
 	}
 	s, err := h.Summary(ctx)
 	if err != nil {
@@ -599,39 +599,6 @@ func latestDue(lines []ScenarioLine) time.Duration {
 		d = max(d, l.SendAfter+l.ScheduleAfter)
 	}
 	return d
-}
-
-// progressLine is one line of progress: messages sent, settled by result,
-// and the workload queue's state.
-func (h *Host) progressLine(elapsed time.Duration, total int) string {
-	sent, results := h.stats.snapshot()
-	keys := make([]string, 0, len(results))
-	for k := range results {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	fmt.Fprintf(&b, "[%5.1fs] sent %d/%d | settled:", elapsed.Seconds(), sent, total)
-	if len(keys) == 0 {
-		b.WriteString(" none")
-	}
-	for _, k := range keys {
-		fmt.Fprintf(&b, " %s %d", k, results[k])
-	}
-	q := h.broker.Stats(h.queue)
-	p := h.broker.Stats(h.poisonQueue)
-	fmt.Fprintf(&b, " | active %d, locked %d, scheduled %d | DLQ %d | poison %d", q.Active, q.Locked, q.Scheduled, q.DeadLettered, p.Active+p.Locked)
-	if inst := h.Instances(); len(inst) > 1 {
-		b.WriteString(" | calls by instance:")
-		for _, in := range inst {
-			mark := ""
-			if in.State != InstanceRunning {
-				mark = " (" + in.State + ")"
-			}
-			fmt.Fprintf(&b, " #%s %d%s", strings.TrimPrefix(in.ID, "instance-"), in.Invocations, mark)
-		}
-	}
-	return b.String()
 }
 
 // lockedWriter serialises writes from several goroutines.

@@ -505,7 +505,7 @@ func writeInstances(b *strings.Builder, inst []InstanceSummary) {
 		for _, r := range results {
 			parts = append(parts, fmt.Sprintf("%s %d", r, in.Results[r]))
 		}
-		fmt.Fprintf(b, "  %-12s %-8s calls %5d | round trips %5d, ETag conflicts %3d, cache hits %5d | %s\n",
-			in.ID, in.State, in.Invocations, in.RoundTrips, in.ETagConflicts, in.CacheHits, strings.Join(parts, ", "))
+		fmt.Fprintf(b, "  %-12s %-8s calls %5d, timer runs %3d | round trips %5d, ETag conflicts %3d, cache hits %5d | %s\n",
+			in.ID, in.State, in.Invocations, in.TimerRuns, in.RoundTrips, in.ETagConflicts, in.CacheHits, strings.Join(parts, ", "))
 	}
 }
