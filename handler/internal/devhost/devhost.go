@@ -769,6 +769,7 @@ func (h *Host) Endpoints() devrun.Endpoints {
 		HTTPAddr:              h.frontAddr,
 		Queue:                 h.queue,
 		PoisonQueue:           h.poisonQueue,
+		TimeScale:             h.opts.TimeScale,
 		AppRoot:               h.app.Root,
 	}
 }

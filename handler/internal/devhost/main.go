@@ -411,7 +411,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	}
 	say("workload: %s", workload)
 	if c.timeScale != 1 {
-		say("time scale %g: the broker clock runs %g times faster; a 30 min payment timeout fires after %s",
+		say("time scale %g: the broker clock runs %g times faster for the whole run; a 30 min payment timeout fires after %s",
 			c.timeScale, c.timeScale, (time.Duration(float64(30*time.Minute) / c.timeScale)).Round(100*time.Millisecond))
 	}
 	if c.exitWhenIdle {
@@ -506,6 +506,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		}
 		return ExitOK
 	}
+	if line := clockLine(h.Clock().Now(), time.Now(), c.timeScale); line != "" {
+		say("%s", line)
+	}
 	if h.Addr() != "" {
 		say("\nserving the HTTP functions until Ctrl-C:")
 		for _, r := range h.routes {
@@ -521,6 +524,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	case <-h.StoreDone():
 		return fail(h.storeErr())
 	}
+}
+
+// clockLine says, after the summary, where the broker's clock stands
+// against the wall clock, and why they differ: it keeps its scale while
+// the host serves, so that a payment timeout published in the walkthrough
+// still fires in seconds, and so every time and age the CLIs show for this
+// host (due times, enqueued times, dead-letter ages) is on it, not on the
+// user's watch. "" on real time.
+func clockLine(broker, wall time.Time, scale float64) string {
+	if scale == 1 {
+		return ""
+	}
+	return fmt.Sprintf("clock: the broker's clock says %s, %s ahead of your watch (%s), and keeps running %g times faster: the due times, enqueued times and ages the CLIs show for this host are on it (--time-scale 1 keeps the two together)",
+		broker.UTC().Format("15:04:05Z"), shortDuration(broker.Sub(wall)), wall.UTC().Format("15:04:05Z"), scale)
 }
 
 // closingLine says that a run cut short stopped, what it stopped, and

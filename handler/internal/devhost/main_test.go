@@ -287,3 +287,15 @@ func mustScale(t *testing.T, s string) []ScenarioLine {
 	}
 	return l
 }
+
+func TestClockLine(t *testing.T) {
+	wall := time.Date(2026, 12, 1, 8, 7, 0, 0, time.UTC)
+	if got := clockLine(wall, wall, 1); got != "" {
+		t.Errorf("real time: %q, want no line", got)
+	}
+	got := clockLine(wall.Add(30*time.Minute+2*time.Second), wall, 120)
+	want := "clock: the broker's clock says 08:37:02Z, 30m2s ahead of your watch (08:07:00Z), and keeps running 120 times faster"
+	if !strings.HasPrefix(got, want) || !strings.Contains(got, "the due times, enqueued times and ages the CLIs show for this host are on it") {
+		t.Errorf("clockLine = %q, want it to start %q and say what is on that clock", got, want)
+	}
+}

@@ -54,6 +54,10 @@ type Endpoints struct {
 	// HandlerLog is the file the host writes the handler's output to
 	// (absolute; "" for standard error), so a second host writes its own.
 	HandlerLog string `json:"handlerLog,omitempty"`
+	// TimeScale is how many times faster than real time the host's
+	// broker clock runs (0 or 1: real time). The times and ages the CLIs
+	// read from this host are on that clock.
+	TimeScale float64 `json:"timeScale,omitempty"`
 	// AppRoot is the host's app root (absolute).
 	AppRoot   string    `json:"appRoot"`
 	StartedAt time.Time `json:"startedAt"`

@@ -475,8 +475,13 @@ output (keep it: cancel-timeout takes it) and a line about it on standard error.
 		return c.fail(err)
 	}
 	fmt.Fprintln(stdout, s.SequenceNumber)
-	fmt.Fprintf(stderr, "scheduled %s %s on %s for %s (in %s on the broker's clock) on %s; cancel it with: handler publish cancel-timeout --sequence %d\n",
-		contract.SubjectPaymentTimeout, s.MessageID, p.Queue(), s.At.UTC().Format(time.RFC3339), after, t.Describe, s.SequenceNumber)
+	clock := "on the broker's clock"
+	if t.DevHost != nil && t.DevHost.TimeScale > 1 {
+		clock = fmt.Sprintf("on the broker's clock, which runs %g times faster than your watch here: due in %s by it",
+			t.DevHost.TimeScale, time.Duration(float64(after)/t.DevHost.TimeScale).Round(100*time.Millisecond))
+	}
+	fmt.Fprintf(stderr, "scheduled %s %s on %s for %s (in %s %s) on %s; cancel it with: handler publish cancel-timeout --sequence %d\n",
+		contract.SubjectPaymentTimeout, s.MessageID, p.Queue(), s.At.UTC().Format(time.RFC3339), after, clock, t.Describe, s.SequenceNumber)
 	return ExitOK
 }
 
