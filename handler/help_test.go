@@ -130,7 +130,7 @@ func TestCheckHelpCatchesTheOldStyle(t *testing.T) {
 }
 
 // TestScaleExamplesAgree: the --scale examples of `handler dev --help`
-// are the ones the README's flag table gives.
+// are the ones the flag table of docs/dev-host.md gives.
 func TestScaleExamplesAgree(t *testing.T) {
 	help := helpOf(t, "dev")
 	event := regexp.MustCompile(`\b(?:add|remove|kill)(?::[a-z0-9-]+)?@[0-9a-z]+\b`)
@@ -142,14 +142,14 @@ func TestScaleExamplesAgree(t *testing.T) {
 		t.Fatalf("handler dev --help gives no --scale example:\n%s", desc)
 	}
 	var row string
-	for _, r := range table(t, section(t, readme(t), "Running it locally: `handler dev`"), "flag") {
+	for _, r := range table(t, section(t, doc(t, devHostDoc), "Running it locally: `handler dev`"), "flag") {
 		if strings.Contains(r[0], "--scale") {
 			row = r[1]
 		}
 	}
 	for _, ex := range examples {
 		if !strings.Contains(row, "`"+ex+"`") {
-			t.Errorf("--help's --scale example %s is not in the README's --scale row: %s", ex, row)
+			t.Errorf("--help's --scale example %s is not in the --scale row of %s: %s", ex, devHostDoc, row)
 		}
 	}
 }
