@@ -92,7 +92,8 @@ bin/handler, backs it with an in-memory Service Bus and Azurite (started on
 a free port unless an OrderStore__* setting names a store), plays a
 workload (the built-in demo, or --scenario), prints a summary, and serves
 the HTTP functions on the front until Ctrl-C (or exits, --exit-when-idle).
-The scenario format and the message contract are in the README.
+The scenario format is in docs/dev-host.md, the message contract in
+docs/messages.md.
 
 flags:
 `

@@ -22,7 +22,7 @@ const (
 )
 
 // Subjects lists the subjects the handler knows; any other is poison with
-// reason UnknownSubject. The README's Messages section is checked against
+// reason UnknownSubject. The Messages section of docs/messages.md is checked against
 // it.
 var Subjects = []string{SubjectStatusChanged, SubjectPaymentTimeout}
 

@@ -1,5 +1,5 @@
 // Package clihelp prints the flags of every `handler` command's --help in
-// one style, the one the README's tables use: each flag on its own line
+// one style, the one the docs' flag tables use: each flag on its own line
 // as `  --name ARG` (two dashes, the argument in capitals), then its
 // meaning indented and wrapped, with the default when it is not the zero
 // value. The help around the flags (a usage line first, what the command
