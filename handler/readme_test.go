@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -272,6 +273,35 @@ func TestReadmeScenarioExample(t *testing.T) {
 		}
 		if err != nil {
 			t.Errorf("README scenario line %s: %v", l.Pos, err)
+		}
+	}
+}
+
+// TestReadmeContentsLinksEveryPage: the README's contents table links
+// every page under docs/, and every page it links exists, so the
+// reference moved there cannot be orphaned or promised.
+func TestReadmeContentsLinksEveryPage(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)#]+)\)`)
+	var linked []string
+	for _, row := range table(t, section(t, readme(t), "Contents"), "page") {
+		m := link.FindStringSubmatch(row[0])
+		if m == nil {
+			t.Errorf("contents row without a link: %q", row[0])
+			continue
+		}
+		linked = append(linked, m[1])
+		if _, err := os.Stat("../" + m[1]); err != nil {
+			t.Errorf("the contents link %s: %v", m[1], err)
+		}
+	}
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pages {
+		rel := "docs/" + filepath.Base(p)
+		if !slices.Contains(linked, rel) {
+			t.Errorf("%s is not in the README's contents table", rel)
 		}
 	}
 }
