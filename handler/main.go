@@ -7,8 +7,8 @@
 //	handler version            print the version
 //
 // `handler --help` lists the commands, `handler <command> --help` their flags.
-// Serving reads its settings from the environment (see the README's
-// configuration table), listens on 127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT,
+// Serving reads its settings from the environment (see the Configuration
+// table of docs/configuration.md), listens on 127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT,
 // and on SIGTERM stops accepting, finishes in-flight calls and exits 0.
 package main
 
@@ -95,7 +95,7 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintf(w, `
 With no command, handler serves (the Functions host starts it so). Settings are
-environment variables (app settings); the README's Configuration table lists them all
+environment variables (app settings); the Configuration table of docs/configuration.md lists them all
 and local.settings.json.template has each with its default.
 
 exit codes: %d success, %d failure (a bad setting, a service that failed), %d usage
@@ -137,7 +137,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		if isHelp(args[0]) {
-			fmt.Fprintln(stdout, "usage: handler version\n\nPrints the version and the source revision it was built from.")
+			fmt.Fprintln(stdout, "usage: handler version\n\nPrints the version and the source revision it was built from.\n\nexit codes: 0 printed, 2 an argument was given.")
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "handler version: unexpected argument %q (usage: handler version)\n", args[0])
@@ -167,7 +167,7 @@ Serves the functions (OrderStatus, DeadLetterSweeper, GetOrder, Metrics) on
 SIGTERM, then finishes in-flight calls and exits 0. The Functions host starts
 it; 'handler dev' runs it locally.
 
-Settings (environment variables; the README's Configuration table has them all):
+Settings (environment variables; the Configuration table of docs/configuration.md has them all):
   FUNCTIONS_CUSTOMHANDLER_PORT                  port, set by the host (required)
   ServiceBusConnection__fullyQualifiedNamespace Service Bus namespace (managed identity)
   OrderStore__serviceUri | OrderStore__connectionString   the order table's account

@@ -1,14 +1,16 @@
 package main
 
-// The README is checked against the code here, so that what a newcomer
-// reads cannot drift from what the binary does: the message contract
-// against the order package's lists, the dev host's flag table against
+// The README and the docs pages it links are checked against the code
+// here, so that what a newcomer reads cannot drift from what the binary
+// does: the message contract (docs/messages.md) against the order
+// package's lists, the dev host's flag table (docs/dev-host.md) against
 // `handler dev --help`, and the commands `handler --help` lists.
 
 import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -23,16 +25,27 @@ import (
 )
 
 // readme returns the repository's README.md.
-func readme(t *testing.T) string {
+func readme(t *testing.T) string { return doc(t, "README.md") }
+
+// The docs pages that hold the reference tables the tests below keep equal
+// to the code (the README links them from its contents).
+const (
+	messagesDoc = "docs/messages.md" // the message contract
+	devHostDoc  = "docs/dev-host.md" // handler dev's flags and the scenario format
+)
+
+// doc returns a document of the repository, by its path from the root.
+func doc(t *testing.T, path string) string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../" + path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return string(b)
 }
 
-// section returns the text of the "## title" section of md.
+// section returns the text of the "## title" section of md (a README or a
+// docs page).
 func section(t *testing.T, md, title string) string {
 	t.Helper()
 	start := strings.Index(md, "\n## "+title+"\n")
@@ -98,7 +111,7 @@ func sortedSet(in []string) []string {
 // TestReadmeMessageContract: the README's Messages section lists exactly
 // the code's subjects, statuses, settled results and poison reasons.
 func TestReadmeMessageContract(t *testing.T) {
-	msgs := section(t, readme(t), "Messages")
+	msgs := section(t, doc(t, messagesDoc), "Messages")
 
 	var subjects []string
 	for _, row := range table(t, msgs, "subject") {
@@ -180,7 +193,7 @@ var longFlag = regexp.MustCompile(`--[a-z][a-z0-9-]*`)
 // exactly the flags `handler dev --help` lists.
 func TestReadmeDevFlags(t *testing.T) {
 	var readmeFlags []string
-	for _, row := range table(t, section(t, readme(t), "Running it locally: `handler dev`"), "flag") {
+	for _, row := range table(t, section(t, doc(t, devHostDoc), "Running it locally: `handler dev`"), "flag") {
 		readmeFlags = append(readmeFlags, longFlag.FindAllString(row[0], -1)...)
 	}
 	var stdout, stderr bytes.Buffer
@@ -242,7 +255,7 @@ func TestHelpListsEveryCommand(t *testing.T) {
 // TestReadmeScenarioExample: the scenario lines the README shows parse,
 // without warnings, and are valid messages.
 func TestReadmeScenarioExample(t *testing.T) {
-	dev := section(t, readme(t), "Running it locally: `handler dev`")
+	dev := section(t, doc(t, devHostDoc), "Running it locally: `handler dev`")
 	start := strings.Index(dev, "```json\n")
 	if start < 0 {
 		t.Fatal("the handler dev section has no json example")
@@ -250,7 +263,7 @@ func TestReadmeScenarioExample(t *testing.T) {
 	example := dev[start+len("```json\n"):]
 	example = example[:strings.Index(example, "```")]
 	var warnings []string
-	lines, err := scenario.Parse(strings.NewReader(example), "README.md", &scenario.Options{Warn: func(m string) { warnings = append(warnings, m) }})
+	lines, err := scenario.Parse(strings.NewReader(example), devHostDoc, &scenario.Options{Warn: func(m string) { warnings = append(warnings, m) }})
 	if err != nil || len(lines) == 0 || len(warnings) > 0 {
 		t.Fatalf("README scenario example: %d lines, error %v, warnings %q", len(lines), err, warnings)
 	}
@@ -285,7 +298,7 @@ func shortDuration(d time.Duration) string {
 // template give the code's defaults of the settings that have one.
 func TestReadmeConfigurationDefaults(t *testing.T) {
 	rows := map[string]string{}
-	for _, row := range table(t, section(t, readme(t), "Configuration"), "setting") {
+	for _, row := range table(t, section(t, doc(t, "docs/configuration.md"), "Configuration"), "setting") {
 		for _, name := range ticks(row[0]) {
 			if d := ticks(row[1]); len(d) > 0 {
 				rows[name] = d[0]
@@ -321,7 +334,36 @@ func TestReadmeConfigurationDefaults(t *testing.T) {
 			t.Errorf("local.settings.json.template: %s = %q, code default %q", s.name, got, s.want)
 		}
 	}
-	if got := shortDuration(config.DefaultRetryBudgetNoReschedule); !strings.Contains(readme(t), "`"+got+"` with rescheduling off") {
+	if got := shortDuration(config.DefaultRetryBudgetNoReschedule); !strings.Contains(doc(t, "docs/configuration.md"), "`"+got+"` with rescheduling off") {
 		t.Errorf("README Configuration does not give the budget with rescheduling off (%s)", got)
+	}
+}
+
+// TestReadmeContentsLinksEveryPage: the README's contents table links
+// every page under docs/, and every page it links exists, so the
+// reference moved there cannot be orphaned or promised.
+func TestReadmeContentsLinksEveryPage(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)#]+)\)`)
+	var linked []string
+	for _, row := range table(t, section(t, readme(t), "Contents"), "page") {
+		m := link.FindStringSubmatch(row[0])
+		if m == nil {
+			t.Errorf("contents row without a link: %q", row[0])
+			continue
+		}
+		linked = append(linked, m[1])
+		if _, err := os.Stat("../" + m[1]); err != nil {
+			t.Errorf("the contents link %s: %v", m[1], err)
+		}
+	}
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pages {
+		rel := "docs/" + filepath.Base(p)
+		if !slices.Contains(linked, rel) {
+			t.Errorf("%s is not in the README's contents table", rel)
+		}
 	}
 }

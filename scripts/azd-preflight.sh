@@ -63,6 +63,41 @@ elif [ "$AZURE_PRINCIPAL_TYPE" != "$principal_type" ]; then
 	fail "az is signed in as a $principal_type but AZURE_PRINCIPAL_TYPE is $AZURE_PRINCIPAL_TYPE, so role assignments to you would fail: run 'azd env set AZURE_PRINCIPAL_TYPE $principal_type'"
 fi
 
+# Can the deployer create the resources and the role assignments? Read from
+# its role assignments (groups and inherited ones included) by role name:
+# create = Owner or Contributor, assign = Owner, User Access Administrator
+# or Role Based Access Control Administrator, each on the subscription (or
+# above it) or on the environment's resource group rg-<env>. Custom roles,
+# conditions and roles activated just in time cannot be judged by name, so
+# this warns and carries on; Azure has the last word.
+if [ -n "${AZURE_PRINCIPAL_ID:-}" ]; then
+	roles=$(az role assignment list --all --assignee "$AZURE_PRINCIPAL_ID" --include-inherited --include-groups \
+		--query "[].[roleDefinitionName, scope]" -o tsv 2>/dev/null) || roles=""
+	create="" assign=""
+	tab=$(printf '\t')
+	while IFS=$tab read -r role scope; do
+		case "$scope" in
+		*/resourceGroups/rg-"${AZURE_ENV_NAME:-}") where="rg-${AZURE_ENV_NAME:-}" ;;
+		*/resourceGroups/*) continue ;;
+		*) where="the subscription" ;;
+		esac
+		case "$role" in
+		Owner) create=${create:-$where} assign=${assign:-$where} ;;
+		Contributor) create=${create:-$where} ;;
+		"User Access Administrator" | "Role Based Access Control Administrator") assign=${assign:-$where} ;;
+		esac
+	done <<ROLES
+$roles
+ROLES
+	if [ -z "$create" ] || [ -z "$assign" ]; then
+		missing=""
+		[ -n "$create" ] || missing="Contributor (to create the resources)"
+		[ -n "$assign" ] || missing="${missing:+$missing and }Role Based Access Control Administrator or User Access Administrator (to assign the app identity its roles)"
+		warn "could not confirm that $AZURE_PRINCIPAL_ID has $missing on the subscription or on rg-${AZURE_ENV_NAME:-<env>}:" \
+			"provisioning may fail at the first resource or role assignment (docs/deploy.md, \"Permissions\")"
+	fi
+fi
+
 # azd passes the environment's values (azd env set) to hooks. Without
 # RUNBOOK_BASE_URL every alert links a runbook under a placeholder URL.
 if [ -z "${RUNBOOK_BASE_URL:-}" ]; then

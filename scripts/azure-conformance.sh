@@ -10,13 +10,22 @@
 # setup   creates the two queues the broker suite drains, next to (never
 #         instead of) the app's queues: SERVICEBUS_TEST_QUEUE (default
 #         conformance, no sessions) and SERVICEBUS_TEST_SESSION_QUEUE (default
-#         conformance-sessions), with the production settings; and gives the
-#         signed-in principal Azure Service Bus Data Owner on those two queues
-#         and Storage Table Data Contributor on the storage account, waiting
-#         ROLE_PROPAGATION_SECONDS (default 300) when it had to create one.
-# tables  the order store suite and the dead-letter store suite
-#         (handler/internal/dlstore/dltable), each on fresh tables
-#         conformance<random> it deletes, never the app's tables.
+#         conformance-sessions), with the production settings; creates a
+#         storage account of the job's own for the store suite,
+#         CONFORMANCE_STORAGE_ACCOUNT (default c<STORAGE_ACCOUNT_NAME>), with
+#         the production account's security settings; gives the signed-in
+#         principal Azure Service Bus Data Owner on those two queues and
+#         Storage Table Data Contributor on that account only, waiting
+#         ROLE_PROPAGATION_SECONDS (default 300) when it had to create one;
+#         and removes a data role on the production account that an earlier
+#         version of this script gave it. The job never holds a data role on
+#         the production account, so it can never read or write the
+#         orderstatus or dead-letter tables.
+# tables  deletes any conformance table a killed run left in the job's own
+#         account, then runs the table suites there (the order store, the
+#         dead-letter store in handler/internal/dlstore/dltable, the
+#         producers' outbox), on fresh tables conformance<random> (the
+#         outbox's: outboxconformance<random>) that they delete.
 # broker  the broker suite; SERVICEBUS_TEST_SLOW=1 adds the lock and TTL
 #         expiry cases (minutes).
 #
@@ -38,6 +47,7 @@ say() {
 }
 
 test_queue=${SERVICEBUS_TEST_QUEUE:-conformance}
+test_account=${CONFORMANCE_STORAGE_ACCOUNT:-c${STORAGE_ACCOUNT_NAME:-}}
 test_session_queue=${SERVICEBUS_TEST_SESSION_QUEUE:-conformance-sessions}
 log_dir=${CONFORMANCE_LOG_DIR:-.run/conformance}
 
@@ -93,9 +103,27 @@ grant() {
 	created_role=1
 }
 
+# revoke ROLE SCOPE: remove the principal's ROLE on SCOPE itself, if it has
+# it (an assignment an earlier version of this script made).
+revoke() {
+	n=$(az role assignment list --scope "$2" --role "$1" --query "length([?principalId=='$oid' && scope=='$2'])" -o tsv)
+	[ "$n" = "0" ] && return
+	say "removing $1 on ${2##*/providers/}: the conformance job holds no data role on the app's storage account"
+	az role assignment delete --assignee "$oid" --role "$1" --scope "$2" ||
+		fail "cannot remove $1 on ${2##*/providers/}: remove it by hand (docs/deploy.md, The conformance job)"
+}
+
+# own_account: the store suite's account must not be the app's.
+own_account() {
+	need STORAGE_ACCOUNT_NAME
+	[ "$test_account" != "$STORAGE_ACCOUNT_NAME" ] ||
+		fail "CONFORMANCE_STORAGE_ACCOUNT is the app's storage account $STORAGE_ACCOUNT_NAME: the store suite runs on an account of its own"
+}
+
 setup() {
 	need AZURE_RESOURCE_GROUP SERVICE_BUS_NAMESPACE STORAGE_ACCOUNT_NAME
 	command -v az >/dev/null 2>&1 || fail "az is required (see docs/deploy.md)"
+	own_account
 	rg=$AZURE_RESOURCE_GROUP
 	for q in "$test_queue" "$test_session_queue"; do
 		sessions=false
@@ -110,7 +138,11 @@ setup() {
 	for q in "$test_queue" "$test_session_queue"; do
 		grant "Azure Service Bus Data Owner" "$(az servicebus queue show --resource-group "$rg" --namespace-name "$SERVICE_BUS_NAMESPACE" --name "$q" --query id -o tsv)"
 	done
-	grant "Storage Table Data Contributor" "$(az storage account show --resource-group "$rg" --name "$STORAGE_ACCOUNT_NAME" --query id -o tsv)"
+	say "storage account $test_account for the store suite (the app's is $STORAGE_ACCOUNT_NAME, which the job gets no data role on)"
+	az storage account create --resource-group "$rg" --name "$test_account" --sku Standard_LRS --kind StorageV2 \
+		--allow-shared-key-access false --min-tls-version TLS1_2 --allow-blob-public-access false --https-only true -o none
+	grant "Storage Table Data Contributor" "$(az storage account show --resource-group "$rg" --name "$test_account" --query id -o tsv)"
+	revoke "Storage Table Data Contributor" "$(az storage account show --resource-group "$rg" --name "$STORAGE_ACCOUNT_NAME" --query id -o tsv)"
 	if [ "$created_role" = 1 ]; then
 		wait=${ROLE_PROPAGATION_SECONDS:-300}
 		say "waiting ${wait}s for the new role assignments to apply"
@@ -146,10 +178,19 @@ run_suite() {
 }
 
 tables() {
-	need OrderStore__serviceUri
+	need AZURE_RESOURCE_GROUP OrderStore__serviceUri
+	own_account
+	ORDERSTATUS_TEST_TABLES_SERVICE_URI=$(az storage account show --resource-group "$AZURE_RESOURCE_GROUP" --name "$test_account" --query primaryEndpoints.table -o tsv) ||
+		fail "no storage account $test_account: run setup first"
 	# shellcheck disable=SC2154 # from azd env get-values
-	ORDERSTATUS_TEST_TABLES_SERVICE_URI=$OrderStore__serviceUri
+	[ "$ORDERSTATUS_TEST_TABLES_SERVICE_URI" != "$OrderStore__serviceUri" ] ||
+		fail "the store suite's endpoint is the app's ($OrderStore__serviceUri)"
 	export ORDERSTATUS_TEST_TABLES_SERVICE_URI
+	# Tables a killed run left behind (the suite deletes its own).
+	for t in $(az storage table list --account-name "$test_account" --auth-mode login --query "[?starts_with(name, 'conformance')].name" -o tsv); do
+		say "deleting table $t left by an earlier run"
+		az storage table delete --account-name "$test_account" --auth-mode login --name "$t" -o none
+	done
 	run_suite tables TestAzureConformance ./handler/internal/store/tablestore/
 	run_suite tables-outbox TestAzureConformance ./handler/publish/outbox/
 	run_suite dlstore TestAzureConformance ./handler/internal/dlstore/dltable/

@@ -11,8 +11,11 @@
 # With --exit-when-idle the run ends when the work is done, skipping idle
 # time (a message scheduled 30 minutes ahead is handled at once), and a
 # busy 7071 is replaced by a free port unless --http-addr names one.
-# The handler's own JSON logs go to .run/handler.log (--handler-log FILE
-# elsewhere).
+# The handler's own JSON logs go to .run/handler.log, started afresh
+# (--handler-log FILE elsewhere). A second run next to a serving one must
+# be --exit-when-idle (bin/handler dev refuses otherwise, with one line);
+# it leaves the first one's .run/devhost.json alone and writes its handler
+# log to .run/handler-<pid>.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,5 +24,4 @@ if [ ! -x bin/handler ]; then
   exit 1
 fi
 mkdir -p .run
-: > .run/handler.log
 exec bin/handler dev --handler-log .run/handler.log "$@"

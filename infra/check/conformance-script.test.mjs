@@ -24,10 +24,11 @@ const azd = {
   OrderStore__serviceUri: 'https://stx.table.core.windows.net/',
 };
 
-// run(t, args, {env, granted, goOut, goExit}) runs the script with stubs:
-// az answers `role assignment list` with granted (count), go prints goOut
+// run(t, args, {env, granted, goOut, goExit, leftover}) runs the script
+// with stubs: az answers `role assignment list` with granted (count) and
+// `storage table list` with leftover (names, one a line), go prints goOut
 // and exits goExit. Returns the result and the recorded calls.
-function run(t, args, { env = azd, granted = '0', goOut = '--- PASS: X (1.00s)', goExit = 0 } = {}) {
+function run(t, args, { env = azd, granted = '0', goOut = '--- PASS: X (1.00s)', goExit = 0, leftover = '' } = {}) {
   const dir = mkdtempSync(path.join(tmpdir(), 'orderstatus-conformance-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const calls = path.join(dir, 'calls');
@@ -42,7 +43,9 @@ case "$*" in
 "account show"*) echo servicePrincipal ;;
 "role assignment list"*) echo '${granted}' ;;
 "servicebus queue show"*) echo "/subscriptions/s/resourceGroups/rg-x/providers/Microsoft.ServiceBus/namespaces/sb-x/queues/$(echo "$*" | sed 's/.*--name \\([^ ]*\\).*/\\1/')" ;;
-"storage account show"*) echo /subscriptions/s/resourceGroups/rg-x/providers/Microsoft.Storage/storageAccounts/stx ;;
+"storage account show"*primaryEndpoints.table*) echo "https://$(echo "$*" | sed 's/.*--name \\([^ ]*\\).*/\\1/').table.core.windows.net/" ;;
+"storage account show"*) echo "/subscriptions/s/resourceGroups/rg-x/providers/Microsoft.Storage/storageAccounts/$(echo "$*" | sed 's/.*--name \\([^ ]*\\).*/\\1/')" ;;
+"storage table list"*) printf '%s' '${leftover}' ;;
 esac`);
   stub('go', `echo "go $* | tables=$ORDERSTATUS_TEST_TABLES_SERVICE_URI ns=$SERVICEBUS_TEST_NAMESPACE q=$SERVICEBUS_TEST_QUEUE sq=$SERVICEBUS_TEST_SESSION_QUEUE cred=$AZURE_TOKEN_CREDENTIALS" >>'${calls}'
 test=$(echo "$*" | sed 's/.*-run \\^\\([A-Za-z]*\\).*/\\1/')
@@ -80,8 +83,44 @@ test('setup grants the signed-in principal (oid from its token) the data roles o
   for (const g of grants) assert.ok(g.includes(`--assignee-object-id ${OID} --assignee-principal-type ServicePrincipal`), g);
   assert.ok(grants.some((g) => g.includes('--role Azure Service Bus Data Owner --scope /subscriptions/s/resourceGroups/rg-x/providers/Microsoft.ServiceBus/namespaces/sb-x/queues/conformance')));
   assert.ok(grants.some((g) => g.includes('--role Azure Service Bus Data Owner --scope /subscriptions/s/resourceGroups/rg-x/providers/Microsoft.ServiceBus/namespaces/sb-x/queues/conformance-sessions')));
-  assert.ok(grants.some((g) => g.includes('--role Storage Table Data Contributor --scope /subscriptions/s/resourceGroups/rg-x/providers/Microsoft.Storage/storageAccounts/stx')));
+  assert.ok(grants.some((g) => g.includes('--role Storage Table Data Contributor --scope /subscriptions/s/resourceGroups/rg-x/providers/Microsoft.Storage/storageAccounts/cstx')));
   assert.match(r.stdout, /waiting 0s for the new role assignments/);
+});
+
+test('the store suite runs on a storage account of its own: no data role on the app account, ever', (t) => {
+  const r = run(t, ['setup']);
+  assert.equal(r.status, 0, r.stderr);
+  const create = r.calls.find((c) => c.startsWith('az storage account create'));
+  assert.ok(create, r.calls.join('\n'));
+  for (const flag of ['--resource-group rg-x', '--name cstx ', '--allow-shared-key-access false', '--min-tls-version TLS1_2',
+    '--allow-blob-public-access false', '--https-only true']) {
+    assert.ok(create.includes(flag), `${create} lacks ${flag}`);
+  }
+  const app = '/subscriptions/s/resourceGroups/rg-x/providers/Microsoft.Storage/storageAccounts/stx';
+  assert.ok(!r.calls.some((c) => c.startsWith('az role assignment create') && c.endsWith(`--scope ${app} -o none`)),
+    `a data role granted on the app's account:
+${r.calls.join('\n')}`);
+  // One an earlier version granted is removed.
+  const earlier = run(t, ['setup'], { granted: '1' });
+  assert.equal(earlier.status, 0, earlier.stderr);
+  assert.ok(earlier.calls.includes(`az role assignment delete --assignee ${OID} --role Storage Table Data Contributor --scope ${app}`),
+    earlier.calls.join('\n'));
+  // The app's account named as the suite's is refused.
+  const same = run(t, ['setup'], { env: { ...azd, CONFORMANCE_STORAGE_ACCOUNT: 'stx' } });
+  assert.equal(same.status, 1);
+  assert.match(same.stderr, /is the app's storage account stx: the store suite runs on an account of its own/);
+  assert.ok(!same.calls.some((c) => c.startsWith('az role assignment create') || c.startsWith('az storage account create')), same.calls.join('\n'));
+});
+
+test('tables deletes what a killed run left, then runs the suite on the own account, never on the app tables', (t) => {
+  const r = run(t, ['tables'], { leftover: 'conformanceabc\nconformancedef' });
+  assert.equal(r.status, 0, r.stderr);
+  const deletes = r.calls.filter((c) => c.startsWith('az storage table delete'));
+  assert.deepEqual(deletes, ['conformanceabc', 'conformancedef'].map((n) => `az storage table delete --account-name cstx --auth-mode login --name ${n} -o none`));
+  assert.ok(r.calls.some((c) => c.startsWith('az storage table list --account-name cstx') && c.includes("starts_with(name, 'conformance')")), r.calls.join('\n'));
+  const goAt = r.calls.findIndex((c) => c.startsWith('go test'));
+  assert.ok(goAt > r.calls.indexOf(deletes[1]), 'the leftovers go before the suite runs');
+  assert.ok(!r.calls.some((c) => / stx\b|orderstatus|deadletter/.test(c.replace('https://stx', ''))), r.calls.join('\n'));
 });
 
 test('setup grants nothing and does not wait when the roles are there', (t) => {
@@ -94,8 +133,8 @@ test('setup grants nothing and does not wait when the roles are there', (t) => {
 test('tables and broker run their suite against the environment, with az as the credential', (t) => {
   const tables = run(t, ['tables']);
   assert.equal(tables.status, 0, tables.stderr);
-  assert.match(tables.calls.join('\n'), /^go test -race -count=1 -timeout 45m -run \^TestAzureConformance\$ -v \.\/handler\/internal\/store\/tablestore\/ \| tables=https:\/\/stx\.table\.core\.windows\.net\/ .* cred=AzureCLICredential$/m);
-  assert.match(tables.calls.join('\n'), /^go test -race -count=1 -timeout 45m -run \^TestAzureConformance\$ -v \.\/handler\/internal\/dlstore\/dltable\/ \| tables=https:\/\/stx\.table\.core\.windows\.net\/ .* cred=AzureCLICredential$/m);
+  assert.match(tables.calls.join('\n'), /^go test -race -count=1 -timeout 45m -run \^TestAzureConformance\$ -v \.\/handler\/internal\/store\/tablestore\/ \| tables=https:\/\/cstx\.table\.core\.windows\.net\/ .* cred=AzureCLICredential$/m);
+  assert.match(tables.calls.join('\n'), /^go test -race -count=1 -timeout 45m -run \^TestAzureConformance\$ -v \.\/handler\/internal\/dlstore\/dltable\/ \| tables=https:\/\/cstx\.table\.core\.windows\.net\/ .* cred=AzureCLICredential$/m);
   const broker = run(t, ['broker']);
   assert.equal(broker.status, 0, broker.stderr);
   assert.match(broker.calls.join('\n'), /^go test .*-run \^TestConformance\$ -v \.\/handler\/internal\/broker\/sbbroker\/ \| .*ns=sb-x\.servicebus\.windows\.net q=conformance sq=conformance-sessions cred=AzureCLICredential$/m);

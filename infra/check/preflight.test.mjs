@@ -14,14 +14,17 @@ import { repoRoot } from './lib/bicep.mjs';
 
 const script = path.join(repoRoot, 'scripts/azd-preflight.sh');
 
-// An az stub that answers `az version` and `az account show` from the
-// options: version (the azure-cli version), userType ('user',
-// 'servicePrincipal'), signedIn (false: account show fails).
-function azStub({ version = '2.67.0', userType = 'user', signedIn = true }) {
+// An az stub that answers `az version`, `az account show` and `az role
+// assignment list` from the options: version (the azure-cli version),
+// userType ('user', 'servicePrincipal'), signedIn (false: account show
+// fails), roles (the deployer's role assignments, "role<TAB>scope" lines).
+const subscriptionRoles = 'Contributor\t/subscriptions/s\nUser Access Administrator\t/subscriptions/s';
+function azStub({ version = '2.67.0', userType = 'user', signedIn = true, roles = subscriptionRoles }) {
   return `#!/bin/sh
 echo "az $*" >> "$STUB_LOG"
 case "$1 $2" in
   "version --query") echo "${version}"; exit 0;;
+  "role assignment") printf '%s\\n' '${roles}'; exit 0;;
   "account show") ${signedIn ? `[ "$3" = "--query" ] && echo "${userType}"; exit 0` : 'echo "Please run az login" >&2; exit 1'};;
 esac
 exit 0
@@ -52,7 +55,8 @@ function preflight(t, { tools = ['az', 'azd', 'go', 'make'], az = {}, env = {}, 
   const r = spawnSync('/bin/sh', [source], {
     encoding: 'utf8',
     timeout: 10_000,
-    env: { PATH: bin, STUB_LOG: log, AZURE_PRINCIPAL_TYPE: 'User', RUNBOOK_BASE_URL: 'https://example.com/rb', ...env },
+    env: { PATH: bin, STUB_LOG: log, AZURE_PRINCIPAL_TYPE: 'User', RUNBOOK_BASE_URL: 'https://example.com/rb',
+      AZURE_PRINCIPAL_ID: 'p-1', AZURE_ENV_NAME: 'dev', ...env },
   });
   const calls = existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n') : [];
   return { status: r.status, stdout: r.stdout, stderr: r.stderr, calls };
@@ -124,6 +128,29 @@ test('preflight warns, without failing, when RUNBOOK_BASE_URL is empty', (t) => 
   assert.match(unset.stderr, /warning: RUNBOOK_BASE_URL is empty/);
   const set = preflight(t);
   assert.doesNotMatch(set.stderr, /RUNBOOK_BASE_URL/);
+});
+
+test('preflight warns, without failing, when the deployer\'s roles cannot be confirmed', async (t) => {
+  for (const [name, roles, want] of [
+    ['Contributor and User Access Administrator on the subscription', subscriptionRoles, null],
+    ['Owner on the subscription', 'Owner\t/subscriptions/s', null],
+    ['the narrower setup: both on the resource group', 'Contributor\t/subscriptions/s/resourceGroups/rg-dev\nRole Based Access Control Administrator\t/subscriptions/s/resourceGroups/rg-dev', null],
+    ['Contributor only', 'Contributor\t/subscriptions/s', /could not confirm that p-1 has Role Based Access Control Administrator or User Access Administrator \(to assign/],
+    ['roles on another resource group', 'Owner\t/subscriptions/s/resourceGroups/rg-other', /could not confirm that p-1 has Contributor \(to create the resources\) and Role Based/],
+    ['no roles', '', /could not confirm that p-1 has Contributor/],
+  ]) {
+    await t.test(name, (t) => {
+      const r = preflight(t, { az: { roles } });
+      assert.equal(r.status, 0, r.stderr);
+      if (want) {
+        assert.match(r.stderr, want);
+        assert.match(r.stderr, /docs\/deploy\.md, "Permissions"/);
+        assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+      } else assert.equal(r.stderr, '');
+    });
+  }
+  const call = preflight(t).calls.find((c) => c.startsWith('az role assignment list'));
+  assert.equal(call, 'az role assignment list --all --assignee p-1 --include-inherited --include-groups --query [].[roleDefinitionName, scope] -o tsv');
 });
 
 // The decisions above fail when the script loses them: copies of the script

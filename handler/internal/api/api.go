@@ -2,7 +2,10 @@
 // Functions host polls (GET /), forwarded HTTP functions (GET
 // /api/orders/{orderId}, GET /api/metrics) and invocations of non-HTTP
 // functions (POST /<FunctionName>). Every answer is JSON except the
-// Prometheus text of /api/metrics.
+// Prometheus text of /api/metrics: an invocation's answer is the host
+// protocol's (hostproto), and every error of the HTTP surface is an
+// ErrorBody with its status (400 bad input, 404 no such route or order,
+// 405 a route's wrong method with Allow set, 503 the store unavailable).
 package api
 
 import (
@@ -11,6 +14,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,31 +53,63 @@ func New(o Options) http.Handler {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/{$}", only(http.MethodGet, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
+	})))
 	orders := getOrder{orders: o.Orders, log: o.Logger, timeout: o.ReadTimeout}
-	mux.Handle("GET /api/orders/{orderId}", orders)
-	mux.Handle("GET /api/orders/{$}", orders) // empty id: 400
-	mux.Handle("GET /api/metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelError)}))
+	// The order id is read from the escaped path by GetOrder itself, so
+	// that an escaped / (%2F) is named as such, not cleaned away.
+	mux.Handle("/api/orders/", only(http.MethodGet, orders))
+	mux.Handle("/api/orders", notFound{})
+	mux.Handle("/api/metrics", only(http.MethodGet, promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelError)})))
 	for name, h := range o.Functions {
-		mux.Handle("POST /"+name, h)
+		mux.Handle("/"+name, only(http.MethodPost, h))
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		// Unknown function or route: JSON, never an empty body.
-		if r.Method == http.MethodPost {
-			hostproto.WriteResponse(w, http.StatusNotFound, hostproto.Response{Logs: []string{"no function at " + r.URL.Path}})
-			return
-		}
-		writeJSON(w, http.StatusNotFound, errorBody{Error: "not found", Path: r.URL.Path})
-	})
+	mux.Handle("/", notFound{})
 	return mux
 }
 
-type errorBody struct {
-	Error   string `json:"error"`
+// ErrorBody is every error answer of the HTTP surface (GetOrder, Metrics,
+// the readiness probe, unknown routes); the development host's front
+// answers its own errors in it too.
+type ErrorBody struct {
+	// Error says what is wrong, in a sentence.
+	Error string `json:"error"`
+	// Path is the request's path, as sent (escaped).
+	Path string `json:"path"`
+	// OrderID is the order concerned, when there is one.
 	OrderID string `json:"orderId,omitempty"`
-	Path    string `json:"path,omitempty"`
+}
+
+// WriteError answers status with an ErrorBody.
+func WriteError(w http.ResponseWriter, r *http.Request, status int, msg, orderID string) {
+	writeJSON(w, status, ErrorBody{Error: msg, Path: r.URL.EscapedPath(), OrderID: orderID})
+}
+
+// only serves h for method (GET includes HEAD) and answers 405 with Allow
+// otherwise.
+func only(method string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == method || (method == http.MethodGet && r.Method == http.MethodHead) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Allow", method)
+		WriteError(w, r, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed here; use "+method, "")
+	})
+}
+
+// notFound answers a path no route serves: an ErrorBody, except for a
+// POST outside /api/, which is the Functions host invoking a function
+// this app does not have and gets the host protocol's answer.
+type notFound struct{}
+
+func (notFound) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && !strings.HasPrefix(r.URL.Path, "/api/") {
+		hostproto.WriteResponse(w, http.StatusNotFound, hostproto.Response{Logs: []string{"no function at " + r.URL.EscapedPath()}})
+		return
+	}
+	WriteError(w, r, http.StatusNotFound, "not found: no route here (GET /api/orders/{orderId}, GET /api/metrics)", "")
 }
 
 // OrderView is the GetOrder answer.
@@ -90,14 +128,23 @@ type getOrder struct {
 }
 
 func (g getOrder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("orderId")
+	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/api/orders/")
+	if strings.Contains(rest, "/") {
+		WriteError(w, r, http.StatusNotFound, "not found: GetOrder is /api/orders/{orderId}, one path segment (an order id never contains /)", "")
+		return
+	}
+	id, err := url.PathUnescape(rest)
+	if err != nil {
+		WriteError(w, r, http.StatusBadRequest, "illegal order id: bad escape in "+strconv.Quote(rest), "")
+		return
+	}
 	if err := order.ValidateID(id); err != nil {
 		var pe *order.PoisonError
 		msg := err.Error()
 		if errors.As(err, &pe) {
 			msg = pe.Description
 		}
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: "illegal order id: " + msg})
+		WriteError(w, r, http.StatusBadRequest, "illegal order id: "+msg, "")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
@@ -105,14 +152,14 @@ func (g getOrder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	row, err := g.orders.Get(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		writeJSON(w, http.StatusNotFound, errorBody{Error: "order not found", OrderID: id})
+		WriteError(w, r, http.StatusNotFound, "order not found", id)
 	case err != nil:
 		g.log.Error("get order failed", "order_id", id, "error", err.Error())
 		status := http.StatusInternalServerError
 		if errors.Is(err, store.ErrTransient) || errors.Is(err, context.DeadlineExceeded) {
 			status = http.StatusServiceUnavailable
 		}
-		writeJSON(w, status, errorBody{Error: "store unavailable", OrderID: id})
+		WriteError(w, r, status, "store unavailable", id)
 	default:
 		writeJSON(w, http.StatusOK, OrderView{
 			OrderID: row.OrderID, Status: string(row.State.Status), LastSequence: row.State.LastSequence,

@@ -66,6 +66,15 @@ func TestRoutes(t *testing.T) {
 		{"POST", "/OrderStatus", 200, "application/json", `"called"`},
 		{"POST", "/DeadLetterSweeper", 404, "application/json", `no function`},
 		{"GET", "/nothing", 404, "application/json", `not found`},
+		{"GET", "/api/orders/a/b", 404, "application/json", `one path segment`},
+		{"GET", "/api/orders/a%2Fb", 400, "application/json", `orderId \"a/b\" contains one of /`},
+		{"GET", "/api/orders/%2F", 400, "application/json", `orderId \"/\" contains one of /`},
+		{"GET", "/api/orders", 404, "application/json", `not found`},
+		{"HEAD", "/api/orders/o-1", 200, "application/json", ``},
+		{"POST", "/api/orders/o-1", 405, "application/json", `method POST not allowed here; use GET`},
+		{"DELETE", "/api/metrics", 405, "application/json", `use GET`},
+		{"POST", "/", 405, "application/json", `use GET`},
+		{"GET", "/OrderStatus", 405, "application/json", `use POST`},
 	}
 	h := newRouter(t)
 	for _, tt := range tests {
@@ -81,8 +90,22 @@ func TestRoutes(t *testing.T) {
 			if !strings.Contains(rec.Body.String(), tt.wantBody) {
 				t.Errorf("body = %q, want it to contain %q", rec.Body.String(), tt.wantBody)
 			}
-			if strings.HasPrefix(tt.wantCT, "application/json") && !json.Valid(rec.Body.Bytes()) {
+			if strings.HasPrefix(tt.wantCT, "application/json") && tt.method != "HEAD" && !json.Valid(rec.Body.Bytes()) {
 				t.Errorf("body is not JSON: %q", rec.Body.String())
+			}
+			if rec.Code == http.StatusMethodNotAllowed && rec.Header().Get("Allow") == "" {
+				t.Error("405 without an Allow header")
+			}
+			// Every error of the HTTP surface has one shape; an
+			// invocation of an unknown function answers the host
+			// protocol's instead.
+			if rec.Code >= 400 && !(tt.method == "POST" && rec.Code == http.StatusNotFound) {
+				var e ErrorBody
+				dec := json.NewDecoder(strings.NewReader(rec.Body.String()))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&e); err != nil || e.Error == "" || e.Path != httptest.NewRequest(tt.method, tt.path, nil).URL.EscapedPath() {
+					t.Errorf("error body %q (%v): want an ErrorBody with the error and the path", rec.Body.String(), err)
+				}
 			}
 		})
 	}

@@ -94,8 +94,8 @@ func TestServiceBusOrder(t *testing.T) {
 	})
 	t.Run("nothing", func(t *testing.T) {
 		_, err := connect.ServiceBus(connect.Options{Dir: dir, Getenv: env(nil)})
-		if !errors.Is(err, connect.ErrNoTarget) || !strings.Contains(err.Error(), "make run") {
-			t.Errorf("err = %v, want ErrNoTarget saying to start make run", err)
+		if !errors.Is(err, connect.ErrNoTarget) || strings.Count(err.Error(), "make run") != 1 {
+			t.Errorf("err = %v, want ErrNoTarget saying once to start make run", err)
 		}
 	})
 }

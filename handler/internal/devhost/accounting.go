@@ -84,15 +84,15 @@ func (a Accounting) violation() string {
 	if a.Unaccounted == 0 {
 		return ""
 	}
-	return fmt.Sprintf("accounting: %d messages sent, %d accounted for (%+d unaccounted)",
-		a.Sent+a.SentByHandler, a.Sent+a.SentByHandler-a.Unaccounted, a.Unaccounted)
+	return fmt.Sprintf("accounting: %s sent, %d accounted for (%+d unaccounted)",
+		count(a.Sent+a.SentByHandler, "message"), a.Sent+a.SentByHandler-a.Unaccounted, a.Unaccounted)
 }
 
 // writeTable writes the accounting section of the printed summary, keys
 // padded to width.
 func (a Accounting) writeTable(b *strings.Builder, width int) {
 	total := a.Sent + a.SentByHandler
-	fmt.Fprintf(b, "accounting of the %d messages sent\n", total)
+	fmt.Fprintf(b, "accounting of the %s sent\n", count(total, "message"))
 	row := func(k string, n int) { fmt.Fprintf(b, "  %-*s %7d\n", width, k, n) }
 	if a.SentByHandler > 0 {
 		row("sent by the workload", a.Sent)

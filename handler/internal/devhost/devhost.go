@@ -769,8 +769,37 @@ func (h *Host) Endpoints() devrun.Endpoints {
 		HTTPAddr:              h.frontAddr,
 		Queue:                 h.queue,
 		PoisonQueue:           h.poisonQueue,
+		TimeScale:             h.opts.TimeScale,
 		AppRoot:               h.app.Root,
 	}
+}
+
+// ChildProcess is a process the host started and stops in Close.
+type ChildProcess struct {
+	Name string // "instance-1's handler", "Azurite"
+	PID  int
+}
+
+// Processes returns the child processes running now: each instance's
+// handler, and Azurite when the host started it.
+func (h *Host) Processes() []ChildProcess {
+	h.pool.mu.Lock()
+	all := slices.Clone(h.pool.all)
+	h.pool.mu.Unlock()
+	var out []ChildProcess
+	for _, in := range all {
+		if pid := in.proc.PID(); pid > 0 {
+			out = append(out, ChildProcess{Name: in.id + "'s handler", PID: pid})
+		}
+	}
+	if h.az != nil {
+		select {
+		case <-h.az.Done():
+		default:
+			out = append(out, ChildProcess{Name: "Azurite", PID: h.az.PID()})
+		}
+	}
+	return out
 }
 
 // StoreSource says which store the handler uses.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
 // jumps records the host's fast-forwards.
@@ -271,5 +272,63 @@ func TestFastForwardKilledInstanceLocks(t *testing.T) {
 	}
 	if _, all := j.total(); !slices.Contains(all, JumpLockExpiry) {
 		t.Errorf("fast-forwards %v, want one %q", all, JumpLockExpiry)
+	}
+}
+
+// TestSendAfterCountsFromTheStartAndHoldsLaterLines: sendAfter is the
+// time since the workload's first line, not since the line before, and
+// lines are sent in file order, so a line waits for every line before
+// it: a line without sendAfter after one with 5m is sent at 5m, and a
+// 1m line after it at 5m too (its minute has long passed). Enqueued
+// times on the broker's clock, as the handler receives them, show it.
+func TestSendAfterCountsFromTheStartAndHoldsLaterLines(t *testing.T) {
+	h, up := testHost(t, appFiles(4), func(o *Options) { o.FastForward = true })
+	var mu sync.Mutex
+	enqueued := map[string]time.Time{}
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		m, err := hostproto.DecodeServiceBus(body, "message")
+		if err != nil {
+			t.Errorf("decode: %v", err)
+		}
+		mu.Lock()
+		enqueued[m.MessageID] = m.EnqueuedTime
+		mu.Unlock()
+		reply(w, http.StatusOK, "Applied")
+	})
+	ctx := testCtx(t)
+	at := func(l ScenarioLine, d time.Duration) ScenarioLine { l.SendAfter = d; return l }
+	lines := []ScenarioLine{
+		statusLine("a", "a:1", "Created", 1),
+		at(statusLine("b", "b:1", "Created", 1), 5*time.Minute),
+		statusLine("c", "c:1", "Created", 1),
+		at(statusLine("d", "d:1", "Created", 1), time.Minute),
+		at(statusLine("e", "e:1", "Created", 1), 7*time.Minute),
+	}
+	start := h.Clock().Now()
+	if err := h.Play(ctx, lines); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Enqueued times have whole seconds in the host protocol; allow for
+	// that and for the moments between sends.
+	for _, w := range []struct {
+		id       string
+		from, to time.Duration
+	}{
+		{"a:1", -time.Second, 30 * time.Second},
+		{"b:1", 5*time.Minute - time.Second, 5*time.Minute + 30*time.Second},
+		{"c:1", 5*time.Minute - time.Second, 5*time.Minute + 30*time.Second}, // held behind b
+		{"d:1", 5*time.Minute - time.Second, 5*time.Minute + 30*time.Second}, // its 1m passed, but it comes after b
+		{"e:1", 7*time.Minute - time.Second, 7*time.Minute + 30*time.Second}, // 7m from the start, not 7m after d
+	} {
+		got, ok := enqueued[w.id]
+		if d := got.Sub(start); !ok || d < w.from || d > w.to {
+			t.Errorf("%s enqueued %v after the start (seen %v), want %v to %v", w.id, d, ok, w.from, w.to)
+		}
 	}
 }

@@ -2,14 +2,17 @@ package devhost
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/api"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/funcapp"
 )
 
@@ -117,7 +120,10 @@ func (r route) match(escapedPath string) bool {
 // requests over a scaled-out app, and as the host does with
 // enableForwardingHttpRequest: same method, path, query, headers
 // and body; the handler's answer is passed back unchanged. Function keys
-// are not checked.
+// are not checked. What the front answers itself is JSON: GET / lists the
+// functions, and every error (404 no function route, 405 a route's wrong
+// method with Allow set, 502 and 503 when the handler cannot answer) is the
+// handler's own error shape, api.ErrorBody.
 type front struct {
 	routes []route
 	proc   readier // the instances, taken in turn
@@ -136,7 +142,7 @@ func newFront(routes []route, proc readier, log *slog.Logger) http.Handler {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			log.Warn("forwarding to the handler failed", slog.String("path", r.URL.Path), slog.Any("error", err))
-			http.Error(w, "the handler did not answer: "+err.Error(), http.StatusBadGateway)
+			api.WriteError(w, r, http.StatusBadGateway, "the handler did not answer: "+err.Error(), "")
 		},
 	}
 	return f
@@ -144,11 +150,20 @@ func newFront(routes []route, proc readier, log *slog.Logger) http.Handler {
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/" {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "orderstatus development host: the Functions app is running.")
-		for _, rt := range f.routes {
-			fmt.Fprintf(w, "  %s: /%s\n", rt.fn, strings.Join(rt.segs, "/"))
+		type fn struct {
+			Name    string   `json:"name"`
+			Route   string   `json:"route"`
+			Methods []string `json:"methods,omitempty"`
 		}
+		list := struct {
+			Status    string `json:"status"`
+			Functions []fn   `json:"functions"`
+		}{Status: "the orderstatus development host is running", Functions: []fn{}}
+		for _, rt := range f.routes {
+			list.Functions = append(list.Functions, fn{rt.fn, "/" + strings.Join(rt.segs, "/"), rt.allowed()})
+		}
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		_ = json.NewEncoder(w).Encode(list)
 		return
 	}
 	var found *route
@@ -158,21 +173,67 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
-	if found == nil || (len(found.methods) > 0 && !found.methods[r.Method]) {
-		http.NotFound(w, r)
+	if found == nil {
+		api.WriteError(w, r, http.StatusNotFound, "not found: no function route matches"+f.nearest(r.URL.EscapedPath()), "")
+		return
+	}
+	if len(found.methods) > 0 && !found.methods[r.Method] {
+		allowed := found.allowed()
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		api.WriteError(w, r, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: %s takes %s", r.Method, found.fn, strings.Join(allowed, ", ")), "")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	base, err := f.proc.Ready(ctx)
 	cancel()
 	if err != nil {
-		http.Error(w, "the handler is not running: "+err.Error(), http.StatusServiceUnavailable)
+		api.WriteError(w, r, http.StatusServiceUnavailable, "the handler is not running: "+err.Error(), "")
 		return
 	}
 	target, err := url.Parse(base)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		api.WriteError(w, r, http.StatusInternalServerError, err.Error(), "")
 		return
 	}
 	f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, target)))
+}
+
+// allowed lists the route's methods, sorted (nil: any).
+func (r route) allowed() []string {
+	var out []string
+	for m := range r.methods {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// nearest names the routes that share the path's first literal segments,
+// as a hint for a near miss (": GetOrder is /api/orders/{orderId}, one
+// path segment per parameter"), or "".
+func (f *front) nearest(escapedPath string) string {
+	parts := strings.Split(strings.Trim(escapedPath, "/"), "/")
+	var near []string
+	for _, rt := range f.routes {
+		lit := 0
+		for lit < len(rt.segs) && !isParam(rt.segs[lit]) {
+			lit++
+		}
+		if lit == 0 || lit > len(parts) {
+			continue
+		}
+		same := true
+		for i := range lit {
+			if !strings.EqualFold(parts[i], rt.segs[i]) {
+				same = false
+			}
+		}
+		if same {
+			near = append(near, rt.fn+" is /"+strings.Join(rt.segs, "/"))
+		}
+	}
+	if len(near) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(near, "; ") + " (a parameter is one path segment: an order id never contains /)"
 }

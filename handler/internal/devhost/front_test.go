@@ -1,11 +1,14 @@
 package devhost
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/orderstatus/orderstatus/handler/internal/api"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/funcapp"
 )
 
@@ -64,9 +67,18 @@ func TestFrontForwards(t *testing.T) {
 	}{
 		{"GET", "/api/orders/o-1?x=1", http.StatusTeapot, "GET /api/orders/o-1?x=1"},
 		{"GET", "/api/metrics", http.StatusTeapot, "GET /api/metrics"},
-		{"POST", "/api/orders/o-1", http.StatusNotFound, ""},
+		{"GET", "/api/orders/%2F", http.StatusTeapot, "GET /api/orders/%2F"}, // the handler names the /
+		{"GET", "/api/orders/a%2Fb", http.StatusTeapot, "GET /api/orders/a%2Fb"},
+		{"POST", "/api/orders/o-1", http.StatusMethodNotAllowed, ""},
+		{"GET", "/api/orders/a/b", http.StatusNotFound, ""},
 		{"GET", "/api/unknown", http.StatusNotFound, ""},
 		{"GET", "/OrderStatus", http.StatusNotFound, ""},
+	}
+	wantError := map[string]string{ // what the front's own answers say
+		"POST /api/orders/o-1": "method POST not allowed: GetOrder takes GET",
+		"GET /api/orders/a/b":  "not found: no function route matches: GetOrder is /api/orders/{orderId} (a parameter is one path segment",
+		"GET /api/unknown":     "not found: no function route matches",
+		"GET /OrderStatus":     "not found: no function route matches",
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
@@ -83,6 +95,19 @@ func TestFrontForwards(t *testing.T) {
 			if tt.wantSeen != "" && string(body) != `{"from":"handler"}` {
 				t.Errorf("body: got %q, want the handler's", body)
 			}
+			if tt.wantSeen == "" {
+				var e api.ErrorBody
+				dec := json.NewDecoder(strings.NewReader(string(body)))
+				dec.DisallowUnknownFields()
+				err := dec.Decode(&e)
+				want := wantError[tt.method+" "+tt.path]
+				if err != nil || !strings.HasPrefix(e.Error, want) || e.Path != tt.path || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+					t.Errorf("front's answer %s %q (%v): want the handler's error shape, path %s, error starting %q", resp.Header.Get("Content-Type"), body, err, tt.path, want)
+				}
+				if resp.StatusCode == http.StatusMethodNotAllowed && resp.Header.Get("Allow") != "GET" {
+					t.Errorf("Allow %q, want GET", resp.Header.Get("Allow"))
+				}
+			}
 		})
 	}
 	resp, err := http.Get(base + "/")
@@ -91,7 +116,12 @@ func TestFrontForwards(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "/api/orders/{orderId}") {
-		t.Errorf("GET /: got %d %q, want 200 listing the routes", resp.StatusCode, body)
+	var list struct {
+		Functions []struct{ Name, Route string } `json:"functions"`
+	}
+	if err := json.Unmarshal(body, &list); resp.StatusCode != http.StatusOK || err != nil || !slices.ContainsFunc(list.Functions, func(f struct{ Name, Route string }) bool {
+		return f.Name == "GetOrder" && f.Route == "/api/orders/{orderId}"
+	}) {
+		t.Errorf("GET /: got %d %q, want 200 and JSON listing GetOrder's route", resp.StatusCode, body)
 	}
 }

@@ -75,7 +75,8 @@ func (in *instance) stateName() string { return in.state.Load().(string) }
 // logged on each settled line (round_trips, etag_conflicts, cache_hit).
 type instanceCounts struct {
 	mu          sync.Mutex
-	invocations int
+	invocations int // Service Bus trigger calls
+	timerRuns   int // timer function calls
 	results     map[string]int
 	answers     int
 	roundTrips  int
@@ -89,6 +90,12 @@ func (c *instanceCounts) invoked() {
 	c.mu.Unlock()
 }
 
+func (c *instanceCounts) timerRan() {
+	c.mu.Lock()
+	c.timerRuns++
+	c.mu.Unlock()
+}
+
 func (c *instanceCounts) result(r string) {
 	c.mu.Lock()
 	if c.results == nil {
@@ -98,15 +105,18 @@ func (c *instanceCounts) result(r string) {
 	c.mu.Unlock()
 }
 
-// InstanceSummary is what one instance did during the run. Results count
-// the host's settlements of the calls it made to the instance, as
-// Summary.Results does for all; RoundTrips, ETagConflicts and CacheHits
+// InstanceSummary is what one instance did during the run. Invocations
+// counts the host's Service Bus trigger calls to the instance (a message
+// delivered again is called again), TimerRuns its timer function calls
+// (the DeadLetterSweeper), apart. Results count the host's settlements of
+// the message calls, as Summary.Results does for all; RoundTrips, ETagConflicts and CacheHits
 // add up what the instance's handler logged on its settled lines, so a
 // handler that was killed keeps what it logged before.
 type InstanceSummary struct {
 	ID            string         `json:"id"`
 	State         string         `json:"state"`
 	Invocations   int            `json:"invocations"`
+	TimerRuns     int            `json:"timerRuns"`
 	Results       map[string]int `json:"results"`
 	RoundTrips    int            `json:"roundTrips"`
 	ETagConflicts int            `json:"etagConflicts"`
@@ -486,7 +496,7 @@ func (h *Host) Instances() []InstanceSummary {
 	for _, in := range all {
 		in.counts.mu.Lock()
 		s := InstanceSummary{
-			ID: in.id, State: in.stateName(), Invocations: in.counts.invocations,
+			ID: in.id, State: in.stateName(), Invocations: in.counts.invocations, TimerRuns: in.counts.timerRuns,
 			Results: maps.Clone(in.counts.results), RoundTrips: in.counts.roundTrips,
 			ETagConflicts: in.counts.conflicts, CacheHits: in.counts.cacheHits,
 			HandlerStarts: in.proc.Starts(),
@@ -546,6 +556,51 @@ func ParseScale(s string) ([]ScenarioLine, error) {
 		out = append(out, ScenarioLine{Scale: action, Instance: id, SendAfter: d, Pos: "--scale " + ev})
 	}
 	return out, nil
+}
+
+// checkScale plays the workload's scale events (from --scale and the
+// scenario, merged) on paper, starting from instances running instances
+// named instance-1 to instance-N, in the order Play applies them, and
+// reports the first one that could not happen: an instance that is not
+// running then, the last running instance removed, or more than
+// MaxInstances. So a bad event stops the run before anything starts
+// instead of failing while it runs.
+func checkScale(instances int, lines []ScenarioLine) error {
+	var running []string
+	for i := 1; i <= instances; i++ {
+		running = append(running, fmt.Sprintf("instance-%d", i))
+	}
+	next := instances + 1
+	for _, l := range lines {
+		if l.Scale == "" {
+			continue
+		}
+		at := fmt.Sprintf("%s (at %s)", l.Pos, l.SendAfter)
+		if l.Scale == scenario.ScaleAdd {
+			if len(running) >= MaxInstances {
+				return fmt.Errorf("%s: add: %d instances would be running, at most %d", at, len(running)+1, MaxInstances)
+			}
+			running = append(running, fmt.Sprintf("instance-%d", next))
+			next++
+			continue
+		}
+		id := l.Instance
+		if _, err := strconv.Atoi(id); err == nil {
+			id = "instance-" + id
+		}
+		i := len(running) - 1 // the newest running one, by default
+		if id != "" {
+			i = slices.Index(running, id)
+		}
+		switch {
+		case i < 0:
+			return fmt.Errorf("%s: %s: %s is not running then (running: %s)", at, l.Scale, id, strings.Join(running, ", "))
+		case len(running) == 1:
+			return fmt.Errorf("%s: %s: %s is the last running instance (add one first)", at, l.Scale, running[0])
+		}
+		running = slices.Delete(running, i, i+1)
+	}
+	return nil
 }
 
 // mergeScale inserts each scale event before the first line held longer

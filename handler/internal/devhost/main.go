@@ -10,12 +10,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/cli/clihelp"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/devrun"
 )
@@ -91,7 +92,8 @@ bin/handler, backs it with an in-memory Service Bus and Azurite (started on
 a free port unless an OrderStore__* setting names a store), plays a
 workload (the built-in demo, or --scenario), prints a summary, and serves
 the HTTP functions on the front until Ctrl-C (or exits, --exit-when-idle).
-The scenario format and the message contract are in the README.
+The scenario format is in docs/dev-host.md, the message contract in
+docs/messages.md.
 
 flags:
 `
@@ -105,48 +107,11 @@ stderr says what).
 )
 
 // printHelp writes `handler dev --help`: what it does, every flag of fs
-// in --name form with its argument, meaning and default, and the exit
-// codes.
+// (package clihelp's style) and the exit codes.
 func printHelp(w io.Writer, fs *flag.FlagSet) {
-	var b strings.Builder
-	b.WriteString(helpIntro)
-	fs.VisitAll(func(f *flag.Flag) {
-		arg, usage := flag.UnquoteUsage(f)
-		if arg != "" {
-			arg = " " + strings.ToUpper(arg)
-		}
-		fmt.Fprintf(&b, "  --%s%s\n", f.Name, arg)
-		switch f.DefValue {
-		case "", "0", "0s", "false":
-		default:
-			usage += fmt.Sprintf(" (default %s)", f.DefValue)
-		}
-		for _, line := range wrap(usage, 72) {
-			fmt.Fprintf(&b, "        %s\n", line)
-		}
-	})
-	b.WriteString(helpExit)
-	io.WriteString(w, b.String())
-}
-
-// wrap breaks text into lines of at most width bytes at spaces.
-func wrap(text string, width int) []string {
-	var lines []string
-	line := ""
-	for _, word := range strings.Fields(text) {
-		if line != "" && len(line)+1+len(word) > width {
-			lines = append(lines, line)
-			line = ""
-		}
-		if line != "" {
-			line += " "
-		}
-		line += word
-	}
-	if line != "" {
-		lines = append(lines, line)
-	}
-	return lines
+	io.WriteString(w, helpIntro)
+	clihelp.Flags(w, fs)
+	io.WriteString(w, helpExit)
 }
 
 type config struct {
@@ -184,10 +149,10 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	fs.DurationVar(&c.lockDuration, "lock-duration", 0, "queue lock duration `D`, 5s to 5m as in Service Bus (default 1m, as deployed)")
 	fs.IntVar(&c.maxDelivery, "max-delivery", 0, "queue max delivery count `N`, 1 to 2000 as in Service Bus (default 5, as deployed)")
 	fs.StringVar(&c.httpAddr, "http-addr", defaultHTTPAddr, "`addr`ess of the HTTP front (GetOrder, Metrics); with --exit-when-idle and no --http-addr, a free port when the default is in use")
-	fs.StringVar(&c.handlerLog, "handler-log", "", "append the handler's output to `file` (default: standard error)")
+	fs.StringVar(&c.handlerLog, "handler-log", "", "write the handler's output to `file`, started afresh (default: standard error); when a host already running in the app root writes that file, this run writes FILE-<pid> instead")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines: only the HTTP front's address, warnings, failures and the summary")
 	fs.IntVar(&c.instances, "instances", 1, fmt.Sprintf("instances of the app at the start, as Flex Consumption scales out: each its own handler process, cache and session slots (1 to %d)", MaxInstances))
-	scaleFlag := fs.String("scale", "", "scale `events` during the run, comma-separated ACTION[:INSTANCE]@AFTER: add@30s, remove@2m, kill:instance-1@3m (AFTER on the host's clock since the workload started)")
+	scaleFlag := fs.String("scale", "", "scale `events` during the run, comma-separated ACTION[:INSTANCE]@AFTER, such as add@2m,remove:2@4m,kill:1@6m (INSTANCE a number or an id such as instance-1, default the newest; AFTER on the host's clock since the workload started, like sendAfter); checked before the run")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printHelp(stdout, fs)
@@ -298,19 +263,41 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		for _, w := range warnings {
 			note("warning: %s", w)
 		}
-		workload = fmt.Sprintf("scenario %s (%d messages)", c.scenario, messages(lines))
+		workload = fmt.Sprintf("scenario %s (%s)", c.scenario, count(messages(lines), "message"))
 	} else {
 		// The wall clock: the broker's scaled clock must not reach event
 		// times, or an occurredAt would be later than its updatedAt.
 		lines = scenario.Demo(scenario.DemoOptions{Seed: c.seed, Orders: c.orders, Now: time.Now().UTC()})
-		workload = fmt.Sprintf("built-in demo: %d orders, %d messages (seed %d)", c.orders, len(lines), c.seed)
+		workload = fmt.Sprintf("built-in demo: %s, %s (seed %d)", count(c.orders, "order"), count(len(lines), "message"), c.seed)
 	}
 	if _, err := os.Stat(filepath.Join(c.appRoot, "host.json")); err != nil {
 		fmt.Fprintf(stderr, "handler dev: --app-root %s: no host.json there (run from the repository root, or name it) (%s)\n", c.appRoot, usageLine)
 		return ExitUsage
 	}
 	lines = mergeScale(lines, c.scale)
+	if err := checkScale(c.instances, lines); err != nil {
+		fmt.Fprintf(stderr, "handler dev: %v (%s)\n", err, usageLine)
+		return ExitUsage
+	}
 	total := messages(lines)
+
+	// One host owns an app root's .run/devhost.json, which the CLIs
+	// find: a second serving host would leave them talking to one of
+	// two, so it refuses. A second --exit-when-idle run (a scenario next
+	// to `make run`) runs unannounced, with a handler log of its own.
+	owner, second := devrun.Running(c.appRoot)
+	if second && !c.exitWhenIdle {
+		front := ""
+		if owner.HTTPAddr != "" {
+			front = ", HTTP front http://" + owner.HTTPAddr
+		}
+		fmt.Fprintf(stderr, "handler dev: a development host is running in %s already (pid %d%s): stop it first (Ctrl-C in its terminal), or add --exit-when-idle to run a workload next to it\n",
+			c.appRoot, owner.PID, front)
+		return ExitFailure
+	}
+	if second && c.handlerLog != "" && sameFile(c.handlerLog, owner.HandlerLog) {
+		c.handlerLog = withPID(c.handlerLog, os.Getpid())
+	}
 
 	// The host's own log: warnings and errors (a restarted handler, a
 	// failed call); what it uses is printed below. The handler's JSON
@@ -322,7 +309,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		if err := os.MkdirAll(filepath.Dir(c.handlerLog), 0o755); err != nil {
 			return fail(err)
 		}
-		f, err := os.OpenFile(c.handlerLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(c.handlerLog, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 		if err != nil {
 			return fail(err)
 		}
@@ -374,6 +361,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		return fail(err)
 	}
 	defer h.Close()
+	// stopped ends a run cut short by a signal (Ctrl-C, SIGTERM): it
+	// stops everything the host started and says so, naming what is left
+	// running, if anything.
+	var unannounce func()
+	var stopOnce sync.Once
+	stopped := func() {
+		stopOnce.Do(func() {
+			children := h.Processes()
+			if unannounce != nil {
+				unannounce()
+			}
+			h.Close()
+			fmt.Fprintln(stdout, closingLine(children, c.appRoot))
+		})
+	}
 	if addr := h.Addr(); addr != "" {
 		if addr != c.httpAddr && opts.FallbackHTTPAddr != "" {
 			note("warning: %s is in use; the HTTP front is on http://%s instead", c.httpAddr, addr)
@@ -384,9 +386,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	// `handler deadletters` and `handler publish` find this host here.
 	ep := h.Endpoints()
 	ep.StartedAt = time.Now().UTC()
-	if remove, err := devrun.Write(h.app.Root, ep); err != nil {
+	if c.handlerLog != "" {
+		ep.HandlerLog, _ = filepath.Abs(c.handlerLog)
+	}
+	var re *devrun.RunningError
+	switch remove, err := devrun.Write(h.app.Root, ep); {
+	case errors.As(err, &re) && !c.exitWhenIdle: // another host started meanwhile
+		return fail(fmt.Errorf("%v: stop it first, or add --exit-when-idle", err))
+	case errors.As(err, &re):
+		say("not announced to the CLIs: pid %d owns %s; they keep talking to it", re.Owner.PID, re.Path)
+	case err != nil:
 		note("warning: the CLI will not find this host: %v", err)
-	} else {
+	default:
+		unannounce = remove
 		defer remove()
 	}
 	say("store: %s", h.StoreSource())
@@ -400,7 +412,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	}
 	say("workload: %s", workload)
 	if c.timeScale != 1 {
-		say("time scale %g: the broker clock runs %g times faster; a 30 min payment timeout fires after %s",
+		say("time scale %g: the broker clock runs %g times faster for the whole run; a 30 min payment timeout fires after %s",
 			c.timeScale, c.timeScale, (time.Duration(float64(30*time.Minute) / c.timeScale)).Round(100*time.Millisecond))
 	}
 	if c.exitWhenIdle {
@@ -415,6 +427,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	var progress sync.WaitGroup
 	stopProgress := make(chan struct{})
 	began := time.Now()
+	printer := &progressPrinter{w: stdout}
 	if !c.quiet {
 		progress.Add(1)
 		go func() {
@@ -426,7 +439,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 				case <-stopProgress:
 					return
 				case <-t.C:
-					fmt.Fprintln(stdout, h.progressLine(time.Since(began), total))
+					printer.print(h.progress(time.Since(began), total))
 				}
 			}
 		}()
@@ -443,7 +456,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	interrupted := func(err error) int {
 		finishProgress()
 		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "handler dev: interrupted")
+			stopped()
 			if c.exitWhenIdle {
 				return ExitFailure
 			}
@@ -472,7 +485,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	}
 	finishProgress()
 	if !c.quiet {
-		fmt.Fprintln(stdout, h.progressLine(time.Since(began), total))
+		printer.print(h.progress(time.Since(began), total))
 	}
 	s, err := h.Summary(ctx)
 	if err != nil {
@@ -494,6 +507,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		}
 		return ExitOK
 	}
+	if line := clockLine(h.Clock().Now(), time.Now(), c.timeScale); line != "" {
+		say("%s", line)
+	}
 	if h.Addr() != "" {
 		say("\nserving the HTTP functions until Ctrl-C:")
 		for _, r := range h.routes {
@@ -502,12 +518,83 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	}
 	select {
 	case <-ctx.Done():
+		stopped()
 		return ExitOK
 	case <-h.HandlerDone():
 		return fail(fmt.Errorf("the handler stopped: %v", h.HandlerErr()))
 	case <-h.StoreDone():
 		return fail(h.storeErr())
 	}
+}
+
+// clockLine says, after the summary, where the broker's clock stands
+// against the wall clock, and why they differ: it keeps its scale while
+// the host serves, so that a payment timeout published in the walkthrough
+// still fires in seconds, and so every time and age the CLIs show for this
+// host (due times, enqueued times, dead-letter ages) is on it, not on the
+// user's watch. "" on real time.
+func clockLine(broker, wall time.Time, scale float64) string {
+	if scale == 1 {
+		return ""
+	}
+	return fmt.Sprintf("clock: the broker's clock says %s, %s ahead of your watch (%s), and keeps running %g times faster: the due times, enqueued times and ages the CLIs show for this host are on it (--time-scale 1 keeps the two together)",
+		broker.UTC().Format("15:04:05Z"), shortDuration(broker.Sub(wall)), wall.UTC().Format("15:04:05Z"), scale)
+}
+
+// closingLine says that a run cut short stopped, what it stopped, and
+// what is still running (nothing, unless a child outlived its stop).
+func closingLine(children []ChildProcess, appRoot string) string {
+	var stoppedNames, left []string
+	for _, c := range children {
+		name := fmt.Sprintf("%s (pid %d)", c.Name, c.PID)
+		if err := syscall.Kill(c.PID, 0); err == nil || errors.Is(err, syscall.EPERM) {
+			left = append(left, name)
+		} else {
+			stoppedNames = append(stoppedNames, name)
+		}
+	}
+	what := "nothing was running"
+	if len(stoppedNames) > 0 {
+		what = "stopped " + strings.Join(stoppedNames, ", ")
+	}
+	if len(left) > 0 {
+		return fmt.Sprintf("handler dev: interrupted: %s; STILL RUNNING: %s (kill them by pid)", what, strings.Join(left, ", "))
+	}
+	file := ""
+	if _, err := os.Stat(devrun.Path(appRoot)); errors.Is(err, os.ErrNotExist) {
+		file = ", and " + filepath.Join(devrun.Dir, devrun.File) + " is gone"
+	}
+	return fmt.Sprintf("handler dev: interrupted: %s%s; nothing is left running", what, file)
+}
+
+// count says n of noun, in the plural unless n is 1: "1 order", "3 orders".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// sameFile reports whether paths a and b name the same file.
+func sameFile(a, b string) bool {
+	if b == "" {
+		return false
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	if errA == nil && errB == nil {
+		return os.SameFile(fa, fb)
+	}
+	absA, _ := filepath.Abs(a)
+	absB, _ := filepath.Abs(b)
+	return absA == absB
+}
+
+// withPID returns path with pid before its extension: .run/handler.log
+// becomes .run/handler-4242.log.
+func withPID(path string, pid int) string {
+	ext := filepath.Ext(path)
+	return fmt.Sprintf("%s-%d%s", strings.TrimSuffix(path, ext), pid, ext)
 }
 
 // shortDuration formats d to the second without trailing zero units:
@@ -530,39 +617,6 @@ func latestDue(lines []ScenarioLine) time.Duration {
 		d = max(d, l.SendAfter+l.ScheduleAfter)
 	}
 	return d
-}
-
-// progressLine is one line of progress: messages sent, settled by result,
-// and the workload queue's state.
-func (h *Host) progressLine(elapsed time.Duration, total int) string {
-	sent, results := h.stats.snapshot()
-	keys := make([]string, 0, len(results))
-	for k := range results {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	fmt.Fprintf(&b, "[%5.1fs] sent %d/%d | settled:", elapsed.Seconds(), sent, total)
-	if len(keys) == 0 {
-		b.WriteString(" none")
-	}
-	for _, k := range keys {
-		fmt.Fprintf(&b, " %s %d", k, results[k])
-	}
-	q := h.broker.Stats(h.queue)
-	p := h.broker.Stats(h.poisonQueue)
-	fmt.Fprintf(&b, " | active %d, locked %d, scheduled %d | DLQ %d | poison %d", q.Active, q.Locked, q.Scheduled, q.DeadLettered, p.Active+p.Locked)
-	if inst := h.Instances(); len(inst) > 1 {
-		b.WriteString(" | calls by instance:")
-		for _, in := range inst {
-			mark := ""
-			if in.State != InstanceRunning {
-				mark = " (" + in.State + ")"
-			}
-			fmt.Fprintf(&b, " #%s %d%s", strings.TrimPrefix(in.ID, "instance-"), in.Invocations, mark)
-		}
-	}
-	return b.String()
 }
 
 // lockedWriter serialises writes from several goroutines.

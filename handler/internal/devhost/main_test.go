@@ -238,3 +238,64 @@ func TestParseFlagsQueueLimits(t *testing.T) {
 		t.Errorf("checking --summary-json left a file at %s (%v)", summary, err)
 	}
 }
+
+// TestMainBadScalePlan: a scale event that cannot happen (an instance not
+// running then, the last one removed, too many) is a usage error before
+// anything starts: exit 2, one line naming the event, no start-up line.
+func TestMainBadScalePlan(t *testing.T) {
+	app := writeApp(t, appFiles(1))
+	scaleFile := filepath.Join(t.TempDir(), "scale.jsonl")
+	if err := os.WriteFile(scaleFile, []byte(`{"scale":"add","sendAfter":"1m"}`+"\n"+`{"scale":"kill","instance":4,"sendAfter":"2m"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"kill an instance that never runs", []string{"--instances", "2", "--scale", "kill:9@1m"},
+			"--scale kill:9@1m (at 1m0s): kill: instance-9 is not running then (running: instance-1, instance-2)"},
+		{"remove one twice", []string{"--instances", "3", "--scale", "remove:2@1m,kill:instance-2@2m"},
+			"--scale kill:instance-2@2m (at 2m0s): kill: instance-2 is not running then (running: instance-1, instance-3)"},
+		{"the last instance", []string{"--scale", "remove@1m"}, "remove: instance-1 is the last running instance"},
+		{"too many", []string{"--instances", "16", "--scale", "add@1m"}, "add: 17 instances would be running, at most 16"},
+		{"a scenario's scale line", []string{"--scenario", scaleFile}, "scale.jsonl:2 (at 2m0s): kill: instance-4 is not running then (running: instance-1, instance-2)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runMain(t, append([]string{"--app-root", app, "--exit-when-idle"}, tt.args...)...)
+			if code != ExitUsage || stdout != "" {
+				t.Errorf("exit %d, stdout %q; want %d and nothing on stdout", code, stdout, ExitUsage)
+			}
+			if !strings.Contains(stderr, tt.want) || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("stderr %q, want one line with %q", stderr, tt.want)
+			}
+		})
+	}
+	// What can happen passes the check: kill the added one, then remove
+	// by number.
+	if err := checkScale(2, mergeScale(nil, mustScale(t, "add@1m,kill:3@2m,remove:1@3m"))); err != nil {
+		t.Errorf("checkScale on a possible plan: %v", err)
+	}
+}
+
+func mustScale(t *testing.T, s string) []ScenarioLine {
+	t.Helper()
+	l, err := ParseScale(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestClockLine(t *testing.T) {
+	wall := time.Date(2026, 12, 1, 8, 7, 0, 0, time.UTC)
+	if got := clockLine(wall, wall, 1); got != "" {
+		t.Errorf("real time: %q, want no line", got)
+	}
+	got := clockLine(wall.Add(30*time.Minute+2*time.Second), wall, 120)
+	want := "clock: the broker's clock says 08:37:02Z, 30m2s ahead of your watch (08:07:00Z), and keeps running 120 times faster"
+	if !strings.HasPrefix(got, want) || !strings.Contains(got, "the due times, enqueued times and ages the CLIs show for this host are on it") {
+		t.Errorf("clockLine = %q, want it to start %q and say what is on that clock", got, want)
+	}
+}

@@ -28,11 +28,12 @@ type runbookCommand struct {
 }
 
 // docCommands returns every `bin/handler deadletters` command in the code
-// blocks of the runbooks and the README.
+// blocks of the runbooks, the README and the docs pages.
 func docCommands(t *testing.T, root string) []runbookCommand {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(root, "alerts", "runbooks", "*.md"))
-	files = append(files, filepath.Join(root, "README.md"))
+	pages, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	files = append(append(files, filepath.Join(root, "README.md")), pages...)
 	var out []runbookCommand
 	block := 0
 	for _, f := range files {

@@ -420,7 +420,7 @@ func (s Summary) WriteTable(w io.Writer) error {
 		archived[e.Reason]++
 	}
 	sections := []section{
-		{fmt.Sprintf("orders by status (%d orders)", len(s.Orders)), statuses, statusOrder},
+		{fmt.Sprintf("orders by status (%s)", count(len(s.Orders), "order")), statuses, statusOrder},
 		{"handler calls by result (a message abandoned and delivered again is called again)", s.Results, resultOrder},
 		{fmt.Sprintf("parked by reason (poison queue depth %d)", s.PoisonDepth), parked, nil},
 		{fmt.Sprintf("dead-lettered by reason (DLQ depth %d)", s.DeadLetterDepth), dead, nil},
@@ -507,7 +507,7 @@ func writeInstances(b *strings.Builder, inst []InstanceSummary) {
 		for _, r := range results {
 			parts = append(parts, fmt.Sprintf("%s %d", r, in.Results[r]))
 		}
-		fmt.Fprintf(b, "  %-12s %-8s calls %5d | round trips %5d, ETag conflicts %3d, cache hits %5d | %s\n",
-			in.ID, in.State, in.Invocations, in.RoundTrips, in.ETagConflicts, in.CacheHits, strings.Join(parts, ", "))
+		fmt.Fprintf(b, "  %-12s %-8s calls %5d, timer runs %3d | round trips %5d, ETag conflicts %3d, cache hits %5d | %s\n",
+			in.ID, in.State, in.Invocations, in.TimerRuns, in.RoundTrips, in.ETagConflicts, in.CacheHits, strings.Join(parts, ", "))
 	}
 }

@@ -44,7 +44,7 @@ func TestSummaryJSON(t *testing.T) {
 				`"deadLettered":[{"messageId":"b","reason":"MaxDeliveryCountExceeded"}],"archived":[{"messageId":"a","reason":"InvalidPayload"}],` +
 				`"accounting":{"sent":9,"sentByHandlerOrCli":0,"completed":{"Applied":3,"Stale":1},"deadLettered":1,` +
 				`"droppedAsDuplicates":4,"cancelledScheduled":0,"expiredDropped":0,"waiting":0,"unaccounted":0},` +
-				`"instances":[{"id":"instance-1","state":"running","invocations":4,"results":{"Applied":3},"roundTrips":5,"etagConflicts":1,"cacheHits":2,"handlerStarts":1}]}`,
+				`"instances":[{"id":"instance-1","state":"running","invocations":4,"timerRuns":0,"results":{"Applied":3},"roundTrips":5,"etagConflicts":1,"cacheHits":2,"handlerStarts":1}]}`,
 		},
 	}
 	for _, tt := range tests {
@@ -248,5 +248,16 @@ func TestAccountingReportsAMismatch(t *testing.T) {
 	}
 	if got := (Accounting{Sent: 1, Waiting: 1}).violation(); got != "" {
 		t.Errorf("violation with everything accounted for = %q, want none", got)
+	}
+}
+
+func TestCount(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want string
+	}{{0, "0 orders"}, {1, "1 order"}, {2, "2 orders"}} {
+		if got := count(tt.n, "order"); got != tt.want {
+			t.Errorf("count(%d, order) = %q, want %q", tt.n, got, tt.want)
+		}
 	}
 }

@@ -82,7 +82,7 @@ func (d *timerDispatcher) fire(ctx context.Context, pastDue bool) error {
 	if in == nil {
 		return fmt.Errorf("devhost: timer %s: no instance is running", d.fn)
 	}
-	in.counts.invoked()
+	in.counts.timerRan()
 	start := time.Now()
 	a, err := in.inv.invoke(ctx, d.fn, body)
 	d.last, d.lastUpdated = now, d.h.clock.Now().UTC()

@@ -85,6 +85,10 @@ func TestFireTimers(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("timer calls: got %d, want 2", len(got))
 	}
+	// Timer runs are counted apart from the message calls.
+	if in := h.Instances(); len(in) != 1 || in[0].TimerRuns != 2 || in[0].Invocations != 0 {
+		t.Errorf("instances %+v, want instance-1 with 2 timer runs and 0 message calls", in)
+	}
 	first, second := got[0].info, got[1].info
 	if !first.AdjustForDST || first.IsPastDue || !first.Last.IsZero() || !first.Next.IsZero() {
 		t.Errorf("first run: got %+v, want AdjustForDST and no schedule status", first)

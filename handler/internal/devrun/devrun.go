@@ -4,6 +4,10 @@
 // .run/devhost.json under its app root, naming where its loopback broker,
 // its store and its HTTP front listen, and removes it when it stops.
 //
+// One host owns an app root's file at a time: Write refuses (*RunningError)
+// while the host that wrote it is alive, so a second host can never replace
+// or remove the first one's file.
+//
 // The file holds the Azurite connection string, whose key is the public
 // development key; it is written with mode 0600 all the same.
 package devrun
@@ -28,7 +32,7 @@ const (
 
 // ErrNotRunning means no development host was found: no file, or a file
 // left by a host that is no longer running.
-var ErrNotRunning = errors.New("devrun: no running development host (start one with 'make run')")
+var ErrNotRunning = errors.New("devrun: no running development host")
 
 // Endpoints is what a development host publishes about itself.
 type Endpoints struct {
@@ -47,6 +51,13 @@ type Endpoints struct {
 	// Queue and PoisonQueue are the queue names the host serves.
 	Queue       string `json:"queue"`
 	PoisonQueue string `json:"poisonQueue"`
+	// HandlerLog is the file the host writes the handler's output to
+	// (absolute; "" for standard error), so a second host writes its own.
+	HandlerLog string `json:"handlerLog,omitempty"`
+	// TimeScale is how many times faster than real time the host's
+	// broker clock runs (0 or 1: real time). The times and ages the CLIs
+	// read from this host are on that clock.
+	TimeScale float64 `json:"timeScale,omitempty"`
 	// AppRoot is the host's app root (absolute).
 	AppRoot   string    `json:"appRoot"`
 	StartedAt time.Time `json:"startedAt"`
@@ -55,8 +66,37 @@ type Endpoints struct {
 // Path returns the file's path under appRoot.
 func Path(appRoot string) string { return filepath.Join(appRoot, Dir, File) }
 
+// RunningError is Write's refusal: another development host, still
+// running, owns the app root's file.
+type RunningError struct {
+	Path  string    // the file
+	Owner Endpoints // what it says
+}
+
+func (e *RunningError) Error() string {
+	front := ""
+	if e.Owner.HTTPAddr != "" {
+		front = ", HTTP front http://" + e.Owner.HTTPAddr
+	}
+	return fmt.Sprintf("devrun: a development host is running here already (pid %d%s, since %s; %s)",
+		e.Owner.PID, front, e.Owner.StartedAt.Local().Format("15:04:05"), e.Path)
+}
+
+// Running returns the live development host that owns appRoot's file, if
+// any (appRoot only, not its parents, unlike Find).
+func Running(appRoot string) (Endpoints, bool) {
+	e, err := read(Path(appRoot))
+	if err != nil || !alive(e.PID) {
+		return Endpoints{}, false
+	}
+	return e, true
+}
+
 // Write publishes e under appRoot, atomically (a reader never sees half a
-// file), and returns a function that removes it again if it is still ours.
+// file), unless a live host other than e's process owns the file already:
+// then it changes nothing and returns a *RunningError. A file left by a
+// host that has stopped, or by this process, is replaced. The function it
+// returns removes the file again if it is still e's.
 func Write(appRoot string, e Endpoints) (remove func(), err error) {
 	dir := filepath.Join(appRoot, Dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -70,19 +110,33 @@ func Write(appRoot string, e Endpoints) (remove func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("devrun: %w", err)
 	}
+	defer os.Remove(tmp.Name())
 	_, werr := tmp.Write(append(b, '\n'))
 	cerr := tmp.Close()
 	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
 		return nil, fmt.Errorf("devrun: write: %w", err)
 	}
 	path := Path(appRoot)
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return nil, fmt.Errorf("devrun: %w", err)
+	// Link, unlike rename, fails when the file exists: of two hosts
+	// starting at once, one wins and the other sees its file.
+	for attempt := 0; ; attempt++ {
+		err := os.Link(tmp.Name(), path)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || attempt == 3 {
+			return nil, fmt.Errorf("devrun: %w", err)
+		}
+		cur, rerr := read(path)
+		if rerr == nil && alive(cur.PID) && cur.PID != e.PID {
+			return nil, &RunningError{Path: path, Owner: cur}
+		}
+		// Stale, malformed, or this process's own: replace it.
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("devrun: %w", err)
+		}
 	}
 	return func() {
-		// A second host may have replaced the file since: leave its.
 		if cur, err := read(path); err == nil && cur.PID == e.PID && cur.StartedAt.Equal(e.StartedAt) {
 			os.Remove(path)
 		}

@@ -98,3 +98,51 @@ func TestFindMalformed(t *testing.T) {
 		t.Errorf("Find on a malformed file = %v, want an error naming it", err)
 	}
 }
+
+// TestWriteRefusesOverALiveHost: while another live process owns the
+// file, a second Write changes nothing and says who owns it; once that
+// process is gone, Write takes the file over.
+func TestWriteRefusesOverALiveHost(t *testing.T) {
+	root := t.TempDir()
+	owner := exec.Command("sleep", "60") // stands in for the first host's process
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { owner.Process.Kill(); owner.Wait() })
+	first := devrun.Endpoints{PID: owner.Process.Pid, BrokerURL: "http://127.0.0.1:1", HTTPAddr: "127.0.0.1:7071", StartedAt: time.Unix(1, 0)}
+	if _, err := devrun.Write(root, first); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := devrun.Running(root); !ok || got.PID != first.PID {
+		t.Fatalf("Running = %+v, %v; want the first host", got, ok)
+	}
+	_, err := devrun.Write(root, devrun.Endpoints{PID: os.Getpid(), BrokerURL: "http://127.0.0.1:2", StartedAt: time.Unix(2, 0)})
+	var re *devrun.RunningError
+	if !errors.As(err, &re) || re.Owner.PID != first.PID {
+		t.Fatalf("second Write = %v, want a *RunningError naming pid %d", err, first.PID)
+	}
+	for _, want := range []string{"running here already", "127.0.0.1:7071"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if got, err := devrun.Find(root); err != nil || got.BrokerURL != first.BrokerURL {
+		t.Errorf("after the refused Write: Find = %+v, %v; want the first host's file unchanged", got, err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(root, devrun.Dir)); len(entries) != 1 {
+		t.Errorf(".run holds %d entries, want only %s (no temporary file left)", len(entries), devrun.File)
+	}
+
+	owner.Process.Kill()
+	owner.Wait()
+	if _, ok := devrun.Running(root); ok {
+		t.Error("Running after the owner died: true, want false")
+	}
+	second := devrun.Endpoints{PID: os.Getpid(), BrokerURL: "http://127.0.0.1:3", StartedAt: time.Unix(3, 0)}
+	if _, err := devrun.Write(root, second); err != nil {
+		t.Fatalf("Write over a stopped host's file: %v", err)
+	}
+	if got, err := devrun.Find(root); err != nil || got.BrokerURL != second.BrokerURL {
+		t.Errorf("Find = %+v, %v; want the new file", got, err)
+	}
+}

@@ -22,8 +22,8 @@ const (
 )
 
 // Subjects lists the subjects the handler knows; any other is poison with
-// reason UnknownSubject. The README's Messages section is checked against
-// it.
+// reason UnknownSubject. The Messages section of docs/messages.md is
+// checked against it.
 var Subjects = []string{SubjectStatusChanged, SubjectPaymentTimeout}
 
 // MaxIDLength is the longest order id accepted (characters).

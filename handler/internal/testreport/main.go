@@ -2,11 +2,14 @@
 // terse report `make test` prints: one line per package (ok or FAIL, as
 // go test prints them), the output of every failing test and of every
 // package that failed on its own (a build error, a panic in TestMain),
-// and one closing line,
+// a line per skipped test with the reason it gave, and the closing lines,
 //
-//	go: P packages
+//	go: skipped TestX (example.com/pkg): <the reason its t.Skip gave>
+//	go: P packages in 3m10s
 //	go: N passed, M failed, K skipped
 //
+// (the time from the stream's first event to its last: the run's wall
+// time, build included)
 // counting leaf tests: a test without subtests, or each subtest (a parent
 // that failed only through its subtests is not counted again). The full output, as `go test -v` would
 // print it, goes to the -log file. It exits 1 when anything failed or the
@@ -24,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -53,6 +57,7 @@ func main() {
 
 // event is one line of `go test -json` (see `go doc test2json`).
 type event struct {
+	Time        time.Time
 	Action      string
 	Package     string
 	ImportPath  string // build-output and build-fail events
@@ -79,8 +84,11 @@ func Report(r io.Reader, out, log io.Writer) (Counts, error) {
 		buildOut  = map[string][]string{} // build output, by import path
 		results   = map[string]string{}   // package + "\x00" + test -> pass, fail or skip
 		parents   = map[string]bool{}     // keys of tests that have subtests
+		skipWhy   = map[string]string{}   // package + "\x00" + test -> the skip's reason
 		pkgFailed = 0                     // packages that failed on their own
 		sawResult = false
+		first     time.Time // the stream's first and last event times
+		last      time.Time
 	)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
@@ -91,6 +99,12 @@ func Report(r io.Reader, out, log io.Writer) (Counts, error) {
 			fmt.Fprintln(out, line) // go's own messages
 			fmt.Fprintln(log, line)
 			continue
+		}
+		if !e.Time.IsZero() {
+			if first.IsZero() {
+				first = e.Time
+			}
+			last = e.Time
 		}
 		key := e.Package + "\x00" + e.Test
 		switch e.Action {
@@ -113,6 +127,9 @@ func Report(r io.Reader, out, log io.Writer) (Counts, error) {
 				if e.Action == "fail" {
 					failedIn[e.Package] = true
 					io.WriteString(out, strings.Join(failFirst(relevant(testOut[key])), ""))
+				}
+				if e.Action == "skip" {
+					skipWhy[key] = skipReason(testOut[key])
 				}
 				delete(testOut, key)
 				continue
@@ -158,14 +175,50 @@ func Report(r io.Reader, out, log io.Writer) (Counts, error) {
 		}
 	}
 	c.Failed += pkgFailed
+	var skipped []string
+	for key, result := range results {
+		if result == "skip" && !parents[key] {
+			skipped = append(skipped, key)
+		}
+	}
+	slices.Sort(skipped)
+	const maxSkipLines = 20
+	for i, key := range skipped {
+		if i == maxSkipLines {
+			fmt.Fprintf(out, "go: skipped %d more (reasons in the log)\n", len(skipped)-maxSkipLines)
+			break
+		}
+		pkg, test, _ := strings.Cut(key, "\x00")
+		why := skipWhy[key]
+		if why == "" {
+			why = "no reason given"
+		}
+		fmt.Fprintf(out, "go: skipped %s (%s): %s\n", test, pkg, why)
+	}
 	if !sawResult {
 		fmt.Fprintln(out, "go: no package reported a result")
 	}
 	// The closing line has the plain form CI reads ("N passed, N failed,
 	// N skipped" after one word and a colon), alone on its line.
-	fmt.Fprintf(out, "go: %d packages\n", c.Packages)
+	fmt.Fprintf(out, "go: %d packages in %s\n", c.Packages, last.Sub(first).Round(time.Second))
 	fmt.Fprintf(out, "go: %d passed, %d failed, %d skipped\n", c.Passed, c.Failed, c.Skipped)
 	return c, nil
+}
+
+// skipReason is what a skipped test said (t.Skip's message, without the
+// file:line prefix), on one line.
+func skipReason(lines []string) string {
+	var msg []string
+	for _, l := range relevant(lines) {
+		l = strings.TrimSpace(l)
+		if file, rest, ok := strings.Cut(l, ": "); ok && strings.Contains(file, ".go:") && !strings.Contains(file, " ") {
+			l = rest
+		}
+		if l != "" {
+			msg = append(msg, l)
+		}
+	}
+	return strings.Join(msg, " ")
 }
 
 // anyFailedUnder reports whether a subtest of the test named by key failed.

@@ -22,6 +22,7 @@ func TestReport(t *testing.T) {
 			want: Counts{Passed: 2, Skipped: 1, Packages: 1},
 			wantOut: []string{
 				"ok   example.com/gt/good",
+				"go: skipped TestB/y (example.com/gt/good): later",
 				"go: 1 packages",
 				"go: 2 passed, 0 failed, 1 skipped",
 			},
@@ -42,6 +43,21 @@ func TestReport(t *testing.T) {
 				"go: 3 passed, 2 failed, 1 skipped",
 			},
 			wantNotOut: []string{"noise", "=== RUN", "--- PASS"},
+		},
+		{
+			file: "testdata/skips.jsonl",
+			// Each skipped test is named on the closing lines, with the
+			// reason its t.Skip gave.
+			want: Counts{Passed: 1, Skipped: 3, Packages: 1},
+			wantOut: []string{
+				"ok   example.com/gt/skips",
+				"go: skipped TestAzure (example.com/gt/skips): set SERVICEBUS_TEST_NAMESPACE to run the broker suite against a real namespace\n",
+				"go: skipped TestQuiet (example.com/gt/skips): no reason given\n",
+				"go: skipped TestTables/real (example.com/gt/skips): set ORDERSTATUS_TEST_TABLES_SERVICE_URI to run it\n",
+				"go: 1 packages",
+				"go: 1 passed, 0 failed, 3 skipped",
+			},
+			wantNotOut: []string{"s_test.go:", "--- SKIP"},
 		},
 	}
 	for _, tt := range tests {
@@ -92,5 +108,22 @@ func TestReportPassesOtherLinesThrough(t *testing.T) {
 	if got.Packages != 0 || !strings.Contains(out.String(), "go: downloading example.com/x") ||
 		!strings.Contains(out.String(), "go: no package reported a result") {
 		t.Errorf("got %+v, report:\n%s\nwant the line passed through and no package result noted", got, out.String())
+	}
+}
+
+// TestReportWallTime: the packages line says how long the run took, from
+// the stream's first event to its last.
+func TestReportWallTime(t *testing.T) {
+	stream := `{"Time":"2026-12-01T10:00:00Z","Action":"start","Package":"example.com/p"}
+{"Time":"2026-12-01T10:00:01Z","Action":"run","Package":"example.com/p","Test":"TestA"}
+{"Time":"2026-12-01T10:03:09.6Z","Action":"pass","Package":"example.com/p","Test":"TestA","Elapsed":188}
+{"Time":"2026-12-01T10:03:10Z","Action":"pass","Package":"example.com/p","Elapsed":190}
+`
+	var out bytes.Buffer
+	if _, err := Report(strings.NewReader(stream), &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "go: 1 packages in 3m10s\n") {
+		t.Errorf("report:\n%s\nwant the packages line with the run's wall time, 3m10s", out.String())
 	}
 }

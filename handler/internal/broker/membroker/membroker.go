@@ -511,6 +511,19 @@ func (b *Broker) Totals(queue string) QueueTotals {
 	return q.totals
 }
 
+// Snapshot returns queue's cumulative counts and its current state, read
+// together, so that they add up as QueueTotals says; zero for an unknown
+// queue.
+func (b *Broker) Snapshot(queue string) (QueueTotals, QueueStats) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q, _, err := b.queueLocked("snapshot", queue)
+	if err != nil {
+		return QueueTotals{}, QueueStats{}
+	}
+	return q.totals, q.stats()
+}
+
 // NextDue returns when the next message of queue changes state on its own:
 // a scheduled message becomes visible, or a visible message that nobody
 // holds reaches the end of its time-to-live. ok is false when nothing is

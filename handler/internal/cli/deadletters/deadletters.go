@@ -31,6 +31,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/orderstatus/orderstatus/handler/internal/cli/clihelp"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
@@ -227,15 +228,7 @@ func (c *cli) help(fs *flag.FlagSet) {
 			fmt.Fprintf(c.stdout, "usage: %s %s\n\n%s\n\nflags:\n", c.name, cmd.args, cmd.summary)
 		}
 	}
-	fs.SetOutput(c.stdout)
-	fs.VisitAll(func(f *flag.Flag) {
-		name, use := flag.UnquoteUsage(f)
-		fmt.Fprintf(c.stdout, "  --%s %s\n        %s", f.Name, name, use)
-		if f.DefValue != "" && f.DefValue != "false" {
-			fmt.Fprintf(c.stdout, " (default %s)", f.DefValue)
-		}
-		fmt.Fprintln(c.stdout)
-	})
+	clihelp.Flags(c.stdout, fs)
 	fmt.Fprintln(c.stdout, "\nexit codes: 0 success, 1 failure or nothing found, 2 usage or bad input.")
 }
 

@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +131,9 @@ func startLiveHost(t *testing.T) *liveHost {
 	h.waitOrder(t, "e2e-ready", func(code int, _ orderView, _ string) bool { return code == http.StatusNotFound })
 	return h
 }
+
+// appFiles are what the app root holds before the walkthrough runs.
+var appFiles = []string{"host.json", "local.settings.json.template", "functions", "bin", devrun.Dir}
 
 // syncWriter serialises writes to a strings.Builder read at the end.
 type syncWriter struct{ b *strings.Builder }
@@ -299,7 +304,7 @@ func TestEndToEndDevHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		at := regexp.MustCompile(`for (\S+) \(in 30m0s on the broker's clock\)`).FindStringSubmatch(r.stderr)
+		at := regexp.MustCompile(`for (\S+) \(in 30m0s on the broker's clock, which runs 300 times faster than your watch here: due in 6s by it\)`).FindStringSubmatch(r.stderr)
 		if at == nil {
 			t.Fatalf("timeout's line %q does not say when it is due", r.stderr)
 		}
@@ -359,7 +364,7 @@ func TestEndToEndDevHost(t *testing.T) {
 	})
 
 	t.Run("status from a file", func(t *testing.T) {
-		path := filepath.Join(h.app, "changes.jsonl")
+		path := filepath.Join(t.TempDir(), "changes.jsonl")
 		lines := `{"orderId":"e2e-file-1","status":"Created","sequence":1}
 {"orderId":"e2e-file-2","status":"Created","sequence":1}
 {"orderId":"e2e-file-1","status":"Shipped","sequence":3}
@@ -369,7 +374,7 @@ func TestEndToEndDevHost(t *testing.T) {
 		if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		r := mustOK(t, "status --from", h.publish(t, "status", "--from", "changes.jsonl"))
+		r := mustOK(t, "status --from", h.publish(t, "status", "--from", path))
 		if !strings.Contains(r.stdout, "sent 5/5") || !strings.HasSuffix(r.stdout, "sent 5 status changes\n") {
 			t.Errorf("stdout %q, want a progress line and the closing count", r.stdout)
 		}
@@ -387,9 +392,12 @@ func TestEndToEndDevHost(t *testing.T) {
 }
 
 // runReadme runs the README's publish walkthrough line by line against
-// the live host: `make run` is the host itself, `sleep` is a wait on the
-// next check, a curl line polls the order until it shows what the line's
-// comment says, and every other line runs in a shell in the app root
+// the live host, as written: `make run` is the host itself; a curl line
+// asks GetOrder once and must show what the line's comment says at once
+// (the publish before it waited with --wait), except after a `sleep N`,
+// which the test turns into polling for at most N seconds (the host's
+// clock runs faster here than make run's, so what the sleep waits for
+// comes sooner); every other line runs in a shell in the app root
 // (variables assigned with $(...) carry over).
 func runReadme(t *testing.T, h *liveHost) {
 	f, err := os.Open(filepath.Join(repoRoot, "README.md"))
@@ -420,6 +428,7 @@ func runReadme(t *testing.T, h *liveHost) {
 	assign := regexp.MustCompile(`^([a-z_]+)=\$\((.*)\)$`)
 	curl := regexp.MustCompile(`^curl -s http://127\.0\.0\.1:7071/api/orders/([^ ]+)\s+# (.*)$`)
 	var env []string
+	var slept time.Duration // the last sleep, until the curl after it
 	ran := map[string]bool{}
 	for _, l := range lines {
 		l = strings.TrimSpace(l)
@@ -427,19 +436,37 @@ func runReadme(t *testing.T, h *liveHost) {
 			l = strings.TrimSpace(l[:i])
 		}
 		switch {
-		case l == "" || strings.HasPrefix(l, "#") || l == "make run" || strings.HasPrefix(l, "sleep "):
+		case l == "" || strings.HasPrefix(l, "#") || l == "make run":
 			continue
+		case strings.HasPrefix(l, "sleep "):
+			n, err := strconv.Atoi(strings.TrimPrefix(l, "sleep "))
+			if err != nil || n < 1 {
+				t.Fatalf("README walkthrough: %q: want sleep and a number of seconds", l)
+			}
+			slept = time.Duration(n) * time.Second
 		case curl.MatchString(l):
 			m := curl.FindStringSubmatch(l)
 			want := strings.Split(m[2], ", ")
-			h.waitOrder(t, m[1], func(code int, _ orderView, body string) bool {
+			shows := func(code int, body string) bool {
 				for _, w := range want {
 					if !strings.Contains(body, w) {
 						return false
 					}
 				}
 				return code == http.StatusOK
-			})
+			}
+			if slept > 0 {
+				deadline := time.Now().Add(slept)
+				for code, _, body := h.getOrder(t, m[1]); !shows(code, body); code, _, body = h.getOrder(t, m[1]) {
+					if time.Now().After(deadline) {
+						t.Fatalf("README walkthrough: %s: after %q it answers %d %s\nhandler log (tail):\n%s", l, "sleep "+fmt.Sprint(slept.Seconds()), code, body, h.logTail())
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				slept = 0
+			} else if code, _, body := h.getOrder(t, m[1]); !shows(code, body) {
+				t.Fatalf("README walkthrough: %s: answers %d %s at once\nhandler log (tail):\n%s", l, code, body, h.logTail())
+			}
 			ran["curl"] = true
 		case assign.MatchString(l):
 			m := assign.FindStringSubmatch(l)
@@ -456,6 +483,16 @@ func runReadme(t *testing.T, h *liveHost) {
 		"bin/handler publish commit", "bin/handler publish relay", "curl"} {
 		if !ran[cmd] {
 			t.Errorf("the README walkthrough has no %q line (ran %v)", cmd, ran)
+		}
+	}
+	// The walkthrough leaves nothing in the repository root but .run/.
+	entries, err := os.ReadDir(h.app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !slices.Contains(appFiles, e.Name()) {
+			t.Errorf("the README walkthrough left %s in the repository root", e.Name())
 		}
 	}
 }

@@ -18,12 +18,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/internal/cli/clihelp"
 	"github.com/orderstatus/orderstatus/handler/internal/connect"
 	"github.com/orderstatus/orderstatus/handler/publish"
 )
@@ -107,10 +109,13 @@ type command struct {
 	fs                 *flag.FlagSet
 	namespace          string
 	stdout, stderr     io.Writer
+	waitOpts           waitOptions
+	exitCodes          string // the help's last paragraph
 }
 
 func newCommand(name, usageLine, about string, stdout, stderr io.Writer) *command {
-	c := &command{name: "handler publish " + name, usage: usageLine, about: about, stdout: stdout, stderr: stderr}
+	c := &command{name: "handler publish " + name, usage: usageLine, about: about, stdout: stdout, stderr: stderr,
+		exitCodes: "exit codes: 0 sent, 1 connecting or sending failed, 2 bad input (one line on stderr;\nnothing is sent).\n"}
 	c.fs = flag.NewFlagSet(c.name, flag.ContinueOnError)
 	c.fs.SetOutput(io.Discard)
 	c.fs.StringVar(&c.namespace, "namespace", "", "Service Bus `namespace` (<name>.servicebus.windows.net); default: ServiceBusConnection__fullyQualifiedNamespace, else the running development host")
@@ -122,8 +127,8 @@ func (c *command) parse(args []string) int {
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(c.stdout, "%s\n\n%s\n\nflags:\n", c.usage, c.about)
-			c.fs.SetOutput(c.stdout)
-			c.fs.PrintDefaults()
+			clihelp.Flags(c.stdout, c.fs)
+			fmt.Fprint(c.stdout, "\n"+c.exitCodes)
 			return ExitOK
 		}
 		return c.bad("%v", err)
@@ -173,25 +178,49 @@ const (
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
 	c := newCommand("status",
-		"usage: handler publish status --order ID --status S --sequence N [--occurred-at T] | --from FILE [--namespace NS]",
+		"usage: handler publish status --order ID --status S --sequence N [--occurred-at T] | --from FILE [--wait] [--namespace NS]",
 		`Sends an OrderStatusChanged: SessionId = the order id, MessageId = <order>:<sequence>,
 Subject OrderStatusChanged, content type application/json, the body in the
 contract's camelCase JSON. With --from, sends every line of a JSON Lines file
 ({"orderId":"o-1","status":"Paid","sequence":2,"occurredAt":"2026-11-29T10:00:00Z"};
 occurredAt optional), in Service Bus batches, each order's changes in sequence
-order; a bad line stops it before anything is sent.`, stdout, stderr)
-	var orderID, status, occurred, from string
+order; a bad line stops it before anything is sent.
+
+Sent is not applied: the handler applies a message moments later. With
+--wait it polls GetOrder until each order shows the sequence sent (or a
+later one), for at most --wait-timeout, and exits 1 naming the orders that
+do not (queued still, or parked). Against the development host it asks its
+HTTP front; against Azure pass --get-order-url.`, stdout, stderr)
+	c.exitCodes = "exit codes: 0 sent (with --wait: and applied), 1 connecting or sending failed, or\n--wait's orders not applied in time, 2 bad input (one line on stderr; nothing is\nsent).\n"
+	var orderID, status, occurred, from, orderURL string
 	var seq int64
+	var wait bool
+	waitTimeout := defaultWaitTimeout
 	c.fs.StringVar(&orderID, "order", "", "order `id` (the session): a legal Table Storage key, and with its MessageId suffix at most 128 characters (Service Bus)")
 	c.fs.StringVar(&status, "status", "", "`status`: Created, Paid, Shipped, Delivered or Cancelled (any case)")
 	c.fs.Int64Var(&seq, "sequence", 0, "the order's sequence `number` of this change, from 1 (the order owner's counter)")
 	c.fs.StringVar(&occurred, "occurred-at", "", "when it happened, RFC 3339 (`time`, e.g. 2026-11-29T10:00:00Z; default now)")
 	c.fs.StringVar(&from, "from", "", "JSON Lines `file` of status changes instead of the flags above (- for standard input)")
+	c.fs.BoolVar(&wait, "wait", false, "after sending, wait until GetOrder shows each order at the sequence sent or later; exit 1 if one does not within --wait-timeout")
+	c.fs.DurationVar(&waitTimeout, "wait-timeout", defaultWaitTimeout, "how long --wait waits, at most 1h (a Go `duration`)")
+	c.fs.StringVar(&orderURL, "get-order-url", "", "GetOrder's `URL` for --wait, with {orderId} where the id goes, e.g. https://<app>.azurewebsites.net/api/orders/{orderId}?code=<function key>; default: the development host's front")
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
 	set := map[string]bool{}
 	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !wait && (set["wait-timeout"] || set["get-order-url"]) {
+		return c.bad("--wait-timeout and --get-order-url go with --wait")
+	}
+	if wait && (waitTimeout <= 0 || waitTimeout > maxWaitTimeout) {
+		return c.bad("--wait-timeout %s: want a duration above 0 and at most 1h", waitTimeout)
+	}
+	if orderURL != "" {
+		if err := checkGetOrderURL(orderURL); err != nil {
+			return c.bad("%v", err)
+		}
+	}
+	c.waitOpts = waitOptions{on: wait, timeout: waitTimeout, url: orderURL}
 
 	if from != "" {
 		for _, f := range []string{"order", "status", "sequence", "occurred-at"} {
@@ -219,12 +248,44 @@ order; a bad line stops it before anything is sent.`, stdout, stderr)
 		return c.fail(err)
 	}
 	defer closeFn()
+	w, code := c.waiter(t)
+	if code >= 0 {
+		return code
+	}
 	if err := p.Status(ctx, ch); err != nil {
 		return c.fail(err)
 	}
 	fmt.Fprintf(stdout, "sent %s %s (order %s %s, sequence %d) to %s on %s\n",
 		m.Subject, m.MessageID, ch.OrderID, ch.Status, ch.Sequence, p.Queue(), t.Describe)
+	if w != nil {
+		return waitAndReport(ctx, c, w, []contract.StatusChanged{ch})
+	}
 	return ExitOK
+}
+
+// waitOptions are status's --wait flags.
+type waitOptions struct {
+	on      bool
+	timeout time.Duration
+	url     string
+}
+
+// waiter returns status --wait's poller for target t (nil without
+// --wait), or an exit code >= 0 when there is no GetOrder to ask: a usage
+// error, before anything is sent.
+func (c *command) waiter(t *connect.Target) (*waiter, int) {
+	if !c.waitOpts.on {
+		return nil, -1
+	}
+	addr := ""
+	if t.DevHost != nil {
+		addr = t.DevHost.HTTPAddr
+	}
+	tmpl, err := getOrderURL(c.waitOpts.url, addr)
+	if err != nil {
+		return nil, c.bad("%v", err)
+	}
+	return &waiter{client: &http.Client{Timeout: 10 * time.Second}, tmpl: tmpl, timeout: c.waitOpts.timeout}, -1
 }
 
 // change builds and validates a status change from flag values.
@@ -361,6 +422,10 @@ func statusFromFile(ctx context.Context, c *command, from string, e env) int {
 		return c.fail(err)
 	}
 	defer closeFn()
+	w, code := c.waiter(t)
+	if code >= 0 {
+		return code
+	}
 	fmt.Fprintf(c.stdout, "sending %s from %s to %s on %s\n", changesN(len(changes)), name, p.Queue(), t.Describe)
 	n, err := p.Statuses(ctx, changes, func(sent, total int) {
 		fmt.Fprintf(c.stdout, "  sent %d/%d\n", sent, total)
@@ -373,6 +438,9 @@ func statusFromFile(ctx context.Context, c *command, from string, e env) int {
 		return c.fail(fmt.Errorf("%w (%d of %d sent before the failure; sending the file again is safe: duplicates are dropped)", err, n, len(changes)))
 	}
 	fmt.Fprintf(c.stdout, "sent %s\n", changesN(n))
+	if w != nil {
+		return waitAndReport(ctx, c, w, changes)
+	}
 	return ExitOK
 }
 
@@ -418,8 +486,13 @@ output (keep it: cancel-timeout takes it) and a line about it on standard error.
 		return c.fail(err)
 	}
 	fmt.Fprintln(stdout, s.SequenceNumber)
-	fmt.Fprintf(stderr, "scheduled %s %s on %s for %s (in %s on the broker's clock) on %s; cancel it with: handler publish cancel-timeout --sequence %d\n",
-		contract.SubjectPaymentTimeout, s.MessageID, p.Queue(), s.At.UTC().Format(time.RFC3339), after, t.Describe, s.SequenceNumber)
+	clock := "on the broker's clock"
+	if t.DevHost != nil && t.DevHost.TimeScale > 1 {
+		clock = fmt.Sprintf("on the broker's clock, which runs %g times faster than your watch here: due in %s by it",
+			t.DevHost.TimeScale, time.Duration(float64(after)/t.DevHost.TimeScale).Round(100*time.Millisecond))
+	}
+	fmt.Fprintf(stderr, "scheduled %s %s on %s for %s (in %s %s) on %s; cancel it with: handler publish cancel-timeout --sequence %d\n",
+		contract.SubjectPaymentTimeout, s.MessageID, p.Queue(), s.At.UTC().Format(time.RFC3339), after, clock, t.Describe, s.SequenceNumber)
 	return ExitOK
 }
 
@@ -429,6 +502,7 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer, e e
 timeout' printed. If it was delivered or cancelled already, it says so and exits
 0: the race is harmless, since the handler cancels an order on the check only
 while it is still Created.`, stdout, stderr)
+	c.exitCodes = "exit codes: 0 cancelled, or nothing to cancel (the line says which), 1 connecting or\ncancelling failed, 2 bad input (one line on stderr; nothing is changed).\n"
 	var seq int64
 	c.fs.Int64Var(&seq, "sequence", 0, "the scheduled message's sequence `number`")
 	if code := c.parse(args); code >= 0 {

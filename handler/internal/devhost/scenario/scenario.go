@@ -27,7 +27,9 @@
 //	  - sendAfter (optional Go duration, an extension) holds the line until
 //	    that much time has passed since the first line was sent, on the
 //	    development host's clock: a producer's late replay, after the
-//	    duplicate detection window, is sendAfter "11m";
+//	    duplicate detection window, is sendAfter "11m". Lines are sent in
+//	    file order, so a line also waits for every line before it: one
+//	    without sendAfter after a "5m" line goes at 5m too;
 //	  - timeToLive (optional Go duration) is the message's time-to-live
 //	    (the queue's default when longer or absent);
 //	  - applicationProperties values are strings, numbers or booleans; a

@@ -31,7 +31,10 @@ const azureTablePrefix = "conformance"
 // federated login in the pipeline), the way the function app reaches it. It
 // creates a fresh table per case, named conformance<random>, and deletes it
 // afterwards; the signed-in identity needs Storage Table Data Contributor on
-// the account (creating a table is an account-level action). The Azurite runs
+// the account (creating a table is an account-level action), so point it at
+// an account of its own, never the app's: scripts/azure-conformance.sh
+// creates one next to the app's and never gives the job a data role on the
+// app's account. The Azurite runs
 // of the same suite (TestConformance, TestConcurrentDelivery) never skip under
 // ORDERSTATUS_REQUIRE_AZURITE; this one skips, saying how to run it, unless
 // ORDERSTATUS_TEST_TABLES_SERVICE_URI is set.

@@ -1,0 +1,209 @@
+package publish
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/contract"
+)
+
+// Defaults of status --wait.
+const (
+	defaultWaitTimeout = 30 * time.Second
+	maxWaitTimeout     = time.Hour
+	waitPoll           = 100 * time.Millisecond
+	waitParallel       = 8 // orders polled at once with --from
+	orderIDPlaceholder = "{orderId}"
+)
+
+// getOrderURL resolves status --wait's GetOrder URL template: --get-order-url
+// if given (it must hold {orderId}), else the development host's front. It
+// returns "" and an error naming what to pass when there is neither.
+func getOrderURL(flagValue, devHostAddr string) (string, error) {
+	if flagValue != "" {
+		if err := checkGetOrderURL(flagValue); err != nil {
+			return "", err
+		}
+		return flagValue, nil
+	}
+	if devHostAddr != "" {
+		return "http://" + devHostAddr + "/api/orders/" + orderIDPlaceholder, nil
+	}
+	return "", errors.New("--wait needs --get-order-url against Azure (https://<app>.azurewebsites.net/api/orders/{orderId}?code=<function key>), or a running development host with an HTTP front")
+}
+
+// checkGetOrderURL reports why u is not a GetOrder URL template.
+func checkGetOrderURL(u string) error {
+	if !strings.Contains(u, orderIDPlaceholder) {
+		return fmt.Errorf("--get-order-url %q: want a URL with %s where the order id goes", u, orderIDPlaceholder)
+	}
+	p, err := url.Parse(strings.ReplaceAll(u, orderIDPlaceholder, "o-1"))
+	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return fmt.Errorf("--get-order-url %q: want an http or https URL", u)
+	}
+	return nil
+}
+
+// orderAnswer is what GetOrder last said about one order.
+type orderAnswer struct {
+	code         int
+	status       string
+	lastSequence int64
+	err          string // the request failed (no answer)
+}
+
+func (a orderAnswer) String() string {
+	switch {
+	case a.err != "":
+		return "no answer: " + a.err
+	case a.code == http.StatusOK:
+		return fmt.Sprintf("%s at sequence %d", a.status, a.lastSequence)
+	case a.code == http.StatusNotFound:
+		return "not found"
+	default:
+		return fmt.Sprintf("HTTP %d", a.code)
+	}
+}
+
+// waiter polls GetOrder until orders reach the sequence sent.
+type waiter struct {
+	client  *http.Client
+	tmpl    string // URL with {orderId}
+	timeout time.Duration
+}
+
+// targets returns, per order, the highest sequence among changes, in
+// the order the orders first appear.
+func targets(changes []contract.StatusChanged) ([]string, map[string]int64) {
+	var ids []string
+	want := map[string]int64{}
+	for _, c := range changes {
+		if _, ok := want[c.OrderID]; !ok {
+			ids = append(ids, c.OrderID)
+		}
+		want[c.OrderID] = max(want[c.OrderID], c.Sequence)
+	}
+	return ids, want
+}
+
+// wait polls until every order of changes shows its highest sequence sent,
+// or a later one, in GetOrder (a later one: another producer moved it on;
+// the change sent was applied or is stale, and either way is settled). It
+// returns the orders still behind with what GetOrder last said, and
+// ctx's error if it ended first.
+func (w *waiter) wait(ctx context.Context, changes []contract.StatusChanged) (behind map[string]orderAnswer, err error) {
+	ids, want := targets(changes)
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	last := map[string]orderAnswer{}
+	pending := ids
+	for {
+		answers := make([]orderAnswer, len(pending))
+		sem := make(chan struct{}, waitParallel)
+		done := make(chan struct{})
+		for i, id := range pending {
+			go func() {
+				sem <- struct{}{}
+				answers[i] = w.get(ctx, id)
+				<-sem
+				done <- struct{}{}
+			}()
+		}
+		for range pending {
+			<-done
+		}
+		var still []string
+		for i, id := range pending {
+			a := answers[i]
+			if a.err != "" && ctx.Err() != nil {
+				a = last[id] // the request was cut by our own deadline
+			}
+			last[id] = a
+			if a.code != http.StatusOK || a.lastSequence < want[id] {
+				still = append(still, id)
+			}
+		}
+		pending = still
+		if len(pending) == 0 {
+			return nil, nil
+		}
+		select {
+		case <-ctx.Done():
+			behind = map[string]orderAnswer{}
+			for _, id := range pending {
+				behind[id] = last[id]
+			}
+			return behind, ctx.Err()
+		case <-time.After(waitPoll):
+		}
+	}
+}
+
+func (w *waiter) get(ctx context.Context, orderID string) orderAnswer {
+	u := strings.ReplaceAll(w.tmpl, orderIDPlaceholder, url.PathEscape(orderID))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return orderAnswer{err: err.Error()}
+	}
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return orderAnswer{err: err.Error()}
+	}
+	defer resp.Body.Close()
+	a := orderAnswer{code: resp.StatusCode}
+	if resp.StatusCode == http.StatusOK {
+		var v struct {
+			Status       string `json:"status"`
+			LastSequence int64  `json:"lastSequence"`
+		}
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v); err != nil {
+			return orderAnswer{code: resp.StatusCode, err: "not an order: " + err.Error()}
+		}
+		a.status, a.lastSequence = v.Status, v.LastSequence
+	}
+	return a
+}
+
+// waitAndReport runs the wait after a send and prints its outcome: one
+// line on stdout when every order is there (exit 0), else one line on
+// stderr naming the orders behind and what they show (exit 1).
+func waitAndReport(ctx context.Context, c *command, w *waiter, changes []contract.StatusChanged) int {
+	ids, want := targets(changes)
+	behind, err := w.wait(ctx, changes)
+	if len(behind) == 0 && err == nil {
+		if len(ids) == 1 {
+			fmt.Fprintf(c.stdout, "applied: order %s shows sequence %d or later (GetOrder)\n", ids[0], want[ids[0]])
+		} else {
+			fmt.Fprintf(c.stdout, "applied: all %d orders show the sequence sent or later (GetOrder)\n", len(ids))
+		}
+		return ExitOK
+	}
+	var late []string
+	for _, id := range ids {
+		if a, ok := behind[id]; ok {
+			late = append(late, fmt.Sprintf("%s (want sequence %d, GetOrder says %s)", id, want[id], a))
+		}
+	}
+	slices.Sort(late)
+	const show = 5
+	more := ""
+	if len(late) > show {
+		more = fmt.Sprintf(" and %d more", len(late)-show)
+		late = late[:show]
+	}
+	why := fmt.Sprintf("not applied within --wait-timeout %s", w.timeout)
+	if ctx.Err() != nil {
+		why = "interrupted before it was applied"
+	}
+	fmt.Fprintf(c.stderr, "%s: sent, but %s: %s%s; it may be queued still, or parked (handler deadletters list --source poison)\n",
+		c.name, why, strings.Join(late, ", "), more)
+	return ExitFailure
+}

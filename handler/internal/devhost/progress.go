@@ -1,0 +1,146 @@
+package devhost
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// progressReport is one progress line, and what it says without the
+// elapsed time (a line that says the same is not printed again).
+type progressReport struct {
+	elapsed time.Duration
+	body    string
+	// idle says why nothing changes, for the one line printed when the
+	// body stops changing ("" when nothing is due).
+	idle string
+}
+
+func (r progressReport) String() string {
+	return fmt.Sprintf("[%5.1fs] %s", r.elapsed.Seconds(), r.body)
+}
+
+// progress reports the run's state: the workload sent so far, then where
+// every message sent to the workload queue is, as the summary's accounting
+// adds it up (sent = completed + dropped as duplicates + dead-lettered +
+// cancelled + expired + waiting, read from the broker in one snapshot),
+// the handler calls by result, the dead-letter queue and the poison
+// queue (parked, taken by the sweeper, left), and with several instances
+// each one's calls (message calls, and timer runs apart).
+func (h *Host) progress(elapsed time.Duration, total int) progressReport {
+	sent, results := h.stats.snapshot()
+	qt, qs := h.broker.Snapshot(h.queue)
+	pt, ps := h.broker.Snapshot(h.poisonQueue)
+	var b strings.Builder
+	fmt.Fprintf(&b, "workload %d/%d sent | queue: %d in = %d completed", sent, total, qt.Sent, qt.Completed)
+	terms := []struct {
+		n    int
+		what string
+	}{
+		{qt.DuplicatesDropped, "dropped as duplicates"},
+		{qt.DeadLettered, "dead-lettered"},
+		{qt.Cancelled, "cancelled"},
+		{qt.ExpiredDropped, "expired"},
+	}
+	for _, t := range terms {
+		if t.n > 0 {
+			fmt.Fprintf(&b, " + %d %s", t.n, t.what)
+		}
+	}
+	waiting := qs.Active + qs.Locked + qs.Scheduled
+	fmt.Fprintf(&b, " + %d waiting", waiting)
+	if waiting > 0 {
+		var parts []string
+		for _, p := range []struct {
+			n    int
+			what string
+		}{{qs.Active, "active"}, {qs.Locked, "locked"}, {qs.Scheduled, "scheduled"}} {
+			if p.n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+			}
+		}
+		fmt.Fprintf(&b, " (%s)", strings.Join(parts, ", "))
+	}
+	b.WriteString(" | calls:")
+	if len(results) == 0 {
+		b.WriteString(" none")
+	}
+	keys := slices.Sorted(maps.Keys(results))
+	rank := func(k string) int {
+		if i := slices.Index(resultOrder, k); i >= 0 {
+			return i
+		}
+		return len(resultOrder)
+	}
+	sort.SliceStable(keys, func(i, j int) bool { return rank(keys[i]) < rank(keys[j]) })
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s %d", k, results[k])
+	}
+	fmt.Fprintf(&b, " | DLQ %d", qs.DeadLettered)
+	if taken := qt.DeadLetterCompleted; taken > 0 {
+		fmt.Fprintf(&b, " (%d taken by the sweeper)", taken)
+	}
+	parked := pt.Sent - pt.DuplicatesDropped
+	fmt.Fprintf(&b, " | poison %d", ps.Active+ps.Locked+ps.Scheduled)
+	if parked > 0 {
+		fmt.Fprintf(&b, " (%d parked", parked)
+		if pt.Completed > 0 {
+			fmt.Fprintf(&b, ", %d taken by the sweeper", pt.Completed)
+		}
+		if ps.DeadLettered > 0 {
+			fmt.Fprintf(&b, ", %d in its DLQ", ps.DeadLettered)
+		}
+		b.WriteString(")")
+	}
+	if inst := h.Instances(); len(inst) > 1 {
+		b.WriteString(" | calls by instance:")
+		for _, in := range inst {
+			mark := ""
+			if in.TimerRuns > 0 {
+				mark = fmt.Sprintf(" (+%d timer)", in.TimerRuns)
+			}
+			if in.State != InstanceRunning {
+				mark += " (" + in.State + ")"
+			}
+			fmt.Fprintf(&b, " #%s %d%s", strings.TrimPrefix(in.ID, "instance-"), in.Invocations, mark)
+		}
+	}
+	r := progressReport{elapsed: elapsed, body: b.String()}
+	if qs.Scheduled > 0 && qs.Active+qs.Locked == 0 {
+		if due, ok := h.broker.NextDue(h.queue); ok {
+			wait := time.Duration(float64(due.Sub(h.clock.Now())) / max(h.opts.TimeScale, 1))
+			r.idle = fmt.Sprintf("waiting for %s, the next due in %s (%s on the broker's clock)",
+				count(qs.Scheduled, "scheduled message"), max(wait, 0).Round(100*time.Millisecond), due.UTC().Format("15:04:05Z"))
+		}
+	}
+	return r
+}
+
+// progressPrinter prints progress lines, but not one that says what the
+// last one said: when nothing changed it prints, once, why (what it is
+// waiting for), and then nothing until something changes.
+type progressPrinter struct {
+	w         io.Writer
+	last      string
+	saidQuiet bool
+}
+
+func (p *progressPrinter) print(r progressReport) {
+	if r.body != p.last {
+		fmt.Fprintln(p.w, r)
+		p.last, p.saidQuiet = r.body, false
+		return
+	}
+	if !p.saidQuiet {
+		p.saidQuiet = true
+		why := "no change"
+		if r.idle != "" {
+			why += "; " + r.idle
+		}
+		fmt.Fprintf(p.w, "[%5.1fs] %s (not repeated until something changes)\n", r.elapsed.Seconds(), why)
+	}
+}
