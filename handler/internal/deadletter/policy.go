@@ -39,6 +39,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 )
 
 // Kind names a source in flags, log lines, metric labels and keys.
@@ -101,10 +102,10 @@ const (
 	ActionUntouched Action = "untouched"
 )
 
-// Reasons the handler parks with that the policy replays: a message whose
-// transient failures outlasted the handler's retry window is good data that
-// met a bad moment (see package order).
-const ReasonRetryWindowExceeded = "RetryWindowExceeded"
+// ReasonRetryWindowExceeded is the parking reason the policy replays: a
+// message whose transient failures outlasted the handler's retry window is
+// good data that met a bad moment (package order defines it).
+const ReasonRetryWindowExceeded = order.ReasonRetryWindowExceeded
 
 // Policy holds the knobs of the decision (app settings
 // DEAD_LETTER_REPLAY_COOLDOWN and DEAD_LETTER_MAX_REPLAYS).
@@ -225,7 +226,7 @@ var strippedProperties = []string{
 	broker.PropertyDeadLetterReason, broker.PropertyDeadLetterErrorDescription,
 	parking.PropOriginalMessageID, parking.PropOriginalSessionID, parking.PropOriginalSequenceNumber,
 	parking.PropOriginalSubject, parking.PropOriginalEnqueuedTime, parking.PropDeliveryCount,
-	"RetryAttempt", "FirstFailureTime", "LastError",
+	reschedule.PropRetryAttempt, reschedule.PropFirstFailureTime, reschedule.PropLastError,
 }
 
 // ReplayMessage builds replay number e.ReplayCount+1 of e: same session,
@@ -296,7 +297,7 @@ func EntryOf(k Kind, m broker.Received, now time.Time) dlstore.Entry {
 		ContentType:    m.ContentType,
 		CorrelationID:  m.CorrelationID,
 		Body:           m.Body,
-		Properties:     m.ApplicationProperties,
+		Properties:     normalProperties(m.ApplicationProperties),
 		Reason:         m.DeadLetterReason,
 		Description:    m.DeadLetterErrorDescription,
 		DeliveryCount:  m.DeliveryCount,
@@ -306,6 +307,43 @@ func EntryOf(k Kind, m broker.Received, now time.Time) dlstore.Entry {
 		ReplayCount:    ReplayCount(m.ApplicationProperties),
 		State:          dlstore.Open,
 	}
+}
+
+// normalProperties returns props with every value in the types the store
+// keeps exactly (string, bool, int64, float64, time.Time): other integer
+// and float widths are widened, anything else is written as text. The
+// broker port promises these types already; this keeps a message from
+// an adapter that does not from being refused by the store.
+func normalProperties(props map[string]any) map[string]any {
+	if props == nil {
+		return nil
+	}
+	out := make(map[string]any, len(props))
+	for k, v := range props {
+		switch x := v.(type) {
+		case string, bool, int64, float64, time.Time:
+			out[k] = x
+		case int:
+			out[k] = int64(x)
+		case int8:
+			out[k] = int64(x)
+		case int16:
+			out[k] = int64(x)
+		case int32:
+			out[k] = int64(x)
+		case uint8:
+			out[k] = int64(x)
+		case uint16:
+			out[k] = int64(x)
+		case uint32:
+			out[k] = int64(x)
+		case float32:
+			out[k] = float64(x)
+		default:
+			out[k] = fmt.Sprint(x)
+		}
+	}
+	return out
 }
 
 // sessionOf is the order a message belongs to: a parked copy's original

@@ -218,3 +218,16 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestEntryOfKeepsPropertiesInTheStoresTypes(t *testing.T) {
+	m := dead("MaxDeliveryCountExceeded", map[string]any{"i32": int32(7), "f32": float32(1.5), "u": uint64(9), "s": "x", "b": true})
+	e := deadletter.EntryOf(deadletter.DLQ, m, time.Now())
+	for k, want := range map[string]any{"i32": int64(7), "f32": float64(1.5), "u": "9", "s": "x", "b": true} {
+		if got := e.Properties[k]; got != want {
+			t.Errorf("property %s = %#v, want %#v", k, got, want)
+		}
+	}
+	if _, ok := m.ApplicationProperties["i32"].(int32); !ok {
+		t.Error("EntryOf changed the message's own properties")
+	}
+}
