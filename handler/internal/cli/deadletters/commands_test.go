@@ -395,6 +395,11 @@ func TestGroupsAndStats(t *testing.T) {
 		t.Errorf("a dlq entry in its cool-down: policy %v", ls[1]["action"])
 	}
 	f.must("sweep") // leaves the two InvalidTransition entries; stores o-5:1
+	for _, g := range lines(t, f.must("groups", "--json").stdout) {
+		if g["reason"] == order.ReasonInvalidTransition && (g["action"] != "left" || g["states"].(map[string]any)["left"] != float64(2)) {
+			t.Errorf("a group the sweep left for a human: %v", g)
+		}
+	}
 	st := map[string]map[string]any{}
 	for _, l := range lines(t, f.must("stats", "--json").stdout) {
 		st[l["source"].(string)+"/"+l["reason"].(string)] = l
