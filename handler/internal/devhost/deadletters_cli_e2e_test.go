@@ -335,7 +335,7 @@ func TestDeadLettersCLIAgainstTheDevHost(t *testing.T) {
 	for _, g := range groups {
 		if g["reason"] == "InvalidTransition" {
 			group = g["group"].(string)
-			if g["count"] != float64(3) || g["orders"] != float64(3) {
+			if g["count"] != float64(3) || g["orders"] != float64(3) || g["action"] != "left" {
 				t.Errorf("group %v", g)
 			}
 		}
