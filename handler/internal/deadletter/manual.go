@@ -173,8 +173,12 @@ func (s *Sweeper) Groups(ctx context.Context, f dlstore.Filter) ([]Group, error)
 		k := key{e.Source, e.Reason, e.Group}
 		g := by[k]
 		if g == nil {
+			d := s.decideAt(e, now)
+			if d.Action == ActionNone && e.State == dlstore.Left {
+				d.Action = ActionLeave // as the dry run says: left for a human
+			}
 			g = &Group{ID: e.Group, Source: e.Source, Reason: e.Reason, Template: Template(e.Description), First: e.StoredAt,
-				States: map[string]int{}, Action: s.decideAt(e, now).Action}
+				States: map[string]int{}, Action: d.Action}
 			by[k] = g
 			orders[k] = map[string]bool{}
 		}

@@ -53,7 +53,8 @@ type Backend struct {
 
 // errStoreNotBuiltIn: the Table Storage backend of the dead-letter store
 // (package dlstore/dltable) is merged separately; until openStore
-// constructs it, the commands that need the store say so and exit 1.
+// constructs it (dltable.New(svc, table), without EnsureTable), the
+// commands say so and exit 1.
 var errStoreNotBuiltIn = errors.New("the Table Storage dead-letter store is not built into this binary yet")
 
 // openStore opens the dead-letter store in table of the account svc. It

@@ -62,6 +62,20 @@ func TestUnreadablePartsAreNamedAndTheRestReported(t *testing.T) {
 	if u, _ := ls[2]["unreadable"].([]any); len(u) != 1 {
 		t.Errorf("summary %v: want one unreadable part", ls[2])
 	}
+	res = f.run("stats", "--json")
+	if res.code != exitFailure || !strings.Contains(res.stderr, "could not read order-status-poison") {
+		t.Errorf("stats with the poison queue unreadable: exit %d, stderr %q", res.code, res.stderr)
+	}
+	oneLineErr(t, res.stderr)
+	var dlq float64
+	for _, l := range lines(t, res.stdout) {
+		if l["source"] == "dlq" {
+			dlq += l["depth"].(float64)
+		}
+	}
+	if dlq != 2 {
+		t.Errorf("stats lost the dlq while the poison queue was unreadable:\n%s", res.stdout)
+	}
 }
 
 // A dry run writes nothing: no receive, no store write, no send, and the
@@ -395,6 +409,11 @@ func TestGroupsAndStats(t *testing.T) {
 		t.Errorf("a dlq entry in its cool-down: policy %v", ls[1]["action"])
 	}
 	f.must("sweep") // leaves the two InvalidTransition entries; stores o-5:1
+	for _, g := range lines(t, f.must("groups", "--json").stdout) {
+		if g["reason"] == order.ReasonInvalidTransition && (g["action"] != "left" || g["states"].(map[string]any)["left"] != float64(2)) {
+			t.Errorf("a group the sweep left for a human: %v", g)
+		}
+	}
 	st := map[string]map[string]any{}
 	for _, l := range lines(t, f.must("stats", "--json").stdout) {
 		st[l["source"].(string)+"/"+l["reason"].(string)] = l
