@@ -317,6 +317,28 @@ function unknownStatsFields(query, fields) {
   return [...new Set(read.filter((f) => !fields.has(f)))];
 }
 
+/** The keys of the sweeper's deadletter_action line (the key arguments of its log call in actions.go). */
+function actionLineFields() {
+  const go = read('handler/internal/deadletter/actions.go');
+  const start = go.indexOf('s.log.Info("deadletter_action",');
+  assert.ok(start >= 0, 'no deadletter_action log call in handler/internal/deadletter/actions.go: update this check');
+  const call = go.slice(start + 's.log.Info("deadletter_action",'.length, go.indexOf(')\n', start));
+  // Key-value pairs: every other argument is a key.
+  const args = call.split(/,\s*/).map((a) => a.trim()).filter(Boolean);
+  const keys = args.filter((_, i) => i % 2 === 0).map((k) => /^"(\w+)"$/.exec(k)?.[1]);
+  assert.ok(keys.every(Boolean) && keys.length >= 5, `cannot read the keys of the deadletter_action call: ${args}`);
+  return new Set(['time', 'level', 'msg', ...keys]);
+}
+
+test('the workbook\'s actions panel reads only keys the sweeper logs with deadletter_action', () => {
+  const fields = actionLineFields();
+  for (const f of ['action', 'entry_id']) assert.ok(fields.has(f), `deadletter_action has no ${f}`);
+  const q = JSON.parse(read('alerts/workbook.json')).items.find((i) => i.name === 'dead-letter-actions').content.query;
+  const readKeys = (query) => [...new Set([...query.matchAll(/\b(?:a|customDimensions)\.(\w+)/g)].map((m) => m[1]))].filter((k) => !fields.has(k));
+  assert.deepEqual(readKeys(q), []);
+  assert.deepEqual(readKeys(q.replace('a.entry_id', 'a.entry')), ['entry']);
+});
+
 test('every deadletter_stats query reads only fields the sweeper logs', () => {
   const fields = statsLineFields();
   for (const f of ['depth', 'oldest_age_seconds', 'in_queue', 'left', 'stored']) assert.ok(fields.has(f), `the sweeper's line has no ${f}`);

@@ -117,7 +117,7 @@ var filterFlags = map[string]bool{"--source": true, "--reason": true, "--group":
 
 // listedEntry is what the test reads of one `list --json` line.
 type listedEntry struct {
-	EntryID string `json:"entry_id"`
+	EntryID string `json:"id"`
 	OrderID string `json:"order_id"`
 	Group   string `json:"group"`
 	Reason  string `json:"reason"`
@@ -199,7 +199,7 @@ func TestRunbookCommandsRunAgainstTheDevHost(t *testing.T) {
 		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 			var e listedEntry
 			if err := json.Unmarshal([]byte(l), &e); err != nil || e.EntryID == "" {
-				t.Fatalf("list --json line %q: want JSON with entry_id, order_id, group, reason, source (%v)", l, err)
+				t.Fatalf("list --json line %q: want JSON with id, order_id, group, reason, source (%v)", l, err)
 			}
 			got = append(got, e)
 		}
