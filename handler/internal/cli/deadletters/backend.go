@@ -2,7 +2,6 @@ package deadletters
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,18 +12,18 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/connect"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
 )
 
-// Settings the CLI reads besides package config's dead-letter ones (the
-// function app has the same): the dead-letter store's table and the
-// retention of closed entries.
+// The dead-letter store's settings, as the function app reads them
+// (package config).
 const (
-	EnvDeadLetterTable     = "DEAD_LETTER_TABLE"
-	EnvDeadLetterRetention = "DEAD_LETTER_RETENTION"
+	EnvDeadLetterTable     = config.EnvDeadLetterTable
+	EnvDeadLetterRetention = config.EnvDeadLetterRetention
 
-	DefaultDeadLetterTable = "deadletters"
+	DefaultDeadLetterTable = config.DefaultDeadLetterTable
 )
 
 // OrderRows reads one order's row in the order table (find --order).
@@ -51,18 +50,11 @@ type Backend struct {
 	Close func()
 }
 
-// errStoreNotBuiltIn: the Table Storage backend of the dead-letter store
-// (package dlstore/dltable) is merged separately; until openStore
-// constructs it (dltable.New(svc, table), without EnsureTable), the
-// commands say so and exit 1.
-var errStoreNotBuiltIn = errors.New("the Table Storage dead-letter store is not built into this binary yet")
-
 // openStore opens the dead-letter store in table of the account svc. It
 // must not create the table: infra does (a table-scoped role may refuse
 // CreateTable), and a dry run writes nothing.
 func openStore(svc *aztables.ServiceClient, table string) (dlstore.Store, error) {
-	_, _ = svc, table
-	return nil, fmt.Errorf("dead-letter store %q: %w", table, errStoreNotBuiltIn)
+	return dltable.New(svc, table, nil), nil
 }
 
 // connect resolves where the command works: Env.Connect, else package
