@@ -162,7 +162,7 @@ func TestGroupsAndOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(groups) != 2 || groups[0].Count != 4 || groups[0].Orders != 4 || groups[0].Action != deadletter.ActionNone ||
+	if len(groups) != 2 || groups[0].Count != 4 || groups[0].Orders != 4 || groups[0].Action != deadletter.ActionLeave ||
 		groups[0].Template != `because of o-<n>:<n>` {
 		t.Fatalf("groups = %+v, want the 4 parked ones (template masked) first, then the dead letter", groups)
 	}

@@ -424,8 +424,10 @@ func (r *run) act(ctx context.Context) error {
 			if errors.Is(err, dlstore.ErrUnavailable) {
 				return err
 			}
-			if errors.Is(err, errSkipped) {
-				continue // changed or claimed by another actor meanwhile
+			if errors.Is(err, errSkipped) || errors.Is(err, ErrNotActionable) {
+				// Changed, claimed or closed by another actor (another
+				// instance's sweep, the CLI) since the list: theirs.
+				continue
 			}
 			r.fail(it, err)
 			continue

@@ -686,3 +686,28 @@ func TestLargeMessageStoredAndReplayedByteForByte(t *testing.T) {
 		}
 	}
 }
+
+// staleList lists what the store held before: a sweep that raced another
+// actor finds the entries changed when it reads them.
+type staleList struct {
+	dlstore.Store
+	before []dlstore.Entry
+}
+
+func (s staleList) List(context.Context, dlstore.Filter) ([]dlstore.Entry, error) { return s.before, nil }
+
+func TestAnEntryClosedByAnotherActorMeanwhileIsSkipped(t *testing.T) {
+	f := newFixture(t)
+	f.deadLetter(t, "o-1:2", "o-1")
+	f.run(t, f.sweeper(deadletter.Options{}))
+	f.clk.Advance(11 * time.Minute)
+	before := f.entries(t, dlstore.NotClosed())
+	f.run(t, f.sweeper(deadletter.Options{})) // the other actor replays it
+	rep, err := deadletter.New(f.mb, staleList{f.store, before}, f.options(deadletter.Options{})).Run(f.ctx, deadletter.RunOptions{})
+	if err != nil || rep.Failed != 0 || rep.Counts[deadletter.ActionReplay] != 0 {
+		t.Errorf("a sweep that listed the entry before another replayed it: %v, failed %d, counts %v; want it skipped quietly", err, rep.Failed, rep.Counts)
+	}
+	if a := f.actions(t); a["replayed"] != 1 {
+		t.Errorf("replayed audit entries = %d, want 1", a["replayed"])
+	}
+}

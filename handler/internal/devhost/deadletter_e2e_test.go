@@ -20,10 +20,10 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/azurite"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
-	"github.com/orderstatus/orderstatus/handler/internal/cli/deadletters"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
-	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
 	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
 	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
@@ -54,14 +54,14 @@ func (l *lockedBuffer) String() string {
 
 type dlHost struct {
 	*Host
-	ctx     context.Context
-	clk     *clock.ScaledClock
-	proxy   *faultproxy.Proxy
-	records *deadletter.TableStore
-	out     *lockedBuffer
-	app     string
-	cs      string
-	suffix  string
+	ctx    context.Context
+	clk    *clock.ScaledClock
+	proxy  *faultproxy.Proxy
+	store  dlstore.Store
+	out    *lockedBuffer
+	app    string
+	cs     string
+	suffix string
 }
 
 func newDLHost(t *testing.T) *dlHost {
@@ -92,8 +92,7 @@ func newDLHost(t *testing.T) *dlHost {
 			// The policy before rescheduling: an outage past the budget
 			// is answered 5xx and dead-lettered, which these tests need.
 			"ORDER_STATUS_RETRY_RESCHEDULE":                 "false",
-			"DEAD_LETTER_ARCHIVE_TABLE":                     "arch" + suffix,
-			"DEAD_LETTER_AUDIT_TABLE":                       "audit" + suffix,
+			"DEAD_LETTER_TABLE":                             "dl" + suffix,
 			"DEAD_LETTER_SWEEP_RATE":                        "1000",
 			"LOG_LEVEL":                                     "info",
 			"ServiceBusConnection__fullyQualifiedNamespace": "",
@@ -119,7 +118,7 @@ func newDLHost(t *testing.T) *dlHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.records = deadletter.NewTableStore(svc, "audit"+suffix, "arch"+suffix)
+	d.store = dltable.New(svc, "dl"+suffix, nil)
 	return d
 }
 
@@ -188,9 +187,10 @@ func (d *dlHost) statsLines(source, reason string) []map[string]any {
 	return out
 }
 
-// 1. A poison message parked by OrderStatus is archived and completed by
-// the sweeper, with an audit row; 3. an InvalidTransition stays parked
-// across sweeps and is counted in deadletter_stats.
+// 1. A poison message parked by OrderStatus is drained into the store and
+// archived, with its audit entries; 3. an InvalidTransition is drained and
+// left for a human, stays so across sweeps and is counted in
+// deadletter_stats. Nothing stays in the poison queue: no deferral.
 func TestSweeperArchivesPoisonAndLeavesInvalidTransition(t *testing.T) {
 	d := newDLHost(t)
 	bad := ScenarioLine{Subject: "OrderStatusChanged", SessionID: "o-5", MessageID: "o-5:bad", Body: []byte(`{"orderId":`)}
@@ -202,19 +202,26 @@ func TestSweeperArchivesPoisonAndLeavesInvalidTransition(t *testing.T) {
 	for range 3 {
 		d.sweep(t)
 	}
-	left := d.peek(t, poison)
-	if len(left) != 1 || left[0].MessageID != "o-4:3:parked" || left[0].DeadLetterReason != "InvalidTransition" {
-		t.Fatalf("poison queue after three sweeps = %+v, want only o-4:3:parked (InvalidTransition)", left)
+	if left := d.peek(t, poison); len(left) != 0 {
+		t.Fatalf("poison queue after three sweeps = %+v, want it drained into the store", left)
 	}
-	if left[0].DeliveryCount != 1 || !left[0].Deferred {
-		t.Errorf("the InvalidTransition has delivery count %d, deferred %v; want 1 and set aside", left[0].DeliveryCount, left[0].Deferred)
+	entries, err := d.store.List(d.ctx, dlstore.Filter{Source: dlstore.Poison})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]dlstore.State{}
+	for _, e := range entries {
+		states[e.MessageID] = e.State
+	}
+	if states["o-5:bad:parked"] != dlstore.Archived || states["o-4:3:parked"] != dlstore.Left || len(states) != 2 {
+		t.Fatalf("entries = %v, want o-5:bad archived and o-4:3 left", states)
 	}
 	if n := len(d.statsLines("poison", "InvalidTransition")); n < 3 {
 		t.Errorf("%d deadletter_stats lines count the InvalidTransition, want one per sweep (3)", n)
 	}
-	for _, l := range d.statsLines("poison", "InvalidTransition")[1:] {
-		if l["depth"] != float64(1) {
-			t.Errorf("stats line %v: depth, want 1", l)
+	for _, l := range d.statsLines("poison", "InvalidTransition") {
+		if l["depth"] != float64(1) || l["left"] != float64(1) {
+			t.Errorf("stats line %v: want depth 1, left 1", l)
 		}
 	}
 	sum, err := d.Summary(d.ctx)
@@ -224,21 +231,18 @@ func TestSweeperArchivesPoisonAndLeavesInvalidTransition(t *testing.T) {
 	if want := []Entry{{MessageID: "o-5:bad", Reason: "InvalidPayload"}}; !slices.Equal(sum.Archived, want) {
 		t.Errorf("summary archived = %+v, want %+v", sum.Archived, want)
 	}
-	audit, err := d.records.ListAudit(d.ctx)
+	audit, err := d.store.History(d.ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var archivedRows, leftRows int
+	count := map[string]int{}
 	for _, a := range audit {
-		switch {
-		case a.Action == deadletter.ActionArchive && a.MessageID == "o-5:bad:parked" && a.Actor == "sweeper" && a.SessionID == "o-5":
-			archivedRows++
-		case a.Action == deadletter.ActionLeave && a.MessageID == "o-4:3:parked":
-			leftRows++
-		}
+		count[a.MessageID+" "+a.Action+" "+a.Actor]++
 	}
-	if archivedRows != 1 || leftRows != 1 {
-		t.Errorf("audit: %d archived rows for o-5:bad, %d left rows for o-4:3; want 1 and 1\n%+v", archivedRows, leftRows, audit)
+	for _, want := range []string{"o-5:bad:parked stored sweeper", "o-5:bad:parked archived sweeper", "o-4:3:parked stored sweeper", "o-4:3:parked left sweeper"} {
+		if count[want] != 1 {
+			t.Errorf("audit entries %q: %d, want 1\n%v", want, count[want], count)
+		}
 	}
 }
 
@@ -263,24 +267,24 @@ func TestSweeperReplaysAfterTheCooldown(t *testing.T) {
 	// o-2 moves on while its first update sits in the DLQ.
 	d.send(t, update("o-2", "Paid", 2))
 
-	d.sweep(t) // first sight: recorded, set aside
-	d.clk.Advance(5 * time.Minute)
-	d.sweep(t) // within the 10 min cool-down: left
-	if got := d.peek(t, dlq); len(got) != 2 || !got[0].Deferred || !got[1].Deferred {
-		t.Fatalf("DLQ during the cool-down = %+v, want both set aside", got)
+	d.sweep(t) // drained into the store: the cool-down starts
+	if got := d.peek(t, dlq); len(got) != 0 {
+		t.Fatalf("DLQ after the sweep = %+v, want it drained into the store", got)
 	}
+	d.clk.Advance(5 * time.Minute)
+	d.sweep(t) // within the 10 min cool-down: nothing
 	if got := d.completions("o-1:1:replay:1"); len(got) != 0 {
 		t.Fatalf("o-1:1 replayed during the cool-down: %v", got)
 	}
-	seen, err := d.records.SeenAll(d.ctx, deadletter.DLQ)
-	if err != nil || len(seen) != 2 {
-		t.Fatalf("seen rows = %+v, %v; want 2", seen, err)
+	open, err := d.store.List(d.ctx, dlstore.Filter{Source: dlstore.DLQ, States: []dlstore.State{dlstore.Open}})
+	if err != nil || len(open) != 2 {
+		t.Fatalf("open DLQ entries = %d, %v; want 2", len(open), err)
 	}
 
 	d.clk.Advance(6 * time.Minute)
 	d.sweep(t)
-	if got := d.peek(t, dlq); len(got) != 0 {
-		t.Fatalf("DLQ after the cool-down holds %+v, want it empty", got)
+	if open, err := d.store.List(d.ctx, dlstore.NotClosed()); err != nil || len(open) != 0 {
+		t.Fatalf("entries not closed after the cool-down: %d, %v; want none", len(open), err)
 	}
 	if got := d.completions("o-1:1:replay:1"); !slices.Equal(got, []string{"Applied"}) {
 		t.Errorf("o-1:1:replay:1 completed %v, want Applied once", got)
@@ -312,70 +316,6 @@ func TestSweeperReplaysAfterTheCooldown(t *testing.T) {
 	}
 }
 
-// 5. The CLI's --dry-run changes nothing (queues and tables compared before
-// and after); discard without --yes off a terminal refuses with exit 2.
-func TestCLIDryRunChangesNothing(t *testing.T) {
-	d := newDLHost(t)
-	bad := ScenarioLine{Subject: "Refund", SessionID: "o-6", MessageID: "o-6:refund", Body: []byte(`{}`)}
-	d.send(t, bad, update("o-7", "Created", 1), update("o-7", "Cancelled", 2), update("o-7", "Paid", 3))
-	d.sweep(t) // sets the InvalidTransition aside, archives the unknown subject
-	d.send(t, ScenarioLine{Subject: "OrderStatusChanged", SessionID: "o-8", MessageID: "o-8:bad", Body: []byte(`nope`)})
-	remove, err := devrun.Write(d.app, d.endpoints())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer remove()
-
-	snapshot := func() string {
-		var b strings.Builder
-		for _, src := range []broker.Source{{Queue: d.Queue()}, {Queue: d.Queue(), DeadLetter: true}, {Queue: d.PoisonQueue()}, {Queue: d.PoisonQueue(), DeadLetter: true}} {
-			if src.Queue == d.Queue() && !src.DeadLetter {
-				st := d.Broker().Stats(src.Queue)
-				fmt.Fprintf(&b, "%s: %+v\n", src, st)
-				continue
-			}
-			for _, m := range d.peek(t, src) {
-				fmt.Fprintf(&b, "%s seq %d %s count %d deferred %v\n", src, m.SequenceNumber, m.MessageID, m.DeliveryCount, m.Deferred)
-			}
-		}
-		audit, err := d.records.ListAudit(d.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		archived, err := d.records.ListArchived(d.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&b, "audit %d archived %d\n", len(audit), len(archived))
-		for _, a := range audit {
-			fmt.Fprintf(&b, "%v %s %s\n", a.At, a.Action, a.MessageID)
-		}
-		return b.String()
-	}
-	env := deadletters.Env{Dir: d.app, Getenv: d.getenv, IsTerminal: func() bool { return false }}
-	before := snapshot()
-	var out, errOut strings.Builder
-	if code := deadletters.Run(d.ctx, []string{"sweep", "--dry-run"}, &out, &errOut, env); code != 0 {
-		t.Fatalf("sweep --dry-run exited %d: %s", code, errOut.String())
-	}
-	if !strings.Contains(out.String(), "o-8:bad:parked") || !strings.Contains(out.String(), "would be archived") ||
-		!strings.Contains(out.String(), "o-7:3:parked") || !strings.Contains(out.String(), "nothing changed") {
-		t.Errorf("sweep --dry-run output lacks the messages or the actions:\n%s", out.String())
-	}
-	if after := snapshot(); after != before {
-		t.Errorf("sweep --dry-run changed something:\nbefore:\n%s\nafter:\n%s", before, after)
-	}
-	out.Reset()
-	errOut.Reset()
-	code := deadletters.Run(d.ctx, []string{"discard", "--source", "poison", "--message-id", "o-8:bad"}, &out, &errOut, env)
-	if code != 2 || !strings.Contains(errOut.String(), "--yes") || strings.Count(strings.TrimSpace(errOut.String()), "\n") != 0 {
-		t.Errorf("discard without --yes off a terminal: exit %d, stderr %q; want 2 and one line naming --yes", code, errOut.String())
-	}
-	if after := snapshot(); after != before {
-		t.Errorf("the refused discard changed something:\nbefore:\n%s\nafter:\n%s", before, after)
-	}
-}
-
 func (d *dlHost) endpoints() devrun.Endpoints {
 	ep := d.Endpoints()
 	ep.PID = os.Getpid()
@@ -383,13 +323,13 @@ func (d *dlHost) endpoints() devrun.Endpoints {
 	return ep
 }
 
-// getenv gives the CLI the host's dead-letter table names.
+// getenv gives the CLI the host's tables.
 func (d *dlHost) getenv(k string) string {
 	switch k {
-	case "DEAD_LETTER_ARCHIVE_TABLE":
-		return "arch" + d.suffix
-	case "DEAD_LETTER_AUDIT_TABLE":
-		return "audit" + d.suffix
+	case "DEAD_LETTER_TABLE":
+		return "dl" + d.suffix
+	case "OrderStore__tableName":
+		return "e2e" + d.suffix
 	}
 	return ""
 }

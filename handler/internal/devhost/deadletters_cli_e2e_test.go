@@ -64,11 +64,14 @@ func newCLIHost(t *testing.T) *cliHost {
 		HandlerPath: handler,
 		Env:         []string{"PATH=" + os.Getenv("PATH")},
 		Settings: map[string]string{
-			SettingStoreConnection:                          azurite.ConnectionString(p.Addr),
-			SettingStoreServiceURI:                          "",
-			"OrderStore__tableName":                         d.orderTable,
-			"DEAD_LETTER_TABLE":                             d.dlTable,
-			"ORDER_STATUS_RETRY_BUDGET":                     "500ms",
+			SettingStoreConnection:      azurite.ConnectionString(p.Addr),
+			SettingStoreServiceURI:      "",
+			"OrderStore__tableName":     d.orderTable,
+			"DEAD_LETTER_TABLE":         d.dlTable,
+			"ORDER_STATUS_RETRY_BUDGET": "500ms",
+			// The policy before rescheduling: the outage below must
+			// dead-letter, not become scheduled retries.
+			"ORDER_STATUS_RETRY_RESCHEDULE":                 "false",
 			"DEAD_LETTER_SWEEP_RATE":                        "1000",
 			"LOG_LEVEL":                                     "info",
 			"ServiceBusConnection__fullyQualifiedNamespace": "",
