@@ -77,15 +77,13 @@ and parked message is drained into it by the DeadLetterSweeper timer (every
 5 minutes) or by 'sweep'. Every command takes --help, --json (JSON Lines),
 --namespace and --tables (see below).
 
-reading:
+commands:
   stats     depth, oldest age, in queue and left, per source and reason
   groups    [FILTER]  failure groups: reason and description fingerprint, count,
             orders affected, first and last seen, what the policy does with them
   find      --order ID  everything about one order in time order: its row in the
             order table, its dead letters in every state, every audit entry
   list      [FILTER] [--max N]  the entries (default: those not closed)
-
-acting (one entry by --id, or every entry a FILTER selects when the command starts):
   replay    (--id ID [--body FILE] | FILTER) [--dry-run] [--yes]
             send back to order-status as <original>:replay:<n>; --body sends a
             corrected body instead, checked against the message contract first
@@ -95,6 +93,9 @@ acting (one entry by --id, or every entry a FILTER selects when the command star
   restore   --id ID   an archived or left entry back to open
   sweep     [--dry-run]  run the dead-letter policy now, as the timer does; --dry-run
             says what it would do to each message and entry and writes nothing
+
+stats, groups, find and list only read; replay, discard, archive and restore act on one entry (--id)
+or on every entry a FILTER selects when the command starts; sweep does what the timer does.
 
 FILTER: --source dlq|poison|poison-dlq, --reason R, --group G, --order ID,
         --since T, --until T (RFC 3339, or a duration meaning that long ago: 2h, 7d),
