@@ -694,7 +694,9 @@ type staleList struct {
 	before []dlstore.Entry
 }
 
-func (s staleList) List(context.Context, dlstore.Filter) ([]dlstore.Entry, error) { return s.before, nil }
+func (s staleList) List(context.Context, dlstore.Filter) ([]dlstore.Entry, error) {
+	return s.before, nil
+}
 
 func TestAnEntryClosedByAnotherActorMeanwhileIsSkipped(t *testing.T) {
 	f := newFixture(t)
