@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestDocSnippetsAreTheExample: the Go code the README and docs/outbox.md
+// TestDocSnippetsAreTheExample: the Go code docs/publishing.md and docs/outbox.md
 // show is lines of ExampleTable_Commit, which compiles, so the pages
 // cannot drift from the API.
 func TestDocSnippetsAreTheExample(t *testing.T) {
@@ -18,7 +18,7 @@ func TestDocSnippetsAreTheExample(t *testing.T) {
 	for _, l := range strings.Split(string(ex), "\n") {
 		lines[strings.TrimSpace(l)] = true
 	}
-	for _, page := range []string{"../../../README.md", "../../../docs/outbox.md"} {
+	for _, page := range []string{"../../../docs/publishing.md", "../../../docs/outbox.md"} {
 		b, err := os.ReadFile(page)
 		if err != nil {
 			t.Fatal(err)
