@@ -345,3 +345,57 @@ func TestSessionLockAndConflictsReachTheStore(t *testing.T) {
 		t.Errorf("log line %v: want etag_conflicts 1, round_trips 3, cache_hit true", rec)
 	}
 }
+
+// refusedThenCutShort fails its first attempts with a transient
+// "connection refused" and blocks the next until the call's deadline, then
+// reports what the table adapter reports then: only the context's error.
+type refusedThenCutShort struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (f *refusedThenCutShort) ApplyUnder(ctx context.Context, u order.Update, _ orderstate.Lock) (orderstate.Outcome, error) {
+	f.mu.Lock()
+	f.calls++
+	n := f.calls
+	f.mu.Unlock()
+	if n < 3 {
+		return orderstate.Outcome{}, fmt.Errorf("store: apply %s seq %d: dial tcp 127.0.0.1:10002: connect: connection refused: %w", u.OrderID, u.Sequence, store.ErrTransient)
+	}
+	<-ctx.Done()
+	return orderstate.Outcome{}, fmt.Errorf("store: apply %s seq %d: %w (%w)", u.OrderID, u.Sequence, ctx.Err(), ctx.Err())
+}
+
+func (f *refusedThenCutShort) ExpireIfUnpaid(context.Context, string) (orderstate.Outcome, error) {
+	return orderstate.Outcome{}, errors.New("not used")
+}
+
+// TestFailureCarriesTheLastUnderlyingCause: when the call's deadline cuts
+// the last attempt short, the answer's error, the invocation Logs and the
+// log line still say what the retries saw.
+func TestFailureCarriesTheLastUnderlyingCause(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var out bytes.Buffer
+	h := New(&refusedThenCutShort{}, &fakeParker{}, metrics.New(reg, "test"), logging.New(&out, &out, slog.LevelInfo),
+		Options{Retry: retry.Policy{Budget: 50 * time.Millisecond, Initial: time.Millisecond, Max: time.Millisecond}})
+	r := &rig{h: h, stdout: &out}
+	status, ans := r.post(t, invocation("OrderStatusChanged", "o-1", "o-1:2", 1, paid))
+	if status != http.StatusServiceUnavailable {
+		t.Errorf("status = %d, want 503", status)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rec); err != nil || rec["result"] != ResultFailed {
+		t.Fatalf("last log line %q (%v): want the Failed line", lines[len(lines)-1], err)
+	}
+	rvErr, _ := ans.ReturnValue["error"].(string)
+	logErr, _ := rec["error"].(string)
+	if len(ans.Logs) != 1 {
+		t.Fatalf("Logs = %q, want one line", ans.Logs)
+	}
+	for where, s := range map[string]string{"the answer's error": rvErr, "the invocation Logs": ans.Logs[0], "the log line's error": logErr} {
+		if !strings.Contains(s, "connection refused") || strings.Contains(s, "context deadline exceeded (context deadline exceeded)") {
+			t.Errorf("%s = %q, want the last underlying cause (connection refused), not only the deadline", where, s)
+		}
+	}
+}
