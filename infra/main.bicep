@@ -209,6 +209,9 @@ module alerts '../alerts/alerts.bicep' = {
     orderStatusQueueName: serviceBus.outputs.orderStatusQueueName
     poisonQueueName: serviceBus.outputs.poisonQueueName
     applicationInsightsName: monitoring.outputs.applicationInsightsName
+    logAnalyticsName: monitoring.outputs.logAnalyticsName
+    storageAccountName: storage.outputs.accountName
+    functionAppName: functionApp.outputs.name
     backlogThreshold: backlogThreshold
     deadLetterAgeThresholdSeconds: deadLetterAgeThresholdSeconds
     failedInvocationsThreshold: failedInvocationsThreshold

@@ -282,6 +282,11 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 		"sequence", out.sequence, "subject", msg.Subject, "result", out.result,
 		"duration_ms", float64(d.Microseconds()) / 1000, "round_trips", out.roundTrips,
 	}
+	if out.status != "" {
+		// The status applied: the scheduled-messages alert counts the
+		// orders Created in the last 30 minutes by it.
+		attrs = append(attrs, "status", string(out.status))
+	}
 	if out.cacheHit {
 		attrs = append(attrs, "cache_hit", true)
 	}

@@ -293,7 +293,7 @@ func TestOneLogLinePerAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{"order_id": "o-1", "message_id": "o-1:4", "delivery_count": 3.0, "sequence": 4.0,
-		"subject": "OrderStatusChanged", "result": "Applied", "gap": 2.0, "level": "WARN"}
+		"subject": "OrderStatusChanged", "result": "Applied", "status": "Paid", "gap": 2.0, "level": "WARN"}
 	for k, v := range want {
 		if rec[k] != v {
 			t.Errorf("log %s = %v, want %v", k, rec[k], v)
