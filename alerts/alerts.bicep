@@ -59,6 +59,10 @@ param userErrorsThreshold int = 10
 @minValue(0)
 param abandonedThreshold int = 5
 
+@description('p95 of enqueued-to-settled lag, in seconds over 15 minutes (at least 5 messages), above which the freshness alert fires.')
+@minValue(30)
+param freshnessP95ThresholdSeconds int = 300
+
 @description('Scheduled messages beyond twice the orders created in the last 30 minutes above which the scheduled-messages alert fires.')
 @minValue(0)
 param scheduledExcessThreshold int = 50
@@ -511,6 +515,25 @@ requests
 | project timestamp, id, operation_Id, resultCode, duration, cloud_RoleInstance
 '''
 
+// Freshness: how long a message waited from its enqueue to its 200 answer
+// (lag_ms on each settled line, one line per call). Flex Consumption can
+// take up to about two minutes to deliver the first message after scaling
+// to zero (Azure/azure-functions-host #10706, Azure/Azure-Functions #2581);
+// the in-call retry budget adds 20 s and a redelivery a little more. The
+// default 300 s lets one cold start and one failed attempt pass without a
+// page; past it the tracking page is more than five minutes behind. At
+// least 5 settled messages, so that one late message after a quiet hour is
+// not a p95.
+var freshnessQuery = '''
+traces
+| where message has "lag_ms"
+| extend line = iff(message startswith "{", message, extract(@"(\{.*\})", 1, message))
+| extend entry = parse_json(line)
+| where isnotnull(entry.lag_ms)
+| summarize settled = count(), p95_s = percentile(todouble(entry.lag_ms), 95) / 1000
+| where settled >= 5
+'''
+
 // The log alerts are declared one by one: only the age alert measures a
 // column (metricMeasureColumn); the others count rows, and a shared
 // loop would have to pass null for it, which Bicep flags (BCP036, BCP321).
@@ -649,6 +672,48 @@ resource failedInvocationsAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-
       ]
       customProperties: {
         runbook: '${runbookBaseUrl}/order-status-failed-invocations.md'
+      }
+    }
+  }
+}
+
+resource freshnessAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'order-status-freshness'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'order-status-freshness'
+    description: 'The p95 of the time from enqueue to settlement of order-status messages is above the freshness threshold: the tracking page is behind (cold starts, retries, a backlog). Runbook: ${runbookBaseUrl}/order-status-freshness.md'
+    severity: 3
+    enabled: true
+    scopes: [
+      appInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: freshnessQuery
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'p95_s'
+          operator: 'GreaterThan'
+          threshold: freshnessP95ThresholdSeconds
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+      customProperties: {
+        runbook: '${runbookBaseUrl}/order-status-freshness.md'
       }
     }
   }
@@ -814,6 +879,7 @@ output alertNames array = concat(map(metricAlerts, a => a.name), map(storageMetr
   deadLetterAgeAlert.name
   sweeperHeartbeatAlert.name
   failedInvocationsAlert.name
+  freshnessAlert.name
   scheduledSurgeAlert.name
   noExecutionsAlert.name
 ])

@@ -64,6 +64,11 @@ param instanceMemoryMB int = 2048
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
+@description('Always-ready instances of the OrderStatus function (billed while idle; docs/observability.md says what 1 costs and buys). 0: scale to zero.')
+@minValue(0)
+@maxValue(20)
+param alwaysReadyInstances int = 0
+
 @description('In-call retry budget for transient store errors (Go duration).')
 param orderStatusRetryBudget string = '20s'
 
@@ -190,6 +195,7 @@ module functionApp 'app/functionapp.bicep' = {
     deadLetterAuditTableName: storage.outputs.deadLetterAuditTableName
     instanceMemoryMB: instanceMemoryMB
     maximumInstanceCount: maximumInstanceCount
+    alwaysReadyInstances: alwaysReadyInstances
     orderStatusRetryBudget: orderStatusRetryBudget
     deadLetterSweepSchedule: deadLetterSweepSchedule
     logLevel: logLevel

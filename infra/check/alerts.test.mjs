@@ -197,6 +197,9 @@ test('the runbook checks can fail', async () => {
     ["equals: 'ResourceHealth'", "equals: 'ServiceHealth'", /resource-health-unhealthy: condition must have category equals ResourceHealth/],
     ["equals: 'Unavailable'", "equals: 'Available'", /resource-health-unhealthy: condition must match properties\.currentHealthStatus Unavailable/],
     ["runbook: '${runbookBaseUrl}/resource-health-unhealthy.md'", "runbook: '${runbookBaseUrl}/index.md'", /resource-health-unhealthy: webhookProperties\.runbook/],
+    ["| where settled >= 5", "| where settled >= 1", /order-status-freshness: query must contain settled >= 5/],
+    ["metricMeasureColumn: 'p95_s'", "metricMeasureColumn: 'settled'", /order-status-freshness: metricMeasureColumn settled, want p95_s/],
+    ["threshold: freshnessP95ThresholdSeconds", "threshold: 300", /order-status-freshness: threshold 300, want the parameter freshnessP95ThresholdSeconds/],
     ["excess = scheduled - 2 * created_30m", "excess = scheduled - created_30m", /order-status-scheduled-surge: query must contain excess = scheduled - 2/],
     ["metricMeasureColumn: 'excess'", "metricMeasureColumn: 'scheduled'", /order-status-scheduled-surge: metricMeasureColumn scheduled, want excess/],
     ["      logAnalytics.id\n    ]\n    evaluationFrequency: 'PT5M'\n    windowSize: 'PT30M'", "      appInsights.id\n    ]\n    evaluationFrequency: 'PT5M'\n    windowSize: 'PT30M'", /order-status-scheduled-surge: scope \$\{appInsights\.id\} is not the Log Analytics workspace/],
@@ -298,6 +301,8 @@ test('the workbook shows queue and poison depth, dead letters by reason, oldest 
   assert.ok(has('deadletter_stats', 'oldest_age_seconds', 'timechart'), 'no chart of the oldest dead-letter age');
   assert.ok(has('result', 'summarize'), 'no query for handler results');
   assert.ok(has('operation_Name == "OrderStatus"', 'percentile(duration'), 'no query for handler duration');
+  // Freshness (issue 18.3): p50/p95/p99 of enqueued -> settled, by hour.
+  assert.ok(has('lag_ms', 'percentile(lag_s, 50)', 'percentile(lag_s, 95)', 'percentile(lag_s, 99)', 'bin(timestamp, 1h)'), 'no freshness tile (p50/p95/p99 of lag_ms by hour)');
 
   // The placeholders are exactly the ones alerts.bicep replaces.
   const placeholders = [...new Set(text.match(/__[A-Z_]+__/g))].sort();

@@ -73,6 +73,9 @@ type Options struct {
 	// Stop, when done, ends retry waits at once (shutdown): the call is
 	// answered 5xx. nil means never.
 	Stop context.Context
+	// Now is the clock the freshness lags are measured on (default
+	// time.Now).
+	Now func() time.Time
 }
 
 // Handler serves POST /OrderStatus.
@@ -95,6 +98,9 @@ func New(a Applier, p Parker, m *metrics.Metrics, log *slog.Logger, opts Options
 	if opts.Retry.Budget <= 0 {
 		opts.Retry.Budget = DefaultRetryBudget
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	return &Handler{applier: a, parker: p, metrics: m, log: log, opts: opts}
 }
 
@@ -115,6 +121,8 @@ type outcome struct {
 	httpStatus  int
 	// invocationID is the host's X-Azure-Functions-InvocationId.
 	invocationID string
+	// occurredAt is the update's occurredAt (zero when absent).
+	occurredAt time.Time
 }
 
 // ServeHTTP handles one invocation. The whole call, parking included, has
@@ -157,7 +165,7 @@ func (h *Handler) handle(ctx context.Context, msg hostproto.ServiceBusMessage) o
 		if err != nil {
 			return h.park(ctx, msg, outcome{orderID: msg.SessionID}, err)
 		}
-		out := outcome{orderID: u.OrderID, sequence: u.Sequence}
+		out := outcome{orderID: u.OrderID, sequence: u.Sequence, occurredAt: u.OccurredAt}
 		lock := orderstate.Lock{Until: msg.SessionLockedUntil}
 		return h.apply(ctx, msg, out, func(ctx context.Context) (orderstate.Outcome, error) { return h.applier.ApplyUnder(ctx, u, lock) })
 	case order.SubjectPaymentTimeout:
@@ -276,6 +284,7 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 		h.metrics.SequenceGaps.Inc()
 		h.metrics.SkippedSequence.Add(float64(out.gap))
 	}
+	lag, occurredLag := h.lags(msg, out)
 
 	attrs := []any{
 		"order_id", out.orderID, "message_id", msg.MessageID, "delivery_count", msg.DeliveryCount,
@@ -304,6 +313,12 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 	}
 	if out.invocationID != "" {
 		attrs = append(attrs, "invocation_id", out.invocationID)
+	}
+	if lag >= 0 {
+		attrs = append(attrs, "lag_ms", lag.Milliseconds())
+	}
+	if occurredLag >= 0 {
+		attrs = append(attrs, "occurred_lag_ms", occurredLag.Milliseconds())
 	}
 	level, text := slog.LevelInfo, "message settled"
 	switch {
@@ -346,6 +361,27 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 		logLine += ": " + out.result
 	}
 	hostproto.WriteResponse(w, out.httpStatus, hostproto.Response{Logs: []string{logLine}, ReturnValue: rv})
+}
+
+// lags measures, for a settled message (answered 200), how old the read
+// model is: from the message's EnqueuedTimeUtc to now, and for an applied
+// update with an occurredAt, from occurredAt to now. Each is -1 when it
+// does not apply; a clock skew that makes one negative counts as 0.
+func (h *Handler) lags(msg hostproto.ServiceBusMessage, out outcome) (enqueued, occurred time.Duration) {
+	enqueued, occurred = -1, -1
+	if out.httpStatus != http.StatusOK {
+		return enqueued, occurred
+	}
+	now := h.opts.Now()
+	if !msg.EnqueuedTime.IsZero() {
+		enqueued = max(now.Sub(msg.EnqueuedTime), 0)
+		h.metrics.Lag.WithLabelValues(metrics.LagEnqueuedToSettled).Observe(enqueued.Seconds())
+	}
+	if out.result == string(order.Applied) && !out.occurredAt.IsZero() {
+		occurred = max(now.Sub(out.occurredAt), 0)
+		h.metrics.Lag.WithLabelValues(metrics.LagOccurredToApplied).Observe(occurred.Seconds())
+	}
+	return enqueued, occurred
 }
 
 // subjectLabel bounds the subject label to the known subjects.

@@ -399,3 +399,72 @@ func TestFailureCarriesTheLastUnderlyingCause(t *testing.T) {
 		}
 	}
 }
+
+// TestFreshnessLags: a settled message records how old it was when settled
+// (from EnqueuedTimeUtc) and, when applied with an occurredAt, how old the
+// change was when written; on the histogram by kind and on the log line.
+// An unsettled (5xx) message records neither.
+func TestFreshnessLags(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 20, 33, 500_000_000, time.UTC) // the invocation was enqueued at 10:20:30
+	tests := []struct {
+		name                string
+		applier             *fakeApplier
+		status              int
+		lagMS, occurredLagMS any // nil: absent
+	}{
+		{"applied", &fakeApplier{outcomes: []orderstate.Outcome{{Result: order.Applied, State: order.State{Status: order.Paid, LastSequence: 2}}}},
+			http.StatusOK, 3500.0, (20*60 + 33.5) * 1000},
+		{"duplicate: settled, nothing applied", &fakeApplier{outcomes: []orderstate.Outcome{{Result: order.Duplicate}}},
+			http.StatusOK, 3500.0, nil},
+		{"failed: not settled", &fakeApplier{errs: []error{errors.New("boom")}},
+			http.StatusInternalServerError, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(tt.applier, &fakeParker{}, nil)
+			r.h.opts.Now = func() time.Time { return now }
+			status, _ := r.post(t, invocation("OrderStatusChanged", "o-1", "o-1:2", 1, paid))
+			if status != tt.status {
+				t.Fatalf("status = %d, want %d", status, tt.status)
+			}
+			var rec map[string]any
+			if err := json.Unmarshal(bytes.TrimSpace(r.stdout.Bytes()), &rec); err != nil {
+				t.Fatalf("log line %q: %v", r.stdout.String(), err)
+			}
+			if rec["lag_ms"] != tt.lagMS || rec["occurred_lag_ms"] != tt.occurredLagMS {
+				t.Errorf("lag_ms %v occurred_lag_ms %v, want %v and %v", rec["lag_ms"], rec["occurred_lag_ms"], tt.lagMS, tt.occurredLagMS)
+			}
+			// Observations and their sum by kind, read from the registry.
+			counts, sums := map[string]uint64{}, map[string]float64{}
+			mfs, err := r.reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				if mf.GetName() != "orderstatus_lag_seconds" {
+					continue
+				}
+				for _, m := range mf.GetMetric() {
+					kind := m.GetLabel()[0].GetValue()
+					counts[kind], sums[kind] = m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+				}
+			}
+			count := func(kind string) uint64 { return counts[kind] }
+			sum := func(kind string) float64 { return sums[kind] }
+			wantCount := func(v any) uint64 {
+				if v == nil {
+					return 0
+				}
+				return 1
+			}
+			if got := count(metrics.LagEnqueuedToSettled); got != wantCount(tt.lagMS) {
+				t.Errorf("enqueued_to_settled observations = %d, want %d", got, wantCount(tt.lagMS))
+			} else if tt.lagMS != nil && sum(metrics.LagEnqueuedToSettled) != tt.lagMS.(float64)/1000 {
+				t.Errorf("enqueued_to_settled sum = %v s, want %v", sum(metrics.LagEnqueuedToSettled), tt.lagMS.(float64)/1000)
+			}
+			if got := count(metrics.LagOccurredToApplied); got != wantCount(tt.occurredLagMS) {
+				t.Errorf("occurred_to_applied observations = %d, want %d", got, wantCount(tt.occurredLagMS))
+			}
+		})
+	}
+}

@@ -59,6 +59,15 @@ export const EXPECTED_ALERTS = {
     dimension: { name: 'ResponseType', values: ['ServerBusyError', 'ClientThrottlingError'] },
   },
   'resource-health-unhealthy': { kind: 'activity', scopes: [SERVICE_BUS, STORAGE, SITES] },
+  // Issue 18.3: freshness, p95 of enqueued -> settled from the settled lines.
+  'order-status-freshness': {
+    kind: 'log',
+    mustQuery: ['traces', 'lag_ms', 'percentile(todouble(entry.lag_ms), 95)', 'settled >= 5'],
+    timeAggregation: 'Maximum',
+    measure: 'p95_s',
+    threshold: 'freshnessP95ThresholdSeconds',
+    windowSize: 'PT15M',
+  },
   'order-status-scheduled-surge': {
     kind: 'log',
     scope: 'workspace',
