@@ -407,9 +407,9 @@ func TestFailureCarriesTheLastUnderlyingCause(t *testing.T) {
 func TestFreshnessLags(t *testing.T) {
 	now := time.Date(2026, 11, 29, 10, 20, 33, 500_000_000, time.UTC) // the invocation was enqueued at 10:20:30
 	tests := []struct {
-		name                string
-		applier             *fakeApplier
-		status              int
+		name                 string
+		applier              *fakeApplier
+		status               int
 		lagMS, occurredLagMS any // nil: absent
 	}{
 		{"applied", &fakeApplier{outcomes: []orderstate.Outcome{{Result: order.Applied, State: order.State{Status: order.Paid, LastSequence: 2}}}},
