@@ -42,6 +42,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
+	"github.com/orderstatus/orderstatus/handler/internal/fleetmetrics"
 	"github.com/orderstatus/orderstatus/handler/internal/logging"
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
 	"github.com/orderstatus/orderstatus/handler/internal/orderfn"
@@ -212,6 +213,10 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 
 	reg := prometheus.NewRegistry()
 	m := metrics.NewWithOptions(reg, version, &metrics.Options{Revision: buildRevision()})
+	// Fleet-wide figures in Azure: this instance's counter increases, one
+	// line a minute and a last one on the way out (after the calls drained).
+	fleet := fleetmetrics.New(reg, log, nil)
+	defer fleet.Flush()
 
 	cred, err := credential(cfg)
 	if err != nil {
@@ -288,6 +293,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 	// message that arrives before the table exists fails transiently and
 	// is retried.
 	go ensureTable(stopping, tables, cfg.StoreTable, log)
+	go fleet.Run(stopping)
 	log.Info("handler listening", "addr", addr, "queue", cfg.Queue, "poison_queue", cfg.PoisonQueue,
 		"table", cfg.StoreTable, "retry_budget", cfg.RetryBudget.String(), "version", version)
 

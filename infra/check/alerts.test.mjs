@@ -308,10 +308,23 @@ test('the workbook shows queue and poison depth, dead letters by reason, oldest 
   const placeholders = [...new Set(text.match(/__[A-Z_]+__/g))].sort();
   assert.deepEqual([...checkWorkbook(project).placeholders].sort(), placeholders);
   assert.deepEqual(placeholders, ['__APPLICATION_INSIGHTS_ID__', '__SERVICE_BUS_NAMESPACE_ID__']);
-  // The results chart matches the key in any log line format; a quoted
-  // "\"result\"" would only match JSON written without a prefix or escaping.
-  const matchesResultKey = (q) => /^\| where message has "result"$/m.test(q);
+  // The message panels read the fleet-wide figures (issue 18.2): every
+  // instance's fleet_metrics increases, summed; never one instance's view.
+  const fleetPanel = (name, ...needles) => {
+    const q = items.find((i) => i.name === name)?.content.query ?? '';
+    return ['message has "fleet_metrics"', 'tostring(m.msg) == "fleet_metrics"', 'mv-expand s = m.series', 'sum(todouble(s.value))', ...needles].filter((n) => !q.includes(n));
+  };
+  assert.deepEqual(fleetPanel('handler-results', 'orderstatus_messages_total', 'by result = tostring(s.labels.result)'), []);
+  assert.deepEqual(fleetPanel('store-work', 'orderstatus_store_round_trips_total', 'orderstatus_etag_conflicts_total', 'orderstatus_cache_hits_total'), []);
   const results = items.find((i) => i.name === 'handler-results').content.query;
-  assert.ok(matchesResultKey(results), `handler results query:\n${results}`);
-  assert.ok(!matchesResultKey(results.replace('message has "result"', 'message has "\\"result\\""')), 'the results filter check cannot fail');
+  const matchesResultKey = (q) => q.includes('sum(todouble(s.value))');
+  assert.ok(!matchesResultKey(results.replace('sum(todouble(s.value))', 'count()')), 'the fleet panel check cannot fail');
+});
+
+test('alerts/README.md lists every alert once, and no other', () => {
+  const rows = (text) => [...text.matchAll(/^\| `([a-z-]+)` \|/gm)].map((m) => m[1]).sort();
+  const alerts = alertRules(project).map((r) => r.name).sort();
+  assert.deepEqual(rows(read('alerts/README.md')), alerts);
+  const dropped = read('alerts/README.md').replace(/^\| `storage-throttled` \|.*\n/m, '');
+  assert.notDeepEqual(rows(dropped), alerts, 'the README check cannot fail');
 });
