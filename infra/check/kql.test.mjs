@@ -28,6 +28,7 @@ function allQueries(p) {
     for (const b of book.codeBlocks.filter((c) => c.lang === 'kql')) out.push([`alerts/runbooks/${book.name}.md:${b.line}`, b.code]);
   }
   for (const b of codeBlocks(read('alerts/README.md')).filter((c) => c.lang === 'kql')) out.push([`alerts/README.md:${b.line}`, b.code]);
+  for (const b of codeBlocks(read('docs/observability.md')).filter((c) => c.lang === 'kql')) out.push([`docs/observability.md:${b.line}`, b.code]);
   return out;
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
 	"github.com/orderstatus/orderstatus/handler/internal/retry"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/tracectx"
 )
 
 // Applier applies messages to the order store (orderstate.Service). The
@@ -123,6 +124,10 @@ type outcome struct {
 	invocationID string
 	// occurredAt is the update's occurredAt (zero when absent).
 	occurredAt time.Time
+	// traceID is the producer's trace (the message's traceparent or
+	// Diagnostic-Id); operationID the trace of the host's invocation (the
+	// request's traceparent header). Empty when absent.
+	traceID, operationID string
 }
 
 // ServeHTTP handles one invocation. The whole call, parking included, has
@@ -143,6 +148,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		msg, err = hostproto.DecodeServiceBus(body, h.opts.Binding)
 	}
 	var out outcome
+	// The trace ids go on every line of the message, the retries' too.
+	traceID, operationID := traceIDs(msg, r)
 	if err != nil {
 		// Not the message's fault but a host/handler protocol mismatch:
 		// fail so nothing is lost; the broker dead-letters it after the
@@ -151,32 +158,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		h.metrics.DeliveryCount.Observe(float64(msg.DeliveryCount))
 		ctx, cancel := context.WithTimeout(r.Context(), h.opts.Retry.Budget)
-		out = h.handle(ctx, msg)
+		out = h.handle(ctx, msg, traceID, operationID)
 		cancel()
 	}
+	out.traceID, out.operationID = traceID, operationID
 	out.invocationID = r.Header.Get("X-Azure-Functions-InvocationId")
 	h.finish(w, msg, out, time.Since(start))
 }
 
-func (h *Handler) handle(ctx context.Context, msg hostproto.ServiceBusMessage) outcome {
+func (h *Handler) handle(ctx context.Context, msg hostproto.ServiceBusMessage, traceID, operationID string) outcome {
+	base := outcome{orderID: msg.SessionID, traceID: traceID, operationID: operationID}
 	switch msg.Subject {
 	case order.SubjectStatusChanged:
 		u, err := order.ParseUpdate(msg.Body, msg.SessionID)
 		if err != nil {
-			return h.park(ctx, msg, outcome{orderID: msg.SessionID}, err)
+			return h.park(ctx, msg, base, err)
 		}
-		out := outcome{orderID: u.OrderID, sequence: u.Sequence, occurredAt: u.OccurredAt}
+		out := base
+		out.orderID, out.sequence, out.occurredAt = u.OrderID, u.Sequence, u.OccurredAt
 		lock := orderstate.Lock{Until: msg.SessionLockedUntil}
 		return h.apply(ctx, msg, out, func(ctx context.Context) (orderstate.Outcome, error) { return h.applier.ApplyUnder(ctx, u, lock) })
 	case order.SubjectPaymentTimeout:
 		c, err := order.ParseTimeoutCheck(msg.Body, msg.SessionID)
 		if err != nil {
-			return h.park(ctx, msg, outcome{orderID: msg.SessionID}, err)
+			return h.park(ctx, msg, base, err)
 		}
-		out := outcome{orderID: c.OrderID}
+		out := base
+		out.orderID = c.OrderID
 		return h.apply(ctx, msg, out, func(ctx context.Context) (orderstate.Outcome, error) { return h.applier.ExpireIfUnpaid(ctx, c.OrderID) })
 	default:
-		return h.park(ctx, msg, outcome{orderID: msg.SessionID}, &order.PoisonError{Reason: order.ReasonUnknownSubject,
+		return h.park(ctx, msg, base, &order.PoisonError{Reason: order.ReasonUnknownSubject,
 			Description: fmt.Sprintf("no handler for subject %q", msg.Subject)})
 	}
 }
@@ -185,9 +196,36 @@ func (h *Handler) handle(ctx context.Context, msg hostproto.ServiceBusMessage) o
 func (h *Handler) retryLog(operation string, msg hostproto.ServiceBusMessage, out *outcome, a retry.Attempt) {
 	out.retries++
 	h.metrics.Retries.WithLabelValues(operation).Inc()
-	h.log.Warn("transient failure, retrying", "operation", operation, "order_id", out.orderID, "message_id", msg.MessageID,
+	attrs := []any{"operation", operation, "order_id", out.orderID, "message_id", msg.MessageID,
 		"delivery_count", msg.DeliveryCount, "sequence", out.sequence, "subject", msg.Subject,
-		"attempt", a.Number, "wait_ms", a.Wait.Milliseconds(), "error", a.Err.Error())
+		"attempt", a.Number, "wait_ms", a.Wait.Milliseconds(), "error", a.Err.Error()}
+	h.log.Warn("transient failure, retrying", append(attrs, traceAttrs(*out)...)...)
+}
+
+// traceIDs reads the producer's trace id from the message's application
+// properties (tracectx.FromProperties: traceparent, else Diagnostic-Id)
+// and the host's operation id from the request's traceparent header, when
+// the host sends one (lenient: either may be absent).
+func traceIDs(msg hostproto.ServiceBusMessage, r *http.Request) (traceID, operationID string) {
+	if t, ok := tracectx.FromProperties(msg.ApplicationProperties); ok {
+		traceID = t.TraceIDString()
+	}
+	if t, err := tracectx.Parse(r.Header.Get("traceparent")); err == nil {
+		operationID = t.TraceIDString()
+	}
+	return traceID, operationID
+}
+
+// traceAttrs are the trace log fields of out, those that are known.
+func traceAttrs(out outcome) []any {
+	var attrs []any
+	if out.traceID != "" {
+		attrs = append(attrs, "trace_id", out.traceID)
+	}
+	if out.operationID != "" {
+		attrs = append(attrs, "operation_id", out.operationID)
+	}
+	return attrs
 }
 
 // apply runs op with in-call retries of transient failures until ctx's
@@ -314,6 +352,7 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 	if out.invocationID != "" {
 		attrs = append(attrs, "invocation_id", out.invocationID)
 	}
+	attrs = append(attrs, traceAttrs(out)...)
 	if lag >= 0 {
 		attrs = append(attrs, "lag_ms", lag.Milliseconds())
 	}

@@ -468,3 +468,40 @@ func TestFreshnessLags(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryLineCarriesTheTrace: the producer's trace (the message's
+// Diagnostic-Id, as older SDKs write it) and the host's operation (the
+// request's traceparent) are on every line of the message: each retry's
+// and the final one.
+func TestEveryLineCarriesTheTrace(t *testing.T) {
+	const producer = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	const host = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	a := &fakeApplier{errs: []error{store.ErrTransient, nil}, outcomes: []orderstate.Outcome{{}, {Result: order.Applied, State: order.State{Status: order.Paid}}}}
+	r := newRig(a, &fakeParker{}, nil)
+	var inv map[string]any
+	if err := json.Unmarshal(invocation("OrderStatusChanged", "o-1", "o-1:2", 1, paid), &inv); err != nil {
+		t.Fatal(err)
+	}
+	inv["Metadata"].(map[string]any)["ApplicationProperties"] = map[string]any{"Diagnostic-Id": producer}
+	body, _ := json.Marshal(inv)
+	req := httptest.NewRequest(http.MethodPost, "/OrderStatus", bytes.NewReader(body))
+	req.Header.Set("traceparent", host)
+	rec := httptest.NewRecorder()
+	r.h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want a retry and the settled line:\n%s", len(lines), r.stdout)
+	}
+	for _, l := range lines {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e["trace_id"] != "0af7651916cd43dd8448eb211c80319c" || e["operation_id"] != "4bf92f3577b34da6a3ce929d0e0e4736" {
+			t.Errorf("line %s: trace_id %v operation_id %v, want the producer's and the host's trace ids", l, e["trace_id"], e["operation_id"])
+		}
+	}
+}
