@@ -29,6 +29,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/tracectx"
 )
 
 // Kind names a source in flags, log lines, metric labels and table keys.
@@ -219,6 +220,7 @@ func ReplayMessage(m broker.Received, body []byte) broker.Message {
 	}
 	props[PropReplayedFrom] = m.DeadLetterReason
 	props[PropReplayCount] = int64(n)
+	tracectx.Hop(props) // the same trace, a span of the replay's own, linked
 	out := broker.Message{
 		MessageID:             ReplayID(OriginalID(m), n),
 		SessionID:             m.SessionID,

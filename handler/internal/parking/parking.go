@@ -16,6 +16,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
+	"github.com/orderstatus/orderstatus/handler/internal/tracectx"
 )
 
 // Application property names on a parked message.
@@ -89,7 +90,8 @@ func New(s Sender, queue string) *Parker { return &Parker{sender: s, queue: queu
 
 // Message builds the parked copy: body, subject and content type unchanged,
 // no SessionId (the poison queue has no sessions), the original application
-// properties kept, and the parking properties set over them.
+// properties kept, and the parking properties set over them; a trace
+// context is carried on as the next hop of the same trace (tracectx.Hop).
 func Message(o Original, reason, description string) broker.Message {
 	props := make(map[string]any, len(o.ApplicationProperties)+8)
 	for k, v := range o.ApplicationProperties {
@@ -103,6 +105,7 @@ func Message(o Original, reason, description string) broker.Message {
 	props[PropOriginalSubject] = o.Subject
 	props[PropOriginalEnqueuedTime] = o.EnqueuedTime.UTC()
 	props[PropDeliveryCount] = int64(o.DeliveryCount)
+	tracectx.Hop(props) // the original's trace, a span of the copy's own, linked
 	return broker.Message{
 		MessageID:             ParkedID(o),
 		Subject:               o.Subject,

@@ -110,3 +110,27 @@ func Stamp(props map[string]any, t TraceParent) (map[string]any, TraceParent) {
 	props[PropDiagnosticID] = t.String()
 	return props, t
 }
+
+// PropLinkedFrom names the traceparent a copy was made from: a parked
+// copy's original, a replay's dead-lettered or parked message.
+const PropLinkedFrom = "TraceLinkedFrom"
+
+// Hop marks props, the application properties of a copy of a message
+// (parked, replayed, rescheduled), as the next hop of the same trace: the
+// trace id stays, so one query by trace id finds every hop; the copy gets
+// a span of its own as its traceparent and Diagnostic-Id, and
+// PropLinkedFrom holds the traceparent it came from. Properties without a
+// trace context are left as they are. props is changed in place.
+func Hop(props map[string]any) {
+	from, ok := FromProperties(props)
+	if !ok {
+		return
+	}
+	next := from
+	for next.SpanID == from.SpanID || next.SpanID == ([8]byte{}) {
+		_, _ = rand.Read(next.SpanID[:])
+	}
+	props[PropLinkedFrom] = from.String()
+	props[PropTraceParent] = next.String()
+	props[PropDiagnosticID] = next.String()
+}

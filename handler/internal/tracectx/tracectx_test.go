@@ -74,3 +74,26 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestHopKeepsTheTraceWithASpanOfItsOwn(t *testing.T) {
+	orig := New()
+	props := map[string]any{PropDiagnosticID: orig.String(), "tenant": "t1"}
+	Hop(props)
+	next, ok := FromProperties(props)
+	if !ok || next.TraceID != orig.TraceID || next.SpanID == orig.SpanID {
+		t.Fatalf("after Hop: %v (ok %v), want trace %s with a new span", next, ok, orig.TraceIDString())
+	}
+	if props[PropLinkedFrom] != orig.String() || props[PropTraceParent] != props[PropDiagnosticID] || props["tenant"] != "t1" {
+		t.Errorf("props %v: want the link to %s, both properties equal, the rest kept", props, orig)
+	}
+	Hop(props) // a replay of the parked copy: linked to the copy
+	again, _ := FromProperties(props)
+	if props[PropLinkedFrom] != next.String() || again.TraceID != orig.TraceID {
+		t.Errorf("second hop: linked from %v, trace %s; want %s and the same trace", props[PropLinkedFrom], again.TraceIDString(), next)
+	}
+	none := map[string]any{"tenant": "t1"}
+	Hop(none)
+	if len(none) != 1 {
+		t.Errorf("Hop without a trace context changed %v", none)
+	}
+}
