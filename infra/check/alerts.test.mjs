@@ -316,6 +316,7 @@ test('the workbook shows queue and poison depth, dead letters by reason, oldest 
   };
   assert.deepEqual(fleetPanel('handler-results', 'orderstatus_messages_total', 'by result = tostring(s.labels.result)'), []);
   assert.deepEqual(fleetPanel('store-work', 'orderstatus_store_round_trips_total', 'orderstatus_etag_conflicts_total', 'orderstatus_cache_hits_total'), []);
+  assert.deepEqual(fleetPanel('sweeper-actions', 'orderstatus_deadletter_actions_total', 's.labels.action'), []);
   const results = items.find((i) => i.name === 'handler-results').content.query;
   const matchesResultKey = (q) => q.includes('sum(todouble(s.value))');
   assert.ok(!matchesResultKey(results.replace('sum(todouble(s.value))', 'count()')), 'the fleet panel check cannot fail');
