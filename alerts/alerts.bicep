@@ -30,6 +30,15 @@ param poisonQueueName string
 @description('Application Insights component name.')
 param applicationInsightsName string
 
+@description('Log Analytics workspace name: the workspace of Application Insights, where the namespace\'s diagnostic setting sends its metrics (AzureMetrics).')
+param logAnalyticsName string
+
+@description('Storage account name: the account of the order table (and the host\'s storage).')
+param storageAccountName string
+
+@description('Function app name.')
+param functionAppName string
+
 @description('Active messages on order-status above which the backlog alert fires.')
 @minValue(1)
 param backlogThreshold int = 100
@@ -45,6 +54,21 @@ param failedInvocationsThreshold int = 5
 @description('Messages rescheduled (store failing past the in-call budget, or the circuit breaker open) in 15 minutes above which the outage alert fires.')
 @minValue(0)
 param rescheduledThreshold int = 10
+@description('Service Bus user errors (lock lost, session lock lost, message not found...) on the namespace in 15 minutes above which the alert fires.')
+@minValue(0)
+param userErrorsThreshold int = 10
+
+@description('Messages abandoned on order-status in 15 minutes above which the alert fires.')
+@minValue(0)
+param abandonedThreshold int = 5
+
+@description('p95 of enqueued-to-settled lag, in seconds over 15 minutes (at least 5 messages), above which the freshness alert fires.')
+@minValue(30)
+param freshnessP95ThresholdSeconds int = 300
+
+@description('Scheduled messages beyond twice the orders created in the last 30 minutes above which the scheduled-messages alert fires.')
+@minValue(0)
+param scheduledExcessThreshold int = 50
 
 resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
   name: serviceBusNamespaceName
@@ -52,6 +76,18 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
 
 resource appInsights 'Microsoft.Insights/components@2020-02-02' existing = {
   name: applicationInsightsName
+}
+
+resource logAnalytics 'Microsoft.OperationalInsights/workspaces@2023-09-01' existing = {
+  name: logAnalyticsName
+}
+
+resource storageAccount 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
+  name: storageAccountName
+}
+
+resource functionApp 'Microsoft.Web/sites@2024-04-01' existing = {
+  name: functionAppName
 }
 
 resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = {
@@ -99,6 +135,7 @@ var metricAlerts = [
     operator: 'GreaterThan'
     threshold: backlogThreshold
     timeAggregation: 'Average'
+    windowSize: 'PT5M'
   }
   {
     name: 'service-bus-server-errors'
@@ -109,6 +146,7 @@ var metricAlerts = [
     operator: 'GreaterThan'
     threshold: 0
     timeAggregation: 'Total'
+    windowSize: 'PT5M'
   }
   {
     name: 'service-bus-throttled-requests'
@@ -119,6 +157,45 @@ var metricAlerts = [
     operator: 'GreaterThan'
     threshold: 0
     timeAggregation: 'Total'
+    windowSize: 'PT5M'
+  }
+  {
+    // Lock lost, session lock lost, message not found: the baseline fires on
+    // any (> 0, 5 min); one scale-in or instance recycle loses up to
+    // maxConcurrentSessions session locks at once and heals itself, so this
+    // fires on more than one such event in 15 minutes.
+    name: 'service-bus-user-errors'
+    severity: 3
+    summary: 'Service Bus counted user errors on the namespace (lock lost, session lock lost, message not found): calls outlive their locks, or instances stop holding sessions.'
+    metricName: 'UserErrors'
+    dimensions: []
+    operator: 'GreaterThan'
+    threshold: userErrorsThreshold
+    timeAggregation: 'Total'
+    windowSize: 'PT15M'
+  }
+  {
+    // Every non-2xx answer of OrderStatus is one abandon; the baseline's > 1
+    // in 5 min would page on one short storage blip that the retries absorb.
+    // The same budget as the failed-invocations log alert, read from the
+    // broker, so it fires even when telemetry does not arrive.
+    name: 'order-status-abandoned'
+    severity: 3
+    summary: 'Messages on order-status are being abandoned (OrderStatus answered non-2xx): failures are being retried, and a message dead-letters after 5 deliveries.'
+    metricName: 'AbandonMessage'
+    dimensions: [
+      {
+        name: 'EntityName'
+        operator: 'Include'
+        values: [
+          orderStatusQueueName
+        ]
+      }
+    ]
+    operator: 'GreaterThan'
+    threshold: abandonedThreshold
+    timeAggregation: 'Total'
+    windowSize: 'PT15M'
   }
 ]
 
@@ -134,7 +211,7 @@ resource metricAlertRules 'Microsoft.Insights/metricAlerts@2018-03-01' = [for al
       namespace.id
     ]
     evaluationFrequency: 'PT1M'
-    windowSize: 'PT5M'
+    windowSize: alert.windowSize
     autoMitigate: true
     criteria: {
       'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
@@ -162,6 +239,208 @@ resource metricAlertRules 'Microsoft.Insights/metricAlerts@2018-03-01' = [for al
   }
 }]
 
+// A stalled consumer: order-status held active messages through 10 minutes
+// and none left it (the baseline's OutgoingMessages <= 0, joined with
+// ActiveMessages so that an idle queue stays quiet). Both criteria must
+// hold (allOf). ActiveMessages' minimum over the window is above 0 only if
+// messages waited the whole time.
+resource stalledConsumerAlert 'Microsoft.Insights/metricAlerts@2018-03-01' = {
+  name: 'order-status-stalled-consumer'
+  location: 'global'
+  tags: tags
+  properties: {
+    description: 'order-status has had active messages for 10 minutes and delivered none: nothing consumes the queue (the app is stopped, cannot start its handler, lost its role on the queue, or cannot scale). Runbook: ${runbookBaseUrl}/order-status-stalled-consumer.md'
+    severity: 2
+    enabled: true
+    scopes: [
+      namespace.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT10M'
+    autoMitigate: true
+    criteria: {
+      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
+      allOf: [
+        {
+          criterionType: 'StaticThresholdCriterion'
+          name: 'NoneDelivered'
+          metricNamespace: 'Microsoft.ServiceBus/namespaces'
+          metricName: 'OutgoingMessages'
+          dimensions: [
+            {
+              name: 'EntityName'
+              operator: 'Include'
+              values: [
+                orderStatusQueueName
+              ]
+            }
+          ]
+          operator: 'LessThanOrEqual'
+          threshold: 0
+          timeAggregation: 'Total'
+        }
+        {
+          criterionType: 'StaticThresholdCriterion'
+          name: 'MessagesWaiting'
+          metricNamespace: 'Microsoft.ServiceBus/namespaces'
+          metricName: 'ActiveMessages'
+          dimensions: [
+            {
+              name: 'EntityName'
+              operator: 'Include'
+              values: [
+                orderStatusQueueName
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
+          timeAggregation: 'Minimum'
+        }
+      ]
+    }
+    actions: [
+      {
+        actionGroupId: actionGroup.id
+        webHookProperties: {
+          runbook: '${runbookBaseUrl}/order-status-stalled-consumer.md'
+        }
+      }
+    ]
+  }
+}
+
+// Metric alerts on the storage account (account-level metrics: the order
+// table and the host's own storage). Availability counts only unexpected
+// errors against the account (ETag conflicts, 404 and 409 do not lower it);
+// the baseline (verified: true) fires below 100. Throttling: transactions
+// whose ResponseType says the account pushed back.
+var storageMetricAlerts = [
+  {
+    name: 'storage-availability'
+    severity: 2
+    summary: 'The storage account answered requests with unexpected errors (server errors, timeouts, throttling): Availability below 100 percent. Order updates are retried, then abandoned.'
+    metricName: 'Availability'
+    dimensions: []
+    operator: 'LessThan'
+    threshold: 100
+    timeAggregation: 'Average'
+  }
+  {
+    name: 'storage-throttled'
+    severity: 3
+    summary: 'The storage account throttled requests (ServerBusyError, ClientThrottlingError): the account is over a scalability target, most likely one partition (one order) or a burst of replays.'
+    metricName: 'Transactions'
+    dimensions: [
+      {
+        name: 'ResponseType'
+        operator: 'Include'
+        values: [
+          'ServerBusyError'
+          'ClientThrottlingError'
+          'SuccessWithThrottling'
+        ]
+      }
+    ]
+    operator: 'GreaterThan'
+    threshold: 0
+    timeAggregation: 'Total'
+  }
+]
+
+resource storageMetricAlertRules 'Microsoft.Insights/metricAlerts@2018-03-01' = [for alert in storageMetricAlerts: {
+  name: alert.name
+  location: 'global'
+  tags: tags
+  properties: {
+    description: '${alert.summary} Runbook: ${runbookBaseUrl}/${alert.name}.md'
+    severity: alert.severity
+    enabled: true
+    scopes: [
+      storageAccount.id
+    ]
+    evaluationFrequency: 'PT1M'
+    windowSize: 'PT5M'
+    autoMitigate: true
+    criteria: {
+      'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'
+      allOf: [
+        {
+          criterionType: 'StaticThresholdCriterion'
+          name: alert.metricName
+          metricNamespace: 'Microsoft.Storage/storageAccounts'
+          metricName: alert.metricName
+          dimensions: alert.dimensions
+          operator: alert.operator
+          threshold: alert.threshold
+          timeAggregation: alert.timeAggregation
+        }
+      ]
+    }
+    actions: [
+      {
+        actionGroupId: actionGroup.id
+        webHookProperties: {
+          runbook: '${runbookBaseUrl}/${alert.name}.md'
+        }
+      }
+    ]
+  }
+}]
+
+// Resource Health of the three resources the system stands on, as the
+// baseline's ResourceHealthUnhealthy activity-log alert (category
+// ResourceHealth, currentHealthStatus Degraded or Unavailable), scoped to
+// the resources instead of the subscription.
+resource resourceHealthAlert 'Microsoft.Insights/activityLogAlerts@2020-10-01' = {
+  name: 'resource-health-unhealthy'
+  location: 'Global'
+  tags: tags
+  properties: {
+    description: 'Azure Resource Health reports the Service Bus namespace, the storage account or the function app Degraded or Unavailable: a platform problem, not ours to fix, but it explains the other alerts. Runbook: ${runbookBaseUrl}/resource-health-unhealthy.md'
+    enabled: true
+    scopes: [
+      namespace.id
+      storageAccount.id
+      functionApp.id
+    ]
+    condition: {
+      allOf: [
+        {
+          field: 'category'
+          equals: 'ResourceHealth'
+        }
+        {
+          anyOf: [
+            {
+              field: 'properties.currentHealthStatus'
+              equals: 'Degraded'
+            }
+            {
+              field: 'properties.currentHealthStatus'
+              equals: 'Unavailable'
+            }
+          ]
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        {
+          actionGroupId: actionGroup.id
+          webhookProperties: {
+            runbook: '${runbookBaseUrl}/resource-health-unhealthy.md'
+          }
+        }
+      ]
+    }
+  }
+}
+
+// Azure Monitor has no "age of the oldest message" metric. The sweeper logs
+// one JSON line per source and reason on every run,
+//   {"time":"...","level":"INFO","msg":"deadletter_stats","run_id":"<run>","source":"dlq|poison|poison-dlq","reason":"...","depth":N,"oldest_age_seconds":S}
+// and, for a source with no message, one line with reason "" and depth 0.
 // The dead-letter alerts read the sweeper's stats lines. Every run drains
 // order-status/$DeadLetterQueue (source dlq), order-status-poison (poison)
 // and order-status-poison/$DeadLetterQueue (poison-dlq) into the
@@ -288,6 +567,23 @@ traces
 | where isnotempty(rescheduled_id)
 | summarize timestamp = min(timestamp), reason = take_any(reason), instance = take_any(instance) by rescheduled_id
 | project timestamp, rescheduled_id, reason, instance
+// Freshness: how long a message waited from its enqueue to its 200 answer
+// (lag_ms on each settled line, one line per call). Flex Consumption can
+// take up to about two minutes to deliver the first message after scaling
+// to zero (Azure/azure-functions-host #10706, Azure/Azure-Functions #2581);
+// the in-call retry budget adds 20 s and a redelivery a little more. The
+// default 300 s lets one cold start and one failed attempt pass without a
+// page; past it the tracking page is more than five minutes behind. At
+// least 5 settled messages, so that one late message after a quiet hour is
+// not a p95.
+var freshnessQuery = '''
+traces
+| where message has "lag_ms"
+| extend line = iff(message startswith "{", message, extract(@"(\{.*\})", 1, message))
+| extend entry = parse_json(line)
+| where isnotnull(entry.lag_ms)
+| summarize settled = count(), p95_s = percentile(todouble(entry.lag_ms), 95) / 1000
+| where settled >= 5
 '''
 
 // The log alerts are declared one by one: only the age alert measures a
@@ -588,6 +884,185 @@ resource rescheduledAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = 
   }
 }
 
+resource freshnessAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'order-status-freshness'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'order-status-freshness'
+    description: 'The p95 of the time from enqueue to settlement of order-status messages is above the freshness threshold: the tracking page is behind (cold starts, retries, a backlog). Runbook: ${runbookBaseUrl}/order-status-freshness.md'
+    severity: 3
+    enabled: true
+    scopes: [
+      appInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: freshnessQuery
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'p95_s'
+          operator: 'GreaterThan'
+          threshold: freshnessP95ThresholdSeconds
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+      customProperties: {
+        runbook: '${runbookBaseUrl}/order-status-freshness.md'
+      }
+    }
+  }
+}
+
+// The two alerts below join the broker's view with the app's, so they run
+// on the Log Analytics workspace, where both are: the namespace's
+// diagnostic setting sends AllMetrics to AzureMetrics (one row per metric
+// and minute, for the whole namespace: dimensions such as EntityName are not
+// exported), and workspace-based Application Insights writes AppTraces and
+// AppRequests. The first line of each query says so; the offline KQL check
+// reads it to pick the workspace schema.
+//
+// Every order's Created schedules one PaymentTimeoutCheck 30 minutes ahead
+// (cancelled when it is paid), so at any time the scheduled messages should
+// be at most the orders created in the last 30 minutes. Twice that, plus a
+// margin (the threshold), absorbs Created messages applied late and the odd
+// retry copy; beyond it, something schedules far more than timeouts: a
+// storage outage rescheduling retries, or a producer scheduling in a loop.
+var scheduledSurgeQuery = '''
+// Log Analytics workspace: AzureMetrics and AppTraces
+let scheduled = toscalar(AzureMetrics
+| where ResourceProvider == "MICROSOFT.SERVICEBUS" and MetricName == "ScheduledMessages"
+| where TimeGenerated > ago(10m)
+| summarize max(Maximum));
+let created = toscalar(AppTraces
+| where Message has "round_trips" and Message has "Created"
+| extend line = iff(Message startswith "{", Message, extract(@"(\{.*\})", 1, Message))
+| extend s = parse_json(line)
+| where tostring(s.result) == "Applied" and tostring(s.status) == "Created"
+| summarize dcount(tostring(s.order_id)));
+print scheduled = todouble(scheduled), created_30m = created
+| where isnotnull(scheduled)
+| extend excess = scheduled - 2 * created_30m
+'''
+
+// No OrderStatus execution in 15 minutes while messages were active all
+// that time. The namespace's ActiveMessages counts the poison queue too, so
+// the largest poison depth the sweeper reported in the window is taken off.
+var noExecutionsQuery = '''
+// Log Analytics workspace: AzureMetrics, AppTraces and AppRequests
+let poison = toscalar(AppTraces
+| where Message has "deadletter_stats"
+| extend line = iff(Message startswith "{", Message, extract(@"(\{.*\})", 1, Message))
+| extend s = parse_json(line)
+| where tostring(s.msg) == "deadletter_stats" and tostring(s.source) == "poison"
+| summarize depth = max(tolong(s.depth)) by run_id = tostring(s.run_id), reason = tostring(s.reason)
+| summarize depth = sum(depth) by run_id
+| summarize max(depth));
+let executions = toscalar(AppRequests
+| where OperationName == "OrderStatus"
+| count);
+AzureMetrics
+| where ResourceProvider == "MICROSOFT.SERVICEBUS" and MetricName == "ActiveMessages"
+| summarize minutes = count(), min_active = min(Minimum)
+| extend waiting = min_active - coalesce(todouble(poison), 0.0), executions = executions
+| where minutes >= 10 and waiting > 0 and executions == 0
+'''
+
+resource scheduledSurgeAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'order-status-scheduled-surge'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'order-status-scheduled-surge'
+    description: 'Scheduled messages on the namespace are far above what the payment timeouts of the orders created in the last 30 minutes explain: retries are being rescheduled (an outage), or a producer schedules too much. Runbook: ${runbookBaseUrl}/order-status-scheduled-surge.md'
+    severity: 3
+    enabled: true
+    scopes: [
+      logAnalytics.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT30M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: scheduledSurgeQuery
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'excess'
+          operator: 'GreaterThan'
+          threshold: scheduledExcessThreshold
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+      customProperties: {
+        runbook: '${runbookBaseUrl}/order-status-scheduled-surge.md'
+      }
+    }
+  }
+}
+
+resource noExecutionsAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'order-status-no-executions'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'order-status-no-executions'
+    description: 'No OrderStatus execution reached Application Insights in 15 minutes while order-status had active messages all that time: the function is not running, or its telemetry does not arrive. Runbook: ${runbookBaseUrl}/order-status-no-executions.md'
+    severity: 2
+    enabled: true
+    scopes: [
+      logAnalytics.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: noExecutionsQuery
+          timeAggregation: 'Count'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+      customProperties: {
+        runbook: '${runbookBaseUrl}/order-status-no-executions.md'
+      }
+    }
+  }
+}
+
 // The operations workbook: queue depth, dead letters by source and reason
 // (depth, oldest age, stored per hour, actions), handler results and duration.
 resource workbook 'Microsoft.Insights/workbooks@2022-04-01' = {
@@ -605,10 +1080,16 @@ resource workbook 'Microsoft.Insights/workbooks@2022-04-01' = {
 
 output actionGroupId string = actionGroup.id
 output workbookId string = workbook.id
-output alertNames array = concat(map(metricAlerts, a => a.name), [
+output alertNames array = concat(map(metricAlerts, a => a.name), map(storageMetricAlerts, a => a.name), [
   deadLetteredAlert.name
   poisonParkedAlert.name
+  stalledConsumerAlert.name
+  resourceHealthAlert.name
   deadLetterAgeAlert.name
   sweeperHeartbeatAlert.name
   failedInvocationsAlert.name
+  rescheduledAlert.name
+  freshnessAlert.name
+  scheduledSurgeAlert.name
+  noExecutionsAlert.name
 ])

@@ -44,6 +44,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
+	"github.com/orderstatus/orderstatus/handler/internal/fleetmetrics"
 	"github.com/orderstatus/orderstatus/handler/internal/logging"
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
 	"github.com/orderstatus/orderstatus/handler/internal/orderfn"
@@ -217,6 +218,10 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 
 	reg := prometheus.NewRegistry()
 	m := metrics.NewWithOptions(reg, version, &metrics.Options{Revision: buildRevision()})
+	// Fleet-wide figures in Azure: this instance's counter increases, one
+	// line a minute and a last one on the way out (after the calls drained).
+	fleet := fleetmetrics.New(reg, log, nil)
+	defer fleet.Flush()
 
 	cred, err := credential(cfg)
 	if err != nil {
@@ -315,6 +320,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 	// message that arrives before the table exists fails transiently and
 	// is retried.
 	go ensureTable(stopping, tables, cfg.StoreTable, log)
+	go fleet.Run(stopping)
 	log.Info("handler listening", "addr", addr, "queue", cfg.Queue, "poison_queue", cfg.PoisonQueue,
 		"table", cfg.StoreTable, "retry_budget", cfg.RetryBudget.String(), "retry_reschedule", cfg.Retry.Reschedule,
 		"retry_base", cfg.Retry.Base.String(), "retry_cap", cfg.Retry.Cap.String(), "retry_window", cfg.Retry.Window.String(), "version", version)

@@ -64,6 +64,11 @@ param instanceMemoryMB int = 2048
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
+@description('Always-ready instances of the OrderStatus function (billed while idle; docs/observability.md says what 1 costs and buys). 0: scale to zero.')
+@minValue(0)
+@maxValue(20)
+param alwaysReadyInstances int = 0
+
 @description('In-call retry budget for transient store errors (Go duration); past it a message is rescheduled.')
 param orderStatusRetryBudget string = '5s'
 
@@ -193,6 +198,7 @@ module functionApp 'app/functionapp.bicep' = {
     deadLetterTableName: storage.outputs.deadLetterTableName
     instanceMemoryMB: instanceMemoryMB
     maximumInstanceCount: maximumInstanceCount
+    alwaysReadyInstances: alwaysReadyInstances
     orderStatusRetryBudget: orderStatusRetryBudget
     deadLetterSweepSchedule: deadLetterSweepSchedule
     logLevel: logLevel
@@ -212,6 +218,9 @@ module alerts '../alerts/alerts.bicep' = {
     orderStatusQueueName: serviceBus.outputs.orderStatusQueueName
     poisonQueueName: serviceBus.outputs.poisonQueueName
     applicationInsightsName: monitoring.outputs.applicationInsightsName
+    logAnalyticsName: monitoring.outputs.logAnalyticsName
+    storageAccountName: storage.outputs.accountName
+    functionAppName: functionApp.outputs.name
     backlogThreshold: backlogThreshold
     deadLetterAgeThresholdSeconds: deadLetterAgeThresholdSeconds
     failedInvocationsThreshold: failedInvocationsThreshold

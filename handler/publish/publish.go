@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 	"unicode/utf8"
 
@@ -38,6 +39,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/sbbroker"
+	"github.com/orderstatus/orderstatus/handler/internal/tracectx"
 )
 
 // Message is a Service Bus message as the publisher builds it: MessageID,
@@ -219,12 +221,44 @@ func (p *Publisher) Close(ctx context.Context) error {
 	return p.closer(ctx)
 }
 
-// Status validates c and sends its OrderStatusChanged message.
+// traceKey is the context key of WithTraceParent.
+type traceKey struct{}
+
+// WithTraceParent returns ctx carrying the W3C traceparent (version 00,
+// "00-<trace id>-<span id>-<flags>") of the producer's current span: the
+// Publisher stamps every message it sends under ctx with it, as the
+// application properties "traceparent" and "Diagnostic-Id" that the Azure
+// SDKs and the Functions host read, so the handler's lines and the host's
+// telemetry for those messages carry its trace id. An invalid traceparent
+// is an error wrapping contract.ErrInvalid.
+func WithTraceParent(ctx context.Context, traceparent string) (context.Context, error) {
+	t, err := tracectx.Parse(traceparent)
+	if err != nil {
+		return ctx, fmt.Errorf("publish: traceparent %q: %w", traceparent, contract.ErrInvalid)
+	}
+	return context.WithValue(ctx, traceKey{}, t), nil
+}
+
+// traced returns m with the trace context of ctx (WithTraceParent) or,
+// without one, a new trace, unless m carries one already (then kept). The
+// application properties map is copied, never shared with the caller's.
+func traced(ctx context.Context, m Message) Message {
+	t, ok := ctx.Value(traceKey{}).(tracectx.TraceParent)
+	if !ok {
+		t = tracectx.New()
+	}
+	m.ApplicationProperties, _ = tracectx.Stamp(maps.Clone(m.ApplicationProperties), t)
+	return m
+}
+
+// Status validates c and sends its OrderStatusChanged message, with the
+// trace context of ctx (see WithTraceParent).
 func (p *Publisher) Status(ctx context.Context, c contract.StatusChanged) error {
 	m, err := StatusMessage(c)
 	if err != nil {
 		return fmt.Errorf("publish: status %s seq %d: %w", c.OrderID, c.Sequence, err)
 	}
+	m = traced(ctx, m)
 	if err := p.s.Send(ctx, p.queue, m); err != nil {
 		return fmt.Errorf("publish: status %s: %w", m.MessageID, err)
 	}
@@ -267,6 +301,7 @@ func (p *Publisher) Statuses(ctx context.Context, changes []contract.StatusChang
 			return 0, &IndexError{Index: i, Err: fmt.Errorf("order %s sequence %d is also change %d: %w", c.OrderID, c.Sequence, j, contract.ErrInvalid)}
 		}
 		seen[m.MessageID] = i
+		m = traced(ctx, m)
 		if _, ok := slots[c.OrderID]; !ok {
 			orders = append(orders, c.OrderID)
 		}
@@ -338,6 +373,7 @@ func (p *Publisher) ScheduleTimeout(ctx context.Context, orderID string, after t
 	if after <= 0 {
 		return Scheduled{}, fmt.Errorf("publish: timeout %s: after %s: want a positive duration: %w", orderID, after, contract.ErrInvalid)
 	}
+	m = traced(ctx, m)
 	now := time.Now()
 	if c, ok := p.s.(Clock); ok {
 		if now, err = c.Now(ctx); err != nil {

@@ -335,3 +335,48 @@ func TestStatusesSortIsStable(t *testing.T) {
 		t.Errorf("sent %d distinct messages, want %d", len(slices.Compact(got)), len(in))
 	}
 }
+
+// TestPublishedMessagesCarryTheTraceContext: what the Publisher sends
+// carries the producer's trace as traceparent and Diagnostic-Id (golden),
+// every message of a batch and the scheduled timeout alike; without one,
+// each message gets a trace of its own; an invalid traceparent is refused.
+func TestPublishedMessagesCarryTheTraceContext(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ctx, err := publish.WithTraceParent(context.Background(), tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &recordingSender{}
+	p := publish.New(s, nil)
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	if err := p.Status(ctx, contract.StatusChanged{OrderID: "o-1", Status: contract.Paid, Sequence: 2, OccurredAt: at.Add(4 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Statuses(ctx, []contract.StatusChanged{{OrderID: "o-2", Status: contract.Created, Sequence: 1}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.ScheduleTimeout(ctx, "o-2", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "status_traced", render(s.sent[0]))
+	for _, m := range s.sent {
+		if m.ApplicationProperties["traceparent"] != tp || m.ApplicationProperties["Diagnostic-Id"] != tp {
+			t.Errorf("%s: properties %v, want traceparent and Diagnostic-Id %s", m.MessageID, m.ApplicationProperties, tp)
+		}
+	}
+
+	s.sent = nil
+	for range 2 {
+		if err := p.Status(context.Background(), contract.StatusChanged{OrderID: "o-3", Status: contract.Created, Sequence: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := s.sent[0].ApplicationProperties["traceparent"], s.sent[1].ApplicationProperties["traceparent"]
+	if a == nil || a == b {
+		t.Errorf("without a trace in ctx: traceparents %v and %v, want a new one per message", a, b)
+	}
+
+	if _, err := publish.WithTraceParent(context.Background(), "00-zz"); !errors.Is(err, contract.ErrInvalid) {
+		t.Errorf("WithTraceParent(invalid) = %v, want contract.ErrInvalid", err)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,7 +54,13 @@ func devBroker(t *testing.T, clk clock.Clock) (*membroker.Broker, *loopback.Clie
 // real OrderStatus function (over an in-memory store) encoded as the host
 // encodes it, and checks what the handler decoded and applied.
 func TestRoundTrip(t *testing.T) {
-	ctx := context.Background()
+	// The producer's trace: every message carries it, and every line the
+	// handler writes for them names it (golden log lines below).
+	const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	ctx, err := publish.WithTraceParent(context.Background(), traceparent)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mb, c := devBroker(t, clock.Real())
 	p := publish.New(c, nil)
 	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
@@ -74,8 +82,9 @@ func TestRoundTrip(t *testing.T) {
 
 	rows := memstore.New()
 	orders := orderstate.New(rows, nil)
+	var handlerLog bytes.Buffer
 	fn := orderfn.New(orders, parking.New(nil, "order-status-poison"), metrics.New(prometheus.NewRegistry(), "test"),
-		slog.New(slog.DiscardHandler), orderfn.Options{})
+		slog.New(slog.NewJSONHandler(&handlerLog, nil)), orderfn.Options{})
 	results := map[string]string{}
 	deadline := time.Now().Add(10 * time.Second)
 	for len(results) < 5 && time.Now().Before(deadline) {
@@ -93,6 +102,7 @@ func TestRoundTrip(t *testing.T) {
 			inv, err := hostproto.EncodeServiceBus(hostproto.ServiceBusMessage{
 				Body: m.Body, MessageID: m.MessageID, SessionID: m.SessionID, Subject: m.Subject, ContentType: m.ContentType,
 				DeliveryCount: m.DeliveryCount, SequenceNumber: m.SequenceNumber, EnqueuedTime: m.EnqueuedTime, ExpiresAt: m.ExpiresAt,
+				ApplicationProperties: m.ApplicationProperties,
 			}, "message", "OrderStatus", time.Now())
 			if err != nil {
 				t.Fatalf("encode invocation of %s: %v", m.MessageID, err)
@@ -116,6 +126,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("%s: result %q, want %q (all: %v)", id, results[id], w, results)
 		}
 	}
+	golden(t, "roundtrip_log", goldenLines(t, handlerLog.Bytes()))
 	wantRows := map[string]struct {
 		status contract.Status
 		seq    int64
@@ -179,4 +190,28 @@ func TestScheduleOnTheBrokersClock(t *testing.T) {
 	if err := p.CancelTimeout(ctx, s.SequenceNumber); !errors.Is(err, publish.ErrNotScheduled) {
 		t.Errorf("CancelTimeout after it became visible = %v, want ErrNotScheduled", err)
 	}
+}
+
+// goldenLines is the handler's log as its golden file holds it: one JSON
+// line per message, sorted by message id, without the fields that differ
+// from run to run (time, durations, lags).
+func goldenLines(t *testing.T, log []byte) []byte {
+	t.Helper()
+	var lines []string
+	for _, l := range bytes.Split(bytes.TrimSpace(log), []byte("\n")) {
+		var rec map[string]any
+		if err := json.Unmarshal(l, &rec); err != nil {
+			t.Fatalf("handler log line %q: %v", l, err)
+		}
+		for _, k := range []string{"time", "duration_ms", "lag_ms", "occurred_lag_ms"} {
+			delete(rec, k)
+		}
+		b, err := json.Marshal(rec) // keys sorted
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, string(b))
+	}
+	sort.Strings(lines)
+	return []byte(strings.Join(lines, "\n") + "\n")
 }

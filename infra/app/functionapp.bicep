@@ -57,6 +57,10 @@ param instanceMemoryMB int = 2048
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
+@description('Instances of the OrderStatus function kept running while idle, so that the first message after a quiet spell needs no cold start. 0: scale to zero.')
+@minValue(0)
+param alwaysReadyInstances int = 0
+
 @description('Bounded in-call retry budget for transient store errors (Go duration), well below the 1 minute lock; past it a message is rescheduled (README Outages).')
 param orderStatusRetryBudget string = '5s'
 
@@ -127,6 +131,14 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
       scaleAndConcurrency: {
         instanceMemoryMB: instanceMemoryMB
         maximumInstanceCount: maximumInstanceCount
+        // OrderStatus scales on its own instances (function:OrderStatus);
+        // always-ready ones are billed while idle (docs/observability.md).
+        alwaysReady: alwaysReadyInstances > 0 ? [
+          {
+            name: 'function:OrderStatus'
+            instanceCount: alwaysReadyInstances
+          }
+        ] : []
       }
       runtime: {
         name: 'custom'

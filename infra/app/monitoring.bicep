@@ -69,3 +69,4 @@ resource appMetricsPublisher 'Microsoft.Authorization/roleAssignments@2022-04-01
 output applicationInsightsName string = appInsights.name
 output applicationInsightsId string = appInsights.id
 output logAnalyticsWorkspaceId string = logAnalytics.id
+output logAnalyticsName string = logAnalytics.name

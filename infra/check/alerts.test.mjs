@@ -223,14 +223,40 @@ test('the runbook checks can fail', async () => {
     ["resource metricAlertRules 'Microsoft.Insights/metricAlerts@2018-03-01' = [for alert in metricAlerts: {\n  name: alert.name\n  location: 'global'", "resource metricAlertRules 'Microsoft.Insights/metricAlerts@2018-03-01' = [for alert in metricAlerts: {\n  name: alert.name\n  location: location", /order-status-backlog: location .*location.*, want global/],
     ["'odata.type': 'Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria'", "'odata.type': 'Microsoft.Azure.Monitor.MultipleResourceMultipleMetricCriteria'", /criteria odata\.type/],
     ["criterionType: 'StaticThresholdCriterion'", "criterionType: 'DynamicThresholdCriterion'", /criterionType DynamicThresholdCriterion/],
-    ["threshold: 0\n    timeAggregation: 'Total'\n  }\n  {\n    name: 'service-bus-throttled-requests'", "threshold: 0\n    timeAggregation: 'Average'\n  }\n  {\n    name: 'service-bus-throttled-requests'", /service-bus-server-errors: timeAggregation Average for ServerErrors, want one of Total/],
-    ["threshold: 0\n    timeAggregation: 'Total'\n  }\n  {\n    name: 'service-bus-throttled-requests'", "threshold: 0\n    timeAggregation: 'Maximum'\n  }\n  {\n    name: 'service-bus-throttled-requests'", /service-bus-server-errors: timeAggregation Maximum for ServerErrors/],
+    ["threshold: 0\n    timeAggregation: 'Total'\n    windowSize: 'PT5M'\n  }\n  {\n    name: 'service-bus-throttled-requests'", "threshold: 0\n    timeAggregation: 'Average'\n    windowSize: 'PT5M'\n  }\n  {\n    name: 'service-bus-throttled-requests'", /service-bus-server-errors: timeAggregation Average for ServerErrors, want one of Total/],
+    ["threshold: 0\n    timeAggregation: 'Total'\n    windowSize: 'PT5M'\n  }\n  {\n    name: 'service-bus-throttled-requests'", "threshold: 0\n    timeAggregation: 'Maximum'\n    windowSize: 'PT5M'\n  }\n  {\n    name: 'service-bus-throttled-requests'", /service-bus-server-errors: timeAggregation Maximum for ServerErrors/],
     ["evaluationFrequency: 'PT1M'\n    windowSize: 'PT5M'", "evaluationFrequency: 'PT15M'\n    windowSize: 'PT5M'", /evaluationFrequency PT15M is longer than windowSize PT5M/],
     // Log alert shape.
     ["name: 'order-status-failed-invocations'\n  location: location\n  tags: tags\n  kind: 'LogAlert'", "name: 'order-status-failed-invocations'\n  location: location\n  tags: tags\n  kind: 'SimpleLogAlert'", /kind SimpleLogAlert, want LogAlert/],
     ["timeAggregation: 'Count'", "timeAggregation: 'Sum'", /timeAggregation Sum, want one of Count/],
     ["timeAggregation: 'Maximum'\n          metricMeasureColumn", "timeAggregation: 'Average'\n          metricMeasureColumn", /dead-letter-oldest-age: timeAggregation Average, want Maximum/],
     ["timeAggregation: 'Count'", "timeAggregation: 'Count'\n          metricMeasureColumn: null", /must not set it \(not even to null\)/],
+    // Issue 18.4: the baseline alerts that were missing, each with a mutation that must fail.
+    ["metricName: 'UserErrors'", "metricName: 'ServerErrors'", /service-bus-user-errors: metricName ServerErrors, want UserErrors/],
+    ["threshold: userErrorsThreshold", "threshold: 0", /service-bus-user-errors: threshold 0, want the parameter userErrorsThreshold/],
+    ["threshold: abandonedThreshold\n    timeAggregation: 'Total'\n    windowSize: 'PT15M'", "threshold: abandonedThreshold\n    timeAggregation: 'Total'\n    windowSize: 'PT5M'", /order-status-abandoned: windowSize PT5M, want PT15M/],
+    ["metricName: 'AbandonMessage'\n    dimensions: [\n      {\n        name: 'EntityName'\n        operator: 'Include'\n        values: [\n          orderStatusQueueName", "metricName: 'AbandonMessage'\n    dimensions: [\n      {\n        name: 'EntityName'\n        operator: 'Include'\n        values: [\n          poisonQueueName", /order-status-abandoned: EntityName values .* must include order-status/],
+    ["operator: 'LessThanOrEqual'", "operator: 'GreaterThan'", /order-status-stalled-consumer: criterion 1 \(OutgoingMessages\): operator GreaterThan, want LessThanOrEqual/],
+    ["timeAggregation: 'Minimum'", "timeAggregation: 'Maximum'", /order-status-stalled-consumer: criterion 2 \(ActiveMessages\): timeAggregation Maximum, want Minimum/],
+    ["windowSize: 'PT10M'", "windowSize: 'PT5M'", /order-status-stalled-consumer: windowSize PT5M, want PT10M/],
+    ["          timeAggregation: 'Minimum'\n        }\n", "          timeAggregation: 'Minimum'\n        }\n        {\n          criterionType: 'StaticThresholdCriterion'\n        }\n", /order-status-stalled-consumer: want exactly 2 criteria/],
+    ["operator: 'LessThan'\n    threshold: 100", "operator: 'GreaterThan'\n    threshold: 100", /storage-availability: operator GreaterThan, want LessThan/],
+    ["      storageAccount.id\n    ]\n    evaluationFrequency", "      namespace.id\n    ]\n    evaluationFrequency", /storage-availability: scope \$\{namespace\.id\} is not the Microsoft\.Storage\/storageAccounts resource/],
+    ["          'ServerBusyError'\n", "          'Success'\n", /storage-throttled: ResponseType values .* must include ServerBusyError/],
+    ["      storageAccount.id\n      functionApp.id\n", "      storageAccount.id\n", /resource-health-unhealthy: scopes are/],
+    ["equals: 'ResourceHealth'", "equals: 'ServiceHealth'", /resource-health-unhealthy: condition must have category equals ResourceHealth/],
+    ["equals: 'Unavailable'", "equals: 'Available'", /resource-health-unhealthy: condition must match properties\.currentHealthStatus Unavailable/],
+    ["runbook: '${runbookBaseUrl}/resource-health-unhealthy.md'", "runbook: '${runbookBaseUrl}/index.md'", /resource-health-unhealthy: webhookProperties\.runbook/],
+    ["| where settled >= 5", "| where settled >= 1", /order-status-freshness: query must contain settled >= 5/],
+    ["metricMeasureColumn: 'p95_s'", "metricMeasureColumn: 'settled'", /order-status-freshness: metricMeasureColumn settled, want p95_s/],
+    ["threshold: freshnessP95ThresholdSeconds", "threshold: 300", /order-status-freshness: threshold 300, want the parameter freshnessP95ThresholdSeconds/],
+    ["excess = scheduled - 2 * created_30m", "excess = scheduled - created_30m", /order-status-scheduled-surge: query must contain excess = scheduled - 2/],
+    ["metricMeasureColumn: 'excess'", "metricMeasureColumn: 'scheduled'", /order-status-scheduled-surge: metricMeasureColumn scheduled, want excess/],
+    ["      logAnalytics.id\n    ]\n    evaluationFrequency: 'PT5M'\n    windowSize: 'PT30M'", "      appInsights.id\n    ]\n    evaluationFrequency: 'PT5M'\n    windowSize: 'PT30M'", /order-status-scheduled-surge: scope \$\{appInsights\.id\} is not the Log Analytics workspace/],
+    ["windowSize: 'PT30M'", "windowSize: 'PT15M'", /order-status-scheduled-surge: windowSize PT15M, want PT30M/],
+    ["| where minutes >= 10 and waiting > 0 and executions == 0", "| where minutes >= 10 and waiting > 0", /order-status-no-executions: query must contain executions == 0/],
+    ["// Log Analytics workspace: AzureMetrics, AppTraces and AppRequests\n", "", /order-status-no-executions: the query's first line must be/],
+    ['tostring(s.source) == "poison"', 'tostring(s.source) == "dlq"', /order-status-no-executions: query must contain source\) == "poison"/],
     ["evaluationFrequency: 'PT5M'\n    windowSize: 'PT15M'\n    autoMitigate: true\n    criteria: {\n      allOf: [\n        {\n          query: failedInvocationsQuery", "evaluationFrequency: 'PT30M'\n    windowSize: 'PT15M'\n    autoMitigate: true\n    criteria: {\n      allOf: [\n        {\n          query: failedInvocationsQuery", /order-status-failed-invocations: evaluationFrequency PT30M is longer than windowSize PT15M/],
   ];
   for (const [from, to, want] of cases) {
@@ -447,15 +473,31 @@ test('the workbook shows queue depth, dead letters by source and reason, oldest 
   assert.ok(has('deadletter_stats', 'oldest_age_seconds', 'timechart'), 'no chart of the oldest dead-letter age');
   assert.ok(has('result', 'summarize'), 'no query for handler results');
   assert.ok(has('operation_Name == "OrderStatus"', 'percentile(duration'), 'no query for handler duration');
+  // Freshness (issue 18.3): p50/p95/p99 of enqueued -> settled, by hour.
+  assert.ok(has('lag_ms', 'percentile(lag_s, 50)', 'percentile(lag_s, 95)', 'percentile(lag_s, 99)', 'bin(timestamp, 1h)'), 'no freshness tile (p50/p95/p99 of lag_ms by hour)');
 
   // The placeholders are exactly the ones alerts.bicep replaces.
   const placeholders = [...new Set(text.match(/__[A-Z_]+__/g))].sort();
   assert.deepEqual([...checkWorkbook(project).placeholders].sort(), placeholders);
   assert.deepEqual(placeholders, ['__APPLICATION_INSIGHTS_ID__', '__SERVICE_BUS_NAMESPACE_ID__']);
-  // The results chart matches the key in any log line format; a quoted
-  // "\"result\"" would only match JSON written without a prefix or escaping.
-  const matchesResultKey = (q) => /^\| where message has "result"$/m.test(q);
+  // The message panels read the fleet-wide figures (issue 18.2): every
+  // instance's fleet_metrics increases, summed; never one instance's view.
+  const fleetPanel = (name, ...needles) => {
+    const q = items.find((i) => i.name === name)?.content.query ?? '';
+    return ['message has "fleet_metrics"', 'tostring(m.msg) == "fleet_metrics"', 'mv-expand s = m.series', 'sum(todouble(s.value))', ...needles].filter((n) => !q.includes(n));
+  };
+  assert.deepEqual(fleetPanel('handler-results', 'orderstatus_messages_total', 'by result = tostring(s.labels.result)'), []);
+  assert.deepEqual(fleetPanel('store-work', 'orderstatus_store_round_trips_total', 'orderstatus_etag_conflicts_total', 'orderstatus_cache_hits_total'), []);
+  assert.deepEqual(fleetPanel('sweeper-actions', 'orderstatus_deadletter_actions_total', 's.labels.action'), []);
   const results = items.find((i) => i.name === 'handler-results').content.query;
-  assert.ok(matchesResultKey(results), `handler results query:\n${results}`);
-  assert.ok(!matchesResultKey(results.replace('message has "result"', 'message has "\\"result\\""')), 'the results filter check cannot fail');
+  const matchesResultKey = (q) => q.includes('sum(todouble(s.value))');
+  assert.ok(!matchesResultKey(results.replace('sum(todouble(s.value))', 'count()')), 'the fleet panel check cannot fail');
+});
+
+test('alerts/README.md lists every alert once, and no other', () => {
+  const rows = (text) => [...text.matchAll(/^\| `([a-z-]+)` \|/gm)].map((m) => m[1]).sort();
+  const alerts = alertRules(project).map((r) => r.name).sort();
+  assert.deepEqual(rows(read('alerts/README.md')), alerts);
+  const dropped = read('alerts/README.md').replace(/^\| `storage-throttled` \|.*\n/m, '');
+  assert.notDeepEqual(rows(dropped), alerts, 'the README check cannot fail');
 });

@@ -97,6 +97,12 @@ function checkMain(p) {
   if (!(count?.decorators.minValue?.[0] >= 1 && count?.decorators.maxValue?.[0] <= 1000)) {
     problems.push('param maximumInstanceCount: want @minValue(>= 1) and @maxValue(<= 1000)');
   }
+  // Always-ready instances (issue 18.3): none by default (scale to zero), from the azd environment.
+  if (main.paramDefault('alwaysReadyInstances') !== 0) problems.push(`param alwaysReadyInstances must default to 0, got ${main.paramDefault('alwaysReadyInstances')}`);
+  const readyParam = JSON.parse(p.overrides['infra/main.parameters.json'] ?? read('infra/main.parameters.json')).parameters.alwaysReadyInstances;
+  if (readyParam?.value !== '${FUNCTION_ALWAYS_READY_INSTANCES=0}') {
+    problems.push(`main.parameters.json alwaysReadyInstances: got ${readyParam?.value}, want \${FUNCTION_ALWAYS_READY_INSTANCES=0}`);
+  }
   if (main.paramDefault('grantDeployerDataOwner') !== false) problems.push('param grantDeployerDataOwner must default to false');
   // Scale-out needs the Manage right on order-status (issue 9): on unless turned off.
   if (main.paramDefault('grantAppQueueOwnerForScaling') !== true) problems.push('param grantAppQueueOwnerForScaling must default to true');
@@ -331,7 +337,9 @@ const mutations = [
   ['functionapp.bicep', '    LOG_LEVEL: logLevel\n', "    LOG_LEVEL: logLevel\n    FUNCTIONS_WORKER_RUNTIME: 'custom'\n", checkFunctionApp, /FUNCTIONS_WORKER_RUNTIME must not be set/],
   ['functionapp.bicep', 'AZURE_CLIENT_ID: identityClientId', 'AZURE_CLIENT_ID: identityId', checkFunctionApp, /AZURE_CLIENT_ID/],
   ['functionapp.bicep', "ServiceBusConnection__credential: 'managedidentity'", "ServiceBusConnection__credential: 'connectionstring'", checkFunctionApp, /ServiceBusConnection__credential/],
-  ['functionapp.bicep', 'maximumInstanceCount: maximumInstanceCount\n      }', 'maximumInstanceCount: 100\n      }', checkFunctionApp, /maximumInstanceCount/],
+  ['functionapp.bicep', 'maximumInstanceCount: maximumInstanceCount\n', 'maximumInstanceCount: 100\n', checkFunctionApp, /maximumInstanceCount/],
+  ['functionapp.bicep', "name: 'function:OrderStatus'", "name: 'http'", checkFunctionApp, /alwaysReady: want the instances of function:OrderStatus/],
+  ['functionapp.bicep', 'instanceCount: alwaysReadyInstances', 'instanceCount: 1', checkFunctionApp, /alwaysReady: want the instances of function:OrderStatus/],
   ['main.bicep', "param deadLetterSweepSchedule string = '0 */5 * * * *'", "param deadLetterSweepSchedule string = '0 */1 * * * *'", checkFunctionApp, /DEAD_LETTER_SWEEP_SCHEDULE/],
   ['main.bicep', "var deploymentContainerName = 'app-package'", "var deploymentContainerName = 'other'", checkFunctionApp, null],
   ['main.bicep', 'deploymentContainerName: storage.outputs.deploymentContainerName', "deploymentContainerName: 'other'", checkFunctionApp, /not a container the storage module creates/],

@@ -28,6 +28,7 @@ function allQueries(p) {
     for (const b of book.codeBlocks.filter((c) => c.lang === 'kql')) out.push([`alerts/runbooks/${book.name}.md:${b.line}`, b.code]);
   }
   for (const b of codeBlocks(read('alerts/README.md')).filter((c) => c.lang === 'kql')) out.push([`alerts/README.md:${b.line}`, b.code]);
+  for (const b of codeBlocks(read('docs/observability.md')).filter((c) => c.lang === 'kql')) out.push([`docs/observability.md:${b.line}`, b.code]);
   return out;
 }
 
@@ -52,6 +53,13 @@ test('the KQL check fails on a syntax error, an unknown table, column or functio
     [age, '| where depth > 0', '| where depth >', /KS006 Missing expression/],
     [age, 'by run_id, source, reason;', 'by run_id, source, reason', /\d+:\d+ KS\d+/],
   ];
+  // The workspace-scoped alerts are analysed against the workspace's tables.
+  const noExecutions = logAlertQueries(project)['order-status-no-executions'];
+  cases.push(
+    [noExecutions, '| where OperationName == "OrderStatus"', '| where operation_Name == "OrderStatus"', /KS142 The name 'operation_Name' does not refer to any known column/],
+    [noExecutions, 'toscalar(AppRequests', 'toscalar(requests', /KS204 The name 'requests' does not refer to any known table/],
+    [noExecutions, '// Log Analytics workspace: AzureMetrics, AppTraces and AppRequests', '// AzureMetrics', /KS204 The name 'AzureMetrics' does not refer to any known table/],
+  );
   for (const [query, from, to, want] of cases) {
     assert.ok(query.includes(from), `query no longer contains ${JSON.stringify(from)}: update this case`);
     assert.match(kqlProblems(query.replace(from, to)).join('\n'), want, `for ${JSON.stringify(to)}`);

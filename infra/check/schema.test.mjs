@@ -39,13 +39,15 @@ const mutations = [
   // Value outside an enum (closed, and extensible).
   ['infra/app/servicebus.bicep', "name: 'Standard'\n    tier: 'Standard'", "name: 'Standard2'\n    tier: 'Standard'", /namespace .*sku\.name: "Standard2" is not one of "Standard", "Premium", "Basic"$/m],
   ['infra/app/functionapp.bicep', "type: 'UserAssignedIdentity'", "type: 'UserAssigned'", /authentication\.type: "UserAssigned" is not one of .*"UserAssignedIdentity"/],
-  ['alerts/alerts.bicep', "    timeAggregation: 'Total'\n  }\n  {\n    name: 'service-bus-throttled-requests'", "    timeAggregation: 'Sum'\n  }\n  {\n    name: 'service-bus-throttled-requests'", /metricAlertRules .*criteria\.allOf\[0\]\.timeAggregation: "Sum" is not one of/],
+  ['alerts/alerts.bicep', "    timeAggregation: 'Total'\n    windowSize: 'PT5M'\n  }\n  {\n    name: 'service-bus-throttled-requests'", "    timeAggregation: 'Sum'\n    windowSize: 'PT5M'\n  }\n  {\n    name: 'service-bus-throttled-requests'", /metricAlertRules .*criteria\.allOf\[0\]\.timeAggregation: "Sum" is not one of/],
   // Wrong type, literal and through a param's declared type.
   ['infra/app/servicebus.bicep', 'maxDeliveryCount: 5', "maxDeliveryCount: '5'", /properties\.maxDeliveryCount: "5" is string, want int/],
   ['infra/app/functionapp.bicep', 'instanceMemoryMB: instanceMemoryMB', 'instanceMemoryMB: logLevel', /instanceMemoryMB: logLevel is string, want int/],
   ['infra/app/monitoring.bicep', 'disableLocalAuth: true', "disableLocalAuth: 'true'", /features\.disableLocalAuth: "true" is string, want bool/],
   // Read-only property set.
   ['infra/app/servicebus.bicep', 'disableLocalAuth: true', "disableLocalAuth: true\n    provisioningState: 'Succeeded'", /namespace .*properties\.provisioningState is read-only/],
+  // The activity-log alert (Resource Health): a leaf condition misspelt.
+  ['alerts/alerts.bicep', "field: 'category'", "fields: 'category'", /resourceHealthAlert .*unknown property fields/],
   // Required property missing.
   ['alerts/alerts.bicep', "    groupShortName: 'orderstatus'\n", '', /actionGroup .*required property properties\.groupShortName is missing/],
 ];

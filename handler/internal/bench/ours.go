@@ -38,7 +38,9 @@ type oursConfig struct {
 	// lock is the queues' lock duration in wall-clock time (0: one
 	// minute, host.json's on the broker clock at the real speed).
 	lock time.Duration
-	// stdout receives every instance's handler output; nil discards it.
+	// stdout receives every instance's handler output, both streams (the
+	// handler writes warnings and failures, parked answers among them, to
+	// stderr only); nil discards it.
 	stdout io.Writer
 	// logLevel replaces Options.LogLevel, if set.
 	logLevel string
@@ -77,6 +79,7 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 		NoAzuriteInstall: true,
 		Instances:        c.instances,
 		Stdout:           c.stdout,
+		Stderr:           c.stdout,
 	})
 	if err != nil {
 		return nil, err

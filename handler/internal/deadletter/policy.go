@@ -40,6 +40,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
+	"github.com/orderstatus/orderstatus/handler/internal/tracectx"
 )
 
 // Kind names a source in flags, log lines, metric labels and keys.
@@ -246,6 +247,7 @@ func ReplayMessage(e dlstore.Entry, body []byte) broker.Message {
 	}
 	props[PropReplayedFrom] = e.Reason
 	props[PropReplayCount] = int64(n)
+	tracectx.Hop(props) // the same trace, a span of the replay's own, linked
 	out := broker.Message{
 		MessageID:             ReplayID(OriginalID(e), n),
 		SessionID:             e.SessionID,

@@ -231,3 +231,17 @@ func TestEntryOfKeepsPropertiesInTheStoresTypes(t *testing.T) {
 		t.Error("EntryOf changed the message's own properties")
 	}
 }
+
+// TestReplayKeepsTheTrace: a replay is the next hop of the original's
+// trace: the same trace id, a span of its own, linked to what it replays.
+func TestReplayKeepsTheTrace(t *testing.T) {
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	got := deadletter.ReplayMessage(entry(deadletter.DLQ, dead("MaxDeliveryCountExceeded", map[string]any{"traceparent": tp, "Diagnostic-Id": tp}), time.Now()), nil)
+	next, _ := got.ApplicationProperties["traceparent"].(string)
+	if !strings.HasPrefix(next, "00-0af7651916cd43dd8448eb211c80319c-") || next == tp || got.ApplicationProperties["Diagnostic-Id"] != next {
+		t.Errorf("replay traceparent %q, Diagnostic-Id %v: want the trace 0af7...319c with a new span on both", next, got.ApplicationProperties["Diagnostic-Id"])
+	}
+	if got.ApplicationProperties["TraceLinkedFrom"] != tp {
+		t.Errorf("TraceLinkedFrom = %v, want %s", got.ApplicationProperties["TraceLinkedFrom"], tp)
+	}
+}

@@ -546,7 +546,9 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	}
 	settings[SettingAppRootPath] = h.app.Root
 	// Each instance's handler learns its id from CONTAINER_NAME, as on
-	// Flex Consumption; an id from the settings would name them all.
+	// Flex Consumption; an id from the settings would name them all (and
+	// WEBSITE_POD_NAME, read first, would hide CONTAINER_NAME).
+	delete(settings, logging.EnvWebsitePodName)
 	delete(settings, logging.EnvContainerName)
 	delete(settings, logging.EnvWebsiteInstanceID)
 	h.handlerPath, h.handlerEnv = path, settings.Environ()

@@ -326,7 +326,7 @@ func (h *Host) startInstance(ctx context.Context) (*instance, error) {
 		Dir:          h.app.Host.WorkingDirectory,
 		Env:          env,
 		Stdout:       &logTap{w: h.opts.Stdout, c: &in.counts},
-		Stderr:       h.opts.Stderr,
+		Stderr:       &logTap{w: h.opts.Stderr, c: &in.counts},
 		ReadyTimeout: h.opts.ReadyTimeout,
 		Logger:       h.log.With(slog.String("instance", in.id)),
 	})

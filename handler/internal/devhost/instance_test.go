@@ -57,6 +57,7 @@ func TestInstancesOwnProcessPortAndID(t *testing.T) {
 	h, _ := testHost(t, appFiles(2), func(o *Options) {
 		o.Instances = 3
 		o.Settings[logging.EnvContainerName] = "from-settings" // must not name them all
+		o.Settings[logging.EnvWebsitePodName] = "pod-from-settings"
 	})
 	if got, want := h.RunningInstances(), []string{"instance-1", "instance-2", "instance-3"}; !slices.Equal(got, want) {
 		t.Fatalf("RunningInstances = %v, want %v", got, want)
@@ -66,6 +67,9 @@ func TestInstancesOwnProcessPortAndID(t *testing.T) {
 		env := instanceEnv(t, h, in)
 		if env[logging.EnvContainerName] != in.id {
 			t.Errorf("%s: CONTAINER_NAME = %q, want %q", in.id, env[logging.EnvContainerName], in.id)
+		}
+		if got := logging.InstanceID(func(k string) string { return env[k] }); got != in.id {
+			t.Errorf("%s: the handler reads instance id %q, want %q", in.id, got, in.id)
 		}
 		pids[in.proc.PID()] = true
 		ports[env["FUNCTIONS_CUSTOMHANDLER_PORT"]] = true

@@ -1,8 +1,24 @@
-// Package logging builds the handler's one slog.Logger: JSON lines on stdout
-// (the Functions host logs them at Information), and failures (records at
-// Error) also on stderr, which the host logs as errors. Every line carries
-// the instance id of the Functions host instance the process runs on, when
-// the platform sets one (see InstanceID).
+// Package logging builds the handler's one slog.Logger: JSON lines, each
+// written once, to the stream from which the Functions host gives it the
+// record's level, and the instance id the host itself reads (see
+// InstanceID).
+//
+// How the host classifies a custom handler's output (Azure/azure-functions-host,
+// src/WebJobs.Script/Workers/ProcessManagement/WorkerProcess.cs,
+// OnOutputDataReceived and ParseErrorMessageAndLog; HttpWorkerDescription
+// sets UseStdErrorStreamForErrorsOnly to true for custom handlers): every
+// stdout line is logged at Information; a stderr line is logged at Warning
+// if it contains "warn" in any case, else at Error. Both reach Application
+// Insights as traces (category Host.Function.Console, the line in
+// traces.message), so a line written to both streams is counted twice.
+// New therefore writes:
+//
+//   - Debug and Info records to stdout (Information);
+//   - Warn records to stderr; their "level":"WARN" makes them Warning;
+//   - Error records to stderr with every "warn" (any case) inside their
+//     JSON strings written as "\u0077arn", which a JSON reader decodes to
+//     the same text but the host's substring test does not match, so that
+//     an error whose message says "warning" is still logged as an Error.
 package logging
 
 import (
@@ -11,23 +27,45 @@ import (
 	"log/slog"
 )
 
-// New returns a JSON logger writing every record at level or above to out
-// and records at Error also to errOut (when not nil).
+// New returns a JSON logger writing records at level or above: Debug and
+// Info to out, Warn and Error to errOut, each record exactly once. With a
+// nil errOut every record goes to out.
 func New(out, errOut io.Writer, level slog.Leveler) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler = slog.NewJSONHandler(out, opts)
-	if errOut != nil {
-		h = tee{all: h, errs: slog.NewJSONHandler(errOut, &slog.HandlerOptions{Level: slog.LevelError})}
+	info := slog.NewJSONHandler(out, opts)
+	if errOut == nil {
+		return slog.New(info)
 	}
-	return slog.New(h)
+	return slog.New(split{
+		info: info,
+		warn: slog.NewJSONHandler(errOut, opts),
+		err:  slog.NewJSONHandler(noWarn{errOut}, opts),
+	})
+}
+
+// HostLevel is the level the Functions host gives a line a custom handler
+// wrote, by the rule of WorkerProcess.ParseErrorMessageAndLog (see the
+// package comment): stdout is Information; stderr is Warning when the line
+// contains "warn" in any case, else Error.
+func HostLevel(line string, stderr bool) slog.Level {
+	switch {
+	case !stderr:
+		return slog.LevelInfo
+	case containsWarn([]byte(line)):
+		return slog.LevelWarn
+	default:
+		return slog.LevelError
+	}
 }
 
 // Environment variables that hold the instance id, in the order the
-// Functions host itself reads them (EnvironmentExtensions.GetInstanceId in
-// azure-functions-host): Linux Consumption and Flex Consumption set
-// CONTAINER_NAME, App Service plans and Windows set WEBSITE_INSTANCE_ID.
-// `handler dev` sets CONTAINER_NAME for each instance it runs.
+// Functions host reads them (EnvironmentExtensions.GetInstanceId in
+// Azure/azure-functions-host, src/WebJobs.Script/Environment): on Linux
+// Consumption and Flex Consumption WEBSITE_POD_NAME, else CONTAINER_NAME;
+// on other plans WEBSITE_INSTANCE_ID. `handler dev` sets CONTAINER_NAME
+// for each instance it runs.
 const (
+	EnvWebsitePodName    = "WEBSITE_POD_NAME"
 	EnvContainerName     = "CONTAINER_NAME"
 	EnvWebsiteInstanceID = "WEBSITE_INSTANCE_ID"
 )
@@ -36,13 +74,15 @@ const (
 const KeyInstanceID = "instance_id"
 
 // InstanceID returns the id of the Functions host instance this process
-// runs on, as the host finds it: CONTAINER_NAME, else WEBSITE_INSTANCE_ID;
-// "" when neither is set (a plain local run).
+// runs on, as the host finds it: WEBSITE_POD_NAME, else CONTAINER_NAME,
+// else WEBSITE_INSTANCE_ID; "" when none is set (a plain local run).
 func InstanceID(getenv func(string) string) string {
-	if id := getenv(EnvContainerName); id != "" {
-		return id
+	for _, k := range []string{EnvWebsitePodName, EnvContainerName, EnvWebsiteInstanceID} {
+		if id := getenv(k); id != "" {
+			return id
+		}
 	}
-	return getenv(EnvWebsiteInstanceID)
+	return ""
 }
 
 // WithInstance returns log with the instance_id attribute on every record,
@@ -54,25 +94,83 @@ func WithInstance(log *slog.Logger, id string) *slog.Logger {
 	return log.With(KeyInstanceID, id)
 }
 
-// tee sends every record to all and, from Error up, to errs too.
-type tee struct{ all, errs slog.Handler }
+// split sends each record to one handler by its level.
+type split struct{ info, warn, err slog.Handler }
 
-func (t tee) Enabled(ctx context.Context, l slog.Level) bool { return t.all.Enabled(ctx, l) }
+func (s split) pick(l slog.Level) slog.Handler {
+	switch {
+	case l >= slog.LevelError:
+		return s.err
+	case l >= slog.LevelWarn:
+		return s.warn
+	default:
+		return s.info
+	}
+}
 
-func (t tee) Handle(ctx context.Context, r slog.Record) error {
-	err := t.all.Handle(ctx, r)
-	if r.Level >= slog.LevelError {
-		if err2 := t.errs.Handle(ctx, r.Clone()); err == nil {
-			err = err2
+func (s split) Enabled(ctx context.Context, l slog.Level) bool { return s.pick(l).Enabled(ctx, l) }
+
+func (s split) Handle(ctx context.Context, r slog.Record) error {
+	return s.pick(r.Level).Handle(ctx, r)
+}
+
+func (s split) WithAttrs(as []slog.Attr) slog.Handler {
+	return split{info: s.info.WithAttrs(as), warn: s.warn.WithAttrs(as), err: s.err.WithAttrs(as)}
+}
+
+func (s split) WithGroup(name string) slog.Handler {
+	return split{info: s.info.WithGroup(name), warn: s.warn.WithGroup(name), err: s.err.WithGroup(name)}
+}
+
+// noWarn writes JSON lines with the w or W of every "warn" (any case)
+// escaped as \u0077 or \u0057. In a JSON line a letter can only stand
+// inside a string (keys included) or in true, false and null, and no
+// escape sequence contains a w, so the rewrite keeps the line valid JSON
+// with the same decoded content. slog's JSON handler writes each record
+// with one Write, so a "warn" never straddles two calls.
+type noWarn struct{ w io.Writer }
+
+func (n noWarn) Write(p []byte) (int, error) {
+	if !containsWarn(p) {
+		return n.w.Write(p)
+	}
+	out := make([]byte, 0, len(p)+16)
+	for i := 0; i < len(p); i++ {
+		if (p[i] == 'w' || p[i] == 'W') && isWarnAt(p, i) {
+			if p[i] == 'w' {
+				out = append(out, `\u0077`...)
+			} else {
+				out = append(out, `\u0057`...)
+			}
+			continue
+		}
+		out = append(out, p[i])
+	}
+	if _, err := n.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func containsWarn(p []byte) bool {
+	for i := range p {
+		if isWarnAt(p, i) {
+			return true
 		}
 	}
-	return err
+	return false
 }
 
-func (t tee) WithAttrs(as []slog.Attr) slog.Handler {
-	return tee{all: t.all.WithAttrs(as), errs: t.errs.WithAttrs(as)}
-}
-
-func (t tee) WithGroup(name string) slog.Handler {
-	return tee{all: t.all.WithGroup(name), errs: t.errs.WithGroup(name)}
+// isWarnAt reports whether p[i:] starts with "warn" in any case (ASCII, as
+// the host's OrdinalIgnoreCase comparison of these letters).
+func isWarnAt(p []byte, i int) bool {
+	if i+4 > len(p) {
+		return false
+	}
+	for j, c := range []byte("warn") {
+		if p[i+j]|0x20 != c {
+			return false
+		}
+	}
+	return true
 }

@@ -8,31 +8,152 @@ import (
 	"testing"
 )
 
-func TestTeeSendsFailuresToStderrToo(t *testing.T) {
+// line is one line a process wrote, with the stream it went to.
+type line struct {
+	text   string
+	stderr bool
+}
+
+func lines(out, errOut *bytes.Buffer) []line {
+	var ls []line
+	for _, s := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if s != "" {
+			ls = append(ls, line{s, false})
+		}
+	}
+	for _, s := range strings.Split(strings.TrimSpace(errOut.String()), "\n") {
+		if s != "" {
+			ls = append(ls, line{s, true})
+		}
+	}
+	return ls
+}
+
+// TestEachRecordOnceAtTheHostsLevel writes records of every level, some
+// whose text would mislead the host's substring rule, and checks that each
+// is written once, as valid JSON with the same content, on the stream from
+// which the host logs it at the record's own level.
+func TestEachRecordOnceAtTheHostsLevel(t *testing.T) {
 	var out, errOut bytes.Buffer
 	log := New(&out, &errOut, slog.LevelInfo).With("order_id", "o-1")
 	log.Debug("hidden")
-	log.Info("settled", "result", "Applied")
-	log.Warn("parked", "result", "Parked")
-	log.Error("failed", "result", "Failed")
-
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("stdout has %d lines, want 3: %q", len(lines), out.String())
+	records := []struct {
+		level slog.Level
+		msg   string
+		err   string
+	}{
+		{slog.LevelInfo, "settled", ""},
+		{slog.LevelInfo, "an error was retried and the warning cleared", "connection refused"},
+		{slog.LevelWarn, "parked", ""},
+		{slog.LevelWarn, "sequence gap", "failed twice"},
+		{slog.LevelError, "failed", "connection refused"},
+		{slog.LevelError, "failed after a WARNING", "Warn: lock lost; rewarned"},
 	}
-	for _, l := range lines {
+	for _, r := range records {
+		log.Log(t.Context(), r.level, r.msg, "error", r.err)
+	}
+	got := lines(&out, &errOut)
+	if len(got) != len(records) {
+		t.Fatalf("%d lines written, want %d (one per record, Debug hidden):\n%s\n%s", len(got), len(records), out.String(), errOut.String())
+	}
+	seen := map[string]int{}
+	for _, l := range got {
 		var rec map[string]any
-		if err := json.Unmarshal([]byte(l), &rec); err != nil {
-			t.Fatalf("stdout line is not JSON: %q", l)
+		if err := json.Unmarshal([]byte(l.text), &rec); err != nil {
+			t.Fatalf("line is not JSON: %q: %v", l.text, err)
 		}
 		if rec["order_id"] != "o-1" {
-			t.Errorf("line lacks order_id: %q", l)
+			t.Errorf("line lacks order_id: %q", l.text)
+		}
+		msg, _ := rec["msg"].(string)
+		seen[msg]++
+		for _, r := range records {
+			if r.msg != msg {
+				continue
+			}
+			if rec["error"] != r.err {
+				t.Errorf("%q: error = %q, want %q (the content survives the rewrite)", msg, rec["error"], r.err)
+			}
+			if hl := HostLevel(l.text, l.stderr); hl != r.level {
+				t.Errorf("%q (stderr %v): the host logs it at %v, want %v: %s", msg, l.stderr, hl, r.level, l.text)
+			}
 		}
 	}
-	errLines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
-	if len(errLines) != 1 || !strings.Contains(errLines[0], `"msg":"failed"`) || !strings.Contains(errLines[0], `"order_id":"o-1"`) {
-		t.Errorf("stderr = %q, want only the failure (not the warning), with its attributes", errOut.String())
+	for _, r := range records {
+		if seen[r.msg] != 1 {
+			t.Errorf("%q written %d times, want once", r.msg, seen[r.msg])
+		}
 	}
+}
+
+func TestNoErrOutWritesAllToOut(t *testing.T) {
+	var out bytes.Buffer
+	log := New(&out, nil, slog.LevelInfo)
+	log.Info("a")
+	log.Warn("b")
+	log.Error("c")
+	if n := strings.Count(out.String(), "\n"); n != 3 {
+		t.Errorf("%d lines on out, want 3: %s", n, out.String())
+	}
+}
+
+// TestHostLevel pins the host's rule (WorkerProcess.ParseErrorMessageAndLog
+// with UseStdErrorStreamForErrorsOnly, as for custom handlers).
+func TestHostLevel(t *testing.T) {
+	tests := []struct {
+		line   string
+		stderr bool
+		want   slog.Level
+	}{
+		{`{"level":"ERROR"}`, false, slog.LevelInfo},
+		{`{"level":"WARN"}`, true, slog.LevelWarn},
+		{`plain text`, true, slog.LevelError},
+		{`a wArNiNg`, true, slog.LevelWarn},
+		{`{"msg":"\u0077arn"}`, true, slog.LevelError},
+	}
+	for _, tt := range tests {
+		if got := HostLevel(tt.line, tt.stderr); got != tt.want {
+			t.Errorf("HostLevel(%q, stderr %v) = %v, want %v", tt.line, tt.stderr, got, tt.want)
+		}
+	}
+}
+
+func FuzzNoWarnKeepsJSON(f *testing.F) {
+	for _, s := range []string{"warn", "WARN\\", `\warn"`, "wwarnn", "ｗarn", "\x00warn"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var errOut bytes.Buffer
+		New(&bytes.Buffer{}, &errOut, slog.LevelInfo).Error(s, s, s)
+		text := strings.TrimSuffix(errOut.String(), "\n")
+		if strings.Contains(text, "\n") {
+			t.Fatalf("one record, several lines: %q", text)
+		}
+		if HostLevel(text, true) != slog.LevelError {
+			t.Fatalf("the host would not log this error as an Error: %q", text)
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(text), &rec); err != nil {
+			t.Fatalf("not JSON after the rewrite: %q: %v", text, err)
+		}
+		var want map[string]any
+		var plain bytes.Buffer
+		slog.New(slog.NewJSONHandler(&plain, nil)).Error(s, s, s)
+		if err := json.Unmarshal(plain.Bytes(), &want); err != nil {
+			t.Fatal(err)
+		}
+		if rec["msg"] != want["msg"] || rec[keyOf(want, s)] != want[keyOf(want, s)] {
+			t.Fatalf("content changed: got %v, want %v", rec, want)
+		}
+	})
+}
+
+// keyOf is the key the attribute s=s got (slog writes "!BADKEY" for none).
+func keyOf(rec map[string]any, s string) string {
+	if _, ok := rec[s]; ok {
+		return s
+	}
+	return "!BADKEY"
 }
 
 func TestInstanceID(t *testing.T) {
@@ -41,7 +162,8 @@ func TestInstanceID(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"flex consumption", map[string]string{EnvContainerName: "c-1", EnvWebsiteInstanceID: "w-1"}, "c-1"},
+		{"flex consumption", map[string]string{EnvWebsitePodName: "p-1", EnvContainerName: "c-1", EnvWebsiteInstanceID: "w-1"}, "p-1"},
+		{"linux consumption", map[string]string{EnvContainerName: "c-1", EnvWebsiteInstanceID: "w-1"}, "c-1"},
 		{"app service", map[string]string{EnvWebsiteInstanceID: "w-1"}, "w-1"},
 		{"local", map[string]string{}, ""},
 	}
@@ -58,14 +180,15 @@ func TestWithInstanceOnEveryLine(t *testing.T) {
 	var out, errOut bytes.Buffer
 	log := WithInstance(New(&out, &errOut, slog.LevelInfo), "instance-2")
 	log.Info("settled")
+	log.Warn("parked")
 	log.Error("failed")
-	for _, l := range strings.Split(strings.TrimSpace(out.String()+errOut.String()), "\n") {
+	for _, l := range lines(&out, &errOut) {
 		var rec map[string]any
-		if err := json.Unmarshal([]byte(l), &rec); err != nil {
-			t.Fatalf("line %q: %v", l, err)
+		if err := json.Unmarshal([]byte(l.text), &rec); err != nil {
+			t.Fatalf("line %q: %v", l.text, err)
 		}
 		if rec[KeyInstanceID] != "instance-2" {
-			t.Errorf("line %q: instance_id = %v, want instance-2", l, rec[KeyInstanceID])
+			t.Errorf("line %q: instance_id = %v, want instance-2", l.text, rec[KeyInstanceID])
 		}
 	}
 	out.Reset()

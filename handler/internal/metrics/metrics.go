@@ -43,8 +43,24 @@ type Metrics struct {
 	// failed): each "scheduled" is one Service Bus operation per order
 	// beyond what the producers send.
 	TimeoutChecks *prometheus.CounterVec // outcome
-	BuildInfo     *prometheus.GaugeVec
+	// Lag is the read model's freshness, by kind: LagEnqueuedToSettled
+	// (the message's EnqueuedTimeUtc to its 200 answer) and
+	// LagOccurredToApplied (the update's occurredAt to its write).
+	Lag       *prometheus.HistogramVec // kind
+	BuildInfo *prometheus.GaugeVec
 }
+
+// The kinds of orderstatus_lag_seconds.
+const (
+	LagEnqueuedToSettled = "enqueued_to_settled"
+	LagOccurredToApplied = "occurred_to_applied"
+)
+
+// LagBuckets are orderstatus_lag_seconds' upper bounds: from a warm
+// instance's second through Flex Consumption's cold start after idle (up
+// to about two minutes) and the in-call retry budget, to outages waited
+// out over hours.
+var LagBuckets = []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600}
 
 // Options tune NewWithOptions. The zero value (or nil) is usable.
 type Options struct {
@@ -136,6 +152,11 @@ func NewWithOptions(reg prometheus.Registerer, version string, opts *Options) *M
 			Name: "orderstatus_timeout_checks_total",
 			Help: "PaymentTimeoutChecks the handler scheduled itself on applying a Created, by outcome (scheduled, failed): the extra Service Bus operations per order.",
 		}, []string{"outcome"}),
+		Lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "orderstatus_lag_seconds",
+			Help:    "How old the read model is, per settled message: kind enqueued_to_settled (EnqueuedTimeUtc to the 200 answer, whole seconds from the host) and occurred_to_applied (occurredAt to the write, applied updates that carry it).",
+			Buckets: LagBuckets,
+		}, []string{"kind"}),
 		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "orderstatus_build_info",
 			Help: "Always 1; labels carry the version, Go version and VCS revision.",
@@ -143,7 +164,7 @@ func NewWithOptions(reg prometheus.Registerer, version string, opts *Options) *M
 	}
 	reg.MustRegister(m.Messages, m.Duration, m.DeliveryCount, m.StoreRoundTrips, m.MessageRoundTrips, m.StoreLatency,
 		m.ETagConflicts, m.CacheHits, m.SequenceGaps, m.SkippedSequence, m.Parked, m.Retries,
-		m.Rescheduled, m.CircuitState, m.CircuitChanges, m.TimeoutChecks, m.BuildInfo,
+		m.Rescheduled, m.CircuitState, m.CircuitChanges, m.TimeoutChecks, m.Lag, m.BuildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	goVersion, revision := "unknown", opts.Revision
 	if bi, ok := debug.ReadBuildInfo(); ok {

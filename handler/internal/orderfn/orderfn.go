@@ -43,6 +43,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 	"github.com/orderstatus/orderstatus/handler/internal/retry"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/tracectx"
 )
 
 // Applier applies messages to the order store (orderstate.Service). The
@@ -148,6 +149,9 @@ type Options struct {
 	// ScheduleBudget bounds the Service Bus calls after the in-call
 	// budget (default DefaultScheduleBudget).
 	ScheduleBudget time.Duration
+	// Now is the clock the freshness lags are measured on (default
+	// time.Now).
+	Now func() time.Time
 }
 
 // Handler serves POST /OrderStatus.
@@ -179,6 +183,9 @@ func New(a Applier, p Parker, m *metrics.Metrics, log *slog.Logger, opts Options
 	if opts.Reschedule == nil {
 		opts.Breaker = nil // an open breaker without rescheduling would only hasten dead-lettering
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	return &Handler{applier: a, parker: p, metrics: m, log: log, opts: opts}
 }
 
@@ -206,6 +213,12 @@ type outcome struct {
 	httpStatus   int
 	// invocationID is the host's X-Azure-Functions-InvocationId.
 	invocationID string
+	// occurredAt is the update's occurredAt (zero when absent).
+	occurredAt time.Time
+	// traceID is the producer's trace (the message's traceparent or
+	// Diagnostic-Id); operationID the trace of the host's invocation (the
+	// request's traceparent header). Empty when absent.
+	traceID, operationID string
 }
 
 // ServeHTTP handles one invocation. The whole call, parking included, has
@@ -226,6 +239,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		msg, err = hostproto.DecodeServiceBus(body, h.opts.Binding)
 	}
 	var out outcome
+	// The trace ids go on every line of the message, the retries' too.
+	traceID, operationID := traceIDs(msg, r)
 	if err != nil {
 		// Not the message's fault but a host/handler protocol mismatch:
 		// fail so nothing is lost; the broker dead-letters it after the
@@ -234,9 +249,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		h.metrics.DeliveryCount.Observe(float64(msg.DeliveryCount))
 		ctx, cancel := context.WithTimeout(r.Context(), h.opts.Retry.Budget)
-		out = h.handle(ctx, r.Context(), msg)
+		out = h.handle(ctx, r.Context(), msg, traceID, operationID)
 		cancel()
 	}
+	out.traceID, out.operationID = traceID, operationID
 	out.invocationID = r.Header.Get("X-Azure-Functions-InvocationId")
 	h.finish(w, msg, out, time.Since(start))
 }
@@ -244,14 +260,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // handle decides msg. ctx carries the in-call budget; call is the whole
 // request's context, from which the Service Bus calls after the budget
 // (rescheduling, the timeout check) get Options.ScheduleBudget of their own.
-func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMessage) outcome {
+func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMessage, traceID, operationID string) outcome {
+	base := outcome{orderID: msg.SessionID, traceID: traceID, operationID: operationID}
 	switch msg.Subject {
 	case order.SubjectStatusChanged:
 		u, err := order.ParseUpdate(msg.Body, msg.SessionID)
 		if err != nil {
-			return h.park(ctx, msg, outcome{orderID: msg.SessionID}, err)
+			return h.park(ctx, msg, base, err)
 		}
-		out := outcome{orderID: u.OrderID, sequence: u.Sequence}
+		out := base
+		out.orderID, out.sequence, out.occurredAt = u.OrderID, u.Sequence, u.OccurredAt
 		lock := orderstate.Lock{Until: msg.SessionLockedUntil}
 		var res orderstate.Outcome
 		out = h.apply(ctx, call, msg, out, func(ctx context.Context) (orderstate.Outcome, error) {
@@ -266,9 +284,10 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 	case order.SubjectPaymentTimeout:
 		c, err := order.ParseTimeoutCheck(msg.Body, msg.SessionID)
 		if err != nil {
-			return h.park(ctx, msg, outcome{orderID: msg.SessionID}, err)
+			return h.park(ctx, msg, base, err)
 		}
-		out := outcome{orderID: c.OrderID}
+		out := base
+		out.orderID = c.OrderID
 		var res orderstate.Outcome
 		settling := h.opts.Reschedule != nil && reschedule.StateOf(original(msg)).Settling()
 		out = h.apply(ctx, call, msg, out, func(ctx context.Context) (orderstate.Outcome, error) {
@@ -292,7 +311,7 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		}
 		return out
 	default:
-		return h.park(ctx, msg, outcome{orderID: msg.SessionID}, &order.PoisonError{Reason: order.ReasonUnknownSubject,
+		return h.park(ctx, msg, base, &order.PoisonError{Reason: order.ReasonUnknownSubject,
 			Description: fmt.Sprintf("no handler for subject %q", msg.Subject)})
 	}
 }
@@ -301,9 +320,36 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 func (h *Handler) retryLog(operation string, msg hostproto.ServiceBusMessage, out *outcome, a retry.Attempt) {
 	out.retries++
 	h.metrics.Retries.WithLabelValues(operation).Inc()
-	h.log.Warn("transient failure, retrying", "operation", operation, "order_id", out.orderID, "message_id", msg.MessageID,
+	attrs := []any{"operation", operation, "order_id", out.orderID, "message_id", msg.MessageID,
 		"delivery_count", msg.DeliveryCount, "sequence", out.sequence, "subject", msg.Subject,
-		"attempt", a.Number, "wait_ms", a.Wait.Milliseconds(), "error", a.Err.Error())
+		"attempt", a.Number, "wait_ms", a.Wait.Milliseconds(), "error", a.Err.Error()}
+	h.log.Warn("transient failure, retrying", append(attrs, traceAttrs(*out)...)...)
+}
+
+// traceIDs reads the producer's trace id from the message's application
+// properties (tracectx.FromProperties: traceparent, else Diagnostic-Id)
+// and the host's operation id from the request's traceparent header, when
+// the host sends one (lenient: either may be absent).
+func traceIDs(msg hostproto.ServiceBusMessage, r *http.Request) (traceID, operationID string) {
+	if t, ok := tracectx.FromProperties(msg.ApplicationProperties); ok {
+		traceID = t.TraceIDString()
+	}
+	if t, err := tracectx.Parse(r.Header.Get("traceparent")); err == nil {
+		operationID = t.TraceIDString()
+	}
+	return traceID, operationID
+}
+
+// traceAttrs are the trace log fields of out, those that are known.
+func traceAttrs(out outcome) []any {
+	var attrs []any
+	if out.traceID != "" {
+		attrs = append(attrs, "trace_id", out.traceID)
+	}
+	if out.operationID != "" {
+		attrs = append(attrs, "operation_id", out.operationID)
+	}
+	return attrs
 }
 
 // createdHere reports whether the outcome leaves u's order Created at u's
@@ -551,11 +597,17 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 		h.metrics.SequenceGaps.Inc()
 		h.metrics.SkippedSequence.Add(float64(out.gap))
 	}
+	lag, occurredLag := h.lags(msg, out)
 
 	attrs := []any{
 		"order_id", out.orderID, "message_id", msg.MessageID, "delivery_count", msg.DeliveryCount,
 		"sequence", out.sequence, "subject", msg.Subject, "result", out.result,
 		"duration_ms", float64(d.Microseconds()) / 1000, "round_trips", out.roundTrips,
+	}
+	if out.status != "" {
+		// The status applied: the scheduled-messages alert counts the
+		// orders Created in the last 30 minutes by it.
+		attrs = append(attrs, "status", string(out.status))
 	}
 	if out.cacheHit {
 		attrs = append(attrs, "cache_hit", true)
@@ -587,6 +639,13 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 	}
 	if out.invocationID != "" {
 		attrs = append(attrs, "invocation_id", out.invocationID)
+	}
+	attrs = append(attrs, traceAttrs(out)...)
+	if lag >= 0 {
+		attrs = append(attrs, "lag_ms", lag.Milliseconds())
+	}
+	if occurredLag >= 0 {
+		attrs = append(attrs, "occurred_lag_ms", occurredLag.Milliseconds())
 	}
 	level, text := slog.LevelInfo, "message settled"
 	switch {
@@ -634,6 +693,27 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 		logLine += ": " + out.result
 	}
 	hostproto.WriteResponse(w, out.httpStatus, hostproto.Response{Logs: []string{logLine}, ReturnValue: rv})
+}
+
+// lags measures, for a settled message (answered 200), how old the read
+// model is: from the message's EnqueuedTimeUtc to now, and for an applied
+// update with an occurredAt, from occurredAt to now. Each is -1 when it
+// does not apply; a clock skew that makes one negative counts as 0.
+func (h *Handler) lags(msg hostproto.ServiceBusMessage, out outcome) (enqueued, occurred time.Duration) {
+	enqueued, occurred = -1, -1
+	if out.httpStatus != http.StatusOK {
+		return enqueued, occurred
+	}
+	now := h.opts.Now()
+	if !msg.EnqueuedTime.IsZero() {
+		enqueued = max(now.Sub(msg.EnqueuedTime), 0)
+		h.metrics.Lag.WithLabelValues(metrics.LagEnqueuedToSettled).Observe(enqueued.Seconds())
+	}
+	if out.result == string(order.Applied) && !out.occurredAt.IsZero() {
+		occurred = max(now.Sub(out.occurredAt), 0)
+		h.metrics.Lag.WithLabelValues(metrics.LagOccurredToApplied).Observe(occurred.Seconds())
+	}
+	return enqueued, occurred
 }
 
 // subjectLabel bounds the subject label to the known subjects.

@@ -297,7 +297,7 @@ func TestOneLogLinePerAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{"order_id": "o-1", "message_id": "o-1:4", "delivery_count": 3.0, "sequence": 4.0,
-		"subject": "OrderStatusChanged", "result": "Applied", "gap": 2.0, "level": "WARN"}
+		"subject": "OrderStatusChanged", "result": "Applied", "status": "Paid", "gap": 2.0, "level": "WARN"}
 	for k, v := range want {
 		if rec[k] != v {
 			t.Errorf("log %s = %v, want %v", k, rec[k], v)
@@ -347,5 +347,165 @@ func TestSessionLockAndConflictsReachTheStore(t *testing.T) {
 	}
 	if rec["etag_conflicts"] != 1.0 || rec["round_trips"] != 3.0 || rec["cache_hit"] != true {
 		t.Errorf("log line %v: want etag_conflicts 1, round_trips 3, cache_hit true", rec)
+	}
+}
+
+// refusedThenCutShort fails its first attempts with a transient
+// "connection refused" and blocks the next until the call's deadline, then
+// reports what the table adapter reports then: only the context's error.
+type refusedThenCutShort struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (f *refusedThenCutShort) ApplyUnder(ctx context.Context, u order.Update, _ orderstate.Lock) (orderstate.Outcome, error) {
+	f.mu.Lock()
+	f.calls++
+	n := f.calls
+	f.mu.Unlock()
+	if n < 3 {
+		return orderstate.Outcome{}, fmt.Errorf("store: apply %s seq %d: dial tcp 127.0.0.1:10002: connect: connection refused: %w", u.OrderID, u.Sequence, store.ErrTransient)
+	}
+	<-ctx.Done()
+	return orderstate.Outcome{}, fmt.Errorf("store: apply %s seq %d: %w (%w)", u.OrderID, u.Sequence, ctx.Err(), ctx.Err())
+}
+
+func (f *refusedThenCutShort) ExpireIfUnpaid(context.Context, string) (orderstate.Outcome, error) {
+	return orderstate.Outcome{}, errors.New("not used")
+}
+
+// TestFailureCarriesTheLastUnderlyingCause: when the call's deadline cuts
+// the last attempt short, the answer's error, the invocation Logs and the
+// log line still say what the retries saw.
+func TestFailureCarriesTheLastUnderlyingCause(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var out bytes.Buffer
+	h := New(&refusedThenCutShort{}, &fakeParker{}, metrics.New(reg, "test"), logging.New(&out, &out, slog.LevelInfo),
+		Options{Retry: retry.Policy{Budget: 50 * time.Millisecond, Initial: time.Millisecond, Max: time.Millisecond}})
+	r := &rig{h: h, stdout: &out}
+	status, ans := r.post(t, invocation("OrderStatusChanged", "o-1", "o-1:2", 1, paid))
+	if status != http.StatusServiceUnavailable {
+		t.Errorf("status = %d, want 503", status)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rec); err != nil || rec["result"] != ResultFailed {
+		t.Fatalf("last log line %q (%v): want the Failed line", lines[len(lines)-1], err)
+	}
+	rvErr, _ := ans.ReturnValue["error"].(string)
+	logErr, _ := rec["error"].(string)
+	if len(ans.Logs) != 1 {
+		t.Fatalf("Logs = %q, want one line", ans.Logs)
+	}
+	for where, s := range map[string]string{"the answer's error": rvErr, "the invocation Logs": ans.Logs[0], "the log line's error": logErr} {
+		if !strings.Contains(s, "connection refused") || strings.Contains(s, "context deadline exceeded (context deadline exceeded)") {
+			t.Errorf("%s = %q, want the last underlying cause (connection refused), not only the deadline", where, s)
+		}
+	}
+}
+
+// TestFreshnessLags: a settled message records how old it was when settled
+// (from EnqueuedTimeUtc) and, when applied with an occurredAt, how old the
+// change was when written; on the histogram by kind and on the log line.
+// An unsettled (5xx) message records neither.
+func TestFreshnessLags(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 20, 33, 500_000_000, time.UTC) // the invocation was enqueued at 10:20:30
+	tests := []struct {
+		name                 string
+		applier              *fakeApplier
+		status               int
+		lagMS, occurredLagMS any // nil: absent
+	}{
+		{"applied", &fakeApplier{outcomes: []orderstate.Outcome{{Result: order.Applied, State: order.State{Status: order.Paid, LastSequence: 2}}}},
+			http.StatusOK, 3500.0, (20*60 + 33.5) * 1000},
+		{"duplicate: settled, nothing applied", &fakeApplier{outcomes: []orderstate.Outcome{{Result: order.Duplicate}}},
+			http.StatusOK, 3500.0, nil},
+		{"failed: not settled", &fakeApplier{errs: []error{errors.New("boom")}},
+			http.StatusInternalServerError, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(tt.applier, &fakeParker{}, nil)
+			r.h.opts.Now = func() time.Time { return now }
+			status, _ := r.post(t, invocation("OrderStatusChanged", "o-1", "o-1:2", 1, paid))
+			if status != tt.status {
+				t.Fatalf("status = %d, want %d", status, tt.status)
+			}
+			var rec map[string]any
+			if err := json.Unmarshal(bytes.TrimSpace(r.stdout.Bytes()), &rec); err != nil {
+				t.Fatalf("log line %q: %v", r.stdout.String(), err)
+			}
+			if rec["lag_ms"] != tt.lagMS || rec["occurred_lag_ms"] != tt.occurredLagMS {
+				t.Errorf("lag_ms %v occurred_lag_ms %v, want %v and %v", rec["lag_ms"], rec["occurred_lag_ms"], tt.lagMS, tt.occurredLagMS)
+			}
+			// Observations and their sum by kind, read from the registry.
+			counts, sums := map[string]uint64{}, map[string]float64{}
+			mfs, err := r.reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				if mf.GetName() != "orderstatus_lag_seconds" {
+					continue
+				}
+				for _, m := range mf.GetMetric() {
+					kind := m.GetLabel()[0].GetValue()
+					counts[kind], sums[kind] = m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+				}
+			}
+			count := func(kind string) uint64 { return counts[kind] }
+			sum := func(kind string) float64 { return sums[kind] }
+			wantCount := func(v any) uint64 {
+				if v == nil {
+					return 0
+				}
+				return 1
+			}
+			if got := count(metrics.LagEnqueuedToSettled); got != wantCount(tt.lagMS) {
+				t.Errorf("enqueued_to_settled observations = %d, want %d", got, wantCount(tt.lagMS))
+			} else if tt.lagMS != nil && sum(metrics.LagEnqueuedToSettled) != tt.lagMS.(float64)/1000 {
+				t.Errorf("enqueued_to_settled sum = %v s, want %v", sum(metrics.LagEnqueuedToSettled), tt.lagMS.(float64)/1000)
+			}
+			if got := count(metrics.LagOccurredToApplied); got != wantCount(tt.occurredLagMS) {
+				t.Errorf("occurred_to_applied observations = %d, want %d", got, wantCount(tt.occurredLagMS))
+			}
+		})
+	}
+}
+
+// TestEveryLineCarriesTheTrace: the producer's trace (the message's
+// Diagnostic-Id, as older SDKs write it) and the host's operation (the
+// request's traceparent) are on every line of the message: each retry's
+// and the final one.
+func TestEveryLineCarriesTheTrace(t *testing.T) {
+	const producer = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	const host = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	a := &fakeApplier{errs: []error{store.ErrTransient, nil}, outcomes: []orderstate.Outcome{{}, {Result: order.Applied, State: order.State{Status: order.Paid}}}}
+	r := newRig(a, &fakeParker{}, nil)
+	var inv map[string]any
+	if err := json.Unmarshal(invocation("OrderStatusChanged", "o-1", "o-1:2", 1, paid), &inv); err != nil {
+		t.Fatal(err)
+	}
+	inv["Metadata"].(map[string]any)["ApplicationProperties"] = map[string]any{"Diagnostic-Id": producer}
+	body, _ := json.Marshal(inv)
+	req := httptest.NewRequest(http.MethodPost, "/OrderStatus", bytes.NewReader(body))
+	req.Header.Set("traceparent", host)
+	rec := httptest.NewRecorder()
+	r.h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want a retry and the settled line:\n%s", len(lines), r.stdout)
+	}
+	for _, l := range lines {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e["trace_id"] != "0af7651916cd43dd8448eb211c80319c" || e["operation_id"] != "4bf92f3577b34da6a3ce929d0e0e4736" {
+			t.Errorf("line %s: trace_id %v operation_id %v, want the producer's and the host's trace ids", l, e["trace_id"], e["operation_id"])
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
+	"github.com/orderstatus/orderstatus/handler/internal/tracectx"
 )
 
 // Application property names on a parked message.
@@ -91,7 +92,8 @@ func New(s Sender, queue string) *Parker { return &Parker{sender: s, queue: queu
 // no SessionId (the poison queue has no sessions), the original application
 // properties kept, and the parking properties set over them. An existing
 // OriginalMessageId (a rescheduled copy's, see package reschedule) is kept,
-// so the parked copy names the message first sent.
+// so the parked copy names the message first sent; a trace context is
+// carried on as the next hop of the same trace (tracectx.Hop).
 func Message(o Original, reason, description string) broker.Message {
 	props := Properties(o.ApplicationProperties)
 	if props == nil {
@@ -107,6 +109,7 @@ func Message(o Original, reason, description string) broker.Message {
 	props[PropOriginalSubject] = o.Subject
 	props[PropOriginalEnqueuedTime] = o.EnqueuedTime.UTC()
 	props[PropDeliveryCount] = int64(o.DeliveryCount)
+	tracectx.Hop(props) // the original's trace, a span of the copy's own, linked
 	return broker.Message{
 		MessageID:             ParkedID(o),
 		Subject:               o.Subject,

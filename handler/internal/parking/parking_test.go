@@ -139,3 +139,19 @@ func TestMessageKeepsAnExistingOriginalMessageID(t *testing.T) {
 		t.Errorf("MessageId = %s, want o-1:2:retry:7:parked", m.MessageID)
 	}
 }
+
+// TestParkedCopyKeepsTheTrace: the parked copy is the next hop of the
+// original's trace, linked to it.
+func TestParkedCopyKeepsTheTrace(t *testing.T) {
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	o := Original{MessageID: "o-1:2", SessionID: "o-1", ApplicationProperties: map[string]any{"Diagnostic-Id": tp}}
+	m := Message(o, "InvalidPayload", "d")
+	next, _ := m.ApplicationProperties["traceparent"].(string)
+	if !strings.HasPrefix(next, "00-0af7651916cd43dd8448eb211c80319c-") || next == tp || m.ApplicationProperties["TraceLinkedFrom"] != tp {
+		t.Errorf("parked copy: traceparent %q, linked from %v; want the original's trace with a span of its own, linked to %s",
+			next, m.ApplicationProperties["TraceLinkedFrom"], tp)
+	}
+	if o.ApplicationProperties["Diagnostic-Id"] != tp || len(o.ApplicationProperties) != 1 {
+		t.Errorf("the original's properties changed: %v", o.ApplicationProperties)
+	}
+}

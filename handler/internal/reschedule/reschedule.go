@@ -35,6 +35,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/tracectx"
 )
 
 // Application properties a rescheduled copy carries. The dead-letter
@@ -247,7 +248,8 @@ func CopyID(original string, attempt int64) string {
 // Copy builds the scheduled copy of o for decision d: the same session,
 // subject, body, content type, correlation id and application properties
 // (normalised to the broker's types), with the retry properties set over
-// them and MessageId CopyID.
+// them and MessageId CopyID; a trace context is carried on as the next hop
+// of the same trace (tracectx.Hop).
 func Copy(o Original, d Decision, lastError string) broker.Message {
 	s := StateOf(o)
 	props := parking.Properties(o.ApplicationProperties)
@@ -258,6 +260,7 @@ func Copy(o Original, d Decision, lastError string) broker.Message {
 	props[PropFirstFailureTime] = d.FirstFailure.UTC()
 	props[PropOriginalMessageID] = s.OriginalMessageID
 	props[PropLastError] = Truncate(lastError, MaxLastError)
+	tracectx.Hop(props)
 	return broker.Message{
 		MessageID:             CopyID(s.OriginalMessageID, d.Attempt),
 		SessionID:             o.SessionID,

@@ -69,17 +69,26 @@ type Attempt struct {
 //
 // On giving up, the result wraps the last error (errors.Is still finds its
 // sentinel) and ErrBudgetExhausted or the context's error, in one line.
+// When ctx ended during an attempt, that attempt's error says only that
+// (context deadline exceeded): the result then leads with the error of
+// the attempt before it, the last underlying cause (connection refused),
+// and wraps ctx's cause too.
 func Do(ctx, stop context.Context, p Policy, retryable func(error) bool, op func(context.Context) error, onRetry func(Attempt)) error {
 	p = p.withDefaults()
 	deadline := time.Now().Add(p.Budget)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	var prev error // the last attempt's error that was retried
 	for n := 1; ; n++ {
 		err := op(ctx)
+		if err != nil && prev != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("%w (attempt %d cut short: %w)", prev, n, context.Cause(ctx))
+		}
 		if err == nil || !retryable(err) {
 			return err
 		}
+		prev = err
 		wait := p.Backoff(n)
 		if time.Now().Add(wait).After(deadline) {
 			return fmt.Errorf("%w (%w)", err, ErrBudgetExhausted)

@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +109,56 @@ func TestDoHonoursTheContextDeadline(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "\n") {
 		t.Errorf("error spans lines: %q", err)
+	}
+}
+
+// TestDoKeepsTheCauseWhenTheDeadlineCutsAnAttempt: the attempts fail with
+// a transient error until the call's context ends during one; that one
+// reports only the context's error, so the result must lead with the
+// transient error before it.
+func TestDoKeepsTheCauseWhenTheDeadlineCutsAnAttempt(t *testing.T) {
+	refused := fmt.Errorf("store: apply o-1 seq 2: dial tcp 127.0.0.1:1: connect: connection refused: %w", errTransient)
+	for _, tt := range []struct {
+		name  string
+		cause error
+	}{{"deadline", context.DeadlineExceeded}, {"cancelled", context.Canceled}} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			p := Policy{Budget: time.Minute, Initial: time.Millisecond, Max: time.Millisecond}
+			calls := 0
+			err := Do(ctx, context.Background(), p, isTransient, func(ctx context.Context) error {
+				calls++
+				if calls < 3 {
+					return refused
+				}
+				cancel(tt.cause) // the call's deadline ends during attempt 3
+				return fmt.Errorf("store: apply o-1 seq 2: %w (%w)", ctx.Err(), ctx.Err())
+			}, nil)
+			if calls != 3 {
+				t.Fatalf("calls = %d, want 3", calls)
+			}
+			want := refused.Error() + " (attempt 3 cut short: " + tt.cause.Error() + ")"
+			if err == nil || err.Error() != want {
+				t.Errorf("err = %v\nwant %s", err, want)
+			}
+			if !errors.Is(err, errTransient) || !errors.Is(err, tt.cause) {
+				t.Errorf("err = %v: errors.Is must find both the transient sentinel and %v", err, tt.cause)
+			}
+		})
+	}
+}
+
+// TestDoFirstAttemptCutShortIsReturnedAsIs: with no earlier cause, the
+// context's error is the cause.
+func TestDoFirstAttemptCutShortIsReturnedAsIs(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	want := fmt.Errorf("store: apply o-1 seq 2: %w", context.Canceled)
+	err := Do(ctx, context.Background(), Policy{Budget: time.Minute}, isTransient, func(context.Context) error {
+		cancel()
+		return want
+	}, nil)
+	if err != want {
+		t.Errorf("err = %v, want %v unchanged", err, want)
 	}
 }

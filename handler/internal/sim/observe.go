@@ -109,9 +109,23 @@ func (l *WireLog) Errors() []string {
 	return append([]string(nil), l.errs...)
 }
 
-// ParseAnswers reads the handler's answers from its JSON log (stdout): one
-// per line that has a message_id and a result. Other lines are skipped.
-func ParseAnswers(log []byte) []Answer {
+// ParseAnswers reads the handler's answers from its JSON logs: one per
+// line that has a message_id and a result. Other lines are skipped. Pass
+// stdout and stderr (the handler writes warnings and failures, parked and
+// failed answers among them, to stderr only); the answers of all the logs
+// are merged in the order of their end times.
+func ParseAnswers(logs ...[]byte) []Answer {
+	var out []Answer
+	for _, log := range logs {
+		out = append(out, parseAnswers(log)...)
+	}
+	if len(logs) > 1 {
+		sort.SliceStable(out, func(i, j int) bool { return out[i].End < out[j].End })
+	}
+	return out
+}
+
+func parseAnswers(log []byte) []Answer {
 	var out []Answer
 	sc := bufio.NewScanner(bytes.NewReader(log))
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,20 @@ func TestParseAnswers(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("answer %d = %+v, want %+v", i, got[i], want[i])
 		}
+	}
+	// The handler writes warnings and failures to stderr only: the same
+	// lines split by stream give the same answers, in time order.
+	var stdout, stderr []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, `"level":"INFO"`) {
+			stdout = append(stdout, l)
+		} else {
+			stderr = append(stderr, l)
+		}
+	}
+	split := ParseAnswers([]byte(strings.Join(stderr, "\n")), []byte(strings.Join(stdout, "\n")))
+	if !slices.Equal(split, got) {
+		t.Errorf("answers of stderr and stdout = %+v, want %+v", split, got)
 	}
 }
 

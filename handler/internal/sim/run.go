@@ -491,7 +491,7 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	if err := h.Close(); err != nil {
 		return res, fmt.Errorf("sim: close the development host: %w", err)
 	}
-	o.Answers = ParseAnswers(r.stdout.Bytes())
+	o.Answers = ParseAnswers(r.stdout.Bytes(), r.stderr.Bytes())
 
 	res.Violations = Check(r.s, *o)
 	for _, e := range r.wire.Errors() {

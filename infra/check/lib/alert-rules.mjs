@@ -7,12 +7,24 @@
 
 import { Expr, Template, isExpr, isPlainObject } from './bicep.mjs';
 import { at, declared, durationSeconds, QUEUE_NAMES } from './infra-rules.mjs';
+import { isWorkspaceQuery, WORKSPACE_MARKER } from './kql.mjs';
+
+const SERVICE_BUS = 'Microsoft.ServiceBus/namespaces';
+const STORAGE = 'Microsoft.Storage/storageAccounts';
+const SITES = 'Microsoft.Web/sites';
+const COMPONENTS = 'Microsoft.Insights/components';
+const WORKSPACES = 'Microsoft.OperationalInsights/workspaces';
 
 /**
- * The alerts the issue asks for. metric: Service Bus namespace metric alerts
- * (entities: the EntityName values the alert must include, [] for the whole
- * namespace). log: scheduled query rules on Application Insights
- * (mustQuery: text the KQL must contain).
+ * The alerts the issues ask for. metric: metric alerts on the Service Bus
+ * namespace, or on the resource type in scope (entities: the EntityName
+ * values the alert must include, [] for the whole resource; dimension: a
+ * dimension filter it must include; criteria: several criteria that must
+ * all hold; windowSize: the window it must use). activity: activity-log
+ * alerts on Resource Health (scopes: the resource types of its scopes).
+ * log: scheduled query rules on Application Insights, or on the Log
+ * Analytics workspace with scope 'workspace' (mustQuery: text the KQL must
+ * contain).
  */
 function deadLetterCount(sources) {
   return {
@@ -44,6 +56,55 @@ export const EXPECTED_ALERTS = {
   },
   'service-bus-server-errors': { kind: 'metric', metricName: 'ServerErrors', entities: [], threshold: 0 },
   'service-bus-throttled-requests': { kind: 'metric', metricName: 'ThrottledRequests', entities: [], threshold: 0 },
+  // Issue 18.4: the baseline alerts that were missing.
+  'service-bus-user-errors': { kind: 'metric', metricName: 'UserErrors', entities: [], threshold: 'userErrorsThreshold', windowSize: 'PT15M' },
+  'order-status-abandoned': {
+    kind: 'metric', metricName: 'AbandonMessage', entities: [QUEUE_NAMES.orderStatus], threshold: 'abandonedThreshold', windowSize: 'PT15M',
+  },
+  'order-status-stalled-consumer': {
+    kind: 'metric',
+    windowSize: 'PT10M',
+    criteria: [
+      { metricName: 'OutgoingMessages', entities: [QUEUE_NAMES.orderStatus], operator: 'LessThanOrEqual', threshold: 0, timeAggregation: 'Total' },
+      { metricName: 'ActiveMessages', entities: [QUEUE_NAMES.orderStatus], operator: 'GreaterThan', threshold: 0, timeAggregation: 'Minimum' },
+    ],
+  },
+  'storage-availability': {
+    kind: 'metric', scope: STORAGE, metricName: 'Availability', entities: [], operator: 'LessThan', threshold: 100, timeAggregation: 'Average',
+  },
+  'storage-throttled': {
+    kind: 'metric', scope: STORAGE, metricName: 'Transactions', entities: [], threshold: 0,
+    dimension: { name: 'ResponseType', values: ['ServerBusyError', 'ClientThrottlingError'] },
+  },
+  'resource-health-unhealthy': { kind: 'activity', scopes: [SERVICE_BUS, STORAGE, SITES] },
+  // Issue 18.3: freshness, p95 of enqueued -> settled from the settled lines.
+  'order-status-freshness': {
+    kind: 'log',
+    mustQuery: ['traces', 'lag_ms', 'percentile(todouble(entry.lag_ms), 95)', 'settled >= 5'],
+    timeAggregation: 'Maximum',
+    measure: 'p95_s',
+    threshold: 'freshnessP95ThresholdSeconds',
+    windowSize: 'PT15M',
+  },
+  'order-status-scheduled-surge': {
+    kind: 'log',
+    scope: 'workspace',
+    mustQuery: ['AzureMetrics', 'MetricName == "ScheduledMessages"', 'AppTraces', 'tostring(s.status) == "Created"', 'ago(10m)', 'excess = scheduled - 2 * created_30m'],
+    timeAggregation: 'Maximum',
+    measure: 'excess',
+    threshold: 'scheduledExcessThreshold',
+    // The orders created in the last 30 minutes: each schedules one timeout.
+    windowSize: 'PT30M',
+  },
+  'order-status-no-executions': {
+    kind: 'log',
+    scope: 'workspace',
+    mustQuery: ['AzureMetrics', 'MetricName == "ActiveMessages"', 'AppRequests', 'OperationName == "OrderStatus"', 'executions == 0', 'source) == "poison"'],
+    timeAggregation: 'Count',
+    measure: null,
+    threshold: 0,
+    windowSize: 'PT15M',
+  },
   'dead-letter-oldest-age': {
     kind: 'log',
     // Each line once (both copies share run_id, source and reason), the
@@ -88,10 +149,20 @@ export const EXPECTED_ALERTS = {
  * window, the error counters as a total (an average of counts hides bursts).
  */
 export const METRIC_TIME_AGGREGATIONS = {
-  ActiveMessages: ['Maximum', 'Average'],
+  ActiveMessages: ['Maximum', 'Average', 'Minimum'],
+  DeadletteredMessages: ['Maximum', 'Average'],
   ServerErrors: ['Total'],
   ThrottledRequests: ['Total'],
+  UserErrors: ['Total'],
+  AbandonMessage: ['Total'],
+  OutgoingMessages: ['Total'],
+  // Storage: Availability is a percentage, Transactions a count.
+  Availability: ['Average', 'Minimum'],
+  Transactions: ['Total'],
 };
+
+/** The operators a static metric criterion may use. */
+const METRIC_OPERATORS = ['GreaterThan', 'GreaterThanOrEqual', 'LessThan', 'LessThanOrEqual'];
 
 /** The timeAggregation values a scheduled query rule (2022-06-15) accepts. */
 export const LOG_TIME_AGGREGATIONS = ['Count', 'Average', 'Minimum', 'Maximum', 'Total'];
@@ -146,7 +217,11 @@ function pattern(v) {
  */
 export function alertRules(project) {
   const out = [];
-  const kinds = { 'Microsoft.Insights/metricAlerts': 'metric', 'Microsoft.Insights/scheduledQueryRules': 'log' };
+  const kinds = {
+    'Microsoft.Insights/metricAlerts': 'metric',
+    'Microsoft.Insights/scheduledQueryRules': 'log',
+    'Microsoft.Insights/activityLogAlerts': 'activity',
+  };
   for (const [type, kind] of Object.entries(kinds)) {
     for (const { ctx, resource } of declared(project, type)) {
       const body = resource.body;
@@ -201,6 +276,8 @@ export function checkAlerts(project) {
     }
     const resolve = (v) => project.resolve(ctx, v).value;
 
+    const scopeType = (scope) => (scope instanceof Expr && scope.ref?.kind === 'resource' ? ctx.file.resource(scope.ref.name)?.type : null);
+
     if (rule.kind === 'metric') {
       const actions = Array.isArray(p.actions) ? p.actions : [];
       if (actions.length === 0) problems.push(`${where}: no actions`);
@@ -215,31 +292,66 @@ export function checkAlerts(project) {
       if (criteria['odata.type'] !== METRIC_CRITERIA_ODATA_TYPE) {
         problems.push(`${where}: criteria odata.type ${pattern(criteria['odata.type'])}, want ${METRIC_CRITERIA_ODATA_TYPE}`);
       }
-      const allOf = Array.isArray(criteria.allOf) ? criteria.allOf : [];
-      if (allOf.length !== 1) problems.push(`${where}: want exactly one criterion, got ${allOf.length}`);
-      const c = allOf[0] ?? {};
-      if (c.criterionType !== 'StaticThresholdCriterion') {
-        problems.push(`${where}: criterionType ${pattern(c.criterionType)}, want StaticThresholdCriterion`);
-      }
-      const aggregations = METRIC_TIME_AGGREGATIONS[spec.metricName] ?? [];
-      if (!aggregations.includes(c.timeAggregation)) {
-        problems.push(`${where}: timeAggregation ${pattern(c.timeAggregation)} for ${spec.metricName}, want one of ${aggregations.join(', ')}`);
-      }
       checkSchedule(problems, where, p);
-      if (c.metricName !== spec.metricName) problems.push(`${where}: metricName ${pattern(c.metricName)}, want ${spec.metricName}`);
-      if (c.metricNamespace !== 'Microsoft.ServiceBus/namespaces') problems.push(`${where}: metricNamespace ${pattern(c.metricNamespace)}`);
-      if (c.operator !== 'GreaterThan') problems.push(`${where}: operator ${pattern(c.operator)}, want GreaterThan`);
+      if (spec.windowSize && p.windowSize !== spec.windowSize) problems.push(`${where}: windowSize ${pattern(p.windowSize)}, want ${spec.windowSize}`);
+      const wantScope = spec.scope ?? SERVICE_BUS;
       const scope = p.scopes?.[0];
-      const scopeRes = scope instanceof Expr && scope.ref?.kind === 'resource' ? ctx.file.resource(scope.ref.name) : null;
-      if (scopeRes?.type !== 'Microsoft.ServiceBus/namespaces') problems.push(`${where}: scope ${pattern(scope)} is not the Service Bus namespace`);
-      const dims = Array.isArray(c.dimensions) ? c.dimensions : [];
-      const entity = dims.find((d) => d.name === 'EntityName');
-      const values = entity && Array.isArray(entity.values) ? entity.values.map(resolve) : [];
-      if (spec.entities.length === 0 && dims.length !== 0) problems.push(`${where}: want no dimension filter (whole namespace)`);
-      for (const e of spec.entities) {
-        if (!values.includes(e) || entity.operator !== 'Include') problems.push(`${where}: EntityName values ${JSON.stringify(values)} must include ${e}`);
+      if (p.scopes?.length !== 1 || scopeType(scope) !== wantScope) problems.push(`${where}: scope ${pattern(scope)} is not the ${wantScope} resource`);
+      const wanted = spec.criteria ?? [spec];
+      const allOf = Array.isArray(criteria.allOf) ? criteria.allOf : [];
+      if (allOf.length !== wanted.length) problems.push(`${where}: want exactly ${wanted.length} criteria (all must hold), got ${allOf.length}`);
+      wanted.forEach((w, i) => {
+        const c = allOf[i] ?? {};
+        const cw = wanted.length > 1 ? `${where}: criterion ${i + 1} (${w.metricName})` : where;
+        if (c.criterionType !== 'StaticThresholdCriterion') {
+          problems.push(`${cw}: criterionType ${pattern(c.criterionType)}, want StaticThresholdCriterion`);
+        }
+        const aggregations = METRIC_TIME_AGGREGATIONS[w.metricName] ?? [];
+        if (!aggregations.includes(c.timeAggregation)) {
+          problems.push(`${cw}: timeAggregation ${pattern(c.timeAggregation)} for ${w.metricName}, want one of ${aggregations.join(', ')}`);
+        } else if (w.timeAggregation && c.timeAggregation !== w.timeAggregation) {
+          problems.push(`${cw}: timeAggregation ${c.timeAggregation}, want ${w.timeAggregation}`);
+        }
+        if (c.metricName !== w.metricName) problems.push(`${cw}: metricName ${pattern(c.metricName)}, want ${w.metricName}`);
+        if (c.metricNamespace !== wantScope) problems.push(`${cw}: metricNamespace ${pattern(c.metricNamespace)}, want ${wantScope}`);
+        const operator = w.operator ?? 'GreaterThan';
+        if (!METRIC_OPERATORS.includes(c.operator) || c.operator !== operator) problems.push(`${cw}: operator ${pattern(c.operator)}, want ${operator}`);
+        const dims = Array.isArray(c.dimensions) ? c.dimensions : [];
+        const filters = [...w.entities.length ? [{ name: 'EntityName', values: w.entities }] : [], ...w.dimension ? [w.dimension] : []];
+        if (filters.length === 0 && dims.length !== 0) problems.push(`${cw}: want no dimension filter (the whole resource)`);
+        for (const f of filters) {
+          const d = dims.find((x) => x.name === f.name);
+          const values = d && Array.isArray(d.values) ? d.values.map(resolve) : [];
+          for (const v of f.values) {
+            if (!values.includes(v) || d.operator !== 'Include') problems.push(`${cw}: ${f.name} values ${JSON.stringify(values)} must include ${v}`);
+          }
+        }
+        checkThreshold(problems, cw, c.threshold, w.threshold, ctx);
+      });
+    } else if (rule.kind === 'activity') {
+      if (String(body.location).toLowerCase() !== 'global') problems.push(`${where}: location ${pattern(body.location)}, want Global`);
+      if (p.enabled !== true) problems.push(`${where}: enabled ${pattern(p.enabled)}, want true`);
+      const types = (Array.isArray(p.scopes) ? p.scopes : []).map(scopeType);
+      if (JSON.stringify([...types].sort()) !== JSON.stringify([...spec.scopes].sort())) {
+        problems.push(`${where}: scopes are ${JSON.stringify(types)}, want one of each of ${JSON.stringify(spec.scopes)}`);
       }
-      checkThreshold(problems, where, c.threshold, spec.threshold, ctx);
+      const allOf = at(p, 'condition.allOf');
+      const leaves = Array.isArray(allOf) ? allOf : [];
+      if (!leaves.some((l) => l.field === 'category' && l.equals === 'ResourceHealth')) problems.push(`${where}: condition must have category equals ResourceHealth`);
+      const statuses = leaves.flatMap((l) => (Array.isArray(l.anyOf) ? l.anyOf : [l]))
+        .filter((l) => l.field === 'properties.currentHealthStatus').map((l) => l.equals);
+      for (const st of ['Degraded', 'Unavailable']) {
+        if (!statuses.includes(st)) problems.push(`${where}: condition must match properties.currentHealthStatus ${st}`);
+      }
+      const groups = at(p, 'actions.actionGroups');
+      const ags = Array.isArray(groups) ? groups : [];
+      if (ags.length === 0) problems.push(`${where}: no action groups`);
+      for (const a of ags) {
+        if (!isExpr(a.actionGroupId, groupRef)) problems.push(`${where}: actionGroupId ${pattern(a.actionGroupId)}, want ${groupRef}`);
+        if (pattern(at(a, 'webhookProperties.runbook')) !== link) {
+          problems.push(`${where}: webhookProperties.runbook ${JSON.stringify(pattern(at(a, 'webhookProperties.runbook')))}, want ${link}`);
+        }
+      }
     } else {
       const actions = p.actions ?? {};
       const ags = Array.isArray(actions.actionGroups) ? actions.actionGroups : [];
@@ -258,10 +370,14 @@ export function checkAlerts(project) {
         problems.push(`${where}: timeAggregation ${c.timeAggregation}, want ${spec.timeAggregation}`);
       }
       const query = resolve(c.query);
+      const workspace = spec.scope === 'workspace';
       if (typeof query !== 'string') {
         problems.push(`${where}: query is not a literal string`);
       } else {
         for (const s of spec.mustQuery) if (!query.includes(s)) problems.push(`${where}: query must contain ${s}`);
+        if (isWorkspaceQuery(query) !== workspace) {
+          problems.push(`${where}: the query's first line must ${workspace ? '' : 'not '}be "${WORKSPACE_MARKER}..." (it picks the schema the KQL check uses)`);
+        }
       }
       // Count counts rows; every other aggregation needs the column it
       // aggregates. A null column is not "absent": Bicep rejects null for a
@@ -282,8 +398,8 @@ export function checkAlerts(project) {
         }
       }
       const scope = p.scopes?.[0];
-      const scopeRes = scope instanceof Expr && scope.ref?.kind === 'resource' ? ctx.file.resource(scope.ref.name) : null;
-      if (scopeRes?.type !== 'Microsoft.Insights/components') problems.push(`${where}: scope ${pattern(scope)} is not Application Insights`);
+      const wantScope = workspace ? WORKSPACES : COMPONENTS;
+      if (scopeType(scope) !== wantScope) problems.push(`${where}: scope ${pattern(scope)} is not ${workspace ? 'the Log Analytics workspace' : 'Application Insights'}`);
       checkThreshold(problems, where, c.threshold, spec.threshold, ctx);
     }
   }

@@ -412,6 +412,15 @@ export function checkFunctionApp(project, templateValues) {
     }
   }
 
+  // Always-ready instances: only for OrderStatus, which scales on its own
+  // instances (function:OrderStatus), and only as many as the parameter says.
+  const ready = at(cfg, 'scaleAndConcurrency.alwaysReady');
+  const readyText = ready instanceof Expr ? ready.text.replace(/\s+/g, '') : '';
+  if (!(readyText.startsWith('alwaysReadyInstances>0?[') && readyText.includes("name:'function:OrderStatus'")
+    && readyText.includes('instanceCount:alwaysReadyInstances') && readyText.endsWith(']:[]'))) {
+    problems.push(`scaleAndConcurrency.alwaysReady: want the instances of function:OrderStatus from the parameter alwaysReadyInstances, none when 0; got ${show(ready)}`);
+  }
+
   // App settings.
   const configs = ctx.file.resourcesOfType('Microsoft.Web/sites/config').filter((r) => r.body.name === 'appsettings');
   if (configs.length !== 1) {

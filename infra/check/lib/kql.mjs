@@ -40,15 +40,36 @@ export const APP_INSIGHTS_SCHEMA = {
   dependencies: `(id:string, target:string, type:string, name:string, data:string, success:string, resultCode:string, duration:real, ${COMMON})`,
 };
 
-let globals;
-function appInsightsGlobals() {
-  if (!globals) {
+/**
+ * The Log Analytics workspace tables the workspace-scoped log alerts read
+ * (workspace-based Application Insights writes AppTraces and AppRequests
+ * there; the namespace's diagnostic setting writes AzureMetrics). A query
+ * is analysed against this schema when its first line is WORKSPACE_MARKER.
+ */
+export const WORKSPACE_SCHEMA = {
+  AppTraces: '(TimeGenerated:datetime, Message:string, SeverityLevel:int, Properties:dynamic, OperationName:string, OperationId:string, AppRoleName:string, AppRoleInstance:string, _ResourceId:string)',
+  AppRequests: '(TimeGenerated:datetime, Id:string, Name:string, Success:bool, ResultCode:string, DurationMs:real, OperationName:string, OperationId:string, AppRoleName:string, AppRoleInstance:string, Properties:dynamic, _ResourceId:string)',
+  AzureMetrics: '(TimeGenerated:datetime, ResourceId:string, _ResourceId:string, ResourceProvider:string, Resource:string, ResourceGroup:string, SubscriptionId:string, MetricName:string, Total:real, Count:real, Maximum:real, Minimum:real, Average:real, TimeGrain:string, UnitName:string)',
+};
+
+/** The first line of a query written for the Log Analytics workspace. */
+export const WORKSPACE_MARKER = '// Log Analytics workspace';
+
+/** Whether query is written for the workspace schema (its first line is the marker). */
+export function isWorkspaceQuery(query) {
+  return query.trimStart().startsWith(WORKSPACE_MARKER);
+}
+
+const globals = {};
+function schemaGlobals(kind) {
+  if (!globals[kind]) {
     const K = language();
     const S = K.Symbols;
-    const tables = Object.entries(APP_INSIGHTS_SCHEMA).map(([name, schema]) => new S.TableSymbol.$ctor7(name, schema, null));
-    globals = K.GlobalState.Default.WithDatabase(new S.DatabaseSymbol.$ctor3('applicationinsights', null, tables, false));
+    const schema = kind === 'workspace' ? WORKSPACE_SCHEMA : APP_INSIGHTS_SCHEMA;
+    const tables = Object.entries(schema).map(([name, cols]) => new S.TableSymbol.$ctor7(name, cols, null));
+    globals[kind] = K.GlobalState.Default.WithDatabase(new S.DatabaseSymbol.$ctor3(kind, null, tables, false));
   }
-  return globals;
+  return globals[kind];
 }
 
 function lineCol(text, offset) {
@@ -57,13 +78,15 @@ function lineCol(text, offset) {
 }
 
 /**
- * Problems of one query: every error the language service reports, and
+ * Problems of one query, analysed against the Application Insights schema
+ * or, for a query that starts with WORKSPACE_MARKER, the workspace's: every
+ * error the language service reports, and
  * every == or != between operands of different types (string vs bool, ...).
  * Each problem is "<line>:<column> <code> <message>".
  */
 export function kqlProblems(query) {
   const K = language();
-  const code = K.KustoCode.ParseAndAnalyze(query, appInsightsGlobals());
+  const code = K.KustoCode.ParseAndAnalyze(query, schemaGlobals(isWorkspaceQuery(query) ? 'workspace' : 'applicationinsights'));
   const problems = [];
   const diags = code.GetDiagnostics();
   for (let i = 0; i < diags.Count; i++) {

@@ -18,6 +18,7 @@ import { isPlainObject } from './bicep.mjs';
 export const API_VERSIONS = [
   'Microsoft.Authorization/roleAssignments@2022-04-01',
   'Microsoft.Insights/actionGroups@2023-01-01',
+  'Microsoft.Insights/activityLogAlerts@2020-10-01',
   'Microsoft.Insights/components@2020-02-02',
   'Microsoft.Insights/diagnosticSettings@2021-05-01-preview',
   'Microsoft.Insights/metricAlerts@2018-03-01',

@@ -181,6 +181,8 @@ type queue struct {
 	events events
 	live   int // entries not gone, plus held session locks
 
+	lockExpiries expirySummary
+
 	totals QueueTotals
 
 	// changed is closed and replaced whenever the queue changes, waking
@@ -274,7 +276,7 @@ func (q *queue) advance(now time.Time) {
 		}
 		changed = true
 		if ev.s != nil {
-			q.log.Warn("session lock expired", slog.String("session_id", ev.s.g.id))
+			q.lockExpiries.expired(q.log, ev.s.g.id, ev.at, q.opts.LockDuration)
 			q.releaseSession(ev.s, ev.at)
 			continue
 		}
@@ -290,9 +292,53 @@ func (q *queue) advance(now time.Time) {
 			q.expire(e)
 		}
 	}
+	q.lockExpiries.flushDue(q.log, now)
 	if changed {
 		q.notify()
 	}
+}
+
+// expirySummary keeps session lock expiries from flooding the log: a
+// killed receiver leaves all its sessions to expire within one lock
+// duration (every lock was renewed, or taken, at most that long before),
+// dozens of lines saying the same. The first expiry of a burst is logged
+// at once; the others that expire within one lock duration of it are
+// counted and logged as one line when that window has passed (at the
+// queue's next operation or timed event), with the first few session ids.
+type expirySummary struct {
+	until  time.Time // end of the open window; zero when none is open
+	since  time.Time // when the window opened
+	n      int       // expiries in the window not logged yet
+	sample []string  // the first few of their session ids
+}
+
+// expirySample bounds the session ids a summary line names.
+const expirySample = 5
+
+func (s *expirySummary) expired(log *slog.Logger, session string, at time.Time, window time.Duration) {
+	s.flushDue(log, at)
+	if s.until.IsZero() {
+		log.Warn("session lock expired", slog.String("session_id", session))
+		s.since, s.until = at, at.Add(window)
+		return
+	}
+	s.n++
+	if len(s.sample) < expirySample {
+		s.sample = append(s.sample, session)
+	}
+}
+
+// flushDue logs the window's count once now is past its end.
+func (s *expirySummary) flushDue(log *slog.Logger, now time.Time) {
+	if s.until.IsZero() || now.Before(s.until) {
+		return
+	}
+	if s.n > 0 {
+		log.Warn("more session locks expired: their sessions are delivered again (a receiver stopped renewing, or was killed)",
+			slog.Int("count", s.n), slog.Any("session_ids", s.sample),
+			slog.Time("since", s.since), slog.Duration("window", s.until.Sub(s.since)))
+	}
+	*s = expirySummary{}
 }
 
 // accept stores a new message, or drops it as a duplicate. It returns the
