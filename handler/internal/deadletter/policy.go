@@ -39,7 +39,6 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
-	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 	"github.com/orderstatus/orderstatus/handler/internal/tracectx"
 )
 
@@ -227,7 +226,9 @@ var strippedProperties = []string{
 	broker.PropertyDeadLetterReason, broker.PropertyDeadLetterErrorDescription,
 	parking.PropOriginalMessageID, parking.PropOriginalSessionID, parking.PropOriginalSequenceNumber,
 	parking.PropOriginalSubject, parking.PropOriginalEnqueuedTime, parking.PropDeliveryCount,
-	reschedule.PropRetryAttempt, reschedule.PropFirstFailureTime, reschedule.PropLastError,
+	// reschedule's PropRetryAttempt, PropFirstFailureTime and PropLastError
+	// (package reschedule imports this one; its tests hold the names equal).
+	"RetryAttempt", "FirstFailureTime", "LastError",
 }
 
 // ReplayMessage builds replay number e.ReplayCount+1 of e: same session,

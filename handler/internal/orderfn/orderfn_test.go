@@ -374,6 +374,10 @@ func (f *refusedThenCutShort) ExpireIfUnpaid(context.Context, string) (orderstat
 	return orderstate.Outcome{}, errors.New("not used")
 }
 
+func (f *refusedThenCutShort) Get(context.Context, string) (store.Row, error) {
+	return store.Row{}, errors.New("not used")
+}
+
 // TestFailureCarriesTheLastUnderlyingCause: when the call's deadline cuts
 // the last attempt short, the answer's error, the invocation Logs and the
 // log line still say what the retries saw.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 )
 
@@ -307,5 +308,22 @@ func TestSettle(t *testing.T) {
 func TestReplayPropertyIsTheSweepers(t *testing.T) {
 	if PropReplayedFromDeadLetter != deadletter.PropReplayedFrom {
 		t.Errorf("PropReplayedFromDeadLetter %q, the sweeper sets %q", PropReplayedFromDeadLetter, deadletter.PropReplayedFrom)
+	}
+}
+
+// A replay of a parked retry starts a fresh retry window: the sweeper
+// strips exactly this package's retry properties.
+func TestReplayDropsTheRetryProperties(t *testing.T) {
+	e := dlstore.Entry{ID: "x", Source: dlstore.Poison, MessageID: "o-1:2:retry:3:parked", SessionID: "", Reason: "RetryWindowExceeded",
+		Properties: map[string]any{PropRetryAttempt: int64(3), PropFirstFailureTime: time.Now(), PropLastError: "refused",
+			PropOriginalMessageID: "o-1:2", "OriginalSessionId": "o-1", "tenant": "t"}}
+	got := deadletter.ReplayMessage(e, nil)
+	for _, k := range []string{PropRetryAttempt, PropFirstFailureTime, PropLastError} {
+		if _, ok := got.ApplicationProperties[k]; ok {
+			t.Errorf("the replay kept %s", k)
+		}
+	}
+	if got.MessageID != "o-1:2:replay:1" || got.ApplicationProperties["tenant"] != "t" {
+		t.Errorf("replay %s props %v", got.MessageID, got.ApplicationProperties)
 	}
 }
