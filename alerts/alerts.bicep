@@ -567,6 +567,8 @@ traces
 | where isnotempty(rescheduled_id)
 | summarize timestamp = min(timestamp), reason = take_any(reason), instance = take_any(instance) by rescheduled_id
 | project timestamp, rescheduled_id, reason, instance
+'''
+
 // Freshness: how long a message waited from its enqueue to its 200 answer
 // (lag_ms on each settled line, one line per call). Flex Consumption can
 // take up to about two minutes to deliver the first message after scaling
