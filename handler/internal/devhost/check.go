@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
@@ -38,6 +39,17 @@ type CheckInput struct {
 // The result the handler reports for a parked message.
 const resultParked = "Parked"
 
+// resultRescheduled is the answer of a message the handler scheduled again
+// as a copy (package reschedule): completed, with no effect of its own;
+// its copy is another message, judged when it is completed.
+const resultRescheduled = "Rescheduled"
+
+// outageParked reports whether reason is one a message is parked for when
+// its retries outlasted the window: not poison, nothing the fold predicts.
+func outageParked(reason string) bool {
+	return reason == order.ReasonRetryWindowExceeded || reason == order.ReasonOrderNeverCreated
+}
+
 // Check returns the invariants of a finished run that do not hold. What it
 // checks is deterministic for a correct handler behind a correct broker,
 // whatever the delivery timing, lock losses, redeliveries or handler
@@ -66,6 +78,10 @@ const resultParked = "Parked"
 //     depend on the order's state (bad payload, unknown subject) is
 //     judged: an invalid transition depends on the effect of the
 //     dead-lettered message, which may or may not have happened.
+//     Rescheduled completions, and messages parked because their retries
+//     outlasted the window (RetryWindowExceeded, OrderNeverCreated), had
+//     no effect and are left out of the fold; such parked copies are not
+//     poison.
 //  6. Results: for each message completed at its first delivery, in a
 //     session without a dead-lettered message, the handler's result equals
 //     the fold's (Applied, Duplicate, Stale, or Parked for poison), with
@@ -137,7 +153,16 @@ func Check(in CheckInput) []string {
 	folds := map[string]*expect{}
 	wantParked := map[string]string{} // original MessageId -> reason
 	now := time.Unix(0, 0).UTC()
+	windowParked := map[string]bool{} // ParkedIDs of messages parked for an outage
+	for _, p := range in.Parked {
+		if outageParked(p.Reason) {
+			windowParked[p.ParkedID] = true
+		}
+	}
 	for _, c := range in.Completions {
+		if c.Result == resultRescheduled || (c.Result == resultParked && windowParked[msgid.Derive(c.MessageID, ":parked")]) {
+			continue
+		}
 		e := folds[c.SessionID]
 		if e == nil {
 			e = &expect{}
@@ -199,7 +224,7 @@ func Check(in CheckInput) []string {
 		// In a session with a dead-lettered message, an invalid
 		// transition may follow from that message's effect (check 5).
 		stateDependent := deadSessions[sessionOf[id]] && ps[0].Reason == order.ReasonInvalidTransition
-		if _, ok := wantParked[id]; !ok && !dead[id] && !stateDependent {
+		if _, ok := wantParked[id]; !ok && !dead[id] && !stateDependent && !outageParked(ps[0].Reason) {
 			add("message %s: parked (%s), but it is not poison", id, ps[0].Reason)
 		}
 	}

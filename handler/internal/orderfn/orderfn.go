@@ -394,6 +394,15 @@ func (h *Handler) settle(call context.Context, msg hostproto.ServiceBusMessage, 
 	return out
 }
 
+// pastWindow reports whether msg has been failing for longer than the
+// retry window (false when that cannot be told).
+func (h *Handler) pastWindow(call context.Context, msg hostproto.ServiceBusMessage) bool {
+	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
+	defer cancel()
+	d, err := h.opts.Reschedule.Decide(ctx, original(msg))
+	return err == nil && d.Park
+}
+
 // storeFailure reports whether err says the store failed (what the
 // circuit breaker counts): a transient storage error or a call cut off by
 // its deadline, not a lost race (contention) nor shutdown.
@@ -412,13 +421,19 @@ func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessa
 	var ticket circuit.Ticket
 	if b := h.opts.Breaker; b != nil {
 		t, ok := b.Allow()
-		if !ok {
+		switch {
+		case !ok && !h.pastWindow(call, msg):
 			return h.reschedule(call, msg, out, RescheduleCircuitOpen, order.ReasonRetryWindowExceeded, "circuit open: the order store is failing")
-		}
-		ticket = t
-		if t.Probe() {
-			// One attempt: the probe holds the only way to the store.
+		case !ok:
+			// Past its window a message is parked, but never on the
+			// breaker's word alone: it tries the store once itself.
 			policy.Budget = time.Nanosecond
+		default:
+			ticket = t
+			if t.Probe() {
+				// One attempt: the probe holds the only way to the store.
+				policy.Budget = time.Nanosecond
+			}
 		}
 	}
 	var res orderstate.Outcome

@@ -123,6 +123,7 @@ func ParseAnswers(log []byte) []Answer {
 		var rec struct {
 			Time          time.Time `json:"time"`
 			MessageID     *string   `json:"message_id"`
+			Original      string    `json:"original_message_id"`
 			OrderID       string    `json:"order_id"`
 			Subject       string    `json:"subject"`
 			DeliveryCount int       `json:"delivery_count"`
@@ -140,7 +141,7 @@ func ParseAnswers(log []byte) []Answer {
 		}
 		end := rec.Time.UnixNano()
 		out = append(out, Answer{
-			MessageID: *rec.MessageID, Order: rec.OrderID, Subject: rec.Subject, DeliveryCount: rec.DeliveryCount,
+			MessageID: *rec.MessageID, Original: rec.Original, Order: rec.OrderID, Subject: rec.Subject, DeliveryCount: rec.DeliveryCount,
 			Sequence: rec.Sequence, Result: rec.Result, Reason: rec.Reason,
 			Start: end - int64(rec.DurationMS*float64(time.Millisecond)), End: end,
 			RoundTrips: rec.RoundTrips, Conflicts: rec.Conflicts, CacheHit: rec.CacheHit, Instance: rec.Instance,
