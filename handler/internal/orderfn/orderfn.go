@@ -323,8 +323,10 @@ func createdHere(u order.Update, res orderstate.Outcome) bool {
 // its check no sooner than reschedule.Policy.Settle from now: its Paid may
 // be on its way back from the same outage.
 func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMessage, out outcome, u order.Update, occurredAt time.Time, delayed bool) outcome {
-	if occurredAt.IsZero() {
-		occurredAt = u.OccurredAt
+	if u.OccurredAt.IsZero() {
+		// The stored OccurredAt is the handler's wall clock at the
+		// apply; the check is scheduled on the broker's, from its now.
+		occurredAt = time.Time{}
 	}
 	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
 	defer cancel()

@@ -37,7 +37,7 @@ func TimeoutDue(occurredAt, now time.Time) time.Time {
 }
 
 // ScheduleTimeoutCheck makes sure a PaymentTimeoutCheck of orderID, created
-// at occurredAt, is scheduled: at occurredAt + contract.PaymentTimeout on
+// at occurredAt (zero: now), is scheduled: at occurredAt + contract.PaymentTimeout on
 // the broker's clock; but when that has passed (a late Created) or the
 // Created was itself delayed (held up by an outage here), not before
 // Settle from now, so that the order's own late messages (its Paid, which
@@ -53,6 +53,12 @@ func (r *Rescheduler) ScheduleTimeoutCheck(ctx context.Context, orderID string, 
 	now, err := r.Now(ctx)
 	if err != nil {
 		return time.Time{}, err
+	}
+	if occurredAt.IsZero() {
+		// The Created carried no occurredAt: it was created when it was
+		// applied, on the broker's clock (the handler's wall clock may
+		// run slower than a development host's).
+		occurredAt = now
 	}
 	at := TimeoutDue(occurredAt, now)
 	late := !occurredAt.Add(contract.PaymentTimeout).After(now)
