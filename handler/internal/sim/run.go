@@ -565,7 +565,7 @@ func (r *run) settle(ctx context.Context, horizon time.Duration) error {
 	defer cancel()
 	h := r.host.Load()
 	for {
-		wait, waitCancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		wait, waitCancel := context.WithTimeout(ctx, 25*time.Millisecond)
 		err := h.WaitIdle(wait)
 		waitCancel()
 		switch {
