@@ -448,7 +448,11 @@ func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessa
 		out.cacheHit = out.cacheHit || res.CacheHit
 		return err
 	}, func(a retry.Attempt) { h.retryLog("apply", msg, &out, a) })
-	ticket.Done(storeFailure(err))
+	if err != nil && !storeFailure(err) && (errors.Is(err, context.Canceled) || h.opts.Stop.Err() != nil) {
+		ticket.Abort() // cut short: nothing learnt about the store
+	} else {
+		ticket.Done(storeFailure(err))
+	}
 	if err != nil {
 		if h.opts.Reschedule != nil && statusFor(err) == http.StatusServiceUnavailable && h.opts.Stop.Err() == nil && call.Err() == nil {
 			return h.reschedule(call, msg, out, RescheduleTransient, order.ReasonRetryWindowExceeded, err.Error())
