@@ -276,7 +276,10 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 		fnOpts.Reschedule = resched
 		// The breaker reads the time only while open, on the broker's
 		// clock like the backoffs (the development host's may be scaled).
-		fnOpts.Breaker = orderfn.NewBreaker(m, log, circuit.Options{Now: func() time.Time {
+		// One probe per 5 s, or per backoff cap when that is shorter (a
+		// probe less often than copies come back would only delay the
+		// recovery of short-capped development and test runs).
+		fnOpts.Breaker = orderfn.NewBreaker(m, log, circuit.Options{ProbeInterval: min(circuit.DefaultProbeInterval, cfg.Retry.Cap), Now: func() time.Time {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			if t, err := resched.Now(ctx); err == nil {

@@ -156,6 +156,25 @@ func (t Ticket) Done(failed bool) {
 	b.notify(from, to)
 }
 
+// Abort ends an allowed call whose outcome says nothing about the store
+// (it was cut short, say at shutdown): a probe's slot is freed and the
+// next call may probe at once; nothing else changes. A nil Ticket's Abort does nothing.
+func (t Ticket) Abort() {
+	if t.b == nil || !t.probe {
+		return
+	}
+	b := t.b
+	b.mu.Lock()
+	from := b.state
+	b.probing, b.lastProbe = false, time.Time{} // the next call may probe at once
+	if b.state == HalfOpen {
+		b.state = Open
+	}
+	to := b.state
+	b.mu.Unlock()
+	b.notify(from, to)
+}
+
 // State returns the current state.
 func (b *Breaker) State() State {
 	b.mu.Lock()

@@ -129,3 +129,24 @@ func TestOneProbeAtATimeUnderConcurrency(t *testing.T) {
 		t.Fatalf("%d calls allowed at once on an open breaker, want 1 probe", probes)
 	}
 }
+
+// A probe cut short says nothing about the store: the breaker stays open
+// and the next probe may go.
+func TestAbortedProbe(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
+	b := New(Options{Threshold: 1, ProbeInterval: time.Second, Now: clk.now})
+	tk, _ := b.Allow()
+	tk.Done(true)
+	clk.add(time.Second)
+	probe, ok := b.Allow()
+	if !ok || !probe.Probe() {
+		t.Fatal("no probe")
+	}
+	probe.Abort()
+	if b.State() != Open {
+		t.Fatalf("state %s after an aborted probe, want open", b.State())
+	}
+	if next, ok := b.Allow(); !ok || !next.Probe() {
+		t.Fatal("the probe slot was not freed")
+	}
+}

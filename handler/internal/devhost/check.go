@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
@@ -38,6 +39,17 @@ type CheckInput struct {
 // The result the handler reports for a parked message.
 const resultParked = "Parked"
 
+// resultRescheduled is the answer of a message the handler scheduled again
+// as a copy (package reschedule): completed, with no effect of its own;
+// its copy is another message, judged when it is completed.
+const resultRescheduled = "Rescheduled"
+
+// outageParked reports whether reason is one a message is parked for when
+// its retries outlasted the window: not poison, nothing the fold predicts.
+func outageParked(reason string) bool {
+	return reason == order.ReasonRetryWindowExceeded || reason == order.ReasonOrderNeverCreated
+}
+
 // Check returns the invariants of a finished run that do not hold. What it
 // checks is deterministic for a correct handler behind a correct broker,
 // whatever the delivery timing, lock losses, redeliveries or handler
@@ -66,6 +78,13 @@ const resultParked = "Parked"
 //     depend on the order's state (bad payload, unknown subject) is
 //     judged: an invalid transition depends on the effect of the
 //     dead-lettered message, which may or may not have happened.
+//     Rescheduled completions, and messages parked because their retries
+//     outlasted the window (RetryWindowExceeded, OrderNeverCreated), are
+//     left out of the fold (the copy is folded when it completes); such
+//     parked copies are not poison. A session with a rescheduled message
+//     is judged as one with a dead-lettered message: the failure may have
+//     come after its write. A rescheduled copy is parked under the
+//     original's OriginalMessageId, so parking is matched by parked id.
 //  6. Results: for each message completed at its first delivery, in a
 //     session without a dead-lettered message, the handler's result equals
 //     the fold's (Applied, Duplicate, Stale, or Parked for poison), with
@@ -98,15 +117,22 @@ func Check(in CheckInput) []string {
 
 	completed := map[string]bool{}
 	sessionOf := map[string]string{} // MessageId -> session, of completed messages
+	// Sessions with a rescheduled message are judged less too (checks 4
+	// to 6), like those with a dead-lettered one: the failure that made
+	// the handler reschedule may have come after its write took effect.
+	rescheduled := map[string]bool{}
 	for _, c := range in.Completions {
 		completed[c.MessageID] = true
 		sessionOf[c.MessageID] = c.SessionID
+		if c.Result == resultRescheduled {
+			rescheduled[c.SessionID] = true
+		}
 	}
 	dead := map[string]bool{}
 	// Sessions with a dead-lettered message are judged less (checks 4 to
 	// 6): its effect may or may not have happened before it was
 	// dead-lettered.
-	deadSessions := map[string]bool{}
+	deadSessions := maps.Clone(rescheduled)
 	for _, e := range in.DeadLettered {
 		dead[e.MessageID] = true
 		deadSessions[e.SessionID] = true
@@ -137,7 +163,16 @@ func Check(in CheckInput) []string {
 	folds := map[string]*expect{}
 	wantParked := map[string]string{} // original MessageId -> reason
 	now := time.Unix(0, 0).UTC()
+	windowParked := map[string]bool{} // ParkedIDs of messages parked for an outage
+	for _, p := range in.Parked {
+		if outageParked(p.Reason) {
+			windowParked[p.ParkedID] = true
+		}
+	}
 	for _, c := range in.Completions {
+		if c.Result == resultRescheduled || (c.Result == resultParked && windowParked[msgid.Derive(c.MessageID, ":parked")]) {
+			continue
+		}
 		e := folds[c.SessionID]
 		if e == nil {
 			e = &expect{}
@@ -175,11 +210,20 @@ func Check(in CheckInput) []string {
 	}
 
 	parkedAs := map[string][]Entry{}
+	byParkedID := map[string][]Entry{}
 	for _, p := range in.Parked {
 		parkedAs[p.MessageID] = append(parkedAs[p.MessageID], p)
+		byParkedID[p.ParkedID] = append(byParkedID[p.ParkedID], p)
+	}
+	wantByParkedID := map[string]bool{}
+	for id := range wantParked {
+		wantByParkedID[msgid.Derive(id, ":parked")] = true
 	}
 	for _, id := range slices.Sorted(maps.Keys(wantParked)) {
 		ps := parkedAs[id]
+		if len(ps) == 0 {
+			ps = byParkedID[msgid.Derive(id, ":parked")] // a rescheduled copy, parked under its original
+		}
 		switch {
 		case len(ps) == 0:
 			add("message %s: want it parked (%s), it was not", id, wantParked[id])
@@ -199,7 +243,7 @@ func Check(in CheckInput) []string {
 		// In a session with a dead-lettered message, an invalid
 		// transition may follow from that message's effect (check 5).
 		stateDependent := deadSessions[sessionOf[id]] && ps[0].Reason == order.ReasonInvalidTransition
-		if _, ok := wantParked[id]; !ok && !dead[id] && !stateDependent {
+		if _, ok := wantParked[id]; !ok && !wantByParkedID[ps[0].ParkedID] && !dead[id] && !stateDependent && !outageParked(ps[0].Reason) {
 			add("message %s: parked (%s), but it is not poison", id, ps[0].Reason)
 		}
 	}

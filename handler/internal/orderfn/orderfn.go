@@ -369,8 +369,10 @@ func createdHere(u order.Update, res orderstate.Outcome) bool {
 // its check no sooner than reschedule.Policy.Settle from now: its Paid may
 // be on its way back from the same outage.
 func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMessage, out outcome, u order.Update, occurredAt time.Time, delayed bool) outcome {
-	if occurredAt.IsZero() {
-		occurredAt = u.OccurredAt
+	if u.OccurredAt.IsZero() {
+		// The stored OccurredAt is the handler's wall clock at the
+		// apply; the check is scheduled on the broker's, from its now.
+		occurredAt = time.Time{}
 	}
 	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
 	defer cancel()
@@ -440,6 +442,15 @@ func (h *Handler) settle(call context.Context, msg hostproto.ServiceBusMessage, 
 	return out
 }
 
+// pastWindow reports whether msg has been failing for longer than the
+// retry window (false when that cannot be told).
+func (h *Handler) pastWindow(call context.Context, msg hostproto.ServiceBusMessage) bool {
+	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
+	defer cancel()
+	d, err := h.opts.Reschedule.Decide(ctx, original(msg))
+	return err == nil && d.Park
+}
+
 // storeFailure reports whether err says the store failed (what the
 // circuit breaker counts): a transient storage error or a call cut off by
 // its deadline, not a lost race (contention) nor shutdown.
@@ -458,13 +469,19 @@ func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessa
 	var ticket circuit.Ticket
 	if b := h.opts.Breaker; b != nil {
 		t, ok := b.Allow()
-		if !ok {
+		switch {
+		case !ok && !h.pastWindow(call, msg):
 			return h.reschedule(call, msg, out, RescheduleCircuitOpen, order.ReasonRetryWindowExceeded, "circuit open: the order store is failing")
-		}
-		ticket = t
-		if t.Probe() {
-			// One attempt: the probe holds the only way to the store.
+		case !ok:
+			// Past its window a message is parked, but never on the
+			// breaker's word alone: it tries the store once itself.
 			policy.Budget = time.Nanosecond
+		default:
+			ticket = t
+			if t.Probe() {
+				// One attempt: the probe holds the only way to the store.
+				policy.Budget = time.Nanosecond
+			}
 		}
 	}
 	var res orderstate.Outcome
@@ -477,7 +494,11 @@ func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessa
 		out.cacheHit = out.cacheHit || res.CacheHit
 		return err
 	}, func(a retry.Attempt) { h.retryLog("apply", msg, &out, a) })
-	ticket.Done(storeFailure(err))
+	if err != nil && !storeFailure(err) && (errors.Is(err, context.Canceled) || h.opts.Stop.Err() != nil) {
+		ticket.Abort() // cut short: nothing learnt about the store
+	} else {
+		ticket.Done(storeFailure(err))
+	}
 	if err != nil {
 		if h.opts.Reschedule != nil && statusFor(err) == http.StatusServiceUnavailable && h.opts.Stop.Err() == nil && call.Err() == nil {
 			return h.reschedule(call, msg, out, RescheduleTransient, order.ReasonRetryWindowExceeded, err.Error())

@@ -495,13 +495,15 @@ func TestCreatedSchedulesTheTimeoutCheck(t *testing.T) {
 	if got := testutil.ToFloat64(r.m.TimeoutChecks.WithLabelValues("scheduled")); got != 2 {
 		t.Errorf("timeout checks scheduled = %v, want 2", got)
 	}
-	// A Paid does not schedule one; an overdue Created is checked now.
+	// A Paid does not schedule one; an overdue Created is checked after
+	// the settle delay (its Paid, which may have happened in time, may
+	// follow it).
 	r.post(t, hostInvocation(statusMsg("o-1", 2, order.Paid), 1))
 	old := statusMsg("o-2", 1, order.Created)
 	old.Body = []byte(`{"orderId":"o-2","status":"Created","sequence":1,"occurredAt":"2026-12-01T08:00:00Z"}`)
 	r.post(t, hostInvocation(old, 1))
-	if len(r.bus.kept) != 2 || !r.bus.at[1].Equal(now0) {
-		t.Errorf("overdue Created: %d checks, due %v; want a second one due now", len(r.bus.kept), r.bus.at)
+	if len(r.bus.kept) != 2 || !r.bus.at[1].Equal(now0.Add(policy.Settle())) {
+		t.Errorf("overdue Created: %d checks, due %v; want a second one due now + %s", len(r.bus.kept), r.bus.at, policy.Settle())
 	}
 }
 
@@ -540,5 +542,29 @@ func TestLongestIDs(t *testing.T) {
 	}
 	if code, a := r.post(t, hostInvocation(tc, 1)); code != 200 || a.ReturnValue["result"] != "Applied" {
 		t.Errorf("timeout check of a 128-character order: %d %v", code, a.ReturnValue)
+	}
+}
+
+// Past its window a message meeting an open breaker still tries the store
+// once before it is parked: it is applied when the store is back, and
+// parked with the store's own error when it is not.
+func TestPastTheWindowTriesTheStoreDespiteTheBreaker(t *testing.T) {
+	r := newOutageRig(t, policy, &circuit.Options{Threshold: 1, ProbeInterval: time.Hour})
+	r.backend.down.Store(true)
+	r.post(t, hostInvocation(statusMsg("o-1", 1, order.Created), 1)) // opens the breaker
+	old := statusMsg("o-1", 1, order.Created)
+	old.MessageID = "o-1:1:retry:9"
+	old.ApplicationProperties = map[string]any{reschedule.PropRetryAttempt: int64(9), reschedule.PropOriginalMessageID: "o-1:1",
+		reschedule.PropFirstFailureTime: now0.Add(-2 * time.Hour)}
+	before := r.backend.calls.Load()
+	if _, a := r.post(t, hostInvocation(old, 1)); a.ReturnValue["result"] != ResultParked || !strings.Contains(a.ReturnValue["description"].(string), "connection refused") {
+		t.Fatalf("store down: %v, want Parked with the store's error", a.ReturnValue)
+	}
+	if r.backend.calls.Load() == before {
+		t.Fatal("parked without trying the store")
+	}
+	r.backend.down.Store(false)
+	if _, a := r.post(t, hostInvocation(old, 2)); a.ReturnValue["result"] != "Applied" {
+		t.Fatalf("store back, breaker still open: %v, want Applied", a.ReturnValue)
 	}
 }

@@ -296,9 +296,17 @@ func TestSettle(t *testing.T) {
 	if err != nil || !at.Equal(t0.Add(2*time.Minute)) {
 		t.Errorf("a delayed overdue Created: check due %s (%v), want now + Settle", at, err)
 	}
+	at, _ = r.ScheduleTimeoutCheck(context.Background(), "o-3", t0.Add(-time.Hour), false)
+	if !at.Equal(t0.Add(2 * time.Minute)) {
+		t.Errorf("an overdue Created: check due %s, want now + Settle (its Paid may follow)", at)
+	}
 	at, _ = r.ScheduleTimeoutCheck(context.Background(), "o-2", t0, true)
 	if !at.Equal(t0.Add(30 * time.Minute)) {
 		t.Errorf("a delayed Created not yet due: %s, want occurredAt + 30m", at)
+	}
+	at, _ = r.ScheduleTimeoutCheck(context.Background(), "o-4", time.Time{}, false)
+	if !at.Equal(t0.Add(30 * time.Minute)) {
+		t.Errorf("a Created without occurredAt: check due %s, want the broker's now + 30m", at)
 	}
 	if _, at, err := r.ScheduleSettle(context.Background(), original()); err != nil || !at.Equal(t0.Add(2*time.Minute)) {
 		t.Errorf("ScheduleSettle due %s (%v), want now + Settle", at, err)

@@ -37,10 +37,13 @@ func TimeoutDue(occurredAt, now time.Time) time.Time {
 }
 
 // ScheduleTimeoutCheck makes sure a PaymentTimeoutCheck of orderID, created
-// at occurredAt, is scheduled: at TimeoutDue on the broker's clock, and,
-// when delayed (the Created itself was held up by an outage), not before
-// Settle from now, so that the order's other delayed messages (its Paid)
-// come back first. It returns when the check is due. A check that already
+// at occurredAt (zero: now), is scheduled: at occurredAt + contract.PaymentTimeout on
+// the broker's clock; but when that has passed (a late Created) or the
+// Created was itself delayed (held up by an outage here), not before
+// Settle from now, so that the order's own late messages (its Paid, which
+// may well have happened in time) come back first: a check due at once
+// would cancel a paid order whose Created and Paid both arrive late. It
+// returns when the check is due. A check that already
 // exists (the producer's, or ours from an earlier delivery) is harmless:
 // the check re-reads the order and cancels it only if it is still Created.
 func (r *Rescheduler) ScheduleTimeoutCheck(ctx context.Context, orderID string, occurredAt time.Time, delayed bool) (time.Time, error) {
@@ -51,8 +54,15 @@ func (r *Rescheduler) ScheduleTimeoutCheck(ctx context.Context, orderID string, 
 	if err != nil {
 		return time.Time{}, err
 	}
+	if occurredAt.IsZero() {
+		// The Created carried no occurredAt: it was created when it was
+		// applied, on the broker's clock (the handler's wall clock may
+		// run slower than a development host's).
+		occurredAt = now
+	}
 	at := TimeoutDue(occurredAt, now)
-	if s := now.Add(r.policy.Settle()); delayed && at.Before(s) {
+	late := !occurredAt.Add(contract.PaymentTimeout).After(now)
+	if s := now.Add(r.policy.Settle()); (delayed || late) && at.Before(s) {
 		at = s
 	}
 	m := TimeoutCheck(orderID)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 )
 
 // Row is an order's stored row.
@@ -52,6 +53,9 @@ type Answer struct {
 	// Result is Applied, Duplicate, Stale, Parked or Failed; Reason the
 	// poison reason of a parked message.
 	Result, Reason string
+	// Original is the MessageId a rescheduled copy stands for (its
+	// original_message_id), "" for anything else.
+	Original string
 	// Start and End bound the call (End is when the handler logged it).
 	Start, End int64 // Unix nanoseconds
 	// RoundTrips, Conflicts and CacheHit are the storage work the handler
@@ -92,6 +96,9 @@ type Observation struct {
 	// replays.
 	Replays     map[string]string
 	MaxDelivery int32
+	// CancelledChecks are the producers' PaymentTimeoutChecks a Cancel
+	// removed before they were due (by MessageId).
+	CancelledChecks map[string]bool
 	// Host are the development host's own invariant violations
 	// (devhost.Summary).
 	Host []string
@@ -116,8 +123,10 @@ type checker struct {
 	messages map[string]Message // by MessageId: the first message sent with it
 	// cancelled: orders whose timeout cancelled them (row Cancelled/1).
 	cancelled map[string]bool
-	dead      map[string]bool     // sessions with a dead-lettered message
-	answers   map[string][]Answer // by the MessageId a replay stands for
+	answers   map[string][]Answer // by the MessageId a replay or copy stands for
+	// checks are the MessageIds of the handler's own payment timeouts,
+	// one per order.
+	checks map[string]string
 }
 
 func (c *checker) add(format string, args ...any) { c.v = append(c.v, fmt.Sprintf(format, args...)) }
@@ -126,11 +135,10 @@ func (c *checker) add(format string, args ...any) { c.v = append(c.v, fmt.Sprint
 // order or write at fault; none for a correct run:
 //
 //  1. Rows: each order's row is the fold of its events: the status of its
-//     highest sequence; an order with a payment timeout may instead be
-//     Cancelled/1 (the timeout came first: legal for a race, expected for
-//     an unpaid order, whose uncancelled row is legal only when a message
-//     of it was dead-lettered and replayed after the timeout); no row for
-//     anything else.
+//     highest sequence; an order whose timeout may race its Paid may
+//     instead be Cancelled/1; an unpaid order is Cancelled/1 in every
+//     schedule, whether its producer scheduled the check or not and however
+//     late its Created came; no row for anything else.
 //  2. Nothing lost: every message sent (or its replay) was answered with a
 //     result that completes it; every valid event was applied or proven a
 //     duplicate or stale, except those after a cancellation, which are
@@ -152,14 +160,17 @@ func (c *checker) add(format string, args ...any) { c.v = append(c.v, fmt.Sprint
 //     timeout by a Cancelled row; the dead-letter queue holds only what
 //     the broker's own rules put there (MaxDeliveryCountExceeded at the
 //     max delivery count, TTLExpiredException).
+//  7. Outages within the retry window (Faults.WithinWindow) become delays:
+//     nothing is dead-lettered and nothing parked RetryWindowExceeded.
 //
 // The development host's violations (Observation.Host) are included.
 func Check(s Schedule, o Observation) []string {
 	c := &checker{s: s, o: o, orders: map[string]Order{}, messages: map[string]Message{},
-		cancelled: map[string]bool{}, dead: map[string]bool{}, answers: map[string][]Answer{}}
+		cancelled: map[string]bool{}, answers: map[string][]Answer{}, checks: map[string]string{}}
 	for _, ord := range s.Orders {
 		c.orders[ord.ID] = ord
-		if ord.Timeout != NoTimeout && o.Rows[ord.ID] == (Row{Status: order.Cancelled, LastSequence: 1}) {
+		c.checks[reschedule.TimeoutCheckID(ord.ID)] = ord.ID
+		if ord.Timeout.mayExpire() && o.Rows[ord.ID] == (Row{Status: order.Cancelled, LastSequence: 1}) {
 			c.cancelled[ord.ID] = true
 		}
 	}
@@ -168,11 +179,8 @@ func Check(s Schedule, o Observation) []string {
 			c.messages[m.Line.MessageID] = m
 		}
 	}
-	for _, d := range o.DeadLettered {
-		c.dead[d.SessionID] = true
-	}
 	for _, a := range o.Answers {
-		id := c.logical(a.MessageID)
+		id := c.logicalAnswer(a)
 		c.answers[id] = append(c.answers[id], a)
 	}
 	for _, h := range o.Host {
@@ -184,7 +192,32 @@ func Check(s Schedule, o Observation) []string {
 	c.poison()
 	c.durable()
 	c.deadLetters()
+	c.window()
 	return c.v
+}
+
+// logicalAnswer is the MessageId an answer stands for: a rescheduled
+// copy's original, through replays.
+func (c *checker) logicalAnswer(a Answer) string {
+	if a.Original != "" {
+		return c.logical(a.Original)
+	}
+	return c.logical(a.MessageID)
+}
+
+// 7. Within the retry window nothing is dead-lettered or parked for it.
+func (c *checker) window() {
+	if !c.s.Faults.WithinWindow {
+		return
+	}
+	for _, d := range c.o.DeadLettered {
+		c.add("message %s: dead-lettered (%s) by an outage shorter than the retry window", d.MessageID, d.Reason)
+	}
+	for _, a := range c.o.Answers {
+		if a.Result == resultParked && a.Reason == order.ReasonRetryWindowExceeded {
+			c.add("message %s: parked RetryWindowExceeded by an outage shorter than the retry window", a.MessageID)
+		}
+	}
 }
 
 // logical returns the MessageId a replay stands for (itself otherwise).
@@ -233,13 +266,20 @@ func (c *checker) legal(ord Order) []Row {
 	switch ord.Timeout {
 	case RaceTimeout:
 		return []Row{ord.Last(), cancelled}
-	case UnpaidTimeout:
-		if c.dead[ord.ID] {
-			return []Row{cancelled, ord.Last()}
-		}
+	case UnpaidTimeout, UnpaidNoCheck:
 		return []Row{cancelled}
 	}
 	return []Row{ord.Last()}
+}
+
+func timeoutName(k TimeoutKind) string {
+	switch k {
+	case NoTimeout:
+		return "no payment timeout"
+	case PaidCancelledCheck:
+		return "paid, its check cancelled by the producer"
+	}
+	return fmt.Sprintf("timeout kind %d", int(k))
 }
 
 // 3 and 5. The wire.
@@ -274,8 +314,8 @@ func (c *checker) wire() {
 					c.add("order %s: write %s after %s: sequence %d written twice (double effect)", id, w, prev, w.LastSequence)
 				}
 			}
-			if expiry && ord.Timeout == NoTimeout {
-				c.add("order %s: write %s expires an order that has no payment timeout", id, w)
+			if expiry && !ord.Timeout.mayExpire() {
+				c.add("order %s: write %s expires an order that must not expire (%s)", id, w, timeoutName(ord.Timeout))
 			}
 			if !expiry && !c.sent(ord, w.Row) {
 				c.add("order %s: write %s matches no event sent for the order", id, w)
@@ -375,6 +415,9 @@ func successful(result string) bool {
 func (c *checker) lost() {
 	for _, id := range slices.Sorted(maps.Keys(c.messages)) {
 		m := c.messages[id]
+		if m.Kind == KindTimeout && c.o.CancelledChecks[id] {
+			continue // cancelled by its producer before it was due
+		}
 		var results []string
 		ok := false
 		for _, a := range c.answers[id] {
@@ -383,7 +426,11 @@ func (c *checker) lost() {
 			case KindPoison:
 				ok = ok || a.Result == resultParked
 			case KindTimeout:
-				ok = ok || a.Result == resultApplied || a.Result == resultStale
+				// Parked OrderNeverCreated: its order did not appear
+				// within the retry window; when it appears later, the
+				// handler's own check takes over (rows() judges the end).
+				ok = ok || a.Result == resultApplied || a.Result == resultStale ||
+					(a.Result == resultParked && a.Reason == order.ReasonOrderNeverCreated)
 			default:
 				if c.cancelled[m.Order] && m.Sequence > 1 {
 					ok = ok || (a.Result == resultParked && a.Reason == order.ReasonInvalidTransition)
@@ -405,7 +452,9 @@ func (c *checker) lost() {
 		c.add("message %s: still in the dead-letter queue after the replays (%s)", d.MessageID, d.Reason)
 	}
 	for _, a := range c.o.Answers {
-		if _, ok := c.messages[c.logical(a.MessageID)]; !ok {
+		id := c.logicalAnswer(a)
+		_, sent := c.messages[id]
+		if _, own := c.checks[id]; !sent && !own {
 			c.add("the handler answered %s for message %s, which was never sent", a.Result, a.MessageID)
 		}
 	}
@@ -458,13 +507,16 @@ func (c *checker) poison() {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(got)) {
+		if m, ok := c.messages[id]; ok && m.Kind == KindTimeout && got[id][0].Reason == order.ReasonOrderNeverCreated {
+			continue // see lost()
+		}
 		if _, ok := want[id]; !ok {
 			c.add("message %s: in the poison queue (%s), but it is not poison", got[id][0].OriginalMessageID, got[id][0].Reason)
 		}
 	}
 	// The handler's own answers must give the same reasons.
 	for _, a := range c.o.Answers {
-		id := c.logical(a.MessageID)
+		id := c.logicalAnswer(a)
 		if a.Result != resultParked {
 			continue
 		}
@@ -497,7 +549,7 @@ func (c *checker) durable() {
 					a.MessageID, a.Result, a.DeliveryCount, orMissing(row, found), a.Sequence)
 			}
 			if a.Result == resultApplied {
-				m := c.messages[c.logical(a.MessageID)]
+				m := c.messages[c.logicalAnswer(a)]
 				if !c.wrote(a.Order, func(w Write) bool { return w.LastSequence == a.Sequence && w.Status == m.Status }) {
 					c.add("message %s: answered Applied, but no write of %s/%d was seen on the wire", a.MessageID, m.Status, a.Sequence)
 				}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
@@ -30,7 +31,7 @@ func ideal(s Schedule, cancelRaces bool) Observation {
 	}
 	cancelled := map[string]bool{}
 	for _, ord := range s.Orders {
-		cancel := ord.Timeout == UnpaidTimeout || (ord.Timeout == RaceTimeout && cancelRaces)
+		cancel := ord.Timeout == UnpaidTimeout || ord.Timeout == UnpaidNoCheck || (ord.Timeout == RaceTimeout && cancelRaces)
 		cancelled[ord.ID] = cancel
 		etag := write(ord.ID, Row{order.Created, 1}, true, "")
 		if cancel {
@@ -43,12 +44,31 @@ func ideal(s Schedule, cancelRaces bool) Observation {
 		}
 		o.Rows[ord.ID] = ord.Last()
 	}
+	// The handler's own check of an order whose producer sent none: it
+	// cancels an unpaid order and finds any other one Stale.
+	for _, ord := range s.Orders {
+		if ord.Timeout == NoTimeout || ord.Timeout == UnpaidNoCheck {
+			res := resultStale
+			if cancelled[ord.ID] {
+				res = resultApplied
+			}
+			o.Answers = append(o.Answers, Answer{MessageID: ord.ID + ":payment-timeout", Order: ord.ID,
+				Subject: order.SubjectPaymentTimeout, DeliveryCount: 1, Result: res})
+		}
+	}
+	o.CancelledChecks = map[string]bool{}
+	for _, c := range s.Cancels {
+		o.CancelledChecks[c.Order+":payment-timeout"] = true
+	}
 	seen := map[string]bool{}
 	for _, m := range s.Messages {
 		if seen[m.Line.MessageID] {
 			continue // dropped by duplicate detection
 		}
 		seen[m.Line.MessageID] = true
+		if m.Kind == KindTimeout && o.CancelledChecks[m.Line.MessageID] {
+			continue // cancelled by its producer
+		}
 		switch {
 		case m.Kind == KindPoison:
 			answer(m, resultParked, m.Reason)
@@ -195,7 +215,7 @@ func TestCheckCatchesPlantedViolations(t *testing.T) {
 			o.Writes = slices.Delete(o.Writes, idx[1], idx[3]+1)
 			appendWrite(o, "o-1", Row{order.Cancelled, 1})
 			o.Rows["o-1"] = Row{order.Cancelled, 1}
-		}, "replace o-1 Cancelled/1 expires an order that has no payment timeout"},
+		}, "replace o-1 Cancelled/1 expires an order that must not expire (no payment timeout)"},
 		{"lost message", func(o *Observation) {
 			o.Answers = slices.Delete(o.Answers, answerIndex(o, "o-1:3"), answerIndex(o, "o-1:3")+1)
 		}, "message o-1:3 (event): lost"},
@@ -274,7 +294,9 @@ func TestCheckLegalRaceOutcomes(t *testing.T) {
 		t.Errorf("cancel outcome without Paid parked: got %q, want the missing poison", v)
 	}
 
-	// Unpaid o-3: Created dead-lettered, its replay after the timeout.
+	// Unpaid o-3 left Created is a violation, even when its Created was
+	// dead-lettered and replayed after the timeout (the allowance issue 17
+	// removed: the handler's own check cancels it).
 	o = clone(cancelled)
 	o.Rows["o-3"] = Row{order.Created, 1}
 	o.Writes = slices.DeleteFunc(o.Writes, func(w Write) bool { return w.Order == "o-3" && !w.Insert })
@@ -288,13 +310,71 @@ func TestCheckLegalRaceOutcomes(t *testing.T) {
 	}
 	o.DeadLettered = []DeadLetter{{MessageID: "o-3:1", SessionID: "o-3", Reason: broker.ReasonMaxDeliveryCountExceeded, DeliveryCount: 4}}
 	o.Replays = map[string]string{"o-3:1:replay:1": "o-3:1"}
-	if v := Check(s, o); len(v) > 0 {
-		t.Errorf("unpaid order whose Created was dead-lettered and replayed after the timeout fails:\n%s", strings.Join(v, "\n"))
+	if v := Check(s, o); !slices.ContainsFunc(v, func(x string) bool { return strings.Contains(x, "order o-3: row Created/1, want Cancelled/1") }) {
+		t.Errorf("unpaid order left Created after a late Created: got %q, want the row violation", v)
 	}
-	// Without the dead-lettering, the same row is a violation.
-	o.DeadLettered, o.Replays = nil, nil
-	if v := Check(s, o); len(v) == 0 {
-		t.Error("an unpaid order left Created passes without a reason")
+}
+
+// An unpaid order whose producer never scheduled the check must end
+// Cancelled; a paid one whose producer cancelled its check must not; the
+// answers to the handler's own checks and to rescheduled copies count as
+// the messages they stand for.
+func TestCheckProducersAndCopies(t *testing.T) {
+	s := Schedule{Seed: 1, Orders: []Order{
+		{ID: "o-1", Events: []order.Status{order.Created}, Timeout: UnpaidNoCheck},
+		{ID: "o-2", Events: []order.Status{order.Created, order.Paid}, Timeout: PaidCancelledCheck},
+	}}
+	for _, o := range s.Orders {
+		for i, st := range o.Events {
+			s.Messages = append(s.Messages, event(o.ID, int64(i+1), st, 0, KindEvent, ""))
+		}
+	}
+	g := &gen{}
+	s.Messages = append(s.Messages, g.timeout("o-2", 0, 10*time.Minute))
+	s.Cancels = []Cancel{{Order: "o-2", At: time.Second}}
+	good := ideal(s, false)
+	if v := Check(s, good); len(v) > 0 {
+		t.Fatalf("a correct run fails:\n%s", strings.Join(v, "\n"))
+	}
+	// The Paid applied through a rescheduled copy.
+	o := clone(good)
+	for i := range o.Answers {
+		if o.Answers[i].MessageID == "o-2:2" {
+			o.Answers = append(o.Answers, Answer{MessageID: "o-2:2", Order: "o-2", Subject: order.SubjectStatusChanged, Sequence: 2, Result: "Rescheduled"})
+			o.Answers[i].MessageID, o.Answers[i].Original = "o-2:2:retry:1", "o-2:2"
+			break
+		}
+	}
+	if v := Check(s, o); len(v) > 0 {
+		t.Errorf("a Paid applied through its copy fails:\n%s", strings.Join(v, "\n"))
+	}
+	// o-1 left Created: the producer never scheduled a check, the
+	// handler's must have cancelled it.
+	o = clone(good)
+	o.Rows["o-1"] = Row{order.Created, 1}
+	o.Writes = slices.DeleteFunc(o.Writes, func(w Write) bool { return w.Order == "o-1" && !w.Insert })
+	if v := Check(s, o); !slices.ContainsFunc(v, func(x string) bool { return strings.Contains(x, "order o-1: row Created/1, want Cancelled/1") }) {
+		t.Errorf("unpaid order without a producer check left Created: got %q", v)
+	}
+	// o-2 cancelled by a timeout: a paid order must never be.
+	o = clone(good)
+	last := o.Writes[len(o.Writes)-1]
+	o.Writes = append(o.Writes, Write{N: last.N + 1, Order: "o-2", Row: Row{order.Cancelled, 2}, IfMatch: last.ETag, ETag: "x"})
+	o.Rows["o-2"] = Row{order.Cancelled, 2}
+	if v := Check(s, o); !slices.ContainsFunc(v, func(x string) bool { return strings.Contains(x, "cancels a paid order") }) {
+		t.Errorf("paid order cancelled: got %q", v)
+	}
+	// Within the retry window nothing may be dead-lettered or parked for it.
+	s.Faults.WithinWindow = true
+	o = clone(good)
+	o.DeadLettered = []DeadLetter{{MessageID: "o-1:1", SessionID: "o-1", Reason: broker.ReasonMaxDeliveryCountExceeded, DeliveryCount: 5}}
+	o.MaxDelivery = 5
+	o.Answers = append(o.Answers, Answer{MessageID: "o-1:1", Order: "o-1", Result: resultParked, Reason: order.ReasonRetryWindowExceeded})
+	v := strings.Join(Check(s, o), "\n")
+	for _, want := range []string{"dead-lettered (MaxDeliveryCountExceeded) by an outage shorter than the retry window", "parked RetryWindowExceeded by an outage shorter"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("within the window: no violation %q in:\n%s", want, v)
+		}
 	}
 }
 

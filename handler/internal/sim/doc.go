@@ -13,8 +13,12 @@
 //     storage latency above the lock duration with lock renewal off) and
 //     the scale-out (1 to 4 instances, instances added, removed gracefully
 //     or killed during the run, a short session idle timeout so that
-//     sessions move between instances with stale caches). It is pure and
-//     deterministic.
+//     sessions move between instances with stale caches), and, in some
+//     schedules, an unpaid order whose producer never schedules its check
+//     and a paid one whose producer cancels it. GenerateOutage makes the
+//     outage schedules: the store gone for minutes on a 30x broker clock,
+//     shorter or longer than the retry window, with every kind of order
+//     (late Created included). Both are pure and deterministic.
 //   - Run plays a Schedule against a real handler, replays what the broker
 //     dead-lettered as the sweeper would, and records an Observation: the
 //     rows as stored, every successful write seen on the wire (from the
@@ -27,8 +31,11 @@
 //     tested with a planted violation of each invariant.
 //
 // TestSimulation runs SIM_SCHEDULES schedules (default 200, 20 with
-// -short) from seed SIM_FIRST_SEED (default 1), SIM_PARALLEL at once
-// (default 6); SIM_SEED=<n> runs only seed n, which is how a failure is
-// replayed. A replay runs the same schedule and faults; the timing, and so
+// -short) from seed SIM_FIRST_SEED (default 1), and SIM_OUTAGES outage
+// schedules of each kind (default 3, 1 with -short), SIM_PARALLEL at once
+// (default 6); SIM_SEED=<n> runs only seed n, SIM_SCHEDULES=0
+// SIM_OUTAGE_SEED=<n> only the outage pair of seed n, which is how a
+// failure is replayed. Run fast-forwards the broker clock over scheduled
+// messages (rescheduled copies, payment timeouts) when nothing else runs. A replay runs the same schedule and faults; the timing, and so
 // the interleaving, may differ.
 package sim

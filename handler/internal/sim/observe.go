@@ -137,6 +137,7 @@ func parseAnswers(log []byte) []Answer {
 		var rec struct {
 			Time          time.Time `json:"time"`
 			MessageID     *string   `json:"message_id"`
+			Original      string    `json:"original_message_id"`
 			OrderID       string    `json:"order_id"`
 			Subject       string    `json:"subject"`
 			DeliveryCount int       `json:"delivery_count"`
@@ -154,7 +155,7 @@ func parseAnswers(log []byte) []Answer {
 		}
 		end := rec.Time.UnixNano()
 		out = append(out, Answer{
-			MessageID: *rec.MessageID, Order: rec.OrderID, Subject: rec.Subject, DeliveryCount: rec.DeliveryCount,
+			MessageID: *rec.MessageID, Original: rec.Original, Order: rec.OrderID, Subject: rec.Subject, DeliveryCount: rec.DeliveryCount,
 			Sequence: rec.Sequence, Result: rec.Result, Reason: rec.Reason,
 			Start: end - int64(rec.DurationMS*float64(time.Millisecond)), End: end,
 			RoundTrips: rec.RoundTrips, Conflicts: rec.Conflicts, CacheHit: rec.CacheHit, Instance: rec.Instance,

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,8 +18,10 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/azurite"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
@@ -27,8 +30,11 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
 	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
+	"github.com/orderstatus/orderstatus/handler/publish"
 )
 
 // Env is what Run needs around it.
@@ -123,7 +129,7 @@ const (
 func Run(ctx context.Context, env Env, s Schedule) (res Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, runTimeout)
 	defer cancel()
-	r := &run{env: env, s: s, clk: clock.Scaled(1)}
+	r := &run{env: env, s: s, clk: clock.Scaled(max(1, s.Faults.TimeScale))}
 	defer func() {
 		res.HandlerStdout, res.HandlerStderr, res.HostLog = r.stdout.Bytes(), r.stderr.Bytes(), r.hostLog.Bytes()
 	}()
@@ -162,6 +168,13 @@ type run struct {
 	scaleErrs []string // scale events that failed (set by play)
 	writeReqs atomic.Int64
 	replays   map[string]string
+	// start is the broker clock's time when the run began; cancelled the
+	// producers' checks that a Cancel removed (by MessageId).
+	start     time.Time
+	cancelMu  sync.Mutex
+	cancelled map[string]bool
+	// parkedReplays maps the replays of replayParked to what they replay.
+	parkedReplays map[string]string
 }
 
 func (r *run) setUp(ctx context.Context) error {
@@ -223,6 +236,9 @@ func (r *run) setUp(ctx context.Context) error {
 			devhost.SettingStoreServiceURI: "",
 			config.EnvStoreTable:           r.table,
 			config.EnvRetryBudget:          f.RetryBudget.String(),
+			config.EnvRetryBase:            durationOr(f.RetryBase, RetryBase).String(),
+			config.EnvRetryCap:             durationOr(f.RetryCap, RetryCap).String(),
+			config.EnvRetryWindow:          durationOr(f.RetryWindow, RetryWindow).String(),
 			config.EnvLogLevel:             "info",
 			// The real sweeper replays what the broker dead-lettered, at
 			// first sight (no cool-down), into tables of this run.
@@ -258,11 +274,15 @@ func (r *run) play(ctx context.Context) error {
 		lose[int64(n)] = true
 	}
 	t0 := time.Now()
+	r.start = r.clk.Now()
+	c0 := r.start
 	outages := f.Outages
+	// Outages are on the broker's clock, as the handler's backoffs and
+	// window are, so a fast-forward over waiting copies shortens them too.
 	r.proxy.SetRule(func(req *http.Request) faultproxy.Mode {
-		now := time.Now()
+		now := r.clk.Now()
 		for _, o := range outages {
-			from := t0.Add(o.Start)
+			from := c0.Add(o.Start)
 			if !now.Before(from) && now.Before(from.Add(o.Duration)) &&
 				(!o.WritesOnly || (req.Method != http.MethodGet && req.Method != http.MethodHead)) {
 				return o.Mode
@@ -293,18 +313,187 @@ func (r *run) play(ctx context.Context) error {
 			r.scale(ctx, h, e)
 		}
 	}()
-	err := h.Play(ctx, r.s.Lines())
+	cancels := make(chan struct{})
+	go func() {
+		defer close(cancels)
+		r.cancelChecks(ctx, h)
+	}()
+	lines, err := r.lines()
+	if err != nil {
+		return err
+	}
+	err = h.Play(ctx, lines)
 	<-scaled // every scale event is applied before the drain
+	<-cancels
 	if err != nil {
 		return fmt.Errorf("sim: play: %w", err)
 	}
-	if err := r.waitIdle(ctx); err != nil {
+	// Let the rescheduled copies come back (skipping the waits between
+	// them), but not yet the payment timeouts due later.
+	if err := r.quiesce(ctx); err != nil {
 		return err
+	}
+	if f.ReplayRetryWindow {
+		// The dead-letter policy replays after a cool-down: by then the
+		// outage is over.
+		for _, o := range f.Outages {
+			r.clk.AdvanceTo(r.start.Add(o.Start + o.Duration))
+		}
+		if err := r.replayParked(ctx, h); err != nil {
+			return err
+		}
+		if err := r.quiesce(ctx); err != nil {
+			return err
+		}
 	}
 	if err := r.fireTimers(ctx, h); err != nil {
 		return fmt.Errorf("sim: fire timers: %w", err)
 	}
+	// Everything, the payment timeouts included.
 	return r.waitIdle(ctx)
+}
+
+// checkAfter is when, after the start of a run, the handler's own payment
+// timeout of an order that is not overdue falls due: after everything
+// else, so that a paid order's check finds it paid.
+const checkAfter = 20 * time.Minute
+
+// lines returns the workload with each event's occurredAt on the broker's
+// clock: checkAfter minus the payment timeout before the start (plus its
+// sequence in seconds), or, for an overdue order, more than the payment
+// timeout before it.
+func (r *run) lines() ([]scenario.Line, error) {
+	var lines []scenario.Line
+	for _, m := range r.s.Messages {
+		if m.Manual {
+			continue
+		}
+		l := m.Line
+		switch m.Kind {
+		case KindEvent, KindDuplicateSend, KindLateReplay:
+			base := r.start.Add(checkAfter - contract.PaymentTimeout)
+			if ord, _ := r.s.Order(m.Order); ord.Overdue {
+				base = r.start.Add(-contract.PaymentTimeout - time.Minute)
+			}
+			msg, err := publish.StatusMessage(contract.StatusChanged{OrderID: m.Order, Status: m.Status, Sequence: m.Sequence,
+				OccurredAt: base.Add(time.Duration(m.Sequence) * time.Second)})
+			if err != nil {
+				return nil, fmt.Errorf("sim: event %s: %w", m.Line.MessageID, err)
+			}
+			l.Body = msg.Body
+		}
+		lines = append(lines, l)
+	}
+	return lines, nil
+}
+
+// cancelChecks plays the schedule's Cancels as a producer does: it
+// schedules the check (through the loopback broker, as producers' sends
+// are), keeps the sequence number Schedule returned, and cancels by it.
+func (r *run) cancelChecks(ctx context.Context, h *devhost.Host) {
+	r.cancelMu.Lock()
+	r.cancelled = map[string]bool{}
+	r.cancelMu.Unlock()
+	if len(r.s.Cancels) == 0 {
+		return
+	}
+	bus, err := loopback.NewClient(h.BrokerURL(), nil)
+	if err != nil {
+		return
+	}
+	defer bus.Close(ctx)
+	type action struct {
+		at     time.Duration
+		c      Cancel
+		cancel bool
+	}
+	var acts []action
+	for _, c := range r.s.Cancels {
+		acts = append(acts, action{c.Schedule, c, false}, action{c.At, c, true})
+	}
+	sort.SliceStable(acts, func(i, j int) bool { return acts[i].at < acts[j].at })
+	seqs := map[string]int64{}
+	for _, a := range acts {
+		if err := clock.Sleep(ctx, r.clk, r.start.Add(a.at).Sub(r.clk.Now())); err != nil {
+			return
+		}
+		m, err := publish.TimeoutMessage(a.c.Order)
+		if err != nil {
+			continue
+		}
+		if !a.cancel {
+			if seq, err := bus.Schedule(ctx, h.Queue(), m, r.clk.Now().Add(a.c.After)); err == nil {
+				seqs[a.c.Order] = seq
+			}
+			continue
+		}
+		if seq, ok := seqs[a.c.Order]; ok && bus.CancelScheduled(ctx, h.Queue(), seq) == nil {
+			r.cancelMu.Lock()
+			r.cancelled[m.MessageID] = true
+			r.cancelMu.Unlock()
+		}
+	}
+}
+
+// replayParked replays what was parked RetryWindowExceeded, as the
+// dead-letter policy is agreed to (issue 16's dead-letter store, on its own
+// branch): to the queue, in the original session, with the body, subject
+// and properties of the original (the parking and retry properties
+// stripped), MessageId <original>:replay:1 and ReplayedFromDeadLetter; the
+// parked copy is completed after the send. Other parked messages are left
+// to the sweeper. The simulation stands in for that policy until it lands.
+func (r *run) replayParked(ctx context.Context, h *devhost.Host) error {
+	src := broker.Source{Queue: h.PoisonQueue()}
+	// Through the loopback broker, as the sweeper sends, so the host
+	// accounts for the replays.
+	bus, err := loopback.NewClient(h.BrokerURL(), nil)
+	if err != nil {
+		return fmt.Errorf("sim: loopback broker: %w", err)
+	}
+	defer bus.Close(ctx)
+	got, err := h.Broker().Receive(ctx, src, 1000, 100*time.Millisecond)
+	if err != nil {
+		return fmt.Errorf("sim: receive parked: %w", err)
+	}
+	if r.parkedReplays == nil {
+		r.parkedReplays = map[string]string{}
+	}
+	for _, m := range got {
+		if m.DeadLetterReason != order.ReasonRetryWindowExceeded {
+			if err := h.Broker().Abandon(ctx, src, m); err != nil {
+				return fmt.Errorf("sim: abandon parked %s: %w", m.MessageID, err)
+			}
+			continue
+		}
+		orig := stringProp(m.ApplicationProperties, parking.PropOriginalMessageID)
+		props := map[string]any{}
+		for k, v := range m.ApplicationProperties {
+			props[k] = v
+		}
+		for _, k := range append([]string{parking.PropReason, parking.PropDescription, parking.PropOriginalSessionID,
+			parking.PropOriginalSequenceNumber, parking.PropOriginalSubject, parking.PropOriginalEnqueuedTime, parking.PropDeliveryCount},
+			reschedule.Properties...) {
+			delete(props, k)
+		}
+		props[reschedule.PropReplayedFromDeadLetter] = true
+		replay := broker.Message{MessageID: msgid.Derive(orig, ":replay:1"), SessionID: stringProp(m.ApplicationProperties, parking.PropOriginalSessionID),
+			Subject: m.Subject, ContentType: m.ContentType, CorrelationID: m.CorrelationID, Body: m.Body, ApplicationProperties: props}
+		if err := bus.Send(ctx, h.Queue(), replay); err != nil {
+			return fmt.Errorf("sim: replay parked %s: %w", m.MessageID, err)
+		}
+		if err := h.Broker().Complete(ctx, src, m); err != nil {
+			return fmt.Errorf("sim: complete parked %s: %w", m.MessageID, err)
+		}
+		r.parkedReplays[replay.MessageID] = orig
+	}
+	return nil
+}
+
+func durationOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 // fireTimers fires every timer function once, as the host does at idle. A
@@ -356,13 +545,50 @@ func (r *run) scale(ctx context.Context, h *devhost.Host, e ScaleEvent) {
 	r.scaled++
 }
 
-func (r *run) waitIdle(ctx context.Context) error {
+// waitIdle waits until nothing is left: no message visible, locked or
+// scheduled, no call running. Scheduled messages (rescheduled copies,
+// payment timeouts) are not waited for in real time: when nothing else
+// runs, the broker's clock is moved to the next one.
+func (r *run) waitIdle(ctx context.Context) error { return r.settle(ctx, 0) }
+
+// quiesce is waitIdle for everything due within four backoff caps (the
+// rescheduled copies, a settling check): the payment timeouts due later
+// stay scheduled.
+func (r *run) quiesce(ctx context.Context) error {
+	return r.settle(ctx, 4*durationOr(r.s.Faults.RetryCap, RetryCap))
+}
+
+// settle waits for the queue to drain, skipping the waits for scheduled
+// messages due within horizon of now (all of them when horizon is 0).
+func (r *run) settle(ctx context.Context, horizon time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, idleTimeout)
 	defer cancel()
-	if err := r.host.Load().WaitIdle(ctx); err != nil {
-		return fmt.Errorf("sim: %w", err)
+	h := r.host.Load()
+	for {
+		wait, waitCancel := context.WithTimeout(ctx, 25*time.Millisecond)
+		err := h.WaitIdle(wait)
+		waitCancel()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("sim: %w", err)
+		case !errors.Is(err, context.DeadlineExceeded):
+			return fmt.Errorf("sim: %w", err)
+		}
+		st := h.Broker().Stats(h.Queue())
+		if st.Active != 0 || st.Locked != 0 || st.Scheduled == 0 {
+			continue // work under way: wait for it in real time
+		}
+		next, ok := h.Broker().NextDue(h.Queue())
+		if !ok {
+			continue
+		}
+		if horizon > 0 && next.After(r.clk.Now().Add(horizon)) {
+			return nil // only later messages remain
+		}
+		r.clk.AdvanceTo(next)
 	}
-	return nil
 }
 
 // observe lets the real DeadLetterSweeper (fired by the host at idle)
@@ -441,7 +667,13 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 			r.replays[a.NewMessageID] = from
 		}
 	}
+	for id, orig := range r.parkedReplays {
+		r.replays[id] = orig
+	}
 	o.Replays = r.replays
+	r.cancelMu.Lock()
+	o.CancelledChecks = r.cancelled
+	r.cancelMu.Unlock()
 
 	sum, err := h.Summary(ctx)
 	if err != nil {

@@ -58,7 +58,20 @@ const (
 	RaceTimeout
 	// UnpaidTimeout: the order is only created, and the check cancels it.
 	UnpaidTimeout
+	// UnpaidNoCheck: the order is only created and its producer never
+	// schedules the check (it crashed between the two): the handler's own
+	// check cancels it.
+	UnpaidNoCheck
+	// PaidCancelledCheck: the producer schedules the check, publishes Paid
+	// and cancels the check, as the walkthrough's Payments does; the
+	// order must never be cancelled.
+	PaidCancelledCheck
 )
+
+// mayExpire reports whether a timeout may legally cancel an order of kind k.
+func (k TimeoutKind) mayExpire() bool {
+	return k == RaceTimeout || k == UnpaidTimeout || k == UnpaidNoCheck
+}
 
 // Order is one order of a schedule.
 type Order struct {
@@ -70,6 +83,9 @@ type Order struct {
 	// Reordered: the producer sends some of its events out of sequence
 	// order.
 	Reordered bool
+	// Overdue: its events happened more than the payment timeout before
+	// the run (a late Created): the handler's own check is due at once.
+	Overdue bool
 }
 
 // Last returns the order's row when every event is applied and no timeout
@@ -93,6 +109,8 @@ type Message struct {
 	// it must be parked with.
 	Poison string
 	Reason string
+	// Manual: the run sends it itself (a Cancel's check), not Play.
+	Manual bool
 }
 
 // Outage is a window in which the storage fails.
@@ -140,6 +158,20 @@ type Faults struct {
 	// sessionIdleTimeout: a short one lets sessions move between
 	// instances between two events of an order, with stale caches.
 	SessionIdleTimeout time.Duration
+	// TimeScale runs the broker's clock that many times faster than the
+	// wall clock (0 or 1: real time). Every duration of the schedule but
+	// RetryBudget and LockExpiry is on the broker's clock.
+	TimeScale float64
+	// RetryBase, RetryCap and RetryWindow are ORDER_STATUS_RETRY_BASE,
+	// _CAP and _WINDOW (the broker's clock).
+	RetryBase, RetryCap, RetryWindow time.Duration
+	// WithinWindow: every outage is shorter than the retry window, so
+	// nothing may be dead-lettered or parked RetryWindowExceeded.
+	WithinWindow bool
+	// ReplayRetryWindow: messages parked RetryWindowExceeded are replayed
+	// as the dead-letter policy is agreed to replay them (see
+	// run.replayParked).
+	ReplayRetryWindow bool
 }
 
 // ScaleEvent adds, removes (gracefully, SIGTERM) or kills (SIGKILL) an
@@ -152,20 +184,34 @@ type ScaleEvent struct {
 	Pick int
 }
 
+// Cancel is a producer that schedules the PaymentTimeoutCheck of Order at
+// Schedule, due After later, keeps the sequence number, and cancels it
+// at At (times since the start, on the broker's clock). Its message is in
+// Messages with Manual set.
+type Cancel struct {
+	Order               string
+	Schedule, After, At time.Duration
+}
+
 // Schedule is everything one simulation run does.
 type Schedule struct {
 	Seed   uint64
 	Orders []Order
 	// Messages in send order (Line.SendAfter does not decrease).
 	Messages []Message
-	Faults   Faults
+	// Cancels are the producers' cancellations of their checks.
+	Cancels []Cancel
+	Faults  Faults
 }
 
-// Lines returns the messages as a workload for devhost.Host.Play.
+// Lines returns the messages as a workload for devhost.Host.Play (those
+// the run sends itself left out).
 func (s Schedule) Lines() []scenario.Line {
-	out := make([]scenario.Line, len(s.Messages))
-	for i, m := range s.Messages {
-		out[i] = m.Line
+	out := make([]scenario.Line, 0, len(s.Messages))
+	for _, m := range s.Messages {
+		if !m.Manual {
+			out = append(out, m.Line)
+		}
 	}
 	return out
 }
@@ -191,8 +237,14 @@ const (
 	// LockExpiryLock is the lock duration of lock-expiry schedules.
 	LockExpiryLock = 1500 * time.Millisecond
 	// MaxDelivery is the queues' max delivery count in every schedule, so
-	// that an outage of a few seconds dead-letters.
+	// that an outage of a few seconds dead-letters (with rescheduling off,
+	// or when a schedule fails).
 	MaxDelivery = 3
+	// RetryBase, RetryCap and RetryWindow are the rescheduling settings of
+	// Generate's schedules: short, on a real-time clock.
+	RetryBase   = 50 * time.Millisecond
+	RetryCap    = 300 * time.Millisecond
+	RetryWindow = 10 * time.Minute
 	// MaxInstances bounds the instances of a schedule.
 	MaxInstances = 4
 	// KillLock is the lock duration of schedules that kill an instance:
@@ -216,6 +268,8 @@ var poisonKinds = []struct{ name, reason string }{
 // Generate returns the schedule of seed. It is deterministic: the same seed
 // gives the same schedule. The fault mix is chosen by the seed:
 //   - 4 to 10 orders with 3 to 5 valid events each (some ending Cancelled),
+//     and in some schedules an unpaid order whose producer never schedules
+//     its check and a paid one whose producer cancels it,
 //     some of them reordered by the producer, plus payment timeouts racing
 //     Paid and unpaid orders whose timeout cancels them;
 //   - duplicate sends with the same MessageId and late replays under new
@@ -227,12 +281,14 @@ var poisonKinds = []struct{ name, reason string }{
 func Generate(seed uint64) Schedule {
 	rng := rand.New(rand.NewPCG(seed, 0x73696d756c617465)) // "simulate"
 	g := &gen{rng: rng, s: Schedule{Seed: seed}}
-	g.s.Faults = Faults{RetryBudget: DefaultRetryBudget, MaxDelivery: MaxDelivery}
+	g.s.Faults = Faults{RetryBudget: DefaultRetryBudget, MaxDelivery: MaxDelivery,
+		RetryBase: RetryBase, RetryCap: RetryCap, RetryWindow: RetryWindow}
 	g.orders()
 	g.duplicates()
 	g.poison()
 	g.faults()
-	g.instances() // last: the draws above stay those of earlier schedules
+	g.instances() // the draws above stay those of earlier schedules
+	g.producers() // last, for the same reason
 	sort.SliceStable(g.s.Messages, func(i, j int) bool {
 		return g.s.Messages[i].Line.SendAfter < g.s.Messages[j].Line.SendAfter
 	})
@@ -319,6 +375,9 @@ func (g *gen) order(o *Order) {
 		}
 	case UnpaidTimeout:
 		g.add(g.timeout(o.ID, at[0]+5*time.Millisecond, g.between(100*time.Millisecond, 600*time.Millisecond)))
+	case PaidCancelledCheck:
+		// Due well after the run's sends; cancelled right after Paid.
+		g.cancelled(o.ID, at[0]+5*time.Millisecond, 10*time.Minute, at[1]+10*time.Millisecond)
 	}
 	if o.Reordered {
 		// Swap the send times of two events (the first may be
@@ -344,6 +403,15 @@ func event(id string, seq int64, st order.Status, at time.Duration, kind Kind, s
 	l.MessageID += suffix
 	l.SendAfter = at
 	return Message{Line: l, Kind: kind, Order: id, Sequence: seq, Status: st}
+}
+
+// cancelled adds a check the producer schedules at at, due after later,
+// and cancels at cancel.
+func (g *gen) cancelled(id string, at, after, cancel time.Duration) {
+	m := g.timeout(id, at, after)
+	m.Manual = true
+	g.add(m)
+	g.s.Cancels = append(g.s.Cancels, Cancel{Order: id, Schedule: at, After: after, At: cancel})
 }
 
 func (g *gen) timeout(id string, at, after time.Duration) Message {
@@ -504,6 +572,24 @@ func (g *gen) instances() {
 	}
 }
 
+// producers adds, in some schedules, an order whose producer never
+// schedules its check, and one whose producer schedules it and cancels it
+// after publishing Paid.
+func (g *gen) producers() {
+	if g.chance(35) {
+		o := Order{ID: fmt.Sprintf("o-%d", len(g.s.Orders)+1), Timeout: UnpaidNoCheck, Events: []order.Status{order.Created},
+			Overdue: g.chance(50)}
+		g.order(&o)
+		g.s.Orders = append(g.s.Orders, o)
+	}
+	if g.chance(35) {
+		o := Order{ID: fmt.Sprintf("o-%d", len(g.s.Orders)+1), Timeout: PaidCancelledCheck,
+			Events: []order.Status{order.Created, order.Paid, order.Shipped}}
+		g.order(&o)
+		g.s.Orders = append(g.s.Orders, o)
+	}
+}
+
 // MultiInstance reports whether more than one instance runs at some time.
 func (s Schedule) MultiInstance() bool {
 	return s.Faults.Instances > 1 || slices.ContainsFunc(s.Faults.Scale, func(e ScaleEvent) bool { return e.Action == scenario.ScaleAdd })
@@ -524,13 +610,20 @@ func (s Schedule) Mix() string {
 			poison = append(poison, m.Poison)
 		}
 	}
-	var races, unpaid, reordered int
+	var races, unpaid, noCheck, cancelled, overdue, reordered int
 	for _, o := range s.Orders {
 		switch o.Timeout {
 		case RaceTimeout:
 			races++
 		case UnpaidTimeout:
 			unpaid++
+		case UnpaidNoCheck:
+			noCheck++
+		case PaidCancelledCheck:
+			cancelled++
+		}
+		if o.Overdue {
+			overdue++
 		}
 		if o.Reordered {
 			reordered++
@@ -547,6 +640,9 @@ func (s Schedule) Mix() string {
 	add(count[KindLateReplay], "%d late replays", count[KindLateReplay])
 	add(races, "%d timeout races", races)
 	add(unpaid, "%d unpaid", unpaid)
+	add(noCheck, "%d unpaid without a producer check", noCheck)
+	add(cancelled, "%d paid with the check cancelled", cancelled)
+	add(overdue, "%d overdue (late Created)", overdue)
 	add(len(poison), "poison [%s]", strings.Join(poison, " "))
 	f := s.Faults
 	for _, o := range f.Outages {
@@ -578,7 +674,10 @@ func (s Schedule) Mix() string {
 	if f.LockDuration > 0 && f.LockExpiry == nil {
 		parts = append(parts, fmt.Sprintf("lock %s", f.LockDuration))
 	}
-	parts = append(parts, fmt.Sprintf("retry budget %s, max delivery %d", f.RetryBudget, f.MaxDelivery))
+	if f.TimeScale > 1 {
+		parts = append(parts, fmt.Sprintf("broker clock x%g", f.TimeScale))
+	}
+	parts = append(parts, fmt.Sprintf("retry budget %s, max delivery %d, backoff %s..%s, window %s", f.RetryBudget, f.MaxDelivery, f.RetryBase, f.RetryCap, f.RetryWindow))
 	return strings.Join(parts, "; ")
 }
 

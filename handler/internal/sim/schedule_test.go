@@ -53,8 +53,8 @@ func TestGenerateShape(t *testing.T) {
 			t.Helper()
 			t.Fatalf("seed %d: %s\nschedule: %s", seed, fmt.Sprintf(format, args...), s.Mix())
 		}
-		if n := len(s.Orders); n < 4 || n > 10 {
-			fail("%d orders, want 4 to 10", n)
+		if n := len(s.Orders); n < 4 || n > 12 {
+			fail("%d orders, want 4 to 12 (up to 10, and two of the producers() kinds)", n)
 		}
 		for _, o := range s.Orders {
 			n := len(o.Events)
@@ -142,7 +142,7 @@ func TestGenerateShape(t *testing.T) {
 				}
 			}
 			tm, has := timeouts[o.ID]
-			if has != (o.Timeout != NoTimeout) {
+			if producerCheck := o.Timeout != NoTimeout && o.Timeout != UnpaidNoCheck; has != producerCheck {
 				fail("order %s (timeout kind %d) has a timeout: %v", o.ID, o.Timeout, has)
 			}
 			if o.Timeout == RaceTimeout {

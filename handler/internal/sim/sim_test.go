@@ -30,6 +30,13 @@ const (
 	envFirstSeed = "SIM_FIRST_SEED"
 	// envParallel is how many schedules run at once (default 6).
 	envParallel = "SIM_PARALLEL"
+	// envOutages is how many outage schedules of each kind (shorter and
+	// longer than the retry window, GenerateOutage) run besides (default
+	// defaultOutages, 1 with -short, 0 when SIM_SEED is set unless this is
+	// set too); envOutageSeed runs the one pair of that seed.
+	envOutages     = "SIM_OUTAGES"
+	envOutageSeed  = "SIM_OUTAGE_SEED"
+	defaultOutages = 3
 
 	defaultSchedules = 200
 	defaultParallel  = 6
@@ -212,24 +219,43 @@ func TestSimulation(t *testing.T) {
 	env := Env{HandlerPath: handler, AppRoot: app, ShortIdleAppRoot: built.idleApp, Storage: addr, Tables: tables,
 		ProcessEnv: []string{"PATH=" + os.Getenv("PATH")}}
 
-	all := seeds(t)
+	type job struct {
+		name   string
+		seed   uint64
+		replay string
+		gen    func() Schedule
+	}
+	var jobs []job
+	for _, seed := range seeds(t) {
+		jobs = append(jobs, job{fmt.Sprintf("seed=%d", seed), seed, fmt.Sprintf("%s=%d", envSeed, seed), func() Schedule { return Generate(seed) }})
+	}
+	for _, seed := range outageSeeds(t) {
+		for _, long := range []bool{false, true} {
+			kind := "short"
+			if long {
+				kind = "long"
+			}
+			jobs = append(jobs, job{fmt.Sprintf("outage-%s/seed=%d", kind, seed), seed, fmt.Sprintf("%s=0 %s=%d", envSchedules, envOutageSeed, seed),
+				func() Schedule { return GenerateOutage(seed, long) }})
+		}
+	}
 	parallel := max(1, envInt(t, envParallel, defaultParallel))
 	var (
 		mu     sync.Mutex
 		totals totalStats
-		next   = make(chan uint64)
+		next   = make(chan job)
 		wg     sync.WaitGroup
 	)
 	start := time.Now()
-	for range min(parallel, len(all)) {
+	for range min(parallel, len(jobs)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for seed := range next {
+			for j := range next {
 				// t.Run may be called from several goroutines at once;
 				// this pool, not -parallel, bounds the concurrency.
-				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-					st := runSeed(t, env, seed)
+				t.Run(j.name, func(t *testing.T) {
+					st := runSchedule(t, env, j.seed, j.gen(), j.replay)
 					mu.Lock()
 					totals.add(st)
 					mu.Unlock()
@@ -237,17 +263,36 @@ func TestSimulation(t *testing.T) {
 			}
 		}()
 	}
-	for _, s := range all {
-		next <- s
+	for _, j := range jobs {
+		next <- j
 	}
 	close(next)
 	wg.Wait()
-	t.Logf("%d schedules in %s (%d at once): %s", len(all), time.Since(start).Round(time.Second), parallel, totals)
+	t.Logf("%d schedules in %s (%d at once): %s", len(jobs), time.Since(start).Round(time.Second), parallel, totals)
 }
 
-// runSeed runs one schedule and reports its violations.
-func runSeed(t *testing.T, env Env, seed uint64) Stats {
-	s := Generate(seed)
+// outageSeeds returns the seeds of the outage schedules to run.
+func outageSeeds(t *testing.T) []uint64 {
+	if os.Getenv(envOutageSeed) != "" {
+		return []uint64{uint64(envInt(t, envOutageSeed, 0))}
+	}
+	def := defaultOutages
+	switch {
+	case os.Getenv(envSeed) != "":
+		def = 0
+	case testing.Short():
+		def = 1
+	}
+	out := make([]uint64, envInt(t, envOutages, def))
+	for i := range out {
+		out[i] = uint64(i + 1)
+	}
+	return out
+}
+
+// runSchedule runs one schedule and reports its violations; replay is
+// the environment that runs it again.
+func runSchedule(t *testing.T, env Env, seed uint64, s Schedule, replay string) Stats {
 	res, err := Run(context.Background(), env, s)
 	t.Logf("seed %d: %s; %s", seed, s.Mix(), statsLine(res.Stats))
 	if err == nil && len(res.Violations) == 0 {
@@ -268,7 +313,7 @@ func runSeed(t *testing.T, env Env, seed uint64) Stats {
 	if path, err := saveLogs(seed, s, res); err == nil {
 		fmt.Fprintf(&b, "full logs: %s\n", path)
 	}
-	fmt.Fprintf(&b, "replay: %s=%d go test -race -run TestSimulation ./handler/internal/sim/", envSeed, seed)
+	fmt.Fprintf(&b, "replay: %s go test -race -run TestSimulation ./handler/internal/sim/", replay)
 	t.Error(b.String())
 	return res.Stats
 }
