@@ -47,13 +47,13 @@ param deadLetterArchiveTableName string
 @description('Table the sweeper writes one audit row per action to.')
 param deadLetterAuditTableName string
 
-@description('Memory of each instance in MB.')
+@description('Memory of each instance in MB (512 by default: see main.bicep and the README, Cost).')
 @allowed([
   512
   2048
   4096
 ])
-param instanceMemoryMB int = 2048
+param instanceMemoryMB int = 512
 
 @description('Upper bound on the number of instances the app scales out to (Flex Consumption: 40 to 1000 in most regions).')
 @minValue(1)

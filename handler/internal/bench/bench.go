@@ -131,7 +131,9 @@ type runner struct {
 	// baseline is the local runs' round trips for all messages per
 	// applied message (InstancesRun.Baseline).
 	baseline float64
-	w        Workload
+	// costRun is the cost phase's detail; nil before it ran.
+	costRun *CostRun
+	w       Workload
 }
 
 // Report is what a run measured.
@@ -147,6 +149,8 @@ type Report struct {
 	// Instances is the instances run's detail (per instance, scale
 	// events); nil without one.
 	Instances *InstancesRun
+	// Cost is the cost phase's detail.
+	Cost *CostRun
 }
 
 // phase is one step of the run; adding a measurement is adding a row to
@@ -218,6 +222,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			}})
 		}
 	}
+	phases = append(phases, phase{"cost: the workload and an idle sweep, counted", b.costPhase})
 	phases = append(phases, phase{fmt.Sprintf("memory after %d orders", opts.RSSOrders), b.rssOrders})
 
 	begin := time.Now()
@@ -239,7 +244,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if b.instancesRun != nil {
 		b.instancesRun.Baseline = b.baseline
 	}
-	return Report{Values: b.results, Slots: b.slots, Notes: b.notes, Instances: b.instancesRun,
+	return Report{Values: b.results, Slots: b.slots, Notes: b.notes, Instances: b.instancesRun, Cost: b.costRun,
 		Workload: fmt.Sprintf("%d orders, %d messages: %d in-order status changes, %d redeliveries of applied messages, %d stale replays; %d orders in flight",
 			len(b.w.Orders), b.w.Messages(), b.w.Applied, b.w.Duplicates, b.w.Stales, opts.InFlight)}, nil
 }

@@ -35,9 +35,24 @@ func Names(opts Options) []string {
 			names = append(names, fmt.Sprintf("slots_%d_idle_%d_msgs_per_s", n, idle.Milliseconds()))
 		}
 	}
+	names = append(names, CostNames...)
 	// Also printed: the direct loops' own round trips per message.
 	return append(names, "limit_round_trips_per_msg", "naive_round_trips_per_msg",
 		lat+"limit_round_trips_per_msg", lat+"naive_round_trips_per_msg")
+}
+
+// CostNames are the cost phase's figures (cost.go), in print order.
+var CostNames = []string{
+	"cost_usd_per_million_messages", "cost_usd_per_million_messages_before",
+	"cost_usd_per_million_messages_functions", "cost_usd_per_million_messages_servicebus",
+	"cost_usd_per_million_messages_storage", "cost_usd_per_million_messages_logs",
+	"cost_usd_idle_month", "cost_usd_idle_month_before",
+	"cost_usd_idle_month_functions", "cost_usd_idle_month_servicebus", "cost_usd_idle_month_storage", "cost_usd_idle_month_logs",
+	"cost_executions_per_message", "cost_exec_ms_per_execution", "cost_servicebus_ops_per_message",
+	"cost_table_transactions_per_message", "cost_handler_log_bytes_per_message",
+	"cost_log_bytes_per_message", "cost_log_bytes_per_message_before",
+	"cost_sweep_seconds", "cost_sweep_servicebus_ops", "cost_sweep_table_transactions",
+	"cost_instance_memory_mb", "cost_sweeps_per_month",
 }
 
 // format prints v with the precision its kind of figure deserves.
@@ -47,7 +62,8 @@ func format(name string, v float64) string {
 		return "NaN"
 	case strings.HasSuffix(name, "_msgs_per_s"):
 		return fmt.Sprintf("%.1f", v)
-	case strings.Contains(name, "round_trips"), strings.HasPrefix(name, "cpu_ms"):
+	case strings.Contains(name, "round_trips"), strings.HasPrefix(name, "cpu_ms"), strings.HasPrefix(name, "cost_usd_idle"),
+		strings.HasSuffix(name, "_per_message"):
 		return fmt.Sprintf("%.3f", v)
 	default:
 		return fmt.Sprintf("%.2f", v)
@@ -67,6 +83,9 @@ func (r Report) Print(w io.Writer, opts Options) {
 	}
 	if r.Instances != nil {
 		r.Instances.print(w)
+	}
+	if r.Cost != nil {
+		r.Cost.print(w)
 	}
 	fmt.Fprintln(w)
 	for _, n := range Names(opts) {
@@ -114,6 +133,9 @@ func (r Report) Targets(opts Options) []string {
 	}
 	if r.Instances != nil {
 		out = append(out, r.instancesTarget(opts))
+	}
+	if r.Cost != nil {
+		out = append(out, r.Cost.targets()...)
 	}
 	return out
 }
