@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -19,8 +20,8 @@ type CostRun struct {
 	Sweep      cost.Sweep
 	Params     cost.Params
 	// Before are the parameters of the defaults before issue 19's cuts
-	// (2,048 MB, the host's per-execution telemetry on), priced on the
-	// same measurements.
+	// (2,048 MB, host.json's logging at Information), priced on the same
+	// measurements.
 	Before     cost.Params
 	PerMillion cost.Breakdown
 	Idle       cost.Breakdown
@@ -29,13 +30,19 @@ type CostRun struct {
 	Prices     cost.Prices
 }
 
-// byteCounter counts what is written to it.
-type byteCounter struct{ n atomic.Int64 }
+// byteCounter counts the bytes and lines written to it.
+type byteCounter struct{ n, lines atomic.Int64 }
 
 func (c *byteCounter) Write(p []byte) (int, error) {
 	c.n.Add(int64(len(p)))
+	c.lines.Add(int64(bytes.Count(p, []byte{'\n'})))
 	return len(p), nil
 }
+
+// beforeHost is host.json's logging before issue 19's cut: every category
+// at Information, no sampling, dependencies tracked.
+var beforeHost = cost.HostLogging{Levels: map[string]string{"default": "Information", "Host.Results": "Information", "Function": "Information"},
+	DependencyTracking: true}
 
 // proxyRequests is every request the fault proxy has passed or faulted.
 func proxyRequests(p *faultproxy.Proxy) int64 {
@@ -77,7 +84,7 @@ func (b *runner) costPhase(ctx context.Context) error {
 	if err := waitTable(ctx, "http://"+h.Addr()); err != nil {
 		return err
 	}
-	ops0, tx0, bytes0 := h.Broker().Operations(), proxyRequests(b.proxy), out.n.Load()
+	ops0, tx0, bytes0, lines0 := h.Broker().Operations(), proxyRequests(b.proxy), out.n.Load(), out.lines.Load()
 	if err := h.Play(ctx, b.w.Lines()); err != nil {
 		return err
 	}
@@ -107,10 +114,11 @@ func (b *runner) costPhase(ctx context.Context) error {
 		ServiceBusOps:     float64(h.Broker().Operations()-ops0) / msgs,
 		TableTransactions: float64(proxyRequests(b.proxy)-tx0) / msgs,
 		LogBytes:          float64(out.n.Load()-bytes0) / msgs,
+		LogLines:          float64(out.lines.Load()-lines0) / msgs,
 	}
 
 	// One idle sweep: every source empty.
-	ops1, tx1, bytes1 := h.Broker().Operations(), proxyRequests(b.proxy), out.n.Load()
+	ops1, tx1, bytes1, lines1 := h.Broker().Operations(), proxyRequests(b.proxy), out.n.Load(), out.lines.Load()
 	start := time.Now()
 	if err := h.FireTimers(ctx); err != nil {
 		return fmt.Errorf("bench: cost: the idle sweep: %w", err)
@@ -120,8 +128,9 @@ func (b *runner) costPhase(ctx context.Context) error {
 		ServiceBusOps:     float64(h.Broker().Operations() - ops1),
 		TableTransactions: float64(proxyRequests(b.proxy) - tx1),
 		LogBytes:          float64(out.n.Load() - bytes1),
+		LogLines:          float64(out.lines.Load() - lines1),
 	}
-	r.Before = cost.Params{InstanceMemoryMB: 2048, SweepsPerMonth: par.SweepsPerMonth, AlwaysReadyInstances: 0, QuietHost: false}
+	r.Before = cost.Params{InstanceMemoryMB: 2048, SweepsPerMonth: par.SweepsPerMonth, AlwaysReadyInstances: 0, Host: beforeHost}
 	r.PerMillion, r.Idle = prices.PerMillion(r.PerMessage, par), prices.IdleMonth(par, r.Sweep)
 	r.BeforeMil, r.BeforeIdle = prices.PerMillion(r.PerMessage, r.Before), prices.IdleMonth(r.Before, r.Sweep)
 	b.costRun = &r
@@ -143,21 +152,14 @@ func (b *runner) costPhase(ctx context.Context) error {
 	res["cost_servicebus_ops_per_message"] = r.PerMessage.ServiceBusOps
 	res["cost_table_transactions_per_message"] = r.PerMessage.TableTransactions
 	res["cost_handler_log_bytes_per_message"] = r.PerMessage.LogBytes
-	res["cost_log_bytes_per_message"] = r.PerMessage.LogBytes + r.PerMessage.Executions*hostBytes(prices, par)
-	res["cost_log_bytes_per_message_before"] = r.PerMessage.LogBytes + r.PerMessage.Executions*hostBytes(prices, r.Before)
+	res["cost_log_bytes_per_message"] = prices.LogBytesPerMessage(r.PerMessage, par)
+	res["cost_log_bytes_per_message_before"] = prices.LogBytesPerMessage(r.PerMessage, r.Before)
 	res["cost_sweep_seconds"] = r.Sweep.ExecSeconds
 	res["cost_sweep_servicebus_ops"] = r.Sweep.ServiceBusOps
 	res["cost_sweep_table_transactions"] = r.Sweep.TableTransactions
 	res["cost_instance_memory_mb"] = float64(par.InstanceMemoryMB)
 	res["cost_sweeps_per_month"] = par.SweepsPerMonth
 	return nil
-}
-
-func hostBytes(p cost.Prices, par cost.Params) float64 {
-	if par.QuietHost {
-		return p.Assumptions[cost.AssumeHostBytesPerExecWarning].Value
-	}
-	return p.Assumptions[cost.AssumeHostBytesPerExec].Value
 }
 
 // print writes the cost table: each service's line per million messages
@@ -173,9 +175,9 @@ func (r *CostRun) print(w io.Writer) {
 		r.PerMillion.ServiceBus, r.Idle.ServiceBus, u.ServiceBusOps, s.ServiceBusOps)
 	fmt.Fprintf(w, "| Table Storage | %.2f | %.3f | %.2f transactions/message; %.0f per sweep; data at rest |\n",
 		r.PerMillion.Storage, r.Idle.Storage, u.TableTransactions, s.TableTransactions)
-	fmt.Fprintf(w, "| Log Analytics | %.2f | %.3f | %.0f handler bytes/message (measured) + the host's per-execution telemetry (assumed, prices.json) |\n",
-		r.PerMillion.Logs, r.Idle.Logs, u.LogBytes)
-	fmt.Fprintf(w, "| total | %.2f | %.2f | before the cuts (2,048 MB, host telemetry on): %.2f and %.2f |\n",
+	fmt.Fprintf(w, "| Log Analytics | %.2f | %.3f | %.0f bytes/message: %.0f of handler lines (measured) + the host's records host.json keeps (sizes assumed, prices.json); %.0f before |\n",
+		r.PerMillion.Logs, r.Idle.Logs, r.Prices.LogBytesPerMessage(u, r.Params), u.LogBytes, r.Prices.LogBytesPerMessage(u, r.Before))
+	fmt.Fprintf(w, "| total | %.2f | %.2f | before the cuts (2,048 MB, host.json logging at Information): %.2f and %.2f |\n",
 		r.PerMillion.Total(), r.Idle.Total(), r.BeforeMil.Total(), r.BeforeIdle.Total())
 }
 

@@ -21,8 +21,9 @@
 //	    in an idle month.
 //	Table Storage: transactions x price; stored data in an idle month.
 //	Log Analytics: bytes ingested (the handler's lines, measured, plus
-//	    the host's per-execution telemetry, an assumption stated in
-//	    prices.json) x price per GB.
+//	    the host's per-execution records that host.json's log levels
+//	    let through, HostRecords, each of a size assumed in prices.json)
+//	    x price per GB.
 package cost
 
 import (
@@ -72,16 +73,18 @@ const (
 	FactSBIncludedOps      = "service_bus_included_operations_per_month"
 	FactHoursPerMonth      = "hours_per_month"
 
-	AssumeHostBytesPerExec        = "host_telemetry_bytes_per_execution"
-	AssumeHostBytesPerExecWarning = "host_telemetry_bytes_per_execution_warning"
-	AssumeStoredGBIdle            = "stored_gb_idle"
+	AssumeRequestRecordBytes = "host_request_record_bytes"
+	AssumeHostTraceBytes     = "host_trace_record_bytes"
+	AssumeTraceOverheadBytes = "host_trace_overhead_bytes"
+	AssumeMetricRecordBytes  = "host_metric_record_bytes"
+	AssumeStoredGBIdle       = "stored_gb_idle"
 )
 
 var (
 	priceKeys = []string{PriceFlexGBSecond, PriceFlexPerMillionExec, PriceFlexAlwaysReadyGBSec, PriceSBBasePerHour,
 		PriceSBPerMillionOps, PriceTablePer10k, PriceTableGBMonth, PriceLogPerGB}
 	factKeys   = []string{FactMinBillableSeconds, FactRoundingSeconds, FactSBIncludedOps, FactHoursPerMonth}
-	assumeKeys = []string{AssumeHostBytesPerExec, AssumeHostBytesPerExecWarning, AssumeStoredGBIdle}
+	assumeKeys = []string{AssumeRequestRecordBytes, AssumeHostTraceBytes, AssumeTraceOverheadBytes, AssumeMetricRecordBytes, AssumeStoredGBIdle}
 )
 
 // Load reads a prices file and checks that it has every key the model
@@ -131,10 +134,9 @@ type Params struct {
 	// SweepsPerMonth is how often the DeadLetterSweeper timer fires in a
 	// month at its schedule.
 	SweepsPerMonth float64
-	// QuietHost: host.json sets the Function and Host.Results categories
-	// to Warning or above, so the host writes no per-execution telemetry
-	// for successful executions.
-	QuietHost bool
+	// Host is host.json's logging: which of the host's per-execution
+	// records (HostRecords) reach Application Insights.
+	Host HostLogging
 }
 
 // PerMessage is what one message costs in measurable units.
@@ -150,8 +152,8 @@ type PerMessage struct {
 	// TableTransactions per message.
 	TableTransactions float64
 	// LogBytes the handler writes per message (stdout, as the host sends
-	// to Application Insights).
-	LogBytes float64
+	// to Application Insights), in LogLines lines.
+	LogBytes, LogLines float64
 }
 
 // Breakdown is a cost by service, in USD.
@@ -175,12 +177,23 @@ func (p Prices) Billable(execSeconds float64) float64 {
 
 func (p Prices) usd(k string) float64 { return p.Prices[k].USD }
 
-// hostBytes is the host's telemetry per execution under params.
-func (p Prices) hostBytes(par Params) float64 {
-	if par.QuietHost {
-		return p.Assumptions[AssumeHostBytesPerExecWarning].Value
+// LogBytesPerMessage is what one message of u sends to Log Analytics
+// under par's host.json: the handler's lines (when the host keeps them)
+// and the host's records of its executions (HostBytes).
+func (p Prices) LogBytesPerMessage(u PerMessage, par Params) float64 {
+	lines := 0.0
+	if u.Executions > 0 {
+		lines = u.LogLines / u.Executions
 	}
-	return p.Assumptions[AssumeHostBytesPerExec].Value
+	return handlerBytes(u.LogBytes, par) + u.Executions*p.HostBytes(par.Host, lines, true)
+}
+
+// handlerBytes is b if the host keeps the handler's stdout lines, else 0.
+func handlerBytes(b float64, par Params) float64 {
+	if !par.Host.HandlerLinesKept() {
+		return 0
+	}
+	return b
 }
 
 // PerMillion is the cost of one million messages of u, each executed
@@ -194,7 +207,7 @@ func (p Prices) PerMillion(u PerMessage, par Params) Breakdown {
 		Functions:  execs/1e6*p.usd(PriceFlexPerMillionExec) + execs*gb*p.Billable(u.ExecSeconds)*p.usd(PriceFlexGBSecond),
 		ServiceBus: u.ServiceBusOps * n / 1e6 * p.usd(PriceSBPerMillionOps),
 		Storage:    u.TableTransactions * n / 1e4 * p.usd(PriceTablePer10k),
-		Logs:       (u.LogBytes*n + execs*p.hostBytes(par)) / 1e9 * p.usd(PriceLogPerGB),
+		Logs:       p.LogBytesPerMessage(u, par) * n / 1e9 * p.usd(PriceLogPerGB),
 	}
 }
 
@@ -204,6 +217,7 @@ type Sweep struct {
 	ServiceBusOps     float64
 	TableTransactions float64
 	LogBytes          float64
+	LogLines          float64
 }
 
 // IdleMonth is the cost of a month with no messages: Service Bus's base
@@ -223,6 +237,6 @@ func (p Prices) IdleMonth(par Params, s Sweep) Breakdown {
 		Functions:  fn,
 		ServiceBus: sb,
 		Storage:    runs*s.TableTransactions/1e4*p.usd(PriceTablePer10k) + p.Assumptions[AssumeStoredGBIdle].Value*p.usd(PriceTableGBMonth),
-		Logs:       runs * (s.LogBytes + p.hostBytes(par)) / 1e9 * p.usd(PriceLogPerGB),
+		Logs:       runs * (handlerBytes(s.LogBytes, par) + p.HostBytes(par.Host, s.LogLines, false)) / 1e9 * p.usd(PriceLogPerGB),
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -32,15 +33,18 @@ func TestBillable(t *testing.T) {
 
 func TestPerMillion(t *testing.T) {
 	p := repoPrices(t)
-	u := PerMessage{Executions: 1.25, ExecSeconds: 0.004, ServiceBusOps: 6, TableTransactions: 1.1, LogBytes: 300}
-	par := Params{InstanceMemoryMB: 2048}
+	u := PerMessage{Executions: 1.25, ExecSeconds: 0.004, ServiceBusOps: 6, TableTransactions: 1.1, LogBytes: 300, LogLines: 1.25}
+	par := Params{InstanceMemoryMB: 2048, Host: verbose}
 	got := p.PerMillion(u, par)
 	// Worked by hand from the formulas in the package doc.
 	execs := 1.25e6
 	wantFn := execs/1e6*0.40 + execs*2*1.0*0.000026
 	wantSB := 6.0 * 0.80
 	wantSt := 1.1e6 / 1e4 * 0.00036
-	wantLog := (300e6 + execs*1400) / 1e9 * 2.30
+	// Per execution, everything at Information: a request (600), four
+	// host traces (4 x 400), the stdout line's trace columns (300), seven
+	// aggregate metrics (7 x 300).
+	wantLog := (300e6 + execs*(600+4*400+300+7*300)) / 1e9 * 2.30
 	for _, c := range []struct {
 		name      string
 		got, want float64
@@ -56,10 +60,10 @@ func TestPerMillion(t *testing.T) {
 			t.Errorf("GB-s cost at 512 MB = %v, at 2048 MB = %v; want a quarter", gbs(small), gbs(got))
 		}
 	})
-	t.Run("a quiet host drops the host's telemetry", func(t *testing.T) {
-		q := p.PerMillion(u, Params{InstanceMemoryMB: 2048, QuietHost: true})
-		if !near(q.Logs, 300e6/1e9*2.30) {
-			t.Errorf("logs with a quiet host = %v, want the handler's own bytes only", q.Logs)
+	t.Run("the repository's host.json keeps the request and the handler's line", func(t *testing.T) {
+		q := p.PerMillion(u, Params{InstanceMemoryMB: 2048, Host: repoHost(t)})
+		if want := (300e6 + execs*(600+300)) / 1e9 * 2.30; !near(q.Logs, want) {
+			t.Errorf("logs under host.json = %v, want %v (request + the handler's line)", q.Logs, want)
 		}
 	})
 }
@@ -125,19 +129,99 @@ func TestReadParamsFromTheRepository(t *testing.T) {
 	}
 }
 
-func TestQuietHost(t *testing.T) {
+// verbose is host.json with every category at Information.
+var verbose = HostLogging{Levels: map[string]string{"default": "Information"}}
+
+func repoHost(t *testing.T) HostLogging {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "host.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ParseHostLogging(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestHostLoggingWrites: the rule of the longest matching category prefix
+// decides, else default, else Information.
+func TestHostLoggingWrites(t *testing.T) {
+	h := HostLogging{Levels: map[string]string{"default": "Warning", "Function": "Warning", "Function.OrderStatus.User": "Information",
+		"Host.Results": "Information", "host.function.console": "Debug"}}
 	for _, tt := range []struct {
-		json string
-		want bool
+		category, level string
+		want            bool
 	}{
-		{`{"logging":{"logLevel":{"default":"Information","Function":"Information"}}}`, false},
-		{`{"logging":{"logLevel":{"default":"Information","Function":"Warning","Host.Results":"Warning"}}}`, true},
-		{`{"logging":{"logLevel":{"default":"Warning"}}}`, true},
-		{`{"logging":{"logLevel":{"default":"Warning","Host.Results":"Information"}}}`, false},
+		{"Host.Results", "Information", true},
+		{"Host.Results", "Debug", false},
+		{"Function.OrderStatus", "Information", false},
+		{"Function.OrderStatus", "Error", true},
+		{"Function.OrderStatus.User", "Information", true},
+		{"Host.Function.Console", "Information", true},
+		{"Host.Aggregator", "Information", false},
+		{"Host.Aggregator", "Warning", true},
 	} {
-		got, err := quietHost([]byte(tt.json))
-		if err != nil || got != tt.want {
-			t.Errorf("quietHost(%s) = %v, %v; want %v", tt.json, got, err, tt.want)
+		if got := h.Writes(tt.category, tt.level); got != tt.want {
+			t.Errorf("Writes(%s, %s) = %v, want %v", tt.category, tt.level, got, tt.want)
+		}
+	}
+	if !(HostLogging{}).Writes("Anything", "Information") || (HostLogging{}).Writes("Anything", "Debug") {
+		t.Error("without levels, want the host's default of Information")
+	}
+	if (HostLogging{Levels: map[string]string{"default": "None"}}).Writes("x", "Critical") {
+		t.Error("None writes nothing")
+	}
+}
+
+func TestHostBytes(t *testing.T) {
+	p := repoPrices(t)
+	for _, tt := range []struct {
+		name, json     string
+		triggerDetails bool
+		want           float64
+	}{
+		{"everything at Information", `{"logging":{"logLevel":{"default":"Information"}}}`, true, 600 + 4*400 + 300 + 7*300},
+		{"a timer: no trigger details", `{"logging":{"logLevel":{"default":"Information"}}}`, false, 600 + 3*400 + 300 + 7*300},
+		{"no levels: the host's default", `{"logging":{}}`, true, 600 + 4*400 + 300 + 7*300},
+		{"Function at Warning", `{"logging":{"logLevel":{"default":"Information","Function":"Warning"}}}`, true, 600 + 300 + 7*300},
+		{"only requests and console", `{"logging":{"logLevel":{"default":"Warning","Host.Results":"Information","Host.Function.Console":"Information"}}}`, true, 600 + 300},
+		{"all Warning", `{"logging":{"logLevel":{"default":"Warning"}}}`, true, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := ParseHostLogging([]byte(tt.json))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.HostBytes(h, 1, tt.triggerDetails); !near(got, tt.want) {
+				t.Errorf("HostBytes = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if _, err := ParseHostLogging([]byte(`{"logging":{"logLevel":{"Function":"Loud"}}}`)); err == nil {
+		t.Error("an unknown level was accepted")
+	}
+}
+
+// TestRepositoryHostJSON: the repository's host.json keeps exactly the
+// records the alerts, runbooks and workbook read (requests, the handler's
+// lines) and samples none of their types (infra/check proves the queries'
+// side).
+func TestRepositoryHostJSON(t *testing.T) {
+	h := repoHost(t)
+	if !h.Writes("Host.Results", "Information") || !h.HandlerLinesKept() {
+		t.Errorf("host.json drops the requests or the handler's lines: %+v", h)
+	}
+	if h.Writes("Function.OrderStatus", "Information") || h.Writes("Host.Aggregator", "Information") {
+		t.Errorf("host.json keeps the per-execution traces or aggregates no query reads: %+v", h)
+	}
+	if h.DependencyTracking {
+		t.Error("host.json tracks dependencies, which no query reads")
+	}
+	for _, typ := range []string{"Request", "Trace", "Exception"} {
+		if h.Sampling && !slices.Contains(h.ExcludedTypes, typ) {
+			t.Errorf("sampling on, %s not excluded: %v", typ, h.ExcludedTypes)
 		}
 	}
 }

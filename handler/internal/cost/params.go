@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/ncrontab"
@@ -17,7 +16,7 @@ import (
 // root as `azd up` deploys them: instanceMemoryMB and alwaysReadyInstances
 // from infra/main.parameters.json's `${VAR=default}` where it sets them,
 // else from infra/main.bicep's defaults; deadLetterSweepSchedule from
-// main.bicep; the host's log levels from host.json. hoursPerMonth spans
+// main.bicep; the host's logging (levels, sampling) from host.json. hoursPerMonth spans
 // the month the sweeper's runs are counted over.
 func ReadParams(root string, hoursPerMonth float64) (Params, error) {
 	b, err := os.ReadFile(filepath.Join(root, "infra", "main.bicep"))
@@ -49,7 +48,7 @@ func ReadParams(root string, hoursPerMonth float64) (Params, error) {
 	if err != nil {
 		return Params{}, fmt.Errorf("cost: %w", err)
 	}
-	if par.QuietHost, err = quietHost(h); err != nil {
+	if par.Host, err = ParseHostLogging(h); err != nil {
 		return Params{}, err
 	}
 	return par, nil
@@ -136,32 +135,4 @@ func RunsPerMonth(schedule string, hoursPerMonth float64) (float64, error) {
 		}
 	}
 	return float64(n), nil
-}
-
-// quietHost reports whether host.json's log levels keep the host's
-// per-execution telemetry out: the Function and Host.Results categories
-// (or the default, where they are not set) at Warning or above.
-func quietHost(hostJSON []byte) (bool, error) {
-	var h struct {
-		Logging struct {
-			LogLevel map[string]string `json:"logLevel"`
-		} `json:"logging"`
-	}
-	if err := json.Unmarshal(hostJSON, &h); err != nil {
-		return false, fmt.Errorf("cost: host.json: %w", err)
-	}
-	level := func(cat string) string {
-		if v, ok := h.Logging.LogLevel[cat]; ok {
-			return v
-		}
-		return h.Logging.LogLevel["default"]
-	}
-	quiet := func(l string) bool {
-		switch strings.ToLower(l) {
-		case "warning", "error", "critical", "none":
-			return true
-		}
-		return false
-	}
-	return quiet(level("Function")) && quiet(level("Host.Results")), nil
 }
