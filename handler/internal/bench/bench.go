@@ -60,10 +60,11 @@ type Options struct {
 	// InFlight is how many orders are handled at once by every design
 	// (ours: maxConcurrentSessions).
 	InFlight int
-	// Repeats is how many times each of the six side-by-side runs (limit,
-	// naive, ours; local and with latency) is made, interleaved, so that
-	// a burst of load from elsewhere on the machine hits all three
-	// designs alike; the median is reported.
+	// Repeats is how many times each of the eight side-by-side runs
+	// (limit, naive, ours, limit through the host; local and with
+	// latency) is made, interleaved, so that a burst of load from
+	// elsewhere on the machine hits all designs alike; the median is
+	// reported.
 	Repeats int
 	// Latency is added to every storage request in the latency phases.
 	Latency time.Duration
@@ -134,6 +135,10 @@ type runner struct {
 	// costRun is the cost phase's detail; nil before it ran.
 	costRun *CostRun
 	w       Workload
+	// floorBin is the built floorhandler (floor.go); cleanup runs at the
+	// end of Run.
+	floorBin string
+	cleanup  []func()
 }
 
 // Report is what a run measured.
@@ -164,6 +169,11 @@ type phase struct {
 // and fault proxy and stops them at the end.
 func Run(ctx context.Context, opts Options) (Report, error) {
 	b := &runner{opts: opts, results: map[string]float64{}, samples: map[string][]float64{}, baseline: math.NaN()}
+	defer func() {
+		for _, f := range b.cleanup {
+			f()
+		}
+	}()
 	if b.opts.Progress == nil {
 		b.opts.Progress = io.Discard
 	}
@@ -206,7 +216,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			phases = append(phases,
 				phase{"limit, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"limit_", limitOrder) }},
 				phase{"naive, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"naive_", naiveOrder) }},
-				phase{"ours, " + rep, func(ctx context.Context) error { return b.ours(ctx, env.cs, env.prefix) }})
+				phase{"ours, " + rep, func(ctx context.Context) error { return b.ours(ctx, env.cs, env.prefix) }},
+				phase{"limit through the host, " + rep, func(ctx context.Context) error { return b.limitThroughHost(ctx, env.cs, env.prefix) }})
 		}
 	}
 	for _, n := range opts.Sessions {
@@ -440,6 +451,7 @@ func (b *runner) ratios(prefix string) {
 	ours := b.results[prefix+"ours_msgs_per_s"]
 	b.results[prefix+"ours_vs_naive"] = ours / b.results[prefix+"naive_msgs_per_s"]
 	b.results[prefix+"ours_vs_limit"] = ours / b.results[prefix+"limit_msgs_per_s"]
+	b.floorRatios(prefix)
 }
 
 // median is the middle of xs (the mean of the middle two for an even

@@ -202,10 +202,10 @@ func TestRunSmoke(t *testing.T) {
 		}
 		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
 	}
-	// cold start; warm-up; limit, naive and ours twice each, locally and
-	// with latency; the sessions; the instances; the slot table's one row;
-	// cost; memory.
-	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*3+len(opts.Sessions)+1+1+1+1 {
+	// cold start; warm-up; limit, naive, ours and the limit through the
+	// host twice each, locally and with latency; the sessions; the
+	// instances; the slot table's one row; cost; memory.
+	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*4+len(opts.Sessions)+1+1+1+1 {
 		t.Errorf("%d progress lines, want one per phase:\n%s", n, progress.String())
 	}
 	var out bytes.Buffer
@@ -249,6 +249,14 @@ func TestRunSmoke(t *testing.T) {
 	}
 	checkInstancesRun(t, r, printed, out.String())
 	checkCostRun(t, r, printed)
+	for _, p := range []string{"", lat} {
+		if got, want := printed[p+"ours_vs_limit_through_host"], printed[p+"ours_msgs_per_s"]/printed[p+"limit_through_host_msgs_per_s"]; math.Abs(got-want) > 0.01*want+0.01 {
+			t.Errorf("%sours_vs_limit_through_host = %v, want ours over the limit through the host, %v", p, got, want)
+		}
+		if !strings.Contains(out.String(), "target "+p+"ours_vs_limit_through_host >= 0.95") {
+			t.Errorf("no target line for %sours_vs_limit_through_host", p)
+		}
+	}
 	if !strings.Contains(out.String(), "target round_trips_per_applied <= 1.05") {
 		t.Errorf("targets not printed:\n%s", out.String())
 	}
@@ -359,5 +367,19 @@ func checkCostRun(t *testing.T, r Report, printed map[string]float64) {
 	}
 	if got := c.Prices.PerMillion(c.PerMessage, c.Params).Total(); math.Abs(got-printed["cost_usd_per_million_messages"]) > 0.01 {
 		t.Errorf("the printed per-million figure %.2f is not the model's %.2f", printed["cost_usd_per_million_messages"], got)
+	}
+	// The handler's own time is part of its duration, and its GB-s per
+	// message follow from it at the instance memory.
+	own, exec := printed["cost_handler_own_ms_per_execution"], printed["cost_exec_ms_per_execution"]
+	if own <= 0 || own >= exec {
+		t.Errorf("the handler's own time %v ms per execution, want above 0 and below its duration %v ms", own, exec)
+	}
+	if want := c.PerMessage.Executions * c.OwnSeconds * float64(c.Params.InstanceMemoryMB) / 1024; math.Abs(printed["cost_handler_own_gb_s_per_message"]-want) > 1e-6 {
+		t.Errorf("cost_handler_own_gb_s_per_message = %v, want %v", printed["cost_handler_own_gb_s_per_message"], want)
+	}
+	// The repository's host.json drops the host's per-execution traces
+	// and aggregates the old one kept.
+	if after, before := printed["cost_log_bytes_per_message"], printed["cost_log_bytes_per_message_before"]; after >= before {
+		t.Errorf("log bytes per message %v under host.json, %v before: want fewer", after, before)
 	}
 }
