@@ -137,8 +137,9 @@ type runner struct {
 	w       Workload
 	// floorBin is the built floorhandler (floor.go); cleanup runs at the
 	// end of Run.
-	floorBin string
-	cleanup  []func()
+	floorBin   string
+	floorLocal []oursRun
+	cleanup    []func()
 }
 
 // Report is what a run measured.

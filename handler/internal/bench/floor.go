@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"time"
 )
 
 // The limit through the host: the dev host, its broker and host.json's
@@ -59,12 +60,27 @@ func (b *runner) limitThroughHost(ctx context.Context, cs, prefix string) error 
 	}
 	name := prefix + "limit_through_host_msgs_per_s"
 	b.samples[name] = append(b.samples[name], float64(b.w.Messages())/r.Elapsed.Seconds())
+	if prefix == "" {
+		b.floorLocal = append(b.floorLocal, r)
+	}
 	return nil
 }
 
-// floorRatios sets ours_vs_limit_through_host for prefix.
+// floorRatios sets ours_vs_limit_through_host for prefix and, for the
+// local runs, the CPU per message of the minimal handler and of the dev
+// host serving it (to set beside cpu_ms_per_msg_handler and _devhost).
 func (b *runner) floorRatios(prefix string) {
 	if v, ok := b.results[prefix+"limit_through_host_msgs_per_s"]; ok {
 		b.results[prefix+"ours_vs_limit_through_host"] = b.results[prefix+"ours_msgs_per_s"] / v
 	}
+	if prefix != "" || len(b.floorLocal) == 0 {
+		return
+	}
+	var handler, host time.Duration
+	for _, r := range b.floorLocal {
+		handler, host = handler+r.CPU["handler"], host+r.CPU["devhost"]
+	}
+	n := float64(len(b.floorLocal) * b.w.Messages())
+	b.results["cpu_ms_per_msg_floorhandler"] = float64(handler.Microseconds()) / 1000 / n
+	b.results["cpu_ms_per_msg_devhost_floor"] = float64(host.Microseconds()) / 1000 / n
 }
