@@ -7,7 +7,7 @@
 // memory and CPU per message. It prints one `name: value` line per figure
 // (the names are an interface: scripts and the README read them).
 //
-// The three designs run the same workload with the same number of orders
+// The four designs run the same workload with the same number of orders
 // in flight:
 //   - limit: a loop straight on the table (tablestore, one SDK call per
 //     operation) that knows every row because it is the only writer: one
@@ -18,7 +18,9 @@
 //     handled by bin/handler with host.json's settings, except the number
 //     of sessions (the same in-flight count) and a fast broker clock, so
 //     that idle session slots do not hide the handler and the store (the
-//     session-slot table measures those on the real clock).
+//     session-slot table measures those on the real clock);
+//   - limit through the host: ours with bin/handler replaced by a minimal
+//     custom handler that does only the limit's work (floor.go).
 //
 // The same workload also runs on several instances of the app (ours, the
 // same orders in flight spread over them), with instances killed, scaled
