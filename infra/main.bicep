@@ -51,13 +51,13 @@ param producerPrincipalId string = ''
 ])
 param producerPrincipalType string = 'ServicePrincipal'
 
-@description('Memory of each function app instance in MB.')
+@description('Memory of each function app instance in MB. 512 by default: a lone execution bills at least 1 s at this size, so it sets the cost of every message (README, Cost); the handler stays under 30 MB and the platform adds 272 MB for the host and system, unbilled (flex-consumption-plan.md, Instance sizes).')
 @allowed([
   512
   2048
   4096
 ])
-param instanceMemoryMB int = 2048
+param instanceMemoryMB int = 512
 
 @description('Upper bound on the number of function app instances. Flex Consumption accepts 40 to 1000 in most regions (lower values are in preview in a few); Azure enforces the range of the region.')
 @minValue(1)

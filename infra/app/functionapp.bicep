@@ -44,13 +44,13 @@ param orderStoreTableName string
 @description('Table of the dead-letter store: every dead-lettered and parked message, its state and its audit entries.')
 param deadLetterTableName string
 
-@description('Memory of each instance in MB.')
+@description('Memory of each instance in MB (512 by default: see main.bicep and the README, Cost).')
 @allowed([
   512
   2048
   4096
 ])
-param instanceMemoryMB int = 2048
+param instanceMemoryMB int = 512
 
 @description('Upper bound on the number of instances the app scales out to (Flex Consumption: 40 to 1000 in most regions).')
 @minValue(1)

@@ -12,25 +12,11 @@ import path from 'node:path';
 import { repoRoot } from './lib/bicep.mjs';
 import { Project } from './lib/project.mjs';
 import { logAlertQueries } from './lib/alert-rules.mjs';
-import { readRunbooks, codeBlocks } from './lib/runbooks.mjs';
+import { allQueries } from './lib/queries.mjs';
 import { kqlProblems } from './lib/kql.mjs';
 
 const read = (rel) => readFileSync(path.join(repoRoot, rel), 'utf8');
 const project = await Project.load();
-
-// [where, query] for every query.
-function allQueries(p) {
-  const out = [];
-  for (const [name, q] of Object.entries(logAlertQueries(p))) out.push([`alert ${name}`, q]);
-  const wb = JSON.parse(read('alerts/workbook.json'));
-  for (const item of wb.items.filter((i) => i.type === 3)) out.push([`workbook ${item.name}`, item.content.query]);
-  for (const book of readRunbooks(path.join(repoRoot, 'alerts/runbooks'))) {
-    for (const b of book.codeBlocks.filter((c) => c.lang === 'kql')) out.push([`alerts/runbooks/${book.name}.md:${b.line}`, b.code]);
-  }
-  for (const b of codeBlocks(read('alerts/README.md')).filter((c) => c.lang === 'kql')) out.push([`alerts/README.md:${b.line}`, b.code]);
-  for (const b of codeBlocks(read('docs/observability.md')).filter((c) => c.lang === 'kql')) out.push([`docs/observability.md:${b.line}`, b.code]);
-  return out;
-}
 
 test('every alert, workbook and runbook query parses and type-checks against the Application Insights schema', () => {
   const queries = allQueries(project);

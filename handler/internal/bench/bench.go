@@ -7,7 +7,7 @@
 // memory and CPU per message. It prints one `name: value` line per figure
 // (the names are an interface: scripts and the README read them).
 //
-// The three designs run the same workload with the same number of orders
+// The four designs run the same workload with the same number of orders
 // in flight:
 //   - limit: a loop straight on the table (tablestore, one SDK call per
 //     operation) that knows every row because it is the only writer: one
@@ -18,7 +18,9 @@
 //     handled by bin/handler with host.json's settings, except the number
 //     of sessions (the same in-flight count) and a fast broker clock, so
 //     that idle session slots do not hide the handler and the store (the
-//     session-slot table measures those on the real clock).
+//     session-slot table measures those on the real clock);
+//   - limit through the host: ours with bin/handler replaced by a minimal
+//     custom handler that does only the limit's work (floor.go).
 //
 // The same workload also runs on several instances of the app (ours, the
 // same orders in flight spread over them), with instances killed, scaled
@@ -60,10 +62,11 @@ type Options struct {
 	// InFlight is how many orders are handled at once by every design
 	// (ours: maxConcurrentSessions).
 	InFlight int
-	// Repeats is how many times each of the six side-by-side runs (limit,
-	// naive, ours; local and with latency) is made, interleaved, so that
-	// a burst of load from elsewhere on the machine hits all three
-	// designs alike; the median is reported.
+	// Repeats is how many times each of the eight side-by-side runs
+	// (limit, naive, ours, limit through the host; local and with
+	// latency) is made, interleaved, so that a burst of load from
+	// elsewhere on the machine hits all designs alike; the median is
+	// reported.
 	Repeats int
 	// Latency is added to every storage request in the latency phases.
 	Latency time.Duration
@@ -131,7 +134,14 @@ type runner struct {
 	// baseline is the local runs' round trips for all messages per
 	// applied message (InstancesRun.Baseline).
 	baseline float64
-	w        Workload
+	// costRun is the cost phase's detail; nil before it ran.
+	costRun *CostRun
+	w       Workload
+	// floorBin is the built floorhandler (floor.go); cleanup runs at the
+	// end of Run.
+	floorBin   string
+	floorLocal []oursRun
+	cleanup    []func()
 }
 
 // Report is what a run measured.
@@ -147,6 +157,8 @@ type Report struct {
 	// Instances is the instances run's detail (per instance, scale
 	// events); nil without one.
 	Instances *InstancesRun
+	// Cost is the cost phase's detail.
+	Cost *CostRun
 }
 
 // phase is one step of the run; adding a measurement is adding a row to
@@ -160,6 +172,11 @@ type phase struct {
 // and fault proxy and stops them at the end.
 func Run(ctx context.Context, opts Options) (Report, error) {
 	b := &runner{opts: opts, results: map[string]float64{}, samples: map[string][]float64{}, baseline: math.NaN()}
+	defer func() {
+		for _, f := range b.cleanup {
+			f()
+		}
+	}()
 	if b.opts.Progress == nil {
 		b.opts.Progress = io.Discard
 	}
@@ -202,7 +219,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			phases = append(phases,
 				phase{"limit, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"limit_", limitOrder) }},
 				phase{"naive, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"naive_", naiveOrder) }},
-				phase{"ours, " + rep, func(ctx context.Context) error { return b.ours(ctx, env.cs, env.prefix) }})
+				phase{"ours, " + rep, func(ctx context.Context) error { return b.ours(ctx, env.cs, env.prefix) }},
+				phase{"limit through the host, " + rep, func(ctx context.Context) error { return b.limitThroughHost(ctx, env.cs, env.prefix) }})
 		}
 	}
 	for _, n := range opts.Sessions {
@@ -218,6 +236,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			}})
 		}
 	}
+	phases = append(phases, phase{"cost: the workload and an idle sweep, counted", b.costPhase})
 	phases = append(phases, phase{fmt.Sprintf("memory after %d orders", opts.RSSOrders), b.rssOrders})
 
 	begin := time.Now()
@@ -239,7 +258,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if b.instancesRun != nil {
 		b.instancesRun.Baseline = b.baseline
 	}
-	return Report{Values: b.results, Slots: b.slots, Notes: b.notes, Instances: b.instancesRun,
+	return Report{Values: b.results, Slots: b.slots, Notes: b.notes, Instances: b.instancesRun, Cost: b.costRun,
 		Workload: fmt.Sprintf("%d orders, %d messages: %d in-order status changes, %d redeliveries of applied messages, %d stale replays; %d orders in flight",
 			len(b.w.Orders), b.w.Messages(), b.w.Applied, b.w.Duplicates, b.w.Stales, opts.InFlight)}, nil
 }
@@ -435,6 +454,7 @@ func (b *runner) ratios(prefix string) {
 	ours := b.results[prefix+"ours_msgs_per_s"]
 	b.results[prefix+"ours_vs_naive"] = ours / b.results[prefix+"naive_msgs_per_s"]
 	b.results[prefix+"ours_vs_limit"] = ours / b.results[prefix+"limit_msgs_per_s"]
+	b.floorRatios(prefix)
 }
 
 // median is the middle of xs (the mean of the middle two for an even

@@ -45,6 +45,8 @@ type oursConfig struct {
 	stdout io.Writer
 	// logLevel replaces Options.LogLevel, if set.
 	logLevel string
+	// handler replaces bin/handler, if set (the limit through the host).
+	handler string
 }
 
 // startHost starts the dev host with the handler of the repository at
@@ -52,16 +54,19 @@ type oursConfig struct {
 // runs) and its timers stopped, so that only the workload runs.
 func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, error) {
 	scale := max(c.timeScale, 1)
-	lock, level := c.lock, c.logLevel
+	lock, level, handler := c.lock, c.logLevel, c.handler
 	if lock <= 0 {
 		lock = time.Minute
 	}
 	if level == "" {
 		level = b.opts.LogLevel
 	}
+	if handler == "" {
+		handler = b.handler
+	}
 	h, err := devhost.New(devhost.Options{
 		AppRoot:     b.opts.Root,
-		HandlerPath: b.handler,
+		HandlerPath: handler,
 		HTTPAddr:    "127.0.0.1:0",
 		TimeScale:   c.timeScale,
 		// A faster clock must not shorten the lock or the messages'

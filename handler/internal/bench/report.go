@@ -14,12 +14,13 @@ func Names(opts Options) []string {
 	lat := fmt.Sprintf("latency%dms_", opts.Latency.Milliseconds())
 	names := []string{
 		"limit_msgs_per_s", "naive_msgs_per_s", "ours_msgs_per_s",
-		"ours_vs_naive", "ours_vs_limit",
+		"ours_vs_naive", "ours_vs_limit", "limit_through_host_msgs_per_s", "ours_vs_limit_through_host",
 		lat + "limit_msgs_per_s", lat + "naive_msgs_per_s", lat + "ours_msgs_per_s",
-		lat + "ours_vs_naive", lat + "ours_vs_limit",
+		lat + "ours_vs_naive", lat + "ours_vs_limit", lat + "limit_through_host_msgs_per_s", lat + "ours_vs_limit_through_host",
 		"ours_p50_ms", "ours_p99_ms",
 		"round_trips_per_applied", "round_trips_per_duplicate", "round_trips_per_stale",
 		"cpu_ms_per_msg_handler", "cpu_ms_per_msg_devhost", "cpu_ms_per_msg_azurite",
+		"cpu_ms_per_msg_floorhandler", "cpu_ms_per_msg_devhost_floor",
 		"cold_start_ms_p50", "cold_start_ms_p90",
 		"rss_idle_mb", "rss_after_load_mb", "rss_after_100k_orders_mb",
 	}
@@ -35,9 +36,25 @@ func Names(opts Options) []string {
 			names = append(names, fmt.Sprintf("slots_%d_idle_%d_msgs_per_s", n, idle.Milliseconds()))
 		}
 	}
+	names = append(names, CostNames...)
 	// Also printed: the direct loops' own round trips per message.
 	return append(names, "limit_round_trips_per_msg", "naive_round_trips_per_msg",
 		lat+"limit_round_trips_per_msg", lat+"naive_round_trips_per_msg")
+}
+
+// CostNames are the cost phase's figures (cost.go), in print order.
+var CostNames = []string{
+	"cost_usd_per_million_messages", "cost_usd_per_million_messages_before",
+	"cost_usd_per_million_messages_functions", "cost_usd_per_million_messages_servicebus",
+	"cost_usd_per_million_messages_storage", "cost_usd_per_million_messages_logs",
+	"cost_usd_idle_month", "cost_usd_idle_month_before",
+	"cost_usd_idle_month_functions", "cost_usd_idle_month_servicebus", "cost_usd_idle_month_storage", "cost_usd_idle_month_logs",
+	"cost_executions_per_message", "cost_exec_ms_per_execution", "cost_servicebus_ops_per_message",
+	"cost_table_transactions_per_message", "cost_handler_log_bytes_per_message",
+	"cost_log_bytes_per_message", "cost_log_bytes_per_message_before",
+	"cost_handler_own_ms_per_execution", "cost_handler_own_gb_s_per_message",
+	"cost_sweep_seconds", "cost_sweep_servicebus_ops", "cost_sweep_table_transactions",
+	"cost_instance_memory_mb", "cost_sweeps_per_month",
 }
 
 // format prints v with the precision its kind of figure deserves.
@@ -47,7 +64,10 @@ func format(name string, v float64) string {
 		return "NaN"
 	case strings.HasSuffix(name, "_msgs_per_s"):
 		return fmt.Sprintf("%.1f", v)
-	case strings.Contains(name, "round_trips"), strings.HasPrefix(name, "cpu_ms"):
+	case strings.Contains(name, "gb_s"):
+		return fmt.Sprintf("%.6f", v)
+	case strings.Contains(name, "round_trips"), strings.HasPrefix(name, "cpu_ms"), strings.HasPrefix(name, "cost_usd_idle"),
+		strings.HasSuffix(name, "_per_message"):
 		return fmt.Sprintf("%.3f", v)
 	default:
 		return fmt.Sprintf("%.2f", v)
@@ -67,6 +87,9 @@ func (r Report) Print(w io.Writer, opts Options) {
 	}
 	if r.Instances != nil {
 		r.Instances.print(w)
+	}
+	if r.Cost != nil {
+		r.Cost.print(w)
 	}
 	fmt.Fprintln(w)
 	for _, n := range Names(opts) {
@@ -97,6 +120,7 @@ func (r Report) Targets(opts Options) []string {
 		{"round_trips_per_applied", true, 1.05}, {"round_trips_per_duplicate", true, 0.1}, {"round_trips_per_stale", true, 0.1},
 		{"ours_vs_naive", false, 1.3}, {"ours_vs_limit", false, 0.8},
 		{lat + "ours_vs_naive", false, 1.8}, {lat + "ours_vs_limit", false, 0.9},
+		{"ours_vs_limit_through_host", false, 0.95}, {lat + "ours_vs_limit_through_host", false, 0.95},
 		{"cold_start_ms_p50", true, 20}, {"rss_idle_mb", true, 25}, {"rss_after_100k_orders_mb", true, 80},
 	} {
 		v, ok := r.Values[t.name]
@@ -114,6 +138,9 @@ func (r Report) Targets(opts Options) []string {
 	}
 	if r.Instances != nil {
 		out = append(out, r.instancesTarget(opts))
+	}
+	if r.Cost != nil {
+		out = append(out, r.Cost.targets()...)
 	}
 	return out
 }

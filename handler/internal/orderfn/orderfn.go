@@ -686,34 +686,40 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 	}
 	h.log.Log(context.Background(), level, text, attrs...)
 
-	rv := map[string]any{"result": out.result}
-	logLine := fmt.Sprintf("%s %s", msg.Subject, msg.MessageID)
-	if out.orderID != "" {
-		rv["orderId"] = out.orderID
-	}
-	if out.sequence != 0 {
-		rv["sequence"] = out.sequence
-	}
-	if out.status != "" {
-		rv["status"] = string(out.status)
-	}
-	if out.gap > 0 {
-		rv["gap"] = out.gap
-	}
+	rv := invocationResult{Result: out.result, OrderID: out.orderID, Sequence: out.sequence, Status: string(out.status), Gap: out.gap}
+	// The stdout line above is the record of every attempt. A success's
+	// answer carries no Logs line: the host would log it on
+	// Function.OrderStatus.User, which host.json drops (docs/cost.md,
+	// Telemetry). A failure's says why, for the dev host's warning (in
+	// Azure the host ingests Logs only on success).
+	var logs []string
 	switch {
 	case out.err != nil:
-		rv["error"] = out.err.Error()
-		logLine += ": failed: " + out.err.Error()
+		rv.Error = out.err.Error()
+		logs = []string{fmt.Sprintf("%s %s: failed: %s", msg.Subject, msg.MessageID, rv.Error)}
 	case out.result == ResultParked:
-		rv["reason"], rv["description"] = out.reason, out.description
-		logLine += ": parked (" + out.reason + ")"
+		rv.Reason, rv.Description = out.reason, out.description
 	case out.result == ResultRescheduled:
-		rv["rescheduled"], rv["due"] = out.rescheduled, out.rescheduledAt.UTC().Format(time.RFC3339)
-		logLine += fmt.Sprintf(": rescheduled (%s) as %s, due %s", out.why, out.rescheduled, out.rescheduledAt.UTC().Format(time.RFC3339))
-	default:
-		logLine += ": " + out.result
+		rv.Rescheduled, rv.Due = out.rescheduled, out.rescheduledAt.UTC().Format(time.RFC3339)
 	}
-	hostproto.WriteResponse(w, out.httpStatus, hostproto.Response{Logs: []string{logLine}, ReturnValue: rv})
+	hostproto.WriteResponse(w, out.httpStatus, hostproto.Response{Logs: logs, ReturnValue: rv})
+}
+
+// invocationResult is the ReturnValue of an OrderStatus invocation: the result, and
+// what is known of the message.
+type invocationResult struct {
+	Result      string `json:"result"`
+	OrderID     string `json:"orderId,omitempty"`
+	Sequence    int64  `json:"sequence,omitempty"`
+	Status      string `json:"status,omitempty"`
+	Gap         int64  `json:"gap,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Rescheduled is the MessageId of the copy scheduled for later, due
+	// at Due (RFC 3339), for a Rescheduled answer.
+	Rescheduled string `json:"rescheduled,omitempty"`
+	Due         string `json:"due,omitempty"`
+	Error       string `json:"error,omitempty"`
 }
 
 // lags measures, for a settled message (answered 200), how old the read

@@ -104,3 +104,15 @@ export function kqlProblems(query) {
   });
   return problems;
 }
+
+/** The Application Insights tables a query reads, by the symbols it resolves. */
+export function tablesRead(query) {
+  const K = language();
+  const code = K.KustoCode.ParseAndAnalyze(query, appInsightsGlobals());
+  const found = new Set();
+  K.Syntax.SyntaxElement.WalkNodes(code.Syntax, (n) => {
+    const s = n.ReferencedSymbol;
+    if (s && s.Kind === K.Symbols.SymbolKind.Table) found.add(s.Name);
+  });
+  return [...found].sort();
+}

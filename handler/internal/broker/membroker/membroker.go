@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -142,7 +143,16 @@ type Broker struct {
 
 	mu     sync.Mutex
 	queues map[string]*queue
+	// ops counts API calls, as Service Bus bills them (Operations).
+	ops atomic.Int64
 }
+
+// Operations counts the calls made to the broker so far: sends,
+// schedules, cancels, receives (empty ones included), peeks,
+// settlements, session accepts, lock renewals and session closes. Service
+// Bus Standard bills "any API call" as an operation (its pricing page), so
+// the development host's count is the cost model's Service Bus figure.
+func (b *Broker) Operations() int64 { return b.ops.Load() }
 
 var _ broker.Broker = (*Broker)(nil)
 
@@ -314,6 +324,7 @@ func (b *Broker) enqueue(ctx context.Context, op, queue string, msg broker.Messa
 // session queue, a MessageId or SessionId longer than MaxIDLength, too
 // large).
 func (b *Broker) Send(ctx context.Context, queue string, msg broker.Message) error {
+	b.ops.Add(1)
 	_, err := b.enqueue(ctx, "send", queue, msg, nil)
 	return err
 }
@@ -323,12 +334,14 @@ func (b *Broker) Send(ctx context.Context, queue string, msg broker.Message) err
 // sent at at, with a new sequence number. Duplicate detection applies from
 // now: a duplicate gets a sequence number that nothing answers to.
 func (b *Broker) Schedule(ctx context.Context, queue string, msg broker.Message, at time.Time) (int64, error) {
+	b.ops.Add(1)
 	return b.enqueue(ctx, "schedule", queue, msg, &at)
 }
 
 // CancelScheduled removes a scheduled message that is not visible yet;
 // ErrNotFound otherwise.
 func (b *Broker) CancelScheduled(ctx context.Context, queue string, sequenceNumber int64) error {
+	b.ops.Add(1)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("membroker: cancel %s seq %d: %w", queue, sequenceNumber, err)
 	}
@@ -353,6 +366,7 @@ func (b *Broker) CancelScheduled(ctx context.Context, queue string, sequenceNumb
 // delivery count raised (dead-lettered past MaxDeliveryCount, except on a
 // dead-letter subqueue). ErrInvalid on a session queue's main source.
 func (b *Broker) Receive(ctx context.Context, src broker.Source, max int, wait time.Duration) ([]broker.Received, error) {
+	b.ops.Add(1)
 	if max <= 0 {
 		return nil, fmt.Errorf("membroker: receive %s: max %d: %w", src, max, broker.ErrInvalid)
 	}
@@ -394,6 +408,7 @@ func (b *Broker) Receive(ctx context.Context, src broker.Source, max int, wait t
 // a queue the scheduled ones (Received.Scheduled). ErrInvalid on a session
 // queue's main source.
 func (b *Broker) Peek(ctx context.Context, src broker.Source, max int, from int64) ([]broker.Received, error) {
+	b.ops.Add(1)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("membroker: peek %s: %w", src, err)
 	}
@@ -452,6 +467,7 @@ func (b *Broker) lockedEntry(op string, src broker.Source, m broker.Received) (*
 // Complete removes a received message. ErrLockLost if its lock expired or
 // it was settled already.
 func (b *Broker) Complete(ctx context.Context, src broker.Source, m broker.Received) error {
+	b.ops.Add(1)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("membroker: complete %s seq %d: %w", src, m.SequenceNumber, err)
 	}
@@ -471,6 +487,7 @@ func (b *Broker) Complete(ctx context.Context, src broker.Source, m broker.Recei
 // MaxDeliveryCountExceeded (a dead-lettered one just becomes available).
 // ErrLockLost if its lock expired or it was settled already.
 func (b *Broker) Abandon(ctx context.Context, src broker.Source, m broker.Received) error {
+	b.ops.Add(1)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("membroker: abandon %s seq %d: %w", src, m.SequenceNumber, err)
 	}

@@ -750,3 +750,23 @@ func TestTotalsAccountForEveryMessage(t *testing.T) {
 		t.Errorf("Totals of an unknown queue is not zero")
 	}
 }
+
+func TestOperationsCountsEveryCall(t *testing.T) {
+	f := newFixture(t, 1, time.Minute)
+	before := f.b.Operations()
+	f.send("o-1", "o-1:1") // 1 send
+	s := f.accept()        // 1 accept
+	m := f.receive(s)      // 1 receive
+	if err := s.Complete(f.ctx, m); err != nil {
+		t.Fatal(err) // 1 complete
+	}
+	if got, err := s.Receive(f.ctx, 0); err != nil || got != nil {
+		t.Fatalf("empty receive = %v, %v", got, err) // 1 receive, empty: billed too
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err) // 1 close
+	}
+	if got := f.b.Operations() - before; got != 6 {
+		t.Errorf("operations = %d, want 6 (send, accept, receive, complete, empty receive, close)", got)
+	}
+}

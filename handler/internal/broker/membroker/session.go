@@ -30,6 +30,7 @@ type Session struct {
 // ErrNotFound for an unknown queue and ErrInvalid for a queue without
 // sessions.
 func (b *Broker) AcceptNextSession(ctx context.Context, queue string) (*Session, error) {
+	b.ops.Add(1)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for {
@@ -72,6 +73,7 @@ func (s *Session) check(op string) (time.Time, error) {
 // idle), ctx's error if ctx ended first, and ErrLockLost once the session
 // lock is lost.
 func (s *Session) Receive(ctx context.Context, wait time.Duration) (*broker.Received, error) {
+	s.b.ops.Add(1)
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
 	now, err := s.check("receive")
@@ -118,6 +120,7 @@ func (s *Session) held(op string, m *broker.Received) (*entry, error) {
 // Complete removes m. ErrLockLost if the session lock was lost or m is not
 // (any longer) held by this session.
 func (s *Session) Complete(ctx context.Context, m *broker.Received) error {
+	s.b.ops.Add(1)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("membroker: complete %s session %s: %w", s.q.name, s.lock.g.id, err)
 	}
@@ -136,6 +139,7 @@ func (s *Session) Complete(ctx context.Context, m *broker.Received) error {
 // next message again, or, past MaxDeliveryCount, dead-lettered with reason
 // MaxDeliveryCountExceeded. ErrLockLost as for Complete.
 func (s *Session) Abandon(ctx context.Context, m *broker.Received) error {
+	s.b.ops.Add(1)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("membroker: abandon %s session %s: %w", s.q.name, s.lock.g.id, err)
 	}
@@ -153,6 +157,7 @@ func (s *Session) Abandon(ctx context.Context, m *broker.Received) error {
 // RenewLock extends the session lock by LockDuration from now. ErrLockLost
 // if it was lost already.
 func (s *Session) RenewLock(ctx context.Context) error {
+	s.b.ops.Add(1)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("membroker: renew %s session %s: %w", s.q.name, s.lock.g.id, err)
 	}
@@ -186,6 +191,7 @@ func (s *Session) LockedUntil() time.Time {
 // delivery count raised, as after a lost lock. Closing again, or after the
 // lock was lost, does nothing.
 func (s *Session) Close() error {
+	s.b.ops.Add(1)
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
 	if s.lock.released {

@@ -1,0 +1,86 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"time"
+)
+
+// The limit through the host: the dev host, its broker and host.json's
+// settings exactly as in the runs of ours, with bin/handler replaced by
+// floorhandler (package floorhandler), which does only the storage floor's
+// work per invocation. ours_vs_limit_through_host is then what our
+// handler costs over the least any custom handler can do behind the same
+// host; ours_vs_limit also counts the host itself.
+
+// floorPackage is the minimal handler's package, relative to Root.
+const floorPackage = "./handler/internal/bench/floorhandler"
+
+// floorBinary builds floorhandler once per run (CGO off, as bin/handler)
+// into a temporary directory removed by Run.
+func (b *runner) floorBinary(ctx context.Context) (string, error) {
+	if b.floorBin != "" {
+		return b.floorBin, nil
+	}
+	dir, err := os.MkdirTemp("", "orderstatus-floor-")
+	if err != nil {
+		return "", err
+	}
+	b.cleanup = append(b.cleanup, func() { os.RemoveAll(dir) })
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(dir, "floorhandler")
+	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", bin, floorPackage)
+	cmd.Dir = b.opts.Root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("bench: building %s: %w\n%s", floorPackage, err, out)
+	}
+	b.floorBin = bin
+	return bin, nil
+}
+
+// limitThroughHost runs the workload through the dev host with the
+// minimal handler; the store is cs (Azurite, or the proxy with latency).
+func (b *runner) limitThroughHost(ctx context.Context, cs, prefix string) error {
+	bin, err := b.floorBinary(ctx)
+	if err != nil {
+		return err
+	}
+	c := oursConfig{store: cs, table: b.table(prefix + "floor"), sessions: b.opts.InFlight, timeScale: b.opts.TimeScale, handler: bin}
+	r, err := b.runOurs(ctx, c, b.w)
+	if err != nil {
+		return err
+	}
+	name := prefix + "limit_through_host_msgs_per_s"
+	b.samples[name] = append(b.samples[name], float64(b.w.Messages())/r.Elapsed.Seconds())
+	if prefix == "" {
+		b.floorLocal = append(b.floorLocal, r)
+	}
+	return nil
+}
+
+// floorRatios sets ours_vs_limit_through_host for prefix and, for the
+// local runs, the CPU per message of the minimal handler and of the dev
+// host serving it (to set beside cpu_ms_per_msg_handler and _devhost).
+func (b *runner) floorRatios(prefix string) {
+	if v, ok := b.results[prefix+"limit_through_host_msgs_per_s"]; ok {
+		b.results[prefix+"ours_vs_limit_through_host"] = b.results[prefix+"ours_msgs_per_s"] / v
+	}
+	if prefix != "" || len(b.floorLocal) == 0 {
+		return
+	}
+	var handler, host time.Duration
+	for _, r := range b.floorLocal {
+		handler, host = handler+r.CPU["handler"], host+r.CPU["devhost"]
+	}
+	n := float64(len(b.floorLocal) * b.w.Messages())
+	b.results["cpu_ms_per_msg_floorhandler"] = float64(handler.Microseconds()) / 1000 / n
+	b.results["cpu_ms_per_msg_devhost_floor"] = float64(host.Microseconds()) / 1000 / n
+}
