@@ -226,9 +226,9 @@ var strippedProperties = []string{
 	broker.PropertyDeadLetterReason, broker.PropertyDeadLetterErrorDescription,
 	parking.PropOriginalMessageID, parking.PropOriginalSessionID, parking.PropOriginalSequenceNumber,
 	parking.PropOriginalSubject, parking.PropOriginalEnqueuedTime, parking.PropDeliveryCount,
-	// reschedule's PropRetryAttempt, PropFirstFailureTime and PropLastError
-	// (package reschedule imports this one; its tests hold the names equal).
-	"RetryAttempt", "FirstFailureTime", "LastError",
+	// reschedule.Properties but OriginalMessageId (listed above): package
+	// reschedule's tests import this one and hold the names equal.
+	"RetryAttempt", "FirstFailureTime", "LastError", "TimeoutSettled",
 }
 
 // ReplayMessage builds replay number e.ReplayCount+1 of e: same session,

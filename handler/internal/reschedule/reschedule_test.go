@@ -324,9 +324,9 @@ func TestReplayPropertyIsTheSweepers(t *testing.T) {
 func TestReplayDropsTheRetryProperties(t *testing.T) {
 	e := dlstore.Entry{ID: "x", Source: dlstore.Poison, MessageID: "o-1:2:retry:3:parked", SessionID: "", Reason: "RetryWindowExceeded",
 		Properties: map[string]any{PropRetryAttempt: int64(3), PropFirstFailureTime: time.Now(), PropLastError: "refused",
-			PropOriginalMessageID: "o-1:2", "OriginalSessionId": "o-1", "tenant": "t"}}
+			PropSettled: int64(2), PropOriginalMessageID: "o-1:2", "OriginalSessionId": "o-1", "tenant": "t"}}
 	got := deadletter.ReplayMessage(e, nil)
-	for _, k := range []string{PropRetryAttempt, PropFirstFailureTime, PropLastError} {
+	for _, k := range Properties {
 		if _, ok := got.ApplicationProperties[k]; ok {
 			t.Errorf("the replay kept %s", k)
 		}

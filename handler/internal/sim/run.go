@@ -30,10 +30,8 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
 	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
-	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
-	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 	"github.com/orderstatus/orderstatus/handler/publish"
 )
 
@@ -173,8 +171,6 @@ type run struct {
 	start     time.Time
 	cancelMu  sync.Mutex
 	cancelled map[string]bool
-	// parkedReplays maps the replays of replayParked to what they replay.
-	parkedReplays map[string]string
 }
 
 func (r *run) setUp(ctx context.Context) error {
@@ -334,13 +330,15 @@ func (r *run) play(ctx context.Context) error {
 		return err
 	}
 	if f.ReplayRetryWindow {
-		// The dead-letter policy replays after a cool-down: by then the
-		// outage is over.
+		// The dead-letter policy replays what was parked
+		// RetryWindowExceeded after a cool-down: by then the outage is
+		// over. The real DeadLetterSweeper drains the poison queue into
+		// the store and replays it (the run's cool-down is 0).
 		for _, o := range f.Outages {
 			r.clk.AdvanceTo(r.start.Add(o.Start + o.Duration))
 		}
-		if err := r.replayParked(ctx, h); err != nil {
-			return err
+		if err := r.fireTimers(ctx, h); err != nil {
+			return fmt.Errorf("sim: fire the sweeper for the parked retries: %w", err)
 		}
 		if err := r.quiesce(ctx); err != nil {
 			return err
@@ -433,60 +431,6 @@ func (r *run) cancelChecks(ctx context.Context, h *devhost.Host) {
 			r.cancelMu.Unlock()
 		}
 	}
-}
-
-// replayParked replays what was parked RetryWindowExceeded, as the
-// dead-letter policy is agreed to (issue 16's dead-letter store, on its own
-// branch): to the queue, in the original session, with the body, subject
-// and properties of the original (the parking and retry properties
-// stripped), MessageId <original>:replay:1 and ReplayedFromDeadLetter; the
-// parked copy is completed after the send. Other parked messages are left
-// to the sweeper. The simulation stands in for that policy until it lands.
-func (r *run) replayParked(ctx context.Context, h *devhost.Host) error {
-	src := broker.Source{Queue: h.PoisonQueue()}
-	// Through the loopback broker, as the sweeper sends, so the host
-	// accounts for the replays.
-	bus, err := loopback.NewClient(h.BrokerURL(), nil)
-	if err != nil {
-		return fmt.Errorf("sim: loopback broker: %w", err)
-	}
-	defer bus.Close(ctx)
-	got, err := h.Broker().Receive(ctx, src, 1000, 100*time.Millisecond)
-	if err != nil {
-		return fmt.Errorf("sim: receive parked: %w", err)
-	}
-	if r.parkedReplays == nil {
-		r.parkedReplays = map[string]string{}
-	}
-	for _, m := range got {
-		if m.DeadLetterReason != order.ReasonRetryWindowExceeded {
-			if err := h.Broker().Abandon(ctx, src, m); err != nil {
-				return fmt.Errorf("sim: abandon parked %s: %w", m.MessageID, err)
-			}
-			continue
-		}
-		orig := stringProp(m.ApplicationProperties, parking.PropOriginalMessageID)
-		props := map[string]any{}
-		for k, v := range m.ApplicationProperties {
-			props[k] = v
-		}
-		for _, k := range append([]string{parking.PropReason, parking.PropDescription, parking.PropOriginalSessionID,
-			parking.PropOriginalSequenceNumber, parking.PropOriginalSubject, parking.PropOriginalEnqueuedTime, parking.PropDeliveryCount},
-			reschedule.Properties...) {
-			delete(props, k)
-		}
-		props[reschedule.PropReplayedFromDeadLetter] = true
-		replay := broker.Message{MessageID: msgid.Derive(orig, ":replay:1"), SessionID: stringProp(m.ApplicationProperties, parking.PropOriginalSessionID),
-			Subject: m.Subject, ContentType: m.ContentType, CorrelationID: m.CorrelationID, Body: m.Body, ApplicationProperties: props}
-		if err := bus.Send(ctx, h.Queue(), replay); err != nil {
-			return fmt.Errorf("sim: replay parked %s: %w", m.MessageID, err)
-		}
-		if err := h.Broker().Complete(ctx, src, m); err != nil {
-			return fmt.Errorf("sim: complete parked %s: %w", m.MessageID, err)
-		}
-		r.parkedReplays[replay.MessageID] = orig
-	}
-	return nil
 }
 
 func durationOr(d, def time.Duration) time.Duration {
@@ -666,9 +610,6 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 			}
 			r.replays[a.NewMessageID] = from
 		}
-	}
-	for id, orig := range r.parkedReplays {
-		r.replays[id] = orig
 	}
 	o.Replays = r.replays
 	r.cancelMu.Lock()

@@ -169,8 +169,8 @@ type Faults struct {
 	// nothing may be dead-lettered or parked RetryWindowExceeded.
 	WithinWindow bool
 	// ReplayRetryWindow: messages parked RetryWindowExceeded are replayed
-	// as the dead-letter policy is agreed to replay them (see
-	// run.replayParked).
+	// by the real DeadLetterSweeper once the outages are over (its policy
+	// replays them after the cool-down).
 	ReplayRetryWindow bool
 }
 
