@@ -640,6 +640,14 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	inQueue := map[string]bool{}
 	for _, m := range parked {
 		inQueue[m.MessageID] = true
+		if stringProp(m.ApplicationProperties, parking.PropReason) == order.ReasonRetryWindowExceeded {
+			// Not poison: a message whose outage outlasted the retry
+			// window, which the sweeper replays. Still here after the
+			// sweeps, it was not replayed: lost.
+			o.LeftInDLQ = append(o.LeftInDLQ, DeadLetter{MessageID: m.MessageID, SessionID: stringProp(m.ApplicationProperties, parking.PropOriginalSessionID),
+				Reason: order.ReasonRetryWindowExceeded, DeliveryCount: m.DeliveryCount})
+			continue
+		}
 		o.Parked = append(o.Parked, Parked{
 			ParkedID:          m.MessageID,
 			OriginalMessageID: stringProp(m.ApplicationProperties, parking.PropOriginalMessageID),
@@ -652,6 +660,14 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("sim: dead-letter store: %w", err)
 	}
 	for _, e := range drained {
+		if e.Reason == order.ReasonRetryWindowExceeded {
+			// Replayed by the sweeper (the replay maps to its original);
+			// one not replayed is lost.
+			if !e.State.Closed() && !inQueue[e.MessageID] {
+				o.LeftInDLQ = append(o.LeftInDLQ, DeadLetter{MessageID: e.MessageID, SessionID: e.OrderID, Reason: e.Reason, DeliveryCount: e.DeliveryCount})
+			}
+			continue
+		}
 		if !inQueue[e.MessageID] {
 			o.Parked = append(o.Parked, Parked{ParkedID: e.MessageID, OriginalMessageID: stringProp(e.Properties, parking.PropOriginalMessageID), Reason: e.Reason})
 		}
