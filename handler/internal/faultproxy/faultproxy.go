@@ -34,7 +34,16 @@ const (
 	// LoseAnswer forwards the request (it takes effect upstream) and then
 	// closes the client connection instead of answering.
 	LoseAnswer
+	// Refuse resets the client connection (TCP RST, no answer) without
+	// forwarding: nothing happens upstream, and the client sees a
+	// connection error (ECONNRESET), as when the service is unreachable
+	// and its connections are refused. The development host's outages
+	// use it.
+	Refuse
 )
+
+// modes is the number of modes, for the counters.
+const modes = int(Refuse) + 1
 
 // Rule decides the mode of one request; nil means Pass.
 type Rule func(r *http.Request) Mode
@@ -49,7 +58,7 @@ type Proxy struct {
 	delay   atomic.Int64
 	mu      sync.Mutex
 	after   func(r *http.Request, status int)
-	counts  [4]atomic.Int64
+	counts  [modes]atomic.Int64
 	stopped chan struct{}
 }
 
@@ -113,6 +122,8 @@ func Start(upstream string) (*Proxy, error) {
 			_, _ = w.Write([]byte(`{"odata.error":{"code":"ServerBusy","message":{"lang":"en-US","value":"The server is busy (injected)."}}}`))
 		case Drop:
 			hijackClose(w)
+		case Refuse:
+			hijackReset(w)
 		case LoseAnswer:
 			rec := &discard{header: http.Header{}}
 			rp.ServeHTTP(rec, r)
@@ -250,6 +261,22 @@ func Until(t time.Time, inner Rule) Rule {
 func hijackClose(w http.ResponseWriter) {
 	if hj, ok := w.(http.Hijacker); ok {
 		if c, _, err := hj.Hijack(); err == nil {
+			_ = c.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// hijackReset closes the client connection with a TCP RST (SO_LINGER 0)
+// instead of an orderly close, as a refused or reset connection looks to
+// the client.
+func hijackReset(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if c, _, err := hj.Hijack(); err == nil {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
 			_ = c.Close()
 			return
 		}

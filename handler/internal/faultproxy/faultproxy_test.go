@@ -2,11 +2,13 @@ package faultproxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -35,6 +37,7 @@ func TestModes(t *testing.T) {
 		{"pass", nil, "GET", 200, 1},
 		{"server busy", Always(ServerBusy), "GET", 503, 0},
 		{"drop", Always(Drop), "GET", 0, 0},
+		{"refuse", Always(Refuse), "PUT", 0, 0},
 		{"lose answer still reaches upstream", Always(LoseAnswer), "PUT", 0, 1},
 		{"writes only: read passes", Writes(ServerBusy), "GET", 200, 1},
 		{"writes only: write fails", Writes(ServerBusy), "PUT", 503, 0},
@@ -58,6 +61,32 @@ func TestModes(t *testing.T) {
 				t.Errorf("upstream hits = %d, want %d", got, tt.wantHits)
 			}
 		})
+	}
+}
+
+// TestRefuseResets: a refused request is a reset connection, the error
+// storage clients classify as a connection failure (ECONNRESET), and it
+// is counted.
+func TestRefuseResets(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("a refused request reached upstream") }))
+	defer up.Close()
+	p, err := Start(up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.SetRule(Always(Refuse))
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Post(p.URL()+"/t", "application/json", strings.NewReader("{}"))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("status %d, want a connection error", resp.StatusCode)
+	}
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("error %v, want ECONNRESET", err)
+	}
+	if n := p.Count(Refuse); n != 1 {
+		t.Errorf("Count(Refuse) = %d, want 1", n)
 	}
 }
 
