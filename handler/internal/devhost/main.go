@@ -166,6 +166,7 @@ type config struct {
 	quiet        bool
 	instances    int
 	scale        []ScenarioLine
+	outages      []ScenarioLine
 }
 
 // parseFlags returns the configuration, or an exit code >= 0 to return.
@@ -188,6 +189,7 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines: only the HTTP front's address, warnings, failures and the summary")
 	fs.IntVar(&c.instances, "instances", 1, fmt.Sprintf("instances of the app at the start, as Flex Consumption scales out: each its own handler process, cache and session slots (1 to %d)", MaxInstances))
 	scaleFlag := fs.String("scale", "", "scale `events` during the run, comma-separated ACTION[:INSTANCE]@AFTER: add@30s, remove@2m, kill:instance-1@3m (AFTER on the host's clock since the workload started)")
+	outageFlag := fs.String("outage", "", "make Table Storage or the handler's own Service Bus calls (parking, rescheduling) unreachable from the handler for a while, comma-separated TARGET@AFTER+DURATION: table@2m+30m, servicebus@1m+5m (every request refused; AFTER on the host's clock since the workload started; the trigger keeps delivering)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printHelp(stdout, fs)
@@ -221,6 +223,12 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 		var err error
 		if c.scale, err = ParseScale(*scaleFlag); err != nil {
 			return bad("--scale: %v", err)
+		}
+	}
+	if *outageFlag != "" {
+		var err error
+		if c.outages, err = ParseOutages(*outageFlag); err != nil {
+			return bad("--outage: %v", err)
 		}
 	}
 	if err := checkAddr(c.httpAddr); err != nil {
@@ -309,7 +317,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		fmt.Fprintf(stderr, "handler dev: --app-root %s: no host.json there (run from the repository root, or name it) (%s)\n", c.appRoot, usageLine)
 		return ExitUsage
 	}
-	lines = mergeScale(lines, c.scale)
+	lines = mergeScale(mergeScale(lines, c.scale), c.outages)
 	total := messages(lines)
 
 	// The host's own log: warnings and errors (a restarted handler, a
@@ -333,15 +341,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 
 	var h *Host
 	opts := Options{
-		AppRoot:     c.appRoot,
-		Queues:      QueueOverrides{LockDuration: c.lockDuration, MaxDeliveryCount: int32(c.maxDelivery)},
-		TimeScale:   c.timeScale,
-		HTTPAddr:    c.httpAddr,
-		Stdout:      handlerOut,
-		Stderr:      handlerErr,
-		Logger:      logger,
-		FastForward: c.exitWhenIdle,
-		Instances:   c.instances,
+		AppRoot:       c.appRoot,
+		Queues:        QueueOverrides{LockDuration: c.lockDuration, MaxDeliveryCount: int32(c.maxDelivery)},
+		TimeScale:     c.timeScale,
+		HTTPAddr:      c.httpAddr,
+		Stdout:        handlerOut,
+		Stderr:        handlerErr,
+		Logger:        logger,
+		FastForward:   c.exitWhenIdle,
+		Instances:     c.instances,
+		OutageTargets: OutageTargets(lines),
+		OnOutage: func(target string, d time.Duration, err error) {
+			if err != nil {
+				note("outage %s: %v", target, err)
+				return
+			}
+			note("outage: %s unreachable from the handler for %s (host clock)", target, shortDuration(d))
+		},
 		OnScale: func(action, id string, err error) {
 			if err != nil {
 				note("scale %s: %v", action, err)
