@@ -383,6 +383,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		return fail(err)
 	}
 	say("handler dev: app %s, settings from %s", h.app.Root, h.SettingsSource())
+	for _, d := range h.DisabledFunctions() {
+		note("warning: function %s is disabled by %s: it is not invoked", d.Name, d.By)
+	}
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	err = h.Start(startCtx)
 	cancel()
