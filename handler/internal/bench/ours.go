@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -42,6 +43,10 @@ type oursConfig struct {
 	stdout io.Writer
 	// logLevel replaces Options.LogLevel, if set.
 	logLevel string
+	// settings are more app settings for the handler.
+	settings map[string]string
+	// outages are the dev host's OutageTargets.
+	outages []string
 }
 
 // startHost starts the dev host with the handler of the repository at
@@ -56,6 +61,13 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 	if level == "" {
 		level = b.opts.LogLevel
 	}
+	settings := map[string]string{
+		devhost.SettingStoreConnection: c.store,
+		devhost.SettingStoreServiceURI: "",
+		"OrderStore__tableName":        c.table,
+		"LOG_LEVEL":                    level,
+	}
+	maps.Copy(settings, c.settings)
 	h, err := devhost.New(devhost.Options{
 		AppRoot:     b.opts.Root,
 		HandlerPath: b.handler,
@@ -67,13 +79,9 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 			LockDuration: time.Duration(scale * float64(lock)),
 			TimeToLive:   time.Duration(scale * float64(24*time.Hour)),
 		},
-		Sessions: devhost.SessionOverrides{MaxConcurrentSessions: c.sessions, SessionIdleTimeout: c.idle},
-		Settings: map[string]string{
-			devhost.SettingStoreConnection: c.store,
-			devhost.SettingStoreServiceURI: "",
-			"OrderStore__tableName":        c.table,
-			"LOG_LEVEL":                    level,
-		},
+		Sessions:         devhost.SessionOverrides{MaxConcurrentSessions: c.sessions, SessionIdleTimeout: c.idle},
+		Settings:         settings,
+		OutageTargets:    c.outages,
 		NoAzuriteInstall: true,
 		Instances:        c.instances,
 		Stdout:           c.stdout,

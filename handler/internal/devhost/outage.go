@@ -50,6 +50,8 @@ type OutageSummary struct {
 	DeadLettered int `json:"deadLettered"`
 	// Parked counts the copies the handler sent to the poison queue.
 	Parked int `json:"parked"`
+	// Start and End are its bounds on the host's clock.
+	Start, End time.Time `json:"-"`
 }
 
 // outageCounts are the counters an outage's summary is the difference of.
@@ -272,8 +274,10 @@ func (h *Host) endOutage(x *outage) {
 	}
 }
 
-// outageSummaries returns every outage so far, in start order; one under
-// way counts up to now.
+// Outages returns every outage so far (StartOutage, outage lines), in
+// start order, with what each cost; one under way counts up to now.
+func (h *Host) Outages() []OutageSummary { return h.outageSummaries() }
+
 func (h *Host) outageSummaries() []OutageSummary {
 	h.outages.mu.Lock()
 	list := slices.Clone(h.outages.list)
@@ -290,6 +294,7 @@ func (h *Host) outageSummaries() []OutageSummary {
 			Target: x.target, After: shortDuration(x.after), Duration: shortDuration(x.end.Sub(x.start)), Ended: ended,
 			Refused: to.refused - x.from.refused, Rescheduled: to.rescheduled - x.from.rescheduled,
 			DeadLettered: to.deadLettered - x.from.deadLettered, Parked: to.parked - x.from.parked,
+			Start: x.start, End: x.end,
 		})
 	}
 	return out
