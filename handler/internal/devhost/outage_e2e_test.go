@@ -5,32 +5,28 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
 
-// outageScenario scripts two outages around a few messages: the table is
-// unreachable from 1m to 11m (o-1's Paid arrives in it), then the
+// outageExample is the scenario docs/outage.md shows and runs: the table
+// is unreachable from 1m to 11m (o-1's Paid arrives in it), then the
 // handler's Service Bus calls from 13m to 18m (o-3's bad message, which
 // must be parked, arrives in it); o-2 and o-4 arrive after each.
-const outageScenario = `
-{"subject":"OrderStatusChanged","sessionId":"o-1","messageId":"o-1:1","body":{"orderId":"o-1","status":"Created","sequence":1}}
-{"outage":"table","sendAfter":"1m","duration":"10m"}
-{"subject":"OrderStatusChanged","sessionId":"o-1","messageId":"o-1:2","body":{"orderId":"o-1","status":"Paid","sequence":2},"sendAfter":"2m"}
-{"subject":"OrderStatusChanged","sessionId":"o-2","messageId":"o-2:1","body":{"orderId":"o-2","status":"Created","sequence":1},"sendAfter":"12m"}
-{"outage":"servicebus","sendAfter":"13m","duration":"5m"}
-{"subject":"OrderStatusChanged","sessionId":"o-3","messageId":"o-3:bad","body":"{\"orderId\":\"o-3\",\"status\":","sendAfter":"14m"}
-{"subject":"OrderStatusChanged","sessionId":"o-4","messageId":"o-4:bad","body":"{\"orderId\":\"o-4\",\"status\":","sendAfter":"19m"}
-`
+const outageExample = repoRoot + "/docs/outage-example.jsonl"
 
-// TestEndToEndOutage runs `handler dev --scenario F --exit-when-idle` with
-// outage lines, the real bin/handler and Azurite, on today's retry policy
+// TestEndToEndOutage runs what docs/outage.md runs, `handler dev --scenario
+// docs/outage-example.jsonl --exit-when-idle` with its outage lines, with
+// the real bin/handler and Azurite, on today's retry policy
 // (ORDER_STATUS_RETRY_RESCHEDULE=false: in-call retries, then 5xx, so a
 // message that meets an outage longer than five deliveries is
 // dead-lettered), and checks the summary's account of each outage: the
@@ -48,16 +44,16 @@ func TestEndToEndOutage(t *testing.T) {
 	t.Setenv("OrderStore__tableName", fmt.Sprintf("devhost%x", suffix))
 	t.Setenv("LOG_LEVEL", "warn")
 	t.Setenv("ORDER_STATUS_RETRY_RESCHEDULE", "false")
-	t.Setenv("ORDER_STATUS_RETRY_BUDGET", "300ms") // five deliveries in seconds
+	t.Setenv("ORDER_STATUS_RETRY_BUDGET", "1s") // as docs/outage.md: five deliveries in seconds
 
 	app := copyApp(t, root, handler)
 	dir := t.TempDir()
-	scenarioPath := filepath.Join(dir, "outage.jsonl")
-	summaryPath := filepath.Join(dir, "summary.json")
-	handlerLog := filepath.Join(dir, "handler.log")
-	if err := os.WriteFile(scenarioPath, []byte(strings.TrimLeft(outageScenario, "\n")), 0o644); err != nil {
+	scenarioPath, err := filepath.Abs(outageExample)
+	if err != nil {
 		t.Fatal(err)
 	}
+	summaryPath := filepath.Join(dir, "summary.json")
+	handlerLog := filepath.Join(dir, "handler.log")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	var stdout, stderr strings.Builder
@@ -114,5 +110,78 @@ func TestEndToEndOutage(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "outage: table unreachable from the handler for 10m") {
 		t.Errorf("stderr lacks the outage's note:\n%s", stderr.String())
+	}
+}
+
+// TestEndToEndKillSwitch runs what docs/outage.md runs with the kill
+// switch set, AzureWebJobs_OrderStatus_Disabled=true and `handler dev
+// --exit-when-idle --orders 10`, with the real bin/handler and Azurite:
+// OrderStatus is never invoked, a warning names the setting, and the run
+// ends with exit 1, its messages still waiting in the queue.
+func TestEndToEndKillSwitch(t *testing.T) {
+	handler := testenv.Handler(t, repoRoot)
+	root := filepath.Dir(filepath.Dir(handler))
+	cs := testenv.Azurite(t)
+	var suffix [6]byte
+	_, _ = rand.Read(suffix[:])
+	t.Setenv(SettingStoreConnection, cs)
+	t.Setenv("OrderStore__tableName", fmt.Sprintf("devhost%x", suffix))
+	t.Setenv("LOG_LEVEL", "warn")
+	t.Setenv("AzureWebJobs_OrderStatus_Disabled", "true")
+	app := copyApp(t, root, handler)
+	summaryPath := filepath.Join(t.TempDir(), "summary.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var stdout, stderr strings.Builder
+	code := Main(ctx, []string{"--app-root", app, "--exit-when-idle", "--orders", "10", "--summary-json", summaryPath,
+		"--http-addr", "127.0.0.1:0", "--quiet", "--handler-log", filepath.Join(t.TempDir(), "handler.log")}, &stdout, &stderr)
+	if code != ExitFailure {
+		t.Fatalf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "function OrderStatus is disabled by AzureWebJobs_OrderStatus_Disabled") {
+		t.Errorf("stderr lacks the warning:\n%s", stderr.String())
+	}
+	data, err := os.ReadFile(summaryPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Summary
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Accounting.Sent == 0 || s.Accounting.Waiting != s.Accounting.Sent || len(s.Accounting.Completed) != 0 {
+		t.Errorf("accounting %+v, want every message sent still waiting", s.Accounting)
+	}
+	if s.Results["Applied"] != 0 || len(s.Orders) != 0 {
+		t.Errorf("results %v, orders %v: want OrderStatus never invoked", s.Results, s.Orders)
+	}
+}
+
+// TestDocsOutage: the commands docs/outage.md shows are the ones the
+// tests above run: its `make run` arguments parse, and its example
+// scenario is docs/outage-example.jsonl.
+func TestDocsOutage(t *testing.T) {
+	doc, err := os.ReadFile(repoRoot + "/docs/outage.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile(outageExample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "```json\n"+string(example)+"```") {
+		t.Error("docs/outage.md does not show docs/outage-example.jsonl as its example scenario")
+	}
+	runs := regexp.MustCompile(`make run ARGS="([^"]*)"`).FindAllStringSubmatch(string(doc), -1)
+	if len(runs) == 0 {
+		t.Fatal("docs/outage.md shows no make run; update this test")
+	}
+	for _, m := range runs {
+		if _, code := parseFlags(strings.Fields(m[1]), io.Discard, io.Discard, DefaultHTTPAddr); code != -1 {
+			t.Errorf("docs/outage.md's make run ARGS=%q: parseFlags exit %d", m[1], code)
+		}
+	}
+	if _, err := scenario.ReadFile(outageExample, nil); err != nil {
+		t.Errorf("docs/outage-example.jsonl: %v", err)
 	}
 }
