@@ -448,7 +448,7 @@ func TestOutageWorkload(t *testing.T) {
 		{"all done", map[string]rowState{"p": {"Delivered", 4}, "u": {"Cancelled", 1}}, 31 * time.Minute, 0},
 	}
 	for _, tt := range tests {
-		if got := small.behind(tt.rows, tt.at); got != tt.want {
+		if got := len(small.behind(tt.rows, tt.at)); got != tt.want {
 			t.Errorf("%s: behind = %d, want %d", tt.name, got, tt.want)
 		}
 	}

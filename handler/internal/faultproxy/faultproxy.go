@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -78,7 +79,9 @@ func Start(upstream string) (*Proxy, error) {
 	p := &Proxy{Addr: ln.Addr().String(), stopped: make(chan struct{})}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 64, ResponseHeaderTimeout: 30 * time.Second}
-	rp.ErrorLog = nil
+	// An upstream that fails is a 502 to the client, which is the
+	// point; the reverse proxy's log line for each would be noise.
+	rp.ErrorLog = log.New(io.Discard, "", 0)
 	rp.ModifyResponse = func(resp *http.Response) error {
 		p.mu.Lock()
 		after := p.after
