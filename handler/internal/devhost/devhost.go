@@ -38,6 +38,13 @@
 // and its own session slots; the front takes the running instances in
 // turn, and timers run on the oldest one (instance.go).
 //
+// Outages (Options.OutageTargets, StartOutage, outage lines in a
+// workload; outage.go) make Table Storage or the handler's own Service Bus
+// calls unreachable from the handler processes for a while: a fault proxy
+// between them refuses every request. Functions disabled by the host's
+// kill switch, the app setting AzureWebJobs.<name>.Disabled, are left out
+// as the Functions host leaves them out (funcapp.DisabledBy).
+//
 // Time runs on the host's clock: real time, TimeScale times faster, and
 // with FastForward moved ahead at once over stretches in which the host
 // only waits for a scheduled message.
