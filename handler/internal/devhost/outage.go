@@ -160,7 +160,9 @@ func (h *Host) startProxies(storeConn, brokerURL string) (map[string]string, err
 		default:
 			return nil, fmt.Errorf("devhost: outage target %q: want %s or %s", target, OutageTable, OutageServiceBus)
 		}
-		p, err := faultproxy.Start(upstream)
+		// Between outages the proxy is a plain path: a request ends when
+		// the handler gives up on it, as on a direct connection.
+		p, err := faultproxy.StartWith(upstream, &faultproxy.Options{FollowClient: true})
 		if err != nil {
 			return nil, fmt.Errorf("devhost: outage %s: %w", target, err)
 		}

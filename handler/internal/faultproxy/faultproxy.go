@@ -63,8 +63,26 @@ type Proxy struct {
 	stopped chan struct{}
 }
 
+// Options tune StartWith. The zero value (or nil) is Start's proxy.
+type Options struct {
+	// FollowClient ends a forwarded request when its client goes away,
+	// closing the upstream connection, as a direct connection would end
+	// it; OnAnswer then never sees that request. By default a forwarded
+	// request runs to completion upstream whatever the client does (as a
+	// request already on the wire does), which a client that gives up and
+	// retries quickly turns into an unbounded pile of requests upstream.
+	FollowClient bool
+}
+
 // Start runs a proxy to upstream (an http://127.0.0.1:port URL).
-func Start(upstream string) (*Proxy, error) {
+func Start(upstream string) (*Proxy, error) { return StartWith(upstream, nil) }
+
+// StartWith runs a proxy to upstream (an http://127.0.0.1:port URL) with
+// opts (nil: Start's).
+func StartWith(upstream string, opts *Options) (*Proxy, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
 	u, err := url.Parse(upstream)
 	if err != nil {
 		return nil, err
@@ -107,7 +125,7 @@ func Start(upstream string) (*Proxy, error) {
 			mode = (*rule)(r)
 		}
 		p.counts[mode].Add(1)
-		if mode == Pass || mode == LoseAnswer {
+		if (mode == Pass || mode == LoseAnswer) && !opts.FollowClient {
 			// A forwarded request runs to completion upstream even if
 			// its client goes away meanwhile, as on a real network, so
 			// that OnAnswer sees every upstream answer. (A context that

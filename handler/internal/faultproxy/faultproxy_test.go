@@ -256,3 +256,53 @@ func TestForwardedRequestCompletesWhenTheClientLeaves(t *testing.T) {
 		t.Fatal("the hook never saw the upstream answer of a request whose client left")
 	}
 }
+
+// TestFollowClient: by default a forwarded request runs to completion
+// upstream after its client gave up; with FollowClient it ends with the
+// client, as on a direct connection.
+func TestFollowClient(t *testing.T) {
+	for _, follow := range []bool{false, true} {
+		arrived := make(chan struct{})
+		ended := make(chan bool, 1) // true: the upstream request was cancelled
+		release := make(chan struct{})
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			close(arrived)
+			select {
+			case <-r.Context().Done():
+				ended <- true
+			case <-release:
+				ended <- false
+			}
+		}))
+		p, err := StartWith(up.URL, &Options{FollowClient: follow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/slow", nil)
+		go func() {
+			<-arrived
+			cancel() // the client gives up while the request is upstream
+		}()
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			t.Errorf("follow %t: the cancelled request got %d", follow, resp.StatusCode)
+		}
+		if !follow {
+			close(release) // only this ends a request that outlives its client
+		}
+		select {
+		case got := <-ended:
+			if got != follow {
+				t.Errorf("follow %t: upstream request cancelled = %t, want %t", follow, got, follow)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("follow %t: the upstream request never ended", follow)
+		}
+		if follow {
+			close(release)
+		}
+		p.Close()
+		up.Close()
+	}
+}
