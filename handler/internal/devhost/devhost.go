@@ -223,8 +223,9 @@ type Options struct {
 	// OutageTargets are the targets (OutageTable, OutageServiceBus) the
 	// run may make unreachable (StartOutage, outage lines in Play): for
 	// each, a fault proxy stands between the handler processes and the
-	// target from the start (the table's only when the store is Azurite on
-	// loopback). Without them the handler reaches both directly.
+	// target from the start. A table outage needs the store on loopback
+	// HTTP (Azurite): Start fails otherwise. Without them the handler
+	// reaches both directly.
 	OutageTargets []string
 	// OnOutage, if set, is called after each outage line Play applies,
 	// with the error if it failed.
