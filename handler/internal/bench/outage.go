@@ -286,6 +286,7 @@ const fewRows = 200
 // outageRun is one outage run's measurements.
 type outageRun struct {
 	deadLettered  int
+	deadDuring    int // of deadLettered, those while the table was unreachable
 	refused       int
 	during        int
 	recovery      time.Duration // host clock; < 0: not recovered
@@ -320,8 +321,8 @@ func (b *runner) outage(ctx context.Context, d time.Duration, before bool) error
 	if before {
 		policy = "today's policy (ORDER_STATUS_RETRY_RESCHEDULE=false)"
 	}
-	note := fmt.Sprintf("outage %s on %s: %d messages (%d due in the outage), %.0f s of wall time; %d storage requests refused, %d rescheduled, %d dead-lettered",
-		devhostDuration(d), policy, r.messages, r.during, r.wall.Seconds(), r.refused, r.rescheduled, r.deadLettered)
+	note := fmt.Sprintf("outage %s on %s: %d messages (%d due in the outage), %.0f s of wall time; %d storage requests refused, %d rescheduled while the table was unreachable; %d dead-lettered in the run, %d of them while it was",
+		devhostDuration(d), policy, r.messages, r.during, r.wall.Seconds(), r.refused, r.rescheduled, r.deadLettered, r.deadDuring)
 	if r.recovery < 0 {
 		note += fmt.Sprintf("; not recovered when the run ended: %d orders behind what was sent before the table came back", r.behindAtEnd)
 	}
@@ -422,7 +423,7 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 	if len(out) != 1 || !out[0].Ended {
 		return r, fmt.Errorf("bench: outage run: outages %+v, want one, over", out)
 	}
-	r.refused, r.rescheduled = out[0].Refused, out[0].Rescheduled
+	r.refused, r.rescheduled, r.deadDuring = out[0].Refused, out[0].Rescheduled, out[0].DeadLettered
 	r.deadLettered = h.Broker().Totals(h.Queue()).DeadLettered
 	rows, err := rr.all(ctx)
 	if err != nil {
