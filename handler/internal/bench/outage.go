@@ -379,8 +379,8 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 	if err != nil {
 		return r, err
 	}
-	// A look waits at least four times as long as the last one took, so
-	// that listing the table takes at most a fifth of Azurite's time from
+	// A look waits at least nine times as long as the last one took, so
+	// that listing the table takes at most a tenth of Azurite's time from
 	// the run it measures.
 	var runErr error
 	var behind []string
@@ -409,7 +409,7 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 			return r, err
 		}
 		first = false
-		wait = max(250*time.Millisecond, 4*time.Since(began))
+		wait = max(250*time.Millisecond, 9*time.Since(began))
 		r.recoveryPolls++
 		if behind = w.behind(rows, o.Lead+d); len(behind) == 0 {
 			r.recovery = at.Sub(out[0].End)
