@@ -683,11 +683,16 @@ func (h *Host) StoreDone() <-chan struct{} {
 	return h.az.Done()
 }
 
-// connections returns the setting prefixes of the Service Bus triggers.
+// connections returns the setting prefixes of the Service Bus triggers,
+// disabled ones' included.
 func (h *Host) connections() []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, fn := range h.app.Functions {
+	fns := slices.Clone(h.app.Functions)
+	for _, d := range h.app.Disabled { // their connections are the app's too
+		fns = append(fns, funcapp.Function{Name: d.Name, Bindings: d.Bindings})
+	}
+	for _, fn := range fns {
 		if t, ok := fn.Trigger(); ok && t.Type == funcapp.TypeServiceBusTrigger {
 			c := t.Connection
 			if c == "" {

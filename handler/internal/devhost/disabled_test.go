@@ -27,6 +27,7 @@ func TestKillSwitch(t *testing.T) {
 			h, up := testHost(t, timerApp("0 0 0 1 1 *"), func(o *Options) {
 				o.Settings = maps.Clone(o.Settings)
 				maps.Copy(o.Settings, tt.settings)
+				o.Settings["ServiceBusConnection__fullyQualifiedNamespace"] = "<namespace>.servicebus.windows.net" // the template's
 				o.Env = append(o.Env, tt.env...)
 			})
 			var calls atomic.Int64
@@ -52,6 +53,11 @@ func TestKillSwitch(t *testing.T) {
 					t.Errorf("DisabledFunctions = %+v, want none", got)
 				}
 				return
+			}
+			// The disabled trigger's connection is still the dev host's
+			// to stand in for: the handler does not get it.
+			if v, ok := instanceEnv(t, h, h.pool.first())["ServiceBusConnection__fullyQualifiedNamespace"]; ok {
+				t.Errorf("the handler got ServiceBusConnection__fullyQualifiedNamespace=%s", v)
 			}
 			// No dispatcher takes the queue and no timer is left to fire:
 			// nothing can invoke them.

@@ -392,9 +392,11 @@ func functionsDir(root string) string {
 
 // DisabledFunction is a function the app leaves out, and why: the app
 // setting that disabled it, or "function.json" for its "disabled"
-// property.
+// property. Bindings are as function.json has them (%NAME% expressions
+// not resolved): a disabled trigger's connection is still the app's.
 type DisabledFunction struct {
 	Name, By string
+	Bindings []Binding
 }
 
 // LoadFunctions reads every <dir>/<Name>/function.json, resolves %NAME%
@@ -429,7 +431,7 @@ func loadFunctions(root string, settings Settings) ([]Function, []DisabledFuncti
 		}
 		name := filepath.Base(filepath.Dir(path))
 		if by, ok := disabled(f.Disabled, settings, name); ok {
-			off = append(off, DisabledFunction{Name: name, By: by})
+			off = append(off, DisabledFunction{Name: name, By: by, Bindings: f.Bindings})
 			continue
 		}
 		fn := Function{Name: name, Path: rel(root, path), Bindings: f.Bindings}
