@@ -41,7 +41,9 @@ type OutageOptions struct {
 	// TimeScale is the host clock's speed: the lock duration (1 min),
 	// the payment timeouts (30 min) and the handler's in-call retry
 	// budget (ORDER_STATUS_RETRY_BUDGET, 20 s divided by it) keep their
-	// ratios to the outage.
+	// ratios to the outage. Any other handler setting that is a time
+	// the handler measures on its own clock must be divided by it too,
+	// in runOutage's settings.
 	TimeScale float64
 	// Sessions is maxConcurrentSessions (host.json's sessionIdleTimeout
 	// is kept).

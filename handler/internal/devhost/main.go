@@ -571,6 +571,9 @@ func (h *Host) progressLine(elapsed time.Duration, total int) string {
 	q := h.broker.Stats(h.queue)
 	p := h.broker.Stats(h.poisonQueue)
 	fmt.Fprintf(&b, " | active %d, locked %d, scheduled %d | DLQ %d | poison %d", q.Active, q.Locked, q.Scheduled, q.DeadLettered, p.Active+p.Locked)
+	if down := h.outages.downAt(h.clock.Now()); len(down) > 0 {
+		fmt.Fprintf(&b, " | unreachable: %s", strings.Join(down, ", "))
+	}
 	if inst := h.Instances(); len(inst) > 1 {
 		b.WriteString(" | calls by instance:")
 		for _, in := range inst {

@@ -122,6 +122,21 @@ func (o *outages) nextEnd(now time.Time) (time.Time, bool) {
 	return next, !next.IsZero()
 }
 
+// downAt returns the targets with an outage under way at now, sorted,
+// each once.
+func (o *outages) downAt(now time.Time) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []string
+	for _, x := range o.list {
+		if !now.Before(x.start) && now.Before(x.end) && !slices.Contains(out, x.target) {
+			out = append(out, x.target)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // anyUnended reports whether an outage has not been recorded as ended.
 func (o *outages) anyUnended() bool {
 	o.mu.Lock()

@@ -85,6 +85,9 @@ func TestOutageRefusesTheHandlersRequests(t *testing.T) {
 		}
 	}
 	check("during the outage", true)
+	if line := h.progressLine(time.Second, 0); !strings.HasSuffix(line, " | unreachable: servicebus, table") {
+		t.Errorf("progress line %q, want it to end with the targets down", line)
+	}
 	if storeHits.Load() != 1 {
 		t.Errorf("a refused request reached the store: %d requests, want 1", storeHits.Load())
 	}
@@ -95,6 +98,9 @@ func TestOutageRefusesTheHandlersRequests(t *testing.T) {
 		t.Errorf("fast-forwards %q, want one %q", all, JumpOutageEnd)
 	}
 	check("after the outage", false)
+	if line := h.progressLine(time.Second, 0); strings.Contains(line, "unreachable") {
+		t.Errorf("progress line %q after the outage names a target down", line)
+	}
 	got := h.outageSummaries()
 	for i := range got {
 		if got[i].End.Sub(got[i].Start) != 10*time.Minute {
