@@ -455,4 +455,9 @@ func TestOutageWorkload(t *testing.T) {
 	if got := small.wrong(map[string]rowState{"p": {"Delivered", 4}, "u": {"Created", 1}}); got != 1 {
 		t.Errorf("wrong = %d, want 1 (the unpaid order not cancelled)", got)
 	}
+	// A row as Table Storage sends it: LastSequence an Edm.Int64 string.
+	var x row
+	if err := json.Unmarshal([]byte(`{"PartitionKey":"o","Status":"Paid","LastSequence":"3","LastSequence@odata.type":"Edm.Int64"}`), &x); err != nil || x.state() != (rowState{"Paid", 3}) {
+		t.Errorf("row = %+v, %v; want Paid at 3", x, err)
+	}
 }

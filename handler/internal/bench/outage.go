@@ -228,16 +228,16 @@ func newRowReader(cs, table string) (*rowReader, error) {
 	return &rowReader{client: svc.NewClient(table)}, nil
 }
 
-// row is the part of an order's row the recovery check reads.
+// row is the part of an order's row the recovery check reads
+// (LastSequence is an Edm.Int64, a JSON string on the wire).
 type row struct {
 	PartitionKey string
 	Status       string
-	LastSequence json.Number
+	LastSequence aztables.EDMInt64
 }
 
 func (r row) state() rowState {
-	seq, _ := r.LastSequence.Int64()
-	return rowState{Status: r.Status, LastSequence: seq}
+	return rowState{Status: r.Status, LastSequence: int64(r.LastSequence)}
 }
 
 // all lists every row.
@@ -433,7 +433,10 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 	}
 	r.wrongAtEnd = w.wrong(rows)
 	if r.recovery < 0 {
-		r.behindAtEnd = len(w.behind(rows, o.Lead+d))
+		// Caught up after the last look: the end of the run bounds it.
+		if r.behindAtEnd = len(w.behind(rows, o.Lead+d)); r.behindAtEnd == 0 {
+			r.recovery = h.Clock().Now().Sub(out[0].End)
+		}
 	}
 	return r, nil
 }
