@@ -31,7 +31,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	opts.Progress = stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	// A bound against a hang, well above the run's time on a loaded
+	// machine (the outage runs alone took 12 minutes on 2 shared cores).
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	start, loadBefore := time.Now(), loadAverage()
 	r, err := bench.Run(ctx, opts)
