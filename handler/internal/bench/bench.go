@@ -42,6 +42,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -94,6 +95,10 @@ type Options struct {
 	// ProfileDir, if set, receives a CPU profile of the dev host (this
 	// process) during the local ours run.
 	ProfileDir string
+	// Outages size the outage runs (outage.go); no lengths: none.
+	Outages OutageOptions
+	// Only, if not empty, runs only these groups of phases (see Groups).
+	Only []string
 	// AzuriteBinary is azurite-table; empty: found from Root.
 	AzuriteBinary string
 	// Progress receives one line per phase; nil discards.
@@ -109,8 +114,16 @@ func Defaults() Options {
 		Instances:    4,
 		SlotSessions: []int{16, 64, 256}, SlotIdle: []time.Duration{5 * time.Second, time.Second, 200 * time.Millisecond}, SlotRounds: 3,
 		ColdStarts: 20, RSSOrders: 100000, LogLevel: "info",
+		Outages: DefaultOutages(),
 	}
 }
+
+// Groups are the groups of phases Options.Only (make bench's -only)
+// selects from, in run order: the cold starts; the side-by-side runs of
+// limit, naive and ours (with their warm-up); the sessions_<n> runs; the
+// instances run; the session-slot table; memory after many orders; the
+// outage runs.
+var Groups = []string{"cold", "throughput", "sessions", "instances", "slots", "memory", "outage"}
 
 // devhostMaxScale is the fastest broker clock the dev host allows: at it,
 // host.json's 5 s sessionIdleTimeout lasts half a millisecond.
@@ -166,6 +179,9 @@ type Report struct {
 type phase struct {
 	name string
 	run  func(ctx context.Context) error
+	// group is one of Groups ("" in the table in Run: the group of the
+	// rows above).
+	group string
 }
 
 // Run runs every phase and returns the figures. It starts its own Azurite
@@ -212,32 +228,39 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	local, slow := b.az.ConnectionString(), azurite.ConnectionString(b.proxy.Addr)
 	lat := fmt.Sprintf("latency%dms_", opts.Latency.Milliseconds())
 
-	phases := []phase{{"cold start", b.coldStart}, {"warm-up (untimed)", func(ctx context.Context) error { return b.warmUp(ctx, local) }}}
+	phases := []phase{{"cold start", b.coldStart, "cold"}, {"warm-up (untimed)", func(ctx context.Context) error { return b.warmUp(ctx, local) }, "throughput"}}
 	for _, env := range []struct{ cs, prefix, desc string }{{local, "", "local"}, {slow, lat, "+" + opts.Latency.String()}} {
 		for i := range max(1, opts.Repeats) {
 			rep := fmt.Sprintf("%s, run %d of %d", env.desc, i+1, max(1, opts.Repeats))
 			phases = append(phases,
-				phase{"limit, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"limit_", limitOrder) }},
-				phase{"naive, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"naive_", naiveOrder) }},
-				phase{"ours, " + rep, func(ctx context.Context) error { return b.ours(ctx, env.cs, env.prefix) }},
-				phase{"limit through the host, " + rep, func(ctx context.Context) error { return b.limitThroughHost(ctx, env.cs, env.prefix) }})
+				phase{"limit, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"limit_", limitOrder) }, "throughput"},
+				phase{"naive, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"naive_", naiveOrder) }, "throughput"},
+				phase{"ours, " + rep, func(ctx context.Context) error { return b.ours(ctx, env.cs, env.prefix) }, "throughput"},
+				phase{"limit through the host, " + rep, func(ctx context.Context) error { return b.limitThroughHost(ctx, env.cs, env.prefix) }, "throughput"})
 		}
 	}
 	for _, n := range opts.Sessions {
-		phases = append(phases, phase{fmt.Sprintf("ours, %d sessions", n), func(ctx context.Context) error { return b.sessions(ctx, local, n) }})
+		phases = append(phases, phase{fmt.Sprintf("ours, %d sessions", n), func(ctx context.Context) error { return b.sessions(ctx, local, n) }, "sessions"})
 	}
 	if opts.Instances >= 2 {
-		phases = append(phases, phase{fmt.Sprintf("ours, %d instances, sessions moving", opts.Instances), func(ctx context.Context) error { return b.instances(ctx, local) }})
+		phases = append(phases, phase{fmt.Sprintf("ours, %d instances, sessions moving", opts.Instances), func(ctx context.Context) error { return b.instances(ctx, local) }, "instances"})
 	}
 	for _, idle := range opts.SlotIdle {
 		for _, n := range opts.SlotSessions {
 			phases = append(phases, phase{fmt.Sprintf("session slots %d, idle %v", n, idle), func(ctx context.Context) error {
 				return b.slotRow(ctx, local, n, idle)
-			}})
+			}, "slots"})
 		}
 	}
-	phases = append(phases, phase{"cost: the workload and an idle sweep, counted", b.costPhase})
-	phases = append(phases, phase{fmt.Sprintf("memory after %d orders", opts.RSSOrders), b.rssOrders})
+	phases = append(phases, phase{"cost: the workload and an idle sweep, counted", b.costPhase, "cost"})
+	phases = append(phases, phase{fmt.Sprintf("memory after %d orders", opts.RSSOrders), b.rssOrders, "memory"})
+	for _, d := range opts.Outages.New {
+		phases = append(phases, phase{fmt.Sprintf("outage %s, default retry policy", devhostDuration(d)), func(ctx context.Context) error { return b.outage(ctx, d, false) }, "outage"})
+	}
+	for _, d := range opts.Outages.Before {
+		phases = append(phases, phase{fmt.Sprintf("outage %s, today's policy", devhostDuration(d)), func(ctx context.Context) error { return b.outage(ctx, d, true) }, "outage"})
+	}
+	phases = selectPhases(phases, opts.Only)
 
 	begin := time.Now()
 	for i, p := range phases {
@@ -253,14 +276,34 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		b.results[name] = median(xs)
 	}
 	b.summarizeLocal()
-	b.ratios("")
-	b.ratios(lat)
+	if _, ok := b.results["ours_msgs_per_s"]; ok {
+		b.ratios("")
+		b.ratios(lat)
+	}
 	if b.instancesRun != nil {
 		b.instancesRun.Baseline = b.baseline
 	}
-	return Report{Values: b.results, Slots: b.slots, Notes: b.notes, Instances: b.instancesRun, Cost: b.costRun,
-		Workload: fmt.Sprintf("%d orders, %d messages: %d in-order status changes, %d redeliveries of applied messages, %d stale replays; %d orders in flight",
-			len(b.w.Orders), b.w.Messages(), b.w.Applied, b.w.Duplicates, b.w.Stales, opts.InFlight)}, nil
+	workload := ""
+	if slices.ContainsFunc(phases, func(p phase) bool { return p.group == "throughput" || p.group == "sessions" || p.group == "instances" }) {
+		workload = fmt.Sprintf("%d orders, %d messages: %d in-order status changes, %d redeliveries of applied messages, %d stale replays; %d orders in flight",
+			len(b.w.Orders), b.w.Messages(), b.w.Applied, b.w.Duplicates, b.w.Stales, opts.InFlight)
+	}
+	return Report{Values: b.results, Slots: b.slots, Notes: b.notes, Instances: b.instancesRun, Cost: b.costRun, Workload: workload}, nil
+}
+
+// selectPhases keeps the phases of the groups in only (all of them when
+// only is empty).
+func selectPhases(phases []phase, only []string) []phase {
+	if len(only) == 0 {
+		return phases
+	}
+	var out []phase
+	for _, p := range phases {
+		if slices.Contains(only, p.group) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // table returns a fresh table name for one run, so that every run starts

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -47,6 +48,10 @@ type oursConfig struct {
 	logLevel string
 	// handler replaces bin/handler, if set (the limit through the host).
 	handler string
+	// settings are more app settings for the handler.
+	settings map[string]string
+	// outages are the dev host's OutageTargets.
+	outages []string
 }
 
 // startHost starts the dev host with the handler of the repository at
@@ -64,6 +69,20 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 	if handler == "" {
 		handler = b.handler
 	}
+	settings := map[string]string{
+		devhost.SettingStoreConnection: c.store,
+		devhost.SettingStoreServiceURI: "",
+		"OrderStore__tableName":        c.table,
+		"LOG_LEVEL":                    level,
+		// The steady-state phases measure the message path of a
+		// workload without payment timeouts. With rescheduling on, the
+		// handler schedules a timeout check per order (one Service Bus
+		// operation and one delivery each, due after the run), which
+		// these phases' counts and WaitIdle do not model; the outage
+		// phases set the policy they compare in c.settings.
+		config.EnvRetryReschedule: "false",
+	}
+	maps.Copy(settings, c.settings)
 	h, err := devhost.New(devhost.Options{
 		AppRoot:     b.opts.Root,
 		HandlerPath: handler,
@@ -75,20 +94,9 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 			LockDuration: time.Duration(scale * float64(lock)),
 			TimeToLive:   time.Duration(scale * float64(24*time.Hour)),
 		},
-		Sessions: devhost.SessionOverrides{MaxConcurrentSessions: c.sessions, SessionIdleTimeout: c.idle},
-		Settings: map[string]string{
-			devhost.SettingStoreConnection: c.store,
-			devhost.SettingStoreServiceURI: "",
-			"OrderStore__tableName":        c.table,
-			"LOG_LEVEL":                    level,
-			// The steady-state phases measure the message path of a
-			// workload without payment timeouts. With rescheduling on,
-			// the handler schedules a timeout check per order (one
-			// Service Bus operation and one delivery each, due after
-			// the run), which these phases' counts and WaitIdle do not
-			// model; the outage phases compare the two policies.
-			config.EnvRetryReschedule: "false",
-		},
+		Sessions:         devhost.SessionOverrides{MaxConcurrentSessions: c.sessions, SessionIdleTimeout: c.idle},
+		Settings:         settings,
+		OutageTargets:    c.outages,
 		NoAzuriteInstall: true,
 		Instances:        c.instances,
 		Stdout:           c.stdout,

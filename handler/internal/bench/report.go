@@ -37,6 +37,7 @@ func Names(opts Options) []string {
 		}
 	}
 	names = append(names, CostNames...)
+	names = append(names, outageNames(opts.Outages)...)
 	// Also printed: the direct loops' own round trips per message.
 	return append(names, "limit_round_trips_per_msg", "naive_round_trips_per_msg",
 		lat+"limit_round_trips_per_msg", lat+"naive_round_trips_per_msg")
@@ -62,10 +63,12 @@ func format(name string, v float64) string {
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
 		return "NaN"
-	case strings.HasSuffix(name, "_msgs_per_s"):
+	case strings.HasSuffix(name, "_msgs_per_s"), strings.HasSuffix(name, "_recovery_s"), strings.HasSuffix(name, "_recovery_s_before"):
 		return fmt.Sprintf("%.1f", v)
 	case strings.Contains(name, "gb_s"):
 		return fmt.Sprintf("%.6f", v)
+	case strings.HasSuffix(name, "_dead_lettered"), strings.HasSuffix(name, "_dead_lettered_before"):
+		return fmt.Sprintf("%.0f", v)
 	case strings.Contains(name, "round_trips"), strings.HasPrefix(name, "cpu_ms"), strings.HasPrefix(name, "cost_usd_idle"),
 		strings.HasSuffix(name, "_per_message"):
 		return fmt.Sprintf("%.3f", v)
@@ -77,7 +80,9 @@ func format(name string, v float64) string {
 // Print writes the session-slot table, the figures as `name: value`
 // lines, and the targets met or missed.
 func (r Report) Print(w io.Writer, opts Options) {
-	fmt.Fprintf(w, "\nworkload: %s\n", r.Workload)
+	if r.Workload != "" {
+		fmt.Fprintf(w, "\nworkload: %s\n", r.Workload)
+	}
 	if len(r.Slots) > 0 {
 		fmt.Fprintf(w, "\nsession slots (one available message per session, %d sessions per slot, real clock):\n", opts.SlotRounds)
 		fmt.Fprintf(w, "| maxConcurrentSessions | sessionIdleTimeout | messages/s | slot time idle | p99 delay |\n|---:|---:|---:|---:|---:|\n")
@@ -134,13 +139,37 @@ func (r Report) Targets(opts Options) []string {
 		out = append(out, fmt.Sprintf("target %s %s %g: %s (%s)", t.name, op, t.bound, metWord(met), format(t.name, v)))
 	}
 	if len(opts.Sessions) > 1 {
-		out = append(out, r.sessionsTarget(opts))
+		if _, ran := r.Values[fmt.Sprintf("sessions_%d_msgs_per_s", opts.Sessions[0])]; ran {
+			out = append(out, r.sessionsTarget(opts))
+		}
 	}
 	if r.Instances != nil {
 		out = append(out, r.instancesTarget(opts))
 	}
 	if r.Cost != nil {
 		out = append(out, r.Cost.targets()...)
+	}
+	return append(out, r.outageTargets(opts)...)
+}
+
+// outageTargets: no message dead-lettered by an outage on the default
+// policy, and at most a tenth of today's storage calls per message during
+// one, where today's ran at the same length. (The recovery target, the
+// backoff cap plus 60 s, depends on the cap, a setting of the retry
+// policy: see the README.)
+func (r Report) outageTargets(opts Options) []string {
+	var out []string
+	for _, d := range opts.Outages.New {
+		p := outageName(d)
+		if v, ok := r.Values[p+"dead_lettered"]; ok {
+			out = append(out, fmt.Sprintf("target %sdead_lettered = 0: %s (%s)", p, metWord(v == 0), format(p+"dead_lettered", v)))
+		}
+		v, ok := r.Values[p+"store_calls_per_message"]
+		before, okBefore := r.Values[p+"store_calls_per_message_before"]
+		if ok && okBefore {
+			out = append(out, fmt.Sprintf("target %sstore_calls_per_message <= a tenth of today's: %s (%.2f against %.2f)",
+				p, metWord(v <= before/10), v, before))
+		}
 	}
 	return out
 }

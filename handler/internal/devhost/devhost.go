@@ -38,6 +38,13 @@
 // and its own session slots; the front takes the running instances in
 // turn, and timers run on the oldest one (instance.go).
 //
+// Outages (Options.OutageTargets, StartOutage, outage lines in a
+// workload; outage.go) make Table Storage or the handler's own Service Bus
+// calls unreachable from the handler processes for a while: a fault proxy
+// between them refuses every request. Functions disabled by the host's
+// kill switch, the app setting AzureWebJobs.<name>.Disabled, are left out
+// as the Functions host leaves them out (funcapp.DisabledBy).
+//
 // Time runs on the host's clock: real time, TimeScale times faster, and
 // with FastForward moved ahead at once over stretches in which the host
 // only waits for a scheduled message.
@@ -213,6 +220,16 @@ type Options struct {
 	// with its own handler process and its own session slots, on the one
 	// broker and store (see AddInstance, RemoveInstance, KillInstance).
 	Instances int
+	// OutageTargets are the targets (OutageTable, OutageServiceBus) the
+	// run may make unreachable (StartOutage, outage lines in Play): for
+	// each, a fault proxy stands between the handler processes and the
+	// target from the start. A table outage needs the store on loopback
+	// HTTP (Azurite): Start fails otherwise. Without them the handler
+	// reaches both directly.
+	OutageTargets []string
+	// OnOutage, if set, is called after each outage line Play applies,
+	// with the error if it failed.
+	OnOutage func(target string, d time.Duration, err error)
 	// OnScale, if set, is called after each scale event Play applies:
 	// the action, the instance's id, and the error if it failed.
 	OnScale func(action, id string, err error)
@@ -240,6 +257,9 @@ type Host struct {
 	idleStep           time.Duration  // longest fast-forward while sessions are held
 	sessionWorkers     map[string]int // session queue -> its dispatchers' workers
 	idleSessions       *idleTracker
+	outages            *outages
+	playMu             sync.Mutex
+	playStart          time.Time // when Play first began, on the host's clock
 
 	// Set by Start.
 	started     atomic.Bool
@@ -336,6 +356,12 @@ func New(opts Options) (*Host, error) {
 		}
 		h.ff = adv
 	}
+	for _, t := range opts.OutageTargets {
+		if !scenario.IsOutageTarget(t) {
+			return nil, fmt.Errorf("devhost: outage target %q: want %s or %s", t, OutageTable, OutageServiceBus)
+		}
+	}
+	h.outages = newOutages(h.clock)
 	h.broker = membroker.New(&membroker.Options{Clock: h.clock, Logger: h.log})
 	h.queue = app.Settings.Get(SettingQueue)
 	h.poisonQueue = app.Settings.Get(SettingPoisonQueue)
@@ -540,6 +566,15 @@ func (h *Host) Start(ctx context.Context) (err error) {
 		}
 	}
 	settings[SettingDevBrokerURL] = h.brokerURL
+	// What --outage can make unreachable, the handler reaches through a
+	// fault proxy.
+	proxied, err := h.startProxies(settings.Get(SettingStoreConnection), h.brokerURL)
+	if err != nil {
+		return err
+	}
+	for k, v := range proxied {
+		settings[k] = v
+	}
 	h.deadLetterTable = settings.Get(hcfg.EnvDeadLetterTable)
 	if h.deadLetterTable == "" {
 		h.deadLetterTable = hcfg.DefaultDeadLetterTable
@@ -650,11 +685,16 @@ func (h *Host) StoreDone() <-chan struct{} {
 	return h.az.Done()
 }
 
-// connections returns the setting prefixes of the Service Bus triggers.
+// connections returns the setting prefixes of the Service Bus triggers,
+// disabled ones' included.
 func (h *Host) connections() []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, fn := range h.app.Functions {
+	fns := slices.Clone(h.app.Functions)
+	for _, d := range h.app.Disabled { // their connections are the app's too
+		fns = append(fns, funcapp.Function{Name: d.Name, Bindings: d.Bindings})
+	}
+	for _, fn := range fns {
 		if t, ok := fn.Trigger(); ok && t.Type == funcapp.TypeServiceBusTrigger {
 			c := t.Connection
 			if c == "" {
@@ -710,6 +750,7 @@ func (h *Host) Close() error {
 			stopping.Go(in.proc.Stop)
 		}
 		stopping.Wait()
+		h.outages.close()
 		if h.brokerSrv != nil {
 			errs = append(errs, h.brokerSrv.Shutdown(ctx))
 		}
@@ -849,11 +890,18 @@ func (h *Host) Send(ctx context.Context, l ScenarioLine) error {
 // Play sends lines in order, holding each line until SendAfter has passed
 // on the host's clock since Play began. A scale line (Scale set) adds,
 // removes or kills an instance instead (see Scale); one that cannot be
-// applied, such as removing the last instance, is a warning. With FastForward, a hold during
+// applied, such as removing the last instance, is a warning. An outage line
+// (Outage set) starts an outage (see StartOutage); one whose target is
+// not in Options.OutageTargets fails Play. With FastForward, a hold during
 // which the host has nothing else to do is skipped by moving the clock.
 // It fails when Send does, ctx ends, or the store the host started died.
 func (h *Host) Play(ctx context.Context, lines []ScenarioLine) error {
 	start := h.clock.Now()
+	h.playMu.Lock()
+	if h.playStart.IsZero() {
+		h.playStart = start
+	}
+	h.playMu.Unlock()
 	for _, l := range lines {
 		if l.SendAfter > 0 {
 			if err := h.sleepUntil(ctx, start.Add(l.SendAfter)); err != nil {
@@ -870,6 +918,16 @@ func (h *Host) Play(ctx context.Context, lines []ScenarioLine) error {
 			}
 			if h.opts.OnScale != nil {
 				h.opts.OnScale(l.Scale, id, err)
+			}
+			continue
+		}
+		if l.Outage != "" {
+			err := h.StartOutage(l.Outage, l.Duration)
+			if h.opts.OnOutage != nil {
+				h.opts.OnOutage(l.Outage, l.Duration, err)
+			}
+			if err != nil {
+				return fmt.Errorf("%w (%s)", err, l.Pos)
 			}
 			continue
 		}
@@ -917,7 +975,9 @@ const pollInterval = 20 * time.Millisecond
 // scheduled messages and no call (Service Bus or timer) is running, or ctx
 // ends. Scheduled messages make it wait until they are due and handled
 // (with FastForward, the clock jumps to them when nothing else is left to
-// do); the dead-letter subqueues and the poison queue do not count. It
+// do); the dead-letter subqueues and the poison queue do not count. An
+// outage under way (StartOutage) keeps it waiting until its end (with
+// FastForward, the clock jumps there when nothing else is left to do). It
 // fails when the handler is no longer supervised or the store the host
 // started died.
 func (h *Host) WaitIdle(ctx context.Context) error {
@@ -940,13 +1000,14 @@ func (h *Host) WaitIdle(ctx context.Context) error {
 			}
 		case <-h.StoreDone():
 		case <-h.stats.callEnded: // the last call may have ended
+		case <-h.outages.ended:
 		case <-t.C:
 		}
 	}
 }
 
 func (h *Host) idle() bool {
-	if h.stats.inFlight.Load() != 0 {
+	if h.stats.inFlight.Load() != 0 || h.outages.anyUnended() {
 		return false
 	}
 	for _, q := range h.triggered {
@@ -963,7 +1024,7 @@ func (h *Host) idle() bool {
 // dispatchers hold waits idle for its next message, and no visible message
 // waits for a free worker. What falls due: a scheduled message, the end of
 // a session lock a killed instance left, limit (Play's next line; zero for
-// none), or the end of an idle session's wait (so that its worker moves on
+// none), the end of an outage, or the end of an idle session's wait (so that its worker moves on
 // to the next session); while sessions are held, the clock moves a quarter
 // of the lock duration at most. It assumes one driver: what starts
 // between its look at the queues and the jump can only be what falls due
@@ -1006,6 +1067,9 @@ func (h *Host) fastForward(limit time.Time) {
 	}
 	if !limit.IsZero() && (next.IsZero() || limit.Before(next)) {
 		next, to = limit, JumpSendAfter
+	}
+	if end, ok := h.outages.nextEnd(h.clock.Now()); ok && (next.IsZero() || end.Before(next)) {
+		next, to = end, JumpOutageEnd
 	}
 	if anyHeld {
 		if end, ok := h.idleSessions.firstWaitEnd(); ok && (next.IsZero() || end.Before(next)) {

@@ -603,7 +603,7 @@ func checkScale(instances int, lines []ScenarioLine) error {
 	return nil
 }
 
-// mergeScale inserts each scale event before the first line held longer
+// mergeScale inserts each scale event (or outage) before the first line held longer
 // than the event, so that Play applies it at its time.
 func mergeScale(lines, events []ScenarioLine) []ScenarioLine {
 	out := slices.Clone(lines)
@@ -617,11 +617,12 @@ func mergeScale(lines, events []ScenarioLine) []ScenarioLine {
 	return out
 }
 
-// messages counts the lines that send a message (not scale events).
+// messages counts the lines that send a message (not scale events or
+// outages).
 func messages(lines []ScenarioLine) int {
 	n := 0
 	for _, l := range lines {
-		if l.Scale == "" {
+		if l.IsMessage() {
 			n++
 		}
 	}

@@ -131,6 +131,7 @@ type config struct {
 	quiet        bool
 	instances    int
 	scale        []ScenarioLine
+	outages      []ScenarioLine
 }
 
 // parseFlags returns the configuration, or an exit code >= 0 to return.
@@ -153,6 +154,7 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines: only the HTTP front's address, warnings, failures and the summary")
 	fs.IntVar(&c.instances, "instances", 1, fmt.Sprintf("instances of the app at the start, as Flex Consumption scales out: each its own handler process, cache and session slots (1 to %d)", MaxInstances))
 	scaleFlag := fs.String("scale", "", "scale `events` during the run, comma-separated ACTION[:INSTANCE]@AFTER, such as add@2m,remove:2@4m,kill:1@6m (INSTANCE a number or an id such as instance-1, default the newest; AFTER on the host's clock since the workload started, like sendAfter); checked before the run")
+	outageFlag := fs.String("outage", "", "make Table Storage or the handler's own Service Bus calls (parking, rescheduling) unreachable from the handler for a while, comma-separated TARGET@AFTER+DURATION: table@2m+30m, servicebus@1m+5m (every request refused; AFTER on the host's clock since the workload started; the trigger keeps delivering)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printHelp(stdout, fs)
@@ -186,6 +188,12 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 		var err error
 		if c.scale, err = ParseScale(*scaleFlag); err != nil {
 			return bad("--scale: %v", err)
+		}
+	}
+	if *outageFlag != "" {
+		var err error
+		if c.outages, err = ParseOutages(*outageFlag); err != nil {
+			return bad("--outage: %v", err)
 		}
 	}
 	if err := checkAddr(c.httpAddr); err != nil {
@@ -274,7 +282,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		fmt.Fprintf(stderr, "handler dev: --app-root %s: no host.json there (run from the repository root, or name it) (%s)\n", c.appRoot, usageLine)
 		return ExitUsage
 	}
-	lines = mergeScale(lines, c.scale)
+	lines = mergeScale(mergeScale(lines, c.scale), c.outages)
 	if err := checkScale(c.instances, lines); err != nil {
 		fmt.Fprintf(stderr, "handler dev: %v (%s)\n", err, usageLine)
 		return ExitUsage
@@ -320,15 +328,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 
 	var h *Host
 	opts := Options{
-		AppRoot:     c.appRoot,
-		Queues:      QueueOverrides{LockDuration: c.lockDuration, MaxDeliveryCount: int32(c.maxDelivery)},
-		TimeScale:   c.timeScale,
-		HTTPAddr:    c.httpAddr,
-		Stdout:      handlerOut,
-		Stderr:      handlerErr,
-		Logger:      logger,
-		FastForward: c.exitWhenIdle,
-		Instances:   c.instances,
+		AppRoot:       c.appRoot,
+		Queues:        QueueOverrides{LockDuration: c.lockDuration, MaxDeliveryCount: int32(c.maxDelivery)},
+		TimeScale:     c.timeScale,
+		HTTPAddr:      c.httpAddr,
+		Stdout:        handlerOut,
+		Stderr:        handlerErr,
+		Logger:        logger,
+		FastForward:   c.exitWhenIdle,
+		Instances:     c.instances,
+		OutageTargets: OutageTargets(lines),
+		OnOutage: func(target string, d time.Duration, err error) {
+			if err != nil {
+				note("outage %s: %v", target, err)
+				return
+			}
+			note("outage: %s unreachable from the handler for %s (host clock)", target, shortDuration(d))
+		},
 		OnScale: func(action, id string, err error) {
 			if err != nil {
 				note("scale %s: %v", action, err)
@@ -354,6 +370,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		return fail(err)
 	}
 	say("handler dev: app %s, settings from %s", h.app.Root, h.SettingsSource())
+	for _, d := range h.DisabledFunctions() {
+		note("warning: function %s is disabled by %s: it is not invoked", d.Name, d.By)
+	}
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	err = h.Start(startCtx)
 	cancel()

@@ -175,9 +175,9 @@ func TestMainExitWhenIdle(t *testing.T) {
 				t.Errorf("summary: got %+v, want one message Applied", s)
 			}
 			var keys map[string]json.RawMessage
-			if err := json.Unmarshal(data, &keys); err != nil || len(keys) != 7 || keys["orders"] == nil || keys["results"] == nil ||
-				keys["parked"] == nil || keys["deadLettered"] == nil || keys["archived"] == nil || keys["accounting"] == nil || keys["instances"] == nil {
-				t.Errorf("summary JSON: want exactly orders, results, parked, deadLettered, archived, accounting, instances:\n%s", data)
+			if err := json.Unmarshal(data, &keys); err != nil || len(keys) != 8 || keys["orders"] == nil || keys["results"] == nil ||
+				keys["parked"] == nil || keys["deadLettered"] == nil || keys["archived"] == nil || keys["accounting"] == nil || keys["instances"] == nil || keys["outages"] == nil {
+				t.Errorf("summary JSON: want exactly orders, results, parked, deadLettered, archived, accounting, instances, outages:\n%s", data)
 			}
 			if len(s.Instances) != 1 || s.Instances[0].ID != "instance-1" || s.Instances[0].Invocations != 1 || s.Instances[0].Results["Applied"] != 1 {
 				t.Errorf("summary instances: got %+v, want instance-1 with one call, Applied", s.Instances)

@@ -96,6 +96,9 @@ func (h *Host) progress(elapsed time.Duration, total int) progressReport {
 		}
 		b.WriteString(")")
 	}
+	if down := h.outages.downAt(h.clock.Now()); len(down) > 0 {
+		fmt.Fprintf(&b, " | unreachable: %s", strings.Join(down, ", "))
+	}
 	if inst := h.Instances(); len(inst) > 1 {
 		b.WriteString(" | calls by instance:")
 		for _, in := range inst {

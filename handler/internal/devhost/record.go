@@ -12,11 +12,16 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 )
 
-// Application properties of a parked message (set by the handler).
+// Application properties set by the handler: OriginalMessageId on a
+// parked message (and on a rescheduled copy), RetryAttempt on a copy
+// rescheduled to retry a message later (1 for the first).
 const (
-	propOriginalMessageID = "OriginalMessageId"
+	propOriginalMessageID = parking.PropOriginalMessageID
+	propRetryAttempt      = reschedule.PropRetryAttempt
 )
 
 // recorder is the broker the handler talks to (through the loopback
@@ -45,6 +50,9 @@ type recorder struct {
 	// sent counts the messages sent or scheduled through the recorder
 	// (by the handler and the CLI), by queue.
 	sent map[string]int
+	// rescheduled counts the scheduled messages with a RetryAttempt
+	// property; parkedSends every copy sent to the poison queue.
+	rescheduled, parkedSends int
 }
 
 // lockKey names a message handed out from a dead-letter subqueue.
@@ -74,6 +82,7 @@ func (r *recorder) Send(ctx context.Context, queue string, msg broker.Message) e
 	}
 	if err == nil && queue == r.poisonQueue {
 		r.mu.Lock()
+		r.parkedSends++
 		if !r.parkedIDs[msg.MessageID] {
 			r.parkedIDs[msg.MessageID] = true
 			r.parked = append(r.parked, Entry{
@@ -93,9 +102,27 @@ func (r *recorder) Schedule(ctx context.Context, queue string, msg broker.Messag
 	if err == nil {
 		r.mu.Lock()
 		r.sent[queue]++
+		if _, retry := msg.ApplicationProperties[propRetryAttempt]; retry {
+			r.rescheduled++
+		}
 		r.mu.Unlock()
 	}
 	return seq, err
+}
+
+// rescheduledCount is the number of scheduled copies that carry a
+// RetryAttempt property.
+func (r *recorder) rescheduledCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rescheduled
+}
+
+// parkedCount is the number of copies sent to the poison queue.
+func (r *recorder) parkedCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.parkedSends
 }
 
 // sentTo is the number of messages sent or scheduled to queue through the

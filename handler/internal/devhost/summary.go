@@ -27,7 +27,7 @@ import (
 )
 
 // Summary is what a run did. Its JSON form, the --summary-json file, has
-// the keys orders, results, parked, deadLettered, archived, accounting and instances,
+// the keys orders, results, parked, deadLettered, archived, accounting, instances and outages,
 // never null; the other fields are for the printed table and for Go
 // callers.
 type Summary struct {
@@ -61,6 +61,9 @@ type Summary struct {
 	// Instances is what each instance of the app did, in start order
 	// (one entry without scale-out): see InstanceSummary.
 	Instances []InstanceSummary `json:"instances"`
+	// Outages lists the run's outages (--outage, outage lines) in start
+	// order, each with what it cost: see OutageSummary.
+	Outages []OutageSummary `json:"outages"`
 	// Sent is the number of workload messages sent.
 	Sent int `json:"-"`
 	// PoisonDepth and DeadLetterDepth are the current depths of the
@@ -83,9 +86,13 @@ func (s Summary) MarshalJSON() ([]byte, error) {
 		Archived     []Entry             `json:"archived"`
 		Accounting   Accounting          `json:"accounting"`
 		Instances    []InstanceSummary   `json:"instances"`
+		Outages      []OutageSummary     `json:"outages"`
 	}
 	f := file{Orders: s.Orders, Results: s.Results, Parked: s.Parked, DeadLettered: s.DeadLettered, Archived: s.Archived,
-		Accounting: s.Accounting, Instances: s.Instances}
+		Accounting: s.Accounting, Instances: s.Instances, Outages: s.Outages}
+	if f.Outages == nil {
+		f.Outages = []OutageSummary{}
+	}
 	if f.Archived == nil {
 		f.Archived = []Entry{}
 	}
@@ -154,7 +161,7 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 	}
 	sent, results := h.stats.snapshot()
 	parked, removed := h.rec.snapshot()
-	s := Summary{Results: results, Parked: parked, Sent: sent, DeadLettered: []Entry{}, Instances: h.Instances()}
+	s := Summary{Results: results, Parked: parked, Sent: sent, DeadLettered: []Entry{}, Instances: h.Instances(), Outages: h.outageSummaries()}
 	if s.Parked == nil {
 		s.Parked = []Entry{}
 	}
@@ -454,6 +461,7 @@ func (s Summary) WriteTable(w io.Writer) error {
 		}
 	}
 	writeInstances(&b, s.Instances)
+	writeOutages(&b, s.Outages)
 	if len(s.Violations) == 0 {
 		b.WriteString("invariants: all hold\n")
 	} else {
@@ -509,5 +517,21 @@ func writeInstances(b *strings.Builder, inst []InstanceSummary) {
 		}
 		fmt.Fprintf(b, "  %-12s %-8s calls %5d, timer runs %3d | round trips %5d, ETag conflicts %3d, cache hits %5d | %s\n",
 			in.ID, in.State, in.Invocations, in.TimerRuns, in.RoundTrips, in.ETagConflicts, in.CacheHits, strings.Join(parts, ", "))
+	}
+}
+
+// writeOutages writes each outage and what it cost, when there were any.
+func writeOutages(b *strings.Builder, list []OutageSummary) {
+	if len(list) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "outages (%d; counted from each one's start to its end, on the host's clock)\n", len(list))
+	for _, o := range list {
+		state := ""
+		if !o.Ended {
+			state = " (not over)"
+		}
+		fmt.Fprintf(b, "  %-10s from %s for %s%s: %d requests refused | rescheduled %d, dead-lettered %d, parked %d\n",
+			o.Target, o.After, o.Duration, state, o.Refused, o.Rescheduled, o.DeadLettered, o.Parked)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -34,7 +35,16 @@ const (
 	// LoseAnswer forwards the request (it takes effect upstream) and then
 	// closes the client connection instead of answering.
 	LoseAnswer
+	// Refuse resets the client connection (TCP RST, no answer) without
+	// forwarding: nothing happens upstream, and the client sees a
+	// connection error (ECONNRESET), as when the service is unreachable
+	// and its connections are refused. The development host's outages
+	// use it.
+	Refuse
 )
+
+// modes is the number of modes, for the counters.
+const modes = int(Refuse) + 1
 
 // Rule decides the mode of one request; nil means Pass.
 type Rule func(r *http.Request) Mode
@@ -49,12 +59,30 @@ type Proxy struct {
 	delay   atomic.Int64
 	mu      sync.Mutex
 	after   func(r *http.Request, status int)
-	counts  [4]atomic.Int64
+	counts  [modes]atomic.Int64
 	stopped chan struct{}
 }
 
+// Options tune StartWith. The zero value (or nil) is Start's proxy.
+type Options struct {
+	// FollowClient ends a forwarded request when its client goes away,
+	// closing the upstream connection, as a direct connection would end
+	// it; OnAnswer then never sees that request. By default a forwarded
+	// request runs to completion upstream whatever the client does (as a
+	// request already on the wire does), which a client that gives up and
+	// retries quickly turns into an unbounded pile of requests upstream.
+	FollowClient bool
+}
+
 // Start runs a proxy to upstream (an http://127.0.0.1:port URL).
-func Start(upstream string) (*Proxy, error) {
+func Start(upstream string) (*Proxy, error) { return StartWith(upstream, nil) }
+
+// StartWith runs a proxy to upstream (an http://127.0.0.1:port URL) with
+// opts (nil: Start's).
+func StartWith(upstream string, opts *Options) (*Proxy, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
 	u, err := url.Parse(upstream)
 	if err != nil {
 		return nil, err
@@ -69,7 +97,9 @@ func Start(upstream string) (*Proxy, error) {
 	p := &Proxy{Addr: ln.Addr().String(), stopped: make(chan struct{})}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 64, ResponseHeaderTimeout: 30 * time.Second}
-	rp.ErrorLog = nil
+	// An upstream that fails is a 502 to the client, which is the
+	// point; the reverse proxy's log line for each would be noise.
+	rp.ErrorLog = log.New(io.Discard, "", 0)
 	rp.ModifyResponse = func(resp *http.Response) error {
 		p.mu.Lock()
 		after := p.after
@@ -95,7 +125,7 @@ func Start(upstream string) (*Proxy, error) {
 			mode = (*rule)(r)
 		}
 		p.counts[mode].Add(1)
-		if mode == Pass || mode == LoseAnswer {
+		if (mode == Pass || mode == LoseAnswer) && !opts.FollowClient {
 			// A forwarded request runs to completion upstream even if
 			// its client goes away meanwhile, as on a real network, so
 			// that OnAnswer sees every upstream answer. (A context that
@@ -113,6 +143,8 @@ func Start(upstream string) (*Proxy, error) {
 			_, _ = w.Write([]byte(`{"odata.error":{"code":"ServerBusy","message":{"lang":"en-US","value":"The server is busy (injected)."}}}`))
 		case Drop:
 			hijackClose(w)
+		case Refuse:
+			hijackReset(w)
 		case LoseAnswer:
 			rec := &discard{header: http.Header{}}
 			rp.ServeHTTP(rec, r)
@@ -250,6 +282,22 @@ func Until(t time.Time, inner Rule) Rule {
 func hijackClose(w http.ResponseWriter) {
 	if hj, ok := w.(http.Hijacker); ok {
 		if c, _, err := hj.Hijack(); err == nil {
+			_ = c.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// hijackReset closes the client connection with a TCP RST (SO_LINGER 0)
+// instead of an orderly close, as a refused or reset connection looks to
+// the client.
+func hijackReset(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if c, _, err := hj.Hijack(); err == nil {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
 			_ = c.Close()
 			return
 		}

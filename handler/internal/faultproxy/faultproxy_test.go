@@ -2,11 +2,13 @@ package faultproxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -35,6 +37,7 @@ func TestModes(t *testing.T) {
 		{"pass", nil, "GET", 200, 1},
 		{"server busy", Always(ServerBusy), "GET", 503, 0},
 		{"drop", Always(Drop), "GET", 0, 0},
+		{"refuse", Always(Refuse), "PUT", 0, 0},
 		{"lose answer still reaches upstream", Always(LoseAnswer), "PUT", 0, 1},
 		{"writes only: read passes", Writes(ServerBusy), "GET", 200, 1},
 		{"writes only: write fails", Writes(ServerBusy), "PUT", 503, 0},
@@ -58,6 +61,32 @@ func TestModes(t *testing.T) {
 				t.Errorf("upstream hits = %d, want %d", got, tt.wantHits)
 			}
 		})
+	}
+}
+
+// TestRefuseResets: a refused request is a reset connection, the error
+// storage clients classify as a connection failure (ECONNRESET), and it
+// is counted.
+func TestRefuseResets(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("a refused request reached upstream") }))
+	defer up.Close()
+	p, err := Start(up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.SetRule(Always(Refuse))
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Post(p.URL()+"/t", "application/json", strings.NewReader("{}"))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("status %d, want a connection error", resp.StatusCode)
+	}
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("error %v, want ECONNRESET", err)
+	}
+	if n := p.Count(Refuse); n != 1 {
+		t.Errorf("Count(Refuse) = %d, want 1", n)
 	}
 }
 
@@ -225,5 +254,55 @@ func TestForwardedRequestCompletesWhenTheClientLeaves(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the hook never saw the upstream answer of a request whose client left")
+	}
+}
+
+// TestFollowClient: by default a forwarded request runs to completion
+// upstream after its client gave up; with FollowClient it ends with the
+// client, as on a direct connection.
+func TestFollowClient(t *testing.T) {
+	for _, follow := range []bool{false, true} {
+		arrived := make(chan struct{})
+		ended := make(chan bool, 1) // true: the upstream request was cancelled
+		release := make(chan struct{})
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			close(arrived)
+			select {
+			case <-r.Context().Done():
+				ended <- true
+			case <-release:
+				ended <- false
+			}
+		}))
+		p, err := StartWith(up.URL, &Options{FollowClient: follow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/slow", nil)
+		go func() {
+			<-arrived
+			cancel() // the client gives up while the request is upstream
+		}()
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			t.Errorf("follow %t: the cancelled request got %d", follow, resp.StatusCode)
+		}
+		if !follow {
+			close(release) // only this ends a request that outlives its client
+		}
+		select {
+		case got := <-ended:
+			if got != follow {
+				t.Errorf("follow %t: upstream request cancelled = %t, want %t", follow, got, follow)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("follow %t: the upstream request never ended", follow)
+		}
+		if follow {
+			close(release)
+		}
+		p.Close()
+		up.Close()
 	}
 }

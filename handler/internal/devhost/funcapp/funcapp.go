@@ -30,6 +30,9 @@ type App struct {
 	Host Host
 	// Functions are sorted by name; disabled functions are left out.
 	Functions []Function
+	// Disabled names the functions left out, sorted, each with what
+	// disabled it (see DisabledBy).
+	Disabled []DisabledFunction
 	// Settings are the resolved app settings (see LoadSettings).
 	Settings Settings
 	// SettingsSource says where the file layer of Settings came from.
@@ -170,11 +173,11 @@ func Load(root string, o *LoadOptions) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	fns, err := LoadFunctions(abs, settings)
+	fns, off, err := loadFunctions(abs, settings)
 	if err != nil {
 		return nil, err
 	}
-	return &App{Root: abs, Host: host, Functions: fns, Settings: settings, SettingsSource: source}, nil
+	return &App{Root: abs, Host: host, Functions: fns, Disabled: off, Settings: settings, SettingsSource: source}, nil
 }
 
 // hostFile mirrors the parts of host.json we read. encoding/json matches
@@ -387,31 +390,48 @@ func functionsDir(root string) string {
 	return root
 }
 
+// DisabledFunction is a function the app leaves out, and why: the app
+// setting that disabled it, or "function.json" for its "disabled"
+// property. Bindings are as function.json has them (%NAME% expressions
+// not resolved): a disabled trigger's connection is still the app's.
+type DisabledFunction struct {
+	Name, By string
+	Bindings []Binding
+}
+
 // LoadFunctions reads every <dir>/<Name>/function.json, resolves %NAME%
-// expressions from settings and leaves out disabled functions ("disabled":
-// true, or the setting AzureWebJobs.<Name>.Disabled=true).
+// expressions from settings and leaves out disabled functions (see
+// DisabledBy, and function.json's "disabled": true or the name of a
+// setting that is "true").
 func LoadFunctions(root string, settings Settings) ([]Function, error) {
+	fns, _, err := loadFunctions(root, settings)
+	return fns, err
+}
+
+func loadFunctions(root string, settings Settings) ([]Function, []DisabledFunction, error) {
 	dir := functionsDir(root)
 	paths, err := filepath.Glob(filepath.Join(dir, "*", "function.json"))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		return nil, nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	sort.Strings(paths)
 	var fns []Function
+	var off []DisabledFunction
 	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+			return nil, nil, fmt.Errorf("%w: %v", ErrConfig, err)
 		}
 		var f struct {
 			Disabled json.RawMessage `json:"disabled"`
 			Bindings []Binding       `json:"bindings"`
 		}
 		if err := json.Unmarshal(data, &f); err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrConfig, rel(root, path), err)
+			return nil, nil, fmt.Errorf("%w: %s: %v", ErrConfig, rel(root, path), err)
 		}
 		name := filepath.Base(filepath.Dir(path))
-		if disabled(f.Disabled, settings, name) {
+		if by, ok := disabled(f.Disabled, settings, name); ok {
+			off = append(off, DisabledFunction{Name: name, By: by, Bindings: f.Bindings})
 			continue
 		}
 		fn := Function{Name: name, Path: rel(root, path), Bindings: f.Bindings}
@@ -423,32 +443,62 @@ func LoadFunctions(root string, settings Settings) ([]Function, error) {
 			}{{"queueName", &b.QueueName}, {"topicName", &b.TopicName}, {"subscriptionName", &b.SubscriptionName}, {"schedule", &b.Schedule}} {
 				v, err := settings.Resolve(*field.val)
 				if err != nil {
-					return nil, fmt.Errorf("%w: %s: binding %q: %s: %w", ErrConfig, fn.Path, b.Name, field.key, err)
+					return nil, nil, fmt.Errorf("%w: %s: binding %q: %s: %w", ErrConfig, fn.Path, b.Name, field.key, err)
 				}
 				*field.val = v
 			}
 		}
 		fns = append(fns, fn)
 	}
-	return fns, nil
+	return fns, off, nil
 }
 
-func disabled(raw json.RawMessage, settings Settings, name string) bool {
-	if v, ok := settings["AzureWebJobs."+name+".Disabled"]; ok && strings.EqualFold(v, "true") {
-		return true
+func disabled(raw json.RawMessage, settings Settings, name string) (by string, ok bool) {
+	if setting, ok := DisabledBy(settings, name); ok {
+		return setting, true
 	}
 	var b bool
 	if json.Unmarshal(raw, &b) == nil {
-		return b
+		return "function.json", b
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		if v, ok := settings[s]; ok {
-			return strings.EqualFold(v, "true")
+			return s, strings.EqualFold(v, "true")
 		}
-		return strings.EqualFold(s, "true")
+		return "function.json", strings.EqualFold(s, "true")
 	}
-	return false
+	return "", false
+}
+
+// DisabledBy reports whether the app setting that is the Functions host's
+// kill switch disables function fn, and which setting did. The host reads
+// AzureWebJobs.<fn>.Disabled, or AzureWebJobs_<fn>_Disabled (the form a
+// Linux environment variable can carry), and takes it when its value is
+// "1" or "true", either case (azure-webjobs-sdk,
+// src/Microsoft.Azure.WebJobs.Host/Listeners/HostListenerFactory.cs,
+// IsDisabled, with IConfigurationExtensions.IsSettingEnabled); .NET
+// configuration keys match without regard to case. For a disabled
+// function the host creates no listener (HostListenerFactory.CreateAsync),
+// so its trigger never fires; it reads the setting as it starts, and in
+// Azure a changed app setting restarts the app.
+func DisabledBy(settings Settings, fn string) (string, bool) {
+	names := []string{"AzureWebJobs." + fn + ".Disabled", "AzureWebJobs_" + fn + "_Disabled"}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		for _, name := range names {
+			if strings.EqualFold(k, name) {
+				if v := strings.TrimSpace(settings[k]); v == "1" || strings.EqualFold(v, "true") {
+					return k, true
+				}
+			}
+		}
+	}
+	return "", false
 }
 
 func rel(root, path string) string {

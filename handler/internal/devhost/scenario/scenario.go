@@ -38,7 +38,9 @@
 //
 // A line with a "scale" field is a scale event instead of a message, such
 // as {"scale":"add","sendAfter":"30s"} or {"scale":"kill","instance":2}
-// (see ScaleAdd).
+// (see ScaleAdd). A line with an "outage" field is an outage instead, such
+// as {"outage":"table","sendAfter":"2m","duration":"30m"} (see
+// OutageTable).
 //
 // An optional field that is null or "" counts as absent. Field names match
 // without regard to case. An unknown field is a warning (once per name),
@@ -94,7 +96,17 @@ type Line struct {
 	// passed; Instance names the instance to remove or kill (an id or a
 	// number; "" for the newest running one).
 	Scale, Instance string
+	// Outage, when set, makes the line an outage instead of a message:
+	// OutageTable or OutageServiceBus becomes unreachable from the
+	// handler once SendAfter has passed, for Duration on the host's
+	// clock.
+	Outage   string
+	Duration time.Duration
 }
+
+// IsMessage reports whether the line sends a message (it is neither a
+// scale event nor an outage).
+func (l Line) IsMessage() bool { return l.Scale == "" && l.Outage == "" }
 
 // Message returns the broker message the line sends.
 func (l Line) Message() broker.Message {
@@ -248,6 +260,9 @@ func (p *parser) line(text []byte, n int) (Line, error) {
 	for k := range obj {
 		if strings.EqualFold(k, fieldScale) {
 			return p.scaleLine(obj)
+		}
+		if strings.EqualFold(k, fieldOutage) {
+			return p.outageLine(obj)
 		}
 	}
 	fields := map[string]json.RawMessage{} // by lower-case name; null left out

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -18,6 +19,8 @@ func TestBadArguments(t *testing.T) {
 		{"not a number", []string{"-orders", "many"}, "invalid value"},
 		{"zero orders", []string{"-orders", "0"}, "at least 1"},
 		{"an argument", []string{"extra"}, "no arguments"},
+		{"an unknown group", []string{"-only", "outage,nope"}, `group "nope"`},
+		{"an empty group", []string{"-only", "outage,"}, `group ""`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -32,6 +35,16 @@ func TestBadArguments(t *testing.T) {
 				t.Errorf("stdout = %q, want nothing", stdout.String())
 			}
 		})
+	}
+}
+
+func TestOnly(t *testing.T) {
+	opts, err := parseFlags([]string{"-only", "outage, memory"})
+	if err != nil || !slices.Equal(opts.Only, []string{"outage", "memory"}) {
+		t.Errorf("-only outage, memory: %q, %v", opts.Only, err)
+	}
+	if opts, err := parseFlags(nil); err != nil || opts.Only != nil {
+		t.Errorf("no -only: %q, %v; want every group", opts.Only, err)
 	}
 }
 

@@ -1,0 +1,444 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/orderstatus/orderstatus/handler/internal/devhost"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+)
+
+// OutageOptions size the outage runs: a steady workload through the dev
+// host (bin/handler, the broker, Azurite) with Table Storage unreachable
+// from the handler for a while (the dev host's --outage table), on the
+// host's clock, time-scaled.
+type OutageOptions struct {
+	// New are the outage lengths run on the handler's default retry
+	// policy, Before those run on today's (ORDER_STATUS_RETRY_RESCHEDULE
+	// false: in-call retries, then 5xx); none: no outage runs.
+	New, Before []time.Duration
+	// Rate is the workload's messages per second on the host's clock
+	// (status changes and payment timeouts falling due), InFlight the
+	// orders open at once; UnpaidShare of the orders are never paid, so
+	// their payment timeout cancels them.
+	Rate        float64
+	InFlight    int
+	UnpaidShare float64
+	// Lead and Tail are how long the steady workload runs before the
+	// outage and after its end.
+	Lead, Tail time.Duration
+	// TimeScale is the host clock's speed: the lock duration (1 min),
+	// the payment timeouts (30 min) and the handler's in-call retry
+	// budget (ORDER_STATUS_RETRY_BUDGET, 20 s divided by it) keep their
+	// ratios to the outage. Any other handler setting that is a time
+	// the handler measures on its own clock must be divided by it too,
+	// in runOutage's settings.
+	TimeScale float64
+	// Sessions is maxConcurrentSessions (host.json's sessionIdleTimeout
+	// is kept).
+	Sessions int
+	// PaymentTimeout is when an order's PaymentTimeoutCheck falls due
+	// after its Created (default the contract's 30 minutes).
+	PaymentTimeout time.Duration
+}
+
+// DefaultOutages returns the outage runs of `make bench`: 10 and 30
+// minutes on the default policy, 30 on today's; 20 messages a second over
+// 200 open orders; the host clock 60 times faster, so that a 30 minute
+// outage lasts 30 s.
+func DefaultOutages() OutageOptions {
+	return OutageOptions{
+		New: []time.Duration{10 * time.Minute, 30 * time.Minute}, Before: []time.Duration{30 * time.Minute},
+		Rate: 20, InFlight: 200, UnpaidShare: 0.1, Lead: time.Minute, Tail: 2 * time.Minute,
+		TimeScale: 60, Sessions: 64, PaymentTimeout: 30 * time.Minute,
+	}
+}
+
+// outageName is the prefix of an outage run's figures.
+func outageName(d time.Duration) string { return fmt.Sprintf("outage_%dm_", int(d.Minutes())) }
+
+// outageNames are the figures of the outage runs, in print order.
+func outageNames(o OutageOptions) []string {
+	var names []string
+	for _, d := range o.New {
+		p := outageName(d)
+		names = append(names, p+"dead_lettered", p+"store_calls_per_message", p+"recovery_s")
+	}
+	for _, d := range o.Before {
+		p := outageName(d)
+		names = append(names, p+"dead_lettered_before", p+"store_calls_per_message_before", p+"recovery_s_before")
+	}
+	return names
+}
+
+// outageOrder is one order of the outage workload and what its row must
+// show.
+type outageOrder struct {
+	id    string
+	start time.Duration // its Created, since the workload began
+	paid  bool
+}
+
+// outageWorkload is the outage runs' workload: orders opened at a steady
+// rate, each with its status changes spread over its life (Created, then
+// Paid, Shipped and Delivered, or only Created for an unpaid order) and
+// its PaymentTimeoutCheck scheduled with Created, as the producer sends
+// them; plus the outage line.
+type outageWorkload struct {
+	lines  []devhost.ScenarioLine
+	orders []outageOrder
+	life   time.Duration // from an order's Created to its Delivered
+	// timeout is when an order's PaymentTimeoutCheck falls due after
+	// its Created.
+	timeout time.Duration
+	// messages is how many messages fall due in the workload; during,
+	// how many of them fall due within the outage.
+	messages, during int
+}
+
+// newOutageWorkload builds the workload of an outage of d after o.Lead.
+func newOutageWorkload(prefix string, o OutageOptions, d time.Duration) outageWorkload {
+	// A paid order has 4 status changes and its timeout, an unpaid one
+	// Created and its timeout.
+	perOrder := 4*(1-o.UnpaidShare) + 1*o.UnpaidShare + 1
+	every := time.Duration(float64(time.Second) * perOrder / o.Rate) // between two orders' Created
+	w := outageWorkload{life: time.Duration(o.InFlight) * every, timeout: o.PaymentTimeout}
+	if w.timeout <= 0 {
+		w.timeout = 30 * time.Minute
+	}
+	paymentTimeout := w.timeout
+	end := o.Lead + d + o.Tail
+	outStart, outEnd := o.Lead, o.Lead+d
+	in := func(at time.Duration) bool { return at >= outStart && at < outEnd }
+	unpaidEvery := 0
+	if o.UnpaidShare > 0 {
+		unpaidEvery = int(math.Round(1 / o.UnpaidShare))
+	}
+	for i := 0; time.Duration(i)*every+w.life <= end; i++ {
+		id := fmt.Sprintf("%s-o%d", prefix, i)
+		ord := outageOrder{id: id, start: time.Duration(i) * every, paid: unpaidEvery == 0 || i%unpaidEvery != unpaidEvery-1}
+		w.orders = append(w.orders, ord)
+		statuses := []order.Status{order.Created}
+		if ord.paid {
+			statuses = append(statuses, order.Paid, order.Shipped, order.Delivered)
+		}
+		for k, st := range statuses {
+			at := ord.start + time.Duration(k)*w.life/3
+			w.lines = append(w.lines, statusChange(id, st, int64(k+1), at))
+			w.messages++
+			if in(at) {
+				w.during++
+			}
+			if k == 0 {
+				w.lines = append(w.lines, devhost.ScenarioLine{Subject: order.SubjectPaymentTimeout, SessionID: id,
+					MessageID: id + ":payment-timeout", ContentType: "application/json",
+					Body: []byte(fmt.Sprintf(`{"orderId":%q}`, id)), SendAfter: at, ScheduleAfter: paymentTimeout})
+				w.messages++
+				if in(at + paymentTimeout) {
+					w.during++
+				}
+			}
+		}
+	}
+	w.lines = append(w.lines, devhost.ScenarioLine{Outage: devhost.OutageTable, SendAfter: outStart, Duration: d, Pos: "outage"})
+	slices.SortStableFunc(w.lines, func(a, b devhost.ScenarioLine) int { return cmp.Compare(a.SendAfter, b.SendAfter) })
+	return w
+}
+
+func statusChange(id string, st order.Status, seq int64, at time.Duration) devhost.ScenarioLine {
+	return devhost.ScenarioLine{Subject: order.SubjectStatusChanged, SessionID: id, MessageID: fmt.Sprintf("%s:%d", id, seq),
+		ContentType: "application/json", SendAfter: at,
+		Body: []byte(fmt.Sprintf(`{"orderId":%q,"status":%q,"sequence":%d}`, id, st, seq))}
+}
+
+// rowState is what the recovery check reads of a row.
+type rowState struct {
+	Status       string
+	LastSequence int64
+}
+
+// behind returns the orders whose row does not yet show every message
+// due before at (since the workload began): the highest sequence sent by
+// then, and Cancelled for an unpaid order whose timeout fell due by then.
+// Rows only move forward, so an order that shows them always will.
+func (w outageWorkload) behind(rows map[string]rowState, at time.Duration) []string {
+	var out []string
+	for _, o := range w.orders {
+		if o.start >= at {
+			continue
+		}
+		var want int64 = 1
+		if o.paid {
+			want = min(4, 1+int64((at-o.start-1)/(w.life/3)))
+		}
+		row, ok := rows[o.id]
+		switch {
+		case !ok:
+			out = append(out, o.id)
+		case !o.paid && o.start+w.timeout < at:
+			if row.Status != string(order.Cancelled) {
+				out = append(out, o.id)
+			}
+		case row.LastSequence < want || (o.paid && row.Status == string(order.Cancelled)):
+			out = append(out, o.id)
+		}
+	}
+	return out
+}
+
+// wrong counts the orders whose row is not what the whole workload makes
+// of it: Delivered at 4, or Cancelled at 1 for an unpaid order.
+func (w outageWorkload) wrong(rows map[string]rowState) int {
+	n := 0
+	for _, o := range w.orders {
+		want := rowState{string(order.Delivered), 4}
+		if !o.paid {
+			want = rowState{string(order.Cancelled), 1}
+		}
+		if rows[o.id] != want {
+			n++
+		}
+	}
+	return n
+}
+
+// rowReader reads the orders' rows straight from Azurite (not through the
+// handler or the outage's proxy): every row with one listing, or a few by
+// their keys.
+type rowReader struct {
+	client *aztables.Client
+}
+
+func newRowReader(cs, table string) (*rowReader, error) {
+	svc, err := aztables.NewServiceClientFromConnectionString(cs, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &rowReader{client: svc.NewClient(table)}, nil
+}
+
+// row is the part of an order's row the recovery check reads
+// (LastSequence is an Edm.Int64, a JSON string on the wire).
+type row struct {
+	PartitionKey string
+	Status       string
+	LastSequence aztables.EDMInt64
+}
+
+func (r row) state() rowState {
+	return rowState{Status: r.Status, LastSequence: int64(r.LastSequence)}
+}
+
+// all lists every row.
+func (r *rowReader) all(ctx context.Context) (map[string]rowState, error) {
+	pager := r.client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Select: to.Ptr("PartitionKey,Status,LastSequence")})
+	rows := map[string]rowState{}
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page.Entities {
+			var x row
+			if err := json.Unmarshal(e, &x); err != nil {
+				return nil, err
+			}
+			rows[x.PartitionKey] = x.state()
+		}
+	}
+	return rows, nil
+}
+
+// some reads the rows of ids (RowKey "status"); a missing row is left out.
+func (r *rowReader) some(ctx context.Context, ids []string) (map[string]rowState, error) {
+	rows := map[string]rowState{}
+	for _, id := range ids {
+		resp, err := r.client.GetEntity(ctx, id, "status", nil)
+		var re *azcore.ResponseError
+		switch {
+		case errors.As(err, &re) && re.StatusCode == 404:
+			continue
+		case err != nil:
+			return nil, err
+		}
+		var x row
+		if err := json.Unmarshal(resp.Value, &x); err != nil {
+			return nil, err
+		}
+		rows[id] = x.state()
+	}
+	return rows, nil
+}
+
+// fewRows is the most rows the recovery poll reads one by one rather
+// than listing the table.
+const fewRows = 200
+
+// outageRun is one outage run's measurements.
+type outageRun struct {
+	deadLettered  int
+	deadDuring    int // of deadLettered, those while the table was unreachable
+	refused       int
+	during        int
+	recovery      time.Duration // host clock; < 0: not recovered
+	behindAtEnd   int           // orders not recovered when the run ended
+	wrongAtEnd    int           // orders whose final row is not the workload's
+	rescheduled   int
+	wall          time.Duration
+	messages      int
+	recoveryPolls int
+}
+
+// outage runs one outage run of length d, on the default policy or on
+// today's (before), and records its figures.
+func (b *runner) outage(ctx context.Context, d time.Duration, before bool) error {
+	o := b.opts.Outages
+	suffix := ""
+	if before {
+		suffix = "_before"
+	}
+	r, err := b.runOutage(ctx, o, d, before)
+	if err != nil {
+		return err
+	}
+	p := outageName(d)
+	b.results[p+"dead_lettered"+suffix] = float64(r.deadLettered)
+	b.results[p+"store_calls_per_message"+suffix] = float64(r.refused) / float64(max(1, r.during))
+	b.results[p+"recovery_s"+suffix] = math.NaN()
+	if r.recovery >= 0 {
+		b.results[p+"recovery_s"+suffix] = r.recovery.Seconds()
+	}
+	policy := "the default retry policy"
+	if before {
+		policy = "today's policy (ORDER_STATUS_RETRY_RESCHEDULE=false)"
+	}
+	note := fmt.Sprintf("outage %s on %s: %d messages (%d due in the outage), %.0f s of wall time; %d storage requests refused, %d rescheduled while the table was unreachable; %d dead-lettered in the run, %d of them while it was",
+		devhostDuration(d), policy, r.messages, r.during, r.wall.Seconds(), r.refused, r.rescheduled, r.deadLettered, r.deadDuring)
+	if r.recovery < 0 {
+		note += fmt.Sprintf("; not recovered when the run ended: %d orders behind what was sent before the table came back", r.behindAtEnd)
+	}
+	if r.wrongAtEnd > 0 {
+		note += fmt.Sprintf("; %d orders end other than the workload makes them (Delivered, or Cancelled when unpaid)", r.wrongAtEnd)
+	}
+	b.notes = append(b.notes, note)
+	return nil
+}
+
+func devhostDuration(d time.Duration) string { return strings.TrimSuffix(d.String(), "0s") }
+
+// runOutage plays the outage workload of d through the real system and
+// measures it: the dead-lettered messages of the whole run, the storage
+// requests the handler made while the table was unreachable (all
+// refused), and the recovery: host-clock time from the table's return
+// until every order's row shows every message due before it (polled
+// straight from Azurite).
+func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration, before bool) (outageRun, error) {
+	r := outageRun{recovery: -1}
+	scale := o.TimeScale
+	budget := time.Duration(float64(20*time.Second) / scale)
+	// The steady phases run with rescheduling off (startHost); the
+	// outage runs name the policy they measure.
+	settings := map[string]string{"ORDER_STATUS_RETRY_BUDGET": budget.String(), "ORDER_STATUS_RETRY_RESCHEDULE": "true"}
+	if before {
+		settings["ORDER_STATUS_RETRY_RESCHEDULE"] = "false"
+	}
+	table := b.table("outage")
+	c := oursConfig{store: b.az.ConnectionString(), table: table, sessions: o.Sessions, timeScale: scale,
+		lock: time.Duration(float64(time.Minute) / scale), settings: settings, outages: []string{devhost.OutageTable}, logLevel: "warn"}
+	h, err := b.startHost(ctx, c)
+	if err != nil {
+		return r, err
+	}
+	defer h.Close()
+	if err := waitTable(ctx, "http://"+h.Addr()); err != nil {
+		return r, err
+	}
+	w := newOutageWorkload(fmt.Sprintf("out%d", b.tables), o, d)
+	r.messages, r.during = w.messages, w.during
+
+	start := time.Now()
+	played := make(chan error, 1)
+	go func() {
+		err := h.Play(ctx, w.lines)
+		if err == nil {
+			err = h.WaitIdle(ctx)
+		}
+		played <- err
+	}()
+	// Recovery: once the outage is over, read the rows until each order
+	// shows what was sent before the table came back; the orders behind
+	// at one look are the only ones the next needs to read again.
+	rr, err := newRowReader(b.az.ConnectionString(), table)
+	if err != nil {
+		return r, err
+	}
+	// A look waits at least nine times as long as the last one took, so
+	// that listing the table takes at most a tenth of Azurite's time from
+	// the run it measures.
+	var runErr error
+	var behind []string
+	first, done := true, false
+	wait := 250 * time.Millisecond
+	for !done {
+		select {
+		case runErr = <-played:
+			done = true
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(wait):
+		}
+		out := h.Outages()
+		if len(out) == 0 || !out[0].Ended || r.recovery >= 0 {
+			continue
+		}
+		at, began := h.Clock().Now(), time.Now()
+		var rows map[string]rowState
+		if first || len(behind) > fewRows {
+			rows, err = rr.all(ctx)
+		} else {
+			rows, err = rr.some(ctx, behind)
+		}
+		if err != nil {
+			return r, err
+		}
+		first = false
+		wait = max(250*time.Millisecond, 9*time.Since(began))
+		r.recoveryPolls++
+		if behind = w.behind(rows, o.Lead+d); len(behind) == 0 {
+			r.recovery = at.Sub(out[0].End)
+		}
+	}
+	if runErr != nil {
+		return r, runErr
+	}
+	r.wall = time.Since(start)
+	out := h.Outages()
+	if len(out) != 1 || !out[0].Ended {
+		return r, fmt.Errorf("bench: outage run: outages %+v, want one, over", out)
+	}
+	r.refused, r.rescheduled, r.deadDuring = out[0].Refused, out[0].Rescheduled, out[0].DeadLettered
+	r.deadLettered = h.Broker().Totals(h.Queue()).DeadLettered
+	rows, err := rr.all(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.wrongAtEnd = w.wrong(rows)
+	if r.recovery < 0 {
+		// Caught up after the last look: the end of the run bounds it.
+		if r.behindAtEnd = len(w.behind(rows, o.Lead+d)); r.behindAtEnd == 0 {
+			r.recovery = h.Clock().Now().Sub(out[0].End)
+		}
+	}
+	return r, nil
+}
