@@ -253,6 +253,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		}
 	}
 	phases = append(phases, phase{"cost: the workload and an idle sweep, counted", b.costPhase, "cost"})
+	phases = append(phases, phase{"cost: the handler's own payment-timeout checks", b.timeoutChecks, "cost"})
 	phases = append(phases, phase{fmt.Sprintf("memory after %d orders", opts.RSSOrders), b.rssOrders, "memory"})
 	for _, d := range opts.Outages.New {
 		phases = append(phases, phase{fmt.Sprintf("outage %s, default retry policy", devhostDuration(d)), func(ctx context.Context) error { return b.outage(ctx, d, false) }, "outage"})

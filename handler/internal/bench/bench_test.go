@@ -206,8 +206,9 @@ func TestRunSmoke(t *testing.T) {
 	}
 	// cold start; warm-up; limit, naive, ours and the limit through the
 	// host twice each, locally and with latency; the sessions; the
-	// instances; the slot table's one row; cost; memory.
-	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*4+len(opts.Sessions)+1+1+1+1 {
+	// instances; the slot table's one row; cost and the timeout checks;
+	// memory.
+	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*4+len(opts.Sessions)+1+1+2+1 {
 		t.Errorf("%d progress lines, want one per phase:\n%s", n, progress.String())
 	}
 	var out bytes.Buffer
@@ -251,6 +252,14 @@ func TestRunSmoke(t *testing.T) {
 	}
 	checkInstancesRun(t, r, printed, out.String())
 	checkCostRun(t, r, printed)
+	// One check per order: its schedule, and its delivery's receive and
+	// complete at least; one more execution each.
+	if v := printed["timeout_check_servicebus_ops_per_order"]; v < 1 {
+		t.Errorf("timeout_check_servicebus_ops_per_order = %v, want at least the schedule", v)
+	}
+	if v := printed["timeout_check_executions_per_order"]; v < 0.99 || v > 1.01 {
+		t.Errorf("timeout_check_executions_per_order = %v, want 1 (the check's delivery)", v)
+	}
 	for _, p := range []string{"", lat} {
 		if got, want := printed[p+"ours_vs_limit_through_host"], printed[p+"ours_msgs_per_s"]/printed[p+"limit_through_host_msgs_per_s"]; math.Abs(got-want) > 0.01*want+0.01 {
 			t.Errorf("%sours_vs_limit_through_host = %v, want ours over the limit through the host, %v", p, got, want)

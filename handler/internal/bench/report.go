@@ -37,6 +37,7 @@ func Names(opts Options) []string {
 		}
 	}
 	names = append(names, CostNames...)
+	names = append(names, TimeoutCheckNames...)
 	names = append(names, outageNames(opts.Outages)...)
 	// Also printed: the direct loops' own round trips per message.
 	return append(names, "limit_round_trips_per_msg", "naive_round_trips_per_msg",
