@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
 // errSkipped: the entry changed (or was claimed) since it was listed, by
@@ -120,12 +121,15 @@ func (s *Sweeper) replay(ctx context.Context, e dlstore.Entry, d Decision, body 
 	}
 	from := e.State
 	if e.State == dlstore.ReplayDue {
-		if now.Sub(e.ClaimedAt) < s.o.ClaimTimeout && e.ClaimedBy != actor {
+		// A claim is one replay's, never an actor's: two sweeps are both
+		// "sweeper", so a fresh claim is always someone else's.
+		if now.Sub(e.ClaimedAt) < s.o.ClaimTimeout {
 			return e, fmt.Errorf("%w: a replay claimed by %s at %s is under way", errSkipped, e.ClaimedBy, e.ClaimedAt.UTC().Format(time.RFC3339))
 		}
 		from = dlstore.Open // a stale claim: whoever made it is gone
 	}
-	claimed, err := s.store.Transition(ctx, e, dlstore.Transition{To: dlstore.ReplayDue, At: now, ClaimedBy: actor})
+	claimant := actor + "#" + hostproto.NewGUID()[:8]
+	claimed, err := s.store.Transition(ctx, e, dlstore.Transition{To: dlstore.ReplayDue, At: now, ClaimedBy: claimant})
 	if err != nil {
 		return e, fmt.Errorf("deadletter: claim %s for a replay: %w", e.ID, err)
 	}
