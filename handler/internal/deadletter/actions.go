@@ -77,7 +77,10 @@ func targetOf(a Action) (to dlstore.State, from []dlstore.State) {
 	case ActionRestore:
 		return dlstore.Open, []dlstore.State{dlstore.Archived, dlstore.Left}
 	case ActionReplay, ActionResubmit:
-		return dlstore.Replayed, []dlstore.State{dlstore.Open, dlstore.Left, dlstore.ReplayDue}
+		// Archived too: an operator corrects an archived message and
+		// replays it in one step (a restore first would race the timer,
+		// whose policy archives it again).
+		return dlstore.Replayed, []dlstore.State{dlstore.Open, dlstore.Left, dlstore.ReplayDue, dlstore.Archived}
 	}
 	return "", nil
 }

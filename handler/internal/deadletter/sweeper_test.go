@@ -713,3 +713,27 @@ func TestAnEntryClosedByAnotherActorMeanwhileIsSkipped(t *testing.T) {
 		t.Errorf("replayed audit entries = %d, want 1", a["replayed"])
 	}
 }
+
+// failingSend refuses every send to order-status.
+type failingSend struct{ deadletter.Broker }
+
+func (failingSend) Send(context.Context, string, broker.Message) error {
+	return fmt.Errorf("down: %w", broker.ErrTransient)
+}
+
+func TestAFailedReplaySendReleasesTheClaim(t *testing.T) {
+	f := newFixture(t)
+	f.deadLetter(t, "o-1:2", "o-1")
+	f.run(t, f.sweeper(deadletter.Options{}))
+	f.clk.Advance(11 * time.Minute)
+	rep, _ := deadletter.New(failingSend{f.mb}, f.store, f.options(deadletter.Options{})).Run(f.ctx, deadletter.RunOptions{})
+	if rep.Failed != 1 {
+		t.Errorf("failed %d, want the replay reported", rep.Failed)
+	}
+	if e := f.byMessage(t)["o-1:2"]; e.State != dlstore.Open || e.ClaimedBy != "" {
+		t.Fatalf("after a failed send the entry is %s claimed by %q, want open and unclaimed (nothing was sent)", e.State, e.ClaimedBy)
+	}
+	if rep := f.run(t, f.sweeper(deadletter.Options{})); rep.Counts[deadletter.ActionReplay] != 1 {
+		t.Errorf("the next run: %v, want the replay done at once (no claim to time out)", rep.Counts)
+	}
+}

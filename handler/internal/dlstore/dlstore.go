@@ -183,7 +183,9 @@ type Transition struct {
 	At time.Time
 	// Audit, when set, is written in the same atomic step as number
 	// Actions+1 (its EntryID, OrderID, N, From and To are filled in).
-	// Only a claim (To ReplayDue) may go without one.
+	// Only a claim (To ReplayDue) and the release of one (from ReplayDue
+	// back to a state that is not closed, after a send that failed) may go
+	// without one: neither is an action (NeedsNoAudit).
 	Audit *AuditEntry
 	// ReplayCount and NewMessageID, when not zero, replace the entry's.
 	ReplayCount  int
@@ -191,6 +193,14 @@ type Transition struct {
 	// ClaimedBy is set with To ReplayDue (ClaimedAt = At); any other
 	// transition clears the claim.
 	ClaimedBy string
+}
+
+// NeedsNoAudit reports whether a transition from an entry in state from to
+// state to may go without an audit entry: a claim of a replay (to
+// ReplayDue) or the release of one (from ReplayDue to a state that is not
+// closed). Every other change is an action and is recorded.
+func NeedsNoAudit(from, to State) bool {
+	return to == ReplayDue || (from == ReplayDue && !to.Closed())
 }
 
 // Filter selects entries; zero fields match everything.

@@ -144,7 +144,7 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 	if err := ctx.Err(); err != nil {
 		return dlstore.Entry{}, err
 	}
-	if t.Audit == nil && t.To != dlstore.ReplayDue {
+	if t.Audit == nil && !dlstore.NeedsNoAudit(e.State, t.To) {
 		return dlstore.Entry{}, fmt.Errorf("dlmem: transition %s to %s: an audit entry is required", e.ID, t.To)
 	}
 	s.mu.Lock()

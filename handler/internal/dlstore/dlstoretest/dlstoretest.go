@@ -510,6 +510,15 @@ func testTransitionNeedsAudit(t *testing.T, s dlstore.Store) {
 		t.Error("Transition to replayed without an audit entry succeeded, want an error")
 	}
 	checkEntry(t, "entry after the refused transition", mustGet(t, s, e.ID), stored(e), true)
+	// A claim and its release (a send that failed) are no actions.
+	claimed := mustTransition(t, s, e.ID, dlstore.Transition{To: dlstore.ReplayDue, At: at(6), ClaimedBy: "sweeper-a"})
+	if _, err := s.Transition(ctx, claimed, dlstore.Transition{To: dlstore.Replayed, At: at(7)}); err == nil {
+		t.Error("Transition from replay-due to replayed without an audit entry succeeded, want an error (a replay is an action)")
+	}
+	released := mustTransition(t, s, e.ID, dlstore.Transition{To: dlstore.Open, At: at(8)})
+	if released.State != dlstore.Open || released.ClaimedBy != "" || released.Actions != 1 {
+		t.Errorf("released = %s claimed by %q, %d actions; want open, no claim, 1 action (stored)", released.State, released.ClaimedBy, released.Actions)
+	}
 }
 
 func testClaimAndReplay(t *testing.T, s dlstore.Store) {

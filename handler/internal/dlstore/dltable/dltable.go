@@ -455,7 +455,7 @@ func (s *Store) logIndex(op, id string, err error) {
 // the body and properties written are the stored ones, whatever e holds
 // (an entry listed from the index has none).
 func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Transition) (dlstore.Entry, error) {
-	if t.Audit == nil && t.To != dlstore.ReplayDue {
+	if t.Audit == nil && !dlstore.NeedsNoAudit(e.State, t.To) {
 		return dlstore.Entry{}, fmt.Errorf("dltable: transition %s to %s: an audit entry is required", e.ID, t.To)
 	}
 	if e.ETag == "" {
