@@ -105,14 +105,21 @@ export function kqlProblems(query) {
   return problems;
 }
 
-/** The Application Insights tables a query reads, by the symbols it resolves. */
+/**
+ * The Application Insights tables a query reads, by the symbols it
+ * resolves. A workspace query's AppTraces, AppRequests, AppExceptions and
+ * AppDependencies are the same rows as traces, requests, exceptions and
+ * dependencies, and are named so; AzureMetrics is the platform's, not the
+ * host's telemetry, and is left out.
+ */
 export function tablesRead(query) {
   const K = language();
-  const code = K.KustoCode.ParseAndAnalyze(query, appInsightsGlobals());
+  const code = K.KustoCode.ParseAndAnalyze(query, schemaGlobals(isWorkspaceQuery(query) ? 'workspace' : 'applicationinsights'));
   const found = new Set();
   K.Syntax.SyntaxElement.WalkNodes(code.Syntax, (n) => {
     const s = n.ReferencedSymbol;
     if (s && s.Kind === K.Symbols.SymbolKind.Table) found.add(s.Name);
   });
-  return [...found].sort();
+  const workspaceNames = { AppTraces: 'traces', AppRequests: 'requests', AppExceptions: 'exceptions', AppDependencies: 'dependencies' };
+  return [...new Set([...found].filter((t) => t !== 'AzureMetrics').map((t) => workspaceNames[t] ?? t))].sort();
 }
