@@ -73,11 +73,11 @@ func outageNames(o OutageOptions) []string {
 	var names []string
 	for _, d := range o.New {
 		p := outageName(d)
-		names = append(names, p+"dead_lettered", p+"store_calls_per_message", p+"recovery_s")
+		names = append(names, p+"dead_lettered", p+"store_calls_per_message", p+"recovery_s", p+"status_recovery_s")
 	}
 	for _, d := range o.Before {
 		p := outageName(d)
-		names = append(names, p+"dead_lettered_before", p+"store_calls_per_message_before", p+"recovery_s_before")
+		names = append(names, p+"dead_lettered_before", p+"store_calls_per_message_before", p+"recovery_s_before", p+"status_recovery_s_before")
 	}
 	return names
 }
@@ -106,6 +106,12 @@ type outageWorkload struct {
 	// how many of them fall due within the outage.
 	messages, during int
 }
+
+// recoveryBound is how long after an outage (host clock) a run goes on
+// looking for its recovery once the workload has drained: twice the
+// default backoff cap and the settle delay of the payment-timeout checks
+// an outage delayed, with room.
+const recoveryBound = 45 * time.Minute
 
 // newOutageWorkload builds the workload of an outage of d after o.Lead.
 func newOutageWorkload(prefix string, o OutageOptions, d time.Duration) outageWorkload {
@@ -173,9 +179,23 @@ type rowState struct {
 // then, and Cancelled for an unpaid order whose timeout fell due by then.
 // Rows only move forward, so an order that shows them always will.
 func (w outageWorkload) behind(rows map[string]rowState, at time.Duration) []string {
+	return w.behindOf(rows, at, nil, true)
+}
+
+// behindOf is behind over the orders named in only (all when nil), and
+// with checks false leaves the payment-timeout cancellations out: what
+// the status changes alone have caught up on.
+func (w outageWorkload) behindOf(rows map[string]rowState, at time.Duration, only []string, checks bool) []string {
+	var named map[string]bool
+	if only != nil {
+		named = make(map[string]bool, len(only))
+		for _, id := range only {
+			named[id] = true
+		}
+	}
 	var out []string
 	for _, o := range w.orders {
-		if o.start >= at {
+		if o.start >= at || (named != nil && !named[o.id]) {
 			continue
 		}
 		var want int64 = 1
@@ -187,7 +207,7 @@ func (w outageWorkload) behind(rows map[string]rowState, at time.Duration) []str
 		case !ok:
 			out = append(out, o.id)
 		case !o.paid && o.start+w.timeout < at:
-			if row.Status != string(order.Cancelled) {
+			if checks && row.Status != string(order.Cancelled) {
 				out = append(out, o.id)
 			}
 		case row.LastSequence < want || (o.paid && row.Status == string(order.Cancelled)):
@@ -211,6 +231,30 @@ func (w outageWorkload) wrong(rows map[string]rowState) int {
 		}
 	}
 	return n
+}
+
+// wrongRows counts the orders wrong returns by what they are instead:
+// "paid at Paid/2", "unpaid at Created/1", "paid at Cancelled/1", ...
+func (w outageWorkload) wrongRows(rows map[string]rowState) map[string]int {
+	out := map[string]int{}
+	for _, o := range w.orders {
+		want := rowState{string(order.Delivered), 4}
+		kind := "paid"
+		if !o.paid {
+			want, kind = rowState{string(order.Cancelled), 1}, "unpaid"
+		}
+		if got := rows[o.id]; got != want {
+			out[fmt.Sprintf("%s at %s/%d", kind, orDash(got.Status), got.LastSequence)]++
+		}
+	}
+	return out
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // rowReader reads the orders' rows straight from Azurite (not through the
@@ -287,17 +331,24 @@ const fewRows = 200
 
 // outageRun is one outage run's measurements.
 type outageRun struct {
-	deadLettered  int
-	deadDuring    int // of deadLettered, those while the table was unreachable
-	refused       int
-	during        int
-	recovery      time.Duration // host clock; < 0: not recovered
-	behindAtEnd   int           // orders not recovered when the run ended
-	wrongAtEnd    int           // orders whose final row is not the workload's
-	rescheduled   int
-	wall          time.Duration
-	messages      int
-	recoveryPolls int
+	deadLettered int
+	deadDuring   int // of deadLettered, those while the table was unreachable
+	refused      int
+	during       int
+	recovery     time.Duration // host clock; < 0: not recovered
+	// statusRecovery is the same for the status changes alone (the
+	// payment-timeout cancellations left out); < 0: not recovered.
+	statusRecovery time.Duration
+	behindAtEnd    int // orders not recovered when the run ended
+	wrongAtEnd     int // orders whose final row is not the workload's
+	// wrongRows counts those by "<paid|unpaid> at <status>/<sequence>",
+	// and scheduledAtEnd is what the queue still held scheduled.
+	wrongRows      map[string]int
+	scheduledAtEnd int
+	rescheduled    int
+	wall           time.Duration
+	messages       int
+	recoveryPolls  int
 }
 
 // outage runs one outage run of length d, on the default policy or on
@@ -315,6 +366,10 @@ func (b *runner) outage(ctx context.Context, d time.Duration, before bool) error
 	p := outageName(d)
 	b.results[p+"dead_lettered"+suffix] = float64(r.deadLettered)
 	b.results[p+"store_calls_per_message"+suffix] = float64(r.refused) / float64(max(1, r.during))
+	b.results[p+"status_recovery_s"+suffix] = math.NaN()
+	if r.statusRecovery >= 0 {
+		b.results[p+"status_recovery_s"+suffix] = r.statusRecovery.Seconds()
+	}
 	b.results[p+"recovery_s"+suffix] = math.NaN()
 	if r.recovery >= 0 {
 		b.results[p+"recovery_s"+suffix] = r.recovery.Seconds()
@@ -329,7 +384,8 @@ func (b *runner) outage(ctx context.Context, d time.Duration, before bool) error
 		note += fmt.Sprintf("; not recovered when the run ended: %d orders behind what was sent before the table came back", r.behindAtEnd)
 	}
 	if r.wrongAtEnd > 0 {
-		note += fmt.Sprintf("; %d orders end other than the workload makes them (Delivered, or Cancelled when unpaid)", r.wrongAtEnd)
+		note += fmt.Sprintf("; %d orders end other than the workload makes them (Delivered, or Cancelled when unpaid): %v; %d messages still scheduled",
+			r.wrongAtEnd, r.wrongRows, r.scheduledAtEnd)
 	}
 	b.notes = append(b.notes, note)
 	return nil
@@ -344,7 +400,7 @@ func devhostDuration(d time.Duration) string { return strings.TrimSuffix(d.Strin
 // until every order's row shows every message due before it (polled
 // straight from Azurite).
 func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration, before bool) (outageRun, error) {
-	r := outageRun{recovery: -1}
+	r := outageRun{recovery: -1, statusRecovery: -1}
 	scale := o.TimeScale
 	budget := time.Duration(float64(20*time.Second) / scale)
 	// The steady phases run with rescheduling off (startHost); the
@@ -415,12 +471,46 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 		first = false
 		wait = max(250*time.Millisecond, 9*time.Since(began))
 		r.recoveryPolls++
+		candidates := behind // the orders read: all the first time, then those behind
+		if len(rows) >= len(w.orders) {
+			candidates = nil
+		}
+		if r.statusRecovery < 0 && len(w.behindOf(rows, o.Lead+d, candidates, false)) == 0 {
+			r.statusRecovery = at.Sub(out[0].End)
+		}
 		if behind = w.behind(rows, o.Lead+d); len(behind) == 0 {
 			r.recovery = at.Sub(out[0].End)
 		}
 	}
 	if runErr != nil {
 		return r, runErr
+	}
+	// Rescheduled copies may still be due when the workload has drained
+	// (WaitIdle does not wait for scheduled messages): go on looking, on
+	// the host's clock, for at most recoveryBound after the outage ended.
+	if out := h.Outages(); len(out) == 1 && out[0].Ended {
+		for r.recovery < 0 && h.Clock().Now().Before(out[0].End.Add(recoveryBound)) {
+			select {
+			case <-ctx.Done():
+				return r, ctx.Err()
+			case <-time.After(wait):
+			}
+			at := h.Clock().Now()
+			rows, err := rr.all(ctx)
+			if err != nil {
+				return r, err
+			}
+			r.recoveryPolls++
+			if r.statusRecovery < 0 && len(w.behindOf(rows, o.Lead+d, nil, false)) == 0 {
+				r.statusRecovery = at.Sub(out[0].End)
+			}
+			if behind = w.behind(rows, o.Lead+d); len(behind) == 0 {
+				r.recovery = at.Sub(out[0].End)
+			}
+		}
+		if err := h.WaitIdle(ctx); err != nil {
+			return r, err
+		}
 	}
 	r.wall = time.Since(start)
 	out := h.Outages()
@@ -434,6 +524,8 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 		return r, err
 	}
 	r.wrongAtEnd = w.wrong(rows)
+	r.wrongRows = w.wrongRows(rows)
+	r.scheduledAtEnd = h.Broker().Stats(h.Queue()).Scheduled
 	if r.recovery < 0 {
 		// Caught up after the last look: the end of the run bounds it.
 		if r.behindAtEnd = len(w.behind(rows, o.Lead+d)); r.behindAtEnd == 0 {

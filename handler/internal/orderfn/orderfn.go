@@ -31,6 +31,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
@@ -70,6 +71,10 @@ type Rescheduler interface {
 	Schedule(ctx context.Context, o reschedule.Original, d reschedule.Decision, lastError string) (broker.Message, error)
 	ScheduleSettle(ctx context.Context, o reschedule.Original) (broker.Message, time.Time, error)
 	ScheduleTimeoutCheck(ctx context.Context, orderID string, occurredAt time.Time, delayed bool) (time.Time, error)
+	// Now is the clock rescheduling runs on (the broker's if it has one);
+	// Policy its bounds (Policy.Settle).
+	Now(ctx context.Context) (time.Time, error)
+	Policy() reschedule.Policy
 }
 
 var (
@@ -161,6 +166,10 @@ type Handler struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	opts    Options
+	// lastOutage is when (UnixNano, on the rescheduling clock) this
+	// process last rescheduled a message because the store failed or its
+	// circuit was open; 0: never.
+	lastOutage atomic.Int64
 }
 
 // New returns the OrderStatus handler. All arguments are required.
@@ -289,7 +298,13 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		out := base
 		out.orderID = c.OrderID
 		var res orderstate.Outcome
-		settling := h.opts.Reschedule != nil && reschedule.StateOf(original(msg)).Settling()
+		// A check settles before it may cancel when an outage delayed it,
+		// and also when this process rescheduled messages within the
+		// settle delay: a check that came on time may otherwise overtake
+		// its order's Paid, which the outage delayed and which is still
+		// waiting its backoff (the bench's 30-minute outage found 31 paid
+		// orders cancelled that way).
+		settling := h.opts.Reschedule != nil && (reschedule.StateOf(original(msg)).Settling() || h.afterOutage(call))
 		out = h.apply(ctx, call, msg, out, func(ctx context.Context) (orderstate.Outcome, error) {
 			var err error
 			if settling {
@@ -415,6 +430,22 @@ func (h *Handler) peek(ctx context.Context, orderID string) (orderstate.Outcome,
 		return orderstate.Outcome{Result: resultSettle, State: row.State, RoundTrips: 1}, nil
 	}
 	return orderstate.Outcome{Result: order.Stale, State: row.State, RoundTrips: 1}, nil
+}
+
+// afterOutage reports whether this process rescheduled a message because
+// of the store within the settle delay (Policy.Settle) before now.
+func (h *Handler) afterOutage(call context.Context) bool {
+	last := h.lastOutage.Load()
+	if last == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
+	defer cancel()
+	now, err := h.opts.Reschedule.Now(ctx)
+	if err != nil {
+		return true // cannot tell: settling is the safe side
+	}
+	return now.Sub(time.Unix(0, last)) < h.opts.Reschedule.Policy().Settle()
 }
 
 // settle schedules the settle copy of a delayed check whose order is
@@ -550,6 +581,11 @@ func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessa
 		return h.park(ctx, msg, out, &order.PoisonError{Reason: parkReason, Description: desc})
 	}
 	h.metrics.Rescheduled.WithLabelValues(why).Inc()
+	if why == RescheduleTransient || why == RescheduleCircuitOpen {
+		if now, err := h.opts.Reschedule.Now(ctx); err == nil {
+			h.lastOutage.Store(now.UnixNano())
+		}
+	}
 	out.result, out.httpStatus = ResultRescheduled, http.StatusOK
 	out.rescheduled, out.rescheduledAt, out.why = copied.MessageID, d.At, why
 	out.description = lastError

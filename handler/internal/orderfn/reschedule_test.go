@@ -540,8 +540,13 @@ func TestLongestIDs(t *testing.T) {
 	if tc.Subject != order.SubjectPaymentTimeout || len(tc.MessageID) > msgid.MaxLength || tc.SessionID != id {
 		t.Errorf("timeout check id %q (%d characters)", tc.MessageID, len(tc.MessageID))
 	}
-	if code, a := r.post(t, hostInvocation(tc, 1)); code != 200 || a.ReturnValue["result"] != "Applied" {
-		t.Errorf("timeout check of a 128-character order: %d %v", code, a.ReturnValue)
+	// This handler rescheduled a message for the store above, so the
+	// check settles first (its Paid may still be waiting a backoff); its
+	// settle copy's id fits too.
+	code, a := r.post(t, hostInvocation(tc, 1))
+	settled, _ := a.ReturnValue["rescheduled"].(string)
+	if code != 200 || a.ReturnValue["result"] != ResultRescheduled || settled == "" || len(settled) > msgid.MaxLength {
+		t.Errorf("timeout check of a 128-character order: %d %v, want it settled under an id of at most 128", code, a.ReturnValue)
 	}
 }
 
@@ -567,4 +572,40 @@ func TestPastTheWindowTriesTheStoreDespiteTheBreaker(t *testing.T) {
 	if _, a := r.post(t, hostInvocation(old, 2)); a.ReturnValue["result"] != "Applied" {
 		t.Fatalf("store back, breaker still open: %v, want Applied", a.ReturnValue)
 	}
+}
+
+// An on-time check after an outage must not overtake its order's Paid,
+// which the outage delayed and which may still be waiting its backoff: a
+// process that rescheduled for the store within the settle delay settles
+// every check first; once a settle delay has passed without, it cancels.
+func TestOnTimeCheckAfterAnOutageSettles(t *testing.T) {
+	r := newOutageRig(t, policy, nil)
+	if _, a := r.post(t, hostInvocation(statusMsg("o-1", 1, order.Created), 1)); a.ReturnValue["result"] != "Applied" {
+		t.Fatalf("Created: %v", a.ReturnValue)
+	}
+	r.backend.down.Store(true)
+	if _, a := r.post(t, hostInvocation(statusMsg("o-1", 2, order.Paid), 1)); a.ReturnValue["result"] != ResultRescheduled {
+		t.Fatalf("Paid during the outage: %v, want Rescheduled", a.ReturnValue)
+	}
+	r.backend.down.Store(false)
+	// The producer's check, never delayed itself, comes before the Paid's copy.
+	if _, a := r.post(t, hostInvocation(timeoutMsg("o-1"), 1)); a.ReturnValue["result"] != ResultRescheduled || a.ReturnValue["rescheduled"] == nil {
+		t.Fatalf("the on-time check after the outage: %v, want it settled (Rescheduled)", a.ReturnValue)
+	}
+	if row, _ := r.mem.Get(context.Background(), "o-1"); row.State.Status != order.Created {
+		t.Fatalf("row %+v, want still Created (the check settled, it did not cancel)", row.State)
+	}
+	t.Run("a check long after the outage cancels", func(t *testing.T) {
+		r := newOutageRig(t, policy, nil)
+		r.post(t, hostInvocation(statusMsg("o-2", 1, order.Created), 1))
+		r.backend.down.Store(true)
+		r.post(t, hostInvocation(statusMsg("o-3", 1, order.Created), 1)) // rescheduled: an outage seen
+		r.backend.down.Store(false)
+		r.bus.mu.Lock()
+		r.bus.now = r.bus.now.Add(policy.Settle() + time.Second)
+		r.bus.mu.Unlock()
+		if _, a := r.post(t, hostInvocation(timeoutMsg("o-2"), 1)); a.ReturnValue["result"] != "Applied" {
+			t.Fatalf("a check a settle delay after the outage: %v, want Applied (cancelled)", a.ReturnValue)
+		}
+	})
 }
