@@ -238,7 +238,13 @@ func start(ctx context.Context, bin string, port int, logw io.Writer, timeout ti
 		resp, err := client.Get("http://" + s.Addr + "/" + AccountName + "/Tables")
 		if err == nil {
 			resp.Body.Close()
-			return s, nil
+			// Only Azurite's own answer counts: between FreePort and the
+			// bind another process (a test's server) may take the port,
+			// and its answer would pass for ours while Azurite exits.
+			if strings.HasPrefix(resp.Header.Get("Server"), "Azurite-Table") {
+				return s, nil
+			}
+			err = fmt.Errorf("%s answered as %q, not Azurite", s.Addr, resp.Header.Get("Server"))
 		}
 		select {
 		case <-s.done:
