@@ -57,7 +57,12 @@ func Main() {
 			}
 		}()
 	}
-	err = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	// It answers as Azurite does (its Server header), which is what
+	// package azurite takes for "up".
+	err = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Server", "Azurite-Table/fake")
+		w.WriteHeader(http.StatusOK)
+	}))
 	fmt.Fprintln(os.Stderr, "fakeazurite:", err)
 	os.Exit(1)
 }
