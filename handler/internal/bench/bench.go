@@ -123,7 +123,7 @@ func Defaults() Options {
 // limit, naive and ours (with their warm-up); the sessions_<n> runs; the
 // instances run; the session-slot table; memory after many orders; the
 // outage runs.
-var Groups = []string{"cold", "throughput", "sessions", "instances", "slots", "memory", "outage"}
+var Groups = []string{"cold", "throughput", "sessions", "instances", "slots", "cost", "memory", "outage"}
 
 // devhostMaxScale is the fastest broker clock the dev host allows: at it,
 // host.json's 5 s sessionIdleTimeout lasts half a millisecond.
