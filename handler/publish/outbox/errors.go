@@ -10,13 +10,13 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"strings"
-	"syscall"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+
+	"github.com/orderstatus/orderstatus/handler/internal/tableerr"
 )
 
 // tableError is a storage failure sorted into a sentinel (kind), with a
@@ -77,9 +77,7 @@ func classify(callCtx context.Context, err error) error {
 		}
 		return &tableError{kind: callCtx.Err(), detail: "the caller's context ended", err: err}
 	}
-	var ne net.Error
-	if errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+	if tableerr.IsConnection(err) {
 		return &tableError{kind: ErrTransient, detail: "connection failed", err: err}
 	}
 	return &tableError{kind: ErrStorage, detail: strings.SplitN(err.Error(), "\n", 2)[0], err: err}

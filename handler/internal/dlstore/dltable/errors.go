@@ -7,18 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
-	"strings"
-	"syscall"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+	"github.com/orderstatus/orderstatus/handler/internal/tableerr"
 )
 
 // ErrStorage is matched by failures that are no dlstore sentinel nor the
@@ -90,12 +86,12 @@ func classify(callCtx context.Context, table string, err error) error {
 		if errors.Is(cause, errCallTimeout) {
 			return &classified{kind: dlstore.ErrUnavailable, detail: "no answer within the call timeout", err: err}
 		}
-		return &classified{kind: callCtx.Err(), detail: redact(err), err: err}
+		return &classified{kind: callCtx.Err(), detail: tableerr.Redact(err), err: err}
 	}
-	if isConnectionError(err) {
-		return &classified{kind: dlstore.ErrUnavailable, detail: redact(err), err: err}
+	if tableerr.IsConnection(err) {
+		return &classified{kind: dlstore.ErrUnavailable, detail: tableerr.Redact(err), err: err}
 	}
-	return &classified{kind: ErrStorage, detail: redact(err), err: err}
+	return &classified{kind: ErrStorage, detail: tableerr.Redact(err), err: err}
 }
 
 // statusKind maps an HTTP status and service error code to a sentinel,
@@ -160,30 +156,4 @@ func batchFailure(body []byte) (status int, code string, ok bool) {
 		return resp.StatusCode, code, true
 	}
 	return 0, "", false
-}
-
-// redact describes err without the request URL's query string, where a
-// SAS token would be.
-func redact(err error) string {
-	var ue *url.Error
-	if !errors.As(err, &ue) {
-		return strings.ReplaceAll(err.Error(), "\n", " ")
-	}
-	where := ue.URL
-	if u, perr := url.Parse(ue.URL); perr == nil {
-		u.RawQuery, u.Fragment, u.User = "", "", nil
-		where = u.String()
-	} else if i := strings.IndexByte(where, '?'); i >= 0 {
-		where = where[:i]
-	}
-	return strings.ReplaceAll(ue.Op+" "+where+": "+ue.Err.Error(), "\n", " ")
-}
-
-// isConnectionError reports failures below HTTP: refused or reset
-// connections, timeouts, DNS, a connection closed mid-answer.
-func isConnectionError(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }

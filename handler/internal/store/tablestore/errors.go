@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
-	"strings"
-	"syscall"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/tableerr"
 )
 
 // classified is an SDK error sorted into a store sentinel (kind). It
@@ -69,29 +65,12 @@ func classify(callCtx context.Context, op string, err error) error {
 			return &classified{kind: store.ErrTransient, detail: "no answer within the call timeout", err: err}
 		}
 		// The caller's context ended: report that, not a storage failure.
-		return &classified{kind: callCtx.Err(), detail: redact(err), err: err}
+		return &classified{kind: callCtx.Err(), detail: tableerr.Redact(err), err: err}
 	}
-	if isConnectionError(err) {
-		return &classified{kind: store.ErrTransient, detail: redact(err), err: err}
+	if tableerr.IsConnection(err) {
+		return &classified{kind: store.ErrTransient, detail: tableerr.Redact(err), err: err}
 	}
-	return &classified{kind: ErrStorage, detail: redact(err), err: err}
-}
-
-// redact describes err without the request URL's query string, where a
-// SAS token would be: a *url.Error becomes "Op scheme://host/path: cause".
-func redact(err error) string {
-	var ue *url.Error
-	if !errors.As(err, &ue) {
-		return strings.ReplaceAll(err.Error(), "\n", " ")
-	}
-	where := ue.URL
-	if u, perr := url.Parse(ue.URL); perr == nil {
-		u.RawQuery, u.Fragment, u.User = "", "", nil
-		where = u.String()
-	} else if i := strings.IndexByte(where, '?'); i >= 0 {
-		where = where[:i]
-	}
-	return strings.ReplaceAll(ue.Op+" "+where+": "+ue.Err.Error(), "\n", " ")
+	return &classified{kind: ErrStorage, detail: tableerr.Redact(err), err: err}
 }
 
 // statusKind maps an HTTP status and service error code to a sentinel, or
@@ -109,15 +88,6 @@ func statusKind(op string, status int, code string) error {
 		return store.ErrTransient
 	}
 	return nil
-}
-
-// isConnectionError reports failures below HTTP: refused or reset
-// connections, timeouts, DNS, a connection closed mid-answer.
-func isConnectionError(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
 // outcome names the result of a storage call for Options.Observe.
