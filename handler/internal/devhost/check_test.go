@@ -102,6 +102,27 @@ func TestCheck(t *testing.T) {
 			"wrong result at first delivery", func(in *CheckInput) { in.Completions[3].Result = "Applied" },
 			[]string{"message o-1:2 (first delivery): handler answered Applied, want Stale"},
 		},
+		// An instance whose cache is behind the row (another instance wrote
+		// since) answers a message at the cached sequence Duplicate where
+		// the fold says Stale; only with more than one instance.
+		{
+			"Duplicate where the fold says Stale, one instance", func(in *CheckInput) {
+				in.Completions[3].Result, in.Instances = "Duplicate", 1
+			},
+			[]string{"message o-1:2 (first delivery): handler answered Duplicate, want Stale"},
+		},
+		{
+			"Duplicate where the fold says Stale, a cache behind another instance's write", func(in *CheckInput) {
+				in.Completions[3].Result, in.Instances = "Duplicate", 3
+			},
+			nil,
+		},
+		{
+			"Applied where the fold says Stale, however many instances", func(in *CheckInput) {
+				in.Completions[3].Result, in.Instances = "Applied", 3
+			},
+			[]string{"message o-1:2 (first delivery): handler answered Applied, want Stale"},
+		},
 		{
 			"results of redeliveries are not judged", func(in *CheckInput) {
 				in.Completions[0].DeliveryCount, in.Completions[0].Result = 2, "Duplicate"

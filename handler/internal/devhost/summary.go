@@ -226,6 +226,7 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 		Busy:            busy,
 		MaxDelivery:     h.maxDelivery,
 		CallsPerSession: h.app.Host.ServiceBus.MaxConcurrentCallsPerSession,
+		Instances:       len(s.Instances),
 	})
 	s.Accounting = account(sent, h.rec.sentTo(h.queue), completions, h.queue, h.broker.Totals(h.queue), h.broker.Stats(h.queue))
 	if v := s.Accounting.violation(); v != "" {
