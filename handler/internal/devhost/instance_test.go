@@ -130,6 +130,60 @@ func TestInstancesShareTheQueue(t *testing.T) {
 	}
 }
 
+// TestInstancesShareTheSessions sends more sessions than one instance
+// has slots for, but fewer than all instances have together, and holds
+// every call until all of them run: each instance must hold its share
+// (the least busy instance takes the next session), not whichever
+// instance's slots happened to wake first.
+func TestInstancesShareTheSessions(t *testing.T) {
+	const instances, slots, sessions = 3, 16, 24
+	h, up := testHost(t, appFiles(slots), func(o *Options) { o.Instances = instances })
+	var mu sync.Mutex
+	byPID := map[int]int{}
+	all := make(chan struct{})
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		c := decodeCall(t, r)
+		mu.Lock()
+		byPID[c.PID]++
+		n := 0
+		for _, v := range byPID {
+			n += v
+		}
+		if n == sessions {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+		case <-time.After(20 * time.Second):
+		}
+		reply(w, http.StatusOK, "Applied")
+	})
+	ctx := testCtx(t)
+	for i := range sessions {
+		id := "o-" + strconv.Itoa(i)
+		if err := h.Send(ctx, statusLine(id, id+":1", "Created", 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(byPID) != instances {
+		t.Fatalf("calls by pid %v: want all %d instances", byPID, instances)
+	}
+	for pid, n := range byPID {
+		// Even shares are 8 each; slots still starting when the first
+		// sessions came may tilt it a little, never to an idle instance.
+		if n < sessions/instances/2 {
+			t.Errorf("the instance with pid %d took %d of %d sessions (by pid %v): want about %d each",
+				pid, n, sessions, byPID, sessions/instances)
+		}
+	}
+}
+
 func pidFor(h *Host, id string) int {
 	for _, in := range h.pool.running() {
 		if in.id == id {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,30 +39,164 @@ type sessionDispatcher struct {
 	idle               time.Duration // sessionIdleTimeout (broker clock)
 	lock               time.Duration // the queue's lock duration
 	maxRenew           time.Duration // maxAutoLockRenewalDuration
+	acceptOnce         sync.Once
+	slots              slotQueue // the session slots waiting for a session
 }
 
 // start runs the function's session slots on instance in: each
 // instance runs a session processor of its own, as on Flex Consumption.
 func (d *sessionDispatcher) start(in *instance) {
+	d.acceptOnce.Do(func() {
+		d.slots.init()
+		d.h.workers.Add(1)
+		go func() {
+			defer d.h.workers.Done()
+			d.accept(d.h.acceptCtx)
+		}()
+	})
 	for range max(1, d.workers) {
 		d.h.track(in, func() { d.worker(in) })
 	}
 }
 
 func (d *sessionDispatcher) worker(in *instance) {
-	acceptCtx := in.acceptCtx
-	for acceptCtx.Err() == nil {
-		s, err := d.h.broker.AcceptNextSession(acceptCtx, d.queue)
-		if err != nil {
-			if acceptCtx.Err() != nil {
-				return
-			}
-			d.h.log.Error("accept session failed", slog.String("queue", d.queue), slog.Any("error", err))
-			pause(acceptCtx, time.Second)
-			continue
+	for {
+		s, ok := d.slots.wait(in)
+		if !ok {
+			return
 		}
 		d.session(in, s)
 	}
+}
+
+// accept takes the queue's sessions one at a time, whenever a slot waits,
+// and hands each to a waiting slot of the least busy instance (see
+// slotQueue.give). Competing receivers on Service Bus share a queue's
+// sessions between them; without this, whichever slots the Go scheduler
+// woke first took every session, and an instance could take none.
+func (d *sessionDispatcher) accept(ctx context.Context) {
+	for d.slots.waitAny(ctx) {
+		s, err := d.h.broker.AcceptNextSession(ctx, d.queue)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			d.h.log.Error("accept session failed", slog.String("queue", d.queue), slog.Any("error", err))
+			pause(ctx, time.Second)
+			continue
+		}
+		if !d.slots.give(s) {
+			s.Close() // every slot left meanwhile: the next accept takes it again
+		}
+	}
+}
+
+// slot is one session slot of an instance waiting for a session.
+type slot struct {
+	in *instance
+	ch chan *membroker.Session // buffered: give never blocks
+}
+
+// slotQueue is the session slots of one function waiting for a session,
+// across its instances. Its methods are safe for concurrent use.
+type slotQueue struct {
+	mu      sync.Mutex
+	waiting []*slot
+	changed chan struct{} // closed and replaced when a slot starts waiting
+	last    map[*instance]uint64
+	turn    uint64
+}
+
+func (q *slotQueue) init() {
+	q.changed = make(chan struct{})
+	q.last = map[*instance]uint64{}
+}
+
+// wait blocks until a session is handed to a slot of in, and returns it;
+// false once in stops taking work. A session handed over as in stops is
+// closed, so that the broker hands it out again at once.
+func (q *slotQueue) wait(in *instance) (*membroker.Session, bool) {
+	sl := &slot{in: in, ch: make(chan *membroker.Session, 1)}
+	q.mu.Lock()
+	if in.acceptCtx.Err() != nil {
+		q.mu.Unlock()
+		return nil, false
+	}
+	q.waiting = append(q.waiting, sl)
+	close(q.changed)
+	q.changed = make(chan struct{})
+	q.mu.Unlock()
+	select {
+	case s := <-sl.ch:
+		return s, true
+	case <-in.acceptCtx.Done():
+	}
+	q.mu.Lock()
+	i := slices.Index(q.waiting, sl)
+	if i >= 0 {
+		q.waiting = slices.Delete(q.waiting, i, i+1)
+	}
+	q.mu.Unlock()
+	if i < 0 { // handed a session as it stopped
+		s := <-sl.ch
+		s.Close()
+	}
+	return nil, false
+}
+
+// waitAny blocks until at least one slot waits; false once ctx ended.
+func (q *slotQueue) waitAny(ctx context.Context) bool {
+	for {
+		q.mu.Lock()
+		n, ch := len(q.waiting), q.changed
+		q.mu.Unlock()
+		if n > 0 {
+			return ctx.Err() == nil
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ch:
+		}
+	}
+}
+
+// give hands s to a waiting slot of the instance with the most slots
+// waiting (the least busy), the one served longest ago among equals, and
+// reports false when no slot of a running instance waits.
+func (q *slotQueue) give(s *membroker.Session) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	idle := map[*instance]int{}
+	for _, sl := range q.waiting {
+		if sl.in.acceptCtx.Err() == nil {
+			idle[sl.in]++
+		}
+	}
+	best := -1
+	for i, sl := range q.waiting {
+		n := idle[sl.in]
+		if n == 0 {
+			continue
+		}
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := q.waiting[best].in
+		if n > idle[b] || (n == idle[b] && q.last[sl.in] < q.last[b]) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	sl := q.waiting[best]
+	q.waiting = slices.Delete(q.waiting, best, best+1)
+	q.turn++
+	q.last[sl.in] = q.turn
+	sl.ch <- s
+	return true
 }
 
 // session processes one accepted session until it is idle, its lock is
