@@ -133,7 +133,7 @@ func TestCheckHelpCatchesTheOldStyle(t *testing.T) {
 // are the ones the flag table of docs/dev-host.md gives.
 func TestScaleExamplesAgree(t *testing.T) {
 	help := helpOf(t, "dev")
-	event := regexp.MustCompile(`\b(?:add|remove|kill)(?::[a-z0-9-]+)?@[0-9a-z]+\b`)
+	event := regexp.MustCompile(`\b(?:add|remove|kill)(?::[A-Za-z0-9-]+)?@[0-9a-z]+\b`)
 	start := strings.Index(help, "  --scale ")
 	desc := help[start:]
 	desc = desc[:strings.Index(desc[1:], "\n  --")+1]

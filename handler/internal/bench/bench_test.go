@@ -311,7 +311,7 @@ func checkInstancesRun(t *testing.T, r Report, printed map[string]float64, out s
 	if math.IsNaN(run.Baseline) || run.Baseline < 1 {
 		t.Errorf("baseline %v, want the local runs' round trips per applied message", run.Baseline)
 	}
-	for _, want := range []string{"| instance-1 | killed |", "session moves", "target instances_4_round_trips_per_applied - the 1-instance figure <= 0.1"} {
+	for _, want := range []string{"| OrderStatus-1 | killed |", "session moves", "target instances_4_round_trips_per_applied - the 1-instance figure <= 0.1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

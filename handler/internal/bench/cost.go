@@ -88,7 +88,7 @@ func (b *runner) costPhase(ctx context.Context) error {
 	if err := waitTable(ctx, "http://"+h.Addr()); err != nil {
 		return err
 	}
-	m0, err := scrape(ctx, "http://"+h.Addr())
+	m0, err := scrapeHandler(ctx, h)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (b *runner) costPhase(ctx context.Context) error {
 	if err := h.WaitIdle(ctx); err != nil {
 		return err
 	}
-	m, err := scrape(ctx, "http://"+h.Addr())
+	m, err := scrapeHandler(ctx, h)
 	if err != nil {
 		return err
 	}

@@ -34,9 +34,9 @@ type scaleStep struct {
 // second is scaled in gracefully (its sessions move at once), and one is
 // added again, so that the run ends with as many instances as it began.
 var instanceSteps = []scaleStep{
-	{0.20, scenario.ScaleKill, "instance-1"},
+	{0.20, scenario.ScaleKill, "OrderStatus-1"},
 	{0.35, scenario.ScaleAdd, ""},
-	{0.50, scenario.ScaleRemove, "instance-2"},
+	{0.50, scenario.ScaleRemove, "OrderStatus-2"},
 	{0.65, scenario.ScaleAdd, ""},
 }
 
@@ -54,7 +54,8 @@ type InstancesRun struct {
 	Instances, Sessions int
 	// Events are the scale events as they were applied.
 	Events []string
-	// PerInstance is what each instance did (devhost.Host.Instances).
+	// PerInstance is what each instance of OrderStatus did
+	// (devhost.Host.Instances).
 	PerInstance []devhost.InstanceSummary
 	// Completed counts the workload's messages by the result they were
 	// completed with (each message once); Calls counts the handler calls
@@ -127,7 +128,13 @@ func (b *runner) instances(ctx context.Context, cs string) error {
 	}
 	elapsed := time.Since(start)
 
-	run.PerInstance = h.Instances()
+	// OrderStatus's instances: the group measured (the sweeper and the
+	// HTTP functions run on instances of their own, as on Flex).
+	for _, in := range h.Instances() {
+		if strings.HasPrefix(in.ID, h.Groups()[0]+"-") {
+			run.PerInstance = append(run.PerInstance, in)
+		}
+	}
 	sum, err := h.Summary(ctx)
 	if err != nil {
 		return err
@@ -161,7 +168,7 @@ func (b *runner) instances(ctx context.Context, cs string) error {
 func applyScale(ctx context.Context, h *devhost.Host, step scaleStep) (string, error) {
 	switch step.action {
 	case scenario.ScaleAdd:
-		return h.AddInstance(ctx)
+		return h.AddInstance(ctx, "")
 	case scenario.ScaleRemove:
 		return h.RemoveInstance(ctx, step.instance)
 	case scenario.ScaleKill:

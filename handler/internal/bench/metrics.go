@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -10,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 )
 
 // Sample is one series of a Prometheus text exposition.
@@ -168,6 +171,23 @@ next:
 		lower, below = b.le, b.n
 	}
 	return lower
+}
+
+// scrapeHandler reads the metrics of the handler that runs OrderStatus
+// (the oldest running instance of its group). Not through the front: the
+// front reaches the HTTP group's instances, whose registry counts no
+// message, as in Azure, where Flex Consumption runs HTTP functions on
+// instances of their own.
+func scrapeHandler(ctx context.Context, h *devhost.Host) (Scrape, error) {
+	running := h.RunningIn("")
+	if len(running) == 0 {
+		return Scrape{}, errors.New("bench: no instance of OrderStatus is running")
+	}
+	base, err := h.InstanceURL(ctx, running[0])
+	if err != nil {
+		return Scrape{}, err
+	}
+	return scrape(ctx, base)
 }
 
 // scrape reads GET <base>/api/metrics.

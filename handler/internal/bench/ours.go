@@ -161,7 +161,7 @@ func (b *runner) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun
 	if r.RSSAfter, err = RSS(pid); err != nil {
 		return r, err
 	}
-	if r.Metrics, err = scrape(ctx, "http://"+h.Addr()); err != nil {
+	if r.Metrics, err = scrapeHandler(ctx, h); err != nil {
 		return r, err
 	}
 	return r, checkSettled(r.Metrics, w)
@@ -257,7 +257,7 @@ func (b *runner) runSlots(ctx context.Context, c oursConfig, rounds int, prefix 
 		}
 	}
 	elapsed := time.Since(start)
-	m, err := scrape(ctx, "http://"+h.Addr())
+	m, err := scrapeHandler(ctx, h)
 	if err != nil {
 		return row, err
 	}

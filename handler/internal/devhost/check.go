@@ -34,7 +34,7 @@ type CheckInput struct {
 	// CallsPerSession is maxConcurrentCallsPerSession; the order checks
 	// need 1 (messages of a session handled one at a time, in order).
 	CallsPerSession int
-	// Instances is how many instances of the app ran. With more than
+	// Instances is how many instances took message calls. With more than
 	// one, an instance's order cache can be behind the row (another
 	// instance wrote since), and a message at exactly the cached
 	// sequence is answered Duplicate from the cache where the row has

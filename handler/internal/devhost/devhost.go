@@ -31,12 +31,15 @@
 // Azurite dies fails. On Linux the handler and that Azurite die with the
 // host, even when it is killed with SIGKILL.
 //
-// Scaled out (Options.Instances, AddInstance, RemoveInstance,
-// KillInstance, scale lines in a workload), the host runs several instances
-// of the app as Flex Consumption does, on the one broker and store: each
-// with its own handler process (its id in CONTAINER_NAME), its own cache
-// and its own session slots; the front takes the running instances in
-// turn, and timers run on the oldest one (instance.go).
+// The host runs the app as Flex Consumption does, per function (group.go):
+// one group of instances for every HTTP function and one for each other
+// function, each instance with its own handler process (its id in
+// CONTAINER_NAME), its own cache and, for a Service Bus function, its own
+// session slots, on the one broker and store. A group scales out and in
+// on its own (Options.Instances and GroupInstances, AddInstance,
+// RemoveInstance, KillInstance, scale lines in a workload); the front
+// takes the HTTP group's running instances in turn, and a timer runs on
+// the oldest running instance of its group (instance.go).
 //
 // Outages (Options.OutageTargets, StartOutage, outage lines in a
 // workload; outage.go) make Table Storage or the handler's own Service Bus
@@ -215,11 +218,17 @@ type Options struct {
 	// NoAzuriteInstall stops the host from running `npm ci` in tools/
 	// when no store is configured and Azurite is not installed.
 	NoAzuriteInstall bool
-	// Instances is how many instances of the app run at the start, as
-	// Flex Consumption scales out (default 1, at most MaxInstances): each
-	// with its own handler process and its own session slots, on the one
+	// Instances is how many instances the default group runs at the
+	// start (default 1, at most MaxInstances): the group of the function
+	// on the workload queue, the one that scales out on a backlog. Each
+	// has its own handler process and its own session slots, on the one
 	// broker and store (see AddInstance, RemoveInstance, KillInstance).
 	Instances int
+	// GroupInstances sets how many instances other groups start with, by
+	// key (HTTPGroup, or a non-HTTP function's name; see group.go); a
+	// group named nowhere starts with one. A key the app does not have
+	// fails Start with ErrUnknownGroup (CheckScale tells before).
+	GroupInstances map[string]int
 	// OutageTargets are the targets (OutageTable, OutageServiceBus) the
 	// run may make unreachable (StartOutage, outage lines in Play): for
 	// each, a fault proxy stands between the handler processes and the
@@ -253,6 +262,7 @@ type Host struct {
 	plain              []*queueDispatcher
 	timers             []*timerDispatcher
 	routes             []route
+	groups             []*group       // in the order the app's functions come
 	ff                 advancer       // nil unless FastForward
 	idleStep           time.Duration  // longest fast-forward while sessions are held
 	sessionWorkers     map[string]int // session queue -> its dispatchers' workers
@@ -419,9 +429,13 @@ func (h *Host) plan() error {
 			}
 			sessionQueues[t.QueueName] = t.IsSessionsEnabled
 			if t.IsSessionsEnabled {
-				h.sessions = append(h.sessions, &sessionDispatcher{h: h, fn: fn.Name, binding: t.Name, queue: t.QueueName,
+				d := &sessionDispatcher{h: h, fn: fn.Name, binding: t.Name, queue: t.QueueName,
 					workers: sb.MaxConcurrentSessions, callsPerSession: sb.MaxConcurrentCallsPerSession,
-					idle: sb.SessionIdleTimeout, lock: triggered.LockDuration, maxRenew: sb.MaxAutoLockRenewalDuration})
+					idle: sb.SessionIdleTimeout, lock: triggered.LockDuration, maxRenew: sb.MaxAutoLockRenewalDuration}
+				h.sessions = append(h.sessions, d)
+				g := h.groupOf(fn.Name)
+				g.sessions = append(g.sessions, d)
+				d.g = g
 				h.sessionWorkers[t.QueueName] += max(1, sb.MaxConcurrentSessions)
 				// A fast-forward while sessions are held moves at most a
 				// quarter of the lock duration, so that no session lock
@@ -430,15 +444,21 @@ func (h *Host) plan() error {
 					h.idleStep = step
 				}
 			} else {
-				h.plain = append(h.plain, &queueDispatcher{h: h, fn: fn.Name, binding: t.Name, queue: t.QueueName,
-					workers: sb.MaxConcurrentCalls})
+				d := &queueDispatcher{h: h, fn: fn.Name, binding: t.Name, queue: t.QueueName,
+					workers: sb.MaxConcurrentCalls}
+				h.plain = append(h.plain, d)
+				g := h.groupOf(fn.Name)
+				g.plain = append(g.plain, d)
 			}
 		case funcapp.TypeTimerTrigger:
 			sched, err := ncrontab.Parse(t.Schedule)
 			if err != nil {
 				return fmt.Errorf("devhost: %s: binding %q: %w", fn.Path, t.Name, err)
 			}
-			h.timers = append(h.timers, &timerDispatcher{h: h, fn: fn.Name, binding: t, sched: sched})
+			g := h.groupOf(fn.Name)
+			d := &timerDispatcher{h: h, g: g, fn: fn.Name, binding: t, sched: sched}
+			h.timers = append(h.timers, d)
+			g.timers = append(g.timers, d)
 		case funcapp.TypeHTTPTrigger:
 			if !h.app.Host.EnableForwardingHTTPRequest {
 				h.log.Warn("HTTP function skipped: only enableForwardingHttpRequest is supported", slog.String("function", fn.Name))
@@ -449,6 +469,8 @@ func (h *Host) plan() error {
 				return fmt.Errorf("devhost: %s: %w", fn.Path, err)
 			}
 			h.routes = append(h.routes, r)
+			g := h.groupOf(HTTPGroup)
+			g.routes = append(g.routes, r)
 		default:
 			h.log.Warn("trigger type not supported by the development host; function skipped",
 				slog.String("function", fn.Name), slog.String("type", t.Type))
@@ -596,19 +618,26 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	timerCtx, stopTimers := context.WithCancel(acceptCtx)
 	h.stopAccept, h.stopCalls, h.stopTimers = stopAccept, stopCalls, stopTimers
 	h.acceptCtx, h.callCtx = acceptCtx, callCtx
-	for range h.opts.Instances {
-		if _, err := h.startInstance(ctx); err != nil {
-			return err
+	counts, err := h.startCounts()
+	if err != nil {
+		return err
+	}
+	for _, key := range h.Groups() { // the default group first: its ids come first
+		g := h.group(key)
+		for range counts[g] {
+			if _, err := h.startInstance(ctx, g); err != nil {
+				return err
+			}
 		}
 	}
 	if h.frontLn != nil {
-		h.front = &http.Server{Handler: newFront(h.routes, h.pool, h.log), ReadHeaderTimeout: 10 * time.Second}
+		h.front = &http.Server{Handler: newFront(h.routes, groupReadier{h.pool, h.readGroup()}, h.log), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = h.front.Serve(h.frontLn) }()
 	}
 	for _, d := range h.timers {
 		d.start(timerCtx, callCtx, &h.timerRuns)
 	}
-	h.log.Info("development host started", slog.String("handler", path), slog.Int("instances", h.opts.Instances), slog.String("store", h.storeSource),
+	h.log.Info("development host started", slog.String("handler", path), slog.String("instances", strings.Join(h.RunningInstances(), ",")), slog.String("store", h.storeSource),
 		slog.String("broker", h.brokerURL), slog.String("front", h.frontAddr), slog.String("settings", h.app.SettingsSource))
 	return nil
 }
@@ -774,10 +803,10 @@ func (h *Host) Queue() string { return h.queue }
 // PoisonQueue returns the poison queue (POISON_QUEUE).
 func (h *Host) PoisonQueue() string { return h.poisonQueue }
 
-// HandlerPID returns the process id of the oldest running instance's
-// handler, 0 while none runs.
+// HandlerPID returns the process id of the handler of the default group's
+// oldest running instance, 0 while none runs.
 func (h *Host) HandlerPID() int {
-	if in := h.pool.first(); in != nil {
+	if in := h.pool.first(h.defaultGroup()); in != nil {
 		return in.proc.PID()
 	}
 	return 0
@@ -819,7 +848,7 @@ func (h *Host) Endpoints() devrun.Endpoints {
 
 // ChildProcess is a process the host started and stops in Close.
 type ChildProcess struct {
-	Name string // "instance-1's handler", "Azurite"
+	Name string // "OrderStatus-1's handler", "Azurite"
 	PID  int
 }
 
@@ -1042,8 +1071,7 @@ func (h *Host) fastForward(limit time.Time) {
 		if s.Locked != orphanMsgs {
 			return
 		}
-		workers, sessions := h.sessionWorkers[q]
-		workers *= h.pool.runningCount()
+		workers, sessions := h.slots(q)
 		held, allWaiting := h.idleSessions.state(q)
 		switch {
 		case !sessions && s.Active != 0: // a receiver takes it now

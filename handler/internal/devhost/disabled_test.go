@@ -56,7 +56,7 @@ func TestKillSwitch(t *testing.T) {
 			}
 			// The disabled trigger's connection is still the dev host's
 			// to stand in for: the handler does not get it.
-			if v, ok := instanceEnv(t, h, h.pool.first())["ServiceBusConnection__fullyQualifiedNamespace"]; ok {
+			if v, ok := instanceEnv(t, h, h.pool.first(nil))["ServiceBusConnection__fullyQualifiedNamespace"]; ok {
 				t.Errorf("the handler got ServiceBusConnection__fullyQualifiedNamespace=%s", v)
 			}
 			// No dispatcher takes the queue and no timer is left to fire:

@@ -174,9 +174,12 @@ func TestEndToEndRealHandler(t *testing.T) {
 
 // TestEndToEndScaledOut runs what `make run ARGS="--instances 3"` runs,
 // with --exit-when-idle and a smaller demo, plus scale events: three real
-// handlers share the demo on one broker and Azurite, a fourth is added,
-// the first is killed and the third removed; the invariants hold, every
-// first three instances did work, the summary counts per instance, and
+// handlers of OrderStatus share the demo on one broker and Azurite, a
+// fourth is added, the first is killed and the third removed, while the
+// sweeper and the HTTP functions run on instances of their own, as Flex
+// Consumption scales per function; the invariants hold, each of the first
+// three OrderStatus instances took messages, only the sweeper's instance
+// ran the timer, the summary counts per instance and names its group, and
 // every handler log line names its instance.
 func TestEndToEndScaledOut(t *testing.T) {
 	handler := testenv.Handler(t, repoRoot)
@@ -206,25 +209,36 @@ func TestEndToEndScaledOut(t *testing.T) {
 	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatalf("summary: %v\n%s", err, data)
 	}
-	states := map[string]string{}
+	states, groups := map[string]string{}, map[string]string{}
 	for _, in := range s.Instances {
-		states[in.ID] = in.State
-		// A call is a message or a timer run (counted apart since timer
-		// runs left the message calls).
-		if in.ID != "instance-4" && in.Invocations+in.TimerRuns == 0 {
-			t.Errorf("%s took no call: %+v", in.ID, in)
+		states[in.ID], groups[in.ID] = in.State, in.Group
+		switch {
+		case in.Group == "function:OrderStatus" && in.ID != "OrderStatus-4" && in.Invocations == 0:
+			t.Errorf("%s took no message: %+v", in.ID, in)
+		case in.Group != "function:OrderStatus" && in.Invocations != 0:
+			t.Errorf("%s, of %s, took %d messages: want none", in.ID, in.Group, in.Invocations)
+		case in.Group == "function:DeadLetterSweeper" && in.TimerRuns == 0:
+			t.Errorf("%s did not run the sweeper: %+v", in.ID, in)
+		case in.Group != "function:DeadLetterSweeper" && in.TimerRuns != 0:
+			t.Errorf("%s, of %s, ran the timer %d times: want never", in.ID, in.Group, in.TimerRuns)
 		}
 	}
-	want := map[string]string{"instance-1": InstanceKilled, "instance-2": InstanceRunning, "instance-3": InstanceRemoved, "instance-4": InstanceRunning}
+	want := map[string]string{"OrderStatus-1": InstanceKilled, "OrderStatus-2": InstanceRunning, "OrderStatus-3": InstanceRemoved,
+		"OrderStatus-4": InstanceRunning, "DeadLetterSweeper-1": InstanceRunning, "http-1": InstanceRunning}
 	if !reflect.DeepEqual(states, want) {
 		t.Errorf("instances %v, want %v", states, want)
 	}
-	for _, l := range []string{"instances: instance-1, instance-2, instance-3", "by instance (4 started)", "invariants: all hold"} {
+	wantGroups := map[string]string{"OrderStatus-1": "function:OrderStatus", "OrderStatus-2": "function:OrderStatus", "OrderStatus-3": "function:OrderStatus",
+		"OrderStatus-4": "function:OrderStatus", "DeadLetterSweeper-1": "function:DeadLetterSweeper", "http-1": "http"}
+	if !reflect.DeepEqual(groups, wantGroups) {
+		t.Errorf("groups %v, want %v", groups, wantGroups)
+	}
+	for _, l := range []string{"instances: OrderStatus-1, OrderStatus-2, OrderStatus-3, DeadLetterSweeper-1, http-1", "by instance (6 started;", "invariants: all hold"} {
 		if !strings.Contains(stdout.String(), l) {
 			t.Errorf("stdout lacks %q:\n%s", l, stdout.String())
 		}
 	}
-	for _, l := range []string{"scale add: instance-4", "scale kill: instance-1", "scale remove: instance-3"} {
+	for _, l := range []string{"scale add: OrderStatus-4", "scale kill: OrderStatus-1", "scale remove: OrderStatus-3"} {
 		if !strings.Contains(stderr.String(), l) {
 			t.Errorf("stderr lacks %q:\n%s", l, stderr.String())
 		}
@@ -246,7 +260,7 @@ func TestEndToEndScaledOut(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	for _, id := range []string{"instance-1", "instance-2", "instance-3", "instance-4"} {
+	for _, id := range []string{"OrderStatus-1", "OrderStatus-2", "OrderStatus-3", "OrderStatus-4", "DeadLetterSweeper-1", "http-1"} {
 		if !seen[id] {
 			t.Errorf("no handler log line of %s", id)
 		}

@@ -22,9 +22,9 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/logging"
 )
 
-// MaxInstances bounds Options.Instances and the instances running at once:
-// each runs a handler process and host.json's maxConcurrentSessions
-// session slots per trigger.
+// MaxInstances bounds the instances of one group running at once (and
+// Options.Instances): each runs a handler process, and an instance of a
+// Service Bus function host.json's maxConcurrentSessions session slots.
 const MaxInstances = 16
 
 // Instance states (InstanceSummary.State).
@@ -36,25 +36,28 @@ const (
 
 // Errors of the scale operations.
 var (
-	// ErrLastInstance: removing or killing the only running instance
-	// would leave nothing to work the queue (Flex Consumption scales out
-	// again from a backlog; the development host keeps one instead).
-	ErrLastInstance = errors.New("devhost: the last running instance cannot be removed")
+	// ErrLastInstance: removing or killing a group's only running
+	// instance would leave nothing to run its functions (Flex Consumption
+	// scales out again from a backlog; the development host keeps one
+	// instead).
+	ErrLastInstance = errors.New("devhost: the last running instance of a group cannot be removed")
 	// ErrNoInstance: no running instance has that id.
 	ErrNoInstance = errors.New("devhost: no such running instance")
 	// ErrTooManyInstances: MaxInstances run already.
-	ErrTooManyInstances = fmt.Errorf("devhost: at most %d instances run at once", MaxInstances)
+	ErrTooManyInstances = fmt.Errorf("devhost: at most %d instances of a group run at once", MaxInstances)
 )
 
 // instance is one instance of the Functions app as Flex Consumption runs it
-// when it scales out: a Functions host of its own, with its own session
-// processor (host.json's maxConcurrentSessions slots per session trigger),
-// and a handler process of its own (its own port, order cache and metrics
-// registry), whose id the handler reads from CONTAINER_NAME. Every
-// instance shares the one broker and the one store.
+// when it scales out: a Functions host of its own, running the functions
+// of its group only (group.go), with its own session processor (host.json's
+// maxConcurrentSessions slots per session trigger), and a handler process
+// of its own (its own port, order cache and metrics registry), whose id
+// the handler reads from CONTAINER_NAME. Every instance shares the one
+// broker and the one store.
 type instance struct {
-	n    int    // 1-based, in start order; never reused
-	id   string // instance-<n>
+	g    *group
+	n    int    // 1-based within its group, in start order; never reused
+	id   string // <group key>-<n>, such as OrderStatus-1 or http-1
 	proc *child.Process
 	inv  *invoker
 	// acceptCtx ends when the instance stops taking work; callCtx when
@@ -113,7 +116,10 @@ func (c *instanceCounts) result(r string) {
 // add up what the instance's handler logged on its settled lines, so a
 // handler that was killed keeps what it logged before.
 type InstanceSummary struct {
-	ID            string         `json:"id"`
+	ID string `json:"id"`
+	// Group is the instance's group as Flex Consumption names it: http,
+	// or function:<NAME> (see group.go).
+	Group         string         `json:"group"`
 	State         string         `json:"state"`
 	Invocations   int            `json:"invocations"`
 	TimerRuns     int            `json:"timerRuns"`
@@ -183,7 +189,6 @@ type pool struct {
 	mu      sync.Mutex
 	all     []*instance          // every instance started, in start order
 	rr      int                  // round-robin position of the front
-	started int                  // instances started or starting
 	holders map[string]*instance // session id -> the instance holding it
 	fail    chan struct{}        // closed when a running instance's handler failed for good
 	failErr error
@@ -237,45 +242,53 @@ func newPool() *pool {
 }
 
 // running returns the running instances in start order.
-func (p *pool) running() []*instance {
+func (p *pool) running() []*instance { return p.runningIn(nil) }
+
+// runningIn returns the running instances of g (of every group for nil) in
+// start order.
+func (p *pool) runningIn(g *group) []*instance {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []*instance
 	for _, in := range p.all {
-		if in.stateName() == InstanceRunning {
+		if in.stateName() == InstanceRunning && (g == nil || in.g == g) {
 			out = append(out, in)
 		}
 	}
 	return out
 }
 
-func (p *pool) runningCount() int { return len(p.running()) }
-
-// first is the oldest running instance, nil if none: it holds the timers'
-// singleton lock.
-func (p *pool) first() *instance {
-	if r := p.running(); len(r) > 0 {
+// first is the oldest running instance of g, nil if none: it holds the
+// singleton lock of g's timers.
+func (p *pool) first(g *group) *instance {
+	if r := p.runningIn(g); len(r) > 0 {
 		return r[0]
 	}
 	return nil
 }
 
-// Ready spreads callers over the running instances, round robin, as the
-// Functions front end spreads HTTP requests, and returns the chosen
-// instance's handler base URL once it answers.
-func (p *pool) Ready(ctx context.Context) (string, error) {
-	r := p.running()
-	if len(r) == 0 {
+// groupReadier spreads callers over the running instances of one group,
+// round robin, as the Functions front end spreads HTTP requests over the
+// HTTP group's instances.
+type groupReadier struct {
+	p *pool
+	g *group
+}
+
+// Ready returns the chosen instance's handler base URL once it answers.
+func (r groupReadier) Ready(ctx context.Context) (string, error) {
+	running := r.p.runningIn(r.g)
+	if len(running) == 0 {
 		return "", errors.New("devhost: no instance is running")
 	}
-	p.mu.Lock()
-	in := r[p.rr%len(r)]
-	p.rr++
-	p.mu.Unlock()
+	r.p.mu.Lock()
+	in := running[r.p.rr%len(running)]
+	r.p.rr++
+	r.p.mu.Unlock()
 	return in.proc.Ready(ctx)
 }
 
-var _ readier = (*pool)(nil)
+var _ readier = groupReadier{}
 
 // hold records that in holds session id; release forgets it.
 func (p *pool) hold(id string, in *instance) {
@@ -309,14 +322,15 @@ func (p *pool) failed(in *instance, err error) {
 	}
 }
 
-// startInstance starts one instance: its handler process (waiting until it
-// answers) and its Service Bus dispatchers. ctx bounds the start only.
-func (h *Host) startInstance(ctx context.Context) (*instance, error) {
+// startInstance starts one instance of g: its handler process (waiting
+// until it answers) and g's Service Bus dispatchers. ctx bounds the start
+// only.
+func (h *Host) startInstance(ctx context.Context, g *group) (*instance, error) {
 	h.pool.mu.Lock()
-	h.pool.started++
-	n := h.pool.started // reserved, so that instances started at once get distinct ids
+	g.started++
+	n := g.started // reserved, so that instances started at once get distinct ids
 	h.pool.mu.Unlock()
-	in := &instance{n: n, id: "instance-" + strconv.Itoa(n)}
+	in := &instance{g: g, n: n, id: g.instanceID(n)}
 	in.state.Store(InstanceRunning)
 	env := append(slices.Clone(h.handlerEnv), logging.EnvContainerName+"="+in.id)
 	var err error
@@ -345,10 +359,10 @@ func (h *Host) startInstance(ctx context.Context) (*instance, error) {
 			h.pool.failed(in, in.proc.Err())
 		}
 	}()
-	for _, d := range h.sessions {
+	for _, d := range g.sessions {
 		d.start(in)
 	}
-	for _, d := range h.plain {
+	for _, d := range g.plain {
 		d.start(in)
 	}
 	return in, nil
@@ -365,14 +379,41 @@ func (h *Host) track(in *instance, f func()) {
 	}()
 }
 
-// pick returns the running instance named id (an id such as instance-2, or
-// its number), or the newest running one for "". It fails with
-// ErrLastInstance when it is the only one running.
-func (h *Host) pick(id string) (*instance, error) {
-	r := h.pool.running()
-	if _, err := strconv.Atoi(id); err == nil {
-		id = "instance-" + id
+// resolve reads a scale event's target: "" (the default group), a group
+// key, a number (that instance of the default group) or an instance id.
+// It returns the group and the instance id, "" for the group's newest
+// running instance.
+func (h *Host) resolve(target string) (*group, string, error) {
+	if g := h.group(target); g != nil {
+		return g, "", nil
 	}
+	if _, err := strconv.Atoi(target); err == nil {
+		g := h.defaultGroup()
+		return g, g.instanceID(mustAtoi(target)), nil
+	}
+	for _, g := range h.groups {
+		if n, ok := strings.CutPrefix(target, g.key+"-"); ok {
+			if _, err := strconv.Atoi(n); err == nil {
+				return g, target, nil
+			}
+		}
+	}
+	return nil, "", fmt.Errorf("%w: %q is neither a group (%s) nor an instance id such as %s",
+		ErrNoInstance, target, h.groupKeys(), h.defaultGroup().instanceID(1))
+}
+
+func mustAtoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// pick returns the running instance target names (see resolve): an
+// instance id, a number of the default group's, or a group's newest
+// running one. It fails with ErrLastInstance when it is the only one of
+// its group running.
+func (h *Host) pick(target string) (*instance, error) {
+	g, id, err := h.resolve(target)
+	if err != nil {
+		return nil, err
+	}
+	r := h.pool.runningIn(g)
 	var in *instance
 	for _, x := range r {
 		if id == "" || x.id == id {
@@ -381,9 +422,9 @@ func (h *Host) pick(id string) (*instance, error) {
 	}
 	switch {
 	case in == nil:
-		return nil, fmt.Errorf("%w: %q (running: %s)", ErrNoInstance, id, ids(r))
+		return nil, fmt.Errorf("%w: %q (running in %s: %s)", ErrNoInstance, id, g.name, ids(r))
 	case len(r) == 1:
-		return nil, fmt.Errorf("%w (%s)", ErrLastInstance, in.id)
+		return nil, fmt.Errorf("%w (%s, the last of %s)", ErrLastInstance, in.id, g.name)
 	}
 	return in, nil
 }
@@ -396,20 +437,25 @@ func ids(r []*instance) string {
 	return strings.Join(s, ", ")
 }
 
-// AddInstance scales out by one instance, with a cold cache, and returns
-// its id once its handler answers and its dispatchers run.
-func (h *Host) AddInstance(ctx context.Context) (string, error) {
+// AddInstance scales group (a group key, "" for the default group) out by
+// one instance, with a cold cache, and returns its id once its handler
+// answers and its dispatchers run.
+func (h *Host) AddInstance(ctx context.Context, group string) (string, error) {
 	if !h.started.Load() || h.closing.Load() {
 		return "", errors.New("devhost: AddInstance on a host that is not running")
 	}
-	if h.pool.runningCount() >= MaxInstances {
+	g := h.group(group)
+	if g == nil {
+		return "", fmt.Errorf("%w: %q (the app's groups: %s)", ErrUnknownGroup, group, h.groupKeys())
+	}
+	if len(h.pool.runningIn(g)) >= MaxInstances {
 		return "", ErrTooManyInstances
 	}
-	in, err := h.startInstance(ctx)
+	in, err := h.startInstance(ctx, g)
 	if err != nil {
 		return "", err
 	}
-	h.log.Info("scaled out", slog.String("instance", in.id), slog.Int("running", h.pool.runningCount()))
+	h.log.Info("scaled out", slog.String("instance", in.id), slog.String("group", g.name), slog.Int("running", len(h.pool.runningIn(g))))
 	return in.id, nil
 }
 
@@ -444,7 +490,7 @@ func (h *Host) RemoveInstance(ctx context.Context, id string) (string, error) {
 	}
 	in.stopCalls()
 	in.inv.close()
-	h.log.Info("scaled in", slog.String("instance", in.id), slog.Int("running", h.pool.runningCount()))
+	h.log.Info("scaled in", slog.String("instance", in.id), slog.String("group", in.g.name), slog.Int("running", len(h.pool.runningIn(in.g))))
 	return in.id, nil
 }
 
@@ -469,16 +515,19 @@ func (h *Host) KillInstance(id string) (string, error) {
 	in.stopCalls()
 	in.workers.Wait()
 	in.inv.close()
-	h.log.Info("instance killed", slog.String("instance", in.id), slog.Int("running", h.pool.runningCount()))
+	h.log.Info("instance killed", slog.String("instance", in.id), slog.String("group", in.g.name), slog.Int("running", len(h.pool.runningIn(in.g))))
 	return in.id, nil
 }
 
-// Scale applies one scale event (see scenario.ScaleAdd and the others) and
-// returns the id of the instance it added, removed or killed.
-func (h *Host) Scale(ctx context.Context, action, id string) (string, error) {
+// Scale applies one scale event (see scenario.ScaleAdd and the others) to
+// target (a group key, an instance id or a number of the default group's;
+// "" for the default group's newest) and returns the id of the instance it
+// added, removed or killed.
+func (h *Host) Scale(ctx context.Context, action, target string) (string, error) {
+	id := target
 	switch action {
 	case scenario.ScaleAdd:
-		return h.AddInstance(ctx)
+		return h.AddInstance(ctx, target)
 	case scenario.ScaleRemove:
 		return h.RemoveInstance(ctx, id)
 	case scenario.ScaleKill:
@@ -496,7 +545,7 @@ func (h *Host) Instances() []InstanceSummary {
 	for _, in := range all {
 		in.counts.mu.Lock()
 		s := InstanceSummary{
-			ID: in.id, State: in.stateName(), Invocations: in.counts.invocations, TimerRuns: in.counts.timerRuns,
+			ID: in.id, Group: in.g.name, State: in.stateName(), Invocations: in.counts.invocations, TimerRuns: in.counts.timerRuns,
 			Results: maps.Clone(in.counts.results), RoundTrips: in.counts.roundTrips,
 			ETagConflicts: in.counts.conflicts, CacheHits: in.counts.cacheHits,
 			HandlerStarts: in.proc.Starts(),
@@ -510,13 +559,42 @@ func (h *Host) Instances() []InstanceSummary {
 	return out
 }
 
-// RunningInstances returns the ids of the running instances, oldest first.
+// RunningInstances returns the ids of the running instances of every
+// group, oldest first.
 func (h *Host) RunningInstances() []string {
 	var out []string
 	for _, in := range h.pool.running() {
 		out = append(out, in.id)
 	}
 	return out
+}
+
+// RunningIn returns the ids of the running instances of group (a key, ""
+// for the default group), oldest first; nil for a group the app does not
+// have.
+func (h *Host) RunningIn(group string) []string {
+	g := h.group(group)
+	if g == nil {
+		return nil
+	}
+	var out []string
+	for _, in := range h.pool.runningIn(g) {
+		out = append(out, in.id)
+	}
+	return out
+}
+
+// InstanceURL returns the base URL of the handler of the running instance
+// id, once it answers: what the development host has and Azure does not,
+// a way to one instance's own GET /api/metrics (the front reaches the HTTP
+// group only, as in Azure).
+func (h *Host) InstanceURL(ctx context.Context, id string) (string, error) {
+	for _, in := range h.pool.running() {
+		if in.id == id {
+			return in.proc.Ready(ctx)
+		}
+	}
+	return "", fmt.Errorf("%w: %q (running: %s)", ErrNoInstance, id, strings.Join(h.RunningInstances(), ", "))
 }
 
 // HandlerPIDFor returns the process id of the handler of the instance
@@ -529,25 +607,29 @@ func (h *Host) HandlerPIDFor(sessionID string) int {
 }
 
 // ParseScale reads the --scale flag: comma-separated events
-// ACTION[:INSTANCE]@AFTER, such as "add@30s,remove@2m,kill:instance-1@3m",
-// where ACTION is add, remove or kill, INSTANCE an instance id or number
-// (default: the newest running instance), and AFTER a Go duration on the
-// host's clock since the workload started, as a scenario line's sendAfter.
-// It returns them as scenario lines.
+// ACTION[:TARGET]@AFTER, such as "add@30s,add:OrderStatus@1m,kill:2@3m",
+// where ACTION is add, remove or kill; TARGET a group (http or a
+// function's name: add one to it, or remove or kill its newest running
+// instance), an instance id such as OrderStatus-2, or a number (that
+// instance of the default group, the function on the workload queue);
+// default: the default group, its newest running instance; and AFTER a Go
+// duration on the host's clock since the workload started, as a scenario
+// line's sendAfter. It returns them as scenario lines; whether each can
+// happen is checked against the app (Host.CheckScale).
 func ParseScale(s string) ([]ScenarioLine, error) {
 	var out []ScenarioLine
 	for _, ev := range strings.Split(s, ",") {
 		ev = strings.TrimSpace(ev)
 		what, after, ok := strings.Cut(ev, "@")
 		if !ok {
-			return nil, fmt.Errorf("scale event %q: want ACTION[:INSTANCE]@AFTER, such as add@30s", ev)
+			return nil, fmt.Errorf("scale event %q: want ACTION[:TARGET]@AFTER, such as add@30s", ev)
 		}
 		action, id, _ := strings.Cut(what, ":")
 		if !scenario.IsScaleAction(action) {
 			return nil, fmt.Errorf("scale event %q: action %q: want add, remove or kill", ev, action)
 		}
-		if action == scenario.ScaleAdd && id != "" {
-			return nil, fmt.Errorf("scale event %q: add takes no instance", ev)
+		if _, err := strconv.Atoi(id); err == nil && action == scenario.ScaleAdd {
+			return nil, fmt.Errorf("scale event %q: add takes a group, not an instance (a new instance gets the next id)", ev)
 		}
 		d, err := time.ParseDuration(after)
 		if err != nil || d < 0 {
@@ -558,47 +640,59 @@ func ParseScale(s string) ([]ScenarioLine, error) {
 	return out, nil
 }
 
-// checkScale plays the workload's scale events (from --scale and the
-// scenario, merged) on paper, starting from instances running instances
-// named instance-1 to instance-N, in the order Play applies them, and
-// reports the first one that could not happen: an instance that is not
-// running then, the last running instance removed, or more than
-// MaxInstances. So a bad event stops the run before anything starts
-// instead of failing while it runs.
-func checkScale(instances int, lines []ScenarioLine) error {
-	var running []string
-	for i := 1; i <= instances; i++ {
-		running = append(running, fmt.Sprintf("instance-%d", i))
+// CheckScale plays the workload's scale events (from --scale and the
+// scenario, merged) on paper, from the instances each group starts with,
+// in the order Play applies them, and reports the first one that could
+// not happen: a group or an instance the app does not have or that is not
+// running then, the last running instance of a group removed, or more
+// than MaxInstances in a group. So a bad event stops the run before
+// anything starts instead of failing while it runs.
+func (h *Host) CheckScale(lines []ScenarioLine) error {
+	counts, err := h.startCounts()
+	if err != nil {
+		return err
 	}
-	next := instances + 1
+	running := map[*group][]string{}
+	next := map[*group]int{}
+	for g, n := range counts {
+		for i := 1; i <= n; i++ {
+			running[g] = append(running[g], g.instanceID(i))
+		}
+		next[g] = n + 1
+	}
 	for _, l := range lines {
 		if l.Scale == "" {
 			continue
 		}
 		at := fmt.Sprintf("%s (at %s)", l.Pos, l.SendAfter)
 		if l.Scale == scenario.ScaleAdd {
-			if len(running) >= MaxInstances {
-				return fmt.Errorf("%s: add: %d instances would be running, at most %d", at, len(running)+1, MaxInstances)
+			g := h.group(l.Instance)
+			if g == nil {
+				return fmt.Errorf("%s: add: %q is not a group of the app (%s)", at, l.Instance, h.groupKeys())
 			}
-			running = append(running, fmt.Sprintf("instance-%d", next))
-			next++
+			if len(running[g]) >= MaxInstances {
+				return fmt.Errorf("%s: add: %d instances of %s would be running, at most %d", at, len(running[g])+1, g.name, MaxInstances)
+			}
+			running[g] = append(running[g], g.instanceID(next[g]))
+			next[g]++
 			continue
 		}
-		id := l.Instance
-		if _, err := strconv.Atoi(id); err == nil {
-			id = "instance-" + id
+		g, id, err := h.resolve(l.Instance)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %v", at, l.Scale, err)
 		}
-		i := len(running) - 1 // the newest running one, by default
+		r := running[g]
+		i := len(r) - 1 // the newest running one, by default
 		if id != "" {
-			i = slices.Index(running, id)
+			i = slices.Index(r, id)
 		}
 		switch {
 		case i < 0:
-			return fmt.Errorf("%s: %s: %s is not running then (running: %s)", at, l.Scale, id, strings.Join(running, ", "))
-		case len(running) == 1:
-			return fmt.Errorf("%s: %s: %s is the last running instance (add one first)", at, l.Scale, running[0])
+			return fmt.Errorf("%s: %s: %s is not running then (running in %s: %s)", at, l.Scale, id, g.name, strings.Join(r, ", "))
+		case len(r) == 1:
+			return fmt.Errorf("%s: %s: %s is the last running instance of %s (add one first)", at, l.Scale, r[0], g.name)
 		}
-		running = slices.Delete(running, i, i+1)
+		running[g] = slices.Delete(r, i, i+1)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,8 +60,18 @@ func TestInstancesOwnProcessPortAndID(t *testing.T) {
 		o.Settings[logging.EnvContainerName] = "from-settings" // must not name them all
 		o.Settings[logging.EnvWebsitePodName] = "pod-from-settings"
 	})
-	if got, want := h.RunningInstances(), []string{"instance-1", "instance-2", "instance-3"}; !slices.Equal(got, want) {
+	// Three of OrderStatus, the default group, and one of the HTTP
+	// functions (GetOrder, Metrics), on instances of their own.
+	if got, want := h.RunningInstances(), []string{"OrderStatus-1", "OrderStatus-2", "OrderStatus-3", "http-1"}; !slices.Equal(got, want) {
 		t.Fatalf("RunningInstances = %v, want %v", got, want)
+	}
+	groups := map[string]string{}
+	for _, s := range h.Instances() {
+		groups[s.ID] = s.Group
+	}
+	if want := map[string]string{"OrderStatus-1": "function:OrderStatus", "OrderStatus-2": "function:OrderStatus",
+		"OrderStatus-3": "function:OrderStatus", "http-1": "http"}; !reflect.DeepEqual(groups, want) {
+		t.Errorf("groups = %v, want %v", groups, want)
 	}
 	pids, ports := map[int]bool{}, map[string]bool{}
 	for _, in := range h.pool.running() {
@@ -74,8 +85,8 @@ func TestInstancesOwnProcessPortAndID(t *testing.T) {
 		pids[in.proc.PID()] = true
 		ports[env["FUNCTIONS_CUSTOMHANDLER_PORT"]] = true
 	}
-	if len(pids) != 3 || len(ports) != 3 {
-		t.Errorf("pids %v, ports %v: want three of each", pids, ports)
+	if len(pids) != 4 || len(ports) != 4 {
+		t.Errorf("pids %v, ports %v: want four of each", pids, ports)
 	}
 	if n := h.sessions[0].workers; n != 2 {
 		t.Fatalf("session slots per instance = %d, want host.json's 2", n)
@@ -193,9 +204,11 @@ func pidFor(h *Host, id string) int {
 	return 0
 }
 
-// TestFrontSpreadsRequests: the front takes the running instances in turn.
+// TestFrontSpreadsRequests: the front takes the running instances of the
+// HTTP group in turn, never an instance of OrderStatus (as in Azure, where
+// GET /api/metrics answers from an HTTP instance).
 func TestFrontSpreadsRequests(t *testing.T) {
-	h, up := testHost(t, appFiles(1), func(o *Options) { o.Instances = 3 })
+	h, up := testHost(t, appFiles(1), func(o *Options) { o.Instances = 2; o.GroupInstances = map[string]int{"http": 3} })
 	up.set(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Header.Get(fakehandler.HeaderPID)) })
 	seen := map[string]int{}
 	for range 6 {
@@ -208,7 +221,7 @@ func TestFrontSpreadsRequests(t *testing.T) {
 		pid, _ := strconv.Atoi(string(b))
 		seen[pidOf(h, pid)]++
 	}
-	if want := map[string]int{"instance-1": 2, "instance-2": 2, "instance-3": 2}; !mapsEqual(seen, want) {
+	if want := map[string]int{"http-1": 2, "http-2": 2, "http-3": 2}; !mapsEqual(seen, want) {
 		t.Errorf("requests by instance = %v, want %v", seen, want)
 	}
 }
@@ -225,11 +238,13 @@ func mapsEqual(a, b map[string]int) bool {
 	return true
 }
 
-// TestTimerRunsOnOneInstance: the timer's singleton lock is held by the
-// oldest running instance, and passes on when that one is removed.
+// TestTimerRunsOnOneInstance: the timer runs on its own group's instances,
+// never on OrderStatus's; its singleton lock is held by the oldest running
+// one, and passes on when that one is removed.
 func TestTimerRunsOnOneInstance(t *testing.T) {
 	h, up := testHost(t, timerApp("0 0 0 1 1 *"), func(o *Options) {
 		o.Instances = 2
+		o.GroupInstances = map[string]int{"Sweep": 2}
 		o.Settings[fakehandler.EnvGracefulTerm] = "1"
 	})
 	var mu sync.Mutex
@@ -242,13 +257,13 @@ func TestTimerRunsOnOneInstance(t *testing.T) {
 		reply(w, http.StatusOK, "")
 	})
 	ctx := testCtx(t)
-	first, second := pidFor(h, "instance-1"), pidFor(h, "instance-2")
+	first, second := pidFor(h, "Sweep-1"), pidFor(h, "Sweep-2")
 	for range 3 {
 		if err := h.FireTimers(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := h.RemoveInstance(ctx, "instance-1"); err != nil {
+	if _, err := h.RemoveInstance(ctx, "Sweep-1"); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.FireTimers(ctx); err != nil {
@@ -257,7 +272,7 @@ func TestTimerRunsOnOneInstance(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if want := []int{first, first, first, second}; !slices.Equal(pids, want) {
-		t.Errorf("timer calls by pid = %v, want %v (instance-1, then instance-2 once instance-1 left)", pids, want)
+		t.Errorf("timer calls by pid = %v, want %v (Sweep-1, then Sweep-2 once Sweep-1 left)", pids, want)
 	}
 }
 
@@ -406,18 +421,33 @@ func TestScaleErrors(t *testing.T) {
 	if _, err := h.RemoveInstance(ctx, ""); !errors.Is(err, ErrLastInstance) {
 		t.Errorf("removing the only instance: %v, want ErrLastInstance", err)
 	}
-	if _, err := h.KillInstance("instance-1"); !errors.Is(err, ErrLastInstance) {
+	if _, err := h.KillInstance("OrderStatus-1"); !errors.Is(err, ErrLastInstance) {
 		t.Errorf("killing the only instance: %v, want ErrLastInstance", err)
 	}
-	id, err := h.AddInstance(ctx)
-	if err != nil || id != "instance-2" {
-		t.Fatalf("AddInstance = %q, %v; want instance-2", id, err)
+	if _, err := h.KillInstance("http"); !errors.Is(err, ErrLastInstance) {
+		t.Errorf("killing the HTTP group's only instance: %v, want ErrLastInstance", err)
 	}
-	if _, err := h.KillInstance("instance-9"); !errors.Is(err, ErrNoInstance) {
-		t.Errorf("killing instance-9: %v, want ErrNoInstance", err)
+	id, err := h.AddInstance(ctx, "")
+	if err != nil || id != "OrderStatus-2" {
+		t.Fatalf("AddInstance = %q, %v; want OrderStatus-2", id, err)
 	}
-	if id, err := h.KillInstance("2"); err != nil || id != "instance-2" {
-		t.Errorf(`KillInstance("2") = %q, %v; want instance-2`, id, err)
+	if id, err := h.AddInstance(ctx, "http"); err != nil || id != "http-2" {
+		t.Fatalf(`AddInstance("http") = %q, %v; want http-2`, id, err)
+	}
+	if _, err := h.AddInstance(ctx, "Nope"); !errors.Is(err, ErrUnknownGroup) {
+		t.Errorf("adding to a group the app lacks: %v, want ErrUnknownGroup", err)
+	}
+	if _, err := h.KillInstance("OrderStatus-9"); !errors.Is(err, ErrNoInstance) {
+		t.Errorf("killing OrderStatus-9: %v, want ErrNoInstance", err)
+	}
+	if _, err := h.KillInstance("instance-1"); !errors.Is(err, ErrNoInstance) {
+		t.Errorf("killing instance-1: %v, want ErrNoInstance", err)
+	}
+	if id, err := h.KillInstance("2"); err != nil || id != "OrderStatus-2" {
+		t.Errorf(`KillInstance("2") = %q, %v; want OrderStatus-2`, id, err)
+	}
+	if id, err := h.KillInstance("http"); err != nil || id != "http-2" {
+		t.Errorf(`KillInstance("http") = %q, %v; want http-2, the newest of the group`, id, err)
 	}
 	if _, err := h.Scale(ctx, "explode", ""); err == nil {
 		t.Errorf("an unknown action is no error")
@@ -461,11 +491,11 @@ func TestPlayAppliesScaleLines(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []string{"add instance-2", "kill instance-1", "remove failed"}; !slices.Equal(events, want) {
+	if want := []string{"add OrderStatus-2", "kill OrderStatus-1", "remove failed"}; !slices.Equal(events, want) {
 		t.Errorf("scale events = %v, want %v", events, want)
 	}
-	if got := h.RunningInstances(); !slices.Equal(got, []string{"instance-2"}) {
-		t.Errorf("running = %v, want instance-2", got)
+	if got := h.RunningInstances(); !slices.Equal(got, []string{"http-1", "OrderStatus-2"}) {
+		t.Errorf("running = %v, want http-1 and OrderStatus-2", got)
 	}
 	if sent, _ := h.stats.snapshot(); sent != 2 {
 		t.Errorf("sent %d, want the 2 messages only", sent)
@@ -473,14 +503,15 @@ func TestPlayAppliesScaleLines(t *testing.T) {
 }
 
 func TestParseScale(t *testing.T) {
-	got, err := ParseScale("add@30s, remove@2m,kill:instance-1@3m,kill:2@4m")
+	got, err := ParseScale("add@30s, remove@2m,kill:OrderStatus-1@3m,kill:2@4m,add:http@5m")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []struct {
 		action, id string
 		after      time.Duration
-	}{{"add", "", 30 * time.Second}, {"remove", "", 2 * time.Minute}, {"kill", "instance-1", 3 * time.Minute}, {"kill", "2", 4 * time.Minute}}
+	}{{"add", "", 30 * time.Second}, {"remove", "", 2 * time.Minute}, {"kill", "OrderStatus-1", 3 * time.Minute}, {"kill", "2", 4 * time.Minute},
+		{"add", "http", 5 * time.Minute}}
 	if len(got) != len(want) {
 		t.Fatalf("got %d events, want %d", len(got), len(want))
 	}
@@ -489,7 +520,7 @@ func TestParseScale(t *testing.T) {
 			t.Errorf("event %d = %s %q %s, want %s %q %s", i, got[i].Scale, got[i].Instance, got[i].SendAfter, w.action, w.id, w.after)
 		}
 	}
-	for _, bad := range []string{"add", "grow@1s", "add@soon", "add:instance-1@1s", "remove@-1s", ""} {
+	for _, bad := range []string{"add", "grow@1s", "add@soon", "add:2@1s", "remove@-1s", ""} {
 		if _, err := ParseScale(bad); err == nil {
 			t.Errorf("ParseScale(%q): no error", bad)
 		}
@@ -533,10 +564,84 @@ func TestLogTapCountsSettledLines(t *testing.T) {
 // TestMainInstancesFlag: --instances and --scale are checked before
 // anything starts.
 func TestMainInstancesFlag(t *testing.T) {
-	for _, args := range [][]string{{"--instances", "0"}, {"--instances", "17"}, {"--scale", "grow@1s"}} {
+	for _, args := range [][]string{{"--instances", "0"}, {"--instances", "17"}, {"--instances", "OrderStatus=0"},
+		{"--instances", "OrderStatus"}, {"--instances", "http=2,http=3"}, {"--instances", "=2"}, {"--scale", "grow@1s"}} {
 		code, _, stderr := runMain(t, args...)
 		if code != ExitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, args[0]) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line naming %s", args, code, stderr, args[0])
 		}
+	}
+}
+
+func TestParseInstances(t *testing.T) {
+	tests := []struct {
+		in   string
+		want InstanceCounts
+	}{
+		{"3", InstanceCounts{Default: 3}},
+		{"OrderStatus=3", InstanceCounts{ByGroup: map[string]int{"OrderStatus": 3}}},
+		{" OrderStatus=3, http=2 ,DeadLetterSweeper=1", InstanceCounts{ByGroup: map[string]int{"OrderStatus": 3, "http": 2, "DeadLetterSweeper": 1}}},
+	}
+	for _, tt := range tests {
+		got, err := ParseInstances(tt.in)
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("ParseInstances(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "0", "17", "-1", "http", "http=", "http=x", "=2", "http=0", "http=17", "http=1,http=2", "3,http=2"} {
+		if _, err := ParseInstances(bad); err == nil {
+			t.Errorf("ParseInstances(%q): no error", bad)
+		}
+	}
+}
+
+// TestGroupsOfTheApp: the repository's app has Flex's groups: OrderStatus
+// (the default, on the workload queue), DeadLetterSweeper and http, each
+// with what runs on it; counts name them case-insensitively, and a group
+// the app lacks is refused.
+func TestGroupsOfTheApp(t *testing.T) {
+	h, err := New(Options{AppRoot: repoRoot, Env: []string{}, HTTPAddr: "off", Instances: 3,
+		GroupInstances: map[string]int{"http": 2, "deadlettersweeper": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.Groups(), []string{"OrderStatus", "DeadLetterSweeper", "http"}; !slices.Equal(got, want) {
+		t.Errorf("Groups = %v, want %v", got, want)
+	}
+	what := map[string]string{}
+	for _, g := range h.groups {
+		var fns []string
+		for _, d := range g.sessions {
+			fns = append(fns, "session:"+d.fn)
+		}
+		for _, d := range g.plain {
+			fns = append(fns, "queue:"+d.fn)
+		}
+		for _, d := range g.timers {
+			fns = append(fns, "timer:"+d.fn)
+		}
+		for _, r := range g.routes {
+			fns = append(fns, "http:"+r.fn)
+		}
+		slices.Sort(fns)
+		what[g.name] = strings.Join(fns, " ")
+	}
+	want := map[string]string{"function:OrderStatus": "session:OrderStatus", "function:DeadLetterSweeper": "timer:DeadLetterSweeper",
+		"http": "http:GetOrder http:Metrics"}
+	if !reflect.DeepEqual(what, want) {
+		t.Errorf("groups run %v, want %v", what, want)
+	}
+	counts, err := h.startCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, n := range map[string]int{"OrderStatus": 3, "DeadLetterSweeper": 1, "http": 2} {
+		if got := counts[h.group(key)]; got != n {
+			t.Errorf("%s starts with %d instances, want %d", key, got, n)
+		}
+	}
+	h.opts.GroupInstances = map[string]int{"Poison": 1}
+	if _, err := h.startCounts(); !errors.Is(err, ErrUnknownGroup) {
+		t.Errorf("a group the app lacks: %v, want ErrUnknownGroup", err)
 	}
 }

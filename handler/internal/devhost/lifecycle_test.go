@@ -117,7 +117,10 @@ func TestMainExitWhenIdleFastForwards(t *testing.T) {
 	}
 	want := Summary{Orders: map[string]OrderRow{"o-1": {Status: "Cancelled", LastSequence: 1}}, Results: map[string]int{"Applied": 2},
 		Parked: []Entry{}, DeadLettered: []Entry{}, Archived: []Entry{}, Accounting: Accounting{Sent: 2, Completed: map[string]int{"Applied": 2}},
-		Instances: []InstanceSummary{{ID: "instance-1", State: InstanceRunning, Invocations: 2, Results: map[string]int{"Applied": 2}, HandlerStarts: 1}},
+		Instances: []InstanceSummary{
+			{ID: "OrderStatus-1", Group: "function:OrderStatus", State: InstanceRunning, Invocations: 2, Results: map[string]int{"Applied": 2}, HandlerStarts: 1},
+			{ID: "http-1", Group: HTTPGroup, State: InstanceRunning, Results: map[string]int{}, HandlerStarts: 1},
+		},
 		Outages:   []OutageSummary{}}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("summary:\n got %+v\nwant %+v", s, want)

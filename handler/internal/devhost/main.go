@@ -129,7 +129,7 @@ type config struct {
 	httpAddrSet  bool
 	handlerLog   string
 	quiet        bool
-	instances    int
+	instances    InstanceCounts
 	scale        []ScenarioLine
 	outages      []ScenarioLine
 }
@@ -152,8 +152,8 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	fs.StringVar(&c.httpAddr, "http-addr", defaultHTTPAddr, "`addr`ess of the HTTP front (GetOrder, Metrics); with --exit-when-idle and no --http-addr, a free port when the default is in use")
 	fs.StringVar(&c.handlerLog, "handler-log", "", "write the handler's output to `file`, started afresh (default: standard error); when a host already running in the app root writes that file, this run writes FILE-<pid> instead")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress lines: only the HTTP front's address, warnings, failures and the summary")
-	fs.IntVar(&c.instances, "instances", 1, fmt.Sprintf("instances of the app at the start, as Flex Consumption scales out: each its own handler process, cache and session slots (1 to %d)", MaxInstances))
-	scaleFlag := fs.String("scale", "", "scale `events` during the run, comma-separated ACTION[:INSTANCE]@AFTER, such as add@2m,remove:2@4m,kill:1@6m (INSTANCE a number or an id such as instance-1, default the newest; AFTER on the host's clock since the workload started, like sendAfter); checked before the run")
+	instancesFlag := fs.String("instances", "1", fmt.Sprintf("`N` instances of OrderStatus (the function on the workload queue) at the start, or GROUP=N pairs such as OrderStatus=3,http=2: Flex Consumption scales each non-HTTP function on instances of its own and all HTTP functions together (groups http, OrderStatus, DeadLetterSweeper), each instance its own handler process, cache and session slots; a group not named runs one (1 to %d each)", MaxInstances))
+	scaleFlag := fs.String("scale", "", "scale `events` during the run, comma-separated ACTION[:TARGET]@AFTER, such as add@2m,add:DeadLetterSweeper@3m,remove:2@4m,kill:OrderStatus-1@6m (TARGET a group, an instance id, or a number of an OrderStatus instance; default OrderStatus, its newest; AFTER on the host's clock since the workload started, like sendAfter); checked before the run")
 	outageFlag := fs.String("outage", "", "make Table Storage or the handler's own Service Bus calls (parking, rescheduling) unreachable from the handler for a while, comma-separated TARGET@AFTER+DURATION: table@2m+30m, servicebus@1m+5m (every request refused; AFTER on the host's clock since the workload started; the trigger keeps delivering)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -181,8 +181,11 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 		return bad("--lock-duration %s: Service Bus allows %s to %s", c.lockDuration, shortDuration(MinLockDuration), shortDuration(MaxLockDuration))
 	case set["max-delivery"] && (c.maxDelivery < 1 || c.maxDelivery > MaxDeliveryCountLimit):
 		return bad("--max-delivery %d: Service Bus allows 1 to %d", c.maxDelivery, MaxDeliveryCountLimit)
-	case c.instances < 1 || c.instances > MaxInstances:
-		return bad("--instances %d: want 1 to %d", c.instances, MaxInstances)
+	}
+	if ic, err := ParseInstances(*instancesFlag); err != nil {
+		return bad("--instances %v", err)
+	} else {
+		c.instances = ic
 	}
 	if *scaleFlag != "" {
 		var err error
@@ -283,10 +286,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		return ExitUsage
 	}
 	lines = mergeScale(mergeScale(lines, c.scale), c.outages)
-	if err := checkScale(c.instances, lines); err != nil {
-		fmt.Fprintf(stderr, "handler dev: %v (%s)\n", err, usageLine)
-		return ExitUsage
-	}
 	total := messages(lines)
 
 	// One host owns an app root's .run/devhost.json, which the CLIs
@@ -328,16 +327,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 
 	var h *Host
 	opts := Options{
-		AppRoot:       c.appRoot,
-		Queues:        QueueOverrides{LockDuration: c.lockDuration, MaxDeliveryCount: int32(c.maxDelivery)},
-		TimeScale:     c.timeScale,
-		HTTPAddr:      c.httpAddr,
-		Stdout:        handlerOut,
-		Stderr:        handlerErr,
-		Logger:        logger,
-		FastForward:   c.exitWhenIdle,
-		Instances:     c.instances,
-		OutageTargets: OutageTargets(lines),
+		AppRoot:        c.appRoot,
+		Queues:         QueueOverrides{LockDuration: c.lockDuration, MaxDeliveryCount: int32(c.maxDelivery)},
+		TimeScale:      c.timeScale,
+		HTTPAddr:       c.httpAddr,
+		Stdout:         handlerOut,
+		Stderr:         handlerErr,
+		Logger:         logger,
+		FastForward:    c.exitWhenIdle,
+		Instances:      c.instances.Default,
+		GroupInstances: c.instances.ByGroup,
+		OutageTargets:  OutageTargets(lines),
 		OnOutage: func(target string, d time.Duration, err error) {
 			if err != nil {
 				note("outage %s: %v", target, err)
@@ -368,6 +368,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	h, err := New(opts)
 	if err != nil {
 		return fail(err)
+	}
+	// The groups are the app's: the instance counts and scale events are
+	// checked against them before anything starts.
+	if err := h.CheckScale(lines); err != nil {
+		fmt.Fprintf(stderr, "handler dev: %v (%s)\n", err, usageLine)
+		return ExitUsage
 	}
 	say("handler dev: app %s, settings from %s", h.app.Root, h.SettingsSource())
 	for _, d := range h.DisabledFunctions() {
@@ -425,9 +431,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	if c.handlerLog != "" {
 		say("handler output: %s", c.handlerLog)
 	}
-	if c.instances > 1 || len(c.scale) > 0 {
-		say("instances: %s (each its own handler process, cache and %d session slots; timers on the oldest)",
-			strings.Join(h.RunningInstances(), ", "), h.app.Host.ServiceBus.MaxConcurrentSessions)
+	if groups := h.Groups(); len(groups) > 0 {
+		say("instances: %s (per function, as Flex Consumption scales: each its own handler process and cache; %d session slots on each %s instance; the HTTP front reaches the http group)",
+			strings.Join(h.RunningInstances(), ", "), h.app.Host.ServiceBus.MaxConcurrentSessions, groups[0])
 	}
 	say("workload: %s", workload)
 	if c.timeScale != 1 {

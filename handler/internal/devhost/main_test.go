@@ -179,8 +179,12 @@ func TestMainExitWhenIdle(t *testing.T) {
 				keys["parked"] == nil || keys["deadLettered"] == nil || keys["archived"] == nil || keys["accounting"] == nil || keys["instances"] == nil || keys["outages"] == nil {
 				t.Errorf("summary JSON: want exactly orders, results, parked, deadLettered, archived, accounting, instances, outages:\n%s", data)
 			}
-			if len(s.Instances) != 1 || s.Instances[0].ID != "instance-1" || s.Instances[0].Invocations != 1 || s.Instances[0].Results["Applied"] != 1 {
-				t.Errorf("summary instances: got %+v, want instance-1 with one call, Applied", s.Instances)
+			// One instance per group: OrderStatus took the message, the
+			// HTTP instance the summary's reads.
+			if len(s.Instances) != 2 || s.Instances[0].ID != "OrderStatus-1" || s.Instances[0].Group != "function:OrderStatus" ||
+				s.Instances[0].Invocations != 1 || s.Instances[0].Results["Applied"] != 1 ||
+				s.Instances[1].ID != "http-1" || s.Instances[1].Group != "http" || s.Instances[1].Invocations != 0 {
+				t.Errorf("summary instances: got %+v, want OrderStatus-1 with one call, Applied, and http-1 with none", s.Instances)
 			}
 			if tt.row {
 				if s.Orders["o-1"] != (OrderRow{Status: "Created", LastSequence: 1}) || !strings.Contains(stdout, "invariants: all hold") {
@@ -254,12 +258,16 @@ func TestMainBadScalePlan(t *testing.T) {
 		want string
 	}{
 		{"kill an instance that never runs", []string{"--instances", "2", "--scale", "kill:9@1m"},
-			"--scale kill:9@1m (at 1m0s): kill: instance-9 is not running then (running: instance-1, instance-2)"},
-		{"remove one twice", []string{"--instances", "3", "--scale", "remove:2@1m,kill:instance-2@2m"},
-			"--scale kill:instance-2@2m (at 2m0s): kill: instance-2 is not running then (running: instance-1, instance-3)"},
-		{"the last instance", []string{"--scale", "remove@1m"}, "remove: instance-1 is the last running instance"},
-		{"too many", []string{"--instances", "16", "--scale", "add@1m"}, "add: 17 instances would be running, at most 16"},
-		{"a scenario's scale line", []string{"--scenario", scaleFile}, "scale.jsonl:2 (at 2m0s): kill: instance-4 is not running then (running: instance-1, instance-2)"},
+			"--scale kill:9@1m (at 1m0s): kill: OrderStatus-9 is not running then (running in function:OrderStatus: OrderStatus-1, OrderStatus-2)"},
+		{"remove one twice", []string{"--instances", "3", "--scale", "remove:2@1m,kill:OrderStatus-2@2m"},
+			"--scale kill:OrderStatus-2@2m (at 2m0s): kill: OrderStatus-2 is not running then (running in function:OrderStatus: OrderStatus-1, OrderStatus-3)"},
+		{"the last instance", []string{"--scale", "remove@1m"}, "remove: OrderStatus-1 is the last running instance of function:OrderStatus"},
+		{"the last of a group", []string{"--instances", "3", "--scale", "kill:http@1m"}, "kill: http-1 is the last running instance of http"},
+		{"too many", []string{"--instances", "16", "--scale", "add@1m"}, "add: 17 instances of function:OrderStatus would be running, at most 16"},
+		{"a group the app lacks", []string{"--scale", "add:Nope@1m"}, `add: "Nope" is not a group of the app (OrderStatus, http)`},
+		{"an instance of no group", []string{"--scale", "kill:instance-1@1m"}, `"instance-1" is neither a group (OrderStatus, http) nor an instance id such as OrderStatus-1`},
+		{"instances of a group the app lacks", []string{"--instances", "DeadLetterSweeper=2"}, `no such instance group: "DeadLetterSweeper" (the app's groups: OrderStatus, http)`},
+		{"a scenario's scale line", []string{"--scenario", scaleFile}, "scale.jsonl:2 (at 2m0s): kill: OrderStatus-4 is not running then (running in function:OrderStatus: OrderStatus-1, OrderStatus-2)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -273,9 +281,13 @@ func TestMainBadScalePlan(t *testing.T) {
 		})
 	}
 	// What can happen passes the check: kill the added one, then remove
-	// by number.
-	if err := checkScale(2, mergeScale(nil, mustScale(t, "add@1m,kill:3@2m,remove:1@3m"))); err != nil {
-		t.Errorf("checkScale on a possible plan: %v", err)
+	// by number; scale the HTTP group out and in.
+	h, err := New(Options{AppRoot: app, Env: []string{}, HTTPAddr: "off", Instances: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.CheckScale(mergeScale(nil, mustScale(t, "add@1m,kill:3@2m,remove:1@3m,add:http@4m,remove:http-1@5m"))); err != nil {
+		t.Errorf("CheckScale on a possible plan: %v", err)
 	}
 }
 

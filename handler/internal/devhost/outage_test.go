@@ -49,7 +49,7 @@ func TestOutageRefusesTheHandlersRequests(t *testing.T) {
 		o.FastForward = true
 		o.OnFastForward = j.record
 	})
-	in := h.pool.first()
+	in := h.pool.first(nil)
 	env := instanceEnv(t, h, in)
 	brokerURL := env[SettingDevBrokerURL]
 	tableURL, err := tableEndpoint(env[SettingStoreConnection])

@@ -99,9 +99,13 @@ func (h *Host) progress(elapsed time.Duration, total int) progressReport {
 	if down := h.outages.downAt(h.clock.Now()); len(down) > 0 {
 		fmt.Fprintf(&b, " | unreachable: %s", strings.Join(down, ", "))
 	}
-	if inst := h.Instances(); len(inst) > 1 {
+	if inst := h.Instances(); scaled(inst) {
+		// The HTTP group takes no message or timer call: left out.
 		b.WriteString(" | calls by instance:")
 		for _, in := range inst {
+			if in.Group == HTTPGroup {
+				continue
+			}
 			mark := ""
 			if in.TimerRuns > 0 {
 				mark = fmt.Sprintf(" (+%d timer)", in.TimerRuns)
@@ -109,7 +113,7 @@ func (h *Host) progress(elapsed time.Duration, total int) progressReport {
 			if in.State != InstanceRunning {
 				mark += " (" + in.State + ")"
 			}
-			fmt.Fprintf(&b, " #%s %d%s", strings.TrimPrefix(in.ID, "instance-"), in.Invocations, mark)
+			fmt.Fprintf(&b, " %s %d%s", in.ID, in.Invocations, mark)
 		}
 	}
 	r := progressReport{elapsed: elapsed, body: b.String()}

@@ -33,6 +33,7 @@ const (
 // messages until it is idle for the idle timeout, and close it.
 type sessionDispatcher struct {
 	h                  *Host
+	g                  *group // the instances that run fn
 	fn, binding, queue string
 	workers            int
 	callsPerSession    int

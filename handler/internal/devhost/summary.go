@@ -226,7 +226,7 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 		Busy:            busy,
 		MaxDelivery:     h.maxDelivery,
 		CallsPerSession: h.app.Host.ServiceBus.MaxConcurrentCallsPerSession,
-		Instances:       len(s.Instances),
+		Instances:       messageInstances(s.Instances),
 	})
 	s.Accounting = account(sent, h.rec.sentTo(h.queue), completions, h.queue, h.broker.Totals(h.queue), h.broker.Stats(h.queue))
 	if v := s.Accounting.violation(); v != "" {
@@ -263,7 +263,7 @@ func (h *Host) orderPath(id string) string {
 // through the handler's GetOrder function (see orderPath). It returns the
 // rows found and the ids it looked up.
 func (h *Host) readOrders(ctx context.Context, ids []string) (map[string]OrderRow, map[string]bool, error) {
-	base, err := h.pool.Ready(ctx)
+	base, err := groupReadier{h.pool, h.readGroup()}.Ready(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("devhost: read orders: %w", err)
 	}
@@ -504,19 +504,44 @@ func (h *Host) archived(ctx context.Context) ([]Entry, error) {
 	return out, nil
 }
 
-// writeInstances writes what each instance did, when more than one ran.
+// messageInstances counts the instances that took message calls (an
+// instance of the HTTP group or of a timer takes none).
+func messageInstances(inst []InstanceSummary) int {
+	n := 0
+	for _, in := range inst {
+		if in.Invocations > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// scaled reports whether a group ran more than one instance.
+func scaled(inst []InstanceSummary) bool {
+	seen := map[string]bool{}
+	for _, in := range inst {
+		if seen[in.Group] {
+			return true
+		}
+		seen[in.Group] = true
+	}
+	return false
+}
+
+// writeInstances writes what each instance did, when a group ran more
+// than one.
 func writeInstances(b *strings.Builder, inst []InstanceSummary) {
-	if len(inst) < 2 {
+	if !scaled(inst) {
 		return
 	}
-	fmt.Fprintf(b, "by instance (%d started)\n", len(inst))
+	fmt.Fprintf(b, "by instance (%d started; a group per function, as Flex Consumption scales)\n", len(inst))
 	for _, in := range inst {
 		results := slices.Sorted(maps.Keys(in.Results))
 		var parts []string
 		for _, r := range results {
 			parts = append(parts, fmt.Sprintf("%s %d", r, in.Results[r]))
 		}
-		fmt.Fprintf(b, "  %-12s %-8s calls %5d, timer runs %3d | round trips %5d, ETag conflicts %3d, cache hits %5d | %s\n",
+		fmt.Fprintf(b, "  %-20s %-8s calls %5d, timer runs %3d | round trips %5d, ETag conflicts %3d, cache hits %5d | %s\n",
 			in.ID, in.State, in.Invocations, in.TimerRuns, in.RoundTrips, in.ETagConflicts, in.CacheHits, strings.Join(parts, ", "))
 	}
 }

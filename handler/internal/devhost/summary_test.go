@@ -34,7 +34,7 @@ func TestSummaryJSON(t *testing.T) {
 				DeadLettered: []Entry{{MessageID: "b", Reason: "MaxDeliveryCountExceeded", Queue: "q", DeliveryCount: 5}},
 				Archived:     []Entry{{MessageID: "a", Reason: "InvalidPayload"}},
 				Accounting:   Accounting{Sent: 9, Completed: map[string]int{"Stale": 1, "Applied": 3}, DeadLettered: 1, DroppedAsDuplicates: 4},
-				Instances: []InstanceSummary{{ID: "instance-1", State: InstanceRunning, Invocations: 4, Results: map[string]int{"Applied": 3},
+				Instances: []InstanceSummary{{ID: "OrderStatus-1", Group: "function:OrderStatus", State: InstanceRunning, Invocations: 4, Results: map[string]int{"Applied": 3},
 					RoundTrips: 5, ETagConflicts: 1, CacheHits: 2, HandlerStarts: 1}},
 				Outages: []OutageSummary{{Target: OutageTable, After: "2m", Duration: "30m", Ended: true, Refused: 40, Rescheduled: 3,
 					DeadLettered: 1, Parked: 0}},
@@ -46,7 +46,7 @@ func TestSummaryJSON(t *testing.T) {
 				`"deadLettered":[{"messageId":"b","reason":"MaxDeliveryCountExceeded"}],"archived":[{"messageId":"a","reason":"InvalidPayload"}],` +
 				`"accounting":{"sent":9,"sentByHandlerOrCli":0,"completed":{"Applied":3,"Stale":1},"deadLettered":1,` +
 				`"droppedAsDuplicates":4,"cancelledScheduled":0,"expiredDropped":0,"waiting":0,"unaccounted":0},` +
-				`"instances":[{"id":"instance-1","state":"running","invocations":4,"timerRuns":0,"results":{"Applied":3},"roundTrips":5,"etagConflicts":1,"cacheHits":2,"handlerStarts":1}],` +
+				`"instances":[{"id":"OrderStatus-1","group":"function:OrderStatus","state":"running","invocations":4,"timerRuns":0,"results":{"Applied":3},"roundTrips":5,"etagConflicts":1,"cacheHits":2,"handlerStarts":1}],` +
 				`"outages":[{"target":"table","after":"2m","duration":"30m","ended":true,"refusedRequests":40,"rescheduled":3,"deadLettered":1,"parked":0}]}`,
 		},
 	}

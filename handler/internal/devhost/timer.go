@@ -18,6 +18,7 @@ import (
 // host's singleton lock.
 type timerDispatcher struct {
 	h       *Host
+	g       *group // the instances that run fn
 	fn      string
 	binding funcapp.Binding
 	sched   *ncrontab.Schedule
@@ -76,9 +77,10 @@ func (d *timerDispatcher) fire(ctx context.Context, pastDue bool) error {
 	if err != nil {
 		return fmt.Errorf("devhost: timer %s: %w", d.fn, err)
 	}
-	// The timer's singleton lock: one instance runs it, the oldest one
-	// running.
-	in := d.h.pool.first()
+	// The timer's singleton lock: one instance of its group runs it, the
+	// oldest one running (on Flex Consumption a timer function scales on
+	// instances of its own, function:<NAME>; see group.go).
+	in := d.h.pool.first(d.g)
 	if in == nil {
 		return fmt.Errorf("devhost: timer %s: no instance is running", d.fn)
 	}

@@ -161,13 +161,16 @@ func TestTwoRunsInOneAppRoot(t *testing.T) {
 	if code := first.ProcessState.ExitCode(); code != ExitOK {
 		t.Errorf("the first host exited %d on SIGINT, want %d", code, ExitOK)
 	}
-	closing := regexp.MustCompile(`(?m)^handler dev: interrupted: stopped instance-1's handler \(pid (\d+)\), and \.run/devhost\.json is gone; nothing is left running$`)
+	// One handler per instance group.
+	closing := regexp.MustCompile(`(?m)^handler dev: interrupted: stopped OrderStatus-1's handler \(pid (\d+)\), DeadLetterSweeper-1's handler \(pid (\d+)\), http-1's handler \(pid (\d+)\), and \.run/devhost\.json is gone; nothing is left running$`)
 	m := closing.FindStringSubmatch(firstOut.String())
 	if m == nil {
 		t.Fatalf("the first host's stdout has no closing line:\n%s\nstderr:\n%s", firstOut.String(), firstErr.String())
 	}
-	pid, _ := strconv.Atoi(m[1])
-	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Errorf("the handler (pid %d) the closing line says it stopped: kill -0 = %v, want no such process", pid, err)
+	for _, s := range m[1:] {
+		pid, _ := strconv.Atoi(s)
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("the handler (pid %d) the closing line says it stopped: kill -0 = %v, want no such process", pid, err)
+		}
 	}
 }

@@ -77,8 +77,9 @@ type Stats struct {
 	// RacesPaid and RacesCancelled count the timeout races by outcome:
 	// Paid came first, or the timeout did.
 	RacesPaid, RacesCancelled int
-	// Instances counts the instances started (those at the start and
-	// those added); ScaleEvents the scale events applied.
+	// Instances counts OrderStatus's instances started (those at the
+	// start and those added; the sweeper's and the HTTP group's are not
+	// counted); ScaleEvents the scale events applied.
 	Instances, ScaleEvents int
 	// Moves counts the calls whose session had last been handled by
 	// another instance: the session moved with the order's cache left
@@ -475,11 +476,13 @@ func (r *run) orderTable(path string) bool {
 	return seg == r.table
 }
 
-// scale applies one scale event; the instance to remove or kill is the
+// scale applies one scale event to its group's instances (OrderStatus's,
+// the default group, or the sweeper's: each runs on instances of its own,
+// as on Flex Consumption); the instance to remove or kill is the group's
 // running ones' e.Pick modulo their number.
 func (r *run) scale(ctx context.Context, h *devhost.Host, e ScaleEvent) {
-	id := ""
-	if running := h.RunningInstances(); e.Action != scenario.ScaleAdd && len(running) > 0 {
+	id := e.Group // add: the group
+	if running := h.RunningIn(e.Group); e.Action != scenario.ScaleAdd && len(running) > 0 {
 		id = running[e.Pick%len(running)]
 	}
 	if _, err := h.Scale(ctx, e.Action, id); err != nil {
@@ -689,6 +692,16 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	for _, e := range r.scaleErrs {
 		res.Violations = append(res.Violations, "run: a scale event failed: "+e)
 	}
+	// Per-function groups, as Flex Consumption scales: messages run on
+	// OrderStatus's instances only, the timer on the sweeper's only.
+	for _, in := range instances {
+		if in.Invocations > 0 && in.Group != "function:OrderStatus" {
+			res.Violations = append(res.Violations, fmt.Sprintf("run: %s (%s) took %d message calls", in.ID, in.Group, in.Invocations))
+		}
+		if in.TimerRuns > 0 && in.Group != "function:"+SweeperGroup {
+			res.Violations = append(res.Violations, fmt.Sprintf("run: %s (%s) ran the timer %d times", in.ID, in.Group, in.TimerRuns))
+		}
+	}
 	f := r.s.Faults
 	st := &res.Stats
 	st.Kills = int(r.kills.Load())
@@ -710,7 +723,11 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	st.Replays = len(r.replays)
 	st.Writes = len(o.Writes)
 	st.Answers = len(o.Answers)
-	st.Instances = len(instances)
+	for _, in := range instances {
+		if strings.HasPrefix(in.ID, h.Groups()[0]+"-") {
+			st.Instances++
+		}
+	}
 	st.ScaleEvents = r.scaled
 	c := CacheCost(o.Answers)
 	st.Moves, st.Conflicts, st.StaleConflicts, st.StaleRoundTrips = c.Moves, c.Conflicts, c.StaleConflicts, c.StaleRoundTrips

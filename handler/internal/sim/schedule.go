@@ -179,10 +179,17 @@ type Faults struct {
 type ScaleEvent struct {
 	At     time.Duration
 	Action string // scenario.ScaleAdd, ScaleRemove or ScaleKill
-	// Pick chooses the instance to remove or kill: the running
+	// Group is the instance group the event scales: "" for OrderStatus
+	// (the default group), or SweeperGroup. Flex Consumption scales each
+	// non-HTTP function on instances of its own.
+	Group string
+	// Pick chooses the instance to remove or kill: the group's running
 	// instances' Pick modulo their number, oldest first.
 	Pick int
 }
+
+// SweeperGroup is the instance group of the DeadLetterSweeper timer.
+const SweeperGroup = "DeadLetterSweeper"
 
 // Cancel is a producer that schedules the PaymentTimeoutCheck of Order at
 // Schedule, due After later, keeps the sequence number, and cancels it
@@ -288,7 +295,8 @@ func Generate(seed uint64) Schedule {
 	g.poison()
 	g.faults()
 	g.instances() // the draws above stay those of earlier schedules
-	g.producers() // last, for the same reason
+	g.producers() // for the same reason
+	g.sweepers()  // last, for the same reason
 	sort.SliceStable(g.s.Messages, func(i, j int) bool {
 		return g.s.Messages[i].Line.SendAfter < g.s.Messages[j].Line.SendAfter
 	})
@@ -590,9 +598,29 @@ func (g *gen) producers() {
 	}
 }
 
+// sweepers, in some schedules, adds a second DeadLetterSweeper instance
+// during the run and then loses or removes the first, which held the
+// timer's singleton lock: the sweeps after the workload run on the
+// instance that is left, with a cold start, as on Flex Consumption when
+// the timer's own instance is recycled.
+func (g *gen) sweepers() {
+	if !g.chance(20) {
+		return
+	}
+	f := &g.s.Faults
+	at := g.between(150*time.Millisecond, 500*time.Millisecond)
+	gone := scenario.ScaleRemove
+	if g.chance(50) {
+		gone = scenario.ScaleKill
+	}
+	f.Scale = append(f.Scale, ScaleEvent{At: at, Action: scenario.ScaleAdd, Group: SweeperGroup},
+		ScaleEvent{At: at + g.between(100*time.Millisecond, 400*time.Millisecond), Action: gone, Group: SweeperGroup})
+	sort.SliceStable(f.Scale, func(i, j int) bool { return f.Scale[i].At < f.Scale[j].At })
+}
+
 // MultiInstance reports whether more than one instance runs at some time.
 func (s Schedule) MultiInstance() bool {
-	return s.Faults.Instances > 1 || slices.ContainsFunc(s.Faults.Scale, func(e ScaleEvent) bool { return e.Action == scenario.ScaleAdd })
+	return s.Faults.Instances > 1 || slices.ContainsFunc(s.Faults.Scale, func(e ScaleEvent) bool { return e.Action == scenario.ScaleAdd && e.Group == "" })
 }
 
 func uniqueSorted(xs []int) []int {
@@ -664,7 +692,11 @@ func (s Schedule) Mix() string {
 	if f.Instances > 1 || len(f.Scale) > 0 {
 		ev := ""
 		for _, e := range f.Scale {
-			ev += fmt.Sprintf(" %s@%s", e.Action, e.At)
+			if e.Group != "" {
+				ev += fmt.Sprintf(" %s:%s@%s", e.Action, e.Group, e.At)
+			} else {
+				ev += fmt.Sprintf(" %s@%s", e.Action, e.At)
+			}
 		}
 		parts = append(parts, fmt.Sprintf("%d instances%s", f.Instances, ev))
 	}

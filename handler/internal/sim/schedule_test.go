@@ -170,7 +170,7 @@ func TestGenerateShape(t *testing.T) {
 				fail("lock expiry: delay %s, lock %s, budget %s, %d outages: want lock < delay < budget and no outage",
 					f.LockExpiry.Delay, f.LockDuration, f.RetryBudget, len(f.Outages))
 			}
-		} else if kills := slices.ContainsFunc(f.Scale, func(e ScaleEvent) bool { return e.Action == scenario.ScaleKill }); f.RetryBudget != DefaultRetryBudget ||
+		} else if kills := slices.ContainsFunc(f.Scale, func(e ScaleEvent) bool { return e.Action == scenario.ScaleKill && e.Group == "" }); f.RetryBudget != DefaultRetryBudget ||
 			(!kills && f.LockDuration != 0) || (kills && f.LockDuration != KillLock) {
 			fail("budget %s, lock %s without lock expiry (instance killed: %v)", f.RetryBudget, f.LockDuration, kills)
 		}
@@ -213,7 +213,11 @@ func TestGenerateCoversEveryFault(t *testing.T) {
 		seen["more than one instance"] = s.MultiInstance()
 		seen["short session idle"] = f.SessionIdleTimeout > 0
 		for _, e := range f.Scale {
-			seen["scale "+e.Action] = true
+			if e.Group == SweeperGroup {
+				seen["sweeper "+e.Action] = true
+			} else {
+				seen["scale "+e.Action] = true
+			}
 		}
 		seen["kill with another fault"] = seen["scale kill"] && (len(f.Outages) > 0 || len(f.Kills) > 0 || len(f.LoseAnswers) > 0 || f.LockExpiry != nil)
 		for k, v := range seen {
@@ -224,7 +228,8 @@ func TestGenerateCoversEveryFault(t *testing.T) {
 	}
 	want := []string{"event", "duplicate-send", "late-replay", "timeout", "poison", "reordered", "race", "unpaid", "ends cancelled",
 		"short outage", "long outage", "outage of ServerBusy", "outage of Drop", "outage of all", "outage of writes",
-		"lost answers", "kills", "lock expiry", "short session idle", "scale add", "scale remove", "scale kill", "kill with another fault"}
+		"lost answers", "kills", "lock expiry", "short session idle", "scale add", "scale remove", "scale kill", "kill with another fault",
+		"sweeper add", "sweeper remove", "sweeper kill"}
 	for _, p := range poisonKinds {
 		want = append(want, "poison "+p.name)
 	}
@@ -242,35 +247,39 @@ func TestGenerateCoversEveryFault(t *testing.T) {
 	}
 }
 
-// TestGenerateScaleEvents: the running instances stay between 1 and
-// MaxInstances, events come in time order, and a schedule that kills an
-// instance has a lock short enough for its sessions to come back.
+// TestGenerateScaleEvents: the running instances of each group stay
+// between 1 and MaxInstances, events come in time order, and a schedule
+// that kills an OrderStatus instance has a lock short enough for its
+// sessions to come back (a sweeper instance holds no session).
 func TestGenerateScaleEvents(t *testing.T) {
 	for seed := uint64(1); seed <= 500; seed++ {
 		f := Generate(seed).Faults
 		if f.Instances < 1 || f.Instances > MaxInstances {
 			t.Fatalf("seed %d: %d instances, want 1 to %d", seed, f.Instances, MaxInstances)
 		}
-		running := f.Instances
+		running := map[string]int{"": f.Instances, SweeperGroup: 1}
 		var prev time.Duration
 		for _, e := range f.Scale {
 			if e.At < prev {
 				t.Errorf("seed %d: scale event at %s after one at %s", seed, e.At, prev)
 			}
 			prev = e.At
+			if _, ok := running[e.Group]; !ok {
+				t.Fatalf("seed %d: scale event of group %q", seed, e.Group)
+			}
 			switch e.Action {
 			case scenario.ScaleAdd:
-				running++
+				running[e.Group]++
 			case scenario.ScaleRemove, scenario.ScaleKill:
-				running--
-				if short := max(KillLock, LockExpiryLock); e.Action == scenario.ScaleKill && (f.LockDuration == 0 || f.LockDuration > short) {
+				running[e.Group]--
+				if short := max(KillLock, LockExpiryLock); e.Action == scenario.ScaleKill && e.Group == "" && (f.LockDuration == 0 || f.LockDuration > short) {
 					t.Errorf("seed %d: kills an instance with lock duration %s, want at most %s", seed, f.LockDuration, short)
 				}
 			default:
 				t.Errorf("seed %d: scale action %q", seed, e.Action)
 			}
-			if running < 1 || running > MaxInstances {
-				t.Errorf("seed %d: %d instances running after %s@%s", seed, running, e.Action, e.At)
+			if n := running[e.Group]; n < 1 || n > MaxInstances {
+				t.Errorf("seed %d: %d instances of %q running after %s@%s", seed, n, e.Group, e.Action, e.At)
 			}
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Scale actions: a scale line adds an instance of the app (a cold cache),
+// Scale actions: a scale line adds an instance to a group (a cold cache),
 // removes one gracefully (SIGTERM: its running calls finish and its
 // sessions are released), or kills one (SIGKILL: its session locks run
 // out before another instance takes its sessions).
@@ -26,20 +26,27 @@ func IsScaleAction(a string) bool { return a == ScaleAdd || a == ScaleRemove || 
 const (
 	fieldScale    = "scale"
 	fieldInstance = "instance"
+	fieldGroup    = "group"
 )
 
 // scaleLine reads a line with a "scale" field:
 //
 //	{"scale":"add","sendAfter":"30s"}
-//	{"scale":"remove","instance":"instance-2","sendAfter":"1m"}
+//	{"scale":"add","group":"DeadLetterSweeper"}
+//	{"scale":"remove","instance":"OrderStatus-2","sendAfter":"1m"}
 //	{"scale":"kill","instance":1}
+//	{"scale":"kill","group":"http"}
 //
-// instance (an id, or its number) names the instance to remove or kill
-// (default: the newest running one); sendAfter holds it as it holds a
-// message. Any other field is an error: a message field on a scale line is
-// a mistake worth stopping for.
+// group names the instance group (http, or a function's name; default the
+// function on the workload queue) to add to, or whose newest running
+// instance to remove or kill; instance (an id, or the number of one of the
+// default group's) names the instance instead. Line.Instance holds
+// either. sendAfter holds the line as it holds a message. Any other field
+// is an error: a message field on a scale line is a mistake worth
+// stopping for.
 func (p *parser) scaleLine(obj map[string]json.RawMessage) (Line, error) {
 	var l Line
+	var group string
 	for k, raw := range obj {
 		switch strings.ToLower(k) {
 		case fieldScale:
@@ -55,6 +62,10 @@ func (p *parser) scaleLine(obj map[string]json.RawMessage) (Line, error) {
 			default:
 				return Line{}, fmt.Errorf("%s: want an instance id or number, got %s", k, snippet(raw))
 			}
+		case fieldGroup:
+			if err := json.Unmarshal(raw, &group); err != nil || group == "" {
+				return Line{}, fmt.Errorf("%s: want a group name such as \"OrderStatus\" or \"http\", got %s", k, snippet(raw))
+			}
 		case fieldSendAfter:
 			var s string
 			if err := json.Unmarshal(raw, &s); err != nil {
@@ -66,11 +77,16 @@ func (p *parser) scaleLine(obj map[string]json.RawMessage) (Line, error) {
 			}
 			l.SendAfter = d
 		default:
-			return Line{}, fmt.Errorf("field %q on a scale line (it takes scale, instance and sendAfter only)", k)
+			return Line{}, fmt.Errorf("field %q on a scale line (it takes scale, instance, group and sendAfter only)", k)
 		}
 	}
-	if l.Scale == ScaleAdd && l.Instance != "" {
-		return Line{}, errors.New("instance on an add line (a new instance gets the next id)")
+	switch {
+	case l.Scale == ScaleAdd && l.Instance != "":
+		return Line{}, errors.New("instance on an add line (a new instance gets the next id; name its group with \"group\")")
+	case group != "" && l.Instance != "":
+		return Line{}, errors.New("both instance and group on a scale line: name one")
+	case group != "":
+		l.Instance = group
 	}
 	return l, nil
 }

@@ -13,7 +13,9 @@ func TestParseScaleLines(t *testing.T) {
 		want Line
 	}{
 		{`{"scale":"add","sendAfter":"30s"}`, Line{Scale: ScaleAdd, SendAfter: 30 * time.Second}},
-		{`{"Scale":"remove","instance":"instance-2"}`, Line{Scale: ScaleRemove, Instance: "instance-2"}},
+		{`{"Scale":"remove","instance":"OrderStatus-2"}`, Line{Scale: ScaleRemove, Instance: "OrderStatus-2"}},
+		{`{"scale":"add","group":"DeadLetterSweeper"}`, Line{Scale: ScaleAdd, Instance: "DeadLetterSweeper"}},
+		{`{"scale":"kill","Group":"http","sendAfter":"1m"}`, Line{Scale: ScaleKill, Instance: "http", SendAfter: time.Minute}},
 		{`{"scale":"kill","instance":1,"sendAfter":"2m"}`, Line{Scale: ScaleKill, Instance: "1", SendAfter: 2 * time.Minute}},
 	}
 	for _, tt := range tests {
@@ -35,7 +37,10 @@ func TestParseScaleLineErrors(t *testing.T) {
 	for _, in := range []string{
 		`{"scale":"grow"}`,
 		`{"scale":3}`,
-		`{"scale":"add","instance":"instance-1"}`,
+		`{"scale":"add","instance":"OrderStatus-1"}`,
+		`{"scale":"kill","instance":"OrderStatus-1","group":"OrderStatus"}`,
+		`{"scale":"add","group":""}`,
+		`{"scale":"add","group":2}`,
 		`{"scale":"kill","instance":0}`,
 		`{"scale":"kill","sendAfter":"soon"}`,
 		`{"scale":"kill","sessionId":"o-1"}`,
