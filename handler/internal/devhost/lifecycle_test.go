@@ -121,7 +121,7 @@ func TestMainExitWhenIdleFastForwards(t *testing.T) {
 			{ID: "OrderStatus-1", Group: "function:OrderStatus", State: InstanceRunning, Invocations: 2, Results: map[string]int{"Applied": 2}, HandlerStarts: 1},
 			{ID: "http-1", Group: HTTPGroup, State: InstanceRunning, Results: map[string]int{}, HandlerStarts: 1},
 		},
-		Outages:   []OutageSummary{}}
+		Outages: []OutageSummary{}}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("summary:\n got %+v\nwant %+v", s, want)
 	}
