@@ -41,6 +41,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/recovery"
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 	"github.com/orderstatus/orderstatus/handler/internal/retry"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
@@ -77,7 +78,18 @@ type Rescheduler interface {
 	Policy() reschedule.Policy
 }
 
+// FleetGuard is the fleet-wide recovery marker, cached for this process
+// (recovery.Guard): Cached and Recovering tell whether any instance
+// recorded that the order table is recovering from an outage at now (the
+// rescheduling clock); Raise records it until a time.
+type FleetGuard interface {
+	Cached(now time.Time) (recovering, known bool)
+	Recovering(ctx context.Context, now time.Time) (recovering, read bool, err error)
+	Raise(ctx context.Context, until time.Time) (stored time.Time, wrote bool, err error)
+}
+
 var (
+	_ FleetGuard  = (*recovery.Guard)(nil)
 	_ Applier     = (*orderstate.Service)(nil)
 	_ Parker      = (*parking.Parker)(nil)
 	_ Rescheduler = (*reschedule.Rescheduler)(nil)
@@ -112,6 +124,15 @@ const (
 // resultSettle is the internal result of a delayed check that found its
 // order Created (never answered as such: it becomes Rescheduled).
 const resultSettle order.Result = "Settle"
+
+// Why a check whose order is still Created settles (the answer's
+// description).
+const (
+	settleDelayed = "order still Created after an outage delayed its check"
+	settleHere    = "order still Created within the settle delay after this instance rescheduled for the order store"
+	settleFleet   = "order still Created while the fleet recovers from an outage of the order store (its recovery marker)"
+	settleUnknown = "order still Created, and the rescheduling clock cannot tell whether the fleet recovers from an outage"
+)
 
 // DefaultRetryBudget is the in-call retry budget when Options leave it zero
 // and rescheduling is off: well below the 1 minute lock of the
@@ -151,6 +172,13 @@ type Options struct {
 	Reschedule Rescheduler
 	// Breaker, when set with Reschedule, is the store's circuit breaker.
 	Breaker *circuit.Breaker
+	// Fleet, when set with Reschedule, carries the settle guard after an
+	// outage across instances: when this process's store calls succeed
+	// again after it rescheduled for the store, or when it applies a
+	// rescheduled copy of a status change, it raises the marker to the
+	// settle delay after that; a check that would cancel settles while
+	// the marker is in the future (see package recovery).
+	Fleet FleetGuard
 	// ScheduleBudget bounds the Service Bus calls after the in-call
 	// budget (default DefaultScheduleBudget).
 	ScheduleBudget time.Duration
@@ -170,6 +198,9 @@ type Handler struct {
 	// process last rescheduled a message because the store failed or its
 	// circuit was open; 0: never.
 	lastOutage atomic.Int64
+	// raisedFor is the lastOutage the fleet's marker was last raised for
+	// (0: none), so that each outage seen here raises it once.
+	raisedFor atomic.Int64
 }
 
 // New returns the OrderStatus handler. All arguments are required.
@@ -191,6 +222,7 @@ func New(a Applier, p Parker, m *metrics.Metrics, log *slog.Logger, opts Options
 	}
 	if opts.Reschedule == nil {
 		opts.Breaker = nil // an open breaker without rescheduling would only hasten dead-lettering
+		opts.Fleet = nil   // nothing is delayed, nothing settles
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -303,15 +335,31 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		// settle delay: a check that came on time may otherwise overtake
 		// its order's Paid, which the outage delayed and which is still
 		// waiting its backoff (the bench's 30-minute outage found 31 paid
-		// orders cancelled that way).
-		settling := h.opts.Reschedule != nil && (reschedule.StateOf(original(msg)).Settling() || h.afterOutage(call))
+		// orders cancelled that way). Another instance may have
+		// rescheduled that Paid: the fleet's marker says so (fleetSettle).
+		why := settleDelayed
+		settling := h.opts.Reschedule != nil && reschedule.StateOf(original(msg)).Settling()
+		if !settling && h.opts.Reschedule != nil && h.afterOutage(call) {
+			settling, why = true, settleHere
+		}
+		// ask: the fleet's marker must be read if the order is Created
+		// (the cache cannot tell); asked is the time it is asked at.
+		var ask bool
+		var asked time.Time
+		if !settling && h.opts.Fleet != nil {
+			now, err := h.now(call)
+			switch rec, known := h.opts.Fleet.Cached(now); {
+			case err != nil:
+				settling, why = true, settleUnknown // cannot tell: settling is the safe side
+			case rec:
+				settling, why = true, settleFleet
+			default:
+				ask, asked = !known, now
+			}
+		}
 		out = h.apply(ctx, call, msg, out, func(ctx context.Context) (orderstate.Outcome, error) {
 			var err error
-			if settling {
-				res, err = h.peek(ctx, c.OrderID)
-			} else {
-				res, err = h.applier.ExpireIfUnpaid(ctx, c.OrderID)
-			}
+			res, err = h.checkOnce(ctx, c.OrderID, settling, ask, asked, &why)
 			return res, err
 		})
 		switch {
@@ -322,7 +370,7 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 			return h.reschedule(call, msg, out, RescheduleOrderNotFound, order.ReasonOrderNeverCreated,
 				fmt.Sprintf("order %s has no row", c.OrderID))
 		case out.result == string(resultSettle):
-			return h.settle(call, msg, out)
+			return h.settle(call, msg, out, why)
 		}
 		return out
 	default:
@@ -432,6 +480,44 @@ func (h *Handler) peek(ctx context.Context, orderID string) (orderstate.Outcome,
 	return orderstate.Outcome{Result: order.Stale, State: row.State, RoundTrips: 1}, nil
 }
 
+// checkOnce is one attempt at a PaymentTimeoutCheck of orderID: a peek
+// when it settles (resultSettle when the order is still Created), else
+// ExpireIfUnpaid. With ask, the fleet's marker decides between the two
+// once the row says Created: only a check that would cancel pays for the
+// marker (the row is read first; a paid order's check ends there, as it
+// would in ExpireIfUnpaid), and the marker's read is a round trip of its
+// own. why becomes settleFleet when the marker says settle.
+func (h *Handler) checkOnce(ctx context.Context, orderID string, settling, ask bool, asked time.Time, why *string) (orderstate.Outcome, error) {
+	switch {
+	case settling:
+		return h.peek(ctx, orderID)
+	case !ask:
+		return h.applier.ExpireIfUnpaid(ctx, orderID)
+	}
+	res, err := h.peek(ctx, orderID)
+	if err != nil || res.Result != resultSettle {
+		return res, err
+	}
+	rec, read, err := h.opts.Fleet.Recovering(ctx, asked)
+	if read {
+		res.RoundTrips++
+	}
+	if err != nil || rec {
+		*why = settleFleet
+		return res, err
+	}
+	exp, err := h.applier.ExpireIfUnpaid(ctx, orderID)
+	exp.RoundTrips += res.RoundTrips
+	return exp, err
+}
+
+// now is the rescheduling clock's time, within the schedule budget.
+func (h *Handler) now(call context.Context) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
+	defer cancel()
+	return h.opts.Reschedule.Now(ctx)
+}
+
 // afterOutage reports whether this process rescheduled a message because
 // of the store within the settle delay (Policy.Settle) before now.
 func (h *Handler) afterOutage(call context.Context) bool {
@@ -448,9 +534,10 @@ func (h *Handler) afterOutage(call context.Context) bool {
 	return now.Sub(time.Unix(0, last)) < h.opts.Reschedule.Policy().Settle()
 }
 
-// settle schedules the settle copy of a delayed check whose order is
-// still Created, and answers Rescheduled once Service Bus accepted it.
-func (h *Handler) settle(call context.Context, msg hostproto.ServiceBusMessage, out outcome) outcome {
+// settle schedules the settle copy of a check whose order is still
+// Created, and answers Rescheduled once Service Bus accepted it; why (one
+// of the settle* texts) is the answer's description.
+func (h *Handler) settle(call context.Context, msg hostproto.ServiceBusMessage, out outcome, why string) outcome {
 	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
 	defer cancel()
 	var (
@@ -469,7 +556,7 @@ func (h *Handler) settle(call context.Context, msg hostproto.ServiceBusMessage, 
 	h.metrics.Rescheduled.WithLabelValues(RescheduleSettle).Inc()
 	out.result, out.httpStatus, out.status = ResultRescheduled, http.StatusOK, ""
 	out.rescheduled, out.rescheduledAt, out.why = copied.MessageID, at, RescheduleSettle
-	out.description = "order still Created after an outage delayed its check"
+	out.description = why
 	return out
 }
 
@@ -537,6 +624,9 @@ func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessa
 		out.result, out.err, out.httpStatus = ResultFailed, err, statusFor(err)
 		return out
 	}
+	if res.RoundTrips > 0 {
+		h.recovered(call, msg)
+	}
 	out.result = string(res.Result)
 	out.gap = res.Gap
 	if res.Result == order.Applied {
@@ -551,6 +641,57 @@ func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessa
 	}
 	out.httpStatus = http.StatusOK
 	return out
+}
+
+// recovered runs after a store call that succeeded: the order table
+// answers this process. It raises the fleet's recovery marker (Options.Fleet)
+// to the settle delay after this process's last reschedule for the store,
+// once per such reschedule, and, when msg is a rescheduled copy of a status
+// change (an outage here or on another instance, at most a backoff cap
+// ago), to the settle delay after now. A failed raise is logged and tried
+// again at the next success; the message's own effect stands.
+func (h *Handler) recovered(call context.Context, msg hostproto.ServiceBusMessage) {
+	g := h.opts.Fleet
+	if g == nil {
+		return
+	}
+	settle := h.opts.Reschedule.Policy().Settle()
+	var until time.Time
+	last := h.lastOutage.Load()
+	if last != 0 && last > h.raisedFor.Load() {
+		until = time.Unix(0, last).Add(settle)
+	}
+	isCopy := msg.Subject == order.SubjectStatusChanged && reschedule.StateOf(original(msg)).Attempt > 0
+	if until.IsZero() && !isCopy {
+		return
+	}
+	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
+	defer cancel()
+	if isCopy {
+		now, err := h.opts.Reschedule.Now(ctx)
+		if err != nil {
+			h.log.Warn("outage recovery not recorded for the fleet: no clock", "message_id", msg.MessageID, "error", err.Error())
+			return
+		}
+		if u := now.Add(settle); u.After(until) {
+			until = u
+		}
+	}
+	stored, wrote, err := g.Raise(ctx, until)
+	if err != nil {
+		h.log.Warn("outage recovery not recorded for the fleet: the recovery marker could not be raised; the next successful store call tries again",
+			"message_id", msg.MessageID, "recovering_until", until.UTC().Format(time.RFC3339Nano), "error", err.Error())
+		return
+	}
+	for {
+		if r := h.raisedFor.Load(); last <= r || h.raisedFor.CompareAndSwap(r, last) {
+			break
+		}
+	}
+	if wrote {
+		h.log.Info("outage recovery recorded for the fleet: every instance settles a payment-timeout check of a Created order until then",
+			"message_id", msg.MessageID, "recovering_until", stored.UTC().Format(time.RFC3339Nano))
+	}
 }
 
 // reschedule schedules a copy of msg for later (why is the metric's
