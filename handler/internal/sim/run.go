@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
@@ -728,10 +729,11 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// rows reads every row of the run's table directly.
+// rows reads every order row of the run's table directly (RowKey "status":
+// not the recovery marker, which shares the table).
 func (r *run) rows(ctx context.Context) (map[string]Row, error) {
 	rows := map[string]Row{}
-	pager := r.env.Tables.NewClient(r.table).NewListEntitiesPager(nil)
+	pager := r.env.Tables.NewClient(r.table).NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: to.Ptr("RowKey eq 'status'")})
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
