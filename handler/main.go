@@ -280,6 +280,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 		// backoff, so that the raises of one recovery write about once
 		// per backoff.
 		fnOpts.Fleet = recovery.New(tables, &recovery.Options{Slack: cfg.Retry.Base})
+		fnOpts.FleetRaiseEvery = min(circuit.DefaultProbeInterval, cfg.Retry.Cap)
 		// The breaker reads the time only while open, on the broker's
 		// clock like the backoffs (the development host's may be scaled).
 		// One probe per 5 s, or per backoff cap when that is shorter (a

@@ -151,6 +151,7 @@ func TestOnTimeCheckOnAnotherInstanceSettles(t *testing.T) {
 	if n := b.marker.reads.Load(); n != 2 {
 		t.Errorf("B read the marker %d times, want 2 (the past marker read once more)", n)
 	}
+	waitRaised(t, a)
 }
 
 // Before A's first successful store call after the table's return there is
@@ -162,12 +163,54 @@ func TestOnTimeCheckBeforeTheMarkerCancels(t *testing.T) {
 	a, b := newProcess(mem, bus), newProcess(mem, bus)
 	a.post(t, statusMsg("o-1", 1, order.Created))
 	a.backend.down.Store(true)
+	// A's marker calls fail until B's check is done: A's background
+	// raise has not got through yet.
+	a.marker.down = new(atomic.Bool)
+	a.marker.down.Store(true)
 	if rv := a.post(t, statusMsg("o-1", 2, order.Paid)); rv["result"] != ResultRescheduled {
 		t.Fatalf("A: Paid during the outage: %v, want Rescheduled", rv)
 	}
 	a.backend.down.Store(false)
 	if rv := b.post(t, timeoutMsg("o-1")); rv["result"] != "Applied" {
 		t.Fatalf("B before any marker: %v, want Applied (cancelled: nothing told B)", rv)
+	}
+	a.marker.down.Store(false)
+	waitRaised(t, a)
+}
+
+// waitRaised waits (bounded) until p's background raise has ended.
+func waitRaised(t *testing.T, p *process) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); p.h.raising.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the background raise still runs after 10 s")
+		}
+	}
+}
+
+// A process that rescheduled for the store raises the marker in the
+// background once the table is back, without a message of its own: in a
+// quiet fleet its next store call may come long after the table's return,
+// and B's on-time check with it. It stops once it got through.
+func TestBackgroundRaiseWithoutTraffic(t *testing.T) {
+	mem, bus := memstore.New(), newFakeBus(now0)
+	a, b := newProcess(mem, bus), newProcess(mem, bus)
+	a.post(t, statusMsg("o-1", 1, order.Created))
+	a.backend.down.Store(true)
+	if rv := a.post(t, statusMsg("o-1", 2, order.Paid)); rv["result"] != ResultRescheduled {
+		t.Fatalf("A: Paid during the outage: %v, want Rescheduled", rv)
+	}
+	if !a.h.raising.Load() {
+		t.Fatal("no background raise after a reschedule for the store")
+	}
+	a.backend.down.Store(false)
+	waitRaised(t, a)
+	until := now0.Add(policy.Settle() + fleetSlack)
+	if got, err := mem.RecoveringUntil(t.Context()); err != nil || !got.Equal(until) {
+		t.Fatalf("marker after A's background raise = %v, %v; want %v", got, err, until)
+	}
+	if rv := b.post(t, timeoutMsg("o-1")); rv["result"] != ResultRescheduled {
+		t.Fatalf("B: the on-time check: %v, want it settled (Rescheduled)", rv)
 	}
 }
 
@@ -206,6 +249,8 @@ func TestAppliedCopyRaisesTheMarker(t *testing.T) {
 	if row, _ := mem.Get(t.Context(), "o-1"); row.State.Status != order.Created {
 		t.Fatalf("o-1 %+v, want still Created", row.State)
 	}
+	a.backend.down.Store(false) // ends A's background raise
+	waitRaised(t, a)
 }
 
 // What the fleet guard costs a check: nothing for a paid order's check,
@@ -252,4 +297,6 @@ func TestMarkerReadFailureIsTransient(t *testing.T) {
 	if row, _ := mem.Get(t.Context(), "o-1"); row.State.Status != order.Created {
 		t.Fatalf("o-1 %+v, want still Created", row.State)
 	}
+	b.marker.down.Store(false) // ends B's background raise
+	waitRaised(t, b)
 }

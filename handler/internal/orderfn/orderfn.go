@@ -145,6 +145,11 @@ const (
 	DefaultRescheduleBudget = 5 * time.Second
 )
 
+// DefaultFleetRaiseEvery is Options.FleetRaiseEvery's default: the circuit
+// breaker's probe interval, so that a failing store sees no more calls
+// from the background raise than from the breaker's probes.
+const DefaultFleetRaiseEvery = circuit.DefaultProbeInterval
+
 // DefaultScheduleBudget bounds the Service Bus calls that follow the
 // in-call budget (the copy, the timeout check, a park after the window),
 // so that the whole call stays well within the 1 minute lock.
@@ -179,6 +184,11 @@ type Options struct {
 	// settle delay after that; a check that would cancel settles while
 	// the marker is in the future (see package recovery).
 	Fleet FleetGuard
+	// FleetRaiseEvery is how often, on the rescheduling clock, a process
+	// that rescheduled for the store tries to raise the fleet's marker in
+	// the background until it succeeds, so that the marker does not wait
+	// for this process's next message (default DefaultFleetRaiseEvery).
+	FleetRaiseEvery time.Duration
 	// ScheduleBudget bounds the Service Bus calls after the in-call
 	// budget (default DefaultScheduleBudget).
 	ScheduleBudget time.Duration
@@ -199,8 +209,10 @@ type Handler struct {
 	// circuit was open; 0: never.
 	lastOutage atomic.Int64
 	// raisedFor is the lastOutage the fleet's marker was last raised for
-	// (0: none), so that each outage seen here raises it once.
+	// (0: none), so that each outage seen here raises it once; raising
+	// is set while the background raise runs (see startRaiser).
 	raisedFor atomic.Int64
+	raising   atomic.Bool
 }
 
 // New returns the OrderStatus handler. All arguments are required.
@@ -226,6 +238,9 @@ func New(a Applier, p Parker, m *metrics.Metrics, log *slog.Logger, opts Options
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.FleetRaiseEvery <= 0 {
+		opts.FleetRaiseEvery = DefaultFleetRaiseEvery
 	}
 	return &Handler{applier: a, parker: p, metrics: m, log: log, opts: opts}
 }
@@ -643,57 +658,6 @@ func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessa
 	return out
 }
 
-// recovered runs after a store call that succeeded: the order table
-// answers this process. It raises the fleet's recovery marker (Options.Fleet)
-// to the settle delay after this process's last reschedule for the store,
-// once per such reschedule, and, when msg is a rescheduled copy of a status
-// change (an outage here or on another instance, at most a backoff cap
-// ago), to the settle delay after now. A failed raise is logged and tried
-// again at the next success; the message's own effect stands.
-func (h *Handler) recovered(call context.Context, msg hostproto.ServiceBusMessage) {
-	g := h.opts.Fleet
-	if g == nil {
-		return
-	}
-	settle := h.opts.Reschedule.Policy().Settle()
-	var until time.Time
-	last := h.lastOutage.Load()
-	if last != 0 && last > h.raisedFor.Load() {
-		until = time.Unix(0, last).Add(settle)
-	}
-	isCopy := msg.Subject == order.SubjectStatusChanged && reschedule.StateOf(original(msg)).Attempt > 0
-	if until.IsZero() && !isCopy {
-		return
-	}
-	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
-	defer cancel()
-	if isCopy {
-		now, err := h.opts.Reschedule.Now(ctx)
-		if err != nil {
-			h.log.Warn("outage recovery not recorded for the fleet: no clock", "message_id", msg.MessageID, "error", err.Error())
-			return
-		}
-		if u := now.Add(settle); u.After(until) {
-			until = u
-		}
-	}
-	stored, wrote, err := g.Raise(ctx, until)
-	if err != nil {
-		h.log.Warn("outage recovery not recorded for the fleet: the recovery marker could not be raised; the next successful store call tries again",
-			"message_id", msg.MessageID, "recovering_until", until.UTC().Format(time.RFC3339Nano), "error", err.Error())
-		return
-	}
-	for {
-		if r := h.raisedFor.Load(); last <= r || h.raisedFor.CompareAndSwap(r, last) {
-			break
-		}
-	}
-	if wrote {
-		h.log.Info("outage recovery recorded for the fleet: every instance settles a payment-timeout check of a Created order until then",
-			"message_id", msg.MessageID, "recovering_until", stored.UTC().Format(time.RFC3339Nano))
-	}
-}
-
 // reschedule schedules a copy of msg for later (why is the metric's
 // reason, lastError the copy's LastError), or, past the retry window,
 // parks msg with parkReason. It answers 200 only once the copy (or the
@@ -725,6 +689,7 @@ func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessa
 	if why == RescheduleTransient || why == RescheduleCircuitOpen {
 		if now, err := h.opts.Reschedule.Now(ctx); err == nil {
 			h.lastOutage.Store(now.UnixNano())
+			h.startRaiser()
 		}
 	}
 	out.result, out.httpStatus = ResultRescheduled, http.StatusOK
