@@ -192,8 +192,8 @@ func (r *run) setUp(ctx context.Context) error {
 	}
 	r.killArmed.Store(true)
 	p.OnAnswer(func(req *http.Request, status int) {
-		if !r.orderTable(req.URL.Path) {
-			return // the sweeper's tables
+		if !r.orderTable(req.URL.Path) || IsRecoveryMarker(req.URL.Path, faultproxy.RequestBody(req)) {
+			return // the sweeper's tables, and the recovery marker: no order's
 		}
 		w, ok := r.wire.Record(req.Method, req.URL.Path, status, faultproxy.RequestBody(req),
 			req.Header.Get("If-Match"), faultproxy.AnswerHeader(req).Get("ETag"))
@@ -285,7 +285,7 @@ func (r *run) play(ctx context.Context) error {
 				return o.Mode
 			}
 		}
-		if IsEntityWrite(req.Method, req.URL.Path) && r.orderTable(req.URL.Path) && lose[r.writeReqs.Add(1)] {
+		if IsEntityWrite(req.Method, req.URL.Path) && r.orderTable(req.URL.Path) && !IsRecoveryMarker(req.URL.Path, nil) && lose[r.writeReqs.Add(1)] {
 			return faultproxy.LoseAnswer
 		}
 		return faultproxy.Pass
