@@ -21,7 +21,11 @@
 // order with no row yet is rescheduled the same way until the order
 // appears (OrderNeverCreated past the window), and applying an order's
 // Created makes sure a PaymentTimeoutCheck is scheduled for it, so every
-// unpaid order expires whatever its producers did.
+// unpaid order expires whatever its producers did. A check that would
+// cancel settles instead while its own history, this process's reschedules
+// or the fleet's recovery marker (Options.Fleet, package recovery) say that
+// an outage's copies, its order's Paid among them, may still be on their
+// way.
 package orderfn
 
 import (
