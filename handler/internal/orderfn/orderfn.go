@@ -355,7 +355,7 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		// its order's Paid, which the outage delayed and which is still
 		// waiting its backoff (the bench's 30-minute outage found 31 paid
 		// orders cancelled that way). Another instance may have
-		// rescheduled that Paid: the fleet's marker says so (fleetSettle).
+		// rescheduled that Paid: the fleet's marker says so (settleFleet).
 		why := settleDelayed
 		settling := h.opts.Reschedule != nil && reschedule.StateOf(original(msg)).Settling()
 		if !settling && h.opts.Reschedule != nil && h.afterOutage(call) {
