@@ -11,8 +11,13 @@ import (
 
 // raiseTick is how often (wall clock) the background raise looks at the
 // rescheduling clock; it tries the store once per Options.FleetRaiseEvery
-// on that clock.
-const raiseTick = 250 * time.Millisecond
+// on that clock, each try bounded by raiseTry, so that a try under way
+// when the table returns (a call that hangs rather than fails) delays the
+// marker by at most that.
+const (
+	raiseTick = 250 * time.Millisecond
+	raiseTry  = 2 * time.Second
+)
 
 // recovered runs after a store call that succeeded: the order table
 // answers this process. It raises the fleet's recovery marker
@@ -130,7 +135,7 @@ func (h *Handler) raiseLoop() {
 			continue
 		}
 		tried = now
-		ctx, cancel := context.WithTimeout(h.opts.Stop, h.opts.ScheduleBudget)
+		ctx, cancel := context.WithTimeout(h.opts.Stop, min(raiseTry, h.opts.ScheduleBudget))
 		h.raise(ctx, last, time.Time{}, "")
 		cancel()
 	}
