@@ -3,8 +3,10 @@ package orderfn
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,7 +25,11 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/retry"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 	"github.com/orderstatus/orderstatus/handler/internal/store/memstore"
+	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
+	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // flakyMarker is the recovery marker of a process's view of the store: it
 // fails while that process's store is down, and counts reads.
@@ -63,15 +69,28 @@ const (
 	fleetSlack = 10 * time.Second
 )
 
-func newProcess(mem *memstore.Store, bus *fakeBus) *process {
+// sharedStore is the order table every process of a test shares: memstore,
+// or Table Storage on Azurite.
+type sharedStore interface {
+	orderstate.Backend
+	recovery.Marker
+}
+
+func newProcess(mem sharedStore, bus *fakeBus) *process {
+	return newProcessBudget(mem, bus, 20*time.Millisecond)
+}
+
+// newProcessBudget is newProcess with an in-call and schedule budget of
+// budget (a real table's calls need more than memstore's).
+func newProcessBudget(mem sharedStore, bus *fakeBus, budget time.Duration) *process {
 	m := metrics.New(prometheus.NewRegistry(), "test")
 	var out bytes.Buffer
 	back := &flakyBackend{Backend: mem}
 	p := &process{backend: back, marker: &flakyMarker{m: mem, down: &back.down}, m: m, stdout: &out}
 	p.h = New(orderstate.New(back, nil), &fakeParker{}, m, logging.New(&out, nil, slog.LevelInfo), Options{
-		Retry:          retry.Policy{Budget: 20 * time.Millisecond, Initial: time.Millisecond, Max: 2 * time.Millisecond},
+		Retry:          retry.Policy{Budget: budget, Initial: time.Millisecond, Max: 2 * time.Millisecond},
 		Reschedule:     reschedule.New(bus, "order-status", policy, &reschedule.Options{Rand: func() float64 { return 0.5 }}),
-		ScheduleBudget: 20 * time.Millisecond,
+		ScheduleBudget: budget,
 		Fleet:          recovery.New(p.marker, &recovery.Options{TTL: fleetTTL, Slack: fleetSlack}),
 	})
 	return p
@@ -100,8 +119,22 @@ func (b *fakeBus) advance(d time.Duration) {
 // B's on-time check of the still Created order settles instead of
 // cancelling; once the marker's time has passed, B cancels.
 func TestOnTimeCheckOnAnotherInstanceSettles(t *testing.T) {
-	mem, bus := memstore.New(), newFakeBus(now0)
-	a, b := newProcess(mem, bus), newProcess(mem, bus)
+	t.Run("memstore", func(t *testing.T) { testOnTimeCheckOnAnotherInstance(t, memstore.New(), 20*time.Millisecond) })
+	t.Run("Azurite", func(t *testing.T) {
+		s, err := tablestore.NewFromConnectionString(testenv.Azurite(t), "t"+rand.Text(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.EnsureTable(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		testOnTimeCheckOnAnotherInstance(t, s, time.Second)
+	})
+}
+
+func testOnTimeCheckOnAnotherInstance(t *testing.T, mem sharedStore, budget time.Duration) {
+	bus := newFakeBus(now0)
+	a, b := newProcessBudget(mem, bus, budget), newProcessBudget(mem, bus, budget)
 	if rv := a.post(t, statusMsg("o-1", 1, order.Created)); rv["result"] != "Applied" {
 		t.Fatalf("A: Created: %v", rv)
 	}
