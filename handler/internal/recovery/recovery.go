@@ -73,6 +73,7 @@ type Guard struct {
 	until  time.Time // the latest marker seen: a lower bound of the stored one
 	readAt time.Time // the caller's now at the last read; zero: never read
 
+	reading sync.Mutex // one read at a time: the others wait and use it
 	raising sync.Mutex // one raise at a time
 }
 
@@ -117,8 +118,14 @@ func (g *Guard) Cached(now time.Time) (recovering, known bool) {
 
 // Recovering reports whether the fleet is recovering at now: from the
 // cache when it can tell, else after reading the marker (read true: one
-// storage round trip). A failed read is an error and tells nothing.
+// storage round trip). Reads are serialized, so that calls that come
+// together make one read. A failed read is an error and tells nothing.
 func (g *Guard) Recovering(ctx context.Context, now time.Time) (recovering, read bool, err error) {
+	if rec, known := g.Cached(now); known {
+		return rec, false, nil
+	}
+	g.reading.Lock()
+	defer g.reading.Unlock()
 	if rec, known := g.Cached(now); known {
 		return rec, false, nil
 	}

@@ -85,6 +85,48 @@ func TestRecoveringReadsOncePerTTL(t *testing.T) {
 	}
 }
 
+// gated holds every read until release is closed.
+type gated struct {
+	counting
+	release chan struct{}
+}
+
+func (g *gated) RecoveringUntil(ctx context.Context) (time.Time, error) {
+	g.reads.Add(1)
+	<-g.release
+	return g.Marker.RecoveringUntil(ctx)
+}
+
+// Checks that come together while the cache cannot tell make one read: the
+// first read is held until the others have had every chance to start
+// theirs; none does, and all get its answer.
+func TestConcurrentRecoveringReadOnce(t *testing.T) {
+	m := &gated{counting: counting{Marker: memstore.New()}, release: make(chan struct{})}
+	g := recovery.New(m, nil)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if rec, _, err := g.Recovering(t.Context(), t0); err != nil || rec {
+				t.Errorf("Recovering = %v, %v; want false", rec, err)
+			}
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); m.reads.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(m.release)
+			t.Fatal("no read within 10 s")
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // the others' chance to read too
+	close(m.release)
+	wg.Wait()
+	if n := m.reads.Load(); n != 1 {
+		t.Fatalf("%d reads for 16 checks at once, want 1", n)
+	}
+}
+
 // A failed read is an error, not an answer, and is not cached: the next
 // call reads again.
 func TestRecoveringReadFailure(t *testing.T) {
