@@ -193,9 +193,17 @@ func TestRaise(t *testing.T) {
 	}
 }
 
-// Concurrent raises of one process for about the same time make one write.
+func (g *gated) RaiseRecovering(ctx context.Context, until time.Time) (time.Time, error) {
+	g.raises.Add(1)
+	<-g.release
+	return g.Marker.RaiseRecovering(ctx, until)
+}
+
+// Concurrent raises of one process for about the same time make one write:
+// the first is held until the others have had every chance to start
+// theirs; none does, and the slack of the first covers them.
 func TestConcurrentRaisesWriteOnce(t *testing.T) {
-	m := &counting{Marker: memstore.New()}
+	m := &gated{counting: counting{Marker: memstore.New()}, release: make(chan struct{})}
 	g := recovery.New(m, nil)
 	var wg sync.WaitGroup
 	for i := range 16 {
@@ -207,6 +215,14 @@ func TestConcurrentRaisesWriteOnce(t *testing.T) {
 			}
 		}()
 	}
+	for deadline := time.Now().Add(10 * time.Second); m.raises.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(m.release)
+			t.Fatal("no raise within 10 s")
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // the others' chance to write too
+	close(m.release)
 	wg.Wait()
 	if n := m.raises.Load(); n != 1 {
 		t.Fatalf("%d raises reached the store, want 1 (the slack covers the others)", n)
