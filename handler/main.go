@@ -50,6 +50,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/orderfn"
 	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/recovery"
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 	"github.com/orderstatus/orderstatus/handler/internal/retry"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
@@ -274,6 +275,12 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 		resched := reschedule.New(bus, cfg.Queue,
 			reschedule.Policy{Base: cfg.Retry.Base, Cap: cfg.Retry.Cap, Window: cfg.Retry.Window}, nil)
 		fnOpts.Reschedule = resched
+		// The settle guard after an outage, across the fleet: a marker
+		// in the order table (docs/outage.md); its slack is the first
+		// backoff, so that the raises of one recovery write about once
+		// per backoff.
+		fnOpts.Fleet = recovery.New(tables, &recovery.Options{Slack: cfg.Retry.Base})
+		fnOpts.FleetRaiseEvery = min(circuit.DefaultProbeInterval, cfg.Retry.Cap)
 		// The breaker reads the time only while open, on the broker's
 		// clock like the backoffs (the development host's may be scaled).
 		// One probe per 5 s, or per backoff cap when that is shorter (a

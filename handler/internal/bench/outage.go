@@ -284,9 +284,11 @@ func (r row) state() rowState {
 	return rowState{Status: r.Status, LastSequence: int64(r.LastSequence)}
 }
 
-// all lists every row.
+// all lists every order row (RowKey "status": not the recovery marker,
+// which shares the table).
 func (r *rowReader) all(ctx context.Context) (map[string]rowState, error) {
-	pager := r.client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Select: to.Ptr("PartitionKey,Status,LastSequence")})
+	pager := r.client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Select: to.Ptr("PartitionKey,Status,LastSequence"),
+		Filter: to.Ptr("RowKey eq 'status'")})
 	rows := map[string]rowState{}
 	for pager.More() {
 		page, err := pager.NextPage(ctx)

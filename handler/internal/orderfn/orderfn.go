@@ -21,7 +21,11 @@
 // order with no row yet is rescheduled the same way until the order
 // appears (OrderNeverCreated past the window), and applying an order's
 // Created makes sure a PaymentTimeoutCheck is scheduled for it, so every
-// unpaid order expires whatever its producers did.
+// unpaid order expires whatever its producers did. A check that would
+// cancel settles instead while its own history, this process's reschedules
+// or the fleet's recovery marker (Options.Fleet, package recovery) say that
+// an outage's copies, its order's Paid among them, may still be on their
+// way.
 package orderfn
 
 import (
@@ -41,6 +45,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/recovery"
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 	"github.com/orderstatus/orderstatus/handler/internal/retry"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
@@ -77,7 +82,18 @@ type Rescheduler interface {
 	Policy() reschedule.Policy
 }
 
+// FleetGuard is the fleet-wide recovery marker, cached for this process
+// (recovery.Guard): Cached and Recovering tell whether any instance
+// recorded that the order table is recovering from an outage at now (the
+// rescheduling clock); Raise records it until a time.
+type FleetGuard interface {
+	Cached(now time.Time) (recovering, known bool)
+	Recovering(ctx context.Context, now time.Time) (recovering, read bool, err error)
+	Raise(ctx context.Context, until time.Time) (stored time.Time, wrote bool, err error)
+}
+
 var (
+	_ FleetGuard  = (*recovery.Guard)(nil)
 	_ Applier     = (*orderstate.Service)(nil)
 	_ Parker      = (*parking.Parker)(nil)
 	_ Rescheduler = (*reschedule.Rescheduler)(nil)
@@ -113,6 +129,15 @@ const (
 // order Created (never answered as such: it becomes Rescheduled).
 const resultSettle order.Result = "Settle"
 
+// Why a check whose order is still Created settles (the answer's
+// description).
+const (
+	settleDelayed = "order still Created after an outage delayed its check"
+	settleHere    = "order still Created within the settle delay after this instance rescheduled for the order store"
+	settleFleet   = "order still Created while the fleet recovers from an outage of the order store (its recovery marker)"
+	settleUnknown = "order still Created, and the rescheduling clock cannot tell whether the fleet recovers from an outage"
+)
+
 // DefaultRetryBudget is the in-call retry budget when Options leave it zero
 // and rescheduling is off: well below the 1 minute lock of the
 // order-status queue. DefaultRescheduleBudget is the budget with
@@ -123,6 +148,11 @@ const (
 	DefaultRetryBudget      = 20 * time.Second
 	DefaultRescheduleBudget = 5 * time.Second
 )
+
+// DefaultFleetRaiseEvery is Options.FleetRaiseEvery's default: the circuit
+// breaker's probe interval, so that a failing store sees no more calls
+// from the background raise than from the breaker's probes.
+const DefaultFleetRaiseEvery = circuit.DefaultProbeInterval
 
 // DefaultScheduleBudget bounds the Service Bus calls that follow the
 // in-call budget (the copy, the timeout check, a park after the window),
@@ -151,6 +181,18 @@ type Options struct {
 	Reschedule Rescheduler
 	// Breaker, when set with Reschedule, is the store's circuit breaker.
 	Breaker *circuit.Breaker
+	// Fleet, when set with Reschedule, carries the settle guard after an
+	// outage across instances: when this process's store calls succeed
+	// again after it rescheduled for the store, or when it applies a
+	// rescheduled copy of a status change, it raises the marker to the
+	// settle delay after that; a check that would cancel settles while
+	// the marker is in the future (see package recovery).
+	Fleet FleetGuard
+	// FleetRaiseEvery is how often, on the rescheduling clock, a process
+	// that rescheduled for the store tries to raise the fleet's marker in
+	// the background until it succeeds, so that the marker does not wait
+	// for this process's next message (default DefaultFleetRaiseEvery).
+	FleetRaiseEvery time.Duration
 	// ScheduleBudget bounds the Service Bus calls after the in-call
 	// budget (default DefaultScheduleBudget).
 	ScheduleBudget time.Duration
@@ -170,6 +212,11 @@ type Handler struct {
 	// process last rescheduled a message because the store failed or its
 	// circuit was open; 0: never.
 	lastOutage atomic.Int64
+	// raisedFor is the lastOutage the fleet's marker was last raised for
+	// (0: none), so that each outage seen here raises it once; raising
+	// is set while the background raise runs (see startRaiser).
+	raisedFor atomic.Int64
+	raising   atomic.Bool
 }
 
 // New returns the OrderStatus handler. All arguments are required.
@@ -191,9 +238,13 @@ func New(a Applier, p Parker, m *metrics.Metrics, log *slog.Logger, opts Options
 	}
 	if opts.Reschedule == nil {
 		opts.Breaker = nil // an open breaker without rescheduling would only hasten dead-lettering
+		opts.Fleet = nil   // nothing is delayed, nothing settles
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.FleetRaiseEvery <= 0 {
+		opts.FleetRaiseEvery = DefaultFleetRaiseEvery
 	}
 	return &Handler{applier: a, parker: p, metrics: m, log: log, opts: opts}
 }
@@ -303,15 +354,31 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		// settle delay: a check that came on time may otherwise overtake
 		// its order's Paid, which the outage delayed and which is still
 		// waiting its backoff (the bench's 30-minute outage found 31 paid
-		// orders cancelled that way).
-		settling := h.opts.Reschedule != nil && (reschedule.StateOf(original(msg)).Settling() || h.afterOutage(call))
+		// orders cancelled that way). Another instance may have
+		// rescheduled that Paid: the fleet's marker says so (settleFleet).
+		why := settleDelayed
+		settling := h.opts.Reschedule != nil && reschedule.StateOf(original(msg)).Settling()
+		if !settling && h.opts.Reschedule != nil && h.afterOutage(call) {
+			settling, why = true, settleHere
+		}
+		// ask: the fleet's marker must be read if the order is Created
+		// (the cache cannot tell); asked is the time it is asked at.
+		var ask bool
+		var asked time.Time
+		if !settling && h.opts.Fleet != nil {
+			now, err := h.now(call)
+			switch rec, known := h.opts.Fleet.Cached(now); {
+			case err != nil:
+				settling, why = true, settleUnknown // cannot tell: settling is the safe side
+			case rec:
+				settling, why = true, settleFleet
+			default:
+				ask, asked = !known, now
+			}
+		}
 		out = h.apply(ctx, call, msg, out, func(ctx context.Context) (orderstate.Outcome, error) {
 			var err error
-			if settling {
-				res, err = h.peek(ctx, c.OrderID)
-			} else {
-				res, err = h.applier.ExpireIfUnpaid(ctx, c.OrderID)
-			}
+			res, err = h.checkOnce(ctx, c.OrderID, settling, ask, asked, &why)
 			return res, err
 		})
 		switch {
@@ -322,7 +389,7 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 			return h.reschedule(call, msg, out, RescheduleOrderNotFound, order.ReasonOrderNeverCreated,
 				fmt.Sprintf("order %s has no row", c.OrderID))
 		case out.result == string(resultSettle):
-			return h.settle(call, msg, out)
+			return h.settle(call, msg, out, why)
 		}
 		return out
 	default:
@@ -432,6 +499,44 @@ func (h *Handler) peek(ctx context.Context, orderID string) (orderstate.Outcome,
 	return orderstate.Outcome{Result: order.Stale, State: row.State, RoundTrips: 1}, nil
 }
 
+// checkOnce is one attempt at a PaymentTimeoutCheck of orderID: a peek
+// when it settles (resultSettle when the order is still Created), else
+// ExpireIfUnpaid. With ask, the fleet's marker decides between the two
+// once the row says Created: only a check that would cancel pays for the
+// marker (the row is read first; a paid order's check ends there, as it
+// would in ExpireIfUnpaid), and the marker's read is a round trip of its
+// own. why becomes settleFleet when the marker says settle.
+func (h *Handler) checkOnce(ctx context.Context, orderID string, settling, ask bool, asked time.Time, why *string) (orderstate.Outcome, error) {
+	switch {
+	case settling:
+		return h.peek(ctx, orderID)
+	case !ask:
+		return h.applier.ExpireIfUnpaid(ctx, orderID)
+	}
+	res, err := h.peek(ctx, orderID)
+	if err != nil || res.Result != resultSettle {
+		return res, err
+	}
+	rec, read, err := h.opts.Fleet.Recovering(ctx, asked)
+	if read {
+		res.RoundTrips++
+	}
+	if err != nil || rec {
+		*why = settleFleet
+		return res, err
+	}
+	exp, err := h.applier.ExpireIfUnpaid(ctx, orderID)
+	exp.RoundTrips += res.RoundTrips
+	return exp, err
+}
+
+// now is the rescheduling clock's time, within the schedule budget.
+func (h *Handler) now(call context.Context) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
+	defer cancel()
+	return h.opts.Reschedule.Now(ctx)
+}
+
 // afterOutage reports whether this process rescheduled a message because
 // of the store within the settle delay (Policy.Settle) before now.
 func (h *Handler) afterOutage(call context.Context) bool {
@@ -448,9 +553,10 @@ func (h *Handler) afterOutage(call context.Context) bool {
 	return now.Sub(time.Unix(0, last)) < h.opts.Reschedule.Policy().Settle()
 }
 
-// settle schedules the settle copy of a delayed check whose order is
-// still Created, and answers Rescheduled once Service Bus accepted it.
-func (h *Handler) settle(call context.Context, msg hostproto.ServiceBusMessage, out outcome) outcome {
+// settle schedules the settle copy of a check whose order is still
+// Created, and answers Rescheduled once Service Bus accepted it; why (one
+// of the settle* texts) is the answer's description.
+func (h *Handler) settle(call context.Context, msg hostproto.ServiceBusMessage, out outcome, why string) outcome {
 	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
 	defer cancel()
 	var (
@@ -469,7 +575,7 @@ func (h *Handler) settle(call context.Context, msg hostproto.ServiceBusMessage, 
 	h.metrics.Rescheduled.WithLabelValues(RescheduleSettle).Inc()
 	out.result, out.httpStatus, out.status = ResultRescheduled, http.StatusOK, ""
 	out.rescheduled, out.rescheduledAt, out.why = copied.MessageID, at, RescheduleSettle
-	out.description = "order still Created after an outage delayed its check"
+	out.description = why
 	return out
 }
 
@@ -537,6 +643,9 @@ func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessa
 		out.result, out.err, out.httpStatus = ResultFailed, err, statusFor(err)
 		return out
 	}
+	if res.RoundTrips > 0 {
+		h.recovered(call, msg)
+	}
 	out.result = string(res.Result)
 	out.gap = res.Gap
 	if res.Result == order.Applied {
@@ -584,6 +693,7 @@ func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessa
 	if why == RescheduleTransient || why == RescheduleCircuitOpen {
 		if now, err := h.opts.Reschedule.Now(ctx); err == nil {
 			h.lastOutage.Store(now.UnixNano())
+			h.startRaiser()
 		}
 	}
 	out.result, out.httpStatus = ResultRescheduled, http.StatusOK

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
@@ -33,8 +34,9 @@ const (
 // than the window, so messages are parked RetryWindowExceeded and then
 // replayed), while orders of every kind arrive: paid ones, unpaid ones with
 // and without the producer's check, paid ones whose producer cancels its
-// check, and overdue ones (their Created is late, paid or not). It is
-// deterministic.
+// check, and overdue ones (their Created is late, paid or not). A short
+// schedule of two instances gets a third just after the table's return. It
+// is deterministic.
 func GenerateOutage(seed uint64, long bool) Schedule {
 	rng := rand.New(rand.NewPCG(seed, 0x6f7574616765)) // "outage"
 	g := &gen{rng: rng, s: Schedule{Seed: seed}}
@@ -87,6 +89,17 @@ func GenerateOutage(seed uint64, long bool) Schedule {
 			g.add(event(ord.ID, int64(j+1), st, at[j], KindEvent, ""))
 		}
 		g.s.Orders = append(g.s.Orders, ord)
+	}
+	if f.Instances == 2 && !long {
+		// An instance added just after the table's return: it saw no
+		// failure of its own, so what the guard after the outage knows
+		// reaches it only through the fleet's recovery marker. Drawn
+		// last, so that the rest of the schedule is its seed's as before.
+		// Scale events are on the wall clock, and the run's drain waits
+		// for them: in a long schedule, whose drain skips through the
+		// outage's end, it would cost the run the outage in real time.
+		end := (o.Start + o.Duration) / OutageTimeScale
+		f.Scale = append(f.Scale, ScaleEvent{At: end + g.between(0, 500*time.Millisecond), Action: scenario.ScaleAdd})
 	}
 	sort.SliceStable(g.s.Messages, func(i, j int) bool {
 		return g.s.Messages[i].Line.SendAfter < g.s.Messages[j].Line.SendAfter

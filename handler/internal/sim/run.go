@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
@@ -192,8 +193,8 @@ func (r *run) setUp(ctx context.Context) error {
 	}
 	r.killArmed.Store(true)
 	p.OnAnswer(func(req *http.Request, status int) {
-		if !r.orderTable(req.URL.Path) {
-			return // the sweeper's tables
+		if !r.orderTable(req.URL.Path) || IsRecoveryMarker(req.URL.Path, faultproxy.RequestBody(req)) {
+			return // the sweeper's tables, and the recovery marker: no order's
 		}
 		w, ok := r.wire.Record(req.Method, req.URL.Path, status, faultproxy.RequestBody(req),
 			req.Header.Get("If-Match"), faultproxy.AnswerHeader(req).Get("ETag"))
@@ -285,7 +286,7 @@ func (r *run) play(ctx context.Context) error {
 				return o.Mode
 			}
 		}
-		if IsEntityWrite(req.Method, req.URL.Path) && r.orderTable(req.URL.Path) && lose[r.writeReqs.Add(1)] {
+		if IsEntityWrite(req.Method, req.URL.Path) && r.orderTable(req.URL.Path) && !IsRecoveryMarker(req.URL.Path, nil) && lose[r.writeReqs.Add(1)] {
 			return faultproxy.LoseAnswer
 		}
 		return faultproxy.Pass
@@ -745,10 +746,11 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// rows reads every row of the run's table directly.
+// rows reads every order row of the run's table directly (RowKey "status":
+// not the recovery marker, which shares the table).
 func (r *run) rows(ctx context.Context) (map[string]Row, error) {
 	rows := map[string]Row{}
-	pager := r.env.Tables.NewClient(r.table).NewListEntitiesPager(nil)
+	pager := r.env.Tables.NewClient(r.table).NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: to.Ptr("RowKey eq 'status'")})
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
