@@ -100,7 +100,7 @@ fuzz:
 ## ours on 4 instances with sessions moving, session slots, cold start, memory,
 ## CPU per message): a progress line per
 ## phase on stderr, `name: value` lines on stdout. Under 10 minutes.
-BENCH_PACKAGES := ./handler/internal/hostproto ./handler/internal/orderstate ./handler/internal/orderfn ./handler/internal/store/tablestore
+BENCH_PACKAGES := ./handler/internal/hostproto ./handler/internal/orderstate ./handler/internal/orderfn ./handler/internal/logging ./handler/internal/store/tablestore
 bench: tools build
 	@echo "bench: Go micro-benchmarks ..." >&2
 	ORDERSTATUS_REQUIRE_AZURITE=1 $(GO) test -run '^$$' -bench . -benchmem $(BENCH_PACKAGES)
