@@ -94,6 +94,8 @@ fuzz:
 	$(GO) test ./handler/publish/outbox -run '^$$' -fuzz FuzzStatusChange -fuzztime $(FUZZTIME)
 	$(GO) test ./handler/internal/dlstore/dltable -run '^$$' -fuzz FuzzDecodeEntry -fuzztime $(FUZZTIME)
 	$(GO) test ./handler/internal/dlstore/dltable -run '^$$' -fuzz FuzzBatchFailure -fuzztime $(FUZZTIME)
+	$(GO) test ./handler/internal/logging -run '^$$' -fuzz FuzzLineIsSlogsLine -fuzztime $(FUZZTIME)
+	$(GO) test ./handler/internal/logging -run '^$$' -fuzz FuzzNoWarnKeepsJSON -fuzztime $(FUZZTIME)
 
 ## bench: the Go micro-benchmarks, then the side-by-side run of package bench
 ## (storage floor / naive handler / ours, locally and with 8 ms storage latency,
