@@ -19,6 +19,9 @@
 //     JSON strings written as "\u0077arn", which a JSON reader decodes to
 //     the same text but the host's substring test does not match, so that
 //     an error whose message says "warning" is still logged as an Error.
+//
+// Line writes a record with the same bytes, on the same stream, without
+// slog's per-record work: for the line the handler writes per message.
 package logging
 
 import (
