@@ -94,13 +94,15 @@ fuzz:
 	$(GO) test ./handler/publish/outbox -run '^$$' -fuzz FuzzStatusChange -fuzztime $(FUZZTIME)
 	$(GO) test ./handler/internal/dlstore/dltable -run '^$$' -fuzz FuzzDecodeEntry -fuzztime $(FUZZTIME)
 	$(GO) test ./handler/internal/dlstore/dltable -run '^$$' -fuzz FuzzBatchFailure -fuzztime $(FUZZTIME)
+	$(GO) test ./handler/internal/logging -run '^$$' -fuzz FuzzLineIsSlogsLine -fuzztime $(FUZZTIME)
+	$(GO) test ./handler/internal/logging -run '^$$' -fuzz FuzzNoWarnKeepsJSON -fuzztime $(FUZZTIME)
 
 ## bench: the Go micro-benchmarks, then the side-by-side run of package bench
 ## (storage floor / naive handler / ours, locally and with 8 ms storage latency,
 ## ours on 4 instances with sessions moving, session slots, cold start, memory,
 ## CPU per message): a progress line per
 ## phase on stderr, `name: value` lines on stdout. Under 10 minutes.
-BENCH_PACKAGES := ./handler/internal/hostproto ./handler/internal/orderstate ./handler/internal/orderfn ./handler/internal/store/tablestore
+BENCH_PACKAGES := ./handler/internal/hostproto ./handler/internal/orderstate ./handler/internal/orderfn ./handler/internal/logging ./handler/internal/store/tablestore
 bench: tools build
 	@echo "bench: Go micro-benchmarks ..." >&2
 	ORDERSTATUS_REQUIRE_AZURITE=1 $(GO) test -run '^$$' -bench . -benchmem $(BENCH_PACKAGES)

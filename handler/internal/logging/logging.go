@@ -19,28 +19,43 @@
 //     JSON strings written as "\u0077arn", which a JSON reader decodes to
 //     the same text but the host's substring test does not match, so that
 //     an error whose message says "warning" is still logged as an Error.
+//
+// Line writes a record with the same bytes, on the same stream, without
+// slog's per-record work: for the line the handler writes per message.
 package logging
 
 import (
 	"context"
 	"io"
 	"log/slog"
+	"reflect"
+	"slices"
+	"sync"
 )
 
 // New returns a JSON logger writing records at level or above: Debug and
-// Info to out, Warn and Error to errOut, each record exactly once. With a
-// nil errOut every record goes to out.
+// Info to out, Warn and Error to errOut, each record exactly once, each
+// with one Write. With a nil errOut every record goes to out. Its lines
+// are slog's JSON handler's; Line writes the same bytes faster.
 func New(out, errOut io.Writer, level slog.Leveler) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: level}
-	info := slog.NewJSONHandler(out, opts)
-	if errOut == nil {
-		return slog.New(info)
+	if level == nil {
+		level = slog.LevelInfo
 	}
-	return slog.New(split{
-		info: info,
-		warn: slog.NewJSONHandler(errOut, opts),
-		err:  slog.NewJSONHandler(noWarn{errOut}, opts),
-	})
+	opts := &slog.HandlerOptions{Level: level}
+	o := &lockedWriter{w: out}
+	h := &handler{level: level, fast: true}
+	h.info = sink{json: slog.NewJSONHandler(o, opts), w: o}
+	if errOut == nil {
+		h.warn, h.err = h.info, h.info
+		return slog.New(h)
+	}
+	e := o
+	if !sameWriter(out, errOut) {
+		e = &lockedWriter{w: errOut}
+	}
+	h.warn = sink{json: slog.NewJSONHandler(e, opts), w: e}
+	h.err = sink{json: slog.NewJSONHandler(noWarn{e}, opts), w: noWarn{e}}
+	return slog.New(h)
 }
 
 // HostLevel is the level the Functions host gives a line a custom handler
@@ -94,40 +109,96 @@ func WithInstance(log *slog.Logger, id string) *slog.Logger {
 	return log.With(KeyInstanceID, id)
 }
 
-// split sends each record to one handler by its level.
-type split struct{ info, warn, err slog.Handler }
+// handler is the logger's slog.Handler: it sends each record to the sink
+// of its level, and holds what Line needs to write a record without slog
+// (see line.go).
+type handler struct {
+	level           slog.Leveler
+	info, warn, err sink
+	// pre is the logger's With attributes as slog's JSON handler writes
+	// them, each with its leading comma; fast is false once one of them
+	// (or a group) is something Line does not encode, and then Line
+	// goes through slog.
+	pre  []byte
+	fast bool
+}
 
-func (s split) pick(l slog.Level) slog.Handler {
+// sink is one stream: slog's JSON handler on it and, for Line, the
+// writer under it (the same lock, and for errors the same rewrite).
+type sink struct {
+	json slog.Handler
+	w    io.Writer
+}
+
+func (h *handler) sink(l slog.Level) *sink {
 	switch {
 	case l >= slog.LevelError:
-		return s.err
+		return &h.err
 	case l >= slog.LevelWarn:
-		return s.warn
+		return &h.warn
 	default:
-		return s.info
+		return &h.info
 	}
 }
 
-func (s split) Enabled(ctx context.Context, l slog.Level) bool { return s.pick(l).Enabled(ctx, l) }
+func (h *handler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level.Level() }
 
-func (s split) Handle(ctx context.Context, r slog.Record) error {
-	return s.pick(r.Level).Handle(ctx, r)
+func (h *handler) Handle(ctx context.Context, r slog.Record) error {
+	return h.sink(r.Level).json.Handle(ctx, r)
 }
 
-func (s split) WithAttrs(as []slog.Attr) slog.Handler {
-	return split{info: s.info.WithAttrs(as), warn: s.warn.WithAttrs(as), err: s.err.WithAttrs(as)}
+func (h *handler) WithAttrs(as []slog.Attr) slog.Handler {
+	if len(as) == 0 {
+		return h
+	}
+	h2 := *h
+	h2.info.json, h2.warn.json, h2.err.json = h.info.json.WithAttrs(as), h.warn.json.WithAttrs(as), h.err.json.WithAttrs(as)
+	h2.pre = slices.Clip(h.pre)
+	for _, a := range as {
+		var ok bool
+		if h2.pre, ok = appendAttr(h2.pre, a); !ok {
+			h2.fast = false
+		}
+	}
+	return &h2
 }
 
-func (s split) WithGroup(name string) slog.Handler {
-	return split{info: s.info.WithGroup(name), warn: s.warn.WithGroup(name), err: s.err.WithGroup(name)}
+func (h *handler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	h2 := *h
+	h2.info.json, h2.warn.json, h2.err.json = h.info.json.WithGroup(name), h.warn.json.WithGroup(name), h.err.json.WithGroup(name)
+	h2.fast = false
+	return &h2
+}
+
+// lockedWriter serializes the Writes of slog's handlers and of Line on
+// one stream: each line is one Write, never interleaved with another.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// sameWriter reports whether a and b are the same writer (then one lock
+// guards both streams).
+func sameWriter(a, b io.Writer) bool {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta.Comparable() && a == b
 }
 
 // noWarn writes JSON lines with the w or W of every "warn" (any case)
 // escaped as \u0077 or \u0057. In a JSON line a letter can only stand
 // inside a string (keys included) or in true, false and null, and no
 // escape sequence contains a w, so the rewrite keeps the line valid JSON
-// with the same decoded content. slog's JSON handler writes each record
-// with one Write, so a "warn" never straddles two calls.
+// with the same decoded content. slog's JSON handler and Line write each
+// record with one Write, so a "warn" never straddles two calls.
 type noWarn struct{ w io.Writer }
 
 func (n noWarn) Write(p []byte) (int, error) {
