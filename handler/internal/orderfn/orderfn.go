@@ -357,16 +357,25 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		// waiting its backoff (the bench's 30-minute outage found 31 paid
 		// orders cancelled that way). Another instance may have
 		// rescheduled that Paid: the fleet's marker says so (settleFleet).
+		//
+		// A check settles once per delay: its settle copy waited
+		// Policy.Settle (twice the backoff cap), by when every Paid held
+		// up before it settled has come back, so the guards below do not
+		// hold it again. Without that, failures that kept coming (one
+		// every settle delay is enough) would settle every check for
+		// ever and never cancel an unpaid order.
 		why := settleDelayed
-		settling := h.opts.Reschedule != nil && reschedule.StateOf(original(msg)).Settling()
-		if !settling && h.opts.Reschedule != nil && h.afterOutage(call) {
+		st := reschedule.StateOf(original(msg))
+		settling := h.opts.Reschedule != nil && st.Settling()
+		settledOnce := st.HasSettled && st.Settled == st.Attempt
+		if !settling && !settledOnce && h.opts.Reschedule != nil && h.afterOutage(call) {
 			settling, why = true, settleHere
 		}
 		// ask: the fleet's marker must be read if the order is Created
 		// (the cache cannot tell); asked is the time it is asked at.
 		var ask bool
 		var asked time.Time
-		if !settling && h.opts.Fleet != nil {
+		if !settling && !settledOnce && h.opts.Fleet != nil {
 			now, err := h.now(call)
 			switch rec, known := h.opts.Fleet.Cached(now); {
 			case err != nil:

@@ -595,6 +595,44 @@ func TestOnTimeCheckAfterAnOutageSettles(t *testing.T) {
 	if row, _ := r.mem.Get(context.Background(), "o-1"); row.State.Status != order.Created {
 		t.Fatalf("row %+v, want still Created (the check settled, it did not cancel)", row.State)
 	}
+	t.Run("a check that settled once cancels, however many outages follow", func(t *testing.T) {
+		// The settle copy waited Policy.Settle, twice the backoff cap:
+		// every Paid an outage held up has been applied by then. A
+		// guard that settled it again after each new failure would
+		// never cancel while failures keep coming (the bench's 30-minute
+		// outage left 25 unpaid orders Created that way).
+		r := newOutageRig(t, policy, nil)
+		outage := func(id string) {
+			r.backend.down.Store(true)
+			if _, a := r.post(t, hostInvocation(statusMsg(id, 1, order.Created), 1)); a.ReturnValue["result"] != ResultRescheduled {
+				t.Fatalf("%s during the outage: %v, want Rescheduled", id, a.ReturnValue)
+			}
+			r.backend.down.Store(false)
+		}
+		r.post(t, hostInvocation(statusMsg("o-5", 1, order.Created), 1))
+		outage("o-6")
+		if _, a := r.post(t, hostInvocation(timeoutMsg("o-5"), 1)); a.ReturnValue["result"] != ResultRescheduled {
+			t.Fatalf("the on-time check after the outage: %v, want it settled", a.ReturnValue)
+		}
+		var settle *broker.Message
+		r.bus.mu.Lock()
+		for i := range r.bus.kept {
+			if _, ok := r.bus.kept[i].ApplicationProperties[reschedule.PropSettled]; ok && r.bus.kept[i].SessionID == "o-5" {
+				settle = &r.bus.kept[i]
+			}
+		}
+		r.bus.mu.Unlock()
+		if settle == nil {
+			t.Fatal("no settle copy of o-5's check was scheduled")
+		}
+		outage("o-7") // another failure, within the settle delay
+		if _, a := r.post(t, hostInvocation(*settle, 1)); a.ReturnValue["result"] != "Applied" {
+			t.Fatalf("the settle copy after another outage: %v, want Applied (cancelled), not settled again", a.ReturnValue)
+		}
+		if row, _ := r.mem.Get(context.Background(), "o-5"); row.State.Status != order.Cancelled {
+			t.Errorf("row %+v, want Cancelled", row.State)
+		}
+	})
 	t.Run("a check long after the outage cancels", func(t *testing.T) {
 		r := newOutageRig(t, policy, nil)
 		r.post(t, hostInvocation(statusMsg("o-2", 1, order.Created), 1))
