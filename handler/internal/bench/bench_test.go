@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/store/memstore"
@@ -406,7 +407,8 @@ func TestOutageSmoke(t *testing.T) {
 	opts.Root, opts.Only, opts.LogLevel = root, []string{"outage"}, "warn"
 	opts.Outages = OutageOptions{New: []time.Duration{2 * time.Minute}, Before: []time.Duration{2 * time.Minute},
 		Rate: 2, InFlight: 6, UnpaidShare: 0.25, Lead: 30 * time.Second, Tail: 30 * time.Second,
-		TimeScale: 60, Sessions: 8, PaymentTimeout: time.Minute}
+		TimeScale: 60, Sessions: 8, PaymentTimeout: time.Minute,
+		RecoveryScale: 30, SettleScale: 60, RecoveryWindow: 20 * time.Minute}
 	var progress bytes.Buffer
 	opts.Progress = &progress
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -528,5 +530,67 @@ func TestOutageWorkload(t *testing.T) {
 	var x row
 	if err := json.Unmarshal([]byte(`{"PartitionKey":"o","Status":"Paid","LastSequence":"3","LastSequence@odata.type":"Edm.Int64"}`), &x); err != nil || x.state() != (rowState{"Paid", 3}) {
 		t.Errorf("row = %+v, %v; want Paid at 3", x, err)
+	}
+}
+
+// TestPacer: an outage run's clock slows to RecoveryScale a second before
+// the table's return, moves to SettleScale once the status changes caught
+// up and back to TimeScale once every row is right, and the note says
+// so; a _before run is never slowed.
+func TestPacer(t *testing.T) {
+	o := OutageOptions{TimeScale: 60, RecoveryScale: 3, SettleScale: 12, RecoveryWindow: 20 * time.Minute}
+	clk := clock.Scaled(o.TimeScale)
+	completed := 0
+	p := newPacer(clk, o, false, func() int { return completed })
+	end := clk.Now().Add(2 * time.Second) // 33 ms of wall time away at 60x
+	outages := func() []devhost.OutageSummary { return []devhost.OutageSummary{{End: end}} }
+
+	p.statusCaughtUp() // before the return: nothing moves
+	p.recovered()
+	if got := clk.Factor(); got != 60 {
+		t.Fatalf("factor %v before the return, want 60", got)
+	}
+	p.slowAtReturn(t.Context(), outages)
+	if got := clk.Factor(); got != 3 {
+		t.Fatalf("factor %v after the return, want RecoveryScale 3", got)
+	}
+	if now := clk.Now(); now.Before(end.Add(-time.Second)) {
+		t.Errorf("slowed at %v, want no sooner than a second before the end %v", now, end)
+	}
+	completed = 40
+	p.statusCaughtUp()
+	if got := clk.Factor(); got != 12 {
+		t.Fatalf("factor %v once the status changes caught up, want SettleScale 12", got)
+	}
+	p.statusCaughtUp() // once only
+	completed = 45
+	p.recovered()
+	p.windowOver()
+	if got := clk.Factor(); got != 60 {
+		t.Fatalf("factor %v once recovered, want TimeScale 60", got)
+	}
+	note := p.describe()
+	for _, want := range []string{"60x until a second before the table's return", "then 3x for", "40 messages completed", "then 12x for", "5 messages completed", "then 60x again"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("note %q lacks %q", note, want)
+		}
+	}
+
+	// The window over before the status changes caught up: straight
+	// back to TimeScale.
+	clk = clock.Scaled(o.TimeScale)
+	p = newPacer(clk, o, false, func() int { return 0 })
+	end = clk.Now().Add(2 * time.Second)
+	p.slowAtReturn(t.Context(), outages)
+	p.windowOver()
+	if got := clk.Factor(); got != 60 || strings.Contains(p.describe(), "12x") {
+		t.Errorf("factor %v, note %q after the window; want 60 and no settle stretch", got, p.describe())
+	}
+
+	before := clock.Scaled(o.TimeScale)
+	p = newPacer(before, o, true, func() int { return 0 })
+	p.slowAtReturn(t.Context(), outages)
+	if got := before.Factor(); got != 60 || !strings.Contains(p.describe(), "at 60x throughout") {
+		t.Errorf("a _before run: factor %v, note %q; want 60 throughout", got, p.describe())
 	}
 }

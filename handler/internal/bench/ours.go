@@ -12,6 +12,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 )
@@ -52,6 +53,9 @@ type oursConfig struct {
 	settings map[string]string
 	// outages are the dev host's OutageTargets.
 	outages []string
+	// clock, if set, is the host's clock instead of one at timeScale
+	// (an outage run changes its speed while it runs).
+	clock clock.Clock
 }
 
 // startHost starts the dev host with the handler of the repository at
@@ -88,6 +92,7 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 		HandlerPath: handler,
 		HTTPAddr:    "127.0.0.1:0",
 		TimeScale:   c.timeScale,
+		Clock:       c.clock,
 		// A faster clock must not shorten the lock or the messages'
 		// lives in wall-clock time.
 		Queues: devhost.QueueOverrides{
