@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -205,11 +206,11 @@ func TestRunSmoke(t *testing.T) {
 		}
 		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
 	}
-	// cold start; warm-up; limit, naive, ours and the limit through the
-	// host twice each, locally and with latency; the sessions; the
-	// instances; the slot table's one row; cost and the timeout checks;
-	// memory.
-	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*4+len(opts.Sessions)+1+1+2+1 {
+	// cold start; warm-up; limit, naive, ours on both policies and the
+	// limit through the host twice each, locally and with latency; the
+	// sessions; the instances; the slot table's one row; cost and the
+	// timeout checks; memory.
+	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*5+len(opts.Sessions)+1+1+2+1 {
 		t.Errorf("%d progress lines, want one per phase:\n%s", n, progress.String())
 	}
 	var out bytes.Buffer
@@ -242,7 +243,7 @@ func TestRunSmoke(t *testing.T) {
 			t.Errorf("%s: %v, want a positive figure", name, v)
 		}
 	}
-	for name, want := range map[string]float64{"round_trips_per_applied": 1, "limit_round_trips_per_msg": float64(32) / 40,
+	for name, want := range map[string]float64{"round_trips_per_applied": 1, "round_trips_per_applied_before": 1, "limit_round_trips_per_msg": float64(32) / 40,
 		lat + "limit_round_trips_per_msg": float64(32) / 40} {
 		if got := printed[name]; math.Abs(got-want) > 0.06 {
 			t.Errorf("%s = %v, want about %v", name, got, want)
@@ -267,6 +268,19 @@ func TestRunSmoke(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), "target "+p+"ours_vs_limit_through_host >= 0.95") {
 			t.Errorf("no target line for %sours_vs_limit_through_host", p)
+		}
+	}
+	for _, want := range []string{"target ours_msgs_per_s on the default policy = today's within the run's noise",
+		"target " + lat + "ours_msgs_per_s on the default policy = today's within the run's noise",
+		"target round_trips_per_applied on the default policy = today's within 0.01"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no target line %q", want)
+		}
+	}
+	for _, name := range []string{"ours_msgs_per_s", "ours_msgs_per_s_before", lat + "ours_msgs_per_s", lat + "ours_msgs_per_s_before"} {
+		sp := r.Spreads[name]
+		if v := r.Values[name]; sp[0] <= 0 || sp[0] > v || v > sp[1] {
+			t.Errorf("%s = %v, spread %v: want the median within the runs' range", name, v, sp)
 		}
 	}
 	if !strings.Contains(out.String(), "target round_trips_per_applied <= 1.05") {
@@ -592,5 +606,56 @@ func TestPacer(t *testing.T) {
 	p.slowAtReturn(t.Context(), outages)
 	if got := before.Factor(); got != 60 || !strings.Contains(p.describe(), "at 60x throughout") {
 		t.Errorf("a _before run: factor %v, note %q; want 60 throughout", got, p.describe())
+	}
+}
+
+// TestCheckSettled holds the steady phases' accounting: the status
+// changes exactly as the workload says and, with rescheduling on, the
+// handler's own payment-timeout checks, one per order at least, no more
+// than it scheduled, all Stale.
+func TestCheckSettled(t *testing.T) {
+	w := NewWorkload("t", 10, 0.20, 0.05, 1) // 40 applied, 8 duplicates, 2 stale
+	status := func(applied, dup, stale int) string {
+		return fmt.Sprintf(`orderstatus_messages_total{result="Applied",subject="OrderStatusChanged"} %d
+orderstatus_messages_total{result="Duplicate",subject="OrderStatusChanged"} %d
+orderstatus_messages_total{result="Stale",subject="OrderStatusChanged"} %d
+`, applied, dup, stale)
+	}
+	checks := func(stale, applied, scheduled int) string {
+		return fmt.Sprintf(`orderstatus_messages_total{result="Stale",subject="PaymentTimeoutCheck"} %d
+orderstatus_messages_total{result="Applied",subject="PaymentTimeoutCheck"} %d
+orderstatus_timeout_checks_total{outcome="scheduled"} %d
+`, stale, applied, scheduled)
+	}
+	tests := []struct {
+		name       string
+		exposition string
+		checks     bool
+		wantErr    string
+	}{
+		{"today's policy", status(40, 8, 2), false, ""},
+		{"today's policy, a status change short", status(39, 8, 2), false, "as Applied"},
+		{"today's policy, yet a check", status(40, 8, 2) + checks(1, 0, 1), false, "rescheduling off"},
+		{"one check per order", status(40, 8, 2) + checks(10, 0, 10), true, ""},
+		{"a Created redelivered: two checks of one order", status(40, 8, 2) + checks(11, 0, 11), true, ""},
+		{"a check missing", status(40, 8, 2) + checks(9, 0, 10), true, "one per order"},
+		{"more checks than scheduled", status(40, 8, 2) + checks(11, 0, 10), true, "no more than it scheduled"},
+		{"a paid order cancelled", status(40, 8, 2) + checks(9, 1, 10), true, "other than Stale"},
+		{"something else settled", status(40, 8, 2) + checks(10, 0, 10) + `orderstatus_messages_total{result="Parked",subject="Nope"} 1` + "\n", true, "neither"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := ParseMetrics(strings.NewReader(tt.exposition))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = checkSettled(m, w, tt.checks)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("error %v, want none", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("error %v, want one with %q", err, tt.wantErr)
+			}
+		})
 	}
 }

@@ -279,6 +279,25 @@ func (w outageWorkload) wrongRows(rows map[string]rowState) map[string]int {
 	return out
 }
 
+// kinds counts the orders ids by "<paid|unpaid> at <status>/<sequence>"
+// of their rows in rows.
+func (w outageWorkload) kinds(ids []string, rows map[string]rowState) map[string]int {
+	paid := make(map[string]bool, len(w.orders))
+	for _, o := range w.orders {
+		paid[o.id] = o.paid
+	}
+	out := map[string]int{}
+	for _, id := range ids {
+		kind := "paid"
+		if !paid[id] {
+			kind = "unpaid"
+		}
+		got := rows[id]
+		out[fmt.Sprintf("%s at %s/%d", kind, orDash(got.Status), got.LastSequence)]++
+	}
+	return out
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"
@@ -380,6 +399,29 @@ type outageRun struct {
 	recoveryPolls  int
 	// pace is how the run's host clock ran.
 	pace *pacer
+	// behindAtWindow counts the orders still behind when RecoveryWindow
+	// ended, by what their rows showed (as wrongRows); nil if none were.
+	behindAtWindow map[string]int
+	// afterReturn says what the handler rescheduled, by reason, and how
+	// often its circuit opened, from the table's return to the end.
+	afterReturn string
+}
+
+// afterReturn describes what the handler's metrics counted between two
+// scrapes: its rescheduled messages by reason and its circuit's openings.
+// A transient failure once the table is back (a call over the in-call
+// budget on a loaded machine) is worth knowing: it makes the process
+// settle every payment-timeout check for the settle delay again.
+func afterReturn(from, to Scrape) string {
+	var parts []string
+	for _, reason := range []string{"transient", "circuit_open", "settle", "order_not_found"} {
+		match := map[string]string{"reason": reason}
+		n := to.Sum("orderstatus_rescheduled_total", match) - from.Sum("orderstatus_rescheduled_total", match)
+		parts = append(parts, fmt.Sprintf("%s %.0f", reason, n))
+	}
+	open := map[string]string{"state": "open"}
+	opened := to.Sum("orderstatus_circuit_changes_total", open) - from.Sum("orderstatus_circuit_changes_total", open)
+	return fmt.Sprintf("after the table's return the handler rescheduled %s; its circuit opened %.0f times", strings.Join(parts, ", "), opened)
 }
 
 // outage runs one outage run of length d, on the default policy or on
@@ -412,6 +454,12 @@ func (b *runner) outage(ctx context.Context, d time.Duration, before bool) error
 	note := fmt.Sprintf("outage %s on %s: %d messages (%d due in the outage), %.0f s of wall time; %d storage requests refused, %d rescheduled while the table was unreachable; %d dead-lettered in the run, %d of them while it was",
 		devhostDuration(d), policy, r.messages, r.during, r.wall.Seconds(), r.refused, r.rescheduled, r.deadLettered, r.deadDuring)
 	note += "; " + r.pace.describe()
+	if r.afterReturn != "" {
+		note += "; " + r.afterReturn
+	}
+	if r.behindAtWindow != nil {
+		note += fmt.Sprintf("; behind when the slowed stretch ended, %s after the return: %v", devhostDuration(o.RecoveryWindow), r.behindAtWindow)
+	}
 	if r.recovery < 0 {
 		note += fmt.Sprintf("; not recovered when the run ended: %d orders behind what was sent before the table came back", r.behindAtEnd)
 	}
@@ -485,7 +533,15 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 	var behind []string
 	first := true
 	wait := 250 * time.Millisecond
+	var atReturn Scrape // the handler's metrics at the first look after the return
 	look := func(end time.Time) error {
+		if atReturn == nil {
+			m, err := scrape(ctx, "http://"+h.Addr())
+			if err != nil {
+				return err
+			}
+			atReturn = m
+		}
 		at, began := clk.Now(), time.Now()
 		var rows map[string]rowState
 		var err error
@@ -506,13 +562,15 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 		}
 		if r.statusRecovery < 0 && len(w.behindOf(rows, o.Lead+d, candidates, false)) == 0 {
 			r.statusRecovery = at.Sub(end)
-			pc.statusCaughtUp()
 		}
 		if behind = w.behindOf(rows, o.Lead+d, candidates, true); len(behind) == 0 {
 			r.recovery = at.Sub(end)
 			pc.recovered()
+		} else if r.statusRecovery >= 0 {
+			pc.statusCaughtUp()
 		}
-		if r.recovery < 0 && at.Sub(end) > o.RecoveryWindow {
+		if r.recovery < 0 && at.Sub(end) > o.RecoveryWindow && r.behindAtWindow == nil {
+			r.behindAtWindow = w.kinds(behind, rows)
 			pc.windowOver()
 		}
 		return nil
@@ -568,6 +626,13 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 	rows, err := rr.all(ctx)
 	if err != nil {
 		return r, err
+	}
+	if atReturn != nil {
+		m, err := scrape(ctx, "http://"+h.Addr())
+		if err != nil {
+			return r, err
+		}
+		r.afterReturn = afterReturn(atReturn, m)
 	}
 	r.wrongAtEnd = w.wrong(rows)
 	r.wrongRows = w.wrongRows(rows)

@@ -15,12 +15,12 @@ import (
 func Names(opts Options) []string {
 	lat := fmt.Sprintf("latency%dms_", opts.Latency.Milliseconds())
 	names := []string{
-		"limit_msgs_per_s", "naive_msgs_per_s", "ours_msgs_per_s",
+		"limit_msgs_per_s", "naive_msgs_per_s", "ours_msgs_per_s", "ours_msgs_per_s_before",
 		"ours_vs_naive", "ours_vs_limit", "limit_through_host_msgs_per_s", "ours_vs_limit_through_host",
-		lat + "limit_msgs_per_s", lat + "naive_msgs_per_s", lat + "ours_msgs_per_s",
+		lat + "limit_msgs_per_s", lat + "naive_msgs_per_s", lat + "ours_msgs_per_s", lat + "ours_msgs_per_s_before",
 		lat + "ours_vs_naive", lat + "ours_vs_limit", lat + "limit_through_host_msgs_per_s", lat + "ours_vs_limit_through_host",
 		"ours_p50_ms", "ours_p99_ms",
-		"round_trips_per_applied", "round_trips_per_duplicate", "round_trips_per_stale",
+		"round_trips_per_applied", "round_trips_per_applied_before", "round_trips_per_duplicate", "round_trips_per_stale",
 		"cpu_ms_per_msg_handler", "cpu_ms_per_msg_devhost", "cpu_ms_per_msg_azurite",
 		"cpu_ms_per_msg_floorhandler", "cpu_ms_per_msg_devhost_floor",
 		"cold_start_ms_p50", "cold_start_ms_p90",
@@ -66,7 +66,8 @@ func format(name string, v float64) string {
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
 		return "NaN"
-	case strings.HasSuffix(name, "_msgs_per_s"), strings.HasSuffix(name, "_recovery_s"), strings.HasSuffix(name, "_recovery_s_before"):
+	case strings.HasSuffix(name, "_msgs_per_s"), strings.HasSuffix(name, "_msgs_per_s_before"),
+		strings.HasSuffix(name, "_recovery_s"), strings.HasSuffix(name, "_recovery_s_before"):
 		return fmt.Sprintf("%.1f", v)
 	case strings.Contains(name, "gb_s"):
 		return fmt.Sprintf("%.6f", v)
@@ -141,6 +142,7 @@ func (r Report) Targets(opts Options) []string {
 		}
 		out = append(out, fmt.Sprintf("target %s %s %g: %s (%s)", t.name, op, t.bound, metWord(met), format(t.name, v)))
 	}
+	out = append(out, r.defaultPolicyTargets(lat)...)
 	if len(opts.Sessions) > 1 {
 		if _, ran := r.Values[fmt.Sprintf("sessions_%d_msgs_per_s", opts.Sessions[0])]; ran {
 			out = append(out, r.sessionsTarget(opts))
@@ -153,6 +155,34 @@ func (r Report) Targets(opts Options) []string {
 		out = append(out, r.Cost.targets()...)
 	}
 	return append(out, r.outageTargets(opts)...)
+}
+
+// defaultPolicyTargets: with no outage, the default retry policy (the
+// handler schedules each order's payment-timeout check) leaves
+// ours_msgs_per_s as it was on today's within the run's noise (the two
+// medians differ by no more than the wider of the two spreads of their
+// repeated runs), and round_trips_per_applied within 0.01 (the check is
+// a Service Bus call, not a storage one).
+func (r Report) defaultPolicyTargets(lat string) []string {
+	var out []string
+	for _, name := range []string{"ours_msgs_per_s", lat + "ours_msgs_per_s"} {
+		v, ok := r.Values[name]
+		before, okBefore := r.Values[name+"_before"]
+		if !ok || !okBefore {
+			continue
+		}
+		sp, spb := r.Spreads[name], r.Spreads[name+"_before"]
+		noise := max(sp[1]-sp[0], spb[1]-spb[0])
+		out = append(out, fmt.Sprintf("target %s on the default policy = today's within the run's noise: %s (%.1f, runs %.1f to %.1f, against %.1f, runs %.1f to %.1f: %+.1f, noise %.1f)",
+			name, metWord(math.Abs(v-before) <= noise), v, sp[0], sp[1], before, spb[0], spb[1], v-before, noise))
+	}
+	if v, ok := r.Values["round_trips_per_applied"]; ok {
+		if before, ok := r.Values["round_trips_per_applied_before"]; ok {
+			out = append(out, fmt.Sprintf("target round_trips_per_applied on the default policy = today's within 0.01: %s (%.3f against %.3f)",
+				metWord(math.Abs(v-before) <= 0.01), v, before))
+		}
+	}
+	return out
 }
 
 // outageTargets: no message dead-lettered by an outage on the default
