@@ -467,6 +467,16 @@ func TestOutageSmoke(t *testing.T) {
 	if !strings.Contains(out.String(), "note: outage 2m on today's policy") {
 		t.Errorf("no note on the run:\n%s", out.String())
 	}
+	// The default policy's run was slowed from the table's return and
+	// says so, and says what the handler rescheduled after it; today's
+	// was not.
+	for _, want := range []string{"until a second before the table's return, then 30x for", "after the table's return the handler rescheduled transient",
+		"today's policy (ORDER_STATUS_RETRY_RESCHEDULE=false): ", "the host clock at 60x throughout",
+		"target outage_2m_recovery_s <= 360", "target outage_2m_status_recovery_s <= 360"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
 	if t.Failed() {
 		t.Logf("progress:\n%s\noutput:\n%s", progress.String(), out.String())
 	}
