@@ -78,13 +78,14 @@ type OutageOptions struct {
 // that fast; its end cannot. From the table's return the clock runs 3
 // times faster than the wall: the 30-minute run's copies (about 28,600)
 // come due within the 5-minute cap, about 95 a second with the steady 20,
-// 350 a wall second, under half of the 800 to 950 a second the whole
-// system (bench ours_msgs_per_s) handles on this repository's 2-core
+// some 350 a wall second (measured: 320 on average, 842 at the busiest
+// look), against the 1,500 to 1,900 a second the whole system handles
+// locally (ours_msgs_per_s, 2026-12-01) on this repository's 2-core
 // machine. Once the status changes have caught up, 12 times: the
 // payment-timeout checks (about 4 a second, twice that while they
-// settle) at about 100 a wall second. The slowed stretches end 20 host
-// minutes after the return at the latest: the settle delay (twice the
-// cap) after the last copy, with room.
+// settle) at about 100 a wall second (measured: 55). The slowed
+// stretches end 20 host minutes after the return at the latest: the
+// settle delay (twice the cap) after the last copy, with room.
 func DefaultOutages() OutageOptions {
 	return OutageOptions{
 		New: []time.Duration{10 * time.Minute, 30 * time.Minute}, Before: []time.Duration{30 * time.Minute},
