@@ -142,8 +142,8 @@ type runner struct {
 	local   []oursRun            // the local runs of ours
 	// localBefore are the local runs of ours on today's policy.
 	localBefore []oursRun
-	slots   []SlotRow
-	notes   []string
+	slots       []SlotRow
+	notes       []string
 	// instancesRun is the instances run's detail; nil before it ran.
 	instancesRun *InstancesRun
 	// baseline is the local runs' round trips for all messages per
@@ -384,6 +384,10 @@ func (b *runner) ours(ctx context.Context, cs, prefix string, reschedule bool) e
 	}
 	name := prefix + "ours_msgs_per_s" + suffix
 	b.samples[name] = append(b.samples[name], float64(b.w.Messages())/r.Elapsed.Seconds())
+	// Every delivery handled in the same time, the handler's own checks
+	// included: what the handler does per second whatever it handles.
+	name = prefix + "ours_deliveries_per_s" + suffix
+	b.samples[name] = append(b.samples[name], float64(r.Delivered)/r.Elapsed.Seconds())
 	switch {
 	case prefix == "" && reschedule:
 		b.local = append(b.local, r)

@@ -277,6 +277,18 @@ func TestRunSmoke(t *testing.T) {
 			t.Errorf("no target line %q", want)
 		}
 	}
+	// Rescheduling off, every delivery is a workload message; on, the
+	// handler's own checks handled meanwhile add to them (at most one per
+	// order in the smoke run's 8, and a redelivered Created's).
+	for _, p := range []string{"", lat} {
+		msgs, dels := r.Values[p+"ours_msgs_per_s_before"], r.Values[p+"ours_deliveries_per_s_before"]
+		if math.Abs(msgs-dels) > 1e-9*msgs {
+			t.Errorf("%sours_deliveries_per_s_before = %v, want %sours_msgs_per_s_before, %v", p, dels, p, msgs)
+		}
+		if msgs, dels := r.Values[p+"ours_msgs_per_s"], r.Values[p+"ours_deliveries_per_s"]; dels < msgs || dels > 2*msgs {
+			t.Errorf("%sours_deliveries_per_s = %v, want from %sours_msgs_per_s (%v) to twice it", p, dels, p, msgs)
+		}
+	}
 	for _, name := range []string{"ours_msgs_per_s", "ours_msgs_per_s_before", lat + "ours_msgs_per_s", lat + "ours_msgs_per_s_before"} {
 		sp := r.Spreads[name]
 		if v := r.Values[name]; sp[0] <= 0 || sp[0] > v || v > sp[1] {

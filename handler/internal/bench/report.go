@@ -16,8 +16,10 @@ func Names(opts Options) []string {
 	lat := fmt.Sprintf("latency%dms_", opts.Latency.Milliseconds())
 	names := []string{
 		"limit_msgs_per_s", "naive_msgs_per_s", "ours_msgs_per_s", "ours_msgs_per_s_before",
+		"ours_deliveries_per_s", "ours_deliveries_per_s_before",
 		"ours_vs_naive", "ours_vs_limit", "limit_through_host_msgs_per_s", "ours_vs_limit_through_host",
 		lat + "limit_msgs_per_s", lat + "naive_msgs_per_s", lat + "ours_msgs_per_s", lat + "ours_msgs_per_s_before",
+		lat + "ours_deliveries_per_s", lat + "ours_deliveries_per_s_before",
 		lat + "ours_vs_naive", lat + "ours_vs_limit", lat + "limit_through_host_msgs_per_s", lat + "ours_vs_limit_through_host",
 		"ours_p50_ms", "ours_p99_ms",
 		"round_trips_per_applied", "round_trips_per_applied_before", "round_trips_per_duplicate", "round_trips_per_stale",
@@ -67,6 +69,7 @@ func format(name string, v float64) string {
 	case math.IsNaN(v) || math.IsInf(v, 0):
 		return "NaN"
 	case strings.HasSuffix(name, "_msgs_per_s"), strings.HasSuffix(name, "_msgs_per_s_before"),
+		strings.HasSuffix(name, "_deliveries_per_s"), strings.HasSuffix(name, "_deliveries_per_s_before"),
 		strings.HasSuffix(name, "_recovery_s"), strings.HasSuffix(name, "_recovery_s_before"):
 		return fmt.Sprintf("%.1f", v)
 	case strings.Contains(name, "gb_s"):
@@ -162,10 +165,14 @@ func (r Report) Targets(opts Options) []string {
 // ours_msgs_per_s as it was on today's within the run's noise (the two
 // medians differ by no more than the wider of the two spreads of their
 // repeated runs), and round_trips_per_applied within 0.01 (the check is
-// a Service Bus call, not a storage one).
+// a Service Bus call, not a storage one). ours_deliveries_per_s, held to
+// the same, counts the checks handled during the run too: at the
+// throughput phases' clock they fall due a fraction of a second after
+// their Created, where production defers them by 30 minutes, so
+// ours_msgs_per_s pays for them and ours_deliveries_per_s does not.
 func (r Report) defaultPolicyTargets(lat string) []string {
 	var out []string
-	for _, name := range []string{"ours_msgs_per_s", lat + "ours_msgs_per_s"} {
+	for _, name := range []string{"ours_msgs_per_s", "ours_deliveries_per_s", lat + "ours_msgs_per_s", lat + "ours_deliveries_per_s"} {
 		v, ok := r.Values[name]
 		before, okBefore := r.Values[name+"_before"]
 		if !ok || !okBefore {
