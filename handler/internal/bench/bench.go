@@ -140,8 +140,10 @@ type runner struct {
 	results map[string]float64
 	samples map[string][]float64 // throughputs of the repeated runs
 	local   []oursRun            // the local runs of ours
-	slots   []SlotRow
-	notes   []string
+	// localBefore are the local runs of ours on today's policy.
+	localBefore []oursRun
+	slots       []SlotRow
+	notes       []string
 	// instancesRun is the instances run's detail; nil before it ran.
 	instancesRun *InstancesRun
 	// baseline is the local runs' round trips for all messages per
@@ -161,6 +163,10 @@ type runner struct {
 type Report struct {
 	// Values holds every figure by its printed name.
 	Values map[string]float64
+	// Spreads holds, for the figures of repeated runs (the medians of
+	// Repeats samples, the _msgs_per_s of the side-by-side runs), the
+	// lowest and highest sample: the run's noise.
+	Spreads map[string][2]float64
 	// Slots is the session-slot table.
 	Slots []SlotRow
 	// Workload describes the workload in words.
@@ -235,7 +241,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			designs := []phase{
 				{"limit, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"limit_", limitOrder) }, "throughput"},
 				{"naive, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"naive_", naiveOrder) }, "throughput"},
-				{"ours, " + rep, func(ctx context.Context) error { return b.ours(ctx, env.cs, env.prefix) }, "throughput"},
+				{"ours, " + rep, func(ctx context.Context) error { return b.ours(ctx, env.cs, env.prefix, true) }, "throughput"},
+				{"ours on today's policy, " + rep, func(ctx context.Context) error { return b.ours(ctx, env.cs, env.prefix, false) }, "throughput"},
 				{"limit through the host, " + rep, func(ctx context.Context) error { return b.limitThroughHost(ctx, env.cs, env.prefix) }, "throughput"}}
 			// Each run starts one design later, so that no design always
 			// follows the same one (naive loads Azurite hardest, and what
@@ -278,8 +285,10 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		}
 		fmt.Fprintf(b.opts.Progress, " %.1fs (%.0fs in all)\n", time.Since(start).Seconds(), time.Since(begin).Seconds())
 	}
+	spreads := map[string][2]float64{}
 	for name, xs := range b.samples {
 		b.results[name] = median(xs)
+		spreads[name] = [2]float64{slices.Min(xs), slices.Max(xs)}
 	}
 	b.summarizeLocal()
 	if _, ok := b.results["ours_msgs_per_s"]; ok {
@@ -294,7 +303,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		workload = fmt.Sprintf("%d orders, %d messages: %d in-order status changes, %d redeliveries of applied messages, %d stale replays; %d orders in flight",
 			len(b.w.Orders), b.w.Messages(), b.w.Applied, b.w.Duplicates, b.w.Stales, opts.InFlight)
 	}
-	return Report{Values: b.results, Slots: b.slots, Notes: b.notes, Instances: b.instancesRun, Cost: b.costRun, Workload: workload}, nil
+	return Report{Values: b.results, Spreads: spreads, Slots: b.slots, Notes: b.notes, Instances: b.instancesRun, Cost: b.costRun, Workload: workload}, nil
 }
 
 // selectPhases keeps the phases of the groups in only (all of them when
@@ -360,20 +369,35 @@ func (b *runner) direct(ctx context.Context, cs, prefix string, design perOrder)
 	return nil
 }
 
-// ours runs the real system on the workload; the local runs (prefix "")
-// also yield the latency, round-trip, CPU and memory figures.
-func (b *runner) ours(ctx context.Context, cs, prefix string) error {
-	c := oursConfig{store: cs, table: b.table(prefix + "ours"), sessions: b.opts.InFlight, timeScale: b.opts.TimeScale}
-	if prefix == "" && len(b.local) == 0 {
+// ours runs the real system on the workload, on the handler's default
+// retry policy (reschedule: it schedules each order's payment-timeout
+// check itself) or on today's (the figures' _before names); the local
+// runs (prefix "") also yield the latency, round-trip, CPU and memory
+// figures, those of the default policy.
+func (b *runner) ours(ctx context.Context, cs, prefix string, reschedule bool) error {
+	c := oursConfig{store: cs, table: b.table(prefix + "ours"), sessions: b.opts.InFlight, timeScale: b.opts.TimeScale, reschedule: reschedule}
+	if prefix == "" && len(b.local) == 0 && reschedule {
 		c.profileDir = b.opts.ProfileDir
 	}
 	r, err := b.runOurs(ctx, c, b.w)
 	if err != nil {
 		return err
 	}
-	b.samples[prefix+"ours_msgs_per_s"] = append(b.samples[prefix+"ours_msgs_per_s"], float64(b.w.Messages())/r.Elapsed.Seconds())
-	if prefix == "" {
+	suffix := ""
+	if !reschedule {
+		suffix = "_before"
+	}
+	name := prefix + "ours_msgs_per_s" + suffix
+	b.samples[name] = append(b.samples[name], float64(b.w.Messages())/r.Elapsed.Seconds())
+	// Every delivery handled in the same time, the handler's own checks
+	// included: what the handler does per second whatever it handles.
+	name = prefix + "ours_deliveries_per_s" + suffix
+	b.samples[name] = append(b.samples[name], float64(r.Delivered)/r.Elapsed.Seconds())
+	switch {
+	case prefix == "" && reschedule:
 		b.local = append(b.local, r)
+	case prefix == "":
+		b.localBefore = append(b.localBefore, r)
 	}
 	return nil
 }
@@ -406,6 +430,15 @@ func (b *runner) summarizeLocal() {
 		match := map[string]string{"subject": "OrderStatusChanged", "result": result}
 		b.results["round_trips_per_"+name] = m.Sum("orderstatus_message_round_trips_total", match) /
 			m.Sum("orderstatus_messages_total", match)
+	}
+	if len(b.localBefore) > 0 {
+		var before Scrape
+		for _, r := range b.localBefore {
+			before = append(before, r.Metrics...)
+		}
+		match := map[string]string{"subject": "OrderStatusChanged", "result": "Applied"}
+		b.results["round_trips_per_applied_before"] = before.Sum("orderstatus_message_round_trips_total", match) /
+			before.Sum("orderstatus_messages_total", match)
 	}
 	// What the instances run is compared with: every message's round
 	// trips (the instances' logs do not split them by result).

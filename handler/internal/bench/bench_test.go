@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/store/memstore"
@@ -204,11 +206,11 @@ func TestRunSmoke(t *testing.T) {
 		}
 		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
 	}
-	// cold start; warm-up; limit, naive, ours and the limit through the
-	// host twice each, locally and with latency; the sessions; the
-	// instances; the slot table's one row; cost and the timeout checks;
-	// memory.
-	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*4+len(opts.Sessions)+1+1+2+1 {
+	// cold start; warm-up; limit, naive, ours on both policies and the
+	// limit through the host twice each, locally and with latency; the
+	// sessions; the instances; the slot table's one row; cost and the
+	// timeout checks; memory.
+	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*5+len(opts.Sessions)+1+1+2+1 {
 		t.Errorf("%d progress lines, want one per phase:\n%s", n, progress.String())
 	}
 	var out bytes.Buffer
@@ -241,7 +243,7 @@ func TestRunSmoke(t *testing.T) {
 			t.Errorf("%s: %v, want a positive figure", name, v)
 		}
 	}
-	for name, want := range map[string]float64{"round_trips_per_applied": 1, "limit_round_trips_per_msg": float64(32) / 40,
+	for name, want := range map[string]float64{"round_trips_per_applied": 1, "round_trips_per_applied_before": 1, "limit_round_trips_per_msg": float64(32) / 40,
 		lat + "limit_round_trips_per_msg": float64(32) / 40} {
 		if got := printed[name]; math.Abs(got-want) > 0.06 {
 			t.Errorf("%s = %v, want about %v", name, got, want)
@@ -266,6 +268,31 @@ func TestRunSmoke(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), "target "+p+"ours_vs_limit_through_host >= 0.95") {
 			t.Errorf("no target line for %sours_vs_limit_through_host", p)
+		}
+	}
+	for _, want := range []string{"target ours_msgs_per_s on the default policy = today's within the run's noise",
+		"target " + lat + "ours_msgs_per_s on the default policy = today's within the run's noise",
+		"target round_trips_per_applied on the default policy = today's within 0.01"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no target line %q", want)
+		}
+	}
+	// Rescheduling off, every delivery is a workload message; on, the
+	// handler's own checks handled meanwhile add to them (at most one per
+	// order in the smoke run's 8, and a redelivered Created's).
+	for _, p := range []string{"", lat} {
+		msgs, dels := r.Values[p+"ours_msgs_per_s_before"], r.Values[p+"ours_deliveries_per_s_before"]
+		if math.Abs(msgs-dels) > 1e-9*msgs {
+			t.Errorf("%sours_deliveries_per_s_before = %v, want %sours_msgs_per_s_before, %v", p, dels, p, msgs)
+		}
+		if msgs, dels := r.Values[p+"ours_msgs_per_s"], r.Values[p+"ours_deliveries_per_s"]; dels < msgs || dels > 2*msgs {
+			t.Errorf("%sours_deliveries_per_s = %v, want from %sours_msgs_per_s (%v) to twice it", p, dels, p, msgs)
+		}
+	}
+	for _, name := range []string{"ours_msgs_per_s", "ours_msgs_per_s_before", lat + "ours_msgs_per_s", lat + "ours_msgs_per_s_before"} {
+		sp := r.Spreads[name]
+		if v := r.Values[name]; sp[0] <= 0 || sp[0] > v || v > sp[1] {
+			t.Errorf("%s = %v, spread %v: want the median within the runs' range", name, v, sp)
 		}
 	}
 	if !strings.Contains(out.String(), "target round_trips_per_applied <= 1.05") {
@@ -406,7 +433,8 @@ func TestOutageSmoke(t *testing.T) {
 	opts.Root, opts.Only, opts.LogLevel = root, []string{"outage"}, "warn"
 	opts.Outages = OutageOptions{New: []time.Duration{2 * time.Minute}, Before: []time.Duration{2 * time.Minute},
 		Rate: 2, InFlight: 6, UnpaidShare: 0.25, Lead: 30 * time.Second, Tail: 30 * time.Second,
-		TimeScale: 60, Sessions: 8, PaymentTimeout: time.Minute}
+		TimeScale: 60, Sessions: 8, PaymentTimeout: time.Minute,
+		RecoveryScale: 30, SettleScale: 60, RecoveryWindow: 20 * time.Minute}
 	var progress bytes.Buffer
 	opts.Progress = &progress
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -450,6 +478,16 @@ func TestOutageSmoke(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "note: outage 2m on today's policy") {
 		t.Errorf("no note on the run:\n%s", out.String())
+	}
+	// The default policy's run was slowed from the table's return and
+	// says so, and says what the handler rescheduled after it; today's
+	// was not.
+	for _, want := range []string{"until a second before the table's return, then 30x for", "after the table's return the handler rescheduled transient",
+		"today's policy (ORDER_STATUS_RETRY_RESCHEDULE=false): ", "the host clock at 60x throughout",
+		"target outage_2m_recovery_s <= 360", "target outage_2m_status_recovery_s <= 360"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
 	}
 	if t.Failed() {
 		t.Logf("progress:\n%s\noutput:\n%s", progress.String(), out.String())
@@ -528,5 +566,118 @@ func TestOutageWorkload(t *testing.T) {
 	var x row
 	if err := json.Unmarshal([]byte(`{"PartitionKey":"o","Status":"Paid","LastSequence":"3","LastSequence@odata.type":"Edm.Int64"}`), &x); err != nil || x.state() != (rowState{"Paid", 3}) {
 		t.Errorf("row = %+v, %v; want Paid at 3", x, err)
+	}
+}
+
+// TestPacer: an outage run's clock slows to RecoveryScale a second before
+// the table's return, moves to SettleScale once the status changes caught
+// up and back to TimeScale once every row is right, and the note says
+// so; a _before run is never slowed.
+func TestPacer(t *testing.T) {
+	o := OutageOptions{TimeScale: 60, RecoveryScale: 3, SettleScale: 12, RecoveryWindow: 20 * time.Minute}
+	clk := clock.Scaled(o.TimeScale)
+	completed := 0
+	p := newPacer(clk, o, false, func() int { return completed })
+	end := clk.Now().Add(2 * time.Second) // 33 ms of wall time away at 60x
+	outages := func() []devhost.OutageSummary { return []devhost.OutageSummary{{End: end}} }
+
+	p.statusCaughtUp() // before the return: nothing moves
+	p.recovered()
+	if got := clk.Factor(); got != 60 {
+		t.Fatalf("factor %v before the return, want 60", got)
+	}
+	p.slowAtReturn(t.Context(), outages)
+	if got := clk.Factor(); got != 3 {
+		t.Fatalf("factor %v after the return, want RecoveryScale 3", got)
+	}
+	if now := clk.Now(); now.Before(end.Add(-time.Second)) {
+		t.Errorf("slowed at %v, want no sooner than a second before the end %v", now, end)
+	}
+	completed = 40
+	p.statusCaughtUp()
+	if got := clk.Factor(); got != 12 {
+		t.Fatalf("factor %v once the status changes caught up, want SettleScale 12", got)
+	}
+	p.statusCaughtUp() // once only
+	completed = 45
+	p.recovered()
+	p.windowOver()
+	if got := clk.Factor(); got != 60 {
+		t.Fatalf("factor %v once recovered, want TimeScale 60", got)
+	}
+	note := p.describe()
+	for _, want := range []string{"60x until a second before the table's return", "then 3x for", "40 messages completed", "then 12x for", "5 messages completed", "then 60x again"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("note %q lacks %q", note, want)
+		}
+	}
+
+	// The window over before the status changes caught up: straight
+	// back to TimeScale.
+	clk = clock.Scaled(o.TimeScale)
+	p = newPacer(clk, o, false, func() int { return 0 })
+	end = clk.Now().Add(2 * time.Second)
+	p.slowAtReturn(t.Context(), outages)
+	p.windowOver()
+	if got := clk.Factor(); got != 60 || strings.Contains(p.describe(), "12x") {
+		t.Errorf("factor %v, note %q after the window; want 60 and no settle stretch", got, p.describe())
+	}
+
+	before := clock.Scaled(o.TimeScale)
+	p = newPacer(before, o, true, func() int { return 0 })
+	p.slowAtReturn(t.Context(), outages)
+	if got := before.Factor(); got != 60 || !strings.Contains(p.describe(), "at 60x throughout") {
+		t.Errorf("a _before run: factor %v, note %q; want 60 throughout", got, p.describe())
+	}
+}
+
+// TestCheckSettled holds the steady phases' accounting: the status
+// changes exactly as the workload says and, with rescheduling on, the
+// handler's own payment-timeout checks, one per order at least, no more
+// than it scheduled, all Stale.
+func TestCheckSettled(t *testing.T) {
+	w := NewWorkload("t", 10, 0.20, 0.05, 1) // 40 applied, 8 duplicates, 2 stale
+	status := func(applied, dup, stale int) string {
+		return fmt.Sprintf(`orderstatus_messages_total{result="Applied",subject="OrderStatusChanged"} %d
+orderstatus_messages_total{result="Duplicate",subject="OrderStatusChanged"} %d
+orderstatus_messages_total{result="Stale",subject="OrderStatusChanged"} %d
+`, applied, dup, stale)
+	}
+	checks := func(stale, applied, scheduled int) string {
+		return fmt.Sprintf(`orderstatus_messages_total{result="Stale",subject="PaymentTimeoutCheck"} %d
+orderstatus_messages_total{result="Applied",subject="PaymentTimeoutCheck"} %d
+orderstatus_timeout_checks_total{outcome="scheduled"} %d
+`, stale, applied, scheduled)
+	}
+	tests := []struct {
+		name       string
+		exposition string
+		checks     bool
+		wantErr    string
+	}{
+		{"today's policy", status(40, 8, 2), false, ""},
+		{"today's policy, a status change short", status(39, 8, 2), false, "as Applied"},
+		{"today's policy, yet a check", status(40, 8, 2) + checks(1, 0, 1), false, "rescheduling off"},
+		{"one check per order", status(40, 8, 2) + checks(10, 0, 10), true, ""},
+		{"a Created redelivered: two checks of one order", status(40, 8, 2) + checks(11, 0, 11), true, ""},
+		{"a check missing", status(40, 8, 2) + checks(9, 0, 10), true, "one per order"},
+		{"more checks than scheduled", status(40, 8, 2) + checks(11, 0, 10), true, "no more than it scheduled"},
+		{"a paid order cancelled", status(40, 8, 2) + checks(9, 1, 10), true, "other than Stale"},
+		{"something else settled", status(40, 8, 2) + checks(10, 0, 10) + `orderstatus_messages_total{result="Parked",subject="Nope"} 1` + "\n", true, "neither"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := ParseMetrics(strings.NewReader(tt.exposition))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = checkSettled(m, w, tt.checks)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("error %v, want none", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("error %v, want one with %q", err, tt.wantErr)
+			}
+		})
 	}
 }

@@ -103,7 +103,7 @@ func (b *runner) costPhase(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkSettled(m, b.w); err != nil {
+	if err := checkSettled(m, b.w, false); err != nil {
 		return err
 	}
 	invocations := 0

@@ -10,10 +10,13 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
 // oursRun is one run of the real system: bin/handler behind the dev host.
@@ -24,6 +27,10 @@ type oursRun struct {
 	RSSIdle   int64                    // the handler's VmRSS before the load
 	RSSAfter  int64                    // and after it
 	Completed int
+	// Delivered counts the messages completed within Elapsed: the
+	// workload's, and with rescheduling on the payment-timeout checks
+	// that fell due and were handled meanwhile.
+	Delivered int
 }
 
 // oursConfig is what one run of the real system varies.
@@ -52,6 +59,15 @@ type oursConfig struct {
 	settings map[string]string
 	// outages are the dev host's OutageTargets.
 	outages []string
+	// clock, if set, is the host's clock instead of one at timeScale
+	// (an outage run changes its speed while it runs).
+	clock clock.Clock
+	// reschedule runs the handler on its default retry policy
+	// (ORDER_STATUS_RETRY_RESCHEDULE true): it then schedules each
+	// order's PaymentTimeoutCheck itself when it applies the Created, one
+	// more delivery per order, which runOurs waits for and checkSettled
+	// counts. Without it the steady phases run today's policy.
+	reschedule bool
 }
 
 // startHost starts the dev host with the handler of the repository at
@@ -74,13 +90,12 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 		devhost.SettingStoreServiceURI: "",
 		"OrderStore__tableName":        c.table,
 		"LOG_LEVEL":                    level,
-		// The steady-state phases measure the message path of a
-		// workload without payment timeouts. With rescheduling on, the
-		// handler schedules a timeout check per order (one Service Bus
-		// operation and one delivery each, due after the run), which
-		// these phases' counts and WaitIdle do not model; the outage
-		// phases set the policy they compare in c.settings.
-		config.EnvRetryReschedule: "false",
+		// Rescheduling off unless asked for: with it on, the handler
+		// schedules a timeout check per order (one Service Bus
+		// operation and one delivery each), which only runOurs (with
+		// c.reschedule) and the phases that set the policy in
+		// c.settings (cost, outage) model.
+		config.EnvRetryReschedule: strconv.FormatBool(c.reschedule),
 	}
 	maps.Copy(settings, c.settings)
 	h, err := devhost.New(devhost.Options{
@@ -88,6 +103,7 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 		HandlerPath: handler,
 		HTTPAddr:    "127.0.0.1:0",
 		TimeScale:   c.timeScale,
+		Clock:       c.clock,
 		// A faster clock must not shorten the lock or the messages'
 		// lives in wall-clock time.
 		Queues: devhost.QueueOverrides{
@@ -112,7 +128,14 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 	return h, nil
 }
 
-// runOurs plays w through the real system and waits until it is handled.
+// runOurs plays w through the real system and waits until it is handled:
+// Elapsed is the time until every message of w was settled. With
+// c.reschedule, the payment-timeout checks the handler schedules fall due
+// 30 minutes on the broker clock after their Created, a fraction of a
+// second at the throughput phases' speed: those due while the workload
+// runs are handled among its messages (a load production defers by half
+// an hour, so the figure is on the safe side), and the rest are waited
+// for after Elapsed, untimed, before the counts are checked.
 func (b *runner) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun, error) {
 	var r oursRun
 	h, err := b.startHost(ctx, c)
@@ -147,6 +170,7 @@ func (b *runner) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun
 		defer pprof.StopCPUProfile()
 	}
 	lines := w.Lines()
+	completed0 := h.Broker().Totals(h.Queue()).Completed
 	start := time.Now()
 	if err := h.Play(ctx, lines); err != nil {
 		return r, err
@@ -155,31 +179,83 @@ func (b *runner) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun
 		return r, err
 	}
 	r.Elapsed = time.Since(start)
+	r.Delivered = h.Broker().Totals(h.Queue()).Completed - completed0
 	if r.CPU, err = cpu.since(); err != nil {
 		return r, err
 	}
 	if r.RSSAfter, err = RSS(pid); err != nil {
 		return r, err
 	}
+	if c.reschedule {
+		if err := drainScheduled(ctx, h); err != nil {
+			return r, err
+		}
+	}
 	if r.Metrics, err = scrapeHandler(ctx, h); err != nil {
 		return r, err
 	}
-	return r, checkSettled(r.Metrics, w)
+	return r, checkSettled(r.Metrics, w, c.reschedule)
 }
 
-// checkSettled compares the handler's own counts with the workload's.
-func checkSettled(m Scrape, w Workload) error {
+// drainScheduled waits until h's queue holds nothing scheduled and is
+// idle (the handler's own payment-timeout checks delivered and settled),
+// for at most 2 minutes of wall time.
+func drainScheduled(ctx context.Context, h *devhost.Host) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if err := h.WaitIdle(ctx); err != nil {
+			return err
+		}
+		if h.Broker().Stats(h.Queue()).Scheduled == 0 && h.Broker().Idle(h.Queue()) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: %d messages still scheduled after 2 minutes", h.Broker().Stats(h.Queue()).Scheduled)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// checkSettled compares the handler's own counts with the workload's:
+// its status changes settled exactly as the workload says, and, with
+// checks (rescheduling on), the handler's own PaymentTimeoutChecks: at
+// least one per order (each order's Created schedules one), at most one
+// per schedule the handler counted (a redelivered Created schedules it
+// again under the same MessageId, which duplicate detection may or may
+// not drop), every one Stale (each order was paid long before its check
+// fell due). Nothing else was settled.
+func checkSettled(m Scrape, w Workload, checks bool) error {
 	want := map[string]int{"Applied": w.Applied, "Duplicate": w.Duplicates, "Stale": w.Stales}
 	total := 0
 	for result, n := range want {
-		got := int(m.Sum("orderstatus_messages_total", map[string]string{"result": result}))
+		got := int(m.Sum("orderstatus_messages_total", map[string]string{"subject": order.SubjectStatusChanged, "result": result}))
 		total += got
 		if got != n {
-			return fmt.Errorf("bench: the handler settled %d messages as %s, the workload has %d", got, result, n)
+			return fmt.Errorf("bench: the handler settled %d status changes as %s, the workload has %d", got, result, n)
 		}
 	}
-	if all := int(m.Sum("orderstatus_messages_total", nil)); all != total {
-		return fmt.Errorf("bench: the handler settled %d messages, %d of them neither Applied, Duplicate nor Stale", all, all-total)
+	if all := int(m.Sum("orderstatus_messages_total", map[string]string{"subject": order.SubjectStatusChanged})); all != total {
+		return fmt.Errorf("bench: the handler settled %d status changes, %d of them neither Applied, Duplicate nor Stale", all, all-total)
+	}
+	timeout := map[string]string{"subject": order.SubjectPaymentTimeout}
+	n := int(m.Sum("orderstatus_messages_total", timeout))
+	stale := int(m.Sum("orderstatus_messages_total", map[string]string{"subject": order.SubjectPaymentTimeout, "result": string(order.Stale)}))
+	scheduled := int(m.Sum("orderstatus_timeout_checks_total", map[string]string{"outcome": "scheduled"}))
+	switch {
+	case !checks && n+scheduled > 0:
+		return fmt.Errorf("bench: rescheduling off, yet the handler scheduled %d payment-timeout checks and settled %d", scheduled, n)
+	case checks && (n < len(w.Orders) || n > scheduled):
+		return fmt.Errorf("bench: the handler settled %d payment-timeout checks for %d orders, having scheduled %d: want one per order at least, and no more than it scheduled",
+			n, len(w.Orders), scheduled)
+	case stale != n:
+		return fmt.Errorf("bench: %d of %d payment-timeout checks settled other than Stale, for orders paid long before", n-stale, n)
+	}
+	if all := int(m.Sum("orderstatus_messages_total", nil)); all != total+n {
+		return fmt.Errorf("bench: the handler settled %d messages, %d of them neither a status change nor a payment-timeout check", all, all-total-n)
 	}
 	return nil
 }
@@ -261,7 +337,7 @@ func (b *runner) runSlots(ctx context.Context, c oursConfig, rounds int, prefix 
 	if err != nil {
 		return row, err
 	}
-	if err := checkSettled(m, w); err != nil {
+	if err := checkSettled(m, w, c.reschedule); err != nil {
 		return row, err
 	}
 	busy := m.Sum("orderstatus_handler_duration_seconds_sum", nil)

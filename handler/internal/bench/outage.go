@@ -9,12 +9,14 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
@@ -51,17 +53,45 @@ type OutageOptions struct {
 	// PaymentTimeout is when an order's PaymentTimeoutCheck falls due
 	// after its Created (default the contract's 30 minutes).
 	PaymentTimeout time.Duration
+	// RecoveryScale is the host clock's speed, in the runs on the
+	// default policy, from a second before the table's return until the
+	// status changes have caught up: the wave of rescheduled copies that
+	// come due within one backoff cap of the return must be written at a
+	// wall-clock rate the local store absorbs, or the recovery measured
+	// is the machine's, not the policy's. SettleScale is its speed from
+	// then until every row is right (the cancellations that wait out the
+	// settle delay, with little else to do); RecoveryWindow bounds both
+	// stretches, since the return on the host clock. After them the clock
+	// runs at TimeScale again, to drain. RecoveryScale 0: TimeScale
+	// throughout. The _before runs keep TimeScale: what dead-letters
+	// there cannot recover (the sweeper does not run), and slowing them
+	// would spend minutes of wall time on that.
+	RecoveryScale, SettleScale float64
+	RecoveryWindow             time.Duration
 }
 
 // DefaultOutages returns the outage runs of `make bench`: 10 and 30
 // minutes on the default policy, 30 on today's; 20 messages a second over
 // 200 open orders; the host clock 60 times faster, so that a 30 minute
-// outage lasts 30 s.
+// outage lasts 30 s. While the handler cannot reach the table it does not
+// load it (the breaker keeps calls off it), so the outage itself may run
+// that fast; its end cannot. From the table's return the clock runs 3
+// times faster than the wall: the 30-minute run's copies (about 28,600)
+// come due within the 5-minute cap, about 95 a second with the steady 20,
+// some 350 a wall second (measured: 320 on average, 842 at the busiest
+// look), against the 1,500 to 1,900 a second the whole system handles
+// locally (ours_msgs_per_s, 2026-12-01) on this repository's 2-core
+// machine. Once the status changes have caught up, 12 times: the
+// payment-timeout checks (about 4 a second, twice that while they
+// settle) at about 100 a wall second (measured: 55). The slowed
+// stretches end 20 host minutes after the return at the latest: the
+// settle delay (twice the cap) after the last copy, with room.
 func DefaultOutages() OutageOptions {
 	return OutageOptions{
 		New: []time.Duration{10 * time.Minute, 30 * time.Minute}, Before: []time.Duration{30 * time.Minute},
 		Rate: 20, InFlight: 200, UnpaidShare: 0.1, Lead: time.Minute, Tail: 2 * time.Minute,
 		TimeScale: 60, Sessions: 64, PaymentTimeout: 30 * time.Minute,
+		RecoveryScale: 3, SettleScale: 12, RecoveryWindow: 20 * time.Minute,
 	}
 }
 
@@ -250,6 +280,25 @@ func (w outageWorkload) wrongRows(rows map[string]rowState) map[string]int {
 	return out
 }
 
+// kinds counts the orders ids by "<paid|unpaid> at <status>/<sequence>"
+// of their rows in rows.
+func (w outageWorkload) kinds(ids []string, rows map[string]rowState) map[string]int {
+	paid := make(map[string]bool, len(w.orders))
+	for _, o := range w.orders {
+		paid[o.id] = o.paid
+	}
+	out := map[string]int{}
+	for _, id := range ids {
+		kind := "paid"
+		if !paid[id] {
+			kind = "unpaid"
+		}
+		got := rows[id]
+		out[fmt.Sprintf("%s at %s/%d", kind, orDash(got.Status), got.LastSequence)]++
+	}
+	return out
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"
@@ -351,6 +400,31 @@ type outageRun struct {
 	wall           time.Duration
 	messages       int
 	recoveryPolls  int
+	// pace is how the run's host clock ran.
+	pace *pacer
+	// behindAtWindow counts the orders still behind when RecoveryWindow
+	// ended, by what their rows showed (as wrongRows); nil if none were.
+	behindAtWindow map[string]int
+	// afterReturn says what the handler rescheduled, by reason, and how
+	// often its circuit opened, from the table's return to the end.
+	afterReturn string
+}
+
+// afterReturn describes what the handler's metrics counted between two
+// scrapes: its rescheduled messages by reason and its circuit's openings.
+// A transient failure once the table is back (a call over the in-call
+// budget on a loaded machine) is worth knowing: it makes the process
+// settle every payment-timeout check for the settle delay again.
+func afterReturn(from, to Scrape) string {
+	var parts []string
+	for _, reason := range []string{"transient", "circuit_open", "settle", "order_not_found"} {
+		match := map[string]string{"reason": reason}
+		n := to.Sum("orderstatus_rescheduled_total", match) - from.Sum("orderstatus_rescheduled_total", match)
+		parts = append(parts, fmt.Sprintf("%s %.0f", reason, n))
+	}
+	open := map[string]string{"state": "open"}
+	opened := to.Sum("orderstatus_circuit_changes_total", open) - from.Sum("orderstatus_circuit_changes_total", open)
+	return fmt.Sprintf("after the table's return the handler rescheduled %s; its circuit opened %.0f times", strings.Join(parts, ", "), opened)
 }
 
 // outage runs one outage run of length d, on the default policy or on
@@ -382,6 +456,13 @@ func (b *runner) outage(ctx context.Context, d time.Duration, before bool) error
 	}
 	note := fmt.Sprintf("outage %s on %s: %d messages (%d due in the outage), %.0f s of wall time; %d storage requests refused, %d rescheduled while the table was unreachable; %d dead-lettered in the run, %d of them while it was",
 		devhostDuration(d), policy, r.messages, r.during, r.wall.Seconds(), r.refused, r.rescheduled, r.deadLettered, r.deadDuring)
+	note += "; " + r.pace.describe()
+	if r.afterReturn != "" {
+		note += "; " + r.afterReturn
+	}
+	if r.behindAtWindow != nil {
+		note += fmt.Sprintf("; behind when the slowed stretch ended, %s after the return: %v", devhostDuration(o.RecoveryWindow), r.behindAtWindow)
+	}
 	if r.recovery < 0 {
 		note += fmt.Sprintf("; not recovered when the run ended: %d orders behind what was sent before the table came back", r.behindAtEnd)
 	}
@@ -400,19 +481,38 @@ func devhostDuration(d time.Duration) string { return strings.TrimSuffix(d.Strin
 // requests the handler made while the table was unreachable (all
 // refused), and the recovery: host-clock time from the table's return
 // until every order's row shows every message due before it (polled
-// straight from Azurite).
+// straight from Azurite), on a clock slowed from the return (pacer).
 func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration, before bool) (outageRun, error) {
 	r := outageRun{recovery: -1, statusRecovery: -1}
 	scale := o.TimeScale
+	// The in-call budget is a wall-clock setting of the handler process,
+	// fixed for the run while the host clock changes speed. Today's
+	// policy runs at TimeScale throughout: 20 s in proportion to the
+	// 1 minute lock. The default policy's runs take the lock's length in
+	// wall time at TimeScale (1 s at 60x): no call outlives its lock
+	// unrenewed while the table is unreachable (and there, with the
+	// breaker open, only its probes retry in the call), and at the
+	// recovery clock it is 3 s of host time beside production's 5 s. A
+	// budget of 20 s / 60 (333 ms) there made the recovery wave's calls,
+	// queued 64 at a time behind one Azurite on 2 shared cores, fail as
+	// transient: 21,527 rescheduled and the circuit opened 1,365 times
+	// after the return in one 30-minute run, a storm of the harness's
+	// own making that delayed the status changes by caps and kept the
+	// settle guard of the payment-timeout checks alive for hours.
 	budget := time.Duration(float64(20*time.Second) / scale)
-	// The steady phases run with rescheduling off (startHost); the
-	// outage runs name the policy they measure.
+	if !before && o.RecoveryScale > 0 {
+		budget = time.Duration(float64(time.Minute) / scale)
+	}
+	// The steady phases name their policy themselves (startHost's
+	// default is rescheduling off); the outage runs name the one they
+	// measure.
 	settings := map[string]string{"ORDER_STATUS_RETRY_BUDGET": budget.String(), "ORDER_STATUS_RETRY_RESCHEDULE": "true"}
 	if before {
 		settings["ORDER_STATUS_RETRY_RESCHEDULE"] = "false"
 	}
+	clk := clock.Scaled(scale)
 	table := b.table("outage")
-	c := oursConfig{store: b.az.ConnectionString(), table: table, sessions: o.Sessions, timeScale: scale,
+	c := oursConfig{store: b.az.ConnectionString(), table: table, sessions: o.Sessions, timeScale: scale, clock: clk,
 		lock: time.Duration(float64(time.Minute) / scale), settings: settings, outages: []string{devhost.OutageTable}, logLevel: "warn"}
 	h, err := b.startHost(ctx, c)
 	if err != nil {
@@ -424,51 +524,54 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 	}
 	w := newOutageWorkload(fmt.Sprintf("out%d", b.tables), o, d)
 	r.messages, r.during = w.messages, w.during
+	completed := func() int { return h.Broker().Totals(h.Queue()).Completed }
+	pc := newPacer(clk, o, before, completed)
+	r.pace = pc
 
 	start := time.Now()
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	go pc.slowAtReturn(runCtx, h.Outages)
 	played := make(chan error, 1)
 	go func() {
-		err := h.Play(ctx, w.lines)
+		err := h.Play(runCtx, w.lines)
 		if err == nil {
-			err = h.WaitIdle(ctx)
+			err = h.WaitIdle(runCtx)
 		}
 		played <- err
 	}()
-	// Recovery: once the outage is over, read the rows until each order
-	// shows what was sent before the table came back; the orders behind
-	// at one look are the only ones the next needs to read again.
 	rr, err := newRowReader(b.az.ConnectionString(), table)
 	if err != nil {
 		return r, err
 	}
-	// A look waits at least nine times as long as the last one took, so
-	// that listing the table takes at most a tenth of Azurite's time from
-	// the run it measures.
-	var runErr error
+	// Recovery: once the outage is over, read the rows until each order
+	// shows what was sent before the table came back; the orders behind
+	// at one look are the only ones the next needs to read again. A look
+	// waits at least nine times as long as the last one took, so that
+	// listing the table takes at most a tenth of Azurite's time from the
+	// run it measures.
 	var behind []string
-	first, done := true, false
+	first := true
 	wait := 250 * time.Millisecond
-	for !done {
-		select {
-		case runErr = <-played:
-			done = true
-		case <-ctx.Done():
-			return r, ctx.Err()
-		case <-time.After(wait):
+	var atReturn Scrape // the handler's metrics at the first look after the return
+	look := func(end time.Time) error {
+		if atReturn == nil {
+			m, err := scrapeHandler(ctx, h)
+			if err != nil {
+				return err
+			}
+			atReturn = m
 		}
-		out := h.Outages()
-		if len(out) == 0 || !out[0].Ended || r.recovery >= 0 {
-			continue
-		}
-		at, began := h.Clock().Now(), time.Now()
+		at, began := clk.Now(), time.Now()
 		var rows map[string]rowState
+		var err error
 		if first || len(behind) > fewRows {
 			rows, err = rr.all(ctx)
 		} else {
 			rows, err = rr.some(ctx, behind)
 		}
 		if err != nil {
-			return r, err
+			return err
 		}
 		first = false
 		wait = max(250*time.Millisecond, 9*time.Since(began))
@@ -478,10 +581,36 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 			candidates = nil
 		}
 		if r.statusRecovery < 0 && len(w.behindOf(rows, o.Lead+d, candidates, false)) == 0 {
-			r.statusRecovery = at.Sub(out[0].End)
+			r.statusRecovery = at.Sub(end)
 		}
-		if behind = w.behind(rows, o.Lead+d); len(behind) == 0 {
-			r.recovery = at.Sub(out[0].End)
+		if behind = w.behindOf(rows, o.Lead+d, candidates, true); len(behind) == 0 {
+			r.recovery = at.Sub(end)
+			pc.recovered()
+		} else if r.statusRecovery >= 0 {
+			pc.statusCaughtUp()
+		}
+		if r.recovery < 0 && at.Sub(end) > o.RecoveryWindow && r.behindAtWindow == nil {
+			r.behindAtWindow = w.kinds(behind, rows)
+			pc.windowOver()
+		}
+		return nil
+	}
+	var runErr error
+	for done := false; !done; {
+		select {
+		case runErr = <-played:
+			done = true
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(wait):
+		}
+		pc.sampleNow()
+		out := h.Outages()
+		if len(out) == 0 || !out[0].Ended || r.recovery >= 0 {
+			continue
+		}
+		if err := look(out[0].End); err != nil {
+			return r, err
 		}
 	}
 	if runErr != nil {
@@ -491,25 +620,18 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 	// (WaitIdle does not wait for scheduled messages): go on looking, on
 	// the host's clock, for at most recoveryBound after the outage ended.
 	if out := h.Outages(); len(out) == 1 && out[0].Ended {
-		for r.recovery < 0 && h.Clock().Now().Before(out[0].End.Add(recoveryBound)) {
+		for r.recovery < 0 && clk.Now().Before(out[0].End.Add(recoveryBound)) {
 			select {
 			case <-ctx.Done():
 				return r, ctx.Err()
 			case <-time.After(wait):
 			}
-			at := h.Clock().Now()
-			rows, err := rr.all(ctx)
-			if err != nil {
+			pc.sampleNow()
+			if err := look(out[0].End); err != nil {
 				return r, err
 			}
-			r.recoveryPolls++
-			if r.statusRecovery < 0 && len(w.behindOf(rows, o.Lead+d, nil, false)) == 0 {
-				r.statusRecovery = at.Sub(out[0].End)
-			}
-			if behind = w.behind(rows, o.Lead+d); len(behind) == 0 {
-				r.recovery = at.Sub(out[0].End)
-			}
 		}
+		pc.windowOver()
 		if err := h.WaitIdle(ctx); err != nil {
 			return r, err
 		}
@@ -525,14 +647,175 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 	if err != nil {
 		return r, err
 	}
+	if atReturn != nil {
+		m, err := scrapeHandler(ctx, h)
+		if err != nil {
+			return r, err
+		}
+		r.afterReturn = afterReturn(atReturn, m)
+	}
 	r.wrongAtEnd = w.wrong(rows)
 	r.wrongRows = w.wrongRows(rows)
 	r.scheduledAtEnd = h.Broker().Stats(h.Queue()).Scheduled
 	if r.recovery < 0 {
 		// Caught up after the last look: the end of the run bounds it.
 		if r.behindAtEnd = len(w.behind(rows, o.Lead+d)); r.behindAtEnd == 0 {
-			r.recovery = h.Clock().Now().Sub(out[0].End)
+			r.recovery = clk.Now().Sub(out[0].End)
 		}
 	}
 	return r, nil
+}
+
+// pacer drives an outage run's host clock: TimeScale through the
+// outage, RecoveryScale from a second before the table's return until the
+// status changes have caught up, SettleScale from then until every row is
+// right, and TimeScale again after that or once RecoveryWindow is over
+// (the _before runs, and RecoveryScale 0: TimeScale throughout). It
+// records what the slowed stretches asked of the machine: the messages
+// completed per wall second, on average and at the busiest look. Its
+// methods are safe for concurrent use.
+type pacer struct {
+	clk       *clock.ScaledClock
+	o         OutageOptions
+	completed func() int // the triggered queue's completed messages so far
+
+	mu     sync.Mutex
+	stage  paceStage
+	legs   []paceLeg // the slowed stretches, in order
+	sample struct {
+		at        time.Time
+		completed int
+	}
+}
+
+// paceStage is where a run's clock is.
+type paceStage int
+
+const (
+	paceOutage   paceStage = iota // TimeScale, until a second before the return
+	paceRecovery                  // RecoveryScale, until the status changes caught up
+	paceSettle                    // SettleScale, until every row is right
+	paceDrain                     // TimeScale again
+	paceNever                     // TimeScale throughout: never slowed
+)
+
+// paceLeg is one slowed stretch of a run.
+type paceLeg struct {
+	scale            float64
+	from, to         time.Time // wall clock; to is zero while it lasts
+	hostFrom, hostTo time.Time // on the host clock
+	completed        int       // messages completed in it
+	start            int       // the completed count at its start
+	peak             float64   // the most completed per wall second between two looks
+}
+
+func newPacer(clk *clock.ScaledClock, o OutageOptions, before bool, completed func() int) *pacer {
+	p := &pacer{clk: clk, o: o, completed: completed}
+	if before || o.RecoveryScale <= 0 {
+		p.stage = paceNever
+	}
+	return p
+}
+
+// slowAtReturn waits for the outage to be scheduled (outages, polled),
+// then for a second before its end on the host clock, and slows the
+// clock to RecoveryScale.
+func (p *pacer) slowAtReturn(ctx context.Context, outages func() []devhost.OutageSummary) {
+	if p.stage == paceNever {
+		return
+	}
+	var end time.Time
+	for end.IsZero() {
+		if out := outages(); len(out) > 0 {
+			end = out[0].End
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := clock.Sleep(ctx, p.clk, end.Add(-time.Second).Sub(p.clk.Now())); err != nil {
+		return
+	}
+	p.to(paceOutage, paceRecovery, p.o.RecoveryScale)
+}
+
+// statusCaughtUp, recovered and windowOver move the clock on: to
+// SettleScale once the status changes caught up, to TimeScale once every
+// row is right or the slowed window is over.
+func (p *pacer) statusCaughtUp() { p.to(paceRecovery, paceSettle, p.o.SettleScale) }
+
+func (p *pacer) recovered() {
+	p.to(paceRecovery, paceDrain, p.o.TimeScale)
+	p.to(paceSettle, paceDrain, p.o.TimeScale)
+}
+
+func (p *pacer) windowOver() { p.recovered() }
+
+// to moves the clock from stage from to stage next at scale (a scale of
+// 0 keeps the present one), and reports whether it did (the clock was at
+// from).
+func (p *pacer) to(from, next paceStage, scale float64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stage != from {
+		return false
+	}
+	now, host, n := time.Now(), p.clk.Now(), p.completed()
+	if len(p.legs) > 0 && p.legs[len(p.legs)-1].to.IsZero() {
+		leg := &p.legs[len(p.legs)-1]
+		leg.to, leg.hostTo, leg.completed = now, host, n-leg.start
+	}
+	if scale > 0 {
+		p.clk.SetFactor(scale)
+	}
+	p.stage = next
+	if next == paceRecovery || next == paceSettle {
+		p.legs = append(p.legs, paceLeg{scale: p.clk.Factor(), from: now, hostFrom: host, start: n})
+		p.sample.at, p.sample.completed = now, n
+	}
+	return true
+}
+
+// sampleNow records the completed messages per wall second since the last
+// sample, for the busiest moment of a slowed stretch.
+func (p *pacer) sampleNow() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stage != paceRecovery && p.stage != paceSettle || len(p.legs) == 0 {
+		return
+	}
+	now, n := time.Now(), p.completed()
+	if dt := now.Sub(p.sample.at).Seconds(); dt >= 0.2 {
+		leg := &p.legs[len(p.legs)-1]
+		leg.peak = max(leg.peak, float64(n-p.sample.completed)/dt)
+		p.sample.at, p.sample.completed = now, n
+	}
+}
+
+// describe says, for the run's note, how its clock ran from the return.
+func (p *pacer) describe() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stage == paceNever {
+		return fmt.Sprintf("the host clock at %gx throughout", p.o.TimeScale)
+	}
+	var parts []string
+	for _, l := range p.legs {
+		to, hostTo := l.to, l.hostTo
+		n := l.completed
+		if to.IsZero() {
+			to, hostTo, n = time.Now(), p.clk.Now(), p.completed()-l.start
+		}
+		wall := to.Sub(l.from).Seconds()
+		parts = append(parts, fmt.Sprintf("%gx for %.0f host s (%.0f s of wall time): %d messages completed, %.0f a wall second, at most %.0f",
+			l.scale, hostTo.Sub(l.hostFrom).Seconds(), wall, n, float64(n)/max(wall, 1e-9), l.peak))
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("the host clock at %gx throughout (the table's return was never reached)", p.o.TimeScale)
+	}
+	return fmt.Sprintf("the host clock at %gx until a second before the table's return, then %s; then %gx again",
+		p.o.TimeScale, strings.Join(parts, ", then "), p.o.TimeScale)
 }

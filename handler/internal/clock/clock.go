@@ -3,15 +3,18 @@
 // measure lock durations, schedules and time-to-live on a Clock, so tests can
 // let a 30-minute payment timeout pass in a fraction of a second.
 //
-// Real is the wall clock. Scaled runs a fixed factor faster than the wall
-// clock, continuously and monotonically, so code that waits on it behaves
-// exactly as it would in production, only sooner; it can also be advanced
-// at once, to skip a stretch in which nothing happens.
+// Real is the wall clock. Scaled runs a factor faster than the wall clock,
+// continuously and monotonically, so code that waits on it behaves exactly
+// as it would in production, only sooner; it can also be advanced at once,
+// to skip a stretch in which nothing happens, and its factor can be
+// changed while it runs (a benchmark slows it where the work it measures
+// must not outrun the machine).
 package clock
 
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,16 +72,21 @@ func (r realTimer) Stop() bool          { return r.t.Stop() }
 // ScaledClock is a clock that starts at the wall-clock time of its creation
 // and then runs Factor times faster than the wall clock. Advance and
 // AdvanceTo move it forward at once (a development host fast-forwards over
-// idle stretches that way); its pending timers are re-evaluated then, so
-// those now due fire at once and the others wait for the rest of their time.
-// Its methods are safe for concurrent use.
+// idle stretches that way), and SetFactor changes its speed from then on;
+// its pending timers are re-evaluated then, so those now due fire at once
+// and the others wait for the rest of their time at the new speed. Its
+// methods are safe for concurrent use.
 type ScaledClock struct {
+	// rate guards the speed: Now reads it shared, SetFactor rebases it
+	// exclusively, so that no Now can see the old speed after a later
+	// one saw the new (the clock never goes backwards).
+	rate      sync.RWMutex
 	factor    float64
 	realStart time.Time    // carries the monotonic reading
-	start     time.Time    // clock time at realStart, wall reading only
+	start     time.Time    // clock time at realStart without Advance's offset, wall reading only
 	offset    atomic.Int64 // nanoseconds added by Advance; only grows
 
-	mu      sync.Mutex // serialises Advance and guards pending
+	mu      sync.Mutex // serialises Advance and SetFactor and guards pending
 	pending map[*scaledTimer]struct{}
 }
 
@@ -86,25 +94,52 @@ type ScaledClock struct {
 // (factor 60 makes one minute pass per real second). It panics if factor is
 // not positive, a programming error.
 func Scaled(factor float64) *ScaledClock {
-	if !(factor > 0) {
-		panic(fmt.Sprintf("clock: Scaled factor must be positive, got %v", factor))
-	}
+	checkFactor("Scaled", factor)
 	now := time.Now()
 	return &ScaledClock{factor: factor, realStart: now, start: now.Round(0), pending: map[*scaledTimer]struct{}{}}
 }
 
-// Factor returns how many times faster than the wall clock c runs.
-func (c *ScaledClock) Factor() float64 { return c.factor }
+func checkFactor(what string, factor float64) {
+	if !(factor > 0) || math.IsInf(factor, 1) {
+		panic(fmt.Sprintf("clock: %s factor must be positive and finite, got %v", what, factor))
+	}
+}
+
+// Factor returns how many times faster than the wall clock c runs now.
+func (c *ScaledClock) Factor() float64 {
+	c.rate.RLock()
+	defer c.rate.RUnlock()
+	return c.factor
+}
+
+// SetFactor makes c run factor times faster than the wall clock from now
+// on; the time it shows does not jump. Pending timers are re-armed for
+// their remaining clock time at the new speed. It panics if factor is not
+// positive, a programming error.
+func (c *ScaledClock) SetFactor(factor float64) {
+	checkFactor("SetFactor", factor)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rate.Lock()
+	now := time.Now()
+	c.start = c.start.Add(time.Duration(float64(now.Sub(c.realStart)) * c.factor))
+	c.realStart, c.factor = now, factor
+	c.rate.Unlock()
+	c.recheckLocked()
+}
 
 // Now returns the scaled time. It never goes backwards.
 func (c *ScaledClock) Now() time.Time {
+	c.rate.RLock()
+	defer c.rate.RUnlock()
 	elapsed := time.Since(c.realStart) // monotonic
 	return c.start.Add(time.Duration(float64(elapsed)*c.factor) + time.Duration(c.offset.Load()))
 }
 
-// Real converts a duration on this clock into wall-clock time.
+// Real converts a duration on this clock into wall-clock time at its
+// present speed.
 func (c *ScaledClock) Real(d time.Duration) time.Duration {
-	return time.Duration(float64(d) / c.factor)
+	return time.Duration(float64(d) / c.Factor())
 }
 
 // Advanced returns how far Advance and AdvanceTo moved c in total.

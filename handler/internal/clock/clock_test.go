@@ -3,6 +3,7 @@ package clock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -155,6 +156,82 @@ func TestScaledTimerNeverEarly(t *testing.T) {
 		start := c.Now()
 		if got := within(t, c.NewTimer(d), "a short timer"); got.Sub(start) < d {
 			t.Fatalf("timer of %v delivered %v after its start", d, got.Sub(start))
+		}
+	}
+}
+
+// TestScaledSetFactor: a new speed re-arms the pending timers for what is
+// left of them (an hour's timer at real speed fires within the guard once
+// the clock runs a million times faster), keeps the time it shows, and is
+// what Factor and Real report.
+func TestScaledSetFactor(t *testing.T) {
+	c := clock.Scaled(1)
+	start := c.Now()
+	tm := c.NewTimer(time.Hour)
+	notFired(t, tm, "an hour's timer at real speed")
+	before := c.Now()
+	c.SetFactor(1e6) // an hour in 3.6 ms
+	if after := c.Now(); after.Before(before) || after.Sub(before) > time.Hour {
+		t.Errorf("Now went from %v to %v across SetFactor, want no jump", before, after)
+	}
+	if c.Factor() != 1e6 || c.Real(time.Hour) != 3600*time.Microsecond {
+		t.Errorf("Factor %v, Real(1h) %v; want 1e6 and 3.6ms", c.Factor(), c.Real(time.Hour))
+	}
+	if v := within(t, tm, "an hour's timer after SetFactor(1e6)"); v.Sub(start) < time.Hour {
+		t.Errorf("the timer delivered %v after its start, want at least 1h", v.Sub(start))
+	}
+
+	// Slowed down, a timer waits; Advance still fires it.
+	c.SetFactor(1e-3)
+	slow := c.NewTimer(time.Minute)
+	notFired(t, slow, "a minute's timer at a thousandth of real speed")
+	c.Advance(time.Minute)
+	within(t, slow, "a minute's timer after Advance(1m)")
+
+	for _, f := range []float64{0, -1} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("SetFactor(%v) did not panic", f)
+				}
+			}()
+			c.SetFactor(f)
+		}()
+	}
+}
+
+// TestScaledSetFactorNeverGoesBack reads the clock from several goroutines
+// while its speed keeps changing: no reader ever sees it go backwards.
+func TestScaledSetFactorNeverGoesBack(t *testing.T) {
+	c := clock.Scaled(1000)
+	done := make(chan struct{})
+	errs := make(chan string, 4)
+	for range 4 {
+		go func() {
+			last := c.Now()
+			for {
+				select {
+				case <-done:
+					errs <- ""
+					return
+				default:
+				}
+				if now := c.Now(); now.Before(last) {
+					errs <- fmt.Sprintf("Now went back from %v to %v", last, now)
+					return
+				} else {
+					last = now
+				}
+			}
+		}()
+	}
+	for i := range 2000 {
+		c.SetFactor([]float64{1000, 0.5, 60, 3}[i%4])
+	}
+	close(done)
+	for range 4 {
+		if e := <-errs; e != "" {
+			t.Error(e)
 		}
 	}
 }

@@ -32,7 +32,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A bound against a hang, well above the run's time on a loaded
-	// machine (the outage runs alone took 8 to 12 minutes on 2 shared cores).
+	// machine (the outage runs alone took 8 to 17 minutes on 2 shared cores).
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	start, loadBefore := time.Now(), loadAverage()

@@ -48,24 +48,27 @@ func TestOnly(t *testing.T) {
 	}
 }
 
-// TestReadmeArguments: every BENCH_ARGS the README and the performance
-// page (docs/performance.md, where make bench is described) show is
+// TestReadmeArguments: every BENCH_ARGS the README and the pages that
+// describe make bench (docs/performance.md, docs/outage.md) show, and
+// every `go run ./handler/internal/bench/cmd/bench ...` they name (the
+// bench part of make bench alone, without its Go micro-benchmarks), is
 // accepted.
 func TestReadmeArguments(t *testing.T) {
 	var found [][][]byte
-	for _, doc := range []string{"README.md", "docs/performance.md"} {
+	for _, doc := range []string{"README.md", "docs/performance.md", "docs/outage.md"} {
 		text, err := os.ReadFile("../../../../../" + doc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		found = append(found, regexp.MustCompile(`make bench BENCH_ARGS="([^"]*)"`).FindAllSubmatch(text, -1)...)
+		found = append(found, regexp.MustCompile("`go run \\./handler/internal/bench/cmd/bench([^`]*)`").FindAllSubmatch(text, -1)...)
 	}
 	if len(found) == 0 {
-		t.Fatal("neither the README nor docs/performance.md shows a make bench BENCH_ARGS; update this test")
+		t.Fatal("neither the README nor the bench pages show a make bench BENCH_ARGS; update this test")
 	}
 	for _, m := range found {
 		if _, err := parseFlags(strings.Fields(string(m[1]))); err != nil {
-			t.Errorf("README's BENCH_ARGS=%q: %v", m[1], err)
+			t.Errorf("the documented arguments %q: %v", m[1], err)
 		}
 	}
 }
