@@ -532,8 +532,22 @@ func (b *runner) rssOrders(ctx context.Context) error {
 	return nil
 }
 
+// sameWork is ours's messages per second on the work the other designs
+// do: the workload's messages only. On the default policy the handler
+// also schedules and handles each order's payment-timeout check, which
+// production runs half an hour later but the bench's compressed clock
+// puts inside the timed window; limit, naive and the minimal handler do
+// none of that, so the ratios take ours on today's policy (_before) when
+// it ran, and say so in docs/performance.md.
+func (b *runner) sameWork(prefix string) float64 {
+	if v, ok := b.results[prefix+"ours_msgs_per_s_before"]; ok {
+		return v
+	}
+	return b.results[prefix+"ours_msgs_per_s"]
+}
+
 func (b *runner) ratios(prefix string) {
-	ours := b.results[prefix+"ours_msgs_per_s"]
+	ours := b.sameWork(prefix)
 	b.results[prefix+"ours_vs_naive"] = ours / b.results[prefix+"naive_msgs_per_s"]
 	b.results[prefix+"ours_vs_limit"] = ours / b.results[prefix+"limit_msgs_per_s"]
 	b.floorRatios(prefix)

@@ -71,7 +71,7 @@ func (b *runner) limitThroughHost(ctx context.Context, cs, prefix string) error 
 // host serving it (to set beside cpu_ms_per_msg_handler and _devhost).
 func (b *runner) floorRatios(prefix string) {
 	if v, ok := b.results[prefix+"limit_through_host_msgs_per_s"]; ok {
-		b.results[prefix+"ours_vs_limit_through_host"] = b.results[prefix+"ours_msgs_per_s"] / v
+		b.results[prefix+"ours_vs_limit_through_host"] = b.sameWork(prefix) / v
 	}
 	if prefix != "" || len(b.floorLocal) == 0 {
 		return
