@@ -130,11 +130,7 @@ func (b *runner) instances(ctx context.Context, cs string) error {
 
 	// OrderStatus's instances: the group measured (the sweeper and the
 	// HTTP functions run on instances of their own, as on Flex).
-	for _, in := range h.Instances() {
-		if strings.HasPrefix(in.ID, h.Groups()[0]+"-") {
-			run.PerInstance = append(run.PerInstance, in)
-		}
-	}
+	run.PerInstance = h.InstancesIn("")
 	sum, err := h.Summary(ctx)
 	if err != nil {
 		return err

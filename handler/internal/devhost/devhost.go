@@ -262,10 +262,9 @@ type Host struct {
 	plain              []*queueDispatcher
 	timers             []*timerDispatcher
 	routes             []route
-	groups             []*group       // in the order the app's functions come
-	ff                 advancer       // nil unless FastForward
-	idleStep           time.Duration  // longest fast-forward while sessions are held
-	sessionWorkers     map[string]int // session queue -> its dispatchers' workers
+	groups             []*group      // in the order the app's functions come
+	ff                 advancer      // nil unless FastForward
+	idleStep           time.Duration // longest fast-forward while sessions are held
 	idleSessions       *idleTracker
 	outages            *outages
 	playMu             sync.Mutex
@@ -348,7 +347,7 @@ func New(opts Options) (*Host, error) {
 	if d := opts.Sessions.SessionIdleTimeout; d > 0 {
 		app.Host.ServiceBus.SessionIdleTimeout = d
 	}
-	h := &Host{opts: opts, app: app, log: opts.Logger, stats: newStats(), sessionWorkers: map[string]int{}, idleSessions: newIdleTracker(), pool: newPool()}
+	h := &Host{opts: opts, app: app, log: opts.Logger, stats: newStats(), idleSessions: newIdleTracker(), pool: newPool()}
 	switch {
 	case opts.Clock != nil:
 		h.clock = opts.Clock
@@ -436,7 +435,6 @@ func (h *Host) plan() error {
 				g := h.groupOf(fn.Name)
 				g.sessions = append(g.sessions, d)
 				d.g = g
-				h.sessionWorkers[t.QueueName] += max(1, sb.MaxConcurrentSessions)
 				// A fast-forward while sessions are held moves at most a
 				// quarter of the lock duration, so that no session lock
 				// runs out between its renewals.

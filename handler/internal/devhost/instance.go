@@ -387,9 +387,9 @@ func (h *Host) resolve(target string) (*group, string, error) {
 	if g := h.group(target); g != nil {
 		return g, "", nil
 	}
-	if _, err := strconv.Atoi(target); err == nil {
+	if n, err := strconv.Atoi(target); err == nil {
 		g := h.defaultGroup()
-		return g, g.instanceID(mustAtoi(target)), nil
+		return g, g.instanceID(n), nil
 	}
 	for _, g := range h.groups {
 		if n, ok := strings.CutPrefix(target, g.key+"-"); ok {
@@ -401,8 +401,6 @@ func (h *Host) resolve(target string) (*group, string, error) {
 	return nil, "", fmt.Errorf("%w: %q is neither a group (%s) nor an instance id such as %s",
 		ErrNoInstance, target, h.groupKeys(), h.defaultGroup().instanceID(1))
 }
-
-func mustAtoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
 // pick returns the running instance target names (see resolve): an
 // instance id, a number of the default group's, or a group's newest
@@ -565,6 +563,19 @@ func (h *Host) RunningInstances() []string {
 	var out []string
 	for _, in := range h.pool.running() {
 		out = append(out, in.id)
+	}
+	return out
+}
+
+// InstancesIn returns what each instance of group (a key, "" for the
+// default group) started so far did, in start order.
+func (h *Host) InstancesIn(group string) []InstanceSummary {
+	g := h.group(group)
+	var out []InstanceSummary
+	for _, in := range h.Instances() {
+		if g != nil && in.Group == g.name {
+			out = append(out, in)
+		}
 	}
 	return out
 }

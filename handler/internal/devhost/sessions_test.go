@@ -28,9 +28,6 @@ func TestSessionOverrides(t *testing.T) {
 			if d := h.sessions[0]; d.workers != tt.wantSlots || d.idle != tt.wantIdle {
 				t.Errorf("dispatcher has %d slots, idle %v; want %d, %v", d.workers, d.idle, tt.wantSlots, tt.wantIdle)
 			}
-			if got := h.sessionWorkers[h.queue]; got != tt.wantSlots {
-				t.Errorf("sessionWorkers = %d, want %d", got, tt.wantSlots)
-			}
 		})
 	}
 }

@@ -724,11 +724,7 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	st.Replays = len(r.replays)
 	st.Writes = len(o.Writes)
 	st.Answers = len(o.Answers)
-	for _, in := range instances {
-		if strings.HasPrefix(in.ID, h.Groups()[0]+"-") {
-			st.Instances++
-		}
-	}
+	st.Instances = len(h.InstancesIn(""))
 	st.ScaleEvents = r.scaled
 	c := CacheCost(o.Answers)
 	st.Moves, st.Conflicts, st.StaleConflicts, st.StaleRoundTrips = c.Moves, c.Conflicts, c.StaleConflicts, c.StaleRoundTrips
