@@ -276,10 +276,8 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 			reschedule.Policy{Base: cfg.Retry.Base, Cap: cfg.Retry.Cap, Window: cfg.Retry.Window}, nil)
 		fnOpts.Reschedule = resched
 		// The settle guard after an outage, across the fleet: a marker
-		// in the order table (docs/outage.md); its slack is the first
-		// backoff, so that the raises of one recovery write about once
-		// per backoff.
-		fnOpts.Fleet = recovery.New(tables, &recovery.Options{Slack: cfg.Retry.Base})
+		// in the order table (docs/outages.md), with the default slack.
+		fnOpts.Fleet = recovery.New(tables, nil)
 		fnOpts.FleetRaiseEvery = min(circuit.DefaultProbeInterval, cfg.Retry.Cap)
 		// The breaker reads the time only while open, on the broker's
 		// clock like the backoffs (the development host's may be scaled).

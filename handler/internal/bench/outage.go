@@ -59,8 +59,9 @@ type OutageOptions struct {
 	// come due within one backoff cap of the return must be written at a
 	// wall-clock rate the local store absorbs, or the recovery measured
 	// is the machine's, not the policy's. SettleScale is its speed from
-	// then until every row is right (the cancellations that wait out the
-	// settle delay, with little else to do); RecoveryWindow bounds both
+	// then until every row is right (the cancellations that wait until
+	// every copy of the outage is due, with little else to do);
+	// RecoveryWindow bounds both
 	// stretches, since the return on the host clock. After them the clock
 	// runs at TimeScale again, to drain. RecoveryScale 0: TimeScale
 	// throughout. The _before runs keep TimeScale: what dead-letters
@@ -81,17 +82,21 @@ type OutageOptions struct {
 // some 350 a wall second (measured: 320 on average, 842 at the busiest
 // look), against the 1,500 to 1,900 a second the whole system handles
 // locally (ours_msgs_per_s, 2026-12-01) on this repository's 2-core
-// machine. Once the status changes have caught up, 12 times: the
-// payment-timeout checks (about 4 a second, twice that while they
-// settle) at about 100 a wall second (measured: 55). The slowed
-// stretches end 20 host minutes after the return at the latest: the
-// settle delay (twice the cap) after the last copy, with room.
+// machine. Once the status changes have caught up, 3 times still: the
+// payment-timeout checks that settled after the return come due together
+// at the outage's horizon (917 in one 30-minute run, each a read, the
+// marker's and the cancelling write), a second wave; at 12 times their
+// calls overran the in-call budget on this machine, and every transient
+// failure moved the horizon on (2026-12-01: 388 s against the target's
+// 360, the status changes at 299). The slowed
+// stretches end 20 host minutes after the return at the latest: two
+// settle rounds after the last copy, with room.
 func DefaultOutages() OutageOptions {
 	return OutageOptions{
 		New: []time.Duration{10 * time.Minute, 30 * time.Minute}, Before: []time.Duration{30 * time.Minute},
 		Rate: 20, InFlight: 200, UnpaidShare: 0.1, Lead: time.Minute, Tail: 2 * time.Minute,
 		TimeScale: 60, Sessions: 64, PaymentTimeout: 30 * time.Minute,
-		RecoveryScale: 3, SettleScale: 12, RecoveryWindow: 20 * time.Minute,
+		RecoveryScale: 3, SettleScale: 3, RecoveryWindow: 20 * time.Minute,
 	}
 }
 
@@ -413,8 +418,8 @@ type outageRun struct {
 // afterReturn describes what the handler's metrics counted between two
 // scrapes: its rescheduled messages by reason and its circuit's openings.
 // A transient failure once the table is back (a call over the in-call
-// budget on a loaded machine) is worth knowing: it makes the process
-// settle every payment-timeout check for the settle delay again.
+// budget on a loaded machine) is worth knowing: it moves the horizon
+// every payment-timeout check settles until on.
 func afterReturn(from, to Scrape) string {
 	var parts []string
 	for _, reason := range []string{"transient", "circuit_open", "settle", "order_not_found"} {

@@ -197,9 +197,9 @@ func (r Report) defaultPolicyTargets(lat string) []string {
 // one, where today's ran at the same length; and a recovery within the
 // backoff cap plus 60 s. The runs use the handler's default cap
 // (reschedule.DefaultCap), which is what the bound is computed from; the
-// recovery of the status changes alone is held to it too, since the
-// cancellations an outage delayed wait out the settle delay on purpose
-// (see docs/outage.md).
+// recovery of the status changes alone is held to it too, apart from the
+// cancellations, which wait until every copy of the outage is due (see
+// docs/outage.md).
 func (r Report) outageTargets(opts Options) []string {
 	var out []string
 	bound := (reschedule.DefaultCap + time.Minute).Seconds()

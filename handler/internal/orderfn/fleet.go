@@ -21,47 +21,60 @@ const (
 
 // recovered runs after a store call that succeeded: the order table
 // answers this process. It raises the fleet's recovery marker
-// (Options.Fleet) to the settle delay after this process's last reschedule
-// for the store, once per such reschedule, and, when msg is a rescheduled
-// copy of a status change (an outage here or on another instance, at most
-// a backoff cap ago), to the settle delay after now. A failed raise is
+// (Options.Fleet) to when every copy this process scheduled for the store
+// is due (outageDue), plus the Margin, once per such due time; and, when
+// msg is a rescheduled copy of a status change (an outage here or on
+// another instance), to the copy's RetryHorizon plus the Margin: when
+// every copy its scheduler had scheduled for the store is due. A copy
+// without one (from before it) raises it to the Horizon (the cap and the
+// Margin) after its RetryScheduledAt, or after now. A failed raise is
 // logged and tried again at the next success (or by the background raise);
 // the message's own effect stands.
 func (h *Handler) recovered(call context.Context, msg hostproto.ServiceBusMessage) {
 	if h.opts.Fleet == nil {
 		return
 	}
-	isCopy := msg.Subject == order.SubjectStatusChanged && reschedule.StateOf(original(msg)).Attempt > 0
-	last := h.lastOutage.Load()
+	st := reschedule.StateOf(original(msg))
+	isCopy := msg.Subject == order.SubjectStatusChanged && st.Attempt > 0
+	last := h.outageDue.Load()
 	if last <= h.raisedFor.Load() && !isCopy {
 		return
 	}
 	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
 	defer cancel()
-	var now time.Time
+	var due time.Time
 	if isCopy {
-		var err error
-		if now, err = h.opts.Reschedule.Now(ctx); err != nil {
-			h.log.Warn("outage recovery not recorded for the fleet: no clock", "message_id", msg.MessageID, "error", err.Error())
-			return
+		p := h.opts.Reschedule.Policy()
+		switch {
+		case !st.Horizon.IsZero():
+			due = st.Horizon
+		case !st.ScheduledAt.IsZero():
+			due = st.ScheduledAt.Add(p.WithDefaults().Cap)
+		default:
+			now, err := h.opts.Reschedule.Now(ctx)
+			if err != nil {
+				h.log.Warn("outage recovery not recorded for the fleet: no clock", "message_id", msg.MessageID, "error", err.Error())
+				return
+			}
+			due = now.Add(p.WithDefaults().Cap)
 		}
 	}
-	h.raise(ctx, last, now, msg.MessageID)
+	h.raise(ctx, last, due, msg.MessageID)
 }
 
-// raise raises the fleet's marker to the settle delay after the later of
-// last (UnixNano of this process's last reschedule for the store; not
-// raised for when it is at most raisedFor) and now (zero: none), and
-// records last as raised for once it is. messageID names the message whose
+// raise raises the fleet's marker to the Margin after the later of last
+// (UnixNano of outageDue; not raised for when it is at most raisedFor) and
+// due (when a copy's scheduler's copies are due; zero: none), and records
+// last as raised for once it is. messageID names the message whose
 // success it follows (empty: the background raise).
-func (h *Handler) raise(ctx context.Context, last int64, now time.Time, messageID string) bool {
-	settle := h.opts.Reschedule.Policy().Settle()
+func (h *Handler) raise(ctx context.Context, last int64, due time.Time, messageID string) bool {
+	margin := h.opts.Reschedule.Policy().Margin()
 	var until time.Time
 	if last > h.raisedFor.Load() {
-		until = time.Unix(0, last).Add(settle)
+		until = time.Unix(0, last).Add(margin)
 	}
-	if !now.IsZero() && now.Add(settle).After(until) {
-		until = now.Add(settle)
+	if !due.IsZero() && due.Add(margin).After(until) {
+		until = due.Add(margin)
 	}
 	if until.IsZero() {
 		return true
@@ -72,11 +85,7 @@ func (h *Handler) raise(ctx context.Context, last int64, now time.Time, messageI
 			"message_id", messageID, "recovering_until", until.UTC().Format(time.RFC3339Nano), "error", err.Error())
 		return false
 	}
-	for {
-		if r := h.raisedFor.Load(); last <= r || h.raisedFor.CompareAndSwap(r, last) {
-			break
-		}
-	}
+	raiseTo(&h.raisedFor, last)
 	if wrote {
 		h.log.Info("outage recovery recorded for the fleet: every instance settles a payment-timeout check of a Created order until then",
 			"message_id", messageID, "recovering_until", stored.UTC().Format(time.RFC3339Nano))
@@ -90,7 +99,7 @@ func (h *Handler) raise(ctx context.Context, last int64, now time.Time, messageI
 // that the marker is written within that interval of the table's return
 // even when this process gets no message then (a quiet fleet, the case
 // the marker is for). It ends when nothing is left to raise for, when the
-// settle delay after the last reschedule has passed (the marker would say
+// Margin after outageDue has passed (the marker would say
 // nothing any more), or when Options.Stop is done.
 func (h *Handler) startRaiser() {
 	if h.opts.Fleet == nil || !h.raising.CompareAndSwap(false, true) {
@@ -102,7 +111,7 @@ func (h *Handler) startRaiser() {
 func (h *Handler) raiseLoop() {
 	tick := time.NewTicker(min(raiseTick, h.opts.FleetRaiseEvery))
 	defer tick.Stop()
-	settle := h.opts.Reschedule.Policy().Settle()
+	margin := h.opts.Reschedule.Policy().Margin()
 	var tried time.Time
 	for {
 		select {
@@ -111,12 +120,12 @@ func (h *Handler) raiseLoop() {
 			return
 		case <-tick.C:
 		}
-		last := h.lastOutage.Load()
+		last := h.outageDue.Load()
 		if last <= h.raisedFor.Load() {
 			h.raising.Store(false)
 			// A reschedule between the load and the store found the
 			// raise running and left it to this loop: look again.
-			if h.lastOutage.Load() <= h.raisedFor.Load() || !h.raising.CompareAndSwap(false, true) {
+			if h.outageDue.Load() <= h.raisedFor.Load() || !h.raising.CompareAndSwap(false, true) {
 				return
 			}
 			continue
@@ -125,13 +134,9 @@ func (h *Handler) raiseLoop() {
 		switch {
 		case err != nil, !tried.IsZero() && now.Sub(tried) < h.opts.FleetRaiseEvery && !now.Before(tried):
 			continue
-		case now.Sub(time.Unix(0, last)) >= settle:
+		case now.Sub(time.Unix(0, last)) >= margin:
 			// Too late to matter: every copy of that outage is due.
-			for {
-				if r := h.raisedFor.Load(); last <= r || h.raisedFor.CompareAndSwap(r, last) {
-					break
-				}
-			}
+			raiseTo(&h.raisedFor, last)
 			continue
 		}
 		tried = now

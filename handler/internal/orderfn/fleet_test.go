@@ -69,6 +69,10 @@ const (
 	fleetSlack = 10 * time.Second
 )
 
+// firstDue is when the first copy of a message rescheduled at now0 is
+// due: the jitter is fixed at a half, so half the first backoff's bound.
+var firstDue = now0.Add(policy.Ceiling(1) / 2)
+
 // sharedStore is the order table every process of a test shares: memstore,
 // or Table Storage on Azurite.
 type sharedStore interface {
@@ -147,9 +151,9 @@ func testOnTimeCheckOnAnotherInstance(t *testing.T, mem sharedStore, budget time
 	if rv := a.post(t, statusMsg("o-2", 1, order.Created)); rv["result"] != "Applied" {
 		t.Fatalf("A: Created after the outage: %v", rv)
 	}
-	until := now0.Add(policy.Settle() + fleetSlack)
+	until := firstDue.Add(policy.Margin() + fleetSlack)
 	if got, err := mem.RecoveringUntil(t.Context()); err != nil || !got.Equal(until) {
-		t.Fatalf("marker after A's recovery = %v, %v; want A's last reschedule + the settle delay + the slack, %v", got, err, until)
+		t.Fatalf("marker after A's recovery = %v, %v; want when A's copies are due + the margin + the slack, %v", got, err, until)
 	}
 	if !strings.Contains(a.stdout.String(), "outage recovery recorded for the fleet") {
 		t.Errorf("A logged no recovery line:\n%s", a.stdout)
@@ -157,8 +161,8 @@ func testOnTimeCheckOnAnotherInstance(t *testing.T, mem sharedStore, budget time
 
 	// B: the producer's check, on time, before the Paid's copy is due.
 	rv := b.post(t, timeoutMsg("o-1"))
-	if rv["result"] != ResultRescheduled || rv["rescheduled"] == nil {
-		t.Fatalf("B: the on-time check after the outage: %v, want it settled (Rescheduled)", rv)
+	if rv["result"] != ResultRescheduled || rv["rescheduled"] == nil || rv["due"] != until.Format(time.RFC3339) {
+		t.Fatalf("B: the on-time check after the outage: %v, want it settled (Rescheduled) until the marker, %s", rv, until.Format(time.RFC3339))
 	}
 	if row, _ := mem.Get(t.Context(), "o-1"); row.State.Status != order.Created {
 		t.Fatalf("row %+v, want still Created (B settled, it did not cancel)", row.State)
@@ -238,7 +242,7 @@ func TestBackgroundRaiseWithoutTraffic(t *testing.T) {
 	}
 	a.backend.down.Store(false)
 	waitRaised(t, a)
-	until := now0.Add(policy.Settle() + fleetSlack)
+	until := firstDue.Add(policy.Margin() + fleetSlack)
 	if got, err := mem.RecoveringUntil(t.Context()); err != nil || !got.Equal(until) {
 		t.Fatalf("marker after A's background raise = %v, %v; want %v", got, err, until)
 	}
@@ -268,13 +272,18 @@ func TestAppliedCopyRaisesTheMarker(t *testing.T) {
 			copyOfO2 = m
 		}
 	}
-	bus.advance(30 * time.Second)
+	bus.advance(firstDue.Sub(now0))
 	if rv := b.post(t, copyOfO2); rv["result"] != "Applied" {
 		t.Fatalf("B: the copy of o-2's Paid: %v, want Applied", rv)
 	}
-	want := now0.Add(30*time.Second + policy.Settle() + fleetSlack)
+	// The copy carries when every copy A had scheduled for the store is
+	// due (its RetryHorizon), o-1's Paid among them.
+	if h := reschedule.StateOf(reschedule.Original{ApplicationProperties: copyOfO2.ApplicationProperties}).Horizon; !h.Equal(firstDue) {
+		t.Fatalf("the copy's RetryHorizon = %v, want %v", h, firstDue)
+	}
+	want := firstDue.Add(policy.Margin() + fleetSlack)
 	if got, _ := mem.RecoveringUntil(t.Context()); !got.Equal(want) {
-		t.Fatalf("marker after B applied a copy = %v, want B's now + the settle delay + the slack, %v", got, want)
+		t.Fatalf("marker after B applied a copy = %v, want its RetryHorizon + the margin + the slack, %v", got, want)
 	}
 	if rv := c.post(t, timeoutMsg("o-1")); rv["result"] != ResultRescheduled {
 		t.Fatalf("C: the on-time check of o-1: %v, want it settled (Rescheduled)", rv)
@@ -284,6 +293,90 @@ func TestAppliedCopyRaisesTheMarker(t *testing.T) {
 	}
 	a.backend.down.Store(false) // ends A's background raise
 	waitRaised(t, a)
+}
+
+// A copy that carries no RetryHorizon (scheduled by a version before it)
+// raises the marker to the Horizon (the cap and the margin) after its
+// RetryScheduledAt; one that carries neither, to the Horizon after now:
+// the copy was scheduled at most one cap before, and every process that
+// rescheduled then was failing no later than now.
+func TestAppliedCopyWithoutItsHorizonRaisesByTheCap(t *testing.T) {
+	mem, bus := memstore.New(), newFakeBus(now0)
+	a, b := newProcess(mem, bus), newProcess(mem, bus)
+	copies := map[string]broker.Message{}
+	for _, id := range []string{"o-2", "o-3"} {
+		a.post(t, statusMsg(id, 1, order.Created))
+	}
+	a.backend.down.Store(true)
+	for _, id := range []string{"o-2", "o-3"} {
+		a.post(t, statusMsg(id, 2, order.Paid))
+	}
+	for _, m := range bus.kept {
+		if m.Subject == order.SubjectStatusChanged {
+			copies[m.SessionID] = m
+		}
+	}
+	old := copies["o-2"]
+	delete(old.ApplicationProperties, reschedule.PropHorizon)
+	bus.advance(30 * time.Second)
+	if rv := b.post(t, old); rv["result"] != "Applied" {
+		t.Fatalf("B: the copy: %v, want Applied", rv)
+	}
+	want := now0.Add(policy.Horizon() + fleetSlack)
+	if got, _ := mem.RecoveringUntil(t.Context()); !got.Equal(want) {
+		t.Fatalf("marker = %v, want its RetryScheduledAt + the Horizon + the slack, %v", got, want)
+	}
+	older := copies["o-3"]
+	delete(older.ApplicationProperties, reschedule.PropHorizon)
+	delete(older.ApplicationProperties, reschedule.PropScheduledAt)
+	bus.advance(time.Minute)
+	if rv := b.post(t, older); rv["result"] != "Applied" {
+		t.Fatalf("B: the second copy: %v, want Applied", rv)
+	}
+	want = now0.Add(90*time.Second + policy.Horizon() + fleetSlack)
+	if got, _ := mem.RecoveringUntil(t.Context()); !got.Equal(want) {
+		t.Fatalf("marker = %v, want B's now + the Horizon + the slack, %v", got, want)
+	}
+	a.backend.down.Store(false)
+	waitRaised(t, a)
+}
+
+// A check an outage delayed, come back to an instance that knows of no
+// outage, reads the fleet's marker to learn until when to settle: the
+// Horizon after the outage, not the settle delay after now.
+func TestDelayedCheckSettlesUntilTheMarker(t *testing.T) {
+	mem, bus := memstore.New(), newFakeBus(now0)
+	a, b := newProcess(mem, bus), newProcess(mem, bus)
+	a.post(t, statusMsg("o-1", 1, order.Created))
+	a.backend.down.Store(true)
+	if rv := a.post(t, timeoutMsg("o-1")); rv["result"] != ResultRescheduled {
+		t.Fatalf("A: the check during the outage: %v, want Rescheduled", rv)
+	}
+	var check broker.Message
+	for _, m := range bus.kept {
+		if m.SessionID == "o-1" && m.Subject == order.SubjectPaymentTimeout {
+			check = m
+		}
+	}
+	a.backend.down.Store(false)
+	waitRaised(t, a)
+	until := firstDue.Add(policy.Margin() + fleetSlack)
+	bus.advance(firstDue.Sub(now0))
+	rv := b.post(t, check)
+	if rv["result"] != ResultRescheduled || rv["due"] != until.Format(time.RFC3339) {
+		t.Fatalf("B: the delayed check: %v, want it settled until the marker, %s", rv, until.Format(time.RFC3339))
+	}
+	if n := b.marker.reads.Load(); n != 1 {
+		t.Errorf("B read the marker %d times, want 1", n)
+	}
+	// Past the marker, with nothing known, the delayed check settles the
+	// settle delay from now (a late Created's Paid may follow).
+	c := newProcess(mem, bus)
+	bus.advance(until.Sub(now0))
+	later := bus.now
+	if rv := c.post(t, check); rv["result"] != ResultRescheduled || rv["due"] != later.Add(policy.Settle()).Format(time.RFC3339) {
+		t.Fatalf("C: the delayed check after the marker: %v, want it settled the settle delay from now", rv)
+	}
 }
 
 // What the fleet guard costs a check: nothing for a paid order's check,

@@ -75,7 +75,12 @@ type Parker interface {
 type Rescheduler interface {
 	Decide(ctx context.Context, o reschedule.Original) (reschedule.Decision, error)
 	Schedule(ctx context.Context, o reschedule.Original, d reschedule.Decision, lastError string) (broker.Message, error)
-	ScheduleSettle(ctx context.Context, o reschedule.Original) (broker.Message, time.Time, error)
+	// Restart is d with its backoff started over: due within the first
+	// backoff's bound of when it was decided.
+	Restart(d reschedule.Decision) reschedule.Decision
+	// ScheduleSettle schedules a check's settle copy, due at until when
+	// that is after now, else Policy.Settle after now.
+	ScheduleSettle(ctx context.Context, o reschedule.Original, until time.Time) (broker.Message, time.Time, error)
 	ScheduleTimeoutCheck(ctx context.Context, orderID string, occurredAt time.Time, delayed bool) (time.Time, error)
 	// Now is the clock rescheduling runs on (the broker's if it has one);
 	// Policy its bounds (Policy.Settle).
@@ -91,6 +96,9 @@ type FleetGuard interface {
 	Cached(now time.Time) (recovering, known bool)
 	Recovering(ctx context.Context, now time.Time) (recovering, read bool, err error)
 	Raise(ctx context.Context, until time.Time) (stored time.Time, wrote bool, err error)
+	// Until is the latest marker time this process has seen (zero:
+	// none): the stored marker is at least that.
+	Until() time.Time
 }
 
 var (
@@ -120,9 +128,12 @@ const (
 	// RescheduleOrderNotFound: a PaymentTimeoutCheck for an order with no
 	// row yet (its Created is late).
 	RescheduleOrderNotFound = "order_not_found"
-	// RescheduleSettle: a PaymentTimeoutCheck that an outage delayed found
-	// its order still Created; it waits reschedule.Policy.Settle, so that
-	// the order's own delayed messages (a Paid) come back first.
+	// RescheduleSettle: a PaymentTimeoutCheck that an outage delayed (or
+	// that came while one is recent) found its order still Created; it
+	// waits until the outage's copies are due, plus
+	// reschedule.Policy.Margin (reschedule.Policy.Settle from now when
+	// nothing tells), so that the order's own delayed messages (a Paid)
+	// come back first.
 	RescheduleSettle = "settle"
 )
 
@@ -134,10 +145,19 @@ const resultSettle order.Result = "Settle"
 // description).
 const (
 	settleDelayed = "order still Created after an outage delayed its check"
-	settleHere    = "order still Created within the settle delay after this instance rescheduled for the order store"
+	settleHere    = "order still Created while copies this instance rescheduled for the order store may be on their way"
 	settleFleet   = "order still Created while the fleet recovers from an outage of the order store (its recovery marker)"
 	settleUnknown = "order still Created, and the rescheduling clock cannot tell whether the fleet recovers from an outage"
+	settleAgain   = "order still Created after the check settled, and a failure of the order store since means the outage's copies are still coming back"
 )
+
+// orString returns a, or b when a is empty.
+func orString(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
 
 // DefaultRetryBudget is the in-call retry budget when Options leave it zero
 // and rescheduling is off: well below the 1 minute lock of the
@@ -185,9 +205,10 @@ type Options struct {
 	// Fleet, when set with Reschedule, carries the settle guard after an
 	// outage across instances: when this process's store calls succeed
 	// again after it rescheduled for the store, or when it applies a
-	// rescheduled copy of a status change, it raises the marker to the
-	// settle delay after that; a check that would cancel settles while
-	// the marker is in the future (see package recovery).
+	// rescheduled copy of a status change, it raises the marker to when
+	// the copies of that outage are due (with the margin); a check that
+	// would cancel settles while the marker is in the future, until its
+	// time (see package recovery).
 	Fleet FleetGuard
 	// FleetRaiseEvery is how often, on the rescheduling clock, a process
 	// that rescheduled for the store tries to raise the fleet's marker in
@@ -209,11 +230,19 @@ type Handler struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	opts    Options
-	// lastOutage is when (UnixNano, on the rescheduling clock) this
-	// process last rescheduled a message because the store failed or its
-	// circuit was open; 0: never.
-	lastOutage atomic.Int64
-	// raisedFor is the lastOutage the fleet's marker was last raised for
+	// failStreak counts this process's store calls that failed in a
+	// row (each after its in-call retries); 0 after a success.
+	failStreak atomic.Int64
+	// answeredAt is when (UnixNano, on the rescheduling clock) a success
+	// last ended a run of store failures here: a copy scheduled before
+	// it that fails now starts its backoff over (Rescheduler.Restart).
+	answeredAt atomic.Int64
+	// outageDue is the latest time (UnixNano, on the rescheduling clock)
+	// a copy this process scheduled because the store failed or its
+	// circuit was open comes due; 0: never. Every such copy is due by
+	// then, the order's delayed Paid among them.
+	outageDue atomic.Int64
+	// raisedFor is the outageDue the fleet's marker was last raised for
 	// (0: none), so that each outage seen here raises it once; raising
 	// is set while the background raise runs (see startRaiser).
 	raisedFor atomic.Int64
@@ -263,6 +292,10 @@ type outcome struct {
 	cacheHit    bool
 	conflicts   int
 	retries     int
+	// fresh: the store call failed after this process's previous one
+	// succeeded (a blip, not a run of failures): its copy's backoff
+	// starts over (Rescheduler.Restart).
+	fresh bool
 	// rescheduled: the copy's MessageId, when it is due and why.
 	rescheduled   string
 	rescheduledAt time.Time
@@ -351,38 +384,47 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		out.orderID = c.OrderID
 		var res orderstate.Outcome
 		// A check settles before it may cancel when an outage delayed it,
-		// and also when this process rescheduled messages within the
-		// settle delay: a check that came on time may otherwise overtake
-		// its order's Paid, which the outage delayed and which is still
-		// waiting its backoff (the bench's 30-minute outage found 31 paid
-		// orders cancelled that way). Another instance may have
-		// rescheduled that Paid: the fleet's marker says so (settleFleet).
+		// and also while a copy this process scheduled for the store may
+		// still be on its way (outageUntil): a check
+		// that came on time may otherwise overtake its order's Paid, which
+		// the outage delayed and which is still waiting its backoff (the
+		// bench's 30-minute outage found 31 paid orders cancelled that
+		// way). Another instance may have rescheduled that Paid: the
+		// fleet's marker says so (settleFleet).
 		//
-		// A check settles once per delay: its settle copy waited
-		// Policy.Settle (twice the backoff cap), by when every Paid held
-		// up before it settled has come back, so the guards below do not
-		// hold it again. Without that, failures that kept coming (one
-		// every settle delay is enough) would settle every check for
-		// ever and never cancel an unpaid order.
+		// It settles until the outage's copies are due (see settleUntil),
+		// not for a fixed delay from now, so that the cancellations of an
+		// outage come as soon as its last copy is due. Its settle copy
+		// settles once more only when an outage is still recent then (a
+		// failure since moved the time on: a Paid that failed again on its
+		// way back), up to reschedule.MaxSettleRounds in a row; after that
+		// it cancels. Without that bound, failures that kept coming would
+		// settle every check for ever and never cancel an unpaid order.
 		why := settleDelayed
 		st := reschedule.StateOf(original(msg))
 		settling := h.opts.Reschedule != nil && st.Settling()
-		settledOnce := st.HasSettled && st.Settled == st.Attempt
-		if !settling && !settledOnce && h.opts.Reschedule != nil && h.afterOutage(call) {
-			settling, why = true, settleHere
+		guarded := h.opts.Reschedule != nil && !settling && (!st.SettleCopy() || st.SettleRound < reschedule.MaxSettleRounds)
+		again := ""
+		if st.SettleCopy() {
+			again = settleAgain
+		}
+		if guarded && h.afterOutage(call) {
+			settling, why = true, orString(again, settleHere)
 		}
 		// ask: the fleet's marker must be read if the order is Created
-		// (the cache cannot tell); asked is the time it is asked at.
+		// (the cache cannot tell); asked is the time it is asked at. A
+		// delayed check reads it too when this process knows of no recent
+		// outage, to learn when the outage's copies are due.
 		var ask bool
 		var asked time.Time
-		if !settling && !settledOnce && h.opts.Fleet != nil {
+		if (guarded && !settling || settling && why == settleDelayed) && h.opts.Fleet != nil {
 			now, err := h.now(call)
 			switch rec, known := h.opts.Fleet.Cached(now); {
 			case err != nil:
 				settling, why = true, settleUnknown // cannot tell: settling is the safe side
-			case rec:
-				settling, why = true, settleFleet
-			default:
+			case rec && !settling:
+				settling, why = true, orString(again, settleFleet)
+			case !rec:
 				ask, asked = !known, now
 			}
 		}
@@ -511,14 +553,16 @@ func (h *Handler) peek(ctx context.Context, orderID string) (orderstate.Outcome,
 
 // checkOnce is one attempt at a PaymentTimeoutCheck of orderID: a peek
 // when it settles (resultSettle when the order is still Created), else
-// ExpireIfUnpaid. With ask, the fleet's marker decides between the two
-// once the row says Created: only a check that would cancel pays for the
-// marker (the row is read first; a paid order's check ends there, as it
-// would in ExpireIfUnpaid), and the marker's read is a round trip of its
-// own. why becomes settleFleet when the marker says settle.
+// ExpireIfUnpaid. With ask, the fleet's marker is read once the row says
+// Created: only a check that would cancel pays for the marker (the row is
+// read first; a paid order's check ends there, as it would in
+// ExpireIfUnpaid), and the marker's read is a round trip of its own. A
+// check that settles anyway reads it to learn until when (settleUntil); a
+// check that would cancel settles when it says so (why becomes
+// settleFleet, or stays settleAgain for a settle copy).
 func (h *Handler) checkOnce(ctx context.Context, orderID string, settling, ask bool, asked time.Time, why *string) (orderstate.Outcome, error) {
 	switch {
-	case settling:
+	case settling && !ask:
 		return h.peek(ctx, orderID)
 	case !ask:
 		return h.applier.ExpireIfUnpaid(ctx, orderID)
@@ -531,9 +575,16 @@ func (h *Handler) checkOnce(ctx context.Context, orderID string, settling, ask b
 	if read {
 		res.RoundTrips++
 	}
-	if err != nil || rec {
-		*why = settleFleet
+	switch {
+	case settling:
+		return res, nil // a failed read only leaves the until unknown
+	case err != nil:
 		return res, err
+	case rec:
+		if *why != settleAgain {
+			*why = settleFleet
+		}
+		return res, nil
 	}
 	exp, err := h.applier.ExpireIfUnpaid(ctx, orderID)
 	exp.RoundTrips += res.RoundTrips
@@ -547,25 +598,68 @@ func (h *Handler) now(call context.Context) (time.Time, error) {
 	return h.opts.Reschedule.Now(ctx)
 }
 
-// afterOutage reports whether this process rescheduled a message because
-// of the store within the settle delay (Policy.Settle) before now.
+// afterOutage reports whether a copy this process scheduled because of the
+// store may still be on its way: now is before outageUntil.
 func (h *Handler) afterOutage(call context.Context) bool {
-	last := h.lastOutage.Load()
-	if last == 0 {
+	until := h.outageUntil()
+	if until.IsZero() {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
-	defer cancel()
-	now, err := h.opts.Reschedule.Now(ctx)
+	now, err := h.now(call)
 	if err != nil {
 		return true // cannot tell: settling is the safe side
 	}
-	return now.Sub(time.Unix(0, last)) < h.opts.Reschedule.Policy().Settle()
+	return until.After(now)
+}
+
+// outageUntil is when every copy this process scheduled for the store is
+// due, plus the Margin (zero: none).
+func (h *Handler) outageUntil() time.Time {
+	due := h.outageDue.Load()
+	if due == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, due).Add(h.opts.Reschedule.Policy().Margin())
+}
+
+// newRun reports whether the store failure of orig is one of a new run
+// here: the first failure after a success (out.fresh), or a copy
+// scheduled before a success last ended a run of failures.
+func (h *Handler) newRun(orig reschedule.Original, out outcome) bool {
+	if out.fresh {
+		return true
+	}
+	st := reschedule.StateOf(orig)
+	return !st.ScheduledAt.IsZero() && st.ScheduledAt.UnixNano() < h.answeredAt.Load()
+}
+
+// raiseTo moves v up to n (never down).
+func raiseTo(v *atomic.Int64, n int64) {
+	for {
+		if o := v.Load(); n <= o || v.CompareAndSwap(o, n) {
+			return
+		}
+	}
+}
+
+// settleUntil is when a check that settles may cancel: the later of this
+// process's outageUntil and the fleet's marker as this process knows it
+// (zero when neither is known). ScheduleSettle falls back to the settle
+// delay from now when it is not after now.
+func (h *Handler) settleUntil() time.Time {
+	until := h.outageUntil()
+	if h.opts.Fleet != nil {
+		if m := h.opts.Fleet.Until(); m.After(until) {
+			until = m
+		}
+	}
+	return until
 }
 
 // settle schedules the settle copy of a check whose order is still
-// Created, and answers Rescheduled once Service Bus accepted it; why (one
-// of the settle* texts) is the answer's description.
+// Created, due at settleUntil (or the settle delay from now), and answers
+// Rescheduled once Service Bus accepted it; why (one of the settle*
+// texts) is the answer's description.
 func (h *Handler) settle(call context.Context, msg hostproto.ServiceBusMessage, out outcome, why string) outcome {
 	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
 	defer cancel()
@@ -573,9 +667,10 @@ func (h *Handler) settle(call context.Context, msg hostproto.ServiceBusMessage, 
 		copied broker.Message
 		at     time.Time
 	)
+	until := h.settleUntil()
 	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
 		var err error
-		copied, at, err = h.opts.Reschedule.ScheduleSettle(ctx, original(msg))
+		copied, at, err = h.opts.Reschedule.ScheduleSettle(ctx, original(msg), until)
 		return err
 	}, func(a retry.Attempt) { h.retryLog("reschedule", msg, &out, a) })
 	if err != nil {
@@ -646,6 +741,18 @@ func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessa
 	} else {
 		ticket.Done(storeFailure(err))
 	}
+	switch {
+	case err == nil && res.RoundTrips > 0:
+		if h.failStreak.Swap(0) > 0 && h.opts.Reschedule != nil {
+			// The end of a run of failures: once per run, so the
+			// clock's call is rare.
+			if now, err := h.now(call); err == nil {
+				raiseTo(&h.answeredAt, now.UnixNano())
+			}
+		}
+	case storeFailure(err):
+		out.fresh = h.failStreak.Add(1) == 1
+	}
 	if err != nil {
 		if h.opts.Reschedule != nil && statusFor(err) == http.StatusServiceUnavailable && h.opts.Stop.Err() == nil && call.Err() == nil {
 			return h.reschedule(call, msg, out, RescheduleTransient, order.ReasonRetryWindowExceeded, err.Error())
@@ -682,10 +789,26 @@ func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessa
 	orig := original(msg)
 	var d reschedule.Decision
 	var copied broker.Message
+	forStore := why == RescheduleTransient || why == RescheduleCircuitOpen
 	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
 		var err error
 		if d, err = h.opts.Reschedule.Decide(ctx, orig); err != nil || d.Park {
 			return err
+		}
+		if forStore && h.newRun(orig, out) {
+			// The store answered this process since the message last
+			// failed: the backoff starts over, whatever the message's
+			// attempt (a copy back from a long outage would wait a whole
+			// cap again, and every check with it).
+			d = h.opts.Reschedule.Restart(d)
+		}
+		if forStore {
+			// The copy carries when every copy this process scheduled
+			// for the store is due, itself included (see recovered).
+			d.Horizon = d.At
+			if due := h.outageDue.Load(); due > d.At.UnixNano() {
+				d.Horizon = time.Unix(0, due)
+			}
 		}
 		copied, err = h.opts.Reschedule.Schedule(ctx, orig, d, lastError)
 		return err
@@ -700,11 +823,9 @@ func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessa
 		return h.park(ctx, msg, out, &order.PoisonError{Reason: parkReason, Description: desc})
 	}
 	h.metrics.Rescheduled.WithLabelValues(why).Inc()
-	if why == RescheduleTransient || why == RescheduleCircuitOpen {
-		if now, err := h.opts.Reschedule.Now(ctx); err == nil {
-			h.lastOutage.Store(now.UnixNano())
-			h.startRaiser()
-		}
+	if forStore {
+		raiseTo(&h.outageDue, d.At.UnixNano())
+		h.startRaiser()
 	}
 	out.result, out.httpStatus = ResultRescheduled, http.StatusOK
 	out.rescheduled, out.rescheduledAt, out.why = copied.MessageID, d.At, why

@@ -7,7 +7,7 @@
 // back over up to one backoff cap. A check that comes on time meanwhile
 // would find its order still Created and cancel it although its Paid is
 // still waiting. The process that rescheduled knows (orderfn settles every
-// check for the settle delay after its last reschedule), but on Flex
+// check until its copies are due, with a margin), but on Flex
 // Consumption the OrderStatus function scales out on instances of its
 // own: one that scaled out after the outage, or that had no traffic in
 // it, knows nothing. So the knowledge goes where every instance looks
@@ -50,10 +50,13 @@ const (
 	DefaultTTL = time.Second
 	// DefaultSlack is added to the time of a raise that must write, so
 	// that the raises asking for a little later in the following
-	// seconds (every copy applied after an outage asks for its own now
-	// plus the settle delay) cost nothing: at most one write per slack
-	// per process, for a marker at most the slack later than needed.
-	DefaultSlack = 10 * time.Second
+	// seconds (every copy applied after an outage asks for its
+	// scheduler's horizon) cost nothing: at most one write per slack
+	// per process, for a marker at most the slack later than needed. Every
+	// check that settles after an outage waits the slack too, so it is
+	// short: 2 s makes about 150 writes per process over a 5-minute
+	// recovery (each one Table Storage transaction).
+	DefaultSlack = 2 * time.Second
 )
 
 // Options tune a Guard. The zero value gives the defaults.

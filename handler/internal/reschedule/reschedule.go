@@ -60,6 +60,26 @@ const (
 	// cancel (see orderfn). A check whose RetryAttempt differs was
 	// delayed again since.
 	PropSettled = "TimeoutSettled"
+	// PropSettleRound (int64) counts the settle copies of a check in a
+	// row: 1 on the first, 2 on a settle copy that settled again because
+	// the outage's copies were still coming back when it came (see
+	// MaxSettleRounds).
+	PropSettleRound = "TimeoutSettleRound"
+	// PropScheduledAt (time.Time, UTC) is when the copy was scheduled, on
+	// the broker's clock: the store was failing for its scheduler then,
+	// and every copy scheduled at that moment is due within Policy.Cap of
+	// it (see Policy.Horizon).
+	PropScheduledAt = "RetryScheduledAt"
+	// PropHorizon (time.Time, UTC) is, for a copy scheduled because the
+	// store failed, the latest time any copy its scheduler had scheduled
+	// for the store comes due, this one included: when an instance
+	// applies it, the fleet's recovery marker is raised to it (plus
+	// Policy.Margin), so the guard holds when the scheduler is gone.
+	PropHorizon = "RetryHorizon"
+	// PropEpisodeAttempt (int64) is the attempt within the present run
+	// of failures: what the backoff grows with. It equals RetryAttempt
+	// until a Restart (the store answered in between) sets it back to 1.
+	PropEpisodeAttempt = "RetryEpisodeAttempt"
 	// PropReplayedFromDeadLetter is the property a dead-letter replay
 	// carries (deadletter.PropReplayedFrom): such a message was delayed too.
 	PropReplayedFromDeadLetter = "ReplayedFromDeadLetter"
@@ -67,7 +87,16 @@ const (
 
 // Properties lists the properties Copy and the settle step set; the
 // dead-letter sweeper strips them before a replay.
-var Properties = []string{PropRetryAttempt, PropFirstFailureTime, PropOriginalMessageID, PropLastError, PropSettled}
+var Properties = []string{PropRetryAttempt, PropFirstFailureTime, PropOriginalMessageID, PropLastError, PropSettled, PropSettleRound, PropScheduledAt, PropHorizon, PropEpisodeAttempt}
+
+// MaxSettleRounds bounds the settle copies of one check in a row. A check
+// settles until the outage's copies are due (Policy.Horizon after the
+// last reschedule the fleet knows of); when its settle copy comes back
+// and a failure since has moved that time on (a Paid that failed again
+// on its way back), it settles once more, and then cancels. Without the
+// bound, failures that kept coming would hold every cancellation for
+// ever.
+const MaxSettleRounds = 2
 
 // MaxLastError bounds PropLastError (characters).
 const MaxLastError = 256
@@ -114,13 +143,30 @@ func (p Policy) WithDefaults() Policy {
 	return p
 }
 
-// Settle is how long a PaymentTimeoutCheck that an outage delayed waits,
-// once the store answers again, before it may cancel its order: twice the
-// cap. Every copy scheduled during the outage is due within one cap of
-// its last schedule, so by then the order's own delayed messages (a Paid)
-// have come back, and a paid order is not cancelled by a check that
-// overtook its Paid while both waited.
+// Settle is how long a PaymentTimeoutCheck that was delayed waits before
+// it may cancel its order when nothing tells when the delay's other
+// messages come back (a late Created, a dead-letter replay): twice the
+// cap. When an outage of the store delayed it, the check waits until the
+// Horizon after the last reschedule instead (see orderfn).
 func (p Policy) Settle() time.Duration { return 2 * p.WithDefaults().Cap }
+
+// Margin is what a check that would cancel waits beyond the time the
+// outage's copies are due: one first backoff (Base), for the clocks of the
+// instances and the broker and for the delivery. It waits until the
+// latest due time of the copies scheduled for the store that it knows of
+// plus the Margin, so that an order's Paid that an outage delayed comes
+// back first: due earlier, and scheduled earlier (a lower sequence
+// number) in the same session.
+func (p Policy) Margin() time.Duration { return p.WithDefaults().Base }
+
+// Horizon is how long after a reschedule every copy scheduled then has
+// come due, with the Margin: the cap (the longest backoff) plus the
+// Margin. It bounds the wait when only a copy's schedule time is known
+// (a copy without PropHorizon).
+func (p Policy) Horizon() time.Duration {
+	p = p.WithDefaults()
+	return p.Cap + p.Margin()
+}
 
 // Ceiling is the upper bound of the backoff of attempt (1-based):
 // min(Cap, Base * 2^(attempt-1)).
@@ -172,6 +218,14 @@ type State struct {
 	Settled    int64
 	HasSettled bool
 	Replayed   bool
+	// SettleRound is TimeoutSettleRound (1 on a settle copy that lacks
+	// it, 0 on any other message).
+	SettleRound int64
+	// ScheduledAt is RetryScheduledAt, Horizon RetryHorizon (zero when
+	// absent).
+	ScheduledAt, Horizon time.Time
+	// EpisodeAttempt is RetryEpisodeAttempt, else Attempt.
+	EpisodeAttempt int64
 }
 
 // Delayed reports whether the message was held up by this service:
@@ -180,7 +234,11 @@ func (s State) Delayed() bool { return s.Attempt > 0 || s.Replayed }
 
 // Settling reports whether s is a check that must settle before it may
 // cancel: delayed (rescheduled or replayed) since it last settled.
-func (s State) Settling() bool { return s.Delayed() && !(s.HasSettled && s.Settled == s.Attempt) }
+func (s State) Settling() bool { return s.Delayed() && !s.SettleCopy() }
+
+// SettleCopy reports whether s is a settle copy come back: a check that
+// settled and was not delayed again since.
+func (s State) SettleCopy() bool { return s.HasSettled && s.Settled == s.Attempt }
 
 // StateOf reads the retry properties of o. Unreadable values count as
 // absent: such a message starts a new window rather than failing.
@@ -202,6 +260,22 @@ func StateOf(o Original) State {
 	if n, ok := intValue(p[PropSettled]); ok {
 		s.Settled, s.HasSettled = n, true
 	}
+	if s.SettleCopy() {
+		s.SettleRound = 1
+		if n, ok := intValue(p[PropSettleRound]); ok && n > 1 {
+			s.SettleRound = n
+		}
+	}
+	if t, ok := timeValue(p[PropScheduledAt]); ok {
+		s.ScheduledAt = t
+	}
+	if t, ok := timeValue(p[PropHorizon]); ok {
+		s.Horizon = t
+	}
+	s.EpisodeAttempt = s.Attempt
+	if n, ok := intValue(p[PropEpisodeAttempt]); ok && n > 0 && n <= s.Attempt {
+		s.EpisodeAttempt = n
+	}
 	_, s.Replayed = p[PropReplayedFromDeadLetter]
 	return s
 }
@@ -214,15 +288,25 @@ type Decision struct {
 	// Attempt is the copy's RetryAttempt, At when it becomes visible.
 	Attempt int64
 	At      time.Time
+	// Episode is the copy's RetryEpisodeAttempt: the attempt its backoff
+	// was drawn for.
+	Episode int64
 	// FirstFailure is the first failure's time (now for the original).
 	FirstFailure time.Time
 	// Elapsed is how long the message has been failing.
 	Elapsed time.Duration
+	// Now is when it was decided: the copy's RetryScheduledAt.
+	Now time.Time
+	// Horizon, when set, is the copy's RetryHorizon: the latest due time
+	// of the copies its scheduler scheduled for the store (the caller
+	// knows them; zero: the copy carries none).
+	Horizon time.Time
 }
 
 // Decide says what to do with o, failing at now: park it when now is more
 // than the window after its first failure, else schedule copy number
-// attempt+1 at now plus its backoff.
+// attempt+1 at now plus the backoff of its next episode attempt (see
+// PropEpisodeAttempt and Restart).
 func (p Policy) Decide(o Original, now time.Time, r func() float64) Decision {
 	p = p.WithDefaults()
 	s := StateOf(o)
@@ -230,12 +314,12 @@ func (p Policy) Decide(o Original, now time.Time, r func() float64) Decision {
 	if first.IsZero() || first.After(now) {
 		first = now
 	}
-	d := Decision{Attempt: s.Attempt + 1, FirstFailure: first.UTC(), Elapsed: now.Sub(first)}
+	d := Decision{Attempt: s.Attempt + 1, Episode: s.EpisodeAttempt + 1, FirstFailure: first.UTC(), Elapsed: now.Sub(first), Now: now.UTC()}
 	if d.Elapsed > p.Window {
 		d.Park = true
 		return d
 	}
-	d.At = now.Add(p.Backoff(d.Attempt, r))
+	d.At = now.Add(p.Backoff(d.Episode, r))
 	return d
 }
 
@@ -260,6 +344,21 @@ func Copy(o Original, d Decision, lastError string) broker.Message {
 	props[PropFirstFailureTime] = d.FirstFailure.UTC()
 	props[PropOriginalMessageID] = s.OriginalMessageID
 	props[PropLastError] = Truncate(lastError, MaxLastError)
+	if !d.Now.IsZero() {
+		props[PropScheduledAt] = d.Now.UTC()
+	} else {
+		delete(props, PropScheduledAt)
+	}
+	if !d.Horizon.IsZero() {
+		props[PropHorizon] = d.Horizon.UTC()
+	} else {
+		delete(props, PropHorizon)
+	}
+	if d.Episode > 0 {
+		props[PropEpisodeAttempt] = d.Episode
+	} else {
+		delete(props, PropEpisodeAttempt)
+	}
 	tracectx.Hop(props)
 	return broker.Message{
 		MessageID:             CopyID(s.OriginalMessageID, d.Attempt),
@@ -273,10 +372,13 @@ func Copy(o Original, d Decision, lastError string) broker.Message {
 }
 
 // SettleCopy is Copy for a PaymentTimeoutCheck that settles: the next
-// attempt, due after Settle, marked with PropSettled.
+// attempt, marked with PropSettled and PropSettleRound (one more than o's
+// when o is a settle copy itself, else 1).
 func SettleCopy(o Original, d Decision) broker.Message {
+	round := StateOf(o).SettleRound + 1
 	m := Copy(o, d, "settling: the order is still Created after an outage delayed its check")
 	m.ApplicationProperties[PropSettled] = d.Attempt
+	m.ApplicationProperties[PropSettleRound] = round
 	return m
 }
 
@@ -355,6 +457,24 @@ func (r *Rescheduler) Decide(ctx context.Context, o Original) (Decision, error) 
 	return r.policy.Decide(o, now, r.rand), nil
 }
 
+// Restart returns d with its backoff started over: episode attempt 1,
+// due the first backoff (with its jitter) after d.Now, whatever
+// d.Attempt; the copies after it grow again from there. The caller
+// restarts a failure when the store answered it since the message last
+// failed (a new run of failures, not the same one): the exponential growth
+// is for a store that keeps failing, and a copy back from a long outage
+// that meets one slow call, or a circuit that opens again for seconds,
+// would otherwise wait a whole cap again. The attempt number, and with it
+// the copy's MessageId, does not restart.
+func (r *Rescheduler) Restart(d Decision) Decision {
+	if d.Park || d.Now.IsZero() {
+		return d
+	}
+	d.Episode = 1
+	d.At = d.Now.Add(r.policy.Backoff(1, r.rand))
+	return d
+}
+
 // Schedule schedules the copy of o that d describes. It returns nil only
 // when the broker accepted it; errors wrap the broker's sentinels.
 func (r *Rescheduler) Schedule(ctx context.Context, o Original, d Decision, lastError string) (broker.Message, error) {
@@ -368,8 +488,11 @@ func (r *Rescheduler) Schedule(ctx context.Context, o Original, d Decision, last
 	return m, nil
 }
 
-// ScheduleSettle schedules o's settle copy: attempt+1, due after Settle.
-func (r *Rescheduler) ScheduleSettle(ctx context.Context, o Original) (broker.Message, time.Time, error) {
+// ScheduleSettle schedules o's settle copy: attempt+1, due at until when
+// that is after now (when the outage's copies are due, with the Margin,
+// as far as the caller knows), else Settle after now (nothing tells when
+// the delay's other messages come back).
+func (r *Rescheduler) ScheduleSettle(ctx context.Context, o Original, until time.Time) (broker.Message, time.Time, error) {
 	if r == nil || r.s == nil {
 		return broker.Message{}, time.Time{}, ErrNotConfigured
 	}
@@ -379,6 +502,9 @@ func (r *Rescheduler) ScheduleSettle(ctx context.Context, o Original) (broker.Me
 	}
 	d := r.policy.Decide(o, now, r.rand)
 	d.Park, d.At = false, now.Add(r.policy.Settle())
+	if until.After(now) {
+		d.At = until
+	}
 	m := SettleCopy(o, d)
 	if _, err := r.s.Schedule(ctx, r.queue, m, d.At); err != nil {
 		return m, d.At, fmt.Errorf("reschedule: schedule %s at %s: %w", m.MessageID, d.At.UTC().Format(time.RFC3339), err)

@@ -83,7 +83,7 @@ func TestDecideAndCopyOfAnOriginal(t *testing.T) {
 		t.Errorf("copy = %+v, want the original's session, subject, body, content type, correlation id", m)
 	}
 	want := map[string]any{"Source": "checkout", "Hops": int64(3), PropRetryAttempt: int64(1),
-		PropFirstFailureTime: t0, PropOriginalMessageID: "o-1:2", PropLastError: "store: transient"}
+		PropFirstFailureTime: t0, PropOriginalMessageID: "o-1:2", PropLastError: "store: transient", PropScheduledAt: t0, PropEpisodeAttempt: int64(1)}
 	if len(m.ApplicationProperties) != len(want) {
 		t.Errorf("properties = %v, want %v", m.ApplicationProperties, want)
 	}
@@ -308,8 +308,84 @@ func TestSettle(t *testing.T) {
 	if !at.Equal(t0.Add(30 * time.Minute)) {
 		t.Errorf("a Created without occurredAt: check due %s, want the broker's now + 30m", at)
 	}
-	if _, at, err := r.ScheduleSettle(context.Background(), original()); err != nil || !at.Equal(t0.Add(2*time.Minute)) {
-		t.Errorf("ScheduleSettle due %s (%v), want now + Settle", at, err)
+	if _, at, err := r.ScheduleSettle(context.Background(), original(), time.Time{}); err != nil || !at.Equal(t0.Add(2*time.Minute)) {
+		t.Errorf("ScheduleSettle with no horizon: due %s (%v), want now + Settle", at, err)
+	}
+	if _, at, _ := r.ScheduleSettle(context.Background(), original(), t0.Add(-time.Second)); !at.Equal(t0.Add(2 * time.Minute)) {
+		t.Errorf("ScheduleSettle with a horizon passed: due %s, want now + Settle", at)
+	}
+	m, at, _ = r.ScheduleSettle(context.Background(), original(), t0.Add(40*time.Second))
+	if !at.Equal(t0.Add(40 * time.Second)) {
+		t.Errorf("ScheduleSettle until a horizon ahead: due %s, want it (%s)", at, t0.Add(40*time.Second))
+	}
+	if s := StateOf(Original{ApplicationProperties: m.ApplicationProperties}); !s.SettleCopy() || s.SettleRound != 1 {
+		t.Errorf("a first settle copy: settle copy %v, round %d; want true, 1", s.SettleCopy(), s.SettleRound)
+	}
+	m2, _, _ := r.ScheduleSettle(context.Background(), Original{MessageID: m.MessageID, SessionID: "o-1", ApplicationProperties: m.ApplicationProperties}, time.Time{})
+	if s := StateOf(Original{ApplicationProperties: m2.ApplicationProperties}); !s.SettleCopy() || s.SettleRound != 2 {
+		t.Errorf("a settle copy's settle copy: settle copy %v, round %d; want true, 2", s.SettleCopy(), s.SettleRound)
+	}
+}
+
+func TestHorizonIsTheCapAndAFirstBackoff(t *testing.T) {
+	if got := (Policy{}).Horizon(); got != DefaultCap+DefaultBase {
+		t.Errorf("default Horizon %s, want the cap plus the base (%s)", got, DefaultCap+DefaultBase)
+	}
+	if got := (Policy{Base: time.Second, Cap: time.Minute}).Horizon(); got != time.Minute+time.Second {
+		t.Errorf("Horizon %s, want 1m1s", got)
+	}
+	// Every backoff is due within the cap of its schedule: the Horizon
+	// covers the longest with its margin.
+	p := Policy{Base: time.Second, Cap: time.Minute}
+	for attempt := int64(1); attempt < 20; attempt++ {
+		if b := p.Backoff(attempt, func() float64 { return 0.999999 }); b > p.Horizon()-p.WithDefaults().Base {
+			t.Fatalf("attempt %d: backoff %s beyond the cap", attempt, b)
+		}
+	}
+}
+
+// After a Restart the backoff grows from the first again: the copy
+// carries its episode attempt, and the next Decide draws from the one
+// after it, while the attempt (and the MessageId) go on counting.
+func TestRestartStartsTheBackoffOver(t *testing.T) {
+	p := Policy{Base: 10 * time.Second, Cap: time.Minute, Window: time.Hour}
+	r := New(nil, "q", p, &Options{Rand: func() float64 { return 0.999 }})
+	o := Original{MessageID: "m:retry:6", SessionID: "o-1", ApplicationProperties: map[string]any{PropRetryAttempt: int64(6), PropOriginalMessageID: "m"}}
+	d := p.Decide(o, t0, func() float64 { return 0.999 })
+	if d.Attempt != 7 || d.Episode != 7 || d.At.Sub(t0) < 59*time.Second {
+		t.Fatalf("Decide of attempt 6 = %+v, want attempt 7 at about the cap", d)
+	}
+	d = r.Restart(d)
+	if d.Attempt != 7 || d.Episode != 1 || d.At.Sub(t0) > p.Base {
+		t.Fatalf("Restart = %+v, want attempt 7, episode 1, within the base", d)
+	}
+	m := Copy(o, d, "boom")
+	if m.MessageID != "m:retry:7" {
+		t.Errorf("the restarted copy's id %q, want m:retry:7", m.MessageID)
+	}
+	next := p.Decide(Original{MessageID: m.MessageID, SessionID: "o-1", ApplicationProperties: m.ApplicationProperties}, t0, func() float64 { return 0.999 })
+	if next.Attempt != 8 || next.Episode != 2 || next.At.Sub(t0) > p.Ceiling(2) {
+		t.Errorf("Decide after a restart = %+v, want attempt 8, episode 2, within %s", next, p.Ceiling(2))
+	}
+	// An episode attempt beyond the attempt (a hand-made property) is
+	// ignored: the attempt decides.
+	bad := map[string]any{PropRetryAttempt: int64(2), PropEpisodeAttempt: int64(9)}
+	if s := StateOf(Original{ApplicationProperties: bad}); s.EpisodeAttempt != 2 {
+		t.Errorf("episode attempt %d from %v, want 2", s.EpisodeAttempt, bad)
+	}
+}
+
+func TestCopyCarriesWhenItWasScheduled(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	d := (Policy{}).Decide(Original{MessageID: "m-1", SessionID: "o-1"}, now, func() float64 { return 0.5 })
+	m := Copy(Original{MessageID: "m-1", SessionID: "o-1"}, d, "boom")
+	if got := StateOf(Original{ApplicationProperties: m.ApplicationProperties}).ScheduledAt; !got.Equal(now) {
+		t.Errorf("the copy's RetryScheduledAt reads %s, want %s", got, now)
+	}
+	// As the Functions host hands it on: a string without a zone.
+	hostForm := map[string]any{PropScheduledAt: "2026-12-01T10:00:00.0000000"}
+	if got := StateOf(Original{ApplicationProperties: hostForm}).ScheduledAt; !got.Equal(now) {
+		t.Errorf("RetryScheduledAt from the host reads %s, want %s", got, now)
 	}
 }
 
