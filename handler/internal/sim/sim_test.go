@@ -79,6 +79,24 @@ func moduleRoot() (string, error) {
 	}
 }
 
+// statSources stats every Go file under dir (and go.mod and go.sum above
+// it), so that go test's cache, which records the files a test stats,
+// reruns the simulation when the handler it builds has changed.
+func statSources(dir string) error {
+	for _, f := range []string{"go.mod", "go.sum"} {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(dir), f)); err != nil {
+			return err
+		}
+	}
+	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		_, err = os.Stat(path)
+		return err
+	})
+}
+
 // setUp builds the handler from the current sources (never a possibly
 // stale bin/handler) and lays out the app (host.json, the function
 // folders, the settings template) in a fresh folder, so a developer's
@@ -99,6 +117,14 @@ func setUp(t *testing.T) (handler, app string) {
 		goTool, err := exec.LookPath("go")
 		if err != nil {
 			goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+		}
+		// go test caches a passing run by the test binary and the files
+		// the test itself looked at; the handler built below is neither,
+		// so without this a change to its sources would replay the last
+		// result. Stat'ing them makes them part of the cache key.
+		if err := statSources(filepath.Join(root, "handler")); err != nil {
+			built.err = err
+			return
 		}
 		cmd := exec.Command(goTool, "build", "-o", built.handler, "./handler")
 		cmd.Dir = root
