@@ -90,8 +90,8 @@ const (
 var Properties = []string{PropRetryAttempt, PropFirstFailureTime, PropOriginalMessageID, PropLastError, PropSettled, PropSettleRound, PropScheduledAt, PropHorizon, PropEpisodeAttempt}
 
 // MaxSettleRounds bounds the settle copies of one check in a row. A check
-// settles until the outage's copies are due (Policy.Horizon after the
-// last reschedule the fleet knows of); when its settle copy comes back
+// settles until the outage's copies are due (the latest due time the
+// fleet knows of, plus Policy.Margin); when its settle copy comes back
 // and a failure since has moved that time on (a Paid that failed again
 // on its way back), it settles once more, and then cancels. Without the
 // bound, failures that kept coming would hold every cancellation for
@@ -147,7 +147,7 @@ func (p Policy) WithDefaults() Policy {
 // it may cancel its order when nothing tells when the delay's other
 // messages come back (a late Created, a dead-letter replay): twice the
 // cap. When an outage of the store delayed it, the check waits until the
-// Horizon after the last reschedule instead (see orderfn).
+// outage's copies are due, plus the Margin, instead (see orderfn).
 func (p Policy) Settle() time.Duration { return 2 * p.WithDefaults().Cap }
 
 // Margin is what a check that would cancel waits beyond the time the
