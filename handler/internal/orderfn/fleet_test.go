@@ -266,12 +266,7 @@ func TestAppliedCopyRaisesTheMarker(t *testing.T) {
 		t.Fatalf("A: Paid of o-2 during the outage: %v", rv)
 	}
 	// A is gone. The copy of o-2's Paid comes back to B.
-	var copyOfO2 broker.Message
-	for _, m := range bus.kept {
-		if m.SessionID == "o-2" && m.Subject == order.SubjectStatusChanged {
-			copyOfO2 = m
-		}
-	}
+	copyOfO2 := bus.last(ofSession("o-2", order.SubjectStatusChanged))
 	bus.advance(firstDue.Sub(now0))
 	if rv := b.post(t, copyOfO2); rv["result"] != "Applied" {
 		t.Fatalf("B: the copy of o-2's Paid: %v, want Applied", rv)
@@ -311,10 +306,8 @@ func TestAppliedCopyWithoutItsHorizonRaisesByTheCap(t *testing.T) {
 	for _, id := range []string{"o-2", "o-3"} {
 		a.post(t, statusMsg(id, 2, order.Paid))
 	}
-	for _, m := range bus.kept {
-		if m.Subject == order.SubjectStatusChanged {
-			copies[m.SessionID] = m
-		}
+	for _, id := range []string{"o-2", "o-3"} {
+		copies[id] = bus.last(ofSession(id, order.SubjectStatusChanged))
 	}
 	old := copies["o-2"]
 	delete(old.ApplicationProperties, reschedule.PropHorizon)
@@ -352,12 +345,7 @@ func TestDelayedCheckSettlesUntilTheMarker(t *testing.T) {
 	if rv := a.post(t, timeoutMsg("o-1")); rv["result"] != ResultRescheduled {
 		t.Fatalf("A: the check during the outage: %v, want Rescheduled", rv)
 	}
-	var check broker.Message
-	for _, m := range bus.kept {
-		if m.SessionID == "o-1" && m.Subject == order.SubjectPaymentTimeout {
-			check = m
-		}
-	}
+	check := bus.last(ofSession("o-1", order.SubjectPaymentTimeout))
 	a.backend.down.Store(false)
 	waitRaised(t, a)
 	until := firstDue.Add(policy.Margin() + fleetSlack)

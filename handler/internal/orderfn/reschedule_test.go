@@ -45,6 +45,24 @@ type fakeBus struct {
 
 func newFakeBus(now time.Time) *fakeBus { return &fakeBus{now: now, seen: map[string]bool{}} }
 
+// last returns the last message scheduled that match accepts (the zero
+// message when none does).
+func (b *fakeBus) last(match func(broker.Message) bool) broker.Message {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := len(b.kept) - 1; i >= 0; i-- {
+		if match(b.kept[i]) {
+			return b.kept[i]
+		}
+	}
+	return broker.Message{}
+}
+
+// ofSession matches the messages of session id with subject subject.
+func ofSession(id, subject string) func(broker.Message) bool {
+	return func(m broker.Message) bool { return m.SessionID == id && m.Subject == subject }
+}
+
 func (b *fakeBus) Schedule(_ context.Context, _ string, m broker.Message, at time.Time) (int64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -629,14 +647,7 @@ func TestOnTimeCheckAfterAnOutageSettles(t *testing.T) {
 		lateDue := now0.Add(policy.Ceiling(4) / 2)
 		_, a := r.post(t, hostInvocation(statusMsg("o-5", 1, order.Created), 1))
 		r.backend.down.Store(false)
-		var copied broker.Message
-		r.bus.mu.Lock()
-		for _, m := range r.bus.kept {
-			if m.SessionID == "o-5" {
-				copied = m
-			}
-		}
-		r.bus.mu.Unlock()
+		copied := r.bus.last(ofSession("o-5", order.SubjectStatusChanged))
 		if h := reschedule.StateOf(reschedule.Original{ApplicationProperties: copied.ApplicationProperties}).Horizon; !h.Equal(lateDue) || a.ReturnValue["due"] != firstDue.Format(time.RFC3339) {
 			t.Fatalf("the later reschedule: %v, its RetryHorizon %v; want due %s and the horizon %s", a.ReturnValue, h, firstDue, lateDue)
 		}
@@ -687,14 +698,7 @@ func TestOnTimeCheckAfterAnOutageSettles(t *testing.T) {
 		}
 		// A copy scheduled in this run does not restart: its next
 		// backoff grows from the restarted one.
-		var again broker.Message
-		r.bus.mu.Lock()
-		for _, m := range r.bus.kept {
-			if m.MessageID == "o-4:2:retry:7" {
-				again = m
-			}
-		}
-		r.bus.mu.Unlock()
+		again := r.bus.last(func(m broker.Message) bool { return m.MessageID == "o-4:2:retry:7" })
 		if _, a := r.post(t, hostInvocation(again, 1)); a.ReturnValue["due"] != r.bus.now.Add(policy.Ceiling(2)/2).Format(time.RFC3339) {
 			t.Fatalf("its copy failing in the same run: %v, want the second backoff (due %s)", a.ReturnValue, r.bus.now.Add(policy.Ceiling(2)/2).Format(time.RFC3339))
 		}
@@ -718,16 +722,13 @@ func TestOnTimeCheckAfterAnOutageSettles(t *testing.T) {
 		}
 		settleCopy := func(id string, round int64) broker.Message {
 			t.Helper()
-			r.bus.mu.Lock()
-			defer r.bus.mu.Unlock()
-			for i := len(r.bus.kept) - 1; i >= 0; i-- {
-				m := r.bus.kept[i]
-				if m.SessionID == id && m.ApplicationProperties[reschedule.PropSettleRound] == round {
-					return m
-				}
+			m := r.bus.last(func(m broker.Message) bool {
+				return m.SessionID == id && m.ApplicationProperties[reschedule.PropSettleRound] == round
+			})
+			if m.MessageID == "" {
+				t.Fatalf("no settle copy of %s's check in round %d was scheduled", id, round)
 			}
-			t.Fatalf("no settle copy of %s's check in round %d was scheduled", id, round)
-			return broker.Message{}
+			return m
 		}
 		for _, id := range []string{"o-5", "o-8"} {
 			r.post(t, hostInvocation(statusMsg(id, 1, order.Created), 1))
