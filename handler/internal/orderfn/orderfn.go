@@ -743,7 +743,8 @@ func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessa
 	}
 	switch {
 	case err == nil && res.RoundTrips > 0:
-		if h.failStreak.Swap(0) > 0 && h.opts.Reschedule != nil {
+		// A load first: the hot path writes nothing shared.
+		if h.failStreak.Load() > 0 && h.failStreak.Swap(0) > 0 && h.opts.Reschedule != nil {
 			// The end of a run of failures: once per run, so the
 			// clock's call is rare.
 			if now, err := h.now(call); err == nil {
