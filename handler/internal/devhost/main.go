@@ -19,6 +19,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/cli/clihelp"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/logging"
 )
 
 // Exit codes of Main.
@@ -237,7 +238,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHTTPAddr string) int {
 	// The handler's output, the progress lines and the logs share the
 	// two streams.
-	stdout, stderr = &lockedWriter{w: stdout}, &lockedWriter{w: stderr}
+	stdout, stderr = logging.Locked(stdout), logging.Locked(stderr)
 	c, code := parseFlags(args, stdout, stderr, defaultHTTPAddr)
 	if code >= 0 {
 		return code
@@ -321,7 +322,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 			return fail(err)
 		}
 		defer f.Close()
-		w := &lockedWriter{w: f}
+		w := logging.Locked(f)
 		handlerOut, handlerErr = w, w
 	}
 
@@ -642,16 +643,4 @@ func latestDue(lines []ScenarioLine) time.Duration {
 		d = max(d, l.SendAfter+l.ScheduleAfter)
 	}
 	return d
-}
-
-// lockedWriter serialises writes from several goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

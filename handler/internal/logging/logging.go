@@ -173,6 +173,10 @@ func (h *handler) WithGroup(name string) slog.Handler {
 	return &h2
 }
 
+// Locked returns w with its Writes serialized: each Write is whole, never
+// interleaved with another's, whichever goroutines call it.
+func Locked(w io.Writer) io.Writer { return &lockedWriter{w: w} }
+
 // lockedWriter serializes the Writes of slog's handlers and of Line on
 // one stream: each line is one Write, never interleaved with another.
 type lockedWriter struct {
