@@ -24,6 +24,11 @@ type Options struct {
 	Timeout time.Duration
 }
 
+// MaxIdleConns is how many idle connections to the server a client of its
+// own keeps: more than a handler process runs calls at once (its
+// sessions, the sweeper, the relay), so that calls reuse connections.
+const MaxIdleConns = 256
+
 // Client implements broker.Broker against a NewServer on 127.0.0.1. It is
 // safe for concurrent use.
 type Client struct {
@@ -52,7 +57,14 @@ func NewClient(baseURL string, opts *Options) (*Client, error) {
 	}
 	c := &Client{base: strings.TrimSuffix(u.String(), "/"), http: o.HTTPClient, timeout: o.Timeout}
 	if c.http == nil {
-		c.http = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		// Go keeps 2 idle connections per host by default: every call
+		// beyond the second of a burst (a handler's sessions rescheduling
+		// at once in an outage) opened a connection and closed it after,
+		// some 500 a second in the bench's outage runs, each leaving a
+		// port in TIME_WAIT on loopback.
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = MaxIdleConns, MaxIdleConns
+		c.http = &http.Client{Transport: tr}
 		c.own = true
 	}
 	if c.timeout <= 0 {

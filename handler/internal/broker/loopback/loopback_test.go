@@ -3,9 +3,12 @@ package loopback_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,4 +210,42 @@ func FuzzServer(f *testing.F) {
 			t.Errorf("POST /broker/%s %q: status %d: %s", endpoint, body, rec.Code, rec.Body)
 		}
 	})
+}
+
+// TestClientReusesConnections: a burst of concurrent calls opens a
+// connection per call at most once; the next bursts reuse them (Go's
+// default of 2 idle connections per host made every burst open and close
+// most of its connections again).
+func TestClientReusesConnections(t *testing.T) {
+	mb := membroker.New(&membroker.Options{Clock: clock.Scaled(1)})
+	srv := httptest.NewUnstartedServer(loopback.NewServer(mb))
+	var opened atomic.Int64
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := loopback.NewClient(srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const burst = 32
+	for round := range 5 {
+		var wg sync.WaitGroup
+		for range burst {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := c.Now(t.Context()); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := opened.Load(); n > burst {
+			t.Fatalf("after %d bursts of %d concurrent calls the client opened %d connections, want at most %d", round+1, burst, n, burst)
+		}
+	}
 }
