@@ -770,3 +770,63 @@ func TestOperationsCountsEveryCall(t *testing.T) {
 		t.Errorf("operations = %d, want 6 (send, accept, receive, complete, empty receive, close)", got)
 	}
 }
+
+// TestHoldScheduled: while held, messages that fall due stay scheduled
+// (and out of NextDue); a cancel still works on them; releasing makes the
+// rest visible at once, in the order they fell due.
+func TestHoldScheduled(t *testing.T) {
+	clk := clock.Scaled(1) // real time: only AdvanceTo moves it on
+	b := newBroker(t, clk, membroker.DefaultQueueOptions())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.HoldScheduled("nope", true); !errors.Is(err, broker.ErrNotFound) {
+		t.Errorf("HoldScheduled of an unknown queue = %v, want ErrNotFound", err)
+	}
+	if err := b.HoldScheduled(orders, true); err != nil {
+		t.Fatal(err)
+	}
+	start := clk.Now()
+	seqs := map[string]int64{}
+	for i, id := range []string{"second", "first", "cancelled"} {
+		at := start.Add(time.Duration(2-i) * time.Minute)
+		if id == "cancelled" {
+			at = start.Add(30 * time.Second)
+		}
+		seq, err := b.Schedule(ctx, orders, broker.Message{MessageID: id, SessionID: "o-1"}, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs[id] = seq
+	}
+	clk.AdvanceTo(start.Add(time.Hour))
+	if st := b.Stats(orders); st.Scheduled != 3 || st.Active != 0 {
+		t.Errorf("Stats while held, an hour past every due time = %+v, want 3 scheduled, none active", st)
+	}
+	if at, ok := b.NextDue(orders); ok {
+		t.Errorf("NextDue while held = %v, true; want false", at)
+	}
+	if err := b.CancelScheduled(ctx, orders, seqs["cancelled"]); err != nil {
+		t.Fatalf("CancelScheduled of a held message: %v", err)
+	}
+	if err := b.HoldScheduled(orders, false); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Stats(orders); st.Scheduled != 0 || st.Active != 2 {
+		t.Errorf("Stats after the release = %+v, want 2 active, none scheduled", st)
+	}
+	s, err := b.AcceptNextSession(ctx, orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 2 {
+		m, err := s.Receive(ctx, time.Millisecond)
+		if err != nil || m == nil {
+			t.Fatalf("Receive after the release = %v, %v", m, err)
+		}
+		ids = append(ids, m.MessageID)
+	}
+	if want := []string{"first", "second"}; fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Errorf("delivered after the release: %v, want %v (the order they fell due)", ids, want)
+	}
+}

@@ -165,8 +165,13 @@ type queue struct {
 
 	nextSeq   int64
 	scheduled map[int64]*entry
-	main      list              // visible messages, queues without sessions
-	groups    map[string]*group // visible messages by session
+	// hold keeps scheduled messages scheduled past their due time
+	// (Broker.HoldScheduled); held are those that fell due meanwhile, in
+	// the order they did.
+	hold   bool
+	held   []*entry
+	main   list              // visible messages, queues without sessions
+	groups map[string]*group // visible messages by session
 	// ready holds every session that can be accepted (no holder, a
 	// message) keyed by its first message's sequence number, with stale
 	// entries dropped when they reach the top, so that nextSession need
@@ -282,6 +287,8 @@ func (q *queue) advance(now time.Time) {
 		}
 		e := ev.e
 		switch {
+		case e.state == stateScheduled && q.hold:
+			q.held = append(q.held, e)
 		case e.state == stateScheduled:
 			q.activate(e)
 		case e.locked():
@@ -408,6 +415,23 @@ func (q *queue) activate(e *entry) {
 	e.expires = e.visibleAt.Add(e.ttl)
 	q.insertActive(e)
 	q.touch(e)
+}
+
+// release ends a hold: the messages that fell due while it lasted become
+// visible in the order they fell due (cancelled ones are gone already).
+// It reports whether any did.
+func (q *queue) release() bool {
+	q.hold = false
+	held := q.held
+	q.held = nil
+	n := 0
+	for _, e := range held {
+		if e.state == stateScheduled && q.scheduled[e.seq] == e {
+			q.activate(e)
+			n++
+		}
+	}
+	return n > 0
 }
 
 func (q *queue) cancel(seq int64) bool {
@@ -645,7 +669,9 @@ func (q *queue) nextDue() (time.Time, bool) {
 		}
 	}
 	for _, e := range q.scheduled {
-		consider(e.visibleAt)
+		if !q.hold {
+			consider(e.visibleAt)
+		}
 	}
 	unlocked := func(l *list) {
 		for _, e := range l.items {
