@@ -266,8 +266,16 @@ func TestRunSmoke(t *testing.T) {
 		// The same work: ours on today's policy (no handler-scheduled
 		// check), as the minimal handler, limit and naive.
 		same := printed[p+"ours_msgs_per_s_before"]
-		if got, want := printed[p+"ours_vs_limit_through_host"], same/printed[p+"limit_through_host_msgs_per_s"]; math.Abs(got-want) > 0.01*want+0.01 {
-			t.Errorf("%sours_vs_limit_through_host = %v, want ours (today's policy) over the limit through the host, %v", p, got, want)
+		// The median of the rounds' ratios: within the lowest and the
+		// highest round's, which lie within what the two designs' own
+		// spreads allow.
+		name := p + "ours_vs_limit_through_host"
+		got, rs, ours, floor := printed[name], r.Spreads[name], r.Spreads[p+"ours_msgs_per_s_before"], r.Spreads[p+"limit_through_host_msgs_per_s"]
+		if lo, hi := ours[0]/floor[1], ours[1]/floor[0]; got < rs[0]-0.01 || got > rs[1]+0.01 || rs[0] < lo-1e-9 || rs[1] > hi+1e-9 {
+			t.Errorf("%s = %v, rounds %v; want it within the rounds' ratios, and those within ours (today's policy) over the limit through the host, %v to %v", name, got, rs, lo, hi)
+		}
+		if !strings.Contains(out.String(), "note: "+name+" by round") {
+			t.Errorf("no note of %s by round", name)
 		}
 		if got, want := printed[p+"ours_vs_naive"], same/printed[p+"naive_msgs_per_s"]; math.Abs(got-want) > 0.01*want+0.01 {
 			t.Errorf("%sours_vs_naive = %v, want ours (today's policy) over naive, %v", p, got, want)
@@ -281,18 +289,6 @@ func TestRunSmoke(t *testing.T) {
 		"target round_trips_per_applied on the default policy = today's within 0.01"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no target line %q", want)
-		}
-	}
-	// Rescheduling off, every delivery is a workload message; on, the
-	// handler's own checks handled meanwhile add to them (at most one per
-	// order in the smoke run's 8, and a redelivered Created's).
-	for _, p := range []string{"", lat} {
-		msgs, dels := r.Values[p+"ours_msgs_per_s_before"], r.Values[p+"ours_deliveries_per_s_before"]
-		if math.Abs(msgs-dels) > 1e-9*msgs {
-			t.Errorf("%sours_deliveries_per_s_before = %v, want %sours_msgs_per_s_before, %v", p, dels, p, msgs)
-		}
-		if msgs, dels := r.Values[p+"ours_msgs_per_s"], r.Values[p+"ours_deliveries_per_s"]; dels < msgs || dels > 2*msgs {
-			t.Errorf("%sours_deliveries_per_s = %v, want from %sours_msgs_per_s (%v) to twice it", p, dels, p, msgs)
 		}
 	}
 	for _, name := range []string{"ours_msgs_per_s", "ours_msgs_per_s_before", lat + "ours_msgs_per_s", lat + "ours_msgs_per_s_before"} {
@@ -568,6 +564,13 @@ func TestOutageWorkload(t *testing.T) {
 	if got := small.wrong(map[string]rowState{"p": {"Delivered", 4}, "u": {"Created", 1}}); got != 1 {
 		t.Errorf("wrong = %d, want 1 (the unpaid order not cancelled)", got)
 	}
+	// A stopped run counts only what no later message can put right.
+	if got := small.paidCancelled(map[string]rowState{"p": {"Delivered", 4}, "u": {"Created", 1}}); len(got) != 0 {
+		t.Errorf("paidCancelled with the unpaid order's check still to come = %v, want none", got)
+	}
+	if got := small.paidCancelled(map[string]rowState{"p": {"Cancelled", 1}, "u": {"Cancelled", 1}}); fmt.Sprint(got) != "map[paid at Cancelled/1:1]" {
+		t.Errorf("paidCancelled = %v, want the paid order at Cancelled/1", got)
+	}
 	// A row as Table Storage sends it: LastSequence an Edm.Int64 string.
 	var x row
 	if err := json.Unmarshal([]byte(`{"PartitionKey":"o","Status":"Paid","LastSequence":"3","LastSequence@odata.type":"Edm.Int64"}`), &x); err != nil || x.state() != (rowState{"Paid", 3}) {
@@ -685,5 +688,63 @@ orderstatus_timeout_checks_total{outcome="scheduled"} %d
 				t.Errorf("error %v, want one with %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestPacedByLength: the default runs' recovery clock is 2x (4x once the
+// status changes caught up) for the 30-minute outage and faster, by how much thinner its wave is, for a
+// shorter one; no reference, or an outage as long, leaves it alone; it
+// never runs faster than TimeScale.
+func TestPacedByLength(t *testing.T) {
+	o := DefaultOutages()
+	for _, tc := range []struct {
+		name             string
+		ref, d           time.Duration
+		timeScale        float64 // 0: the default's
+		recovery, settle float64
+	}{
+		{"the reference", 30 * time.Minute, 30 * time.Minute, 0, 2, 4},
+		// 20 a second and 10 minutes of copies over a 5-minute cap: 60
+		// a host second, against 140 after 30 minutes.
+		{"a third as long", 30 * time.Minute, 10 * time.Minute, 0, 2 * 140.0 / 60, 4 * 140.0 / 60},
+		{"no reference", 0, 10 * time.Minute, 0, 2, 4},
+		// At most 2 x 140 / 20 = 14 times, for an outage of nothing.
+		{"so short the clock would outrun TimeScale", 30 * time.Minute, time.Second, 10, 10, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := o
+			o.RecoveryReference = tc.ref
+			if tc.timeScale > 0 {
+				o.TimeScale = tc.timeScale
+			}
+			got := o.paced(tc.d)
+			if math.Abs(got.RecoveryScale-tc.recovery) > 1e-9 || math.Abs(got.SettleScale-tc.settle) > 1e-9 {
+				t.Errorf("paced(%v) = recovery %v, settle %v; want %v, %v", tc.d, got.RecoveryScale, got.SettleScale, tc.recovery, tc.settle)
+			}
+			if got.TimeScale != o.TimeScale || got.RecoveryWindow != o.RecoveryWindow {
+				t.Errorf("paced(%v) changed more than the recovery clock: %+v", tc.d, got)
+			}
+		})
+	}
+}
+
+// TestSlotGroups: the session-slot settings are measured together while
+// their ceilings (sessions over idle) add up to at most slotsTogether,
+// in table order, and one above it alone.
+func TestSlotGroups(t *testing.T) {
+	o := Defaults()
+	var got []string
+	for _, g := range slotGroups(o.SlotSessions, o.SlotIdle) {
+		got = append(got, g.String())
+	}
+	// 5 s: 3.2 + 12.8 + 51.2; 1 s: 16 + 64 + 256; 200 ms: 80 (483 so
+	// far), then 320 and 1,280 each alone.
+	want := []string{"16, idle 5s; 64, idle 5s; 256, idle 5s; 16, idle 1s; 64, idle 1s; 256, idle 1s; 16, idle 200ms (at once)",
+		"64, idle 200ms", "256, idle 200ms"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("slotGroups of the defaults:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if g := slotGroups([]int{2}, []time.Duration{50 * time.Millisecond}); len(g) != 1 || len(g[0]) != 1 {
+		t.Errorf("slotGroups of one setting = %v, want it alone", g)
 	}
 }
