@@ -537,13 +537,17 @@ func (g slotGroup) String() string {
 }
 
 // slotsTogether bounds the messages a second of the session-slot settings
-// measured at once (their ceilings added up): a third of what the whole
-// system handles on this repository's 2-core machine (ours_msgs_per_s,
-// 1,400 to 1,900), so that each setting's calls, a few milliseconds
-// beside idle waits of 200 ms to 5 s, meet a machine with room. The
-// settings spend their time waiting on the real clock, and one after the
-// other they took a minute of make bench's 10.
-const slotsTogether = 500
+// measured at once (their ceilings added up). The settings spend their
+// time waiting on the real clock, and one after the other they took a
+// minute of make bench's 10. Measured together with a bound of 500 (the
+// 1 s settings and the first 200 ms one beside the 5 s ones) the busier
+// settings lost up to a half of their messages a second to each other
+// (2026-12-01: 256 sessions at 1 s, 186 against 211 alone within the
+// hour; 16 at 200 ms, 40 to 56 against 74), so only the 5 s settings and
+// the first 1 s one, some 80 messages a second in all, share the machine
+// (3.1, 12.0, 47.7 and 15.1 a second together, 3.2, 12.7, 49.8 and 15.8
+// alone on a quieter hour).
+const slotsTogether = 100
 
 // slotGroups lists the session-slot settings (by idle, then sessions)
 // in groups measured at once: consecutive settings while their ceilings

@@ -737,10 +737,10 @@ func TestSlotGroups(t *testing.T) {
 	for _, g := range slotGroups(o.SlotSessions, o.SlotIdle) {
 		got = append(got, g.String())
 	}
-	// 5 s: 3.2 + 12.8 + 51.2; 1 s: 16 + 64 + 256; 200 ms: 80 (483 so
-	// far), then 320 and 1,280 each alone.
-	want := []string{"16, idle 5s; 64, idle 5s; 256, idle 5s; 16, idle 1s; 64, idle 1s; 256, idle 1s; 16, idle 200ms (at once)",
-		"64, idle 200ms", "256, idle 200ms"}
+	// 5 s: 3.2 + 12.8 + 51.2; 1 s: 16 (83.2 so far), then 64, 256,
+	// and at 200 ms 80, 320 and 1,280, each alone.
+	want := []string{"16, idle 5s; 64, idle 5s; 256, idle 5s; 16, idle 1s (at once)",
+		"64, idle 1s", "256, idle 1s", "16, idle 200ms", "64, idle 200ms", "256, idle 200ms"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("slotGroups of the defaults:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
