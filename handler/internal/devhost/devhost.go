@@ -1033,6 +1033,11 @@ func (h *Host) WaitIdle(ctx context.Context) error {
 	}
 }
 
+// CallsRunning is how many calls to the app's handlers run now: Service
+// Bus trigger and timer calls (a DeadLetterSweeper run is one call from
+// its start to its answer, however many messages it replays meanwhile).
+func (h *Host) CallsRunning() int { return int(h.stats.inFlight.Load()) }
+
 func (h *Host) idle() bool {
 	if h.stats.inFlight.Load() != 0 || h.outages.anyUnended() {
 		return false

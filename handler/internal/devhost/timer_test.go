@@ -274,3 +274,34 @@ func TestTimerEncodingMatchesGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestCallsRunningCountsATimerCall: a timer call counts as running from
+// its start to its answer (the simulation moves the clock only when no
+// call runs, so that a sweeper's run is never cut in two by a jump).
+func TestCallsRunningCountsATimerCall(t *testing.T) {
+	h, up := testHost(t, timerApp("0 0 0 1 1 *"), nil) // once a year: only FireTimers runs it
+	h.StopTimers()
+	entered, release := make(chan struct{}), make(chan struct{})
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		close(entered)
+		<-release
+		reply(w, http.StatusOK, "")
+	})
+	if n := h.CallsRunning(); n != 0 {
+		t.Fatalf("CallsRunning before the call = %d, want 0", n)
+	}
+	fired := make(chan error, 1)
+	go func() { fired <- h.FireTimers(t.Context()) }()
+	<-entered
+	if n := h.CallsRunning(); n != 1 {
+		t.Errorf("CallsRunning while the timer call runs = %d, want 1", n)
+	}
+	close(release)
+	if err := <-fired; err != nil {
+		t.Fatalf("FireTimers: %v", err)
+	}
+	if n := h.CallsRunning(); n != 0 {
+		t.Errorf("CallsRunning after the answer = %d, want 0", n)
+	}
+}
