@@ -79,10 +79,7 @@ func (b *runner) limitThroughHost(ctx context.Context, cs, prefix string) error 
 // message of the minimal handler and of the dev host serving it (to set
 // beside cpu_ms_per_msg_handler and _devhost).
 func (b *runner) floorRatios(prefix string, spreads map[string][2]float64) {
-	ours, floor := b.samples[prefix+"ours_msgs_per_s_before"], b.samples[prefix+"limit_through_host_msgs_per_s"]
-	if len(ours) == 0 {
-		ours = b.samples[prefix+"ours_msgs_per_s"]
-	}
+	ours, floor := b.samples[b.sameWorkName(prefix)], b.samples[prefix+"limit_through_host_msgs_per_s"]
 	if n := min(len(ours), len(floor)); n > 0 {
 		rs := make([]float64, n)
 		for i := range n {
