@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,6 +28,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/freeport"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
@@ -85,12 +85,11 @@ type proc struct {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Pick()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // start runs the handler with env (plus a free port) and waits until GET /

@@ -8,8 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/orderstatus/orderstatus/handler/internal/freeport"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -153,16 +153,6 @@ func searchUp(dirs []string, found func(dir string) (string, bool)) (result stri
 	return "", searched
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // Start launches azurite-table with in-memory persistence on 127.0.0.1 and
 // waits until it answers HTTP. Stop it with Stop.
 func Start(ctx context.Context, opts Options) (*Server, error) {
@@ -180,7 +170,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	for attempt := 0; ; attempt++ {
 		port := opts.Port
 		if port == 0 {
-			p, err := FreePort()
+			p, err := freeport.Pick()
 			if err != nil {
 				return nil, fmt.Errorf("azurite: free port: %w", err)
 			}

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/orderstatus/orderstatus/handler/internal/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/freeport"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
@@ -30,7 +30,7 @@ type handlerProc struct {
 // startHandler execs bin/handler on a free port with its store at cs and
 // returns once GET / answers 200, with the time that took.
 func (b *runner) startHandler(ctx context.Context, cs, table string) (*handlerProc, time.Duration, error) {
-	port, err := azurite.FreePort()
+	port, err := freeport.Pick()
 	if err != nil {
 		return nil, 0, err
 	}

@@ -2,7 +2,9 @@
 // does: it starts the executable with a free port in
 // FUNCTIONS_CUSTOMHANDLER_PORT (and FUNCTIONS_CUSTOMHANDLER_WORKER_ID),
 // polls GET / on 127.0.0.1 until any HTTP answer, restarts the process when
-// it exits (with a growing, bounded back-off), and stops it with SIGTERM,
+// it exits (with a growing, bounded back-off), starts it again at once on
+// another port when it exited before answering because someone else held
+// its port (see package freeport), and stops it with SIGTERM,
 // then SIGKILL after a grace period. On Linux the process is also killed
 // when its supervisor's process dies, even by SIGKILL.
 package child
@@ -13,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os/exec"
 	"runtime"
@@ -22,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/freeport"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
@@ -110,7 +112,17 @@ type Process struct {
 	err      error // why supervision ended
 	stopOnce sync.Once
 	killNow  bool // Kill: SIGKILL instead of SIGTERM (guarded by mu)
+
+	pickPort func() (int, error) // freeport.Pick; tests replace it
 }
+
+// maxPortRetries bounds the starts in a row that go again at once because
+// the port was taken; past it a start fails as any other.
+const maxPortRetries = 3
+
+// errPortTaken: the incarnation exited before answering and another socket
+// holds the port it was given.
+var errPortTaken = errors.New("child: the port was taken before the handler could bind it")
 
 // Start starts the process and waits until it answers GET /. It returns an
 // error if the first start fails (the executable is missing, or the process
@@ -120,7 +132,14 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 	if opts.Path == "" {
 		return nil, errors.New("child: no executable path")
 	}
-	p := &Process{opts: opts.withDefaults(), stop: make(chan struct{}), done: make(chan struct{}), ready: make(chan struct{})}
+	return newProcess(opts, freeport.Pick).start(ctx)
+}
+
+func newProcess(opts Options, pickPort func() (int, error)) *Process {
+	return &Process{opts: opts.withDefaults(), stop: make(chan struct{}), done: make(chan struct{}), ready: make(chan struct{}), pickPort: pickPort}
+}
+
+func (p *Process) start(ctx context.Context) (*Process, error) {
 	first := make(chan error, 1)
 	go p.supervise(first)
 	select {
@@ -210,17 +229,24 @@ func (p *Process) supervise(first chan<- error) {
 	// last incarnation exited.
 	runtime.LockOSThread()
 	defer close(p.done)
-	failures := 0
+	failures, portRetries := 0, 0
 	for {
 		started := time.Now()
-		ready, err := p.runOnce(first)
-		first = nil
+		ready, err := p.runOnce(first, portRetries < maxPortRetries)
 		select {
 		case <-p.stop:
 			p.finish(ErrStopped)
 			return
 		default:
 		}
+		if errors.Is(err, errPortTaken) {
+			// Not the handler's failure: the same start again, on another
+			// port, at once (first, not yet answered, still waits).
+			portRetries++
+			p.opts.Logger.Warn("handler could not bind its port; starting it again on another", slog.Any("error", err))
+			continue
+		}
+		first, portRetries = nil, 0
 		if ready && time.Since(started) >= p.opts.StableAfter {
 			failures = 0
 		}
@@ -251,16 +277,19 @@ func (p *Process) finish(err error) {
 
 // runOnce starts one incarnation and returns when it has exited (or was
 // stopped): whether it became ready, and why it ended. first, when not nil,
-// receives the outcome of the start.
-func (p *Process) runOnce(first chan<- error) (ready bool, err error) {
+// receives the outcome of the start, except when the incarnation exited
+// before answering while another socket held its port and retryPort is
+// set: then runOnce returns errPortTaken and reports nothing.
+func (p *Process) runOnce(first chan<- error, retryPort bool) (ready bool, err error) {
 	report := func(err error) {
 		if first != nil {
 			first <- err
 			first = nil
 		}
 	}
-	port, err := freePort()
+	port, err := p.pickPort()
 	if err != nil {
+		err = fmt.Errorf("child: free port: %w", err)
 		report(err)
 		return false, err
 	}
@@ -315,6 +344,9 @@ func (p *Process) runOnce(first chan<- error) (ready bool, err error) {
 			err := fmt.Errorf("child: %s exited: %v", p.opts.Path, werr)
 			if werr == nil {
 				err = fmt.Errorf("child: %s exited with status 0", p.opts.Path)
+			}
+			if !ready && retryPort && freeport.Taken(port) {
+				return false, fmt.Errorf("%w (port %d): %v", errPortTaken, port, err)
 			}
 			report(err)
 			return ready, err
@@ -372,15 +404,6 @@ func (p *Process) waitReady(ctx context.Context, base string) error {
 		case <-t.C:
 		}
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("child: free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func withoutKeys(env []string, keys ...string) []string {

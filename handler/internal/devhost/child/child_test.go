@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/internal/fakehandler"
+	"github.com/orderstatus/orderstatus/handler/internal/freeport"
 )
 
 func TestMain(m *testing.M) {
@@ -245,4 +247,67 @@ func TestKillDoesNotWaitForTerm(t *testing.T) {
 		t.Errorf("Ready after Kill: got %v, want ErrStopped", err)
 	}
 	p.Kill() // idempotent
+}
+
+// TestTakenPortStartsAgain: a handler that exits before answering because
+// another socket took its port between the pick and its bind (the race
+// package freeport narrows) is started again at once on another port, and
+// Start succeeds; a handler that keeps meeting a taken port fails as any
+// other after maxPortRetries.
+func TestTakenPortStartsAgain(t *testing.T) {
+	ctx := ctxFor(t)
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	taken := held.Addr().(*net.TCPAddr).Port
+
+	t.Run("once", func(t *testing.T) {
+		picks := 0
+		p, err := newProcess(options(t), func() (int, error) {
+			picks++
+			if picks == 1 {
+				return taken, nil
+			}
+			return freeport.Pick()
+		}).start(ctx)
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		defer p.Stop()
+		base, err := p.Ready(ctx)
+		if err != nil {
+			t.Fatalf("Ready: %v", err)
+		}
+		if base == "http://127.0.0.1:"+strconv.Itoa(taken) {
+			t.Errorf("base URL %s is the taken port", base)
+		}
+		if got := pidAt(t, base); got != p.PID() {
+			t.Errorf("pid behind the base URL: got %d, want %d", got, p.PID())
+		}
+		if got := p.Starts(); got != 2 {
+			t.Errorf("Starts: got %d, want 2 (the taken port's, then the answering one)", got)
+		}
+	})
+	t.Run("always", func(t *testing.T) {
+		p := newProcess(options(t), func() (int, error) { return taken, nil })
+		if _, err := p.start(ctx); err == nil || !strings.Contains(err.Error(), "exited") {
+			t.Fatalf("Start: got %v, want the handler's exit", err)
+		}
+		if got, want := p.Starts(), maxPortRetries+1; got != want {
+			t.Errorf("Starts: got %d, want %d", got, want)
+		}
+	})
+	t.Run("port free after the exit", func(t *testing.T) {
+		// A handler that exits at start on a free port is not retried:
+		// its own failure is reported at once.
+		p := newProcess(options(t, fakehandler.EnvExitAtStart+"=1"), freeport.Pick)
+		if _, err := p.start(ctx); err == nil {
+			t.Fatal("Start succeeded")
+		}
+		if got := p.Starts(); got != 1 {
+			t.Errorf("Starts: got %d, want 1", got)
+		}
+	})
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/azurite"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+	"github.com/orderstatus/orderstatus/handler/internal/freeport"
 )
 
 // quick retries once, at once, within a short call timeout.
@@ -76,7 +77,7 @@ func TestHTTPFailures(t *testing.T) {
 // unavailable, and the SAS of the connection string stays out of the
 // error text (which reaches logs).
 func TestConnectionFailuresNeverCarryTheSAS(t *testing.T) {
-	port, err := azurite.FreePort()
+	port, err := freeport.Pick()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/internal/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/freeport"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
@@ -239,7 +240,7 @@ func TestClassifyRefusedForGood(t *testing.T) {
 // must not put the token into the error text (which reaches logs and
 // answers).
 func TestErrorsNeverCarryTheSAS(t *testing.T) {
-	port, err := azurite.FreePort()
+	port, err := freeport.Pick()
 	if err != nil {
 		t.Fatal(err)
 	}
