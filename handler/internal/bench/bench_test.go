@@ -470,6 +470,11 @@ func TestOutageSmoke(t *testing.T) {
 			t.Errorf("%s: %q, want a figure of at least 0 (recovery: above 0, or NaN)", name, val)
 		}
 	}
+	// The default policy turns an outage shorter than its retry window
+	// into delays: nothing is dead-lettered, whatever the size.
+	if v := printed["outage_2m_dead_lettered"]; v != "0" {
+		t.Errorf("outage_2m_dead_lettered = %q, want 0 (the default policy reschedules)", v)
+	}
 	if v, _ := strconv.ParseFloat(printed["outage_2m_store_calls_per_message_before"], 64); !(v > 0) {
 		t.Errorf("outage_2m_store_calls_per_message_before = %v, want storage requests refused during the outage", v)
 	}
