@@ -67,34 +67,100 @@ fi
 # its role assignments (groups and inherited ones included) by role name:
 # create = Owner or Contributor, assign = Owner, User Access Administrator
 # or Role Based Access Control Administrator, each on the subscription (or
-# above it) or on the environment's resource group rg-<env>. Custom roles,
-# conditions and roles activated just in time cannot be judged by name, so
-# this warns and carries on; Azure has the last word.
+# above it) or on the environment's resource group rg-<env>. And can it
+# create the deployment itself? infra/main.bicep is a subscription-scope
+# template, so `azd provision` creates a deployment object on the
+# subscription, which needs Microsoft.Resources/deployments/* there (Bicep
+# docs, "Required permissions"; deploy-to-subscription): roles on rg-<env>
+# alone do not give it. Owner and Contributor on the subscription do; for any
+# other role assigned there (the custom role of docs/deploy.md's narrower
+# setup) its definition's actions are read. Conditions and roles activated
+# just in time cannot be judged, so this warns and carries on; Azure has the
+# last word.
+
+# covers_deployments ROLE: does ROLE's definition allow every action on
+# Microsoft.Resources/deployments (an action *, Microsoft.Resources/* or
+# Microsoft.Resources/deployments/*, not taken back by a NotAction)?
+covers_deployments() {
+	perms=$(az role definition list --name "$1" \
+		--query "[].permissions[].[join(',', actions || \`[]\`), join(',', notActions || \`[]\`)]" -o tsv 2>/dev/null) || return 1
+	found=1
+	set -f # an action * is a word here, not a file name pattern
+	while IFS=$tab read -r actions not_actions; do
+		granted=1
+		oldifs=$IFS
+		IFS=,
+		for a in $actions; do
+			case "$a" in
+			'*' | [Mm]icrosoft.[Rr]esources/'*' | [Mm]icrosoft.[Rr]esources/[Dd]eployments/'*') granted=0 ;;
+			esac
+		done
+		for a in $not_actions; do
+			case "$a" in
+			'*' | [Mm]icrosoft.[Rr]esources/'*' | [Mm]icrosoft.[Rr]esources/[Dd]eployments*) granted=1 ;;
+			esac
+		done
+		IFS=$oldifs
+		[ "$granted" -ne 0 ] || found=0
+	done <<PERMS
+$perms
+PERMS
+	set +f
+	return "$found"
+}
+
 if [ -n "${AZURE_PRINCIPAL_ID:-}" ]; then
 	roles=$(az role assignment list --all --assignee "$AZURE_PRINCIPAL_ID" --include-inherited --include-groups \
 		--query "[].[roleDefinitionName, scope]" -o tsv 2>/dev/null) || roles=""
-	create="" assign=""
+	create="" assign="" deploy="" others=""
 	tab=$(printf '\t')
+	nl='
+'
 	while IFS=$tab read -r role scope; do
+		[ -n "$role" ] || continue
 		case "$scope" in
 		*/resourceGroups/rg-"${AZURE_ENV_NAME:-}") where="rg-${AZURE_ENV_NAME:-}" ;;
 		*/resourceGroups/*) continue ;;
-		*) where="the subscription" ;;
+		/subscriptions/*/*) continue ;; # one resource outside the group, not the subscription
+		/subscriptions/*)
+			# Another subscription's roles do not count.
+			[ -z "${AZURE_SUBSCRIPTION_ID:-}" ] || [ "$scope" = "/subscriptions/$AZURE_SUBSCRIPTION_ID" ] || continue
+			where="the subscription"
+			;;
+		*) where="the subscription" ;; # a management group or the root, above it
 		esac
 		case "$role" in
 		Owner) create=${create:-$where} assign=${assign:-$where} ;;
 		Contributor) create=${create:-$where} ;;
 		"User Access Administrator" | "Role Based Access Control Administrator") assign=${assign:-$where} ;;
 		esac
+		if [ "$where" = "the subscription" ]; then
+			case "$role" in
+			Owner | Contributor) deploy=$where ;;
+			*) others="$others$role$nl" ;;
+			esac
+		fi
 	done <<ROLES
 $roles
 ROLES
-	if [ -z "$create" ] || [ -z "$assign" ]; then
-		missing=""
-		[ -n "$create" ] || missing="Contributor (to create the resources)"
-		[ -n "$assign" ] || missing="${missing:+$missing and }Role Based Access Control Administrator or User Access Administrator (to assign the app identity its roles)"
-		warn "could not confirm that $AZURE_PRINCIPAL_ID has $missing on the subscription or on rg-${AZURE_ENV_NAME:-<env>}:" \
+	if [ -z "$deploy" ] && [ -n "$others" ]; then
+		while IFS= read -r role; do
+			[ -n "$role" ] && [ -z "$deploy" ] || continue
+			if covers_deployments "$role"; then deploy="the subscription"; fi
+		done <<OTHERS
+$others
+OTHERS
+	fi
+	missing="" deployments=""
+	[ -n "$create" ] || missing="Contributor (to create the resources)"
+	[ -n "$assign" ] || missing="${missing:+$missing and }Role Based Access Control Administrator or User Access Administrator (to assign the app identity its roles)"
+	[ -n "$deploy" ] || deployments="may create deployments on the subscription (Microsoft.Resources/deployments/*: infra/main.bicep is a subscription-scope template, so azd's deployment is an object there; Contributor or Owner on the subscription, or a custom role with those actions there, gives it; roles on rg-${AZURE_ENV_NAME:-<env>} alone do not)"
+	if [ -n "$missing" ]; then
+		warn "could not confirm that $AZURE_PRINCIPAL_ID has $missing on the subscription or on rg-${AZURE_ENV_NAME:-<env>}${deployments:+, nor that it $deployments}:" \
 			"provisioning may fail at the first resource or role assignment (docs/deploy.md, \"Permissions\")"
+	elif [ -n "$deployments" ]; then
+		warn "could not confirm that $AZURE_PRINCIPAL_ID $deployments:" \
+			"Azure would refuse the deployment (AuthorizationFailed) before creating anything (docs/deploy.md, \"Permissions\")"
 	fi
 fi
 

@@ -20,7 +20,11 @@
 #         and removes a data role on the production account that an earlier
 #         version of this script gave it. The job never holds a data role on
 #         the production account, so it can never read or write the
-#         orderstatus or dead-letter tables.
+#         orderstatus or dead-letter tables: setup refuses, before it creates
+#         or grants anything, when the signed-in principal holds any other
+#         data role on the app's storage account, its tables, or its queues
+#         (or on a scope above them), such as the grants GRANT_DEPLOYER_DATA_OWNER
+#         gives the deployer.
 # tables  deletes any conformance table a killed run left in the job's own
 #         account, then runs the table suites there (the order store, the
 #         dead-letter store in handler/internal/dlstore/dltable, the
@@ -113,6 +117,56 @@ revoke() {
 		fail "cannot remove $1 on ${2##*/providers/}: remove it by hand (docs/deploy.md, The conformance job)"
 }
 
+# lower S: S in lower case (ARM resource ids compare case-insensitively).
+lower() {
+	printf '%s' "$1" | tr '[:upper:]' '[:lower:]'
+}
+
+# applies SCOPE RESOURCE: does a role assignment at SCOPE apply to RESOURCE
+# or to a part of it: SCOPE is RESOURCE, below it (a table of an account),
+# or above it (its resource group, the subscription, a management group)?
+applies() {
+	s=$(lower "${1%/}")
+	r=$(lower "$2")
+	case "$s" in
+	"" | "$r" | "$r"/* | /providers/microsoft.management/managementgroups/*) return 0 ;;
+	esac
+	case "$r" in
+	"$s"/*) return 0 ;;
+	esac
+	return 1
+}
+
+# no_app_data_role ACCOUNT-ID QUEUE-ID...: fail, naming each, when the
+# principal holds a data role (Storage ... Data ..., Azure Service Bus Data
+# ...) that applies to the app's storage account ACCOUNT-ID or to one of
+# the app's queues. Its other roles (Contributor, the roles on the job's own
+# queues and account) are fine.
+no_app_data_role() {
+	account=$1
+	shift
+	assignments=$(az role assignment list --all --include-inherited --query "[?principalId=='$oid'].[roleDefinitionName, scope]" -o tsv) ||
+		fail "cannot list the role assignments of $oid, so cannot confirm it holds no data role on the app's storage account and queues"
+	held=""
+	tab=$(printf '\t')
+	while IFS=$tab read -r role scope; do
+		hit=0
+		case "$role" in
+		"Storage "*" Data "* | "Storage "*" Data") applies "$scope" "$account" && hit=1 ;;
+		"Azure Service Bus Data "*)
+			for q in "$@"; do
+				if applies "$scope" "$q"; then hit=1; fi
+			done
+			;;
+		esac
+		[ "$hit" = 0 ] || held="${held:+$held; }$role on $scope"
+	done <<ASSIGNMENTS
+$assignments
+ASSIGNMENTS
+	[ -z "$held" ] ||
+		fail "the signed-in principal $oid holds data roles on the app's data: $held. The conformance job must never hold one (it could read and write the orderstatus and dead-letter tables and queues): remove each with az role assignment delete --assignee $oid --role <role> --scope <scope>, and never provision with GRANT_DEPLOYER_DATA_OWNER=true as this identity (docs/deploy.md, The conformance job)"
+}
+
 # own_account: the store suite's account must not be the app's.
 own_account() {
 	need STORAGE_ACCOUNT_NAME
@@ -125,6 +179,20 @@ setup() {
 	command -v az >/dev/null 2>&1 || fail "az is required (see docs/deploy.md)"
 	own_account
 	rg=$AZURE_RESOURCE_GROUP
+	oid=$(principal)
+	ptype=$(principal_type)
+	# No data role on the app's data, before anything is created or granted.
+	app_account=$(az storage account show --resource-group "$rg" --name "$STORAGE_ACCOUNT_NAME" --query id -o tsv) ||
+		fail "cannot read the app's storage account $STORAGE_ACCOUNT_NAME"
+	revoke "Storage Table Data Contributor" "$app_account"
+	app_queues=""
+	for q in "${ORDER_STATUS_QUEUE:-order-status}" "${POISON_QUEUE:-order-status-poison}"; do
+		id=$(az servicebus queue show --resource-group "$rg" --namespace-name "$SERVICE_BUS_NAMESPACE" --name "$q" --query id -o tsv) ||
+			fail "cannot read the app's queue $q in $SERVICE_BUS_NAMESPACE"
+		app_queues="$app_queues $id"
+	done
+	# shellcheck disable=SC2086 # the ids hold no blanks
+	no_app_data_role "$app_account" $app_queues
 	for q in "$test_queue" "$test_session_queue"; do
 		sessions=false
 		[ "$q" = "$test_session_queue" ] && sessions=true
@@ -133,8 +201,6 @@ setup() {
 			--enable-session "$sessions" --duplicate-detection true --max-delivery-count 5 --lock-duration PT1M \
 			--enable-dead-lettering-on-message-expiration true -o none
 	done
-	oid=$(principal)
-	ptype=$(principal_type)
 	for q in "$test_queue" "$test_session_queue"; do
 		grant "Azure Service Bus Data Owner" "$(az servicebus queue show --resource-group "$rg" --namespace-name "$SERVICE_BUS_NAMESPACE" --name "$q" --query id -o tsv)"
 	done
@@ -142,7 +208,6 @@ setup() {
 	az storage account create --resource-group "$rg" --name "$test_account" --sku Standard_LRS --kind StorageV2 \
 		--allow-shared-key-access false --min-tls-version TLS1_2 --allow-blob-public-access false --https-only true -o none
 	grant "Storage Table Data Contributor" "$(az storage account show --resource-group "$rg" --name "$test_account" --query id -o tsv)"
-	revoke "Storage Table Data Contributor" "$(az storage account show --resource-group "$rg" --name "$STORAGE_ACCOUNT_NAME" --query id -o tsv)"
 	if [ "$created_role" = 1 ]; then
 		wait=${ROLE_PROPAGATION_SECONDS:-300}
 		say "waiting ${wait}s for the new role assignments to apply"

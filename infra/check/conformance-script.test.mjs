@@ -24,11 +24,13 @@ const azd = {
   OrderStore__serviceUri: 'https://stx.table.core.windows.net/',
 };
 
-// run(t, args, {env, granted, goOut, goExit, leftover}) runs the script
-// with stubs: az answers `role assignment list` with granted (count) and
-// `storage table list` with leftover (names, one a line), go prints goOut
-// and exits goExit. Returns the result and the recorded calls.
-function run(t, args, { env = azd, granted = '0', goOut = '--- PASS: X (1.00s)', goExit = 0, leftover = '' } = {}) {
+// run(t, args, {env, granted, assignments, goOut, goExit, leftover}) runs
+// the script with stubs: az answers `role assignment list --scope` with
+// granted (count), `role assignment list --all` with assignments (the
+// principal's, "role<TAB>scope" lines; listFails: it fails) and `storage
+// table list` with leftover (names, one a line), go prints goOut and exits
+// goExit. Returns the result and the recorded calls.
+function run(t, args, { env = azd, granted = '0', assignments = '', listFails = false, goOut = '--- PASS: X (1.00s)', goExit = 0, leftover = '' } = {}) {
   const dir = mkdtempSync(path.join(tmpdir(), 'orderstatus-conformance-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const calls = path.join(dir, 'calls');
@@ -41,6 +43,7 @@ function run(t, args, { env = azd, granted = '0', goOut = '--- PASS: X (1.00s)',
 case "$*" in
 "account get-access-token"*) echo '${token}' ;;
 "account show"*) echo servicePrincipal ;;
+"role assignment list --all"*) ${listFails ? 'echo "AuthorizationFailed" >&2; exit 1' : `printf '%s' '${assignments}'`} ;;
 "role assignment list"*) echo '${granted}' ;;
 "servicebus queue show"*) echo "/subscriptions/s/resourceGroups/rg-x/providers/Microsoft.ServiceBus/namespaces/sb-x/queues/$(echo "$*" | sed 's/.*--name \\([^ ]*\\).*/\\1/')" ;;
 "storage account show"*primaryEndpoints.table*) echo "https://$(echo "$*" | sed 's/.*--name \\([^ ]*\\).*/\\1/').table.core.windows.net/" ;;
@@ -72,7 +75,10 @@ test('setup creates the two test queues with the production settings, never touc
       assert.ok(c.includes(flag), `${name}: ${c} lacks ${flag}`);
     }
   }
-  assert.ok(!r.calls.some((c) => /order-status/.test(c)), 'setup must not touch the app queues');
+  // It reads the app queues' ids (for the data-role check), and nothing else.
+  const app = r.calls.filter((c) => /order-status/.test(c));
+  assert.deepEqual(app, ['order-status', 'order-status-poison'].map((q) =>
+    `az servicebus queue show --resource-group rg-x --namespace-name sb-x --name ${q} --query id -o tsv`), 'setup must not touch the app queues');
 });
 
 test('setup grants the signed-in principal (oid from its token) the data roles on the narrowest scopes, then waits', (t) => {
@@ -180,4 +186,60 @@ test('the table suites never use the app\'s tables: no table name reaches them, 
   const outbox = readFileSync(path.join(repoRoot, 'handler/publish/outbox/azure_test.go'), 'utf8');
   assert.match(outbox, /"outboxconformance" \+ strings\.ToLower\(rand\.Text\(\)\)/, 'the outbox suite: tables of its own');
   assert.doesNotMatch(outbox, /os\.Getenv\("(DEAD_LETTER_TABLE|OrderStore__tableName)"\)/, 'the outbox suite reads no app table setting');
+});
+
+// The job's identity is the pipeline's service principal, the deployer of
+// azure-dev.yml: with GRANT_DEPLOYER_DATA_OWNER it would have got Storage
+// Table Data Contributor on the app's tables and Service Bus Data Owner on
+// its queues. Setup refuses, before it creates or grants anything, while the
+// principal holds a data role that applies to the app's storage account (at
+// it, on a table of it, or above it) or to the app's queues; its roles on
+// the job's own account and queues, and roles without data rights, pass.
+test('setup refuses while the signed-in principal holds a data role on the app\'s account, tables or queues', async (t) => {
+  const rg = '/subscriptions/s/resourceGroups/rg-x';
+  const acct = `${rg}/providers/Microsoft.Storage/storageAccounts/stx`;
+  const ns = `${rg}/providers/Microsoft.ServiceBus/namespaces/sb-x`;
+  for (const [name, assignments, refused] of [
+    ['Table Data Contributor on the orderstatus table (the deployer grant)', `Storage Table Data Contributor\t${acct}/tableServices/default/tables/orderstatus`, true],
+    ['Table Data Contributor on the dead-letter table', `Storage Table Data Contributor\t${acct}/tableServices/default/tables/deadletters`, true],
+    ['Blob Data Reader on the app account', `Storage Blob Data Reader\t${acct}`, true],
+    ['a storage data role on the resource group', `Storage Table Data Reader\t${rg}`, true],
+    ['a storage data role on the subscription, ids in another case', 'Storage Table Data Contributor\t/subscriptions/S', true],
+    ['a storage data role from a management group', 'Storage Queue Data Contributor\t/providers/Microsoft.Management/managementGroups/mg', true],
+    ['Service Bus Data Owner on order-status (the deployer grant)', `Azure Service Bus Data Owner\t${ns}/queues/order-status`, true],
+    ['Service Bus Data Receiver on the namespace', `Azure Service Bus Data Receiver\t${ns}`, true],
+    ['the job\'s own roles', `Storage Table Data Contributor\t${rg}/providers/Microsoft.Storage/storageAccounts/cstx\nAzure Service Bus Data Owner\t${ns}/queues/conformance\nAzure Service Bus Data Owner\t${ns}/queues/conformance-sessions`, false],
+    ['Contributor and Role Based Access Control Administrator on the group', `Contributor\t${rg}\nRole Based Access Control Administrator\t${rg}`, false],
+    ['a storage data role on another account whose name starts with the app\'s', `Storage Table Data Contributor\t${acct}2`, false],
+  ]) {
+    await t.test(name, (t) => {
+      const r = run(t, ['setup'], { assignments });
+      const changes = r.calls.filter((c) => /^az (role assignment create|servicebus queue create|storage account create)/.test(c));
+      if (!refused) {
+        assert.equal(r.status, 0, r.stderr);
+        return;
+      }
+      assert.equal(r.status, 1, `exit ${r.status}; stderr ${r.stderr}`);
+      assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+      const [role, scope] = assignments.split('\t');
+      assert.ok(r.stderr.includes(`holds data roles on the app's data: ${role} on ${scope}.`), r.stderr);
+      assert.match(r.stderr, /az role assignment delete --assignee 11111111-2222-3333-4444-555555555555 --role <role> --scope <scope>.*GRANT_DEPLOYER_DATA_OWNER=true.*docs\/deploy\.md, The conformance job/);
+      assert.deepEqual(changes, [], 'refused after changing something');
+    });
+  }
+  // Every one held is named, in one line.
+  const two = run(t, ['setup'], { assignments: `Storage Table Data Contributor\t${acct}/tableServices/default/tables/orderstatus\nAzure Service Bus Data Owner\t${ns}/queues/order-status-poison` });
+  assert.equal(two.status, 1);
+  assert.match(two.stderr, /tables\/orderstatus; Azure Service Bus Data Owner on .*queues\/order-status-poison\./);
+  // The app queues named by the environment are the ones checked.
+  const renamed = run(t, ['setup'], { env: { ...azd, ORDER_STATUS_QUEUE: 'os2', POISON_QUEUE: 'os2-poison' }, assignments: `Azure Service Bus Data Owner\t${ns}/queues/os2-poison` });
+  assert.equal(renamed.status, 1, renamed.stderr);
+  // Roles that cannot be listed cannot be confirmed: refused too.
+  const unlisted = run(t, ['setup'], { listFails: true });
+  assert.equal(unlisted.status, 1);
+  assert.match(unlisted.stderr, /cannot list the role assignments of 11111111-2222-3333-4444-555555555555/);
+  assert.ok(!unlisted.calls.some((c) => /^az (role assignment create|servicebus queue create|storage account create)/.test(c)), unlisted.calls.join('\n'));
+  // The query asks for the principal's assignments at every scope, inherited ones included.
+  const call = run(t, ['setup']).calls.find((c) => c.startsWith('az role assignment list --all'));
+  assert.equal(call, "az role assignment list --all --include-inherited --query [?principalId=='11111111-2222-3333-4444-555555555555'].[roleDefinitionName, scope] -o tsv");
 });

@@ -14,17 +14,34 @@ import { repoRoot } from './lib/bicep.mjs';
 
 const script = path.join(repoRoot, 'scripts/azd-preflight.sh');
 
-// An az stub that answers `az version`, `az account show` and `az role
-// assignment list` from the options: version (the azure-cli version),
-// userType ('user', 'servicePrincipal'), signedIn (false: account show
-// fails), roles (the deployer's role assignments, "role<TAB>scope" lines).
+// An az stub that answers `az version`, `az account show`, `az role
+// assignment list` and `az role definition list --name R` from the options:
+// version (the azure-cli version), userType ('user', 'servicePrincipal'),
+// signedIn (false: account show fails), roles (the deployer's role
+// assignments, "role<TAB>scope" lines), definitions (role name to its
+// permissions, "actions<TAB>notActions" lines with the actions joined by
+// commas, as the script's query asks; a role not named: no definition).
 const subscriptionRoles = 'Contributor\t/subscriptions/s\nUser Access Administrator\t/subscriptions/s';
-function azStub({ version = '2.67.0', userType = 'user', signedIn = true, roles = subscriptionRoles }) {
+// The built-in roles' actions (Azure built-in roles, Privileged:
+// https://learn.microsoft.com/azure/role-based-access-control/built-in-roles/privileged)
+// and docs/deploy.md's custom role for the narrower setup.
+const roleDefinitions = {
+  'User Access Administrator': '*/read,Microsoft.Authorization/*,Microsoft.Support/*\t',
+  'Role Based Access Control Administrator': 'Microsoft.Authorization/roleAssignments/write,Microsoft.Authorization/roleAssignments/delete,*/read,Microsoft.Support/*\t',
+  'orderstatus deployments': 'Microsoft.Resources/deployments/*,Microsoft.Resources/subscriptions/resourceGroups/read\t',
+};
+function azStub({ version = '2.67.0', userType = 'user', signedIn = true, roles = subscriptionRoles, definitions = roleDefinitions }) {
+  const defs = Object.entries(definitions).map(([name, perms]) => `    "${name}") printf '%s\\n' '${perms}';;`).join('\n');
   return `#!/bin/sh
 echo "az $*" >> "$STUB_LOG"
 case "$1 $2" in
   "version --query") echo "${version}"; exit 0;;
   "role assignment") printf '%s\\n' '${roles}'; exit 0;;
+  "role definition")
+    case "$5" in
+${defs}
+    esac
+    exit 0;;
   "account show") ${signedIn ? `[ "$3" = "--query" ] && echo "${userType}"; exit 0` : 'echo "Please run az login" >&2; exit 1'};;
 esac
 exit 0
@@ -130,11 +147,14 @@ test('preflight warns, without failing, when RUNBOOK_BASE_URL is empty', (t) => 
   assert.doesNotMatch(set.stderr, /RUNBOOK_BASE_URL/);
 });
 
+const groupRoles = 'Contributor\t/subscriptions/s/resourceGroups/rg-dev\nRole Based Access Control Administrator\t/subscriptions/s/resourceGroups/rg-dev';
+
 test('preflight warns, without failing, when the deployer\'s roles cannot be confirmed', async (t) => {
   for (const [name, roles, want] of [
     ['Contributor and User Access Administrator on the subscription', subscriptionRoles, null],
     ['Owner on the subscription', 'Owner\t/subscriptions/s', null],
-    ['the narrower setup: both on the resource group', 'Contributor\t/subscriptions/s/resourceGroups/rg-dev\nRole Based Access Control Administrator\t/subscriptions/s/resourceGroups/rg-dev', null],
+    ['the narrower setup as docs/deploy.md gives it: both on the resource group, the deployments role on the subscription',
+      `${groupRoles}\norderstatus deployments\t/subscriptions/s`, null],
     ['Contributor only', 'Contributor\t/subscriptions/s', /could not confirm that p-1 has Role Based Access Control Administrator or User Access Administrator \(to assign/],
     ['roles on another resource group', 'Owner\t/subscriptions/s/resourceGroups/rg-other', /could not confirm that p-1 has Contributor \(to create the resources\) and Role Based/],
     ['no roles', '', /could not confirm that p-1 has Contributor/],
@@ -151,6 +171,50 @@ test('preflight warns, without failing, when the deployer\'s roles cannot be con
   }
   const call = preflight(t).calls.find((c) => c.startsWith('az role assignment list'));
   assert.equal(call, 'az role assignment list --all --assignee p-1 --include-inherited --include-groups --query [].[roleDefinitionName, scope] -o tsv');
+});
+
+// infra/main.bicep is a subscription-scope template: azd's deployment is an
+// object on the subscription and needs Microsoft.Resources/deployments/*
+// there, which roles on the resource group alone do not give. The preflight
+// warns (exit 0: a condition or a role activated just in time cannot be
+// judged from here) unless a role on the subscription, or above it, covers
+// it: Owner or Contributor by name, any other by its definition's actions.
+test('preflight warns when no role on the subscription covers the deployment itself', async (t) => {
+  const want = /^azd-preflight: warning: could not confirm that p-1 may create deployments on the subscription \(Microsoft\.Resources\/deployments\/\*: .*roles on rg-dev alone do not\): Azure would refuse the deployment/;
+  for (const [name, roles, opts, warns] of [
+    ['the two group roles only (the narrower setup without its subscription role)', groupRoles, {}, true],
+    ['the two group roles and the custom deployments role on the subscription', `${groupRoles}\norderstatus deployments\t/subscriptions/s`, {}, false],
+    ['the custom deployments role inherited from a management group', `${groupRoles}\norderstatus deployments\t/providers/Microsoft.Management/managementGroups/mg`, {}, false],
+    ['the custom deployments role on another subscription', `${groupRoles}\norderstatus deployments\t/subscriptions/other`, { env: { AZURE_SUBSCRIPTION_ID: 's' } }, true],
+    ['the custom deployments role on one resource, not the subscription', `${groupRoles}\norderstatus deployments\t/subscriptions/s/providers/Microsoft.Foo/bars/b`, {}, true],
+    ['User Access Administrator on the subscription (no deployments action)', `${groupRoles}\nUser Access Administrator\t/subscriptions/s`, {}, true],
+    ['Contributor on the subscription', `${groupRoles}\nContributor\t/subscriptions/s`, {}, false],
+    ['a custom role with * that takes deployments back', `${groupRoles}\nalmost all\t/subscriptions/s`,
+      { az: { definitions: { 'almost all': '*\tMicrosoft.Resources/deployments/write' } } }, true],
+    ['a custom role with Microsoft.Resources/*', `${groupRoles}\nresources\t/subscriptions/s`,
+      { az: { definitions: { resources: 'microsoft.resources/*\t' } } }, false],
+    ['a role whose definition cannot be read', `${groupRoles}\nunknown role\t/subscriptions/s`, {}, true],
+  ]) {
+    await t.test(name, (t) => {
+      const r = preflight(t, { ...opts, az: { roles, ...opts.az } });
+      assert.equal(r.status, 0, r.stderr);
+      if (warns) {
+        assert.match(r.stderr, want);
+        assert.match(r.stderr, /docs\/deploy\.md, "Permissions"/);
+        assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+      } else assert.equal(r.stderr, '');
+    });
+  }
+  // Missing the group roles as well: one line names everything missing.
+  const none = preflight(t, { az: { roles: '' } });
+  assert.match(none.stderr, /could not confirm that p-1 has Contributor .* on the subscription or on rg-dev, nor that it may create deployments on the subscription/);
+  assert.equal(none.stderr.trim().split('\n').length, 1, none.stderr);
+  // A custom role is judged by its definition, read with the script's query.
+  const call = preflight(t, { az: { roles: `${groupRoles}\norderstatus deployments\t/subscriptions/s` } }).calls
+    .find((c) => c.startsWith('az role definition list'));
+  assert.equal(call, "az role definition list --name orderstatus deployments --query [].permissions[].[join(',', actions || `[]`), join(',', notActions || `[]`)] -o tsv");
+  // Owner or Contributor on the subscription: no definition is read.
+  assert.ok(!preflight(t).calls.some((c) => c.startsWith('az role definition')));
 });
 
 // The decisions above fail when the script loses them: copies of the script

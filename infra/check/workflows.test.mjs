@@ -79,6 +79,13 @@ const mutations = [
   [DEV, '      ALERT_EMAIL: ${{ vars.ALERT_EMAIL }}\n', '', checkAzureVariables, /job deploy env ALERT_EMAIL is undefined/],
   [DEV, '      AZURE_LOCATION: ${{ vars.AZURE_LOCATION }}\n', '      AZURE_LOCATION: eastus2\n      AZURE_PRINCIPAL_TYPE: ServicePrincipal\n', checkAzureVariables, /env AZURE_LOCATION is "eastus2"[\s\S]*sets AZURE_PRINCIPAL_TYPE/],
   [CONF, 'vars.AZURE_CLIENT_ID', 'vars.AZURE_CLIENTID', checkAzureVariables, /azure-conformance\.yml: reads vars\.AZURE_CLIENTID/],
+  // The pipeline's deployer is the conformance job's identity: no data roles.
+  [DEV, "GRANT_DEPLOYER_DATA_OWNER: 'false'", 'GRANT_DEPLOYER_DATA_OWNER: ${{ vars.GRANT_DEPLOYER_DATA_OWNER }}', checkAzureVariables,
+    /azure-dev\.yml: forwards vars\.GRANT_DEPLOYER_DATA_OWNER, which would give the pipeline's service principal \(the conformance job's identity\) data roles[\s\S]*env GRANT_DEPLOYER_DATA_OWNER is "\$\{\{ vars\.GRANT_DEPLOYER_DATA_OWNER \}\}", want 'false'/],
+  [DEV, "GRANT_DEPLOYER_DATA_OWNER: 'false'", "GRANT_DEPLOYER_DATA_OWNER: ${{ vars.GRANT_DEPLOYER_DATA_OWNER || 'false' }}", checkAzureVariables, /forwards vars\.GRANT_DEPLOYER_DATA_OWNER/],
+  [DEV, "      GRANT_DEPLOYER_DATA_OWNER: 'false'\n", '', checkAzureVariables, /env GRANT_DEPLOYER_DATA_OWNER is undefined, want 'false'/],
+  [DEV, "GRANT_DEPLOYER_DATA_OWNER: 'false'", "GRANT_DEPLOYER_DATA_OWNER: 'true'", checkAzureVariables, /env GRANT_DEPLOYER_DATA_OWNER is "true", want 'false'/],
+  [CONF, '      CONFORMANCE_LOG_DIR: conformance-logs\n', '      CONFORMANCE_LOG_DIR: conformance-logs\n      GRANT_DEPLOYER_DATA_OWNER: ${{ vars.GRANT_DEPLOYER_DATA_OWNER }}\n', checkAzureVariables, /azure-conformance\.yml: forwards vars\.GRANT_DEPLOYER_DATA_OWNER/],
   [DEV, 'run: azd deploy --no-prompt', 'run: azd up --no-prompt', checkAzureVariables, /does not run azd provision, then azd deploy/],
   [DEV, '  workflow_dispatch:\n', '', checkAzureVariables, /does not run on push to main and workflow_dispatch/],
   [DEV, '          go-version-file: go.mod\n', '          go-version: stable\n', checkAzureVariables, /Go is not set up from go\.mod before azd provision/],

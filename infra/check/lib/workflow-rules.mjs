@@ -30,6 +30,15 @@ export const AZD_PIPELINE_VARIABLES = ['AZURE_CLIENT_ID', 'AZURE_TENANT_ID', 'AZ
  */
 export const AZD_PRINCIPAL_VARIABLES = ['AZURE_PRINCIPAL_ID', 'AZURE_PRINCIPAL_TYPE'];
 
+/**
+ * Variables of infra/main.parameters.json that the pipeline must not take
+ * from the repository variables, with the value azure-dev.yml sets instead.
+ * GRANT_DEPLOYER_DATA_OWNER gives the deployer data roles on the app's
+ * tables and queues; in the pipeline the deployer is the service principal
+ * the conformance job also signs in as, which must never hold one.
+ */
+export const PIPELINE_FIXED_VARIABLES = { GRANT_DEPLOYER_DATA_OWNER: 'false' };
+
 /** Reads every file the checks look at; overrides replace texts by path. */
 export function loadTexts(overrides = {}) {
   const texts = {};
@@ -299,15 +308,20 @@ function varsRead(text) {
  * variable outside that set. azure-dev.yml runs on push to main and by hand,
  * signs az in before `azd provision` (the hooks use az), sets Go up from
  * go.mod (the preflight needs go and make), and runs `azd provision` then
- * `azd deploy`.
+ * `azd deploy`. The PIPELINE_FIXED_VARIABLES are the exception: no workflow
+ * reads them from vars, and azure-dev.yml sets each to its fixed value.
  */
 export function checkAzureVariables(texts) {
   const problems = [];
-  const params = parameterVariables(texts['infra/main.parameters.json']).filter((v) => !AZD_PRINCIPAL_VARIABLES.includes(v));
+  const fixed = Object.keys(PIPELINE_FIXED_VARIABLES);
+  const params = parameterVariables(texts['infra/main.parameters.json'])
+    .filter((v) => !AZD_PRINCIPAL_VARIABLES.includes(v) && !fixed.includes(v));
   const allowed = new Set([...AZD_PIPELINE_VARIABLES, ...params]);
   for (const rel of workflowPaths(texts)) {
     for (const name of varsRead(texts[rel])) {
-      if (!allowed.has(name)) problems.push(`${rel}: reads vars.${name}, which azd pipeline config does not set`);
+      if (fixed.includes(name)) {
+        problems.push(`${rel}: forwards vars.${name}, which would give the pipeline's service principal (the conformance job's identity) data roles on the app's tables and queues; set it to '${PIPELINE_FIXED_VARIABLES[name]}'`);
+      } else if (!allowed.has(name)) problems.push(`${rel}: reads vars.${name}, which azd pipeline config does not set`);
     }
   }
   const rel = `${WORKFLOW_DIR}/azure-dev.yml`;
@@ -324,6 +338,9 @@ export function checkAzureVariables(texts) {
     if (!value.startsWith(`\${{vars.${v}}}`) && !value.startsWith(`\${{vars.${v}||`)) {
       problems.push(`${rel}: job ${name} env ${v} is ${JSON.stringify(env[v])}, want \${{ vars.${v} }}`);
     }
+  }
+  for (const [v, want] of Object.entries(PIPELINE_FIXED_VARIABLES)) {
+    if (String(env[v]) !== want) problems.push(`${rel}: job ${name} env ${v} is ${JSON.stringify(env[v])}, want '${want}' (never from vars)`);
   }
   for (const v of AZD_PRINCIPAL_VARIABLES) {
     if (v in env) problems.push(`${rel}: job ${name} env sets ${v}, which azd fills with the signed-in principal`);

@@ -46,6 +46,11 @@ type Backend struct {
 	// empty source (0: the sweeper's default).
 	Now         func() time.Time
 	ReceiveWait time.Duration
+	// TimeScale is how many times faster than real time the broker's
+	// clock runs: the development host's --time-scale (devrun.Endpoints),
+	// 0 or 1 for real time, as for Service Bus in Azure. Above 1, the
+	// reading commands say on stderr which clock their times are on.
+	TimeScale float64
 	// Close releases the connections (nil: nothing to release).
 	Close func()
 }
@@ -86,12 +91,17 @@ func (c *cli) connect() (*Backend, error) {
 		closeBroker()
 		return nil, err
 	}
+	scale := 0.0
+	if t.DevHost != nil {
+		scale = t.DevHost.TimeScale
+	}
 	return &Backend{
-		Broker: t.Broker,
-		Store:  st,
-		Orders: tablestore.NewFromService(svc, orDefault(c.env.Getenv(config.EnvStoreTable), config.DefaultTable), nil),
-		Queues: deadletter.Queues{Queue: t.Queue, PoisonQueue: t.PoisonQueue},
-		Close:  closeBroker,
+		TimeScale: scale,
+		Broker:    t.Broker,
+		Store:     st,
+		Orders:    tablestore.NewFromService(svc, orDefault(c.env.Getenv(config.EnvStoreTable), config.DefaultTable), nil),
+		Queues:    deadletter.Queues{Queue: t.Queue, PoisonQueue: t.PoisonQueue},
+		Close:     closeBroker,
 	}, nil
 }
 

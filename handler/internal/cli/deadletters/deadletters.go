@@ -63,6 +63,9 @@ type Env struct {
 	// Table Storage backend on the account connect found (tests of the
 	// connection with an in-memory store).
 	OpenStore func(svc *aztables.ServiceClient, table string) (dlstore.Store, error)
+	// Wall is the wall clock the note on a faster broker clock compares
+	// with (nil: time.Now).
+	Wall func() time.Time
 }
 
 // Main runs `handler deadletters` with the process's environment.

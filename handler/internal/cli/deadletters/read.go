@@ -38,6 +38,11 @@ func (c *cli) stats(args []string) int {
 	if err != nil && len(unreadable) == 0 {
 		return c.fail(err)
 	}
+	if s.TimeScale > 1 {
+		if now, err := s.sw.Now(c.ctx); err == nil {
+			c.clockNote(s, now)
+		}
+	}
 	if *asJSON {
 		jsonLines(c.stdout, st)
 	} else if len(st) > 0 {
@@ -70,12 +75,14 @@ func (c *cli) checkFilter(ff *filterFlags, states []dlstore.State) (filter, int)
 	return f, -1
 }
 
-// resolve resolves f's relative times on the broker's clock.
+// resolve resolves f's relative times on the broker's clock (and says
+// which clock that is when it is not real time: clockNote).
 func (c *cli) resolve(s *session, f filter) (dlstore.Filter, int) {
 	now, err := s.sw.Now(c.ctx)
 	if err != nil {
 		return dlstore.Filter{}, c.fail(err)
 	}
+	c.clockNote(s, now)
 	out, err := f.at(now)
 	if err != nil {
 		return out, c.usage("%v", err)
@@ -269,6 +276,7 @@ func (c *cli) find(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
+	c.clockNote(s, now)
 	var events []event
 	var unreadable []string
 	switch {
