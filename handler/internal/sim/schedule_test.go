@@ -183,7 +183,9 @@ func TestGenerateShape(t *testing.T) {
 }
 
 // TestGenerateCoversEveryFault: the CI seeds (1 to 200) exercise every
-// fault many times.
+// fault many times, and both producer behaviours of the payment timeout:
+// an unpaid order whose producer never schedules the check, and one whose
+// producer schedules and cancels it.
 func TestGenerateCoversEveryFault(t *testing.T) {
 	count := map[string]int{}
 	for seed := uint64(1); seed <= defaultSchedules; seed++ {
@@ -199,6 +201,11 @@ func TestGenerateCoversEveryFault(t *testing.T) {
 			seen["reordered"] = seen["reordered"] || o.Reordered
 			seen["race"] = seen["race"] || o.Timeout == RaceTimeout
 			seen["unpaid"] = seen["unpaid"] || o.Timeout == UnpaidTimeout
+			// The producer crashed before scheduling the check: the
+			// handler's own check must cancel it (issue 21).
+			seen["unpaid, producer never schedules"] = seen["unpaid, producer never schedules"] || o.Timeout == UnpaidNoCheck
+			// The producer schedules the check and cancels it after Paid.
+			seen["paid, producer cancels"] = seen["paid, producer cancels"] || o.Timeout == PaidCancelledCheck
 			seen["ends cancelled"] = seen["ends cancelled"] || (o.Timeout == NoTimeout && o.Last().Status == order.Cancelled)
 		}
 		f := s.Faults
@@ -227,6 +234,7 @@ func TestGenerateCoversEveryFault(t *testing.T) {
 		}
 	}
 	want := []string{"event", "duplicate-send", "late-replay", "timeout", "poison", "reordered", "race", "unpaid", "ends cancelled",
+		"unpaid, producer never schedules", "paid, producer cancels",
 		"short outage", "long outage", "outage of ServerBusy", "outage of Drop", "outage of all", "outage of writes",
 		"lost answers", "kills", "lock expiry", "short session idle", "scale add", "scale remove", "scale kill", "kill with another fault",
 		"sweeper add", "sweeper remove", "sweeper kill"}

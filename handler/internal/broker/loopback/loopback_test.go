@@ -65,6 +65,8 @@ func TestConformance(t *testing.T) {
 		Wait:             time.Minute,
 		ShortWait:        10 * time.Second,
 		ScheduleDelay:    5 * time.Minute,
+		// A dropped duplicate's number names nothing stored.
+		DuplicateCancelNotFound: true,
 	})
 }
 

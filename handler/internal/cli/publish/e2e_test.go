@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -149,7 +148,9 @@ func (h *liveHost) publish(t *testing.T, args ...string) result {
 
 func (h *liveHost) shell(t *testing.T, env []string, argv ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Longer than any --timeout of the walkthrough's waits, which bound
+	// themselves.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = h.app
@@ -402,12 +403,79 @@ func TestEndToEndDevHost(t *testing.T) {
 // runReadme runs the README's publish walkthrough line by line against
 // the live host, as written: `make run` is the host itself; a curl line
 // asks GetOrder once and must show what the line's comment says at once
-// (the publish before it waited with --wait), except after a `sleep N`,
-// which the test turns into polling for at most N seconds (the host's
-// clock runs faster here than make run's, so what the sleep waits for
-// comes sooner); every other line runs in a shell in the app root
-// (variables assigned with $(...) carry over).
+// (what it waits for, the line before waited on: a publish with --wait,
+// or `publish wait`); every other line runs in a shell in the app root
+// (variables assigned with $(...) carry over), must exit 0, and when it
+// has a comment, that comment is what it prints: a line of its stdout is
+// the comment, or starts with it when the comment ends in "...". A
+// `sleep` fails the test: a pause cannot be checked (the host's clock runs
+// faster here than make run's, so a sleep too short there passes here);
+// the walkthrough waits with `publish wait`, which exits 1 when what it
+// waits for does not come.
 func runReadme(t *testing.T, h *liveHost) {
+	lines := readmeWalkthrough(t)
+	if bad := sleepLines(lines); len(bad) > 0 {
+		t.Fatalf("the README walkthrough pauses with sleep (%q): wait with 'bin/handler publish wait --order ID --status S' (or --sequence N) instead, which fails when it does not come", bad)
+	}
+	assign := regexp.MustCompile(`^([a-z_]+)=\$\((.*)\)$`)
+	curl := regexp.MustCompile(`^curl -s http://127\.0\.0\.1:7071/api/orders/([^ ]+)\s+# (.*)$`)
+	var env []string
+	ran := map[string]bool{}
+	for _, l := range lines {
+		l = strings.TrimSpace(l)
+		comment := ""
+		if i := strings.Index(l, "  # "); i > 0 && !strings.HasPrefix(l, "curl ") {
+			l, comment = strings.TrimSpace(l[:i]), strings.TrimSpace(l[i+len("  # "):])
+		}
+		switch {
+		case l == "" || strings.HasPrefix(l, "#") || l == "make run":
+			continue
+		case curl.MatchString(l):
+			m := curl.FindStringSubmatch(l)
+			want := strings.Split(m[2], ", ")
+			code, _, body := h.getOrder(t, m[1])
+			shows := code == http.StatusOK
+			for _, w := range want {
+				shows = shows && strings.Contains(body, w)
+			}
+			if !shows {
+				t.Fatalf("README walkthrough: %s: answers %d %s at once\nhandler log (tail):\n%s", l, code, body, h.logTail())
+			}
+			ran["curl"] = true
+		case assign.MatchString(l):
+			m := assign.FindStringSubmatch(l)
+			r := mustOK(t, l, h.shell(t, env, "sh", "-c", m[2]))
+			checkPrints(t, l, comment, r)
+			env = append(env, m[1]+"="+strings.TrimSpace(r.stdout))
+			ran[firstWords(m[2])] = true
+		default:
+			r := mustOK(t, l, h.shell(t, env, "sh", "-c", l))
+			checkPrints(t, l, comment, r)
+			ran[firstWords(l)] = true
+		}
+	}
+	for _, cmd := range []string{"bin/handler publish status", "bin/handler publish timeout", "bin/handler publish cancel-timeout",
+		"bin/handler publish commit", "bin/handler publish relay", "bin/handler publish wait", "curl"} {
+		if !ran[cmd] {
+			t.Errorf("the README walkthrough has no %q line (ran %v)", cmd, ran)
+		}
+	}
+	// The walkthrough leaves nothing in the repository root but .run/.
+	entries, err := os.ReadDir(h.app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !slices.Contains(appFiles, e.Name()) {
+			t.Errorf("the README walkthrough left %s in the repository root", e.Name())
+		}
+	}
+}
+
+// readmeWalkthrough returns the lines of the code blocks between the
+// README's walkthrough markers.
+func readmeWalkthrough(t *testing.T) []string {
+	t.Helper()
 	f, err := os.Open(filepath.Join(repoRoot, "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -433,76 +501,46 @@ func runReadme(t *testing.T, h *liveHost) {
 	if !found || len(lines) == 0 {
 		t.Fatalf("README.md has no walkthrough after %q", start)
 	}
-	assign := regexp.MustCompile(`^([a-z_]+)=\$\((.*)\)$`)
-	curl := regexp.MustCompile(`^curl -s http://127\.0\.0\.1:7071/api/orders/([^ ]+)\s+# (.*)$`)
-	var env []string
-	var slept time.Duration // the last sleep, until the curl after it
-	ran := map[string]bool{}
+	return lines
+}
+
+// sleepCommand is a sleep run as a command: at the start of a line or
+// after ;, &&, || or |.
+var sleepCommand = regexp.MustCompile(`(^|[;&|]\s*)sleep(\s|$)`)
+
+// sleepLines returns the lines of a walkthrough that sleep.
+func sleepLines(lines []string) []string {
+	var bad []string
 	for _, l := range lines {
-		l = strings.TrimSpace(l)
-		if i := strings.Index(l, "  # "); i > 0 && !strings.HasPrefix(l, "curl ") {
-			l = strings.TrimSpace(l[:i])
-		}
-		switch {
-		case l == "" || strings.HasPrefix(l, "#") || l == "make run":
-			continue
-		case strings.HasPrefix(l, "sleep "):
-			n, err := strconv.Atoi(strings.TrimPrefix(l, "sleep "))
-			if err != nil || n < 1 {
-				t.Fatalf("README walkthrough: %q: want sleep and a number of seconds", l)
-			}
-			slept = time.Duration(n) * time.Second
-		case curl.MatchString(l):
-			m := curl.FindStringSubmatch(l)
-			want := strings.Split(m[2], ", ")
-			shows := func(code int, body string) bool {
-				for _, w := range want {
-					if !strings.Contains(body, w) {
-						return false
-					}
-				}
-				return code == http.StatusOK
-			}
-			if slept > 0 {
-				deadline := time.Now().Add(slept)
-				for code, _, body := h.getOrder(t, m[1]); !shows(code, body); code, _, body = h.getOrder(t, m[1]) {
-					if time.Now().After(deadline) {
-						t.Fatalf("README walkthrough: %s: after %q it answers %d %s\nhandler log (tail):\n%s", l, "sleep "+fmt.Sprint(slept.Seconds()), code, body, h.logTail())
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-				slept = 0
-			} else if code, _, body := h.getOrder(t, m[1]); !shows(code, body) {
-				t.Fatalf("README walkthrough: %s: answers %d %s at once\nhandler log (tail):\n%s", l, code, body, h.logTail())
-			}
-			ran["curl"] = true
-		case assign.MatchString(l):
-			m := assign.FindStringSubmatch(l)
-			r := h.shell(t, env, "sh", "-c", m[2])
-			mustOK(t, l, r)
-			env = append(env, m[1]+"="+strings.TrimSpace(r.stdout))
-			ran[firstWords(m[2])] = true
-		default:
-			mustOK(t, l, h.shell(t, env, "sh", "-c", l))
-			ran[firstWords(l)] = true
+		if sleepCommand.MatchString(strings.TrimSpace(l)) {
+			bad = append(bad, strings.TrimSpace(l))
 		}
 	}
-	for _, cmd := range []string{"bin/handler publish status", "bin/handler publish timeout", "bin/handler publish cancel-timeout",
-		"bin/handler publish commit", "bin/handler publish relay", "curl"} {
-		if !ran[cmd] {
-			t.Errorf("the README walkthrough has no %q line (ran %v)", cmd, ran)
+	return bad
+}
+
+// checkPrints fails the test unless r's stdout has a line that is
+// comment, or starts with it less a final "..." (the rest of the line
+// elided); an empty comment checks nothing.
+func checkPrints(t *testing.T, line, comment string, r result) {
+	t.Helper()
+	if comment == "" {
+		return
+	}
+	if !printsComment(r.stdout, comment) {
+		t.Errorf("README walkthrough: %s: the comment says it prints %q, but its stdout is %q", line, comment, r.stdout)
+	}
+}
+
+func printsComment(stdout, comment string) bool {
+	prefix, elided := strings.CutSuffix(comment, "...")
+	for _, out := range strings.Split(stdout, "\n") {
+		out = strings.TrimSpace(out)
+		if out == comment || (elided && strings.HasPrefix(out, prefix)) {
+			return true
 		}
 	}
-	// The walkthrough leaves nothing in the repository root but .run/.
-	entries, err := os.ReadDir(h.app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !slices.Contains(appFiles, e.Name()) {
-			t.Errorf("the README walkthrough left %s in the repository root", e.Name())
-		}
-	}
+	return false
 }
 
 func firstWords(l string) string {
@@ -514,4 +552,46 @@ func firstWords(l string) string {
 		return w[0]
 	}
 	return ""
+}
+
+// TestWalkthroughRules holds the rules runReadme applies, without a
+// host: the README's walkthrough has no sleep, a sleep anywhere on a line
+// is found, and a comment is checked against what a command prints.
+func TestWalkthroughRules(t *testing.T) {
+	if bad := sleepLines(readmeWalkthrough(t)); len(bad) > 0 {
+		t.Errorf("the README walkthrough sleeps: %q; wait with bin/handler publish wait", bad)
+	}
+	for _, tc := range []struct {
+		line  string
+		sleep bool
+	}{
+		{"sleep 2", true},
+		{"  sleep 20", true},
+		{"sleep", true},
+		{"bin/handler publish relay --table checkout --once && sleep 2", true},
+		{"true; sleep 1", true},
+		{"bin/handler publish wait --order o-9002 --status Cancelled --timeout 1m", false},
+		{"curl -s http://127.0.0.1:7071/api/orders/o-sleep   # \"status\":\"Paid\"", false},
+		{"# sleep 2 would do on a fast machine", false},
+	} {
+		if got := len(sleepLines([]string{tc.line})) > 0; got != tc.sleep {
+			t.Errorf("sleepLines(%q) found a sleep: %v, want %v", tc.line, got, tc.sleep)
+		}
+	}
+	relay := "relaying outbox table checkout on Azurite to order-status on the development host\nsent 2, scheduled 1, cancelled 1, parked 0, waiting 0, purged 0\n"
+	for _, tc := range []struct {
+		stdout, comment string
+		ok              bool
+	}{
+		{relay, "sent 2, scheduled 1, cancelled 1, ...", true},
+		{relay, "sent 2, scheduled 1, cancelled 1, parked 0, waiting 0, purged 0", true},
+		{relay, "sent 2, scheduled 1, cancelled 1", false}, // not the whole line, and no "..."
+		{relay, "sent 2, scheduled 0, cancelled 1, ...", false},
+		{relay, "sent 1, ...", false},
+		{"", "sent 2, ...", false},
+	} {
+		if got := printsComment(tc.stdout, tc.comment); got != tc.ok {
+			t.Errorf("printsComment(%q, %q) = %v, want %v", tc.stdout, tc.comment, got, tc.ok)
+		}
+	}
 }

@@ -2,7 +2,8 @@
 // operations of the walkthrough (status, timeout, cancel-timeout) on the
 // command line, over the importable package handler/publish, and the
 // transactional outbox's relay and commit (relay, commit) over
-// handler/publish/outbox. It parses
+// handler/publish/outbox, and wait, which polls GetOrder until an order
+// gets where a walkthrough or a script expects it. It parses
 // flags and files, refuses bad input before anything is sent, connects
 // like the other operator commands (package connect: --namespace, else
 // ServiceBusConnection__fullyQualifiedNamespace with the caller's Entra
@@ -51,8 +52,10 @@ commands:
   relay           relay a producer's transactional outbox: --table T [--once]
   commit          commit messages into a producer's outbox (what outbox.Table.Commit does):
                   --table T --order ID [--status S --sequence N] [--schedule-timeout] [--cancel-timeout]
+  wait            wait until GetOrder shows an order at a sequence or a status:
+                  --order ID (--sequence N | --status S) [--timeout 30s]; sends nothing
 
-Where it sends (every command): --namespace NS, else the app setting
+Where it sends (every command but wait): --namespace NS, else the app setting
 ServiceBusConnection__fullyQualifiedNamespace, both with your Entra identity
 (az login; the Azure Service Bus Data Sender role on the queue is enough), else
 the development host running on this machine (make run). relay and commit also
@@ -60,8 +63,9 @@ take --tables (the producer's Table Storage account), else OrderStore__serviceUr
 or OrderStore__connectionString, else make run's Azurite.
 
 exit codes: 0 done (also when cancel-timeout finds the timeout delivered or
-cancelled already: the line says so), 1 connecting or sending failed, 2 bad
-input (one line on stderr; nothing is sent).
+cancelled already: the line says so), 1 connecting or sending failed (wait: the
+order did not get there in time), 2 bad input (one line on stderr; nothing is
+sent).
 `
 
 // env is what Main takes from the process, replaceable in tests.
@@ -80,7 +84,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "handler publish: a command is required: status, timeout, cancel-timeout, relay or commit (handler publish --help)")
+		fmt.Fprintln(stderr, "handler publish: a command is required: status, timeout, cancel-timeout, relay, commit or wait (handler publish --help)")
 		return ExitUsage
 	}
 	cmd, args := args[0], args[1:]
@@ -98,8 +102,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) in
 		return runRelay(ctx, args, stdout, stderr, e)
 	case "commit":
 		return runCommit(ctx, args, stdout, stderr, e)
+	case "wait":
+		return runWait(ctx, args, stdout, stderr, e)
 	}
-	fmt.Fprintf(stderr, "handler publish: unknown command %q: want status, timeout, cancel-timeout, relay or commit (handler publish --help)\n", cmd)
+	fmt.Fprintf(stderr, "handler publish: unknown command %q: want status, timeout, cancel-timeout, relay, commit or wait (handler publish --help)\n", cmd)
 	return ExitUsage
 }
 
@@ -114,11 +120,18 @@ type command struct {
 }
 
 func newCommand(name, usageLine, about string, stdout, stderr io.Writer) *command {
+	c := newLocalCommand(name, usageLine, about, stdout, stderr)
+	c.fs.StringVar(&c.namespace, "namespace", "", "Service Bus `namespace` (<name>.servicebus.windows.net); default: ServiceBusConnection__fullyQualifiedNamespace, else the running development host")
+	return c
+}
+
+// newLocalCommand is newCommand without --namespace, for a command that
+// does not talk to Service Bus.
+func newLocalCommand(name, usageLine, about string, stdout, stderr io.Writer) *command {
 	c := &command{name: "handler publish " + name, usage: usageLine, about: about, stdout: stdout, stderr: stderr,
 		exitCodes: "exit codes: 0 sent, 1 connecting or sending failed, 2 bad input (one line on stderr;\nnothing is sent).\n"}
 	c.fs = flag.NewFlagSet(c.name, flag.ContinueOnError)
 	c.fs.SetOutput(io.Discard)
-	c.fs.StringVar(&c.namespace, "namespace", "", "Service Bus `namespace` (<name>.servicebus.windows.net); default: ServiceBusConnection__fullyQualifiedNamespace, else the running development host")
 	return c
 }
 

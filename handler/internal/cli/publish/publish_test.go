@@ -161,7 +161,7 @@ func TestBadInputExits2(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	_, e := devHost(t, clock.Real())
-	for _, args := range [][]string{{"--help"}, {"help"}, {"status", "--help"}, {"timeout", "-h"}, {"cancel-timeout", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"status", "--help"}, {"timeout", "-h"}, {"cancel-timeout", "--help"}, {"wait", "--help"}} {
 		r := runCLI(t, e, args...)
 		if r.code != ExitOK || !strings.HasPrefix(r.stdout, "usage: handler publish") || r.stderr != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 0 and the usage on stdout", args, r.code, r.stdout, r.stderr)

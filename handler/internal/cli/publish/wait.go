@@ -15,7 +15,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/contract"
 )
 
-// Defaults of status --wait.
+// Defaults of status --wait and of wait.
 const (
 	defaultWaitTimeout = 30 * time.Second
 	maxWaitTimeout     = time.Hour
@@ -64,6 +64,8 @@ func (a orderAnswer) String() string {
 	switch {
 	case a.err != "":
 		return "no answer: " + a.err
+	case a.code == 0:
+		return "nothing yet (no request finished in time)"
 	case a.code == http.StatusOK:
 		return fmt.Sprintf("%s at sequence %d", a.status, a.lastSequence)
 	case a.code == http.StatusNotFound:
@@ -101,6 +103,16 @@ func targets(changes []contract.StatusChanged) ([]string, map[string]int64) {
 // ctx's error if it ended first.
 func (w *waiter) wait(ctx context.Context, changes []contract.StatusChanged) (behind map[string]orderAnswer, err error) {
 	ids, want := targets(changes)
+	return w.until(ctx, ids, func(id string, a orderAnswer) bool {
+		return a.code == http.StatusOK && a.lastSequence >= want[id]
+	})
+}
+
+// until polls GetOrder for every order of ids until reached holds for
+// what it answers, for at most w.timeout. It returns the orders for which
+// it does not with what GetOrder last said (the zero orderAnswer if it
+// never answered), and ctx's error if the wait ended first.
+func (w *waiter) until(ctx context.Context, ids []string, reached func(id string, a orderAnswer) bool) (behind map[string]orderAnswer, err error) {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	last := map[string]orderAnswer{}
@@ -127,7 +139,7 @@ func (w *waiter) wait(ctx context.Context, changes []contract.StatusChanged) (be
 				a = last[id] // the request was cut by our own deadline
 			}
 			last[id] = a
-			if a.code != http.StatusOK || a.lastSequence < want[id] {
+			if !reached(id, a) {
 				still = append(still, id)
 			}
 		}

@@ -1,0 +1,124 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+)
+
+// runWait is `handler publish wait`: status --wait's polling on its own,
+// for a change that no publish of the caller's sends (a payment timeout
+// firing, a relay's send). It sends nothing. Exit 0 once GetOrder shows
+// the order there; 1 when it does not within --timeout (or on an
+// interrupt), with one line on stderr saying what GetOrder showed last; 2
+// on bad flags or when there is no GetOrder to ask.
+func runWait(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
+	c := newLocalCommand("wait", "usage: handler publish wait --order ID (--sequence N | --status S) [--timeout 30s] [--get-order-url URL]",
+		`Waits until GetOrder shows the order at --sequence N or a later one, or in
+--status S (given both, it waits for both), polling every 100 ms for at most
+--timeout. For what no publish of yours waits on: a payment timeout firing (wait
+for --status Cancelled), or an outbox relay's send. It sends nothing. Against the
+development host it asks its HTTP front; against Azure pass --get-order-url.`, stdout, stderr)
+	c.exitCodes = "exit codes: 0 the order got there (one line on stdout), 1 not within --timeout\n(one line on stderr says what GetOrder showed last), 2 bad input or no GetOrder\nto ask (one line on stderr).\n"
+	var orderID, status, orderURL string
+	var seq int64
+	timeout := defaultWaitTimeout
+	c.fs.StringVar(&orderID, "order", "", "order `id` to ask GetOrder about")
+	c.fs.Int64Var(&seq, "sequence", 0, "wait until the order's lastSequence is this `number` or higher")
+	c.fs.StringVar(&status, "status", "", "wait until the order's status is this `status`: Created, Paid, Shipped, Delivered or Cancelled (any case)")
+	c.fs.DurationVar(&timeout, "timeout", defaultWaitTimeout, "how long to wait, by your watch, at most 1h (a Go `duration`)")
+	c.fs.StringVar(&orderURL, "get-order-url", "", "GetOrder's `URL`, with {orderId} where the id goes, e.g. https://<app>.azurewebsites.net/api/orders/{orderId}?code=<function key>; default: the development host's front")
+	if code := c.parse(args); code >= 0 {
+		return code
+	}
+	set := map[string]bool{}
+	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["order"] {
+		return c.bad("--order is required")
+	}
+	if err := contract.ValidateOrderID(orderID); err != nil {
+		return c.bad("--order: %v", err)
+	}
+	if !set["sequence"] && !set["status"] {
+		return c.bad("--sequence or --status is required: what to wait for")
+	}
+	if set["sequence"] && seq < 1 {
+		return c.bad("--sequence %d: want at least 1", seq)
+	}
+	var want contract.Status
+	if set["status"] {
+		st, ok := contract.ParseStatus(status)
+		if !ok {
+			return c.bad("--status %q: want one of Created, Paid, Shipped, Delivered, Cancelled", status)
+		}
+		want = st
+	}
+	if timeout <= 0 || timeout > maxWaitTimeout {
+		return c.bad("--timeout %s: want a duration above 0 and at most 1h", timeout)
+	}
+	if orderURL != "" {
+		if err := checkGetOrderURL(orderURL); err != nil {
+			return c.bad("%v", err)
+		}
+	} else {
+		ep, err := devrun.Find(e.dir)
+		switch {
+		case errors.Is(err, devrun.ErrNotRunning) || (err == nil && ep.HTTPAddr == ""):
+			return c.bad("no GetOrder to ask: pass --get-order-url (https://<app>.azurewebsites.net/api/orders/{orderId}?code=<function key>), or start the development host with 'make run'")
+		case err != nil:
+			return c.fail(err)
+		}
+		orderURL = "http://" + ep.HTTPAddr + "/api/orders/" + orderIDPlaceholder
+	}
+
+	target := waitTarget{sequence: seq, status: want}
+	w := &waiter{client: &http.Client{Timeout: 10 * time.Second}, tmpl: orderURL, timeout: timeout}
+	var seen orderAnswer
+	behind, err := w.until(ctx, []string{orderID}, func(_ string, a orderAnswer) bool {
+		seen = a
+		return target.reached(a)
+	})
+	if len(behind) == 0 && err == nil {
+		fmt.Fprintf(stdout, "reached: order %s shows %s (GetOrder), waited for %s\n", orderID, seen, target)
+		return ExitOK
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(stderr, "%s: interrupted before order %s reached %s: GetOrder says %s\n", c.name, orderID, target, behind[orderID])
+	} else {
+		fmt.Fprintf(stderr, "%s: order %s did not reach %s within --timeout %s: GetOrder says %s\n", c.name, orderID, target, timeout, behind[orderID])
+	}
+	return ExitFailure
+}
+
+// waitTarget is what wait waits for: a sequence (0: any), a status ("":
+// any), or both.
+type waitTarget struct {
+	sequence int64
+	status   contract.Status
+}
+
+func (t waitTarget) reached(a orderAnswer) bool {
+	return a.err == "" && a.code == http.StatusOK && a.lastSequence >= t.sequence &&
+		(t.status == "" || a.status == string(t.status))
+}
+
+// String says what is awaited: "sequence 2 or later", "status Cancelled",
+// or both.
+func (t waitTarget) String() string {
+	var parts []string
+	if t.sequence > 0 {
+		parts = append(parts, fmt.Sprintf("sequence %d or later", t.sequence))
+	}
+	if t.status != "" {
+		parts = append(parts, "status "+string(t.status))
+	}
+	return strings.Join(parts, " and ")
+}
