@@ -3,7 +3,6 @@ package devhost
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -164,22 +163,16 @@ func (t *logTap) line(l []byte) {
 	if !bytes.Contains(l, []byte(`"round_trips"`)) {
 		return
 	}
-	var rec struct {
-		MessageID  *string `json:"message_id"`
-		Result     string  `json:"result"`
-		RoundTrips int     `json:"round_trips"`
-		Conflicts  int     `json:"etag_conflicts"`
-		CacheHit   bool    `json:"cache_hit"`
-	}
-	if json.Unmarshal(l, &rec) != nil || rec.MessageID == nil || rec.Result == "" {
+	rec, ok := parseSettled(l)
+	if !ok {
 		return
 	}
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()
 	t.c.answers++
-	t.c.roundTrips += rec.RoundTrips
-	t.c.conflicts += rec.Conflicts
-	if rec.CacheHit {
+	t.c.roundTrips += rec.roundTrips
+	t.c.conflicts += rec.conflicts
+	if rec.cacheHit {
 		t.c.cacheHits++
 	}
 }

@@ -1,0 +1,158 @@
+package devhost
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+)
+
+// settled is what the dev host counts from one of the handler's "message
+// settled" lines (orderfn's per-attempt line): that it answered, its
+// round trips, ETag conflicts and cache hit.
+type settled struct {
+	result     string
+	roundTrips int
+	conflicts  int
+	cacheHit   bool
+}
+
+// parseSettled reads a settled line: ok when it has a string message_id
+// and a non-empty string result, and round_trips and etag_conflicts are
+// integers and cache_hit a boolean where present (as a decode into those
+// types would take them: null is the zero value). It reads the fields where they stand instead of
+// decoding the whole object: the lines are the handler's own
+// (logging.Line: one flat JSON object on one line, each key once, every
+// string JSON-escaped, so that `,"key":` can only begin a field, never sit
+// inside a string), and the dev host reads one per message, where a full
+// decode cost it about 10 µs a line (a few per cent of its CPU in the
+// throughput runs, work the Functions host does not do: it passes the line
+// on as text). A line that is not such an object, or a field of another
+// type, is not counted, as a decode would refuse it; the JSON itself is
+// not checked, so text that is not JSON but has the fields' shape is
+// counted (no handler writes such a line: a dev host count is all it
+// could change).
+func parseSettled(line []byte) (settled, bool) {
+	s, ok := readSettled(line)
+	if !ok {
+		return settled{}, false
+	}
+	return s, true
+}
+
+func readSettled(line []byte) (settled, bool) {
+	var s settled
+	line = bytes.TrimSpace(line)
+	if len(line) < 2 || line[0] != '{' || line[len(line)-1] != '}' {
+		return s, false
+	}
+	if _, ok := stringField(line, "message_id"); !ok {
+		return s, false
+	}
+	raw, ok := stringField(line, "result")
+	if !ok {
+		return s, false
+	}
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		if json.Unmarshal(raw, &s.result) != nil {
+			return s, false
+		}
+	} else {
+		s.result = string(raw[1 : len(raw)-1])
+	}
+	if s.result == "" {
+		return s, false
+	}
+	if s.roundTrips, ok = intField(line, "round_trips"); !ok {
+		return s, false
+	}
+	if s.conflicts, ok = intField(line, "etag_conflicts"); !ok {
+		return s, false
+	}
+	switch v := value(line, "cache_hit"); string(v) {
+	case "", "false", "null":
+	case "true":
+		s.cacheHit = true
+	default:
+		return s, false
+	}
+	return s, true
+}
+
+// value returns the raw value of the top-level field key, up to the next
+// comma or the closing brace outside a string; nil when the key is absent.
+func value(line []byte, key string) []byte {
+	i := fieldStart(line, key)
+	if i < 0 {
+		return nil
+	}
+	v := line[i:]
+	if len(v) > 0 && v[0] == '"' {
+		if n := stringEnd(v); n > 0 {
+			return v[:n]
+		}
+		return v // unterminated: not a string
+	}
+	end := bytes.IndexAny(v, ",}")
+	if end < 0 {
+		return v
+	}
+	return bytes.TrimSpace(v[:end])
+}
+
+// fieldStart is the offset of key's value in line, -1 when absent.
+func fieldStart(line []byte, key string) int {
+	for _, open := range []byte{',', '{'} {
+		pat := make([]byte, 0, len(key)+4)
+		pat = append(append(append(append(pat, open, '"'), key...), '"'), ':')
+		if i := bytes.Index(line, pat); i >= 0 {
+			return i + len(pat)
+		}
+	}
+	return -1
+}
+
+// stringEnd is the length of the JSON string at the start of v, quotes
+// included; 0 when it does not end.
+func stringEnd(v []byte) int {
+	for i := 1; i < len(v); i++ {
+		switch v[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// stringField returns key's value, quotes included, when it is a string.
+func stringField(line []byte, key string) ([]byte, bool) {
+	v := value(line, key)
+	if len(v) < 2 || v[0] != '"' || stringEnd(v) != len(v) {
+		return nil, false
+	}
+	return v, true
+}
+
+// intField returns key's value when it is a JSON integer that fits an
+// int, and 0 when the key is absent or null (as a decode into an int).
+func intField(line []byte, key string) (int, bool) {
+	v := value(line, key)
+	if v == nil || string(v) == "null" {
+		return 0, true
+	}
+	digits := v
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || (digits[0] == '0' && len(digits) > 1) {
+		return 0, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(string(v))
+	return n, err == nil
+}
