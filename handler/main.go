@@ -177,7 +177,7 @@ Settings (environment variables; the Configuration table of docs/configuration.m
   DEAD_LETTER_SWEEP_SCHEDULE, DEAD_LETTER_REPLAY_COOLDOWN, DEAD_LETTER_MAX_REPLAYS,
   DEAD_LETTER_SWEEP_RATE, DEAD_LETTER_TABLE, DEAD_LETTER_RETENTION   (the DeadLetterSweeper)
   ORDER_STATUS_RETRY_RESCHEDULE, ORDER_STATUS_RETRY_BASE, ORDER_STATUS_RETRY_CAP, ORDER_STATUS_RETRY_WINDOW
-                                                outages become scheduled retries (README Outages)
+                                                outages become scheduled retries (docs/outages.md)
 
 exit codes: 0 stopped cleanly, 1 a bad setting or a failed start, 2 an argument was given.
 `

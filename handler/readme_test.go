@@ -108,7 +108,7 @@ func sortedSet(in []string) []string {
 	return slices.Compact(out)
 }
 
-// TestReadmeMessageContract: the README's Messages section lists exactly
+// TestReadmeMessageContract: the message contract (docs/messages.md) lists exactly
 // the code's subjects, statuses, settled results and poison reasons.
 func TestReadmeMessageContract(t *testing.T) {
 	msgs := section(t, doc(t, messagesDoc), "Messages")
@@ -328,14 +328,14 @@ func TestReadmeConfigurationDefaults(t *testing.T) {
 		{config.EnvDeadLetterSweepRate, strconv.FormatFloat(config.DefaultDeadLetterSweepRate, 'g', -1, 64)},
 	} {
 		if got, ok := rows[s.name]; !ok || got != s.want {
-			t.Errorf("README Configuration: %s default %q, code %q", s.name, got, s.want)
+			t.Errorf("docs/configuration.md: %s default %q, code %q", s.name, got, s.want)
 		}
 		if got := tpl.Values[s.name]; got != s.want {
 			t.Errorf("local.settings.json.template: %s = %q, code default %q", s.name, got, s.want)
 		}
 	}
 	if got := shortDuration(config.DefaultRetryBudgetNoReschedule); !strings.Contains(doc(t, "docs/configuration.md"), "`"+got+"` with rescheduling off") {
-		t.Errorf("README Configuration does not give the budget with rescheduling off (%s)", got)
+		t.Errorf("docs/configuration.md does not give the budget with rescheduling off (%s)", got)
 	}
 }
 
@@ -365,5 +365,98 @@ func TestReadmeContentsLinksEveryPage(t *testing.T) {
 		if !slices.Contains(linked, rel) {
 			t.Errorf("%s is not in the README's contents table", rel)
 		}
+	}
+}
+
+// TestTestingDocNamesEveryAzureSkip: docs/testing.md says how many tests
+// skip without Azure, and names each: the test functions whose t.Skip
+// names a real-Azure variable (SERVICEBUS_TEST_NAMESPACE, or the
+// real-account tables variable), counted in the sources.
+func TestTestingDocNamesEveryAzureSkip(t *testing.T) {
+	azureVar := regexp.MustCompile(`SERVICEBUS_TEST_|ORDERSTATUS_TEST_TABLES_SERVICE_URI|EnvTablesServiceURI`)
+	testFunc := regexp.MustCompile(`^func (Test\w+)\(`)
+	type site struct{ pkg, test string }
+	var sites []site
+	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		fn := ""
+		for _, line := range strings.Split(string(b), "\n") {
+			if m := testFunc.FindStringSubmatch(line); m != nil {
+				fn = m[1]
+			}
+			if s := strings.TrimSpace(line); (strings.HasPrefix(s, "t.Skip(") || strings.HasPrefix(s, "t.Skipf(")) && azureVar.MatchString(s) {
+				sites = append(sites, site{pkg: filepath.Base(filepath.Dir(p)), test: fn})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(doc(t, "docs/testing.md")), " ")
+	m := regexp.MustCompile(`\(without Azure, (\w+):`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatal(`docs/testing.md does not say "(without Azure, N: ..." how many tests skip`)
+	}
+	words := []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"}
+	if n := slices.Index(words, m[1]); n != len(sites) {
+		t.Errorf("docs/testing.md says %s tests skip without Azure; the sources have %d: %v", m[1], len(sites), sites)
+	}
+	for _, s := range sites {
+		if !strings.Contains(text, "`"+s.test+"`") || !strings.Contains(text, s.pkg+"`") {
+			t.Errorf("docs/testing.md does not name %s of %s among the skipped tests", s.test, s.pkg)
+		}
+	}
+}
+
+// TestDocsNameOnlyRealTables: a table name the pages give in backticks
+// (`deadletters`, `orderstatus`, or one like them) is a table
+// infra/app/storage.bicep creates, so a retired table cannot stay in the
+// docs.
+func TestDocsNameOnlyRealTables(t *testing.T) {
+	var tables []string
+	for _, m := range regexp.MustCompile(`(?m)^var \w+TableName = '([^']+)'`).FindAllStringSubmatch(doc(t, "infra/app/storage.bicep"), -1) {
+		tables = append(tables, m[1])
+	}
+	if len(tables) < 2 {
+		t.Fatalf("infra/app/storage.bicep: tables %q, want the order table and the dead-letter store", tables)
+	}
+	pages := []string{"README.md", "alerts/README.md"}
+	for _, glob := range []string{"docs/*.md", "alerts/runbooks/*.md"} {
+		more, err := filepath.Glob("../" + glob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range more {
+			pages = append(pages, strings.TrimPrefix(filepath.ToSlash(p), "../"))
+		}
+	}
+	tableLike := regexp.MustCompile("`((?:deadletter|orderstatus)[a-z0-9]*)`")
+	for _, p := range pages {
+		for _, m := range tableLike.FindAllStringSubmatch(doc(t, p), -1) {
+			if !slices.Contains(tables, m[1]) {
+				t.Errorf("%s names the table `%s`; infra/app/storage.bicep creates %q", p, m[1], tables)
+			}
+		}
+	}
+}
+
+// TestReadmeDeployStartsWithStepZero: the README's Deploy section opens
+// with docs/deploy.md's step 0 checks, before anything about `azd up`.
+func TestReadmeDeployStartsWithStepZero(t *testing.T) {
+	sec := strings.TrimSpace(section(t, readme(t), "Deploy to Azure"))
+	first, _, _ := strings.Cut(sec, "\n\n")
+	const link = "](docs/deploy.md#step-0-check-the-template-against-azure-before-the-first-azd-up)"
+	if !strings.Contains(first, link) || !strings.Contains(first, "az bicep build") || !strings.Contains(first, "what-if") {
+		t.Errorf("the README's Deploy section does not open with step 0 (%s, az bicep build, what-if):\n%s", link, first)
+	}
+	if !strings.Contains(doc(t, "docs/deploy.md"), "\n## Step 0: ") {
+		t.Error("docs/deploy.md has no \"## Step 0: \" heading")
 	}
 }

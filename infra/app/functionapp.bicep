@@ -61,7 +61,7 @@ param maximumInstanceCount int = 40
 @minValue(0)
 param alwaysReadyInstances int = 0
 
-@description('Bounded in-call retry budget for transient store errors (Go duration), well below the 1 minute lock; past it a message is rescheduled (README Outages).')
+@description('Bounded in-call retry budget for transient store errors (Go duration), well below the 1 minute lock; past it a message is rescheduled (docs/outages.md).')
 param orderStatusRetryBudget string = '5s'
 
 @description('NCRONTAB schedule of the DeadLetterSweeper timer.')
@@ -168,7 +168,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     DEAD_LETTER_TABLE: deadLetterTableName
     AZURE_CLIENT_ID: identityClientId
     ORDER_STATUS_RETRY_BUDGET: orderStatusRetryBudget
-    // Outages become delays (README "Outages"): the handler's defaults,
+    // Outages become delays (docs/outages.md): the handler's defaults,
     // set here so the portal shows what the app runs with; set
     // ORDER_STATUS_RETRY_RESCHEDULE to 'false' for the policy before it.
     ORDER_STATUS_RETRY_RESCHEDULE: 'true'

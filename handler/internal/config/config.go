@@ -30,7 +30,7 @@ const (
 	EnvStoreTable            = "OrderStore__tableName"
 	EnvClientID              = "AZURE_CLIENT_ID"
 	EnvRetryBudget           = "ORDER_STATUS_RETRY_BUDGET"
-	// Rescheduling (outages become delays; README "Outages").
+	// Rescheduling (outages become delays; docs/outages.md).
 	EnvRetryReschedule = "ORDER_STATUS_RETRY_RESCHEDULE"
 	EnvRetryBase       = "ORDER_STATUS_RETRY_BASE"
 	EnvRetryCap        = "ORDER_STATUS_RETRY_CAP"
@@ -63,8 +63,8 @@ const (
 	// MaxRetryBudget keeps the in-call retries well below the 1 min lock.
 	MaxRetryBudget = 45 * time.Second
 
-	// Rescheduling defaults; the README's "Outages" section gives the
-	// reasons (package reschedule holds the same values).
+	// Rescheduling defaults; docs/outages.md ("The defaults and their
+	// reasons") gives the reasons (package reschedule holds the same values).
 	DefaultRetryReschedule = true
 	DefaultRetryBase       = reschedule.DefaultBase
 	DefaultRetryCap        = reschedule.DefaultCap

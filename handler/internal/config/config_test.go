@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -179,7 +180,7 @@ func TestReadmeConfigurationTable(t *testing.T) {
 	}
 	_, section, ok := strings.Cut(string(raw), "\n## Configuration\n")
 	if !ok {
-		t.Fatal("README has no Configuration section")
+		t.Fatal("docs/configuration.md has no Configuration section")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	rows := map[string]string{} // setting -> its row
@@ -194,7 +195,7 @@ func TestReadmeConfigurationTable(t *testing.T) {
 	}
 	for _, name := range allSettings {
 		if _, ok := rows[name]; !ok {
-			t.Errorf("README Configuration has no row for %s", name)
+			t.Errorf("docs/configuration.md has no row for %s", name)
 		}
 	}
 	for name := range rows {
@@ -202,16 +203,16 @@ func TestReadmeConfigurationTable(t *testing.T) {
 			continue // read by the Functions host
 		}
 		if !slices.Contains(allSettings, name) {
-			t.Errorf("README Configuration lists %s, which the handler does not read", name)
+			t.Errorf("docs/configuration.md lists %s, which the handler does not read", name)
 		}
 	}
 	for name, def := range map[string]string{EnvDeadLetterTable: DefaultDeadLetterTable, EnvDeadLetterRetention: "720h"} {
 		if cells := strings.Split(rows[name], "|"); len(cells) < 4 || strings.TrimSpace(cells[2]) != "`"+def+"`" {
-			t.Errorf("README row of %s = %q, want the default `%s`", name, rows[name], def)
+			t.Errorf("docs/configuration.md row of %s = %q, want the default `%s`", name, rows[name], def)
 		}
 	}
 	if got := fmtHours(DefaultDeadLetterRetention); got != "720h" {
-		t.Errorf("default retention %s, want the README's 720h", got)
+		t.Errorf("default retention %s, want docs/configuration.md's 720h", got)
 	}
 }
 
@@ -239,4 +240,38 @@ func TestTemplateListsEverySetting(t *testing.T) {
 	if got, err := time.ParseDuration(tpl.Values[EnvDeadLetterRetention]); err != nil || got != DefaultDeadLetterRetention {
 		t.Errorf("template %s = %q, want the default %s", EnvDeadLetterRetention, tpl.Values[EnvDeadLetterRetention], DefaultDeadLetterRetention)
 	}
+}
+
+// TestDocsNameOnlySettingsTheHandlerReads: every ORDER_STATUS_* and
+// DEAD_LETTER_* setting the README, the docs pages and the runbooks name
+// is one the handler reads, so a removed setting (DEAD_LETTER_SWEEP_MAX
+// once survived in the README) cannot stay documented.
+func TestDocsNameOnlySettingsTheHandlerReads(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	pages := []string{filepath.Join(root, "README.md"), filepath.Join(root, "alerts", "README.md")}
+	for _, dir := range []string{"docs", filepath.Join("alerts", "runbooks")} {
+		more, err := filepath.Glob(filepath.Join(root, dir, "*.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, more...)
+	}
+	setting := regexp.MustCompile(`\b(?:ORDER_STATUS|DEAD_LETTER)_[A-Z0-9_]*[A-Z0-9]\b`)
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range sortedUnique(setting.FindAllString(string(b), -1)) {
+			if !slices.Contains(allSettings, name) {
+				t.Errorf("%s names %s, which the handler does not read", p, name)
+			}
+		}
+	}
+}
+
+func sortedUnique(in []string) []string {
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/plural"
 )
 
 // Accounting says where every message sent to the workload queue went:
@@ -85,14 +86,14 @@ func (a Accounting) violation() string {
 		return ""
 	}
 	return fmt.Sprintf("accounting: %s sent, %d accounted for (%+d unaccounted)",
-		count(a.Sent+a.SentByHandler, "message"), a.Sent+a.SentByHandler-a.Unaccounted, a.Unaccounted)
+		plural.Count(a.Sent+a.SentByHandler, "message"), a.Sent+a.SentByHandler-a.Unaccounted, a.Unaccounted)
 }
 
 // writeTable writes the accounting section of the printed summary, keys
 // padded to width.
 func (a Accounting) writeTable(b *strings.Builder, width int) {
 	total := a.Sent + a.SentByHandler
-	fmt.Fprintf(b, "accounting of the %s sent\n", count(total, "message"))
+	fmt.Fprintf(b, "accounting of the %s sent\n", plural.Count(total, "message"))
 	row := func(k string, n int) { fmt.Fprintf(b, "  %-*s %7d\n", width, k, n) }
 	if a.SentByHandler > 0 {
 		row("sent by the workload", a.Sent)

@@ -20,6 +20,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/devrun"
 	"github.com/orderstatus/orderstatus/handler/internal/logging"
+	"github.com/orderstatus/orderstatus/handler/internal/plural"
 )
 
 // Exit codes of Main.
@@ -275,12 +276,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		for _, w := range warnings {
 			note("warning: %s", w)
 		}
-		workload = fmt.Sprintf("scenario %s (%s)", c.scenario, count(messages(lines), "message"))
+		workload = fmt.Sprintf("scenario %s (%s)", c.scenario, plural.Count(messages(lines), "message"))
 	} else {
 		// The wall clock: the broker's scaled clock must not reach event
 		// times, or an occurredAt would be later than its updatedAt.
 		lines = scenario.Demo(scenario.DemoOptions{Seed: c.seed, Orders: c.orders, Now: time.Now().UTC()})
-		workload = fmt.Sprintf("built-in demo: %s, %s (seed %d)", count(c.orders, "order"), count(len(lines), "message"), c.seed)
+		workload = fmt.Sprintf("built-in demo: %s, %s (seed %d)", plural.Count(c.orders, "order"), plural.Count(len(lines), "message"), c.seed)
 	}
 	if _, err := os.Stat(filepath.Join(c.appRoot, "host.json")); err != nil {
 		fmt.Fprintf(stderr, "handler dev: --app-root %s: no host.json there (run from the repository root, or name it) (%s)\n", c.appRoot, usageLine)
@@ -591,14 +592,6 @@ func closingLine(children []ChildProcess, appRoot string) string {
 		file = ", and " + filepath.Join(devrun.Dir, devrun.File) + " is gone"
 	}
 	return fmt.Sprintf("handler dev: interrupted: %s%s; nothing is left running", what, file)
-}
-
-// count says n of noun, in the plural unless n is 1: "1 order", "3 orders".
-func count(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // sameFile reports whether paths a and b name the same file.

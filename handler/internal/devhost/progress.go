@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/plural"
 )
 
 // progressReport is one progress line, and what it says without the
@@ -121,7 +123,7 @@ func (h *Host) progress(elapsed time.Duration, total int) progressReport {
 		if due, ok := h.broker.NextDue(h.queue); ok {
 			wait := time.Duration(float64(due.Sub(h.clock.Now())) / max(h.opts.TimeScale, 1))
 			r.idle = fmt.Sprintf("waiting for %s, the next due in %s (%s on the broker's clock)",
-				count(qs.Scheduled, "scheduled message"), max(wait, 0).Round(100*time.Millisecond), due.UTC().Format("15:04:05Z"))
+				plural.Count(qs.Scheduled, "scheduled message"), max(wait, 0).Round(100*time.Millisecond), due.UTC().Format("15:04:05Z"))
 		}
 	}
 	return r

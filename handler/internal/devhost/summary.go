@@ -24,6 +24,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/plural"
 )
 
 // Summary is what a run did. Its JSON form, the --summary-json file, has
@@ -428,7 +429,7 @@ func (s Summary) WriteTable(w io.Writer) error {
 		archived[e.Reason]++
 	}
 	sections := []section{
-		{fmt.Sprintf("orders by status (%s)", count(len(s.Orders), "order")), statuses, statusOrder},
+		{fmt.Sprintf("orders by status (%s)", plural.Count(len(s.Orders), "order")), statuses, statusOrder},
 		{"handler calls by result (a message abandoned and delivered again is called again)", s.Results, resultOrder},
 		{fmt.Sprintf("parked by reason (poison queue depth %d)", s.PoisonDepth), parked, nil},
 		{fmt.Sprintf("dead-lettered by reason (DLQ depth %d)", s.DeadLetterDepth), dead, nil},
@@ -557,7 +558,7 @@ func writeOutages(b *strings.Builder, list []OutageSummary) {
 		if !o.Ended {
 			state = " (not over)"
 		}
-		fmt.Fprintf(b, "  %-10s from %s for %s%s: %d requests refused | rescheduled %d, dead-lettered %d, parked %d\n",
-			o.Target, o.After, o.Duration, state, o.Refused, o.Rescheduled, o.DeadLettered, o.Parked)
+		fmt.Fprintf(b, "  %-10s from %s for %s%s: %s refused | rescheduled %d, dead-lettered %d, parked %d\n",
+			o.Target, o.After, o.Duration, state, plural.Count(o.Refused, "request"), o.Rescheduled, o.DeadLettered, o.Parked)
 	}
 }

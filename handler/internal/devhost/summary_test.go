@@ -254,13 +254,21 @@ func TestAccountingReportsAMismatch(t *testing.T) {
 	}
 }
 
-func TestCount(t *testing.T) {
+// An outage's line counts its refused requests in words that agree with
+// the number.
+func TestWriteOutagesCountsRefusedRequests(t *testing.T) {
 	for _, tt := range []struct {
-		n    int
-		want string
-	}{{0, "0 orders"}, {1, "1 order"}, {2, "2 orders"}} {
-		if got := count(tt.n, "order"); got != tt.want {
-			t.Errorf("count(%d, order) = %q, want %q", tt.n, got, tt.want)
+		refused int
+		want    string
+	}{
+		{0, ": 0 requests refused |"},
+		{1, ": 1 request refused |"},
+		{10, ": 10 requests refused |"},
+	} {
+		var b strings.Builder
+		writeOutages(&b, []OutageSummary{{Target: OutageTable, After: "1m", Duration: "10m", Ended: true, Refused: tt.refused}})
+		if !strings.Contains(b.String(), tt.want) {
+			t.Errorf("%d refused: %q, want it to say %q", tt.refused, b.String(), tt.want)
 		}
 	}
 }

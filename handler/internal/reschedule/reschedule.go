@@ -101,7 +101,8 @@ const MaxSettleRounds = 2
 // MaxLastError bounds PropLastError (characters).
 const MaxLastError = 256
 
-// Defaults of Policy; the README's "Outages" section gives the reasons.
+// Defaults of Policy; docs/outages.md ("The defaults and their reasons")
+// gives the reasons.
 const (
 	// DefaultBase is the first backoff's upper bound.
 	DefaultBase = 10 * time.Second

@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// TestDocSnippetsAreTheExample: the Go code docs/publishing.md and docs/outbox.md
-// show is lines of ExampleTable_Commit, which compiles, so the pages
-// cannot drift from the API.
+// TestDocSnippetsAreTheExample: the Go code the README, docs/publishing.md
+// and docs/outbox.md show is lines of ExampleTable_Commit, which compiles,
+// so the pages cannot drift from the API.
 func TestDocSnippetsAreTheExample(t *testing.T) {
 	ex, err := os.ReadFile("example_test.go")
 	if err != nil {
@@ -18,7 +18,7 @@ func TestDocSnippetsAreTheExample(t *testing.T) {
 	for _, l := range strings.Split(string(ex), "\n") {
 		lines[strings.TrimSpace(l)] = true
 	}
-	for _, page := range []string{"../../../docs/publishing.md", "../../../docs/outbox.md"} {
+	for _, page := range []string{"../../../README.md", "../../../docs/publishing.md", "../../../docs/outbox.md"} {
 		b, err := os.ReadFile(page)
 		if err != nil {
 			t.Fatal(err)
@@ -40,5 +40,25 @@ func TestDocSnippetsAreTheExample(t *testing.T) {
 		if !found {
 			t.Errorf("%s shows no outbox.NewTable example", page)
 		}
+	}
+}
+
+// TestReadmeGoGet: the README's producer section gives the go get line
+// of this package's import path (the one the example imports).
+func TestReadmeGoGet(t *testing.T) {
+	const path = "github.com/orderstatus/orderstatus/handler/publish/outbox"
+	ex, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ex), `"`+path+`"`) {
+		t.Fatalf("example_test.go does not import %s; update this test", path)
+	}
+	b, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "go get "+path+"\n") {
+		t.Errorf("README.md has no line `go get %s`", path)
 	}
 }

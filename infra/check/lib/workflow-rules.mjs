@@ -239,7 +239,7 @@ function onPullRequestsAndMain(on) {
 
 /**
  * ci.yml runs on pull requests and pushes to main, sets up Go from go.mod and
- * the README's Node.js with module and npm caches, and runs exactly the
+ * the Node.js version the README names, with module and npm caches, and runs exactly the
  * README's test command. If its output is piped to tee (to keep it), the step
  * runs under `shell: bash` (GitHub then adds -o pipefail, so a failing test
  * still fails the step), and an upload-artifact step on failure() keeps

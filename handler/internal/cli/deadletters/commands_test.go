@@ -274,7 +274,7 @@ func TestFindOrderAfterAReplay(t *testing.T) {
 		t.Errorf("first audit entry %v", ls[2])
 	}
 	text := f.must("find", "--order", "o-1").stdout
-	for _, want := range []string{"status Created, last sequence 1", "replayed by cli:", "stored by sweeper", e.ID} {
+	for _, want := range []string{"status Created, last sequence 1", "replayed by cli:", "stored by sweeper", e.ID, "now replayed, 1 replay, last as o-1:2:replay:1"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("find lacks %q:\n%s", want, text)
 		}

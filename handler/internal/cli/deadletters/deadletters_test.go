@@ -148,3 +148,21 @@ func TestDevNullIsNotATerminal(t *testing.T) {
 		}
 	}
 }
+
+// A sweep's progress, purge and failure lines say their counts in words
+// that agree with the number.
+func TestSweepLinesCountInWords(t *testing.T) {
+	for _, tt := range []struct{ got, want string }{
+		{sweepProgress(0, 2*time.Second), "sweeping: 0 entries acted on in 2s"},
+		{sweepProgress(1, 2*time.Second), "sweeping: 1 entry acted on in 2s"},
+		{sweepProgress(40, 4*time.Second), "sweeping: 40 entries acted on in 4s"},
+		{sweepPurged(1), "purged 1 closed entry past the retention"},
+		{sweepPurged(3), "purged 3 closed entries past the retention"},
+		{sweepFailed("sweep", 1), "sweep: 1 message or entry failed (see above); the others were handled"},
+		{sweepFailed("sweep", 2), "sweep: 2 messages or entries failed (see above); the others were handled"},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}

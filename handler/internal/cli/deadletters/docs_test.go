@@ -133,6 +133,26 @@ func TestDocumentedCommandsRun(t *testing.T) {
 	}
 }
 
+// Every `handler deadletters` command (the CLI's own list) is run by a
+// command line of the README's dead-letter section and of
+// docs/deadletters.md, so a command cannot drop out of either page (the
+// README's block once lost all but stats, list and sweep in a merge).
+func TestEveryCommandIsDocumented(t *testing.T) {
+	for _, doc := range []string{"README.md", "docs/deadletters.md"} {
+		shown := map[string]bool{}
+		for _, line := range docCommands(t, filepath.Join(repoRoot, doc)) {
+			if w := words(t, line); len(w) > 0 {
+				shown[w[0]] = true
+			}
+		}
+		for _, c := range commands() {
+			if !shown[c.name] {
+				t.Errorf("%s has no `bin/handler deadletters %s ...` line in a code block", doc, c.name)
+			}
+		}
+	}
+}
+
 // jsonKeys are the JSON keys of the struct type of v, embedded structs'
 // included.
 func jsonKeys(t reflect.Type) []string {

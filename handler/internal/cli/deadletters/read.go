@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+	"github.com/orderstatus/orderstatus/handler/internal/plural"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
@@ -341,8 +342,8 @@ func (c *cli) find(args []string) int {
 			fmt.Fprintf(tw, "%s\torder row\tstatus %s, last sequence %d (occurred %s)\n", stamp(e.At), e.Order.Status, e.Order.LastSequence, stamp(e.Order.OccurredAt))
 		case e.Entry != nil:
 			x := e.Entry
-			fmt.Fprintf(tw, "%s\tdead letter %s\t%s seq %d, %s, %s: now %s, %d replays%s\n", stamp(e.At), x.ID, x.Source, x.SequenceNumber,
-				x.MessageID, orDash(x.Reason), x.State, x.ReplayCount, ifSet(", last as ", x.NewMessageID))
+			fmt.Fprintf(tw, "%s\tdead letter %s\t%s seq %d, %s, %s: now %s, %s%s\n", stamp(e.At), x.ID, x.Source, x.SequenceNumber,
+				x.MessageID, orDash(x.Reason), x.State, plural.Count(x.ReplayCount, "replay"), ifSet(", last as ", x.NewMessageID))
 		case e.Audit != nil:
 			x := e.Audit
 			fmt.Fprintf(tw, "%s\t%s by %s\t%s (%s -> %s)%s%s\n", stamp(e.At), x.Action, x.Actor, x.EntryID, orDash(string(x.From)), x.To,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/plural"
 )
 
 // sweepSummary is the closing line of sweep --json (the items come first,
@@ -42,7 +43,7 @@ func (c *cli) sweep(args []string) int {
 		acted++
 		if now := time.Now(); now.Sub(lastProgress) >= 2*time.Second {
 			lastProgress = now
-			fmt.Fprintf(c.stderr, "sweeping: %d entries acted on in %s\n", acted, now.Sub(start).Round(time.Second))
+			fmt.Fprintln(c.stderr, sweepProgress(acted, now.Sub(start)))
 		}
 	}})
 	if *asJSON {
@@ -75,7 +76,7 @@ func (c *cli) sweep(args []string) int {
 		}
 		fmt.Fprintf(c.stdout, "%s: %s (run %s)\n", verb, counts(rep.Counts), rep.RunID)
 		if rep.Purged > 0 {
-			fmt.Fprintf(c.stdout, "purged %d closed entries past the retention\n", rep.Purged)
+			fmt.Fprintln(c.stdout, sweepPurged(rep.Purged))
 		}
 		if rep.Stopped != "" {
 			fmt.Fprintf(c.stdout, "stopped early: %s; run it again for the rest\n", rep.Stopped)
@@ -85,10 +86,28 @@ func (c *cli) sweep(args []string) int {
 		return c.fail(err)
 	}
 	if rep.Failed > 0 {
-		fmt.Fprintf(c.stderr, "%s: %d messages or entries failed (see above); the others were handled\n", c.name, rep.Failed)
+		fmt.Fprintln(c.stderr, sweepFailed(c.name, rep.Failed))
 		return exitFailure
 	}
 	return c.unreadable(rep.Unreadable)
+}
+
+// sweepProgress is the line a sweep writes on stderr every 2 s while it
+// runs: how many entries it acted on in how long.
+func sweepProgress(acted int, took time.Duration) string {
+	return fmt.Sprintf("sweeping: %s acted on in %s", plural.CountAs(acted, "entry", "entries"), took.Round(time.Second))
+}
+
+// sweepPurged is the line a sweep writes when the retention let n closed
+// entries go.
+func sweepPurged(n int) string {
+	return "purged " + plural.CountAs(n, "closed entry", "closed entries") + " past the retention"
+}
+
+// sweepFailed is the line on stderr of a sweep (command name) in which n
+// messages or entries failed.
+func sweepFailed(name string, n int) string {
+	return fmt.Sprintf("%s: %s failed (see above); the others were handled", name, plural.CountAs(n, "message or entry", "messages or entries"))
 }
 
 func counts(m map[deadletter.Action]int) string {
