@@ -3,7 +3,9 @@
 // (package internal/order, which aliases these types): the subjects, the
 // statuses, the bodies in their camelCase JSON form, the Service Bus ids
 // (SessionId = order id, MessageId = <order>:<sequence> and
-// <order>:payment-timeout) and the validation rules a message must pass.
+// <order>:payment-timeout, hashed within 128 characters when needed:
+// DeriveMessageID, the one rule every derived MessageId of the project
+// follows) and the validation rules a message must pass.
 //
 // A message that breaks a rule is parked by the handler as InvalidPayload;
 // producers check the same rules before sending (Validate, ValidateOrderID).
@@ -33,15 +35,14 @@ const ContentType = "application/json"
 // MaxIDLength is the longest order id accepted (characters): an order id is
 // the SessionId, which Service Bus limits to 128 characters ("Service Bus
 // quotas", learn.microsoft.com: "Maximum size of MessageId, SessionId:
-// 128"). Table Storage's 1 KiB keys allow more. MessageIds derived from an
-// order id (<order>:<sequence>, <order>:payment-timeout) may pass 128: the
-// handler derives its own within 128 (package msgid), and producers check
-// theirs (publish).
+// 128"). Table Storage's 1 KiB keys allow more. The MessageIds derived
+// from an order id (StatusMessageID, TimeoutMessageID) stay within 128
+// whatever its length: DeriveMessageID hashes the order id when the suffix
+// would not fit.
 const MaxIDLength = MaxServiceBusIDLength
 
 // MaxServiceBusIDLength is the longest SessionId or MessageId Service Bus
-// accepts (characters). A producer's order id must also fit it, with the
-// MessageId suffix (":<sequence>", ":payment-timeout").
+// accepts (characters, as ServiceBusLength counts them).
 const MaxServiceBusIDLength = 128
 
 // PaymentTimeout is the walkthrough's payment timeout: an order still
@@ -213,12 +214,17 @@ func (c StatusChanged) Validate() error {
 func (c PaymentTimeoutCheck) Validate() error { return ValidateOrderID(c.OrderID) }
 
 // StatusMessageID is the MessageId of an OrderStatusChanged:
-// <order>:<sequence>. Resending the same change reuses it, so Service
-// Bus's duplicate detection drops a producer's retry.
+// <order>:<sequence>, or, when that would pass Service Bus's 128
+// characters, sha256-<hash of the order id>:<sequence> (DeriveMessageID).
+// Resending the same change reuses it, so Service Bus's duplicate
+// detection drops a producer's retry.
 func StatusMessageID(orderID string, sequence int64) string {
-	return orderID + ":" + strconv.FormatInt(sequence, 10)
+	return DeriveMessageID(orderID, ":"+strconv.FormatInt(sequence, 10))
 }
 
 // TimeoutMessageID is the MessageId of an order's PaymentTimeoutCheck:
-// <order>:payment-timeout.
-func TimeoutMessageID(orderID string) string { return orderID + ":payment-timeout" }
+// <order>:payment-timeout, or sha256-<hash of the order id>:payment-timeout
+// when that would pass 128 characters (DeriveMessageID). The handler's
+// own check of the order has the same MessageId, so duplicate detection
+// makes the two one message.
+func TimeoutMessageID(orderID string) string { return DeriveMessageID(orderID, ":payment-timeout") }

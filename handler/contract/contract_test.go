@@ -1,8 +1,11 @@
 package contract_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,10 +13,19 @@ import (
 )
 
 func TestIDs(t *testing.T) {
+	long := strings.Repeat("a", contract.MaxIDLength)
+	sum := sha256.Sum256([]byte(long))
+	hashed := "sha256-" + hex.EncodeToString(sum[:])
+	fits := strings.Repeat("é", contract.MaxIDLength-len(":payment-timeout")) // 112 characters, 224 bytes
 	tests := []struct{ got, want string }{
 		{contract.StatusMessageID("o-1", 2), "o-1:2"},
 		{contract.StatusMessageID("o-1", 9000000000), "o-1:9000000000"},
 		{contract.TimeoutMessageID("o-1"), "o-1:payment-timeout"},
+		// The longest order id: hashed, within 128 characters.
+		{contract.StatusMessageID(long, 2), hashed + ":2"},
+		{contract.TimeoutMessageID(long), hashed + ":payment-timeout"},
+		// Counted in characters as Service Bus counts them, not bytes.
+		{contract.TimeoutMessageID(fits), fits + ":payment-timeout"},
 	}
 	for _, tc := range tests {
 		if tc.got != tc.want {

@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"maps"
 	"time"
-	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
@@ -100,7 +99,9 @@ var (
 )
 
 // StatusMessage validates c and builds its OrderStatusChanged message:
-// SessionId the order id, MessageId <order>:<sequence>, Subject
+// SessionId the order id, MessageId <order>:<sequence>
+// (contract.StatusMessageID: the order id hashed when the id would pass
+// Service Bus's 128 characters, so any legal order id fits), Subject
 // OrderStatusChanged, content type application/json, and the body in the
 // contract's camelCase JSON with occurredAt in UTC (left out when zero).
 func StatusMessage(c contract.StatusChanged) (Message, error) {
@@ -108,9 +109,6 @@ func StatusMessage(c contract.StatusChanged) (Message, error) {
 		return Message{}, err
 	}
 	id := contract.StatusMessageID(c.OrderID, c.Sequence)
-	if err := checkServiceBusID(id); err != nil {
-		return Message{}, err
-	}
 	if !c.OccurredAt.IsZero() {
 		c.OccurredAt = c.OccurredAt.UTC()
 	}
@@ -123,7 +121,9 @@ func StatusMessage(c contract.StatusChanged) (Message, error) {
 }
 
 // TimeoutMessage validates orderID and builds its PaymentTimeoutCheck
-// message: SessionId the order id, MessageId <order>:payment-timeout,
+// message: SessionId the order id, MessageId <order>:payment-timeout
+// (contract.TimeoutMessageID, within 128 characters as above: the same as
+// the handler's own check of the order),
 // Subject PaymentTimeoutCheck, content type application/json, body
 // {"orderId":"<order>"}.
 func TimeoutMessage(orderID string) (Message, error) {
@@ -132,37 +132,12 @@ func TimeoutMessage(orderID string) (Message, error) {
 		return Message{}, err
 	}
 	id := contract.TimeoutMessageID(orderID)
-	if err := checkServiceBusID(id); err != nil {
-		return Message{}, err
-	}
 	body, err := json.Marshal(c)
 	if err != nil {
 		return Message{}, fmt.Errorf("publish: encode %s: %w", id, err)
 	}
 	return Message{MessageID: id, SessionID: orderID, Subject: contract.SubjectPaymentTimeout,
 		ContentType: contract.ContentType, Body: body}, nil
-}
-
-// checkServiceBusID refuses an order id that the store accepts but
-// Service Bus would not carry: SessionId and MessageId are at most
-// contract.MaxServiceBusIDLength characters, and the MessageId is the
-// longer of the two.
-func checkServiceBusID(messageID string) error {
-	if n := utf8.RuneCountInString(messageID); n > contract.MaxServiceBusIDLength {
-		return fmt.Errorf("orderId is too long for Service Bus: MessageId %q... has %d characters, at most %d are allowed: %w",
-			truncate(messageID, 24), n, contract.MaxServiceBusIDLength, contract.ErrInvalid)
-	}
-	return nil
-}
-
-func truncate(s string, n int) string {
-	for i := range s {
-		if n == 0 {
-			return s[:i]
-		}
-		n--
-	}
-	return s
 }
 
 // Options tune a Publisher. The zero value (or nil) is usable.
@@ -356,7 +331,7 @@ func (p *Publisher) sendBatch(ctx context.Context, msgs []Message) error {
 type Scheduled struct {
 	// SequenceNumber is what CancelTimeout takes: keep it.
 	SequenceNumber int64
-	// MessageID is <order>:payment-timeout.
+	// MessageID is contract.TimeoutMessageID: <order>:payment-timeout.
 	MessageID string
 	// At is when it becomes visible, on the broker's clock.
 	At time.Time

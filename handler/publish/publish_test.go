@@ -18,6 +18,8 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
+	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 	"github.com/orderstatus/orderstatus/handler/publish"
 )
 
@@ -104,7 +106,6 @@ func TestMessagesRefuseInvalidInput(t *testing.T) {
 		{"control character", with(func(c *contract.StatusChanged) { c.OrderID = "a\tb" })},
 		{"not UTF-8", with(func(c *contract.StatusChanged) { c.OrderID = "a\xffb" })},
 		{"over the SessionId's 128", with(func(c *contract.StatusChanged) { c.OrderID = strings.Repeat("a", 129) })},
-		{"MessageId over 128", with(func(c *contract.StatusChanged) { c.OrderID = strings.Repeat("a", 127) })},
 		{"unknown status", with(func(c *contract.StatusChanged) { c.Status = "Refunded" })},
 		{"status not canonical", with(func(c *contract.StatusChanged) { c.Status = "paid" })},
 		{"empty status", with(func(c *contract.StatusChanged) { c.Status = "" })},
@@ -128,13 +129,14 @@ func TestMessagesRefuseInvalidInput(t *testing.T) {
 			}
 		})
 	}
-	// The longest id Service Bus carries with its suffix is accepted.
-	longest := strings.Repeat("é", contract.MaxServiceBusIDLength-len(":payment-timeout"))
+	// The longest order id (the SessionId's 128 characters) is accepted,
+	// one more is not.
+	longest := strings.Repeat("é", contract.MaxIDLength)
 	if _, err := publish.TimeoutMessage(longest); err != nil {
-		t.Errorf("TimeoutMessage(%d characters) = %v, want nil", len(longest)/2, err)
+		t.Errorf("TimeoutMessage(%d characters) = %v, want nil", contract.MaxIDLength, err)
 	}
 	if _, err := publish.TimeoutMessage(longest + "é"); !errors.Is(err, contract.ErrInvalid) {
-		t.Errorf("TimeoutMessage(%d characters) = %v, want contract.ErrInvalid", len(longest)/2+1, err)
+		t.Errorf("TimeoutMessage(%d characters) = %v, want contract.ErrInvalid", contract.MaxIDLength+1, err)
 	}
 	for _, id := range []string{"", "a/b", "a\x00"} {
 		if _, err := publish.TimeoutMessage(id); !errors.Is(err, contract.ErrInvalid) {
@@ -378,5 +380,82 @@ func TestPublishedMessagesCarryTheTraceContext(t *testing.T) {
 
 	if _, err := publish.WithTraceParent(context.Background(), "00-zz"); !errors.Is(err, contract.ErrInvalid) {
 		t.Errorf("WithTraceParent(invalid) = %v, want contract.ErrInvalid", err)
+	}
+}
+
+// longOrderIDs are legal order ids of the SessionId's full 128 characters
+// as Service Bus counts them (an emoji counts two).
+var longOrderIDs = map[string]string{
+	"ASCII":   strings.Repeat("a", contract.MaxIDLength),
+	"accents": strings.Repeat("é", contract.MaxIDLength),
+	"emoji":   strings.Repeat("\U0001F4E6", contract.MaxIDLength/2),
+}
+
+// Any order id the contract accepts can be published through this
+// package: its MessageIds are derived within 128 characters by the rule the
+// handler uses, so the producer's payment-timeout check and the handler's
+// own (reschedule.TimeoutCheck) are one message to duplicate detection.
+func TestAnyLegalOrderIDIsPublished(t *testing.T) {
+	for name, order := range longOrderIDs {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			created, err := publish.StatusMessage(contract.StatusChanged{OrderID: order, Status: contract.Created, Sequence: 1})
+			if err != nil {
+				t.Fatalf("StatusMessage(Created of a %d-character order id) = %v, want nil", contract.ServiceBusLength(order), err)
+			}
+			paid, err := publish.StatusMessage(contract.StatusChanged{OrderID: order, Status: contract.Paid, Sequence: 2})
+			if err != nil {
+				t.Fatalf("StatusMessage(Paid) = %v, want nil", err)
+			}
+			timeout, err := publish.TimeoutMessage(order)
+			if err != nil {
+				t.Fatalf("TimeoutMessage = %v, want nil", err)
+			}
+			for _, m := range []publish.Message{created, paid, timeout} {
+				if n := contract.ServiceBusLength(m.MessageID); n > contract.MaxServiceBusIDLength || !contract.HashedMessageID(m.MessageID) {
+					t.Errorf("MessageId %q: %d characters, want a hashed id within %d", m.MessageID, n, contract.MaxServiceBusIDLength)
+				}
+				if m.SessionID != order {
+					t.Errorf("SessionId %q, want the order id", m.SessionID)
+				}
+			}
+			if created.MessageID == paid.MessageID {
+				t.Errorf("Created and Paid share MessageId %q", created.MessageID)
+			}
+			if want := reschedule.TimeoutCheck(order).MessageID; timeout.MessageID != want {
+				t.Errorf("the producer's timeout check has MessageId %q, the handler's %q: want one", timeout.MessageID, want)
+			}
+
+			mb := membroker.New(nil)
+			if err := mb.CreateQueue("q", membroker.DefaultQueueOptions()); err != nil {
+				t.Fatal(err)
+			}
+			p := publish.New(mb, &publish.Options{Queue: "q"})
+			for _, c := range []contract.StatusChanged{{OrderID: order, Status: contract.Created, Sequence: 1}, {OrderID: order, Status: contract.Paid, Sequence: 2}} {
+				if err := p.Status(ctx, c); err != nil {
+					t.Fatalf("Status(%s) = %v, want nil", c.Status, err)
+				}
+			}
+			sch, err := p.ScheduleTimeout(ctx, order, contract.PaymentTimeout)
+			if err != nil || sch.MessageID != timeout.MessageID {
+				t.Fatalf("ScheduleTimeout = %+v, %v; want MessageId %q", sch, err, timeout.MessageID)
+			}
+			// The handler schedules its own check of the order: the same
+			// message, dropped by duplicate detection.
+			if _, err := mb.Schedule(ctx, "q", reschedule.TimeoutCheck(order), time.Now().Add(contract.PaymentTimeout)); err != nil {
+				t.Fatal(err)
+			}
+			got, err := broker.PeekAll(ctx, mb, broker.Source{Queue: "q"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, m := range got {
+				ids = append(ids, m.MessageID)
+			}
+			if want := []string{created.MessageID, paid.MessageID, timeout.MessageID}; !slices.Equal(ids, want) {
+				t.Errorf("on the queue: %q, want %q (the two timeout checks one message)", ids, want)
+			}
+		})
 	}
 }

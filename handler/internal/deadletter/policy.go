@@ -14,12 +14,14 @@
 //	poison      order-status-poison, where the handler parks poison copies
 //	poison-dlq  order-status-poison/$DeadLetterQueue (a parked message expired or failed 10 deliveries)
 //
-// Nothing is deferred or abandoned on purpose: Service Bus deferral fails in
-// the dead-letter queue of a session-enabled queue when another receiver
-// reads the message back (SessionLockLost, Azure/azure-sdk-for-net #34662),
-// and deferred messages never expire. A drain receives a message, stores it
-// insert-if-absent, then completes it; a crash between the two repeats the
-// insert (already there) and completes. Every action after that is a
+// Nothing is deferred: Service Bus deferral fails in the dead-letter queue
+// of a session-enabled queue when another receiver reads the message back
+// (SessionLockLost, Azure/azure-sdk-for-net #34662), and deferred messages
+// never expire. A drain receives a message, stores it insert-if-absent,
+// then completes it; a crash between the two repeats the insert (already
+// there) and completes. It abandons only what it received and could not
+// store, and receives nothing while the store is down (every abandon spends
+// a delivery: see Sweeper). Every action after that is a
 // conditional change of the entry with its audit entry in the same atomic
 // write, and a replay is sent before it is recorded: a crash may repeat an
 // action (duplicate detection drops a replay sent twice under the same

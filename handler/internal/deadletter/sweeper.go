@@ -45,11 +45,20 @@ const (
 	DefaultCooldown   = 10 * time.Minute
 	DefaultMaxReplays = 3
 	DefaultRetention  = 30 * 24 * time.Hour
-	// DefaultBudget keeps a run well inside host.json's 5 min
-	// functionTimeout: at the default rate a run acts on up to 1,200
-	// entries, so N dead letters after an incident are replayed in about
-	// N / rate seconds over successive runs.
-	DefaultBudget = 2 * time.Minute
+	// DefaultBudget lets a run drain and act for nearly its whole
+	// interval (the timer fires every 5 minutes, DEAD_LETTER_SWEEP_SCHEDULE)
+	// and keeps it well inside host.json's functionTimeout of 5 minutes:
+	// the minute left covers the action under way, the stats and the
+	// answer. Runs never overlap: "only a single instance of a
+	// timer-triggered function is run across all instances. It will not
+	// trigger again if there is an outstanding invocation still running"
+	// (Microsoft Learn, *Timer trigger for Azure Functions*, "Scale-out").
+	// So a run acts on up to rate × 240 entries (2,400 at the default
+	// rate), and after an incident N due entries are replayed in about
+	// N / rate seconds up to that, beyond it at 4/5 of the rate: about
+	// N / (0.8 × rate) seconds over successive runs.
+	// TestDefaultBudgetFitsTheTimerAndTheFunctionTimeout keeps it so.
+	DefaultBudget = 4 * time.Minute
 	// DefaultClaimTimeout is how long a replay claim holds before anyone
 	// may finish it (a crash between the claim and the record).
 	DefaultClaimTimeout = 5 * time.Minute
@@ -86,6 +95,16 @@ type Options struct {
 // to its entries. Safe for concurrent use; two runs at once (two
 // instances' timers, the CLI's sweep during the timer's) never both act on
 // one entry: every change is conditional on the entry's ETag.
+//
+// While the store is down a run receives nothing: it reads the store once
+// (a probe) before its first receive and, when that fails, leaves every
+// source as it is and returns dlstore.ErrUnavailable (the function answers
+// 503), so an outage of any length spends no delivery count and moves
+// nothing to poison-dlq. A store that fails between the probe and a write
+// costs the messages in hand one delivery each (one message when it fails
+// the run's first write) and ends every receive of the run. The messages
+// wait on their sources, and the first run after the store is back drains
+// them.
 type Sweeper struct {
 	b     Broker
 	store Store
@@ -239,6 +258,48 @@ func (s *Sweeper) Run(ctx context.Context, ro RunOptions) (Report, error) {
 	}
 	r := &run{s: s, ro: ro, rep: &rep, deadline: time.Now().Add(s.o.Budget), stored: map[statKey]int{}}
 	var runErr error
+	// Nothing is received unless the store answers first: a received
+	// message that cannot be stored goes back with one more delivery, and
+	// the poison queue dead-letters a message after 10 (see drain).
+	if err := s.probe(ctx); err != nil {
+		runErr = err
+	} else {
+		runErr = r.drainAll(ctx)
+	}
+	if runErr == nil || !errors.Is(runErr, dlstore.ErrUnavailable) {
+		if err := r.act(ctx); err != nil {
+			runErr = errors.Join(runErr, err)
+		}
+	}
+	if runErr == nil {
+		r.purge(ctx)
+	}
+	if err := r.stats(ctx); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	return rep, runErr
+}
+
+// probeID is the id of the store's probe read: never an entry's
+// (EntryID is `<source>-<seq>-<hash>`), and a legal table key.
+const probeID = "sweeper-probe"
+
+// probe checks with one cheap read (the Get of an entry that does not
+// exist: one point query on Table Storage) that the store answers, so
+// that a run receives nothing while the store is down. It returns nil when
+// the store answers, found or not.
+func (s *Sweeper) probe(ctx context.Context) error {
+	if _, err := s.store.Get(ctx, probeID); err != nil && !errors.Is(err, dlstore.ErrNotFound) {
+		return fmt.Errorf("deadletter: the store does not answer, nothing received: %w", err)
+	}
+	return nil
+}
+
+// drainAll drains every source in Kinds order, and stops receiving from
+// every source at the first store failure.
+func (r *run) drainAll(ctx context.Context) error {
+	s := r.s
+	var runErr error
 	// A peek answers at once; a receive on an empty source waits
 	// ReceiveWait. So an idle run (every run, mostly) drains nothing and
 	// costs a few milliseconds instead of seconds of billed execution.
@@ -253,23 +314,12 @@ func (s *Sweeper) Run(ctx context.Context, ro RunOptions) (Report, error) {
 		}
 		if err := r.drain(ctx, k); err != nil {
 			runErr = errors.Join(runErr, err)
-			if errors.Is(err, dlstore.ErrUnavailable) {
-				break // the store is down: acting on it would fail too
+			if errors.Is(err, dlstore.ErrUnavailable) || ctx.Err() != nil {
+				break // the store is down: no more receiving, from any source
 			}
 		}
 	}
-	if runErr == nil || !errors.Is(runErr, dlstore.ErrUnavailable) {
-		if err := r.act(ctx); err != nil {
-			runErr = errors.Join(runErr, err)
-		}
-	}
-	if runErr == nil {
-		r.purge(ctx)
-	}
-	if err := r.stats(ctx); err != nil {
-		runErr = errors.Join(runErr, err)
-	}
-	return rep, runErr
+	return runErr
 }
 
 // run is the state of one acting run.
@@ -315,12 +365,35 @@ func pace(ctx context.Context, next *time.Time, rate float64) error {
 	return nil
 }
 
+// maxBatch bounds one receive of a drain.
+const maxBatch = 20
+
 // drain receives every message of source k and stores it, then completes
-// it. A message that cannot be stored for itself (too large, say) is held
+// it.
+//
+// A received message that is not completed goes back to its source with
+// its delivery count raised by one, whether it is abandoned or its lock is
+// left to expire ("the count is incremented when a message lock expires,
+// or the message is explicitly abandoned by the receiver": Microsoft
+// Learn, ServiceBusReceivedMessage.DeliveryCount; *Message transfers,
+// locks, and settlement*), and a queue dead-letters a message whose count
+// reaches its maxDeliveryCount (*Service Bus dead-letter queues*, "Maximum
+// delivery count"): 10 on the poison queue, which would move a parked
+// message to poison-dlq with its reason overwritten. So a drain spends as
+// few deliveries as it can on what it cannot store:
+//   - Run receives nothing unless the store answered its probe;
+//   - the first receive takes one message and each next one twice as
+//     many, up to maxBatch, so a store that fails its first write costs
+//     one delivery of one message;
+//   - a write that fails because the store cannot be reached
+//     (dlstore.ErrUnavailable) ends the drain and the run's every receive,
+//     the messages in hand given back (abandoned: the count grows the same
+//     as if their locks expired, and they are available again at once).
+//
+// A message that cannot be stored for itself (too large, say) is held
 // (its lock kept, never settled) until the drain ends, so the receive goes
 // on past it, and then given back: it is counted and reported, and the
-// next run tries it again. A store that cannot be reached ends the drain
-// with an error, everything received and not stored given back.
+// next run tries it again.
 func (r *run) drain(ctx context.Context, k Kind) error {
 	s := r.s
 	src := s.o.Queues.Source(k)
@@ -331,18 +404,19 @@ func (r *run) drain(ctx context.Context, k Kind) error {
 		}
 	}()
 	failed := map[int64]bool{}
-	for !r.overBudget() {
-		batch, err := s.b.Receive(ctx, src, 20, s.o.ReceiveWait)
+	for n := 1; !r.overBudget(); n = min(2*n, maxBatch) {
+		// The clock before the receive: a clock that fails then costs no
+		// delivery.
+		now, err := s.Now(ctx)
+		if err != nil {
+			return err
+		}
+		batch, err := s.b.Receive(ctx, src, n, s.o.ReceiveWait)
 		if err != nil {
 			return fmt.Errorf("deadletter: receive %s: %w", k, err)
 		}
 		if len(batch) == 0 {
 			return nil
-		}
-		now, err := s.Now(ctx)
-		if err != nil {
-			held = append(held, batch...)
-			return err
 		}
 		for i, m := range batch {
 			e := EntryOf(k, m, now)
@@ -350,7 +424,7 @@ func (r *run) drain(ctx context.Context, k Kind) error {
 			if err != nil {
 				if errors.Is(err, dlstore.ErrUnavailable) || ctx.Err() != nil {
 					held = append(held, batch[i:]...)
-					return fmt.Errorf("deadletter: store %s seq %d (%s): %w", k, m.SequenceNumber, m.MessageID, err)
+					return fmt.Errorf("deadletter: store %s seq %d (%s); no more receiving this run: %w", k, m.SequenceNumber, m.MessageID, err)
 				}
 				held = append(held, m)
 				if !failed[m.SequenceNumber] {

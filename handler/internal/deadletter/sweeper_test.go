@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -383,6 +384,10 @@ func (downStore) List(context.Context, dlstore.Filter) ([]dlstore.Entry, error) 
 	return nil, fmt.Errorf("down: %w", dlstore.ErrUnavailable)
 }
 
+func (downStore) Get(context.Context, string) (dlstore.Entry, error) {
+	return dlstore.Entry{}, fmt.Errorf("down: %w", dlstore.ErrUnavailable)
+}
+
 // refusing refuses to store one message for itself (too large).
 type refusing struct {
 	dlstore.Store
@@ -735,5 +740,142 @@ func TestAFailedReplaySendReleasesTheClaim(t *testing.T) {
 	}
 	if rep := f.run(t, f.sweeper(deadletter.Options{})); rep.Counts[deadletter.ActionReplay] != 1 {
 		t.Errorf("the next run: %v, want the replay done at once (no claim to time out)", rep.Counts)
+	}
+}
+
+// outage is a store that fails every call with dlstore.ErrUnavailable
+// while down is set (reads included when reads is set too), and counts
+// the Puts it refused.
+type outage struct {
+	dlstore.Store
+	down, reads atomic.Bool
+	refused     atomic.Int64
+}
+
+func (o *outage) err(op string) error {
+	return fmt.Errorf("outage: %s: %w", op, dlstore.ErrUnavailable)
+}
+
+func (o *outage) Put(ctx context.Context, e dlstore.Entry, actor string) (bool, error) {
+	if o.down.Load() {
+		o.refused.Add(1)
+		return false, o.err("put")
+	}
+	return o.Store.Put(ctx, e, actor)
+}
+
+func (o *outage) Get(ctx context.Context, id string) (dlstore.Entry, error) {
+	if o.down.Load() && o.reads.Load() {
+		return dlstore.Entry{}, o.err("get")
+	}
+	return o.Store.Get(ctx, id)
+}
+
+func (o *outage) List(ctx context.Context, f dlstore.Filter) ([]dlstore.Entry, error) {
+	if o.down.Load() && o.reads.Load() {
+		return nil, o.err("list")
+	}
+	return o.Store.List(ctx, f)
+}
+
+func (o *outage) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Transition) (dlstore.Entry, error) {
+	if o.down.Load() {
+		return dlstore.Entry{}, o.err("transition")
+	}
+	return o.Store.Transition(ctx, e, t)
+}
+
+func (o *outage) Purge(ctx context.Context, before time.Time, max int) (int, error) {
+	if o.down.Load() {
+		return 0, o.err("purge")
+	}
+	return o.Store.Purge(ctx, before, max)
+}
+
+// deliveries sums the delivery counts of every message on every source,
+// by MessageId.
+func (f *fixture) deliveries(t *testing.T) map[string]int32 {
+	t.Helper()
+	out := map[string]int32{}
+	for _, k := range deadletter.Kinds {
+		for _, m := range f.peek(t, k) {
+			out[string(k)+" "+m.MessageID] = m.DeliveryCount
+		}
+	}
+	return out
+}
+
+// A store outage must not spend the delivery counts of what waits on the
+// sources: the poison queue dead-letters a message after 10 deliveries
+// (infra/app/servicebus.bicep), which would overwrite a parked message's
+// reason with MaxDeliveryCountExceeded on poison-dlq, where the policy
+// leaves it for a human instead of replaying it.
+func TestStoreOutageSpendsNoDeliveryCount(t *testing.T) {
+	f := newFixture(t)
+	f.park(t, "o-1:1", deadletter.ReasonRetryWindowExceeded)
+	st := &outage{Store: f.store}
+	st.down.Store(true)
+	st.reads.Store(true)
+	s := deadletter.New(f.mb, st, f.options(deadletter.Options{}))
+	before := f.deliveries(t)
+	for run := range 12 { // more than the poison queue's 10 deliveries, one run per 5-minute timer
+		_, err := s.Run(f.ctx, deadletter.RunOptions{})
+		if !errors.Is(err, dlstore.ErrUnavailable) {
+			t.Fatalf("run %d with the store down = %v, want unavailable", run, err)
+		}
+		f.clk.Advance(5 * time.Minute)
+	}
+	if got := f.deliveries(t); !maps.Equal(got, before) {
+		t.Fatalf("after 12 runs with the store down, delivery counts = %v, want them unchanged: %v", got, before)
+	}
+	if st.refused.Load() != 0 {
+		t.Errorf("%d Puts tried with the store down: a run should not receive what it cannot store", st.refused.Load())
+	}
+	if pd := f.peek(t, deadletter.PoisonDLQ); len(pd) != 0 {
+		t.Fatalf("poison-dlq holds %s (%s): the outage moved the parked message", pd[0].MessageID, pd[0].DeadLetterReason)
+	}
+	p := f.peek(t, deadletter.Poison)
+	if len(p) != 1 || p[0].DeadLetterReason != deadletter.ReasonRetryWindowExceeded {
+		t.Fatalf("poison queue = %+v, want the parked message with its own reason", p)
+	}
+
+	st.down.Store(false) // the store is back
+	f.run(t, s)
+	e, ok := f.byMessage(t)["o-1:1:parked"]
+	if !ok || e.Source != deadletter.Poison || e.Reason != deadletter.ReasonRetryWindowExceeded || e.DeliveryCount != 1 {
+		t.Fatalf("after the outage the parked message is stored as %+v, want source poison, reason %s, delivery count 1",
+			e, deadletter.ReasonRetryWindowExceeded)
+	}
+	f.clk.Advance(11 * time.Minute) // past the cool-down
+	f.run(t, s)
+	q := f.queued(t)
+	if n := f.actions(t); n["replayed"] != 1 || len(q) != 1 {
+		t.Errorf("after the cool-down: actions %v, %d messages on order-status; want it replayed per policy", n, len(q))
+	}
+}
+
+// When the store fails its first write after the probe passed (reads work,
+// writes are refused), a run stops receiving from every source at once:
+// only the one message in hand is given back, one delivery spent.
+func TestAFailedStoreWriteStopsEveryReceive(t *testing.T) {
+	f := newFixture(t)
+	for i := range 3 {
+		f.deadLetter(t, fmt.Sprintf("o-%d:1", i), fmt.Sprintf("o-%d", i))
+		f.park(t, fmt.Sprintf("o-%d:2", i), deadletter.ReasonRetryWindowExceeded)
+	}
+	st := &outage{Store: f.store}
+	st.down.Store(true) // writes only
+	s := deadletter.New(f.mb, st, f.options(deadletter.Options{}))
+	before := f.deliveries(t)
+	if _, err := s.Run(f.ctx, deadletter.RunOptions{}); !errors.Is(err, dlstore.ErrUnavailable) {
+		t.Fatalf("run with writes refused = %v, want unavailable", err)
+	}
+	var spent int32
+	for id, n := range f.deliveries(t) {
+		spent += n - before[id]
+	}
+	if spent != 1 || st.refused.Load() != 1 {
+		t.Errorf("one run with writes refused spent %d deliveries and tried %d Puts; want 1 and 1 (stop at the first failed write)",
+			spent, st.refused.Load())
 	}
 }

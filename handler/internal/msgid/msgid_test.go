@@ -3,6 +3,8 @@ package msgid
 import (
 	"strings"
 	"testing"
+
+	"github.com/orderstatus/orderstatus/handler/contract"
 )
 
 func TestDerive(t *testing.T) {
@@ -18,11 +20,15 @@ func TestDerive(t *testing.T) {
 		{"128-character original", long, ":retry:3", "", true},
 		{"empty suffix, long original", long + "y", "", "", true},
 		{"suffix too long to keep", long, strings.Repeat(":s", 40), "", true},
+		// Counted as Service Bus counts (UTF-16 code units), not in bytes:
+		// the producers' ids of the same order follow the same rule.
+		{"accents fit in characters", strings.Repeat("é", MaxLength-7), ":parked", strings.Repeat("é", MaxLength-7) + ":parked", false},
+		{"an emoji counts two", strings.Repeat("\U0001F4E6", 61), ":parked", "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Derive(tt.original, tt.suffix)
-			if len(got) > MaxLength {
+			if contract.ServiceBusLength(got) > MaxLength {
 				t.Fatalf("Derive = %d characters, want at most %d", len(got), MaxLength)
 			}
 			if tt.want != "" && got != tt.want {

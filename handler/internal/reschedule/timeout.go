@@ -8,15 +8,14 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
-	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 )
 
 // TimeoutCheckID is the MessageId of an order's PaymentTimeoutCheck as the
-// handler schedules it: the producer's own (<order>:payment-timeout,
-// contract.TimeoutMessageID) whenever that fits Service Bus's 128
-// characters, so that a producer's check and the handler's are the same
-// message to duplicate detection when both are sent within its window.
-func TimeoutCheckID(orderID string) string { return msgid.Derive(orderID, ":payment-timeout") }
+// handler schedules it: the producer's own, contract.TimeoutMessageID
+// (<order>:payment-timeout, hashed within 128 characters for a long order
+// id), so that a producer's check and the handler's are the same message
+// to duplicate detection when both are sent within its window.
+func TimeoutCheckID(orderID string) string { return contract.TimeoutMessageID(orderID) }
 
 // TimeoutCheck builds orderID's PaymentTimeoutCheck: the contract's body,
 // subject and content type, in the order's session.

@@ -5,10 +5,11 @@
 // runs against Service Bus: through the port, in another process.
 //
 // The protocol is JSON over POST, one endpoint per port method: send,
-// schedule, cancel, receive, peek, complete, abandon, defer,
-// and now, the broker's clock (a development broker's
-// clock may run faster than real time: a producer schedules on it, and the
-// sweeper measures ages on it). Bodies travel as
+// schedule, cancel, receive, peek, complete and abandon, and now, the
+// broker's clock (a development broker's clock may run faster than real
+// time: a producer schedules on it, and the sweeper measures ages on it).
+// There is no deferral in the port; a peeked message's Deferred flag
+// travels as the broker set it (membroker never does). Bodies travel as
 // base64, times as RFC 3339 with nanoseconds, durations as Go duration
 // strings, application properties with their type. An error answers a
 // non-2xx status with {"error":{"code":...,"message":...}}; the code names

@@ -29,8 +29,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/internal/msgutil"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
@@ -261,9 +261,10 @@ func (b *Broker) wait(ctx context.Context, q *queue, until time.Time) error {
 	return nil
 }
 
-// MaxIDLength is the longest MessageId or SessionId, in characters, that
-// Service Bus accepts.
-const MaxIDLength = 128
+// MaxIDLength is the longest MessageId or SessionId, in characters as
+// Service Bus counts them (contract.ServiceBusLength: UTF-16 code units),
+// that Service Bus accepts.
+const MaxIDLength = contract.MaxServiceBusIDLength
 
 func (b *Broker) prepare(op, queue string, msg broker.Message) (broker.Message, error) {
 	msg = msgutil.Message(msg)
@@ -271,7 +272,7 @@ func (b *Broker) prepare(op, queue string, msg broker.Message) (broker.Message, 
 		msg.MessageID = msgutil.NewID()
 	}
 	for _, id := range []struct{ name, v string }{{"MessageId", msg.MessageID}, {"SessionId", msg.SessionID}} {
-		if n := utf8.RuneCountInString(id.v); n > MaxIDLength {
+		if n := contract.ServiceBusLength(id.v); n > MaxIDLength {
 			return msg, fmt.Errorf("membroker: %s %s: a %s of %d characters exceeds %d: %w",
 				op, queue, id.name, n, MaxIDLength, broker.ErrInvalid)
 		}

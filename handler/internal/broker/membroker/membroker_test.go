@@ -512,6 +512,9 @@ func TestIDLengthLimit(t *testing.T) {
 	f := newFixture(t, 1, time.Minute)
 	long := strings.Repeat("é", membroker.MaxIDLength+1) // counted in characters, not bytes
 	limit := strings.Repeat("é", membroker.MaxIDLength)
+	// Service Bus counts .NET characters: an emoji (outside the Basic
+	// Multilingual Plane) is two.
+	emoji := strings.Repeat("\U0001F4E6", membroker.MaxIDLength/2)
 	tests := []struct {
 		name  string
 		queue string
@@ -522,6 +525,8 @@ func TestIDLengthLimit(t *testing.T) {
 		{"SessionId at the limit", orders, broker.Message{MessageID: "m1", SessionID: limit}, nil},
 		{"MessageId too long", poison, broker.Message{MessageID: long}, broker.ErrInvalid},
 		{"SessionId too long", orders, broker.Message{MessageID: "m2", SessionID: long}, broker.ErrInvalid},
+		{"emoji MessageId at the limit", poison, broker.Message{MessageID: emoji}, nil},
+		{"emoji MessageId too long", poison, broker.Message{MessageID: emoji + "x"}, broker.ErrInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

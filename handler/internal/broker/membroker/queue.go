@@ -80,8 +80,7 @@ func (l *list) remove(e *entry) {
 	}
 }
 
-// firstUnlocked returns up to max unlocked entries that are not deferred,
-// in order.
+// firstUnlocked returns up to max unlocked entries, in order.
 func (l *list) firstUnlocked(max int) []*entry {
 	var out []*entry
 	for _, e := range l.items {

@@ -130,7 +130,7 @@ func (c *cli) confirm(w io.Writer, question string, yes bool) int {
 func (c *cli) actOne(s *session, a deadletter.Action, id string, body []byte, af actFlags) int {
 	e, err := s.sw.Find(c.ctx, id)
 	if errors.Is(err, deadletter.ErrNoMessage) {
-		return c.notFound("%v", err)
+		return c.noSuchID(err)
 	}
 	if err != nil {
 		return c.fail(err)
@@ -365,7 +365,7 @@ func (c *cli) restore(args []string) int {
 	defer s.close()
 	it, err := s.sw.Act(c.ctx, deadletter.ActionRestore, strings.TrimSpace(*id), nil, c.actor())
 	if errors.Is(err, deadletter.ErrNoMessage) {
-		return c.notFound("%v", err)
+		return c.noSuchID(err)
 	}
 	if err != nil {
 		return c.fail(err)

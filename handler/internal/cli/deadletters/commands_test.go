@@ -221,9 +221,7 @@ func TestNothingMatches(t *testing.T) {
 		{"list", "--order", "o-2"},
 		{"groups", "--source", "dlq"},
 		{"find", "--order", "o-2"},
-		{"restore", "--id", "nothing"},
-		{"archive", "--id", "nothing"},
-	} {
+	} { // an --id that names nothing is bad input: TestAMissingIDExits2AndAsksNothing
 		res := f.run(args...)
 		if res.code != exitFailure {
 			t.Errorf("%q: exit %d, want 1", args, res.code)

@@ -9,11 +9,12 @@
 //
 // Its contract with scripts and runbooks: every command takes --help;
 // --json prints JSON Lines (one object a line); exit 0 is success, 1 a
-// failure or nothing found (no such entry, nothing matches, a part that
-// could not be read), 2 a usage error or bad input, with one line on stderr
-// saying what. Nothing changes before every check that can refuse has
-// passed: a missing id, a missing --yes off a terminal and a corrected body
-// that breaks the contract all exit before the first write.
+// failure or nothing found (nothing matches a filter, a part that could
+// not be read), 2 a usage error or bad input (an --id that names no
+// entry), with one line on stderr saying what. Nothing changes before
+// every check that can refuse has passed: an id that names nothing, a
+// missing --yes off a terminal and a corrected body that breaks the
+// contract all exit before the first write and before any question.
 package deadletters
 
 import (
@@ -122,9 +123,9 @@ settings (environment, as on the function app): DEAD_LETTER_REPLAY_COOLDOWN,
 DEAD_LETTER_MAX_REPLAYS, DEAD_LETTER_SWEEP_RATE, DEAD_LETTER_RETENTION,
 DEAD_LETTER_TABLE, OrderStore__tableName, ORDER_STATUS_QUEUE, POISON_QUEUE
 
-exit codes: 0 success, 1 failure or nothing found (a service failed, no such entry,
-nothing matches, a part could not be read), 2 usage or bad input (one line on
-stderr says what).
+exit codes: 0 success, 1 failure or nothing found (a service failed, nothing
+matches, a part could not be read), 2 usage or bad input (an --id that names no
+entry, said before any question; one line on stderr says what).
 `
 
 type command struct {
@@ -244,6 +245,14 @@ func (c *cli) usage(format string, args ...any) int {
 func (c *cli) fail(err error) int {
 	fmt.Fprintf(c.stderr, "%s: %s\n", c.name, oneLine(err.Error()))
 	return exitFailure
+}
+
+// noSuchID reports an --id that names no entry (err wraps
+// deadletter.ErrNoMessage): bad input, exit 2, one line, said before any
+// question and any change.
+func (c *cli) noSuchID(err error) int {
+	fmt.Fprintf(c.stderr, "%s: %s (handler deadletters list shows the ids)\n", c.name, oneLine(err.Error()))
+	return exitUsage
 }
 
 // notFound reports that nothing matched: exit 1, one line.

@@ -87,24 +87,36 @@ func TestHelpNamesEveryCommandAndFlag(t *testing.T) {
 	}
 }
 
-// Point 5: discard of an id that names nothing says so (exit 1) without
-// asking first, and reads nothing from stdin.
-func TestDiscardOfAMissingIDAsksNothing(t *testing.T) {
-	f := newFixture(t)
-	f.put(deadletter.Poison, 1, "m-1:parked", "o-1", order.ReasonInvalidTransition, "x")
-	f.terminal = true
-	stdin := strings.NewReader("y\n")
-	f.stdin = stdin
-	r := f.run("discard", "--id", "no-such-message")
-	if r.code != exitFailure {
-		t.Errorf("exit %d, want 1", r.code)
-	}
-	oneLineErr(t, r.stderr)
-	if strings.Contains(r.stdout, "[y/N]") || strings.Contains(r.stderr, "[y/N]") {
-		t.Errorf("asked before knowing the entry exists: %q", r.stdout)
-	}
-	if stdin.Len() != len("y\n") {
-		t.Errorf("read stdin before knowing the entry exists")
+// An id that names nothing is bad input: replay, discard, archive and
+// restore exit 2 with one line, before any question (stdin is not read)
+// and without writing anything.
+func TestAMissingIDExits2AndAsksNothing(t *testing.T) {
+	for _, cmd := range []string{"replay", "discard", "archive", "restore"} {
+		t.Run(cmd, func(t *testing.T) {
+			f := newFixture(t)
+			f.put(deadletter.Poison, 1, "m-1:parked", "o-1", order.ReasonInvalidTransition, "x")
+			f.terminal = true
+			stdin := strings.NewReader("y\n")
+			f.stdin = stdin
+			rec := f.record()
+			r := f.run(cmd, "--id", "no-such-message")
+			if r.code != exitUsage {
+				t.Errorf("exit %d, want 2", r.code)
+			}
+			oneLineErr(t, r.stderr)
+			if !strings.Contains(r.stderr, "no-such-message") {
+				t.Errorf("stderr %q does not name the id", r.stderr)
+			}
+			if strings.Contains(r.stdout, "[y/N]") || strings.Contains(r.stderr, "[y/N]") {
+				t.Errorf("asked before knowing the entry exists: %q", r.stdout)
+			}
+			if stdin.Len() != len("y\n") {
+				t.Errorf("read stdin before knowing the entry exists")
+			}
+			if w := rec.written(); len(w) != 0 {
+				t.Errorf("wrote %v for an id that names nothing", w)
+			}
+		})
 	}
 }
 

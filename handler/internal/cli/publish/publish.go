@@ -209,7 +209,7 @@ HTTP front; against Azure pass --get-order-url.`, stdout, stderr)
 	var seq int64
 	var wait bool
 	waitTimeout := defaultWaitTimeout
-	c.fs.StringVar(&orderID, "order", "", "order `id` (the session): a legal Table Storage key, and with its MessageId suffix at most 128 characters (Service Bus)")
+	c.fs.StringVar(&orderID, "order", "", "order `id` (the session): at most 128 characters, none of / \\ # ? or control characters")
 	c.fs.StringVar(&status, "status", "", "`status`: Created, Paid, Shipped, Delivered or Cancelled (any case)")
 	c.fs.Int64Var(&seq, "sequence", 0, "the order's sequence `number` of this change, from 1 (the order owner's counter)")
 	c.fs.StringVar(&occurred, "occurred-at", "", "when it happened, RFC 3339 (`time`, e.g. 2026-11-29T10:00:00Z; default now)")

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,6 +60,7 @@ func Run(t *testing.T, f Factory) {
 		{"CrashAfterScheduleBeforeMark", testCrashAfterSchedule},
 		{"OrderOfAnOrdersMessages", testOrdering},
 		{"ScheduleThenCancelAcrossTwoProducers", testScheduleCancelTwoProducers},
+		{"OrderIDOf128Characters", testLongestOrderID},
 		{"CancelWaitsForItsSchedule", testCancelWaits},
 		{"CancelWithoutSchedule", testCancelWithoutSchedule},
 		{"RelayKilledMidBatch", testKilledMidBatch},
@@ -434,6 +436,36 @@ func testScheduleCancelTwoProducers(t *testing.T, f Factory) {
 	}
 	if got := bus.ids(t); !slices.Equal(got, []string{"o-1:1", "o-1:2"}) {
 		t.Errorf("broker %v, want o-1:1 and o-1:2", got)
+	}
+}
+
+// testLongestOrderID commits, relays and cancels for an order id of the
+// contract's 128 characters, used as the partition too: every MessageId is
+// derived within Service Bus's 128 characters (contract.StatusMessageID,
+// TimeoutMessageID).
+func testLongestOrderID(t *testing.T, f Factory) {
+	order := strings.Repeat("o", contract.MaxIDLength)
+	checkout, payments := f(t)
+	bus := newBus(t)
+	commit(t, checkout, order, status(order, contract.Created, 1), outbox.ScheduleTimeout(order, 30*time.Minute))
+	pass(t, relay(checkout.Store, bus.mb, nil))
+	s := bus.scheduled(t)
+	if len(s) != 1 || s[0].MessageID != contract.TimeoutMessageID(order) {
+		t.Fatalf("scheduled %v, want the timeout, MessageId %s", s, contract.TimeoutMessageID(order))
+	}
+	commit(t, payments, order, status(order, contract.Paid, 2), outbox.CancelTimeout(order))
+	if res := pass(t, relay(payments.Store, bus.mb, nil)); res.Sent != 1 || res.Cancelled != 1 {
+		t.Errorf("payments' pass %+v, want 1 sent and 1 cancelled", res)
+	}
+	want := []string{contract.StatusMessageID(order, 1), contract.StatusMessageID(order, 2)}
+	if got := bus.ids(t); !slices.Equal(got, want) {
+		t.Errorf("broker %v, want %v", got, want)
+	}
+	for _, m := range bus.messages(t) {
+		if m.SessionID != order || len(m.MessageID) > contract.MaxServiceBusIDLength {
+			t.Errorf("MessageId %q (%d characters), SessionId %q: want within %d, in the order's session",
+				m.MessageID, len(m.MessageID), m.SessionID, contract.MaxServiceBusIDLength)
+		}
 	}
 }
 
