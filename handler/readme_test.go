@@ -16,12 +16,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/orderfn"
+	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
 // readme returns the repository's README.md.
@@ -281,19 +281,6 @@ func TestReadmeScenarioExample(t *testing.T) {
 	}
 }
 
-// shortDuration formats d as the README and the template write it: 5m,
-// 24h, 10s (time.Duration.String without the zero units).
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
 // TestReadmeConfigurationDefaults: the Configuration table and the
 // template give the code's defaults of the settings that have one.
 func TestReadmeConfigurationDefaults(t *testing.T) {
@@ -317,13 +304,13 @@ func TestReadmeConfigurationDefaults(t *testing.T) {
 		{config.EnvQueue, config.DefaultQueue},
 		{config.EnvPoisonQueue, config.DefaultPoisonQueue},
 		{config.EnvStoreTable, config.DefaultTable},
-		{config.EnvRetryBudget, shortDuration(config.DefaultRetryBudget)},
+		{config.EnvRetryBudget, wording.Duration(config.DefaultRetryBudget)},
 		{config.EnvRetryReschedule, strconv.FormatBool(config.DefaultRetryReschedule)},
-		{config.EnvRetryBase, shortDuration(config.DefaultRetryBase)},
-		{config.EnvRetryCap, shortDuration(config.DefaultRetryCap)},
-		{config.EnvRetryWindow, shortDuration(config.DefaultRetryWindow)},
+		{config.EnvRetryBase, wording.Duration(config.DefaultRetryBase)},
+		{config.EnvRetryCap, wording.Duration(config.DefaultRetryCap)},
+		{config.EnvRetryWindow, wording.Duration(config.DefaultRetryWindow)},
 		{config.EnvDeadLetterSweepSchedule, config.DefaultDeadLetterSweepSchedule},
-		{config.EnvDeadLetterCooldown, shortDuration(config.DefaultDeadLetterCooldown)},
+		{config.EnvDeadLetterCooldown, wording.Duration(config.DefaultDeadLetterCooldown)},
 		{config.EnvDeadLetterMaxReplays, strconv.Itoa(config.DefaultDeadLetterMaxReplays)},
 		{config.EnvDeadLetterSweepRate, strconv.FormatFloat(config.DefaultDeadLetterSweepRate, 'g', -1, 64)},
 	} {
@@ -334,7 +321,7 @@ func TestReadmeConfigurationDefaults(t *testing.T) {
 			t.Errorf("local.settings.json.template: %s = %q, code default %q", s.name, got, s.want)
 		}
 	}
-	if got := shortDuration(config.DefaultRetryBudgetNoReschedule); !strings.Contains(doc(t, "docs/configuration.md"), "`"+got+"` with rescheduling off") {
+	if got := wording.Duration(config.DefaultRetryBudgetNoReschedule); !strings.Contains(doc(t, "docs/configuration.md"), "`"+got+"` with rescheduling off") {
 		t.Errorf("docs/configuration.md does not give the budget with rescheduling off (%s)", got)
 	}
 }

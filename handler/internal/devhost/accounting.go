@@ -9,7 +9,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
-	"github.com/orderstatus/orderstatus/handler/internal/plural"
+	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
 // Accounting says where every message sent to the workload queue went:
@@ -86,14 +86,14 @@ func (a Accounting) violation() string {
 		return ""
 	}
 	return fmt.Sprintf("accounting: %s sent, %d accounted for (%+d unaccounted)",
-		plural.Count(a.Sent+a.SentByHandler, "message"), a.Sent+a.SentByHandler-a.Unaccounted, a.Unaccounted)
+		wording.Count(a.Sent+a.SentByHandler, "message"), a.Sent+a.SentByHandler-a.Unaccounted, a.Unaccounted)
 }
 
 // writeTable writes the accounting section of the printed summary, keys
 // padded to width.
 func (a Accounting) writeTable(b *strings.Builder, width int) {
 	total := a.Sent + a.SentByHandler
-	fmt.Fprintf(b, "accounting of the %s sent\n", plural.Count(total, "message"))
+	fmt.Fprintf(b, "accounting of the %s sent\n", wording.Count(total, "message"))
 	row := func(k string, n int) { fmt.Fprintf(b, "  %-*s %7d\n", width, k, n) }
 	if a.SentByHandler > 0 {
 		row("sent by the workload", a.Sent)

@@ -20,7 +20,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/devrun"
 	"github.com/orderstatus/orderstatus/handler/internal/logging"
-	"github.com/orderstatus/orderstatus/handler/internal/plural"
+	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
 // Exit codes of Main.
@@ -180,7 +180,7 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	case c.scaleSet && (!(c.timeScale > 0) || c.timeScale > MaxTimeScale):
 		return bad("--time-scale %v: want a number above 0 and at most %d", c.timeScale, MaxTimeScale)
 	case set["lock-duration"] && (c.lockDuration < MinLockDuration || c.lockDuration > MaxLockDuration):
-		return bad("--lock-duration %s: Service Bus allows %s to %s", c.lockDuration, shortDuration(MinLockDuration), shortDuration(MaxLockDuration))
+		return bad("--lock-duration %s: Service Bus allows %s to %s", c.lockDuration, wording.Duration(MinLockDuration), wording.Duration(MaxLockDuration))
 	case set["max-delivery"] && (c.maxDelivery < 1 || c.maxDelivery > MaxDeliveryCountLimit):
 		return bad("--max-delivery %d: Service Bus allows 1 to %d", c.maxDelivery, MaxDeliveryCountLimit)
 	}
@@ -276,12 +276,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		for _, w := range warnings {
 			note("warning: %s", w)
 		}
-		workload = fmt.Sprintf("scenario %s (%s)", c.scenario, plural.Count(messages(lines), "message"))
+		workload = fmt.Sprintf("scenario %s (%s)", c.scenario, wording.Count(messages(lines), "message"))
 	} else {
 		// The wall clock: the broker's scaled clock must not reach event
 		// times, or an occurredAt would be later than its updatedAt.
 		lines = scenario.Demo(scenario.DemoOptions{Seed: c.seed, Orders: c.orders, Now: time.Now().UTC()})
-		workload = fmt.Sprintf("built-in demo: %s, %s (seed %d)", plural.Count(c.orders, "order"), plural.Count(len(lines), "message"), c.seed)
+		workload = fmt.Sprintf("built-in demo: %s, %s (seed %d)", wording.Count(c.orders, "order"), wording.Count(len(lines), "message"), c.seed)
 	}
 	if _, err := os.Stat(filepath.Join(c.appRoot, "host.json")); err != nil {
 		fmt.Fprintf(stderr, "handler dev: --app-root %s: no host.json there (run from the repository root, or name it) (%s)\n", c.appRoot, usageLine)
@@ -345,7 +345,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 				note("outage %s: %v", target, err)
 				return
 			}
-			note("outage: %s unreachable from the handler for %s (host clock)", target, shortDuration(d))
+			note("outage: %s unreachable from the handler for %s (host clock)", target, wording.Duration(d))
 		},
 		OnScale: func(action, id string, err error) {
 			if err != nil {
@@ -363,7 +363,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 			// Small steps (idle sessions closing, the next of many
 			// messages scheduled close together) are not worth a line.
 			if to != JumpIdleSessions && time.Duration(float64(by)/c.timeScale) >= time.Second {
-				say("idle: fast-forwarded the clock %s %s", shortDuration(by), to)
+				say("idle: fast-forwarded the clock %s %s", wording.Duration(by), to)
 			}
 		}
 	}
@@ -565,7 +565,7 @@ func clockLine(broker, wall time.Time, scale float64) string {
 		return ""
 	}
 	return fmt.Sprintf("clock: the broker's clock says %s, %s ahead of your watch (%s), and keeps running %g times faster: the due times, enqueued times and ages the CLIs show for this host are on it (--time-scale 1 keeps the two together)",
-		broker.UTC().Format("15:04:05Z"), shortDuration(broker.Sub(wall)), wall.UTC().Format("15:04:05Z"), scale)
+		broker.UTC().Format("15:04:05Z"), wording.Duration(broker.Sub(wall)), wall.UTC().Format("15:04:05Z"), scale)
 }
 
 // closingLine says that a run cut short stopped, what it stopped, and
@@ -614,19 +614,6 @@ func sameFile(a, b string) bool {
 func withPID(path string, pid int) string {
 	ext := filepath.Ext(path)
 	return fmt.Sprintf("%s-%d%s", strings.TrimSuffix(path, ext), pid, ext)
-}
-
-// shortDuration formats d to the second without trailing zero units:
-// 30m, 1h, 1h30m, 45s.
-func shortDuration(d time.Duration) string {
-	s := d.Round(time.Second).String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // latestDue is the longest ScheduleAfter plus SendAfter of the workload.

@@ -204,20 +204,6 @@ func TestMainExitWhenIdle(t *testing.T) {
 	}
 }
 
-func TestShortDuration(t *testing.T) {
-	for _, tt := range []struct {
-		d    time.Duration
-		want string
-	}{
-		{30 * time.Minute, "30m"}, {time.Hour, "1h"}, {90 * time.Minute, "1h30m"}, {45 * time.Second, "45s"},
-		{29*time.Minute + 59*time.Second + 600*time.Millisecond, "30m"}, {11*time.Minute + 5*time.Second, "11m5s"},
-	} {
-		if got := shortDuration(tt.d); got != tt.want {
-			t.Errorf("shortDuration(%v) = %q, want %q", tt.d, got, tt.want)
-		}
-	}
-}
-
 // TestParseFlagsQueueLimits: the bounds Service Bus accepts are accepted.
 func TestParseFlagsQueueLimits(t *testing.T) {
 	summary := filepath.Join(t.TempDir(), "summary.json")

@@ -13,6 +13,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
 // Outage targets (see Options.OutageTargets and StartOutage).
@@ -308,7 +309,7 @@ func (h *Host) outageSummaries() []OutageSummary {
 			to = h.outageCounts(x.target)
 		}
 		out = append(out, OutageSummary{
-			Target: x.target, After: shortDuration(x.after), Duration: shortDuration(x.end.Sub(x.start)), Ended: ended,
+			Target: x.target, After: wording.Duration(x.after), Duration: wording.Duration(x.end.Sub(x.start)), Ended: ended,
 			Refused: to.refused - x.from.refused, Rescheduled: to.rescheduled - x.from.rescheduled,
 			DeadLettered: to.deadLettered - x.from.deadLettered, Parked: to.parked - x.from.parked,
 			Start: x.start, End: x.end,

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/orderstatus/orderstatus/handler/internal/plural"
+	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
 // progressReport is one progress line, and what it says without the
@@ -123,7 +123,7 @@ func (h *Host) progress(elapsed time.Duration, total int) progressReport {
 		if due, ok := h.broker.NextDue(h.queue); ok {
 			wait := time.Duration(float64(due.Sub(h.clock.Now())) / max(h.opts.TimeScale, 1))
 			r.idle = fmt.Sprintf("waiting for %s, the next due in %s (%s on the broker's clock)",
-				plural.Count(qs.Scheduled, "scheduled message"), max(wait, 0).Round(100*time.Millisecond), due.UTC().Format("15:04:05Z"))
+				wording.Count(qs.Scheduled, "scheduled message"), max(wait, 0).Round(100*time.Millisecond), due.UTC().Format("15:04:05Z"))
 		}
 	}
 	return r

@@ -24,7 +24,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
-	"github.com/orderstatus/orderstatus/handler/internal/plural"
+	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
 // Summary is what a run did. Its JSON form, the --summary-json file, has
@@ -429,7 +429,7 @@ func (s Summary) WriteTable(w io.Writer) error {
 		archived[e.Reason]++
 	}
 	sections := []section{
-		{fmt.Sprintf("orders by status (%s)", plural.Count(len(s.Orders), "order")), statuses, statusOrder},
+		{fmt.Sprintf("orders by status (%s)", wording.Count(len(s.Orders), "order")), statuses, statusOrder},
 		{"handler calls by result (a message abandoned and delivered again is called again)", s.Results, resultOrder},
 		{fmt.Sprintf("parked by reason (poison queue depth %d)", s.PoisonDepth), parked, nil},
 		{fmt.Sprintf("dead-lettered by reason (DLQ depth %d)", s.DeadLetterDepth), dead, nil},
@@ -559,6 +559,6 @@ func writeOutages(b *strings.Builder, list []OutageSummary) {
 			state = " (not over)"
 		}
 		fmt.Fprintf(b, "  %-10s from %s for %s%s: %s refused | rescheduled %d, dead-lettered %d, parked %d\n",
-			o.Target, o.After, o.Duration, state, plural.Count(o.Refused, "request"), o.Rescheduled, o.DeadLettered, o.Parked)
+			o.Target, o.After, o.Duration, state, wording.Count(o.Refused, "request"), o.Rescheduled, o.DeadLettered, o.Parked)
 	}
 }

@@ -2,8 +2,9 @@ package deadletters
 
 import (
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
 // clockNote tells the reader which clock the times and ages a reading
@@ -30,21 +31,9 @@ func againstWatch(d time.Duration, wall time.Time) string {
 	w := wall.UTC().Format("15:04:05Z")
 	switch d = d.Round(time.Second); {
 	case d > 0:
-		return fmt.Sprintf("%s ahead of your watch (%s)", shortDuration(d), w)
+		return fmt.Sprintf("%s ahead of your watch (%s)", wording.Duration(d), w)
 	case d < 0:
-		return fmt.Sprintf("%s behind your watch (%s)", shortDuration(-d), w)
+		return fmt.Sprintf("%s behind your watch (%s)", wording.Duration(-d), w)
 	}
 	return fmt.Sprintf("as your watch does (%s)", w)
-}
-
-// shortDuration is d to the second without trailing zero units: 2h, 2h5m, 90s is 1m30s.
-func shortDuration(d time.Duration) string {
-	s := d.Round(time.Second).String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

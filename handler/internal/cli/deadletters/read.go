@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
-	"github.com/orderstatus/orderstatus/handler/internal/plural"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
 // jsonLines writes each value as one line of JSON.
@@ -343,7 +343,7 @@ func (c *cli) find(args []string) int {
 		case e.Entry != nil:
 			x := e.Entry
 			fmt.Fprintf(tw, "%s\tdead letter %s\t%s seq %d, %s, %s: now %s, %s%s\n", stamp(e.At), x.ID, x.Source, x.SequenceNumber,
-				x.MessageID, orDash(x.Reason), x.State, plural.Count(x.ReplayCount, "replay"), ifSet(", last as ", x.NewMessageID))
+				x.MessageID, orDash(x.Reason), x.State, wording.Count(x.ReplayCount, "replay"), ifSet(", last as ", x.NewMessageID))
 		case e.Audit != nil:
 			x := e.Audit
 			fmt.Fprintf(tw, "%s\t%s by %s\t%s (%s -> %s)%s%s\n", stamp(e.At), x.Action, x.Actor, x.EntryID, orDash(string(x.From)), x.To,

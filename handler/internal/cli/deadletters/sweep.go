@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
-	"github.com/orderstatus/orderstatus/handler/internal/plural"
+	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
 // sweepSummary is the closing line of sweep --json (the items come first,
@@ -95,19 +95,19 @@ func (c *cli) sweep(args []string) int {
 // sweepProgress is the line a sweep writes on stderr every 2 s while it
 // runs: how many entries it acted on in how long.
 func sweepProgress(acted int, took time.Duration) string {
-	return fmt.Sprintf("sweeping: %s acted on in %s", plural.CountAs(acted, "entry", "entries"), took.Round(time.Second))
+	return fmt.Sprintf("sweeping: %s acted on in %s", wording.CountAs(acted, "entry", "entries"), took.Round(time.Second))
 }
 
 // sweepPurged is the line a sweep writes when the retention let n closed
 // entries go.
 func sweepPurged(n int) string {
-	return "purged " + plural.CountAs(n, "closed entry", "closed entries") + " past the retention"
+	return "purged " + wording.CountAs(n, "closed entry", "closed entries") + " past the retention"
 }
 
 // sweepFailed is the line on stderr of a sweep (command name) in which n
 // messages or entries failed.
 func sweepFailed(name string, n int) string {
-	return fmt.Sprintf("%s: %s failed (see above); the others were handled", name, plural.CountAs(n, "message or entry", "messages or entries"))
+	return fmt.Sprintf("%s: %s failed (see above); the others were handled", name, wording.CountAs(n, "message or entry", "messages or entries"))
 }
 
 func counts(m map[deadletter.Action]int) string {

@@ -1,6 +1,9 @@
-package plural
+package wording
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestCount(t *testing.T) {
 	for _, tt := range []struct {
@@ -35,6 +38,20 @@ func TestCountAs(t *testing.T) {
 	} {
 		if got := CountAs(tt.n, tt.one, tt.many); got != tt.want {
 			t.Errorf("CountAs(%d, %q, %q) = %q, want %q", tt.n, tt.one, tt.many, got, tt.want)
+		}
+	}
+}
+
+func TestDuration(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{30 * time.Minute, "30m"}, {time.Hour, "1h"}, {90 * time.Minute, "1h30m"}, {45 * time.Second, "45s"},
+		{29*time.Minute + 59*time.Second + 600*time.Millisecond, "30m"}, {11*time.Minute + 5*time.Second, "11m5s"},
+	} {
+		if got := Duration(tt.d); got != tt.want {
+			t.Errorf("Duration(%v) = %q, want %q", tt.d, got, tt.want)
 		}
 	}
 }
