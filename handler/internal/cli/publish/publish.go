@@ -19,7 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -225,8 +224,10 @@ HTTP front; against Azure pass --get-order-url.`, stdout, stderr)
 	if !wait && (set["wait-timeout"] || set["get-order-url"]) {
 		return c.bad("--wait-timeout and --get-order-url go with --wait")
 	}
-	if wait && (waitTimeout <= 0 || waitTimeout > maxWaitTimeout) {
-		return c.bad("--wait-timeout %s: want a duration above 0 and at most 1h", waitTimeout)
+	if wait {
+		if err := checkWaitTimeout("wait-timeout", waitTimeout); err != nil {
+			return c.bad("%v", err)
+		}
 	}
 	if orderURL != "" {
 		if err := checkGetOrderURL(orderURL); err != nil {
@@ -298,7 +299,7 @@ func (c *command) waiter(t *connect.Target) (*waiter, int) {
 	if err != nil {
 		return nil, c.bad("%v", err)
 	}
-	return &waiter{client: &http.Client{Timeout: 10 * time.Second}, tmpl: tmpl, timeout: c.waitOpts.timeout}, -1
+	return newWaiter(tmpl, c.waitOpts.timeout), -1
 }
 
 // change builds and validates a status change from flag values.

@@ -40,6 +40,20 @@ func getOrderURL(flagValue, devHostAddr string) (string, error) {
 	return "", errors.New("--wait needs --get-order-url against Azure (https://<app>.azurewebsites.net/api/orders/{orderId}?code=<function key>), or a running development host with an HTTP front")
 }
 
+// checkWaitTimeout reports why d, the value of --name, is not a wait's
+// timeout: above 0 and at most maxWaitTimeout.
+func checkWaitTimeout(name string, d time.Duration) error {
+	if d <= 0 || d > maxWaitTimeout {
+		return fmt.Errorf("--%s %s: want a duration above 0 and at most 1h", name, d)
+	}
+	return nil
+}
+
+// newWaiter polls the GetOrder URL template tmpl for at most timeout.
+func newWaiter(tmpl string, timeout time.Duration) *waiter {
+	return &waiter{client: &http.Client{Timeout: 10 * time.Second}, tmpl: tmpl, timeout: timeout}
+}
+
 // checkGetOrderURL reports why u is not a GetOrder URL template.
 func checkGetOrderURL(u string) error {
 	if !strings.Contains(u, orderIDPlaceholder) {

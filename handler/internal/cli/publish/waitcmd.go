@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/devrun"
@@ -61,14 +60,11 @@ development host it asks its HTTP front; against Azure pass --get-order-url.`, s
 		}
 		want = st
 	}
-	if timeout <= 0 || timeout > maxWaitTimeout {
-		return c.bad("--timeout %s: want a duration above 0 and at most 1h", timeout)
+	if err := checkWaitTimeout("timeout", timeout); err != nil {
+		return c.bad("%v", err)
 	}
-	if orderURL != "" {
-		if err := checkGetOrderURL(orderURL); err != nil {
-			return c.bad("%v", err)
-		}
-	} else {
+	addr := ""
+	if orderURL == "" {
 		ep, err := devrun.Find(e.dir)
 		switch {
 		case errors.Is(err, devrun.ErrNotRunning) || (err == nil && ep.HTTPAddr == ""):
@@ -76,11 +72,15 @@ development host it asks its HTTP front; against Azure pass --get-order-url.`, s
 		case err != nil:
 			return c.fail(err)
 		}
-		orderURL = "http://" + ep.HTTPAddr + "/api/orders/" + orderIDPlaceholder
+		addr = ep.HTTPAddr
+	}
+	tmpl, err := getOrderURL(orderURL, addr)
+	if err != nil {
+		return c.bad("%v", err)
 	}
 
 	target := waitTarget{sequence: seq, status: want}
-	w := &waiter{client: &http.Client{Timeout: 10 * time.Second}, tmpl: orderURL, timeout: timeout}
+	w := newWaiter(tmpl, timeout)
 	var seen orderAnswer
 	behind, err := w.until(ctx, []string{orderID}, func(_ string, a orderAnswer) bool {
 		seen = a
