@@ -101,9 +101,9 @@ func value(line []byte, key string) []byte {
 
 // fieldStart is the offset of key's value in line, -1 when absent.
 func fieldStart(line []byte, key string) int {
+	var buf [32]byte // the keys are short: the pattern stays off the heap
 	for _, open := range []byte{',', '{'} {
-		pat := make([]byte, 0, len(key)+4)
-		pat = append(append(append(append(pat, open, '"'), key...), '"'), ':')
+		pat := append(append(append(buf[:0], open, '"'), key...), '"', ':')
 		if i := bytes.Index(line, pat); i >= 0 {
 			return i + len(pat)
 		}
