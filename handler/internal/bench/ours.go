@@ -63,6 +63,10 @@ type oursConfig struct {
 	// more delivery per order, which runOurs waits for and checkSettled
 	// counts. Without it the steady phases run today's policy.
 	reschedule bool
+	// clockRate tells the handler the host clock's rate
+	// (devhost.Options.SendClockRate): the outage runs, whose lock is a
+	// minute of the host's clock.
+	clockRate bool
 }
 
 // startHost starts the dev host with the handler of the repository at
@@ -94,11 +98,12 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 	}
 	maps.Copy(settings, c.settings)
 	h, err := devhost.New(devhost.Options{
-		AppRoot:     b.opts.Root,
-		HandlerPath: handler,
-		HTTPAddr:    "127.0.0.1:0",
-		TimeScale:   c.timeScale,
-		Clock:       c.clock,
+		AppRoot:       b.opts.Root,
+		HandlerPath:   handler,
+		HTTPAddr:      "127.0.0.1:0",
+		TimeScale:     c.timeScale,
+		Clock:         c.clock,
+		SendClockRate: c.clockRate,
 		// A faster clock must not shorten the lock or the messages'
 		// lives in wall-clock time.
 		Queues: devhost.QueueOverrides{

@@ -43,10 +43,10 @@ type OutageOptions struct {
 	Lead, Tail time.Duration
 	// TimeScale is the host clock's speed: the lock duration (1 min),
 	// the payment timeouts (30 min) and the handler's in-call retry
-	// budget (ORDER_STATUS_RETRY_BUDGET, 20 s divided by it) keep their
-	// ratios to the outage. Any other handler setting that is a time
-	// the handler measures on its own clock must be divided by it too,
-	// in runOutage's settings.
+	// budget (on the host's clock, which the development host tells the
+	// handler) keep their ratios to the outage. Any other handler setting
+	// that is a time the handler measures on its own clock must be
+	// divided by it, in runOutage's settings.
 	TimeScale float64
 	// Sessions is maxConcurrentSessions (host.json's sessionIdleTimeout
 	// is kept).
@@ -561,35 +561,28 @@ func devhostDuration(d time.Duration) string { return strings.TrimSuffix(d.Strin
 func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration, before bool) (outageRun, error) {
 	r := outageRun{recovery: -1, statusRecovery: -1}
 	scale := o.TimeScale
-	// The in-call budget is a wall-clock setting of the handler process,
-	// fixed for the run while the host clock changes speed. Today's
-	// policy runs at TimeScale throughout: 20 s in proportion to the
-	// 1 minute lock. The default policy's runs take the lock's length in
-	// wall time at TimeScale (1 s at 60x): no call outlives its lock
-	// unrenewed while the table is unreachable (and there, with the
-	// breaker open, only its probes retry in the call), and at the
-	// recovery clock it is 3 s of host time beside production's 5 s. A
-	// budget of 20 s / 60 (333 ms) there made the recovery wave's calls,
-	// queued 64 at a time behind one Azurite on 2 shared cores, fail as
-	// transient: 21,527 rescheduled and the circuit opened 1,365 times
-	// after the return in one 30-minute run, a storm of the harness's
-	// own making that delayed the status changes by caps and kept the
-	// settle guard of the payment-timeout checks alive for hours.
-	budget := time.Duration(float64(20*time.Second) / scale)
-	if !before && o.RecoveryScale > 0 {
-		budget = time.Duration(float64(time.Minute) / scale)
-	}
-	// The steady phases name their policy themselves (startHost's
-	// default is rescheduling off); the outage runs name the one they
-	// measure.
-	settings := map[string]string{"ORDER_STATUS_RETRY_BUDGET": budget.String(), "ORDER_STATUS_RETRY_RESCHEDULE": "true"}
+	// The in-call budget is the handler's default, production's, on the
+	// host's clock at every speed (the development host sends the handler
+	// its clock's rate): 20 s on today's policy, 5 s on the default one,
+	// which is 2.5 s of wall time at the recovery's 2 times and never less
+	// than orderfn.MinHostClockBudget (250 ms) at 60. Earlier runs set a
+	// wall-clock budget for the whole process: 20 s / 60 (333 ms) made
+	// the recovery wave's calls, queued 64 at a time behind one Azurite
+	// on 2 shared cores, fail as transient (21,527 rescheduled and the
+	// circuit opened 1,365 times after the return in one 30-minute run),
+	// and the lock's length at 60x (1 s, 2 s of host time at 2x) still
+	// failed calls at the wave's peaks, each failure moving the
+	// cancellations' horizon on. The steady phases name their policy
+	// themselves (startHost's default is rescheduling off); the outage
+	// runs name the one they measure.
+	settings := map[string]string{"ORDER_STATUS_RETRY_RESCHEDULE": "true"}
 	if before {
 		settings["ORDER_STATUS_RETRY_RESCHEDULE"] = "false"
 	}
 	clk := clock.Scaled(scale)
 	table := b.table("outage")
 	c := oursConfig{store: b.az.ConnectionString(), table: table, sessions: o.Sessions, timeScale: scale, clock: clk,
-		lock: time.Duration(float64(time.Minute) / scale), settings: settings, outages: []string{devhost.OutageTable}, logLevel: "warn"}
+		lock: time.Duration(float64(time.Minute) / scale), settings: settings, outages: []string{devhost.OutageTable}, logLevel: "warn", clockRate: true}
 	h, err := b.startHost(ctx, c)
 	if err != nil {
 		return r, err

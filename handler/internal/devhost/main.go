@@ -332,6 +332,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		AppRoot:        c.appRoot,
 		Queues:         QueueOverrides{LockDuration: c.lockDuration, MaxDeliveryCount: int32(c.maxDelivery)},
 		TimeScale:      c.timeScale,
+		SendClockRate:  true,
 		HTTPAddr:       c.httpAddr,
 		Stdout:         handlerOut,
 		Stderr:         handlerErr,

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -100,9 +101,15 @@ func newProcessBudget(mem sharedStore, bus *fakeBus, budget time.Duration) *proc
 	return p
 }
 
-func (p *process) post(t *testing.T, m broker.Message) map[string]any {
+// post delivers m to p, with the time m came due when given
+// (EnqueuedTimeUtc; none: the handler takes its now).
+func (p *process) post(t *testing.T, m broker.Message, enqueued ...time.Time) map[string]any {
 	t.Helper()
-	_, a := (&rig{h: p.h}).post(t, hostInvocation(m, 1))
+	var at time.Time
+	if len(enqueued) > 0 {
+		at = enqueued[0]
+	}
+	_, a := (&rig{h: p.h}).post(t, hostInvocationAt(m, 1, at))
 	return a.ReturnValue
 }
 
@@ -357,13 +364,32 @@ func TestDelayedCheckSettlesUntilTheMarker(t *testing.T) {
 	if n := b.marker.reads.Load(); n != 1 {
 		t.Errorf("B read the marker %d times, want 1", n)
 	}
-	// Past the marker, with nothing known, the delayed check settles the
-	// settle delay from now (a late Created's Paid may follow).
+	// Past the marker, on a process that knows nothing else, the check
+	// the store delayed settles due now: every copy for the store is due
+	// already (the marker and the copy's horizon say so), so its settle
+	// copy comes after them in the session. A wave that drains slower
+	// than the Margin delivers such checks just past the horizon.
 	c := newProcess(mem, bus)
 	bus.advance(until.Sub(now0))
 	later := bus.now
-	if rv := c.post(t, check); rv["result"] != ResultRescheduled || rv["due"] != later.Add(policy.Settle()).Format(time.RFC3339) {
-		t.Fatalf("C: the delayed check after the marker: %v, want it settled the settle delay from now", rv)
+	if rv := c.post(t, check); rv["result"] != ResultRescheduled || rv["due"] != later.Format(time.RFC3339) {
+		t.Fatalf("C: the delayed check after the marker: %v, want it settled due now (%s)", rv, later.Format(time.RFC3339))
+	}
+	// A dead-letter replay of it settles the settle delay from now: its
+	// Paid may still be in the dead-letter queue.
+	replay := check
+	replay.ApplicationProperties = maps.Clone(check.ApplicationProperties)
+	replay.ApplicationProperties[reschedule.PropReplayedFromDeadLetter] = true
+	if rv := newProcess(mem, bus).post(t, replay); rv["result"] != ResultRescheduled || rv["due"] != later.Add(policy.Settle()).Format(time.RFC3339) {
+		t.Fatalf("a replay of the delayed check after the marker: %v, want it settled the settle delay from now", rv)
+	}
+	// So does a check delayed for another reason (its order had no row:
+	// its Created was late, and so may its Paid be).
+	late := check
+	late.ApplicationProperties = maps.Clone(check.ApplicationProperties)
+	delete(late.ApplicationProperties, reschedule.PropHorizon)
+	if rv := newProcess(mem, bus).post(t, late); rv["result"] != ResultRescheduled || rv["due"] != later.Add(policy.Settle()).Format(time.RFC3339) {
+		t.Fatalf("a check delayed but not by the store, after the marker: %v, want it settled the settle delay from now", rv)
 	}
 }
 
@@ -413,4 +439,57 @@ func TestMarkerReadFailureIsTransient(t *testing.T) {
 	}
 	b.marker.down.Store(false) // ends B's background raise
 	waitRaised(t, b)
+}
+
+// A check that came due before the outage's horizon but is delivered after
+// it (a backlog: the returning wave runs behind) may have its order's
+// Paid, due later, still queued behind it in the session. It settles due
+// now, behind every copy already due, and does not cancel; its settle
+// copy, come due after the horizon, cancels. On the process that
+// rescheduled the Paid, and on another that knows of it only by the
+// marker. The bench's 30-minute outage cancelled two paid orders this way
+// before the guard took the check's EnqueuedTimeUtc.
+func TestACheckDueBeforeTheHorizonAndDeliveredAfterItSettles(t *testing.T) {
+	for _, other := range []bool{false, true} {
+		t.Run(map[bool]string{false: "the process that rescheduled", true: "another instance"}[other], func(t *testing.T) {
+			mem, bus := memstore.New(), newFakeBus(now0)
+			a := newProcess(mem, bus)
+			a.post(t, statusMsg("o-1", 1, order.Created))
+			a.backend.down.Store(true)
+			if rv := a.post(t, statusMsg("o-1", 2, order.Paid)); rv["result"] != ResultRescheduled {
+				t.Fatalf("the Paid during the outage: %v, want Rescheduled", rv)
+			}
+			a.backend.down.Store(false)
+			a.post(t, statusMsg("o-2", 1, order.Created)) // the store answers again: the marker is raised
+			waitRaised(t, a)
+			p := a
+			if other {
+				p = newProcess(mem, bus)
+			}
+			// The check came due at now0, before the Paid's copy; it is
+			// delivered a minute after every horizon.
+			bus.advance(firstDue.Sub(now0) + policy.Margin() + fleetSlack + time.Minute)
+			later := bus.now
+			rv := p.post(t, timeoutMsg("o-1"), now0)
+			if rv["result"] != ResultRescheduled || rv["due"] != later.Format(time.RFC3339) {
+				t.Fatalf("the check due before the horizon: %v, want it settled due now (%s)", rv, later.Format(time.RFC3339))
+			}
+			if row, _ := mem.Get(t.Context(), "o-1"); row.State.Status != order.Created {
+				t.Fatalf("row %+v, want still Created", row.State)
+			}
+			settle := bus.last(ofSession("o-1", order.SubjectPaymentTimeout))
+			// The Paid's copy, queued ahead of the settle copy, comes first.
+			if rv := p.post(t, bus.last(ofSession("o-1", order.SubjectStatusChanged)), later); rv["result"] != "Applied" {
+				t.Fatalf("the Paid's copy: %v, want Applied", rv)
+			}
+			if rv := p.post(t, settle, later); rv["result"] != "Stale" {
+				t.Fatalf("the settle copy after the Paid: %v, want Stale", rv)
+			}
+			// An unpaid order's check that came due after the horizon
+			// cancels at once.
+			if rv := p.post(t, timeoutMsg("o-2"), later); rv["result"] != "Applied" || rv["status"] != string(order.Cancelled) {
+				t.Fatalf("a check due after the horizon: %v, want Applied Cancelled", rv)
+			}
+		})
+	}
 }

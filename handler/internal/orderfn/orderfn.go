@@ -80,7 +80,7 @@ type Rescheduler interface {
 	Restart(d reschedule.Decision) reschedule.Decision
 	// ScheduleSettle schedules a check's settle copy, due at until when
 	// that is after now, else Policy.Settle after now.
-	ScheduleSettle(ctx context.Context, o reschedule.Original, until time.Time) (broker.Message, time.Time, error)
+	ScheduleSettle(ctx context.Context, o reschedule.Original, until time.Time, covers bool) (broker.Message, time.Time, error)
 	ScheduleTimeoutCheck(ctx context.Context, orderID string, occurredAt time.Time, delayed bool) (time.Time, error)
 	// Now is the clock rescheduling runs on (the broker's if it has one);
 	// Policy its bounds (Policy.Settle).
@@ -175,6 +175,13 @@ const (
 // from the background raise than from the breaker's probes.
 const DefaultFleetRaiseEvery = circuit.DefaultProbeInterval
 
+// MinHostClockBudget is the least wall time an in-call budget on a faster
+// host clock is given (hostproto.HeaderClockRate): the store's latency
+// does not run faster with the host's clock, and a budget below a loaded
+// Azurite's would fail calls the store was answering. 5 s at 20 times and
+// above, 20 s at 80 times: within the lock the development host renews.
+const MinHostClockBudget = 250 * time.Millisecond
+
 // DefaultScheduleBudget bounds the Service Bus calls that follow the
 // in-call budget (the copy, the timeout check, a park after the window),
 // so that the whole call stays well within the 1 minute lock.
@@ -189,7 +196,9 @@ type Options struct {
 	// Binding is the trigger binding name in function.json (default "message").
 	Binding string
 	// Retry bounds in-call retries of transient failures; Retry.Budget
-	// (default DefaultRetryBudget) is the deadline of the whole call.
+	// (default DefaultRetryBudget) is the deadline of the whole call. An
+	// invocation carrying hostproto.HeaderClockRate runs it on that clock
+	// (retry.Policy.Faster): only the development host sends it.
 	Retry retry.Policy
 	// Stop, when done, ends retry waits at once (shutdown): the call is
 	// answered 5xx. nil means never.
@@ -342,13 +351,34 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out = outcome{result: ResultFailed, err: fmt.Errorf("decode invocation: %w", err), httpStatus: http.StatusInternalServerError}
 	} else {
 		h.metrics.DeliveryCount.Observe(float64(msg.DeliveryCount))
-		ctx, cancel := context.WithTimeout(r.Context(), h.opts.Retry.Budget)
+		ctx, budget := r.Context(), h.opts.Retry.Budget
+		// On a development host whose clock runs faster, the in-call
+		// budget and its waits run on that clock, as the lock does.
+		if rate := hostproto.ClockRate(r); rate > 1 {
+			p := h.opts.Retry.Faster(rate)
+			p.Budget = max(p.Budget, min(MinHostClockBudget, budget))
+			ctx, budget = context.WithValue(ctx, policyKey{}, p), p.Budget
+		}
+		ctx, cancel := context.WithTimeout(ctx, budget)
 		out = h.handle(ctx, r.Context(), msg, traceID, operationID)
 		cancel()
 	}
 	out.traceID, out.operationID = traceID, operationID
 	out.invocationID = r.Header.Get("X-Azure-Functions-InvocationId")
 	h.finish(w, msg, out, time.Since(start))
+}
+
+// policyKey carries the in-call retry policy of one invocation when it is
+// not Options.Retry (hostproto.HeaderClockRate).
+type policyKey struct{}
+
+// retryPolicy is the in-call retry policy of the invocation ctx belongs
+// to: Options.Retry on the host's clock.
+func (h *Handler) retryPolicy(ctx context.Context) retry.Policy {
+	if p, ok := ctx.Value(policyKey{}).(retry.Policy); ok {
+		return p
+	}
+	return h.opts.Retry
 }
 
 // handle decides msg. ctx carries the in-call budget; call is the whole
@@ -408,7 +438,7 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		if st.SettleCopy() {
 			again = settleAgain
 		}
-		if guarded && h.afterOutage(call) {
+		if guarded && h.afterOutage(call, msg) {
 			settling, why = true, orString(again, settleHere)
 		}
 		// ask: the fleet's marker must be read if the order is Created
@@ -416,10 +446,14 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		// delayed check reads it too when this process knows of no recent
 		// outage, to learn when the outage's copies are due.
 		var ask bool
-		var asked time.Time
+		var asked, due time.Time
 		if (guarded && !settling || settling && why == settleDelayed) && h.opts.Fleet != nil {
 			now, err := h.now(call)
-			switch rec, known := h.opts.Fleet.Cached(now); {
+			due = dueAt(msg, now)
+			rec, known := h.opts.Fleet.Cached(now)
+			// Recovering when the check came due, not only now: see dueAt.
+			rec = rec || h.opts.Fleet.Until().After(due)
+			switch {
 			case err != nil:
 				settling, why = true, settleUnknown // cannot tell: settling is the safe side
 			case rec && !settling:
@@ -430,7 +464,7 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		}
 		out = h.apply(ctx, call, msg, out, func(ctx context.Context) (orderstate.Outcome, error) {
 			var err error
-			res, err = h.checkOnce(ctx, c.OrderID, settling, ask, asked, &why)
+			res, err = h.checkOnce(ctx, c.OrderID, settling, ask, asked, due, &why)
 			return res, err
 		})
 		switch {
@@ -560,7 +594,7 @@ func (h *Handler) peek(ctx context.Context, orderID string) (orderstate.Outcome,
 // check that settles anyway reads it to learn until when (settleUntil); a
 // check that would cancel settles when it says so (why becomes
 // settleFleet, or stays settleAgain for a settle copy).
-func (h *Handler) checkOnce(ctx context.Context, orderID string, settling, ask bool, asked time.Time, why *string) (orderstate.Outcome, error) {
+func (h *Handler) checkOnce(ctx context.Context, orderID string, settling, ask bool, asked, due time.Time, why *string) (orderstate.Outcome, error) {
 	switch {
 	case settling && !ask:
 		return h.peek(ctx, orderID)
@@ -575,6 +609,7 @@ func (h *Handler) checkOnce(ctx context.Context, orderID string, settling, ask b
 	if read {
 		res.RoundTrips++
 	}
+	rec = rec || err == nil && h.opts.Fleet.Until().After(due)
 	switch {
 	case settling:
 		return res, nil // a failed read only leaves the until unknown
@@ -599,8 +634,9 @@ func (h *Handler) now(call context.Context) (time.Time, error) {
 }
 
 // afterOutage reports whether a copy this process scheduled because of the
-// store may still be on its way: now is before outageUntil.
-func (h *Handler) afterOutage(call context.Context) bool {
+// store may still be on its way, or be behind msg in its session: msg
+// came due (dueAt) before outageUntil.
+func (h *Handler) afterOutage(call context.Context, msg hostproto.ServiceBusMessage) bool {
 	until := h.outageUntil()
 	if until.IsZero() {
 		return false
@@ -609,7 +645,27 @@ func (h *Handler) afterOutage(call context.Context) bool {
 	if err != nil {
 		return true // cannot tell: settling is the safe side
 	}
-	return until.After(now)
+	return until.After(dueAt(msg, now))
+}
+
+// dueAt is when msg came due in its session, as far as the handler can
+// tell: its EnqueuedTimeUtc, or now when that is absent or later. Every
+// copy for the store that came due after it may be behind it in the
+// session, and so not applied yet however long ago it came due: a backlog
+// after an outage (a recovering store, a slow wave) delivers a check that
+// came due before the outage's horizon after the horizon has passed, with
+// its order's Paid, due later, still queued behind it. The bench's
+// 30-minute outage found it: two paid orders cancelled when the returning
+// wave ran minutes behind. EnqueuedTimeUtc comes in whole seconds, and for
+// a scheduled message it is no later than when it came due (Service Bus
+// stamps the arrival, "Message sequencing and timestamps"; membroker
+// stamps the activation): an earlier time only makes the guard settle
+// more, never less.
+func dueAt(msg hostproto.ServiceBusMessage, now time.Time) time.Time {
+	if t := msg.EnqueuedTime; !t.IsZero() && t.Before(now) {
+		return t
+	}
+	return now
 }
 
 // outageUntil is when every copy this process scheduled for the store is
@@ -642,18 +698,42 @@ func raiseTo(v *atomic.Int64, n int64) {
 	}
 }
 
-// settleUntil is when a check that settles may cancel: the later of this
-// process's outageUntil and the fleet's marker as this process knows it
-// (zero when neither is known). ScheduleSettle falls back to the settle
-// delay from now when it is not after now.
-func (h *Handler) settleUntil() time.Time {
-	until := h.outageUntil()
+// settleUntil is when a check of state st that settles (for why) may
+// cancel: the later of this process's outageUntil, the fleet's marker as
+// this process knows it and, for a check an outage of the store delayed,
+// its copy's RetryHorizon plus the Margin (zero when none is known).
+//
+// covers reports whether that time covers every message the check waits
+// for, so that once it has passed the check settles behind them at once
+// (ScheduleSettle) rather than for the settle delay. It does for a check
+// that only the store delayed, and for one that came while copies for the
+// store are out: every copy for the store is due by the horizons. It does
+// not for a dead-letter replay (its Paid may still be in the dead-letter
+// queue), for a check delayed for another reason (its Created was late:
+// so may its Paid be), nor when the clock could not be read. The bench's
+// 30-minute outage found the difference: a wave that took longer than the
+// Margin to drain delivered the outage's last check copies just after the
+// horizon, and each waited another 10 minutes to cancel.
+func (h *Handler) settleUntil(st reschedule.State, why string) (until time.Time, covers bool) {
+	until = h.outageUntil()
 	if h.opts.Fleet != nil {
 		if m := h.opts.Fleet.Until(); m.After(until) {
 			until = m
 		}
 	}
-	return until
+	storeCopy := !st.Replayed && !st.Horizon.IsZero()
+	if storeCopy {
+		if hz := st.Horizon.Add(h.opts.Reschedule.Policy().Margin()); hz.After(until) {
+			until = hz
+		}
+	}
+	switch why {
+	case settleUnknown:
+		return until, false
+	case settleDelayed:
+		return until, storeCopy
+	}
+	return until, !st.Replayed
 }
 
 // settle schedules the settle copy of a check whose order is still
@@ -667,10 +747,10 @@ func (h *Handler) settle(call context.Context, msg hostproto.ServiceBusMessage, 
 		copied broker.Message
 		at     time.Time
 	)
-	until := h.settleUntil()
+	until, covers := h.settleUntil(reschedule.StateOf(original(msg)), why)
 	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
 		var err error
-		copied, at, err = h.opts.Reschedule.ScheduleSettle(ctx, original(msg), until)
+		copied, at, err = h.opts.Reschedule.ScheduleSettle(ctx, original(msg), until, covers)
 		return err
 	}, func(a retry.Attempt) { h.retryLog("reschedule", msg, &out, a) })
 	if err != nil {
@@ -707,7 +787,7 @@ func storeFailure(err error) bool {
 // deadline, behind the circuit breaker; with rescheduling on, a transient
 // failure (or an open breaker) becomes a scheduled copy.
 func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessage, out outcome, op func(context.Context) (orderstate.Outcome, error)) outcome {
-	policy := h.opts.Retry
+	policy := h.retryPolicy(ctx)
 	var ticket circuit.Ticket
 	if b := h.opts.Breaker; b != nil {
 		t, ok := b.Allow()
@@ -850,7 +930,7 @@ func (h *Handler) park(ctx context.Context, msg hostproto.ServiceBusMessage, out
 		EnqueuedTime: msg.EnqueuedTime, DeliveryCount: msg.DeliveryCount,
 		Body: msg.Body, ApplicationProperties: msg.ApplicationProperties,
 	}
-	err := retry.Do(ctx, h.opts.Stop, h.opts.Retry, transient, func(ctx context.Context) error {
+	err := retry.Do(ctx, h.opts.Stop, h.retryPolicy(ctx), transient, func(ctx context.Context) error {
 		return h.parker.Park(ctx, orig, pe.Reason, pe.Description)
 	}, func(a retry.Attempt) { h.retryLog("park", msg, &out, a) })
 	if err != nil {

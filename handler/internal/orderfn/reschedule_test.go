@@ -160,7 +160,11 @@ func (r *outageRig) post(t *testing.T, body []byte) (int, answer) {
 
 // hostInvocation is what the Functions host sends for m (delivery count
 // n): application properties as a real JSON object, times as strings.
-func hostInvocation(m broker.Message, n int) []byte {
+func hostInvocation(m broker.Message, n int) []byte { return hostInvocationAt(m, n, time.Time{}) }
+
+// hostInvocationAt is hostInvocation with m's EnqueuedTimeUtc: when it
+// came due in its session (zero: none sent, so the handler takes its now).
+func hostInvocationAt(m broker.Message, n int, enqueued time.Time) []byte {
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	props := map[string]any{}
 	for k, v := range m.ApplicationProperties {
@@ -172,7 +176,10 @@ func hostInvocation(m broker.Message, n int) []byte {
 	meta := map[string]any{
 		"DeliveryCount": fmt.Sprint(n), "SequenceNumber": "42", "MessageId": q(m.MessageID),
 		"SessionId": q(m.SessionID), "Subject": q(m.Subject), "ContentType": q(m.ContentType),
-		"EnqueuedTimeUtc": "2026-12-01T10:00:00", "ApplicationProperties": props,
+		"ApplicationProperties": props,
+	}
+	if !enqueued.IsZero() {
+		meta["EnqueuedTimeUtc"] = enqueued.UTC().Format("2006-01-02T15:04:05")
 	}
 	if m.CorrelationID != "" {
 		meta["CorrelationId"] = q(m.CorrelationID)

@@ -491,9 +491,12 @@ func (r *Rescheduler) Schedule(ctx context.Context, o Original, d Decision, last
 
 // ScheduleSettle schedules o's settle copy: attempt+1, due at until when
 // that is after now (when the outage's copies are due, with the Margin,
-// as far as the caller knows), else Settle after now (nothing tells when
-// the delay's other messages come back).
-func (r *Rescheduler) ScheduleSettle(ctx context.Context, o Original, until time.Time) (broker.Message, time.Time, error) {
+// as far as the caller knows). When it is not: now if covers (until is
+// when every message the check waits for is due: they are all due
+// already, so the settle copy, scheduled and due after each of them,
+// comes after them in the session), else Settle after now (nothing tells
+// when the delay's other messages come back).
+func (r *Rescheduler) ScheduleSettle(ctx context.Context, o Original, until time.Time, covers bool) (broker.Message, time.Time, error) {
 	if r == nil || r.s == nil {
 		return broker.Message{}, time.Time{}, ErrNotConfigured
 	}
@@ -503,8 +506,11 @@ func (r *Rescheduler) ScheduleSettle(ctx context.Context, o Original, until time
 	}
 	d := r.policy.Decide(o, now, r.rand)
 	d.Park, d.At = false, now.Add(r.policy.Settle())
-	if until.After(now) {
+	switch {
+	case until.After(now):
 		d.At = until
+	case covers && !until.IsZero():
+		d.At = now
 	}
 	m := SettleCopy(o, d)
 	if _, err := r.s.Schedule(ctx, r.queue, m, d.At); err != nil {

@@ -308,20 +308,25 @@ func TestSettle(t *testing.T) {
 	if !at.Equal(t0.Add(30 * time.Minute)) {
 		t.Errorf("a Created without occurredAt: check due %s, want the broker's now + 30m", at)
 	}
-	if _, at, err := r.ScheduleSettle(context.Background(), original(), time.Time{}); err != nil || !at.Equal(t0.Add(2*time.Minute)) {
-		t.Errorf("ScheduleSettle with no horizon: due %s (%v), want now + Settle", at, err)
+	for _, covers := range []bool{false, true} {
+		if _, at, err := r.ScheduleSettle(context.Background(), original(), time.Time{}, covers); err != nil || !at.Equal(t0.Add(2*time.Minute)) {
+			t.Errorf("ScheduleSettle with no horizon (covers %v): due %s (%v), want now + Settle", covers, at, err)
+		}
 	}
-	if _, at, _ := r.ScheduleSettle(context.Background(), original(), t0.Add(-time.Second)); !at.Equal(t0.Add(2 * time.Minute)) {
-		t.Errorf("ScheduleSettle with a horizon passed: due %s, want now + Settle", at)
+	if _, at, _ := r.ScheduleSettle(context.Background(), original(), t0.Add(-time.Second), false); !at.Equal(t0.Add(2 * time.Minute)) {
+		t.Errorf("ScheduleSettle with a horizon passed that does not cover the check: due %s, want now + Settle", at)
 	}
-	m, at, _ = r.ScheduleSettle(context.Background(), original(), t0.Add(40*time.Second))
+	if _, at, _ := r.ScheduleSettle(context.Background(), original(), t0.Add(-time.Second), true); !at.Equal(t0) {
+		t.Errorf("ScheduleSettle with a horizon passed that covers the check: due %s, want now (behind every copy already due)", at)
+	}
+	m, at, _ = r.ScheduleSettle(context.Background(), original(), t0.Add(40*time.Second), false)
 	if !at.Equal(t0.Add(40 * time.Second)) {
 		t.Errorf("ScheduleSettle until a horizon ahead: due %s, want it (%s)", at, t0.Add(40*time.Second))
 	}
 	if s := StateOf(Original{ApplicationProperties: m.ApplicationProperties}); !s.SettleCopy() || s.SettleRound != 1 {
 		t.Errorf("a first settle copy: settle copy %v, round %d; want true, 1", s.SettleCopy(), s.SettleRound)
 	}
-	m2, _, _ := r.ScheduleSettle(context.Background(), Original{MessageID: m.MessageID, SessionID: "o-1", ApplicationProperties: m.ApplicationProperties}, time.Time{})
+	m2, _, _ := r.ScheduleSettle(context.Background(), Original{MessageID: m.MessageID, SessionID: "o-1", ApplicationProperties: m.ApplicationProperties}, time.Time{}, false)
 	if s := StateOf(Original{ApplicationProperties: m2.ApplicationProperties}); !s.SettleCopy() || s.SettleRound != 2 {
 		t.Errorf("a settle copy's settle copy: settle copy %v, round %d; want true, 2", s.SettleCopy(), s.SettleRound)
 	}

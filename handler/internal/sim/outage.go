@@ -17,9 +17,11 @@ import (
 const (
 	OutageTimeScale   = 30
 	OutageMaxDelivery = 5
-	// OutageRetryBudget is the in-call budget (wall clock): 7.5 s on the
-	// broker's clock, well below its 1-minute lock.
-	OutageRetryBudget = 250 * time.Millisecond
+	// OutageRetryBudget is the in-call budget, on the broker's clock as
+	// the development host tells the handler (hostproto.HeaderClockRate):
+	// well below the 1-minute lock, and 250 ms of wall time at 30 times,
+	// orderfn.MinHostClockBudget.
+	OutageRetryBudget = 7500 * time.Millisecond
 	OutageRetryBase   = 2 * time.Second
 	OutageRetryCap    = 20 * time.Second
 	// The windows: the short schedules' outage (3 minutes) is within it,

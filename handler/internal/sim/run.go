@@ -247,6 +247,7 @@ func (r *run) setUp(ctx context.Context) error {
 		Queues:             devhost.QueueOverrides{LockDuration: f.LockDuration, MaxDeliveryCount: f.MaxDelivery},
 		TimeScale:          1,
 		Clock:              r.clk,
+		SendClockRate:      true, // RetryBudget is on the broker's clock
 		HTTPAddr:           "off",
 		Stdout:             &r.stdout,
 		Stderr:             &r.stderr,

@@ -160,7 +160,8 @@ type Faults struct {
 	SessionIdleTimeout time.Duration
 	// TimeScale runs the broker's clock that many times faster than the
 	// wall clock (0 or 1: real time). Every duration of the schedule but
-	// RetryBudget and LockExpiry is on the broker's clock.
+	// LockExpiry is on the broker's clock (RetryBudget too: the
+	// development host sends the handler its clock's rate).
 	TimeScale float64
 	// RetryBase, RetryCap and RetryWindow are ORDER_STATUS_RETRY_BASE,
 	// _CAP and _WINDOW (the broker's clock).
