@@ -103,6 +103,28 @@ func GenerateOutage(seed uint64, long bool) Schedule {
 		end := (o.Start + o.Duration) / OutageTimeScale
 		f.Scale = append(f.Scale, ScaleEvent{At: end + g.between(0, 500*time.Millisecond), Action: scenario.ScaleAdd})
 	}
+	if !long && g.chance(50) {
+		// The returning wave delivered late, past the outage's horizon
+		// (every copy due, plus the margin): a paid order whose Paid
+		// came in the outage and whose producer's check falls due just
+		// after the table's return. The check comes due before its
+		// Paid's copy and is delivered after the horizon, ahead of that
+		// copy in the session: the guard must go by when it came due.
+		// The bench's 30-minute outage cancelled two paid orders so,
+		// before it did. Drawn last, as the instance above.
+		f.HoldAfterReturn = OutageRetryCap + 5*OutageRetryBase
+		ord := Order{ID: fmt.Sprintf("o-%d", len(kinds)+1), Events: []order.Status{order.Created, order.Paid}}
+		created := g.between(0, o.Start)
+		paid := o.Start + g.between(10*time.Second, o.Duration-10*time.Second)
+		// Due just after the return (after the hold is taken, 17 to 33 ms
+		// of wall time at 30x), so that its Paid's last copy, due up to
+		// the cap after it was scheduled, is almost always due later.
+		due := o.Start + o.Duration + g.between(500*time.Millisecond, time.Second)
+		g.add(g.timeout(ord.ID, created+time.Second, due-created-time.Second))
+		g.add(event(ord.ID, 1, order.Created, created, KindEvent, ""))
+		g.add(event(ord.ID, 2, order.Paid, paid, KindEvent, ""))
+		g.s.Orders = append(g.s.Orders, ord)
+	}
 	sort.SliceStable(g.s.Messages, func(i, j int) bool {
 		return g.s.Messages[i].Line.SendAfter < g.s.Messages[j].Line.SendAfter
 	})

@@ -317,6 +317,11 @@ func (r *run) play(ctx context.Context) error {
 		defer close(cancels)
 		r.cancelChecks(ctx, h)
 	}()
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		r.holdAfterReturn(ctx, h)
+	}()
 	lines, err := r.lines()
 	if err != nil {
 		return err
@@ -324,6 +329,7 @@ func (r *run) play(ctx context.Context) error {
 	err = h.Play(ctx, lines)
 	<-scaled // every scale event is applied before the drain
 	<-cancels
+	<-held // the returning wave is released before the drain
 	if err != nil {
 		return fmt.Errorf("sim: play: %w", err)
 	}
@@ -352,6 +358,26 @@ func (r *run) play(ctx context.Context) error {
 	}
 	// Everything, the payment timeouts included.
 	return r.waitIdle(ctx)
+}
+
+// holdAfterReturn holds the scheduled messages from the end of the first
+// outage for Faults.HoldAfterReturn on the broker's clock, then releases
+// them (see Faults.HoldAfterReturn).
+func (r *run) holdAfterReturn(ctx context.Context, h *devhost.Host) {
+	f := r.s.Faults
+	if f.HoldAfterReturn <= 0 || len(f.Outages) == 0 {
+		return
+	}
+	o := f.Outages[0]
+	if clock.Sleep(ctx, r.clk, r.start.Add(o.Start+o.Duration).Sub(r.clk.Now())) != nil {
+		return
+	}
+	b, q := h.Broker(), h.Queue()
+	if err := b.HoldScheduled(q, true); err != nil {
+		return
+	}
+	defer b.HoldScheduled(q, false) //nolint:errcheck // the queue exists: the hold was taken
+	_ = clock.Sleep(ctx, r.clk, f.HoldAfterReturn)
 }
 
 // checkAfter is when, after the start of a run, the handler's own payment

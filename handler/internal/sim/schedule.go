@@ -173,6 +173,12 @@ type Faults struct {
 	// by the real DeadLetterSweeper once the outages are over (its policy
 	// replays them after the cool-down).
 	ReplayRetryWindow bool
+	// HoldAfterReturn holds the broker's scheduled messages from the end
+	// of the first outage for that long (broker clock), then makes those
+	// that fell due meanwhile visible at once, in the order they fell due
+	// (membroker.HoldScheduled): the returning wave delivered late, as a
+	// backlog behind a slow drain would, past the outage's horizon.
+	HoldAfterReturn time.Duration
 }
 
 // ScaleEvent adds, removes (gracefully, SIGTERM) or kills (SIGKILL) an
@@ -709,6 +715,9 @@ func (s Schedule) Mix() string {
 	}
 	if f.TimeScale > 1 {
 		parts = append(parts, fmt.Sprintf("broker clock x%g", f.TimeScale))
+	}
+	if f.HoldAfterReturn > 0 {
+		parts = append(parts, fmt.Sprintf("the returning wave held %s", f.HoldAfterReturn))
 	}
 	parts = append(parts, fmt.Sprintf("retry budget %s, max delivery %d, backoff %s..%s, window %s", f.RetryBudget, f.MaxDelivery, f.RetryBase, f.RetryCap, f.RetryWindow))
 	return strings.Join(parts, "; ")
