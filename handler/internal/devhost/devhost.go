@@ -84,6 +84,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/ncrontab"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 	"github.com/orderstatus/orderstatus/handler/internal/logging"
 )
 
@@ -108,8 +109,9 @@ const (
 const PoisonQueueTTL = 14 * 24 * time.Hour
 
 // MaxTimeScale bounds Options.TimeScale: a faster clock would overflow
-// time.Duration within a long run (at 10 000 times, after 29 years).
-const MaxTimeScale = 10000
+// time.Duration within a long run (at 10 000 times, after 29 years). It is
+// the fastest rate the handler takes from hostproto.HeaderClockRate.
+const MaxTimeScale = hostproto.MaxClockRate
 
 // What a fast-forward jumped to (see Options.OnFastForward).
 const (

@@ -18,8 +18,8 @@ import (
 // store outlives its lock.
 const HeaderClockRate = "X-Orderstatus-Clock-Rate"
 
-// MaxClockRate bounds the rates ClockRate accepts: the development host's
-// fastest clock (devhost.MaxTimeScale).
+// MaxClockRate bounds the rates ClockRate accepts. It is the development
+// host's fastest clock (devhost.MaxTimeScale is this constant).
 const MaxClockRate = 10000
 
 // ClockRate returns the clock rate r's invocation carries: how many times

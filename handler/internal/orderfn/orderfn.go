@@ -79,7 +79,8 @@ type Rescheduler interface {
 	// backoff's bound of when it was decided.
 	Restart(d reschedule.Decision) reschedule.Decision
 	// ScheduleSettle schedules a check's settle copy, due at until when
-	// that is after now, else Policy.Settle after now.
+	// that is after now; else now if covers, Policy.Settle after now if
+	// not (reschedule.Rescheduler.ScheduleSettle).
 	ScheduleSettle(ctx context.Context, o reschedule.Original, until time.Time, covers bool) (broker.Message, time.Time, error)
 	ScheduleTimeoutCheck(ctx context.Context, orderID string, occurredAt time.Time, delayed bool) (time.Time, error)
 	// Now is the clock rescheduling runs on (the broker's if it has one);
@@ -90,11 +91,12 @@ type Rescheduler interface {
 
 // FleetGuard is the fleet-wide recovery marker, cached for this process
 // (recovery.Guard): Cached and Recovering tell whether any instance
-// recorded that the order table is recovering from an outage at now (the
-// rescheduling clock); Raise records it until a time.
+// recorded that the order table was recovering from an outage at a time
+// (when the message came due, dueAt; now, on the rescheduling clock, for
+// the cache's age); Raise records it until a time.
 type FleetGuard interface {
-	Cached(now time.Time) (recovering, known bool)
-	Recovering(ctx context.Context, now time.Time) (recovering, read bool, err error)
+	Cached(now, at time.Time) (recovering, known bool)
+	Recovering(ctx context.Context, now, at time.Time) (recovering, read bool, err error)
 	Raise(ctx context.Context, until time.Time) (stored time.Time, wrote bool, err error)
 	// Until is the latest marker time this process has seen (zero:
 	// none): the stored marker is at least that.
@@ -450,10 +452,7 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		if (guarded && !settling || settling && why == settleDelayed) && h.opts.Fleet != nil {
 			now, err := h.now(call)
 			due = dueAt(msg, now)
-			rec, known := h.opts.Fleet.Cached(now)
-			// Recovering when the check came due, not only now: see dueAt.
-			rec = rec || h.opts.Fleet.Until().After(due)
-			switch {
+			switch rec, known := h.opts.Fleet.Cached(now, due); {
 			case err != nil:
 				settling, why = true, settleUnknown // cannot tell: settling is the safe side
 			case rec && !settling:
@@ -605,11 +604,10 @@ func (h *Handler) checkOnce(ctx context.Context, orderID string, settling, ask b
 	if err != nil || res.Result != resultSettle {
 		return res, err
 	}
-	rec, read, err := h.opts.Fleet.Recovering(ctx, asked)
+	rec, read, err := h.opts.Fleet.Recovering(ctx, asked, due)
 	if read {
 		res.RoundTrips++
 	}
-	rec = rec || err == nil && h.opts.Fleet.Until().After(due)
 	switch {
 	case settling:
 		return res, nil // a failed read only leaves the until unknown

@@ -106,30 +106,33 @@ func (g *Guard) Until() time.Time {
 }
 
 // Cached tells from what this process knows, without any storage call,
-// whether the fleet is recovering at now: recovering when the latest
-// marker seen is after now (a lower bound, so that holds whatever another
-// process wrote since); known false when it is not and the last read was
-// more than TTL ago (or never made), so that only a read can tell.
-func (g *Guard) Cached(now time.Time) (recovering, known bool) {
+// whether the fleet was recovering at at (no later than now: when the
+// message asking came due, which a backlog may have delivered long
+// after): recovering when the latest marker seen is after at (a lower
+// bound, so that holds whatever another process wrote since); known false
+// when it is not and the last read was more than TTL before now (or never
+// made), so that only a read can tell.
+func (g *Guard) Cached(now, at time.Time) (recovering, known bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.until.After(now) {
+	if g.until.After(at) {
 		return true, true
 	}
 	return false, !g.readAt.IsZero() && now.Sub(g.readAt) < g.ttl && !now.Before(g.readAt)
 }
 
-// Recovering reports whether the fleet is recovering at now: from the
-// cache when it can tell, else after reading the marker (read true: one
-// storage round trip). Reads are serialized, so that calls that come
-// together make one read. A failed read is an error and tells nothing.
-func (g *Guard) Recovering(ctx context.Context, now time.Time) (recovering, read bool, err error) {
-	if rec, known := g.Cached(now); known {
+// Recovering reports whether the fleet was recovering at at (see
+// Cached): from the cache when it can tell, else after reading the marker
+// (read true: one storage round trip). Reads are serialized, so that
+// calls that come together make one read. A failed read is an error and
+// tells nothing.
+func (g *Guard) Recovering(ctx context.Context, now, at time.Time) (recovering, read bool, err error) {
+	if rec, known := g.Cached(now, at); known {
 		return rec, false, nil
 	}
 	g.reading.Lock()
 	defer g.reading.Unlock()
-	if rec, known := g.Cached(now); known {
+	if rec, known := g.Cached(now, at); known {
 		return rec, false, nil
 	}
 	until, err := g.m.RecoveringUntil(ctx)
@@ -144,7 +147,7 @@ func (g *Guard) Recovering(ctx context.Context, now time.Time) (recovering, read
 	if now.After(g.readAt) {
 		g.readAt = now
 	}
-	return g.until.After(now), true, nil
+	return g.until.After(at), true, nil
 }
 
 // Raise makes sure the marker is at until or later, and returns the marker

@@ -75,7 +75,7 @@ func TestRecoveringReadsOncePerTTL(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got, _, err := g.Recovering(ctx, st.now)
+		got, _, err := g.Recovering(ctx, st.now, st.now)
 		if err != nil || got != st.want {
 			t.Fatalf("%s: Recovering = %v, %v; want %v", st.name, got, err, st.want)
 		}
@@ -108,7 +108,7 @@ func TestConcurrentRecoveringReadOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if rec, _, err := g.Recovering(t.Context(), t0); err != nil || rec {
+			if rec, _, err := g.Recovering(t.Context(), t0, t0); err != nil || rec {
 				t.Errorf("Recovering = %v, %v; want false", rec, err)
 			}
 		}()
@@ -133,14 +133,14 @@ func TestRecoveringReadFailure(t *testing.T) {
 	m := &counting{Marker: memstore.New()}
 	g := recovery.New(m, nil)
 	m.down.Store(true)
-	if _, read, err := g.Recovering(t.Context(), t0); !errors.Is(err, store.ErrTransient) || !read {
+	if _, read, err := g.Recovering(t.Context(), t0, t0); !errors.Is(err, store.ErrTransient) || !read {
 		t.Fatalf("Recovering with the store down: read %v, error %v; want a read that failed with ErrTransient", read, err)
 	}
-	if _, known := g.Cached(t0); known {
+	if _, known := g.Cached(t0, t0); known {
 		t.Fatal("Cached after a failed read: known, want unknown")
 	}
 	m.down.Store(false)
-	if rec, read, err := g.Recovering(t.Context(), t0); err != nil || rec || !read {
+	if rec, read, err := g.Recovering(t.Context(), t0, t0); err != nil || rec || !read {
 		t.Fatalf("Recovering with the store back = %v, read %v, %v; want false after a read", rec, read, err)
 	}
 }
@@ -175,7 +175,7 @@ func TestRaise(t *testing.T) {
 	if n := mb.raises.Load(); n != 1 {
 		t.Fatalf("b: %d raises reached the store, want 1", n)
 	}
-	if rec, read, _ := b.Recovering(ctx, t0.Add(9*time.Second)); !rec || read {
+	if rec, read, _ := b.Recovering(ctx, t0.Add(9*time.Second), t0.Add(9*time.Second)); !rec || read {
 		t.Fatalf("b.Recovering after learning a's marker = %v, read %v; want true without a read", rec, read)
 	}
 	if got, wrote, err := b.Raise(ctx, t0.Add(time.Minute)); err != nil || !wrote || !got.Equal(t0.Add(time.Minute+10*time.Second)) {

@@ -376,8 +376,8 @@ func (r *run) holdAfterReturn(ctx context.Context, h *devhost.Host) {
 	if err := b.HoldScheduled(q, true); err != nil {
 		return
 	}
-	defer b.HoldScheduled(q, false) //nolint:errcheck // the queue exists: the hold was taken
 	_ = clock.Sleep(ctx, r.clk, f.HoldAfterReturn)
+	_ = b.HoldScheduled(q, false) // the queue exists: the hold was taken
 }
 
 // checkAfter is when, after the start of a run, the handler's own payment
