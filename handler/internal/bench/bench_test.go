@@ -708,13 +708,14 @@ func TestPacedByLength(t *testing.T) {
 		timeScale        float64 // 0: the default's
 		recovery, settle float64
 	}{
-		{"the reference", 30 * time.Minute, 30 * time.Minute, 0, 2, 4},
+		{"the reference", 30 * time.Minute, 30 * time.Minute, 0, 1, 2},
 		// 20 a second and 10 minutes of copies over a 5-minute cap: 60
 		// a host second, against 140 after 30 minutes.
-		{"a third as long", 30 * time.Minute, 10 * time.Minute, 0, 2 * 140.0 / 60, 4 * 140.0 / 60},
-		{"no reference", 0, 10 * time.Minute, 0, 2, 4},
-		// At most 2 x 140 / 20 = 14 times, for an outage of nothing.
-		{"so short the clock would outrun TimeScale", 30 * time.Minute, time.Second, 10, 10, 10},
+		{"a third as long", 30 * time.Minute, 10 * time.Minute, 0, 140.0 / 60, 2 * 140.0 / 60},
+		{"no reference", 0, 10 * time.Minute, 0, 1, 2},
+		// At most 1 x 140 / 20 = 7 times (14 for the checks), for an
+		// outage of nothing.
+		{"so short the clock would outrun TimeScale", 30 * time.Minute, time.Second, 5, 5, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := o

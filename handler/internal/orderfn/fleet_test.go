@@ -168,8 +168,8 @@ func testOnTimeCheckOnAnotherInstance(t *testing.T, mem sharedStore, budget time
 
 	// B: the producer's check, on time, before the Paid's copy is due.
 	rv := b.post(t, timeoutMsg("o-1"))
-	if rv["result"] != ResultRescheduled || rv["rescheduled"] == nil || rv["due"] != until.Format(time.RFC3339) {
-		t.Fatalf("B: the on-time check after the outage: %v, want it settled (Rescheduled) until the marker, %s", rv, until.Format(time.RFC3339))
+	if due := settledAt(policy, until); rv["result"] != ResultRescheduled || rv["rescheduled"] == nil || rv["due"] != due.Format(time.RFC3339) {
+		t.Fatalf("B: the on-time check after the outage: %v, want it settled (Rescheduled) until the marker, %s, and the jitter: %s", rv, until.Format(time.RFC3339), due.Format(time.RFC3339))
 	}
 	if row, _ := mem.Get(t.Context(), "o-1"); row.State.Status != order.Created {
 		t.Fatalf("row %+v, want still Created (B settled, it did not cancel)", row.State)
@@ -349,6 +349,11 @@ func TestDelayedCheckSettlesUntilTheMarker(t *testing.T) {
 	a, b := newProcess(mem, bus), newProcess(mem, bus)
 	a.post(t, statusMsg("o-1", 1, order.Created))
 	a.backend.down.Store(true)
+	// Another order's status change rescheduled for the store raises the
+	// marker (a check's own copy does not: no check waits for another).
+	if rv := a.post(t, statusMsg("o-2", 1, order.Created)); rv["result"] != ResultRescheduled {
+		t.Fatalf("A: o-2's Created during the outage: %v, want Rescheduled", rv)
+	}
 	if rv := a.post(t, timeoutMsg("o-1")); rv["result"] != ResultRescheduled {
 		t.Fatalf("A: the check during the outage: %v, want Rescheduled", rv)
 	}
@@ -358,8 +363,8 @@ func TestDelayedCheckSettlesUntilTheMarker(t *testing.T) {
 	until := firstDue.Add(policy.Margin() + fleetSlack)
 	bus.advance(firstDue.Sub(now0))
 	rv := b.post(t, check)
-	if rv["result"] != ResultRescheduled || rv["due"] != until.Format(time.RFC3339) {
-		t.Fatalf("B: the delayed check: %v, want it settled until the marker, %s", rv, until.Format(time.RFC3339))
+	if due := settledAt(policy, until); rv["result"] != ResultRescheduled || rv["due"] != due.Format(time.RFC3339) {
+		t.Fatalf("B: the delayed check: %v, want it settled until the marker, %s, and the jitter: %s", rv, until.Format(time.RFC3339), due.Format(time.RFC3339))
 	}
 	if n := b.marker.reads.Load(); n != 1 {
 		t.Errorf("B read the marker %d times, want 1", n)
@@ -492,4 +497,10 @@ func TestACheckDueBeforeTheHorizonAndDeliveredAfterItSettles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// settledAt is when a settle copy until until comes due in the rigs, whose
+// jitter is always a half: half a Margin after it (ScheduleSettle).
+func settledAt(p reschedule.Policy, until time.Time) time.Time {
+	return until.Add(p.WithDefaults().Margin() / 2)
 }

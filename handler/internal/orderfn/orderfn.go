@@ -79,8 +79,9 @@ type Rescheduler interface {
 	// backoff's bound of when it was decided.
 	Restart(d reschedule.Decision) reschedule.Decision
 	// ScheduleSettle schedules a check's settle copy, due at until when
-	// that is after now; else now if covers, Policy.Settle after now if
-	// not (reschedule.Rescheduler.ScheduleSettle).
+	// that is after now (plus a jitter below Policy.Margin); else now if
+	// covers, Policy.Settle after now if not
+	// (reschedule.Rescheduler.ScheduleSettle).
 	ScheduleSettle(ctx context.Context, o reschedule.Original, until time.Time, covers bool) (broker.Message, time.Time, error)
 	ScheduleTimeoutCheck(ctx context.Context, orderID string, occurredAt time.Time, delayed bool) (time.Time, error)
 	// Now is the clock rescheduling runs on (the broker's if it has one);
@@ -249,9 +250,10 @@ type Handler struct {
 	// it that fails now starts its backoff over (Rescheduler.Restart).
 	answeredAt atomic.Int64
 	// outageDue is the latest time (UnixNano, on the rescheduling clock)
-	// a copy this process scheduled because the store failed or its
-	// circuit was open comes due; 0: never. Every such copy is due by
-	// then, the order's delayed Paid among them.
+	// a copy of a status change this process scheduled because the
+	// store failed or its circuit was open comes due; 0: never. Every
+	// such copy is due by then, the order's delayed Paid among them.
+	// The copies of checks are left out: no check waits for another.
 	outageDue atomic.Int64
 	// raisedFor is the outageDue the fleet's marker was last raised for
 	// (0: none), so that each outage seen here raises it once; raising
@@ -902,7 +904,13 @@ func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessa
 		return h.park(ctx, msg, out, &order.PoisonError{Reason: parkReason, Description: desc})
 	}
 	h.metrics.Rescheduled.WithLabelValues(why).Inc()
-	if forStore {
+	if forStore && msg.Subject != order.SubjectPaymentTimeout {
+		// Only a status change's copy moves the horizon: it may carry
+		// the Paid that a check must not overtake. A check's copy
+		// carries nothing another check waits for, and a returning
+		// store that fails a few checks (a stall under the settled
+		// checks' wave) would otherwise hold every other cancellation
+		// back another round.
 		raiseTo(&h.outageDue, d.At.UnixNano())
 		h.startRaiser()
 	}

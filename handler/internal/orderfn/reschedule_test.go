@@ -633,7 +633,7 @@ func TestOnTimeCheckAfterAnOutageSettles(t *testing.T) {
 		r.backend.down.Store(false)
 		r.bus.advance(3 * time.Second)
 		_, a := r.post(t, hostInvocation(timeoutMsg("o-4"), 1))
-		if want := firstDue.Add(policy.Margin()).Format(time.RFC3339); a.ReturnValue["result"] != ResultRescheduled || a.ReturnValue["due"] != want {
+		if want := settledAt(policy, firstDue.Add(policy.Margin())).Format(time.RFC3339); a.ReturnValue["result"] != ResultRescheduled || a.ReturnValue["due"] != want {
 			t.Fatalf("the on-time check 3 s after the outage: %v, want it settled until %s (the Paid's copy due, plus the margin)", a.ReturnValue, want)
 		}
 	})
@@ -659,7 +659,7 @@ func TestOnTimeCheckAfterAnOutageSettles(t *testing.T) {
 			t.Fatalf("the later reschedule: %v, its RetryHorizon %v; want due %s and the horizon %s", a.ReturnValue, h, firstDue, lateDue)
 		}
 		_, a = r.post(t, hostInvocation(timeoutMsg("o-4"), 1))
-		if want := lateDue.Add(policy.Margin()).Format(time.RFC3339); a.ReturnValue["due"] != want {
+		if want := settledAt(policy, lateDue.Add(policy.Margin())).Format(time.RFC3339); a.ReturnValue["due"] != want {
 			t.Fatalf("the check: %v, want it settled until %s", a.ReturnValue, want)
 		}
 	})
@@ -784,4 +784,41 @@ func TestOnTimeCheckAfterAnOutageSettles(t *testing.T) {
 			t.Fatalf("a check after them: %v, want Applied (cancelled)", a.ReturnValue)
 		}
 	})
+}
+
+// A check's own copy is not one another check waits for: a store that
+// fails only checks (a stall under the settled checks' wave) does not hold
+// every other cancellation back, while a status change's copy does (it may
+// carry the Paid a check must not overtake).
+func TestACheckCopyDoesNotMoveTheHorizon(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		failed broker.Message // what the store failed while it was down
+		want   string         // the result of another order's on-time check after
+	}{
+		{"a check failed", timeoutMsg("o-5"), "Applied"},
+		{"a Paid failed", statusMsg("o-5", 2, order.Paid), ResultRescheduled},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newOutageRig(t, policy, nil)
+			for _, id := range []string{"o-5", "o-6"} {
+				if _, a := r.post(t, hostInvocation(statusMsg(id, 1, order.Created), 1)); a.ReturnValue["result"] != "Applied" {
+					t.Fatalf("Created %s: %v", id, a.ReturnValue)
+				}
+			}
+			r.backend.down.Store(true)
+			if _, a := r.post(t, hostInvocation(c.failed, 1)); a.ReturnValue["result"] != ResultRescheduled {
+				t.Fatalf("%s while the store was down: %v, want Rescheduled", c.failed.MessageID, a.ReturnValue)
+			}
+			r.backend.down.Store(false)
+			_, a := r.post(t, hostInvocation(timeoutMsg("o-6"), 1))
+			if a.ReturnValue["result"] != c.want {
+				t.Fatalf("o-6's on-time check after %s failed: %v, want %s", c.failed.MessageID, a.ReturnValue, c.want)
+			}
+			row, _ := r.mem.Get(context.Background(), "o-6")
+			if cancelled := row.State.Status == order.Cancelled; cancelled != (c.want == "Applied") {
+				t.Errorf("o-6 %s after the check, want cancelled %v", row.State.Status, c.want == "Applied")
+			}
+		})
+	}
 }

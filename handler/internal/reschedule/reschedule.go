@@ -491,11 +491,22 @@ func (r *Rescheduler) Schedule(ctx context.Context, o Original, d Decision, last
 
 // ScheduleSettle schedules o's settle copy: attempt+1, due at until when
 // that is after now (when the outage's copies are due, with the Margin,
-// as far as the caller knows). When it is not: now if covers (until is
-// when every message the check waits for is due: they are all due
-// already, so the settle copy, scheduled and due after each of them,
-// comes after them in the session), else Settle after now (nothing tells
-// when the delay's other messages come back).
+// as far as the caller knows), plus a jitter uniform in [0, Margin). When
+// it is not: now if covers (until is when every message the check waits
+// for is due: they are all due already, so the settle copy, scheduled and
+// due after each of them, comes after them in the session), else Settle
+// after now (nothing tells when the delay's other messages come back).
+//
+// The jitter is for the store that has just come back: every check an
+// outage delayed settles until the same horizon, and without it they
+// would all come due at one instant, each reading its row and writing
+// the cancellation. Azure Storage asks clients to avoid sudden spikes in
+// the rate of traffic and answers 503 or 500 when a partition or account
+// is past its targets ("Scalability and performance targets for Table
+// storage", learn.microsoft.com); a spike that overruns the in-call
+// budget turns checks into transient failures, whose copies move the
+// horizon on, and every check with it. Due later only, the settle copy
+// still comes after every copy it waits for.
 func (r *Rescheduler) ScheduleSettle(ctx context.Context, o Original, until time.Time, covers bool) (broker.Message, time.Time, error) {
 	if r == nil || r.s == nil {
 		return broker.Message{}, time.Time{}, ErrNotConfigured
@@ -508,7 +519,7 @@ func (r *Rescheduler) ScheduleSettle(ctx context.Context, o Original, until time
 	d.Park, d.At = false, now.Add(r.policy.Settle())
 	switch {
 	case until.After(now):
-		d.At = until
+		d.At = until.Add(r.spread())
 	case covers && !until.IsZero():
 		d.At = now
 	}
@@ -517,6 +528,15 @@ func (r *Rescheduler) ScheduleSettle(ctx context.Context, o Original, until time
 		return m, d.At, fmt.Errorf("reschedule: schedule %s at %s: %w", m.MessageID, d.At.UTC().Format(time.RFC3339), err)
 	}
 	return m, d.At, nil
+}
+
+// spread is the settle copies' jitter: uniform in [0, Margin).
+func (r *Rescheduler) spread() time.Duration {
+	f := r.rand
+	if f == nil {
+		f = rand.Float64
+	}
+	return time.Duration(f() * float64(r.policy.Margin()))
 }
 
 // Truncate shortens s to at most n characters, on a rune boundary.

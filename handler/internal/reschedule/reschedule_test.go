@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -320,8 +321,8 @@ func TestSettle(t *testing.T) {
 		t.Errorf("ScheduleSettle with a horizon passed that covers the check: due %s, want now (behind every copy already due)", at)
 	}
 	m, at, _ = r.ScheduleSettle(context.Background(), original(), t0.Add(40*time.Second), false)
-	if !at.Equal(t0.Add(40 * time.Second)) {
-		t.Errorf("ScheduleSettle until a horizon ahead: due %s, want it (%s)", at, t0.Add(40*time.Second))
+	if margin := r.Policy().Margin(); at.Before(t0.Add(40*time.Second)) || !at.Before(t0.Add(40*time.Second+margin)) {
+		t.Errorf("ScheduleSettle until a horizon ahead: due %s, want within one Margin (%s) after it (%s)", at, margin, t0.Add(40*time.Second))
 	}
 	if s := StateOf(Original{ApplicationProperties: m.ApplicationProperties}); !s.SettleCopy() || s.SettleRound != 1 {
 		t.Errorf("a first settle copy: settle copy %v, round %d; want true, 1", s.SettleCopy(), s.SettleRound)
@@ -414,5 +415,40 @@ func TestReplayDropsTheRetryProperties(t *testing.T) {
 	}
 	if got.MessageID != "o-1:2:replay:1" || got.ApplicationProperties["tenant"] != "t" {
 		t.Errorf("replay %s props %v", got.MessageID, got.ApplicationProperties)
+	}
+}
+
+// TestSettleCopiesSpreadOverTheMargin: the checks an outage settled until
+// one horizon come back spread over the Margin after it, not at one
+// instant (ScheduleSettle's jitter), and never before it.
+func TestSettleCopiesSpreadOverTheMargin(t *testing.T) {
+	until := t0.Add(5 * time.Minute)
+	p := Policy{Base: 10 * time.Second, Cap: 5 * time.Minute, Window: time.Hour}
+	for _, c := range []struct {
+		r    float64
+		want time.Time
+	}{
+		{0, until},
+		{0.5, until.Add(5 * time.Second)},
+		{0.999, until.Add(9990 * time.Millisecond)},
+	} {
+		r := New(&dedupScheduler{seen: map[string]bool{}, clock: t0}, "q", p, &Options{Rand: func() float64 { return c.r }})
+		if _, at, err := r.ScheduleSettle(context.Background(), original(), until, false); err != nil || !at.Equal(c.want) {
+			t.Errorf("rand %v: settle copy due %s (%v), want %s", c.r, at, err, c.want)
+		}
+	}
+	r := New(&dedupScheduler{seen: map[string]bool{}, clock: t0}, "q", p, nil)
+	seen := map[time.Time]bool{}
+	for i := range 50 {
+		o := original()
+		o.MessageID = fmt.Sprintf("o-%d:payment-timeout", i)
+		_, at, err := r.ScheduleSettle(context.Background(), o, until, false)
+		if err != nil || at.Before(until) || !at.Before(until.Add(p.Base)) {
+			t.Fatalf("settle copy due %s (%v), want in [%s, %s)", at, err, until, until.Add(p.Base))
+		}
+		seen[at] = true
+	}
+	if len(seen) < 40 {
+		t.Errorf("50 settle copies until one horizon came due at %d instants: not spread", len(seen))
 	}
 }
