@@ -185,10 +185,16 @@ func (p Policy) Ceiling(attempt int64) time.Duration {
 // failed together, so a recovered store is not hit by all of them at once.
 // r is a float in [0, 1); nil means math/rand/v2.
 func (p Policy) Backoff(attempt int64, r func() float64) time.Duration {
+	return uniform(p.Ceiling(attempt), r)
+}
+
+// uniform is a duration uniform in [0, bound): r's float (nil:
+// math/rand/v2) times bound.
+func uniform(bound time.Duration, r func() float64) time.Duration {
 	if r == nil {
 		r = rand.Float64
 	}
-	return time.Duration(r() * float64(p.Ceiling(attempt)))
+	return time.Duration(r() * float64(bound))
 }
 
 // Original is what Decide and Copy need of the failing message.
@@ -519,7 +525,7 @@ func (r *Rescheduler) ScheduleSettle(ctx context.Context, o Original, until time
 	d.Park, d.At = false, now.Add(r.policy.Settle())
 	switch {
 	case until.After(now):
-		d.At = until.Add(r.spread())
+		d.At = until.Add(uniform(r.policy.Margin(), r.rand))
 	case covers && !until.IsZero():
 		d.At = now
 	}
@@ -528,15 +534,6 @@ func (r *Rescheduler) ScheduleSettle(ctx context.Context, o Original, until time
 		return m, d.At, fmt.Errorf("reschedule: schedule %s at %s: %w", m.MessageID, d.At.UTC().Format(time.RFC3339), err)
 	}
 	return m, d.At, nil
-}
-
-// spread is the settle copies' jitter: uniform in [0, Margin).
-func (r *Rescheduler) spread() time.Duration {
-	f := r.rand
-	if f == nil {
-		f = rand.Float64
-	}
-	return time.Duration(f() * float64(r.policy.Margin()))
 }
 
 // Truncate shortens s to at most n characters, on a rune boundary.
