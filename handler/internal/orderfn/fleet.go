@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
-	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 )
 
@@ -35,7 +34,7 @@ func (h *Handler) recovered(call context.Context, msg hostproto.ServiceBusMessag
 		return
 	}
 	st := reschedule.StateOf(original(msg))
-	isCopy := msg.Subject == order.SubjectStatusChanged && st.Attempt > 0
+	isCopy := movesHorizon(msg) && st.Attempt > 0
 	last := h.outageDue.Load()
 	if last <= h.raisedFor.Load() && !isCopy {
 		return

@@ -689,6 +689,14 @@ func (h *Handler) newRun(orig reschedule.Original, out outcome) bool {
 	return !st.ScheduledAt.IsZero() && st.ScheduledAt.UnixNano() < h.answeredAt.Load()
 }
 
+// movesHorizon reports whether a copy of msg rescheduled for the store
+// moves the outage's horizon (outageDue, and the fleet's marker through
+// recovered): a status change's, which may carry the Paid a check must not
+// overtake; not a check's, which carries nothing another check waits for.
+func movesHorizon(msg hostproto.ServiceBusMessage) bool {
+	return msg.Subject == order.SubjectStatusChanged
+}
+
 // raiseTo moves v up to n (never down).
 func raiseTo(v *atomic.Int64, n int64) {
 	for {
@@ -904,7 +912,7 @@ func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessa
 		return h.park(ctx, msg, out, &order.PoisonError{Reason: parkReason, Description: desc})
 	}
 	h.metrics.Rescheduled.WithLabelValues(why).Inc()
-	if forStore && msg.Subject != order.SubjectPaymentTimeout {
+	if forStore && movesHorizon(msg) {
 		// Only a status change's copy moves the horizon: it may carry
 		// the Paid that a check must not overtake. A check's copy
 		// carries nothing another check waits for, and a returning
