@@ -344,6 +344,7 @@ func (h *Host) startInstance(ctx context.Context, g *group) (*instance, error) {
 	if h.opts.SendClockRate {
 		in.inv.rate = h.clockRate
 	}
+	in.inv.now = h.clock.Now
 	in.acceptCtx, in.stopAccept = context.WithCancel(h.acceptCtx)
 	in.callCtx, in.stopCalls = context.WithCancel(h.callCtx)
 	h.pool.mu.Lock()

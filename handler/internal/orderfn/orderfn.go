@@ -83,7 +83,10 @@ type Rescheduler interface {
 	// covers, Policy.Settle after now if not
 	// (reschedule.Rescheduler.ScheduleSettle).
 	ScheduleSettle(ctx context.Context, o reschedule.Original, until time.Time, covers bool) (broker.Message, time.Time, error)
-	ScheduleTimeoutCheck(ctx context.Context, orderID string, occurredAt time.Time, delayed bool) (time.Time, error)
+	// ScheduleTimeoutCheck schedules an order's PaymentTimeoutCheck;
+	// floor, if set, is a lower bound of the broker's now
+	// (reschedule.Rescheduler.ScheduleTimeoutCheck).
+	ScheduleTimeoutCheck(ctx context.Context, orderID string, occurredAt time.Time, delayed bool, floor time.Time) (time.Time, error)
 	// Now is the clock rescheduling runs on (the broker's if it has one);
 	// Policy its bounds (Policy.Settle).
 	Now(ctx context.Context) (time.Time, error)
@@ -355,7 +358,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out = outcome{result: ResultFailed, err: fmt.Errorf("decode invocation: %w", err), httpStatus: http.StatusInternalServerError}
 	} else {
 		h.metrics.DeliveryCount.Observe(float64(msg.DeliveryCount))
-		ctx, budget := r.Context(), h.opts.Retry.Budget
+		call := r.Context()
+		// The development host's clock as it sent the call, a lower
+		// bound of its broker's (hostproto.HeaderHostClock).
+		if t, ok := hostproto.HostClock(r); ok {
+			call = context.WithValue(call, hostClockKey{}, t)
+		}
+		ctx, budget := call, h.opts.Retry.Budget
 		// On a development host whose clock runs faster, the in-call
 		// budget and its waits run on that clock, as the lock does.
 		if rate := hostproto.ClockRate(r); rate > 1 {
@@ -364,12 +373,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ctx, budget = context.WithValue(ctx, policyKey{}, p), p.Budget
 		}
 		ctx, cancel := context.WithTimeout(ctx, budget)
-		out = h.handle(ctx, r.Context(), msg, traceID, operationID)
+		out = h.handle(ctx, call, msg, traceID, operationID)
 		cancel()
 	}
 	out.traceID, out.operationID = traceID, operationID
 	out.invocationID = r.Header.Get("X-Azure-Functions-InvocationId")
 	h.finish(w, msg, out, time.Since(start))
+}
+
+// hostClockKey carries the development host's clock reading of one
+// invocation (hostproto.HeaderHostClock), a time.Time.
+type hostClockKey struct{}
+
+// hostClock is the host's clock reading ctx's invocation carried; zero if
+// none.
+func hostClock(ctx context.Context) time.Time {
+	t, _ := ctx.Value(hostClockKey{}).(time.Time)
+	return t
 }
 
 // policyKey carries the in-call retry policy of one invocation when it is
@@ -543,12 +563,13 @@ func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMe
 		// apply; the check is scheduled on the broker's, from its now.
 		occurredAt = time.Time{}
 	}
+	floor := hostClock(call)
 	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
 	defer cancel()
 	var at time.Time
 	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
 		var err error
-		at, err = h.opts.Reschedule.ScheduleTimeoutCheck(ctx, u.OrderID, occurredAt, delayed)
+		at, err = h.opts.Reschedule.ScheduleTimeoutCheck(ctx, u.OrderID, occurredAt, delayed, floor)
 		return err
 	}, func(a retry.Attempt) { h.retryLog("timeout_check", msg, &out, a) })
 	if err != nil {
