@@ -1063,7 +1063,7 @@ func (h *Host) idle() bool {
 		return false
 	}
 	for _, q := range h.triggered {
-		if s := h.broker.Stats(q); s.Active != 0 || s.Locked != 0 || s.Scheduled != 0 {
+		if !h.broker.Quiet(q) {
 			return false
 		}
 	}

@@ -585,8 +585,21 @@ func (b *Broker) HoldScheduled(queue string, hold bool) error {
 // Idle reports whether queue has no visible messages, locked or not
 // (scheduled and dead-lettered ones don't count). An unknown queue is idle.
 func (b *Broker) Idle(queue string) bool {
-	s := b.Stats(queue)
-	return s.Active == 0 && s.Locked == 0
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q, _, err := b.queueLocked("idle", queue)
+	return err != nil || q.visible == 0
+}
+
+// Quiet reports whether queue has no message visible, locked or
+// scheduled (dead-lettered ones don't count): Stats' Active, Locked and
+// Scheduled all 0, without counting them, so that a host may ask after
+// every call. An unknown queue is quiet.
+func (b *Broker) Quiet(queue string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q, _, err := b.queueLocked("quiet", queue)
+	return err != nil || q.visible == 0 && len(q.scheduled) == 0
 }
 
 // WaitIdle blocks until queue is idle (see Idle) or ctx ends, and returns
@@ -599,7 +612,7 @@ func (b *Broker) WaitIdle(ctx context.Context, queue string) error {
 		if err != nil {
 			return err
 		}
-		if s := q.stats(); s.Active == 0 && s.Locked == 0 {
+		if q.visible == 0 { // nothing active or locked (stats, without counting)
 			return nil
 		}
 		if err := b.wait(ctx, q, time.Time{}); err != nil {

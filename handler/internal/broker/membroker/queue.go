@@ -74,10 +74,13 @@ func (l *list) insert(e *entry) {
 	l.items = slices.Insert(l.items, i, e)
 }
 
-func (l *list) remove(e *entry) {
-	if i, ok := slices.BinarySearchFunc(l.items, e.seq, cmpSeq); ok {
+// remove takes e out of the list, reporting whether it was there.
+func (l *list) remove(e *entry) bool {
+	i, ok := slices.BinarySearchFunc(l.items, e.seq, cmpSeq)
+	if ok {
 		l.items = slices.Delete(l.items, i, i+1)
 	}
+	return ok
 }
 
 // firstUnlocked returns up to max unlocked entries, in order.
@@ -171,6 +174,11 @@ type queue struct {
 	held   []*entry
 	main   list              // visible messages, queues without sessions
 	groups map[string]*group // visible messages by session
+	// visible counts the entries of main and of every group (active
+	// and locked ones), kept by insertActive and removeActive, so that
+	// waiting for an idle queue (Broker.WaitIdle) need not count them
+	// at every change.
+	visible int
 	// ready holds every session that can be accepted (no holder, a
 	// message) keyed by its first message's sequence number, with stale
 	// entries dropped when they reach the top, so that nextSession need
@@ -447,6 +455,7 @@ func (q *queue) cancel(seq int64) bool {
 // insertActive puts the active entry e into its list, creating its
 // session's group when needed.
 func (q *queue) insertActive(e *entry) {
+	q.visible++
 	if !q.opts.RequiresSession {
 		q.main.insert(e)
 		return
@@ -466,11 +475,15 @@ func (q *queue) insertActive(e *entry) {
 // session if nothing is left of it.
 func (q *queue) removeActive(e *entry) {
 	if !q.opts.RequiresSession {
-		q.main.remove(e)
+		if q.main.remove(e) {
+			q.visible--
+		}
 		return
 	}
 	if g := q.groups[e.msg.SessionID]; g != nil {
-		g.msgs.remove(e)
+		if g.msgs.remove(e) {
+			q.visible--
+		}
 		q.dropGroupIfEmpty(g.id)
 		q.markReady(g) // its first message may have changed
 	}
