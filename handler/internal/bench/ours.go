@@ -224,7 +224,7 @@ func drainScheduled(ctx context.Context, h *devhost.Host) error {
 		if err := h.WaitIdle(ctx); err != nil {
 			return err
 		}
-		if h.Broker().Stats(h.Queue()).Scheduled == 0 && h.Broker().Idle(h.Queue()) {
+		if h.Broker().Quiet(h.Queue()) {
 			return nil
 		}
 		if time.Now().After(deadline) {
