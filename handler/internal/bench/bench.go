@@ -483,6 +483,18 @@ func (b *runner) summarizeLocal() {
 		match := map[string]string{"subject": "OrderStatusChanged", "result": "Applied"}
 		b.results["round_trips_per_applied_before"] = before.Sum("orderstatus_message_round_trips_total", match) /
 			before.Sum("orderstatus_messages_total", match)
+		// The same work as the minimal handler's, process by process
+		// (issue 19's limit through the host).
+		cpuBefore := map[string]time.Duration{}
+		for _, r := range b.localBefore {
+			for p, d := range r.CPU {
+				cpuBefore[p] += d
+			}
+		}
+		nb := float64(len(b.localBefore) * b.w.Messages())
+		for _, p := range []string{"handler", "devhost", "azurite"} {
+			b.results["cpu_ms_per_msg_"+p+"_before"] = float64(cpuBefore[p].Microseconds()) / 1000 / nb
+		}
 	}
 	// What the instances run is compared with: every message's round
 	// trips (the instances' logs do not split them by result).

@@ -76,8 +76,8 @@ func (b *runner) limitThroughHost(ctx context.Context, cs, prefix string) error 
 // their ratio moves less than either's messages per second, which ranged
 // from 1,333 to 1,921 within one seven-round run of today's policy
 // (docs/performance.md). For the local runs it also sets the CPU per
-// message of the minimal handler and of the dev host serving it (to set
-// beside cpu_ms_per_msg_handler and _devhost).
+// message of the minimal handler and of the dev host and Azurite serving
+// it (to set beside cpu_ms_per_msg_*_before, ours on the same work).
 func (b *runner) floorRatios(prefix string, spreads map[string][2]float64) {
 	ours, floor := b.samples[b.sameWorkName(prefix)], b.samples[prefix+"limit_through_host_msgs_per_s"]
 	if n := min(len(ours), len(floor)); n > 0 {
@@ -98,11 +98,12 @@ func (b *runner) floorRatios(prefix string, spreads map[string][2]float64) {
 	if prefix != "" || len(b.floorLocal) == 0 {
 		return
 	}
-	var handler, host time.Duration
+	var handler, host, azurite time.Duration
 	for _, r := range b.floorLocal {
-		handler, host = handler+r.CPU["handler"], host+r.CPU["devhost"]
+		handler, host, azurite = handler+r.CPU["handler"], host+r.CPU["devhost"], azurite+r.CPU["azurite"]
 	}
 	n := float64(len(b.floorLocal) * b.w.Messages())
 	b.results["cpu_ms_per_msg_floorhandler"] = float64(handler.Microseconds()) / 1000 / n
 	b.results["cpu_ms_per_msg_devhost_floor"] = float64(host.Microseconds()) / 1000 / n
+	b.results["cpu_ms_per_msg_azurite_floor"] = float64(azurite.Microseconds()) / 1000 / n
 }

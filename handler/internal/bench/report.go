@@ -22,7 +22,8 @@ func Names(opts Options) []string {
 		"ours_p50_ms", "ours_p99_ms",
 		"round_trips_per_applied", "round_trips_per_applied_before", "round_trips_per_duplicate", "round_trips_per_stale",
 		"cpu_ms_per_msg_handler", "cpu_ms_per_msg_devhost", "cpu_ms_per_msg_azurite",
-		"cpu_ms_per_msg_floorhandler", "cpu_ms_per_msg_devhost_floor",
+		"cpu_ms_per_msg_handler_before", "cpu_ms_per_msg_devhost_before", "cpu_ms_per_msg_azurite_before",
+		"cpu_ms_per_msg_floorhandler", "cpu_ms_per_msg_devhost_floor", "cpu_ms_per_msg_azurite_floor",
 		"cold_start_ms_p50", "cold_start_ms_p90",
 		"rss_idle_mb", "rss_after_load_mb", "rss_after_100k_orders_mb",
 	}
