@@ -455,18 +455,13 @@ func (b *runner) summarizeLocal() {
 	}
 	var (
 		m        Scrape
-		cpu      = map[string]time.Duration{}
 		rssIdle  int64
 		rssAfter int64
 	)
 	for _, r := range b.local {
 		m = append(m, r.Metrics...)
-		for p, d := range r.CPU {
-			cpu[p] += d
-		}
 		rssIdle, rssAfter = max(rssIdle, r.RSSIdle), max(rssAfter, r.RSSAfter)
 	}
-	n := float64(len(b.local) * b.w.Messages())
 	status := map[string]string{"subject": "OrderStatusChanged"}
 	b.results["ours_p50_ms"] = 1000 * m.Quantile("orderstatus_handler_duration_seconds", 0.50, status)
 	b.results["ours_p99_ms"] = 1000 * m.Quantile("orderstatus_handler_duration_seconds", 0.99, status)
@@ -485,15 +480,8 @@ func (b *runner) summarizeLocal() {
 			before.Sum("orderstatus_messages_total", match)
 		// The same work as the minimal handler's, process by process
 		// (issue 19's limit through the host).
-		cpuBefore := map[string]time.Duration{}
-		for _, r := range b.localBefore {
-			for p, d := range r.CPU {
-				cpuBefore[p] += d
-			}
-		}
-		nb := float64(len(b.localBefore) * b.w.Messages())
-		for _, p := range []string{"handler", "devhost", "azurite"} {
-			b.results["cpu_ms_per_msg_"+p+"_before"] = float64(cpuBefore[p].Microseconds()) / 1000 / nb
+		for p, ms := range b.cpuPerMessage(b.localBefore) {
+			b.results["cpu_ms_per_msg_"+p+"_before"] = ms
 		}
 	}
 	// What the instances run is compared with: every message's round
@@ -506,11 +494,26 @@ func (b *runner) summarizeLocal() {
 	if calls, perMsg := m.Sum("orderstatus_store_round_trips_total", nil), m.Sum("orderstatus_message_round_trips_total", nil); calls != perMsg+float64(len(b.local)) {
 		b.notes = append(b.notes, fmt.Sprintf("the handler made %.0f storage calls, %.0f of them for messages and %d readiness reads", calls, perMsg, len(b.local)))
 	}
-	for _, p := range []string{"handler", "devhost", "azurite"} {
-		b.results["cpu_ms_per_msg_"+p] = float64(cpu[p].Microseconds()) / 1000 / n
+	for p, ms := range b.cpuPerMessage(b.local) {
+		b.results["cpu_ms_per_msg_"+p] = ms
 	}
 	b.results["rss_idle_mb"] = float64(rssIdle) / (1 << 20)
 	b.results["rss_after_load_mb"] = float64(rssAfter) / (1 << 20)
+}
+
+// cpuPerMessage is the CPU milliseconds per workload message of each
+// process (handler, devhost, azurite) over runs together.
+func (b *runner) cpuPerMessage(runs []oursRun) map[string]float64 {
+	n := float64(len(runs) * b.w.Messages())
+	out := map[string]float64{}
+	for _, p := range []string{"handler", "devhost", "azurite"} {
+		var d time.Duration
+		for _, r := range runs {
+			d += r.CPU[p]
+		}
+		out[p] = float64(d.Microseconds()) / 1000 / n
+	}
+	return out
 }
 
 // sessions runs the real system with maxConcurrentSessions n.

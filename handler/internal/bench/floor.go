@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"time"
 )
 
 // The limit through the host: the dev host, its broker and host.json's
@@ -98,12 +97,8 @@ func (b *runner) floorRatios(prefix string, spreads map[string][2]float64) {
 	if prefix != "" || len(b.floorLocal) == 0 {
 		return
 	}
-	var handler, host, azurite time.Duration
-	for _, r := range b.floorLocal {
-		handler, host, azurite = handler+r.CPU["handler"], host+r.CPU["devhost"], azurite+r.CPU["azurite"]
-	}
-	n := float64(len(b.floorLocal) * b.w.Messages())
-	b.results["cpu_ms_per_msg_floorhandler"] = float64(handler.Microseconds()) / 1000 / n
-	b.results["cpu_ms_per_msg_devhost_floor"] = float64(host.Microseconds()) / 1000 / n
-	b.results["cpu_ms_per_msg_azurite_floor"] = float64(azurite.Microseconds()) / 1000 / n
+	cpu := b.cpuPerMessage(b.floorLocal)
+	b.results["cpu_ms_per_msg_floorhandler"] = cpu["handler"]
+	b.results["cpu_ms_per_msg_devhost_floor"] = cpu["devhost"]
+	b.results["cpu_ms_per_msg_azurite_floor"] = cpu["azurite"]
 }
