@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -41,6 +40,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/cli/deadletters"
 	publishcli "github.com/orderstatus/orderstatus/handler/internal/cli/publish"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
+	"github.com/orderstatus/orderstatus/handler/internal/cpuprofile"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
@@ -207,7 +207,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "handler:", err)
 		return 1
 	}
-	stopProfile, err := startCPUProfile(os.Getenv(envCPUProfile))
+	stopProfile, err := cpuprofile.Start(os.Getenv(cpuprofile.Env))
 	if err != nil {
 		fmt.Fprintln(stderr, "handler:", err)
 		return 1
@@ -437,31 +437,4 @@ func newBroker(cfg config.Config, cred azcore.TokenCredential) (broker.Broker, e
 		return sbbroker.New(cfg.ServiceBusNamespace, cred, nil)
 	}
 	return nil, nil
-}
-
-// envCPUProfile names a file prefix: when set, serve writes its CPU profile
-// to <prefix>.<pid>.pprof until it exits (for make bench's profiles; one
-// file per process, as the dev host may start several). Unset, the
-// default, nothing is profiled; the profile is never served over HTTP.
-const envCPUProfile = "ORDERSTATUS_CPU_PROFILE"
-
-// startCPUProfile starts the CPU profile envCPUProfile asks for, if any,
-// and returns the function that stops and writes it.
-func startCPUProfile(prefix string) (stop func(), err error) {
-	if prefix == "" {
-		return func() {}, nil
-	}
-	path := fmt.Sprintf("%s.%d.pprof", prefix, os.Getpid())
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", envCPUProfile, err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %s: %w", envCPUProfile, path, err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
 }

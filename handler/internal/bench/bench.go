@@ -97,8 +97,11 @@ type Options struct {
 	RSSOrders int
 	// LogLevel is the handler's LOG_LEVEL (production's default: info).
 	LogLevel string
-	// ProfileDir, if set, receives a CPU profile of the dev host (this
-	// process) during the local ours run.
+	// ProfileDir, if set, receives CPU profiles of the first local runs:
+	// devhost.pprof (this process) and handler.<pid>.pprof of ours on the
+	// default policy, handler-before.<pid>.pprof of ours on today's and
+	// floorhandler.<pid>.pprof of the limit through the host, the last
+	// two on the same work (go tool pprof -diff_base compares them).
 	ProfileDir string
 	// Outages size the outage runs (outage.go); no lengths: none.
 	Outages OutageOptions
@@ -424,8 +427,13 @@ func (b *runner) direct(ctx context.Context, cs, prefix string, design perOrder)
 // figures, those of the default policy.
 func (b *runner) ours(ctx context.Context, cs, prefix string, reschedule bool) error {
 	c := oursConfig{store: cs, table: b.table(prefix + "ours"), sessions: b.opts.InFlight, timeScale: b.opts.TimeScale, reschedule: reschedule}
-	if prefix == "" && len(b.local) == 0 && reschedule {
+	switch {
+	case b.opts.ProfileDir == "" || prefix != "":
+	case reschedule && len(b.local) == 0:
 		c.profileDir = b.opts.ProfileDir
+		c.handlerProfile = filepath.Join(b.opts.ProfileDir, "handler")
+	case !reschedule && len(b.localBefore) == 0:
+		c.handlerProfile = filepath.Join(b.opts.ProfileDir, "handler-before")
 	}
 	r, err := b.runOurs(ctx, c, b.w)
 	if err != nil {

@@ -195,6 +195,7 @@ func TestRunSmoke(t *testing.T) {
 	opts.Sessions, opts.SlotSessions, opts.SlotIdle, opts.SlotRounds = []int{1, 4}, []int{2}, []time.Duration{50 * time.Millisecond}, 2
 	opts.ColdStarts, opts.RSSOrders, opts.LogLevel, opts.Repeats = 2, 10, "warn", 2
 	opts.Outages = OutageOptions{} // TestOutageSmoke runs them
+	opts.ProfileDir = t.TempDir()
 	var progress bytes.Buffer
 	opts.Progress = &progress
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -213,6 +214,7 @@ func TestRunSmoke(t *testing.T) {
 	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*5+len(opts.Sessions)+1+1+2+1 {
 		t.Errorf("%d progress lines, want one per phase:\n%s", n, progress.String())
 	}
+	checkProfiles(t, opts.ProfileDir)
 	var out bytes.Buffer
 	r.Print(&out, opts)
 	names := map[string]bool{}
@@ -752,5 +754,54 @@ func TestSlotGroups(t *testing.T) {
 	}
 	if g := slotGroups([]int{2}, []time.Duration{50 * time.Millisecond}); len(g) != 1 || len(g[0]) != 1 {
 		t.Errorf("slotGroups of one setting = %v, want it alone", g)
+	}
+}
+
+// checkProfiles: -profile-dir holds the dev host's CPU profile and one of
+// each handler of the first local runs (ours on both policies, the
+// minimal handler), each a gzip-compressed profile.
+func checkProfiles(t *testing.T, dir string) {
+	t.Helper()
+	for _, glob := range []string{"devhost.pprof", "handler.*.pprof", "handler-before.*.pprof", "floorhandler.*.pprof"} {
+		files, err := filepath.Glob(filepath.Join(dir, glob))
+		if err != nil || len(files) == 0 {
+			t.Errorf("no profile %s in the profile directory (%v)", glob, err)
+			continue
+		}
+		ok := false
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			ok = ok || err == nil && len(b) > 2 && b[0] == 0x1f && b[1] == 0x8b
+		}
+		if !ok {
+			t.Errorf("%s: no gzip-compressed profile among %v", glob, files)
+		}
+	}
+}
+
+// TestCrossoverRatio: each order's median, and their geometric mean, in
+// which a factor that scales every round of one order and the inverse
+// of it in the other cancels.
+func TestCrossoverRatio(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		rs                 []float64
+		est, first, second float64
+	}{
+		{"none", nil, 0, 0, 0},
+		{"one round", []float64{0.9}, 0.9, 0.9, 0},
+		{"two rounds", []float64{0.9, 1.1}, math.Sqrt(0.99), 0.9, 1.1},
+		// A true 0.96 and a position effect of 4%: ours first reads
+		// 0.96*1.04, second 0.96/1.04; the plain median of the three
+		// would be 0.998.
+		{"position effect cancels", []float64{0.96 * 1.04, 0.96 / 1.04, 0.96 * 1.04}, 0.96, 0.96 * 1.04, 0.96 / 1.04},
+		{"medians per order", []float64{1.0, 0.8, 0.5, 0.9, 1.2, 0.7}, math.Sqrt(1.0 * 0.8), 1.0, 0.8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			est, first, second := crossoverRatio(tc.rs)
+			if math.Abs(est-tc.est) > 1e-12 || math.Abs(first-tc.first) > 1e-12 || math.Abs(second-tc.second) > 1e-12 {
+				t.Errorf("crossoverRatio(%v) = %v, %v, %v; want %v, %v, %v", tc.rs, est, first, second, tc.est, tc.first, tc.second)
+			}
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
+	"github.com/orderstatus/orderstatus/handler/internal/cpuprofile"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
@@ -36,6 +37,9 @@ type oursConfig struct {
 	idle       time.Duration // sessionIdleTimeout; 0 keeps host.json's
 	timeScale  float64       // the broker clock's speed
 	profileDir string        // write devhost.pprof there, if set
+	// handlerProfile, if set, is the handler's ORDERSTATUS_CPU_PROFILE
+	// prefix: each handler process writes <prefix>.<pid>.pprof on exit.
+	handlerProfile string
 	// instances is how many instances of the app start (0: one), each
 	// with sessions slots.
 	instances int
@@ -97,6 +101,12 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 		config.EnvRetryReschedule: strconv.FormatBool(c.reschedule),
 	}
 	maps.Copy(settings, c.settings)
+	if c.handlerProfile != "" {
+		if err := os.MkdirAll(filepath.Dir(c.handlerProfile), 0o755); err != nil {
+			return nil, err
+		}
+		settings[cpuprofile.Env] = c.handlerProfile
+	}
 	h, err := devhost.New(devhost.Options{
 		AppRoot:       b.opts.Root,
 		HandlerPath:   handler,

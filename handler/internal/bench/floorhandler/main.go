@@ -9,7 +9,9 @@
 // checks. It is test code: the bench builds it, nothing ships it.
 //
 // It reads what bin/handler reads: FUNCTIONS_CUSTOMHANDLER_PORT,
-// OrderStore__connectionString and OrderStore__tableName. It serves
+// OrderStore__connectionString, OrderStore__tableName and
+// ORDERSTATUS_CPU_PROFILE (package cpuprofile), so that the bench can set
+// its profile beside bin/handler's. It serves
 // POST /OrderStatus, GET /api/orders/<id> (404 once the table exists, for
 // the bench's readiness check) and GET /api/metrics
 // (orderstatus_messages_total by subject and result).
@@ -28,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/cpuprofile"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
@@ -61,6 +64,11 @@ func run() error {
 	if port == "" {
 		return fmt.Errorf("FUNCTIONS_CUSTOMHANDLER_PORT not set")
 	}
+	stopProfile, err := cpuprofile.Start(os.Getenv(cpuprofile.Env))
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	s, err := tablestore.NewFromConnectionString(os.Getenv("OrderStore__connectionString"), os.Getenv("OrderStore__tableName"), nil)
 	if err != nil {
 		return err

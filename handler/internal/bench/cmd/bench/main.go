@@ -61,7 +61,7 @@ func parseFlags(args []string) (bench.Options, error) {
 	fs.IntVar(&opts.RSSOrders, "rss-orders", opts.RSSOrders, "distinct orders sent before rss_after_100k_orders_mb")
 	fs.IntVar(&opts.SlotRounds, "slot-rounds", opts.SlotRounds, "sessions per slot in the session-slot table")
 	fs.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "the handler's LOG_LEVEL")
-	fs.StringVar(&opts.ProfileDir, "profile-dir", "", "write the dev host's CPU profile of the first local run there")
+	fs.StringVar(&opts.ProfileDir, "profile-dir", "", "write CPU profiles of the first local runs there (dev host, handler, minimal handler)")
 	only := fs.String("only", "", "run only these groups of phases, comma-separated: "+strings.Join(bench.Groups, ", "))
 	if err := fs.Parse(args); err != nil {
 		return opts, fmt.Errorf("bench: %v (flags: -root, -orders, -repeats, -cold-starts, -rss-orders, -slot-rounds, -log-level, -profile-dir, -only)", err)
