@@ -250,15 +250,14 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		for i := range max(1, opts.Repeats) {
 			rep := fmt.Sprintf("%s, run %d of %d", env.desc, i+1, max(1, opts.Repeats))
 			// ours on today's policy and the limit through the host run
-			// back to back, first one then the other, so that each
-			// round's ratio of the two (floorRatios) sets side by side
-			// two runs the machine's other load hit alike.
-			pair := []phase{
-				{"ours on today's policy, " + rep, func(ctx context.Context) error { return b.ours(ctx, env.cs, env.prefix, false) }, "throughput"},
-				{"limit through the host, " + rep, func(ctx context.Context) error { return b.limitThroughHost(ctx, env.cs, env.prefix) }, "throughput"}}
-			if i%2 == 1 {
-				pair[0], pair[1] = pair[1], pair[0]
-			}
+			// back to back in both orders, ours first, the limit twice,
+			// ours again, so that each pair's ratio of the two
+			// (floorRatios) sets side by side two runs the machine's
+			// other load hit alike, and each round has one pair of each
+			// order, in which a run's place cancels (crossoverRatio).
+			before := phase{"ours on today's policy, " + rep, func(ctx context.Context) error { return b.ours(ctx, env.cs, env.prefix, false) }, "throughput"}
+			floor := phase{"limit through the host, " + rep, func(ctx context.Context) error { return b.limitThroughHost(ctx, env.cs, env.prefix) }, "throughput"}
+			pair := []phase{before, floor, floor, before}
 			designs := [][]phase{
 				{{"limit, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"limit_", limitOrder) }, "throughput"}},
 				{{"naive, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"naive_", naiveOrder) }, "throughput"}},

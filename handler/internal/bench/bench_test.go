@@ -207,11 +207,12 @@ func TestRunSmoke(t *testing.T) {
 		}
 		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
 	}
-	// cold start; warm-up; limit, naive, ours on both policies and the
-	// limit through the host twice each, locally and with latency; the
+	// cold start; warm-up; limit, naive and ours twice each, ours on
+	// today's policy and the limit through the host four times each (two
+	// pairs a round), locally and with latency; the
 	// sessions; the instances; the slot table's one row; cost and the
 	// timeout checks; memory.
-	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*5+len(opts.Sessions)+1+1+2+1 {
+	if n := strings.Count(progress.String(), "\n"); n != 1+1+2*2*7+len(opts.Sessions)+1+1+2+1 {
 		t.Errorf("%d progress lines, want one per phase:\n%s", n, progress.String())
 	}
 	checkProfiles(t, opts.ProfileDir)
@@ -276,8 +277,8 @@ func TestRunSmoke(t *testing.T) {
 		if lo, hi := ours[0]/floor[1], ours[1]/floor[0]; got < rs[0]-0.01 || got > rs[1]+0.01 || rs[0] < lo-1e-9 || rs[1] > hi+1e-9 {
 			t.Errorf("%s = %v, rounds %v; want it within the rounds' ratios, and those within ours (today's policy) over the limit through the host, %v to %v", name, got, rs, lo, hi)
 		}
-		if !strings.Contains(out.String(), "note: "+name+" by round") {
-			t.Errorf("no note of %s by round", name)
+		if !strings.Contains(out.String(), "note: "+name+" by pair") {
+			t.Errorf("no note of %s by pair", name)
 		}
 		if got, want := printed[p+"ours_vs_naive"], same/printed[p+"naive_msgs_per_s"]; math.Abs(got-want) > 0.01*want+0.01 {
 			t.Errorf("%sours_vs_naive = %v, want ours (today's policy) over naive, %v", p, got, want)

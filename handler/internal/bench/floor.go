@@ -71,26 +71,26 @@ func (b *runner) limitThroughHost(ctx context.Context, cs, prefix string) error 
 	return nil
 }
 
-// floorRatios sets ours_vs_limit_through_host for prefix from the rounds'
+// floorRatios sets ours_vs_limit_through_host for prefix from the pairs'
 // ratios of ours on today's policy (the same work, sameWork) over the
-// limit through the host in the same round, the two runs back to back
-// (Run); spreads gets the lowest and highest round's ratio. A round's two
-// runs meet the same load from elsewhere on the machine, so their ratio
-// moves less than either's messages per second, which ranged from 1,333
-// to 1,921 within one seven-round run of today's policy
-// (docs/performance.md). For the local runs it also sets the CPU per
-// message of the minimal handler and of the dev host and Azurite serving
-// it (to set beside cpu_ms_per_msg_*_before, ours on the same work).
+// limit through the host run back to back with it; spreads gets the
+// lowest and highest pair's ratio. A pair's two runs meet the same load
+// from elsewhere on the machine, so their ratio moves less than either's
+// messages per second, which ranged from 1,333 to 1,921 within one
+// seven-round run of today's policy (docs/performance.md). For the local
+// runs it also sets the CPU per message of the minimal handler and of the
+// dev host and Azurite serving it (to set beside cpu_ms_per_msg_*_before,
+// ours on the same work).
 //
-// The rounds alternate which of the two runs first (ours in even rounds),
-// and the run's position in its round moves its speed: of the 57 local
-// rounds in docs/performance.md's runs from 2026-12-01 21:00 to 12-02
-// 05:29 UTC, those with ours first had a median of 0.985 and those with
-// the minimal handler first 0.92; a six-round run at 09:20 had it the
-// other way round (0.93 and 1.01). A median of all rounds
-// leans to whichever order has more rounds (two of three in a
-// three-round run). So the figure is crossoverRatio's: each order's
-// median, combined so that an effect of position cancels.
+// Each round runs ours, the limit, the limit again and ours (Run), so the
+// samples alternate: pair 2k has ours first, pair 2k+1 the limit first.
+// The order matters: a run's place in its pair moves its speed. Of the
+// 57 local rounds in docs/performance.md's runs from 2026-12-01 21:00 to
+// 12-02 05:29 UTC (one pair each, the order alternating from round to
+// round), those with ours first had a median of 0.985 and those with the
+// minimal handler first 0.92; a six-round run at 09:20 had it the other
+// way round (0.93 and 1.01). So the figure is crossoverRatio's: each
+// order's median, combined so that an effect of place cancels.
 func (b *runner) floorRatios(prefix string, spreads map[string][2]float64) {
 	ours, floor := b.samples[b.sameWorkName(prefix)], b.samples[prefix+"limit_through_host_msgs_per_s"]
 	if n := min(len(ours), len(floor)); n > 0 {
@@ -106,10 +106,10 @@ func (b *runner) floorRatios(prefix string, spreads map[string][2]float64) {
 		for _, r := range rs {
 			each = append(each, fmt.Sprintf("%.2f", r))
 		}
-		b.notes = append(b.notes, fmt.Sprintf("%s by round (ours on today's policy over the limit through the host, run back to back, ours first in rounds 1, 3, ...): %s",
+		b.notes = append(b.notes, fmt.Sprintf("%s by pair (ours on today's policy over the limit through the host, run back to back, ours first in pairs 1, 3, ...; two pairs a round): %s",
 			name, strings.Join(each, ", ")))
 		if second > 0 {
-			b.notes = append(b.notes, fmt.Sprintf("%s by order: %.3f with ours first (median of %d rounds), %.3f with the minimal handler first (median of %d), %.3f combined (their geometric mean)",
+			b.notes = append(b.notes, fmt.Sprintf("%s by order: %.3f with ours first (median of %d pairs), %.3f with the minimal handler first (median of %d), %.3f combined (their geometric mean)",
 				name, first, (n+1)/2, second, n/2, est))
 		}
 	}
@@ -123,13 +123,13 @@ func (b *runner) floorRatios(prefix string, spreads map[string][2]float64) {
 }
 
 // crossoverRatio estimates ours over the limit through the host from the
-// rounds' ratios rs, ours run first in the even rounds (rs[0], rs[2], ...)
+// pairs' ratios rs, ours run first in the even pairs (rs[0], rs[2], ...)
 // and second in the odd ones: first and second are the medians of the two
-// groups, and est their geometric mean. If a run's position in its round
-// scales its speed by some factor p, every even round's ratio carries p
-// (or 1/p) and every odd round's the inverse, and est = sqrt(first *
+// groups, and est their geometric mean. If a run's place in its pair
+// scales its speed by some factor p, every even pair's ratio carries p
+// (or 1/p) and every odd pair's the inverse, and est = sqrt(first *
 // second) is free of it: the estimate of an AB/BA crossover. With a
-// single round, est = first and second = 0.
+// single pair, est = first and second = 0.
 func crossoverRatio(rs []float64) (est, first, second float64) {
 	var a, c []float64
 	for i, r := range rs {
