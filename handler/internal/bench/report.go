@@ -143,7 +143,7 @@ func (r Report) Targets(opts Options) []string {
 		}
 		got := format(t.name, v)
 		if sp, ok := r.Spreads[t.name]; ok && strings.HasSuffix(t.name, "_through_host") {
-			got += fmt.Sprintf(", rounds %s to %s", format(t.name, sp[0]), format(t.name, sp[1]))
+			got += fmt.Sprintf(", pairs %s to %s", format(t.name, sp[0]), format(t.name, sp[1]))
 		}
 		out = append(out, fmt.Sprintf("target %s %s %g: %s (%s)", t.name, op, t.bound, metWord(met), got))
 	}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,3 +145,35 @@ type reusableWriter struct {
 func (w *reusableWriter) Header() http.Header         { return w.h }
 func (w *reusableWriter) WriteHeader(code int)        { w.code = code }
 func (w *reusableWriter) Write(p []byte) (int, error) { return w.body.Write(p) }
+
+// TestDocumentedBenchmarks: every `go test ... -bench '<names>' ...
+// ./handler/internal/orderfn/` command docs/performance.md shows names
+// benchmarks of this package, and each of them runs and reports a time.
+func TestDocumentedBenchmarks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs benchmarks")
+	}
+	text, err := os.ReadFile("../../../docs/performance.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	benchmarks := map[string]func(*testing.B){
+		"BenchmarkOrderStatus": BenchmarkOrderStatus, "BenchmarkInvocation": BenchmarkInvocation, "BenchmarkMinimalWork": BenchmarkMinimalWork,
+	}
+	cmds := regexp.MustCompile("`go test -run '\\^\\$' -bench '([^']+)'[^`]*\\./handler/internal/orderfn/`").FindAllSubmatch(text, -1)
+	if len(cmds) == 0 {
+		t.Fatal("docs/performance.md shows no go test -bench command for this package; update this test")
+	}
+	for _, m := range cmds {
+		for _, name := range strings.Split(string(m[1]), "|") {
+			bench, ok := benchmarks[name]
+			if !ok {
+				t.Errorf("docs/performance.md names %s, not a benchmark of package orderfn", name)
+				continue
+			}
+			if r := testing.Benchmark(bench); r.N == 0 || r.NsPerOp() <= 0 {
+				t.Errorf("%s: %v, want a run", name, r)
+			}
+		}
+	}
+}
