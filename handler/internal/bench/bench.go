@@ -225,6 +225,16 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	b.runID = fmt.Sprintf("%x", suffix)
+	if opts.ProfileDir != "" {
+		// Every profile of the run goes there (ours.go): made once, and
+		// absolute, as the handlers the dev host starts write theirs too.
+		if b.opts.ProfileDir, err = filepath.Abs(opts.ProfileDir); err != nil {
+			return Report{}, err
+		}
+		if err := os.MkdirAll(b.opts.ProfileDir, 0o755); err != nil {
+			return Report{}, fmt.Errorf("bench: -profile-dir: %w", err)
+		}
+	}
 	b.w = NewWorkload("w", opts.Orders, opts.DuplicateShare, opts.StaleShare, 1)
 
 	bin := opts.AzuriteBinary

@@ -36,9 +36,10 @@ type oursConfig struct {
 	sessions   int           // maxConcurrentSessions
 	idle       time.Duration // sessionIdleTimeout; 0 keeps host.json's
 	timeScale  float64       // the broker clock's speed
-	profileDir string        // write devhost.pprof there, if set
+	profileDir string        // write devhost.pprof there, if set (Run creates it)
 	// handlerProfile, if set, is the handler's ORDERSTATUS_CPU_PROFILE
-	// prefix: each handler process writes <prefix>.<pid>.pprof on exit.
+	// prefix, in Options.ProfileDir: each handler process writes
+	// <prefix>.<pid>.pprof on exit.
 	handlerProfile string
 	// instances is how many instances of the app start (0: one), each
 	// with sessions slots.
@@ -102,9 +103,6 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 	}
 	maps.Copy(settings, c.settings)
 	if c.handlerProfile != "" {
-		if err := os.MkdirAll(filepath.Dir(c.handlerProfile), 0o755); err != nil {
-			return nil, err
-		}
 		settings[cpuprofile.Env] = c.handlerProfile
 	}
 	h, err := devhost.New(devhost.Options{
@@ -167,9 +165,6 @@ func (b *runner) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun
 		return r, err
 	}
 	if c.profileDir != "" {
-		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
-			return r, err
-		}
 		f, err := os.Create(filepath.Join(c.profileDir, "devhost.pprof"))
 		if err != nil {
 			return r, err
