@@ -30,9 +30,6 @@ param poisonQueueName string
 @description('Application Insights component name.')
 param applicationInsightsName string
 
-@description('Log Analytics workspace name: the workspace of Application Insights, where the namespace\'s diagnostic setting sends its metrics (AzureMetrics).')
-param logAnalyticsName string
-
 @description('Storage account name: the account of the order table (and the host\'s storage).')
 param storageAccountName string
 
@@ -66,9 +63,9 @@ param abandonedThreshold int = 5
 @minValue(30)
 param freshnessP95ThresholdSeconds int = 300
 
-@description('Scheduled messages beyond twice the orders created in the last 30 minutes above which the scheduled-messages alert fires.')
-@minValue(0)
-param scheduledExcessThreshold int = 50
+@description('Scheduled messages on order-status (maximum over 5 minutes) above which the scheduled-surge alert fires. Size it to about twice the orders created in your busiest 30 minutes, plus 50 (alerts/README.md).')
+@minValue(1)
+param scheduledMessagesThreshold int = 500
 
 resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
   name: serviceBusNamespaceName
@@ -76,10 +73,6 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
 
 resource appInsights 'Microsoft.Insights/components@2020-02-02' existing = {
   name: applicationInsightsName
-}
-
-resource logAnalytics 'Microsoft.OperationalInsights/workspaces@2023-09-01' existing = {
-  name: logAnalyticsName
 }
 
 resource storageAccount 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
@@ -196,6 +189,40 @@ var metricAlerts = [
     threshold: abandonedThreshold
     timeAggregation: 'Total'
     windowSize: 'PT15M'
+  }
+  {
+    // Each Created schedules one PaymentTimeoutCheck 30 minutes ahead, so
+    // the scheduled messages on order-status stay near the orders created
+    // in the last 30 minutes; far more means retries are being rescheduled
+    // (an outage) or a producer schedules in a loop. A metric alert: the
+    // gauge is not exported by diagnostic settings ("DS Export: No",
+    // MicrosoftDocs/azure-reference-other, azure-monitor-ref/supported-metrics/
+    // includes/microsoft-servicebus-namespaces-metrics-include.md), so no log
+    // query can read it, and a metric alert cannot compare it with the orders
+    // created (Application Insights). Dynamic thresholds do not support
+    // ScheduledMessages (MicrosoftDocs/azure-monitor-docs,
+    // articles/azure-monitor/alerts/alerts-dynamic-thresholds.md, "Metrics not
+    // supported by dynamic thresholds"), so the threshold is static and sized
+    // by the operator (alerts/README.md); its default is the Azure Monitor
+    // Baseline Alerts' 500 (Azure/azure-monitor-baseline-alerts,
+    // services/ServiceBus/namespaces/alerts.yaml).
+    name: 'order-status-scheduled-surge'
+    severity: 3
+    summary: 'Scheduled messages on order-status are above the threshold, more than the payment timeouts of recent orders explain: retries are being rescheduled (an outage), or a producer schedules too much.'
+    metricName: 'ScheduledMessages'
+    dimensions: [
+      {
+        name: 'EntityName'
+        operator: 'Include'
+        values: [
+          orderStatusQueueName
+        ]
+      }
+    ]
+    operator: 'GreaterThan'
+    threshold: scheduledMessagesThreshold
+    timeAggregation: 'Maximum'
+    windowSize: 'PT5M'
   }
 ]
 
@@ -573,7 +600,8 @@ traces
 // (lag_ms on each settled line, one line per call). Flex Consumption can
 // take up to about two minutes to deliver the first message after scaling
 // to zero (Azure/azure-functions-host #10706, Azure/Azure-Functions #2581);
-// the in-call retry budget adds 20 s and a redelivery a little more. The
+// the in-call retry budget (5 s by default) and a
+// rescheduled copy's first backoff (10 s) add a little more. The
 // default 300 s lets one cold start and one failed attempt pass without a
 // page; past it the tracking page is more than five minutes behind. At
 // least 5 settled messages, so that one late message after a quiet hour is
@@ -928,143 +956,6 @@ resource freshnessAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
   }
 }
 
-// The two alerts below join the broker's view with the app's, so they run
-// on the Log Analytics workspace, where both are: the namespace's
-// diagnostic setting sends AllMetrics to AzureMetrics (one row per metric
-// and minute, for the whole namespace: dimensions such as EntityName are not
-// exported), and workspace-based Application Insights writes AppTraces and
-// AppRequests. The first line of each query says so; the offline KQL check
-// reads it to pick the workspace schema.
-//
-// Every order's Created schedules one PaymentTimeoutCheck 30 minutes ahead
-// (cancelled when it is paid), so at any time the scheduled messages should
-// be at most the orders created in the last 30 minutes. Twice that, plus a
-// margin (the threshold), absorbs Created messages applied late and the odd
-// retry copy; beyond it, something schedules far more than timeouts: a
-// storage outage rescheduling retries, or a producer scheduling in a loop.
-var scheduledSurgeQuery = '''
-// Log Analytics workspace: AzureMetrics and AppTraces
-let scheduled = toscalar(AzureMetrics
-| where ResourceProvider == "MICROSOFT.SERVICEBUS" and MetricName == "ScheduledMessages"
-| where TimeGenerated > ago(10m)
-| summarize max(Maximum));
-let created = toscalar(AppTraces
-| where Message has "round_trips" and Message has "Created"
-| extend line = iff(Message startswith "{", Message, extract(@"(\{.*\})", 1, Message))
-| extend s = parse_json(line)
-| where tostring(s.result) == "Applied" and tostring(s.status) == "Created"
-| summarize dcount(tostring(s.order_id)));
-print scheduled = todouble(scheduled), created_30m = created
-| where isnotnull(scheduled)
-| extend excess = scheduled - 2 * created_30m
-'''
-
-// No OrderStatus execution in 15 minutes while messages were active all
-// that time. The namespace's ActiveMessages counts the poison queue too, so
-// the largest poison depth the sweeper reported in the window is taken off.
-var noExecutionsQuery = '''
-// Log Analytics workspace: AzureMetrics, AppTraces and AppRequests
-let poison = toscalar(AppTraces
-| where Message has "deadletter_stats"
-| extend line = iff(Message startswith "{", Message, extract(@"(\{.*\})", 1, Message))
-| extend s = parse_json(line)
-| where tostring(s.msg) == "deadletter_stats" and tostring(s.source) == "poison"
-| summarize depth = max(tolong(s.depth)) by run_id = tostring(s.run_id), reason = tostring(s.reason)
-| summarize depth = sum(depth) by run_id
-| summarize max(depth));
-let executions = toscalar(AppRequests
-| where OperationName == "OrderStatus"
-| count);
-AzureMetrics
-| where ResourceProvider == "MICROSOFT.SERVICEBUS" and MetricName == "ActiveMessages"
-| summarize minutes = count(), min_active = min(Minimum)
-| extend waiting = min_active - coalesce(todouble(poison), 0.0), executions = executions
-| where minutes >= 10 and waiting > 0 and executions == 0
-'''
-
-resource scheduledSurgeAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
-  name: 'order-status-scheduled-surge'
-  location: location
-  tags: tags
-  kind: 'LogAlert'
-  properties: {
-    displayName: 'order-status-scheduled-surge'
-    description: 'Scheduled messages on the namespace are far above what the payment timeouts of the orders created in the last 30 minutes explain: retries are being rescheduled (an outage), or a producer schedules too much. Runbook: ${runbookBaseUrl}/order-status-scheduled-surge.md'
-    severity: 3
-    enabled: true
-    scopes: [
-      logAnalytics.id
-    ]
-    evaluationFrequency: 'PT5M'
-    windowSize: 'PT30M'
-    autoMitigate: true
-    criteria: {
-      allOf: [
-        {
-          query: scheduledSurgeQuery
-          timeAggregation: 'Maximum'
-          metricMeasureColumn: 'excess'
-          operator: 'GreaterThan'
-          threshold: scheduledExcessThreshold
-          failingPeriods: {
-            numberOfEvaluationPeriods: 1
-            minFailingPeriodsToAlert: 1
-          }
-        }
-      ]
-    }
-    actions: {
-      actionGroups: [
-        actionGroup.id
-      ]
-      customProperties: {
-        runbook: '${runbookBaseUrl}/order-status-scheduled-surge.md'
-      }
-    }
-  }
-}
-
-resource noExecutionsAlert 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
-  name: 'order-status-no-executions'
-  location: location
-  tags: tags
-  kind: 'LogAlert'
-  properties: {
-    displayName: 'order-status-no-executions'
-    description: 'No OrderStatus execution reached Application Insights in 15 minutes while order-status had active messages all that time: the function is not running, or its telemetry does not arrive. Runbook: ${runbookBaseUrl}/order-status-no-executions.md'
-    severity: 2
-    enabled: true
-    scopes: [
-      logAnalytics.id
-    ]
-    evaluationFrequency: 'PT5M'
-    windowSize: 'PT15M'
-    autoMitigate: true
-    criteria: {
-      allOf: [
-        {
-          query: noExecutionsQuery
-          timeAggregation: 'Count'
-          operator: 'GreaterThan'
-          threshold: 0
-          failingPeriods: {
-            numberOfEvaluationPeriods: 1
-            minFailingPeriodsToAlert: 1
-          }
-        }
-      ]
-    }
-    actions: {
-      actionGroups: [
-        actionGroup.id
-      ]
-      customProperties: {
-        runbook: '${runbookBaseUrl}/order-status-no-executions.md'
-      }
-    }
-  }
-}
-
 // The operations workbook: queue depth, dead letters by source and reason
 // (depth, oldest age, stored per hour, actions), handler results and duration.
 resource workbook 'Microsoft.Insights/workbooks@2022-04-01' = {
@@ -1092,6 +983,4 @@ output alertNames array = concat(map(metricAlerts, a => a.name), map(storageMetr
   failedInvocationsAlert.name
   rescheduledAlert.name
   freshnessAlert.name
-  scheduledSurgeAlert.name
-  noExecutionsAlert.name
 ])

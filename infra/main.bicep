@@ -34,8 +34,22 @@ param principalId string = ''
 ])
 param principalType string = 'User'
 
-@description('Give principalId Azure Service Bus Data Owner on both queues and Storage Table Data Contributor on the two tables, for running handler deadletters against Azure. Off by default; never needed by the app.')
+@description('Give principalId Azure Service Bus Data Owner on both queues and Storage Table Data Contributor on the two tables, for running handler deadletters against Azure. Off by default; never needed by the app. operatorPrincipalId grants less, to whoever answers the alerts.')
 param grantDeployerDataOwner bool = false
+
+@description('Object id of the operators who answer the alerts (a group, preferably): gets exactly the data roles the runbooks\' bin/handler deadletters commands use (Azure Service Bus Data Receiver on both queues and Data Sender on order-status; Storage Table Data Contributor on the dead-letter store and Storage Table Data Reader on the order table). Empty: none.')
+param operatorPrincipalId string = ''
+
+@description('Type of operatorPrincipalId.')
+@allowed([
+  'User'
+  'ServicePrincipal'
+  'Group'
+])
+param operatorPrincipalType string = 'Group'
+
+@description('Also give operatorPrincipalId Website Contributor on the function app: the right (Microsoft.Web/sites/config/write) to flip the kill switch, AzureWebJobs.OrderStatus.Disabled (docs/outage.md). Off by default: the role carries all of Microsoft.Web/sites/* on the app.')
+param grantOperatorKillSwitch bool = false
 
 @description('Give the app identity Azure Service Bus Data Owner on order-status (that queue only) so the target-based scaler can read the queue length and scale out under a backlog. On by default; see docs/deploy.md for the trade-off.')
 param grantAppQueueOwnerForScaling bool = true
@@ -59,8 +73,14 @@ param producerPrincipalType string = 'ServicePrincipal'
 ])
 param instanceMemoryMB int = 512
 
-@description('Upper bound on the number of function app instances. Flex Consumption accepts 40 to 1000 in most regions (lower values are in preview in a few); Azure enforces the range of the region.')
-@minValue(1)
+// 40: "The lowest maximum scale is currently 40. The highest currently
+// supported value is 1000" (MicrosoftDocs/azure-docs,
+// articles/azure-functions/flex-consumption-plan.md, Considerations, Scale).
+// event-driven-scaling.md ("Limit scale-out") gives 1 as the lowest: the two
+// pages disagree, so the template keeps 40, which both accept, and a
+// deployment cannot fail on it where the floor of 40 is enforced.
+@description('Upper bound on the on-demand instances of each function (per-function scaling). 40 to 1000: the floor Flex Consumption guarantees in every region (flex-consumption-plan.md, Considerations).')
+@minValue(40)
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
@@ -105,6 +125,10 @@ param failedInvocationsThreshold int = 5
 @description('Rescheduled OrderStatus messages in 15 minutes above which the outage alert fires.')
 @minValue(0)
 param rescheduledThreshold int = 10
+
+@description('Scheduled messages on order-status (maximum over 5 minutes) above which the scheduled-surge alert fires: about twice the orders created in your busiest 30 minutes, plus 50 (alerts/README.md).')
+@minValue(1)
+param scheduledMessagesThreshold int = 500
 
 var abbrs = loadJsonContent('abbreviations.json')
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
@@ -156,6 +180,8 @@ module serviceBus 'app/servicebus.bicep' = {
     grantDeployerDataOwner: grantDeployerDataOwner
     producerPrincipalId: producerPrincipalId
     producerPrincipalType: producerPrincipalType
+    operatorPrincipalId: operatorPrincipalId
+    operatorPrincipalType: operatorPrincipalType
     logAnalyticsWorkspaceId: monitoring.outputs.logAnalyticsWorkspaceId
   }
 }
@@ -172,6 +198,8 @@ module storage 'app/storage.bicep' = {
     deployerPrincipalId: principalId
     deployerPrincipalType: principalType
     grantDeployerDataOwner: grantDeployerDataOwner
+    operatorPrincipalId: operatorPrincipalId
+    operatorPrincipalType: operatorPrincipalType
     logAnalyticsWorkspaceId: monitoring.outputs.logAnalyticsWorkspaceId
   }
 }
@@ -202,6 +230,9 @@ module functionApp 'app/functionapp.bicep' = {
     orderStatusRetryBudget: orderStatusRetryBudget
     deadLetterSweepSchedule: deadLetterSweepSchedule
     logLevel: logLevel
+    operatorPrincipalId: operatorPrincipalId
+    operatorPrincipalType: operatorPrincipalType
+    grantOperatorKillSwitch: grantOperatorKillSwitch
   }
 }
 
@@ -218,13 +249,13 @@ module alerts '../alerts/alerts.bicep' = {
     orderStatusQueueName: serviceBus.outputs.orderStatusQueueName
     poisonQueueName: serviceBus.outputs.poisonQueueName
     applicationInsightsName: monitoring.outputs.applicationInsightsName
-    logAnalyticsName: monitoring.outputs.logAnalyticsName
     storageAccountName: storage.outputs.accountName
     functionAppName: functionApp.outputs.name
     backlogThreshold: backlogThreshold
     deadLetterAgeThresholdSeconds: deadLetterAgeThresholdSeconds
     failedInvocationsThreshold: failedInvocationsThreshold
     rescheduledThreshold: rescheduledThreshold
+    scheduledMessagesThreshold: scheduledMessagesThreshold
   }
 }
 

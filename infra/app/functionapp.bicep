@@ -52,8 +52,8 @@ param deadLetterTableName string
 ])
 param instanceMemoryMB int = 512
 
-@description('Upper bound on the number of instances the app scales out to (Flex Consumption: 40 to 1000 in most regions).')
-@minValue(1)
+@description('Upper bound on the on-demand instances of each function (Flex Consumption: 40 to 1000; see main.bicep).')
+@minValue(40)
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
@@ -75,6 +75,28 @@ param deadLetterSweepSchedule string = '0 */5 * * * *'
   'error'
 ])
 param logLevel string = 'info'
+
+@description('Principal (object) id of the operators. Empty: none.')
+param operatorPrincipalId string = ''
+
+@description('Type of operatorPrincipalId.')
+@allowed([
+  'User'
+  'ServicePrincipal'
+  'Group'
+])
+param operatorPrincipalType string = 'Group'
+
+@description('Give the operators Website Contributor on the app, for the kill switch (docs/outage.md). Off by default.')
+param grantOperatorKillSwitch bool = false
+
+// Website Contributor ("Azure built-in roles for Web and Mobile",
+// MicrosoftDocs/azure-docs articles/role-based-access-control/built-in-roles/web-and-mobile.md):
+// its actions include Microsoft.Web/sites/*, which holds
+// Microsoft.Web/sites/config/write, the right to change an app setting.
+var websiteContributor = 'de139f84-1756-47ae-9be6-808fbbe84772'
+
+var grantKillSwitch = grantOperatorKillSwitch && !empty(operatorPrincipalId)
 
 resource storageAccount 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
   name: storageAccountName
@@ -205,6 +227,18 @@ resource scmPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2
   name: 'scm'
   properties: {
     allow: false
+  }
+}
+
+// The kill switch: the operators may set AzureWebJobs.OrderStatus.Disabled
+// (docs/outage.md). Scoped to this app; no other resource.
+resource operatorKillSwitch 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantKillSwitch) {
+  name: guid(site.id, operatorPrincipalId, websiteContributor)
+  scope: site
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', websiteContributor)
+    principalId: operatorPrincipalId
+    principalType: operatorPrincipalType
   }
 }
 

@@ -48,6 +48,17 @@ param producerPrincipalId string = ''
 ])
 param producerPrincipalType string = 'ServicePrincipal'
 
+@description('Principal (object) id of the operators who run handler deadletters (a group, preferably): Data Receiver on both queues, Data Sender on order-status. Empty: none.')
+param operatorPrincipalId string = ''
+
+@description('Type of operatorPrincipalId.')
+@allowed([
+  'User'
+  'ServicePrincipal'
+  'Group'
+])
+param operatorPrincipalType string = 'Group'
+
 var orderStatusQueueName = 'order-status'
 var poisonQueueName = 'order-status-poison'
 
@@ -58,6 +69,7 @@ var serviceBusDataOwner = '090c5cfd-751d-490a-894a-3ce6f1109419'
 
 var grantDeployer = grantDeployerDataOwner && !empty(deployerPrincipalId)
 var grantProducer = !empty(producerPrincipalId)
+var grantOperator = !empty(operatorPrincipalId)
 
 resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
   name: name
@@ -224,6 +236,45 @@ resource producerSenderOrderStatus 'Microsoft.Authorization/roleAssignments@2022
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataSender)
     principalId: producerPrincipalId
     principalType: producerPrincipalType
+  }
+}
+
+// The operators' handler deadletters (handler/internal/cli/deadletters):
+// stats peeks and sweep receives and completes on order-status/$DeadLetterQueue,
+// order-status-poison and its dead-letter queue, as the app's sweeper does
+// with the same role (a queue's assignment covers its dead-letter
+// sub-queue); replay and handler publish cancel-timeout send to
+// order-status. Nothing reads runtime properties (Manage), so no Data
+// Owner. Role ids and data actions (Receiver: */receive/action, Sender:
+// */send/action): "Azure built-in roles for Integration"
+// (MicrosoftDocs/azure-docs, articles/role-based-access-control/built-in-roles/integration.md).
+resource operatorReceiverOrderStatus 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantOperator) {
+  name: guid(orderStatusQueue.id, operatorPrincipalId, serviceBusDataReceiver)
+  scope: orderStatusQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiver)
+    principalId: operatorPrincipalId
+    principalType: operatorPrincipalType
+  }
+}
+
+resource operatorSenderOrderStatus 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantOperator) {
+  name: guid(orderStatusQueue.id, operatorPrincipalId, serviceBusDataSender)
+  scope: orderStatusQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataSender)
+    principalId: operatorPrincipalId
+    principalType: operatorPrincipalType
+  }
+}
+
+resource operatorReceiverPoison 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantOperator) {
+  name: guid(poisonQueue.id, operatorPrincipalId, serviceBusDataReceiver)
+  scope: poisonQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiver)
+    principalId: operatorPrincipalId
+    principalType: operatorPrincipalType
   }
 }
 

@@ -40,6 +40,17 @@ param logAnalyticsWorkspaceId string
 @description('Give the deployer Storage Table Data Contributor on the two tables (for handler deadletters). Off by default.')
 param grantDeployerDataOwner bool = false
 
+@description('Principal (object) id of the operators who run handler deadletters (a group, preferably): Table Data Contributor on the dead-letter store, Table Data Reader on the order table. Empty: none.')
+param operatorPrincipalId string = ''
+
+@description('Type of operatorPrincipalId.')
+@allowed([
+  'User'
+  'ServicePrincipal'
+  'Group'
+])
+param operatorPrincipalType string = 'Group'
+
 var orderStoreTableName = 'orderstatus'
 var deadLetterTableName = 'deadletters'
 var tableNames = [
@@ -50,8 +61,13 @@ var tableNames = [
 // Built-in role definition ids.
 var storageBlobDataOwner = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
 var storageTableDataContributor = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
+// Storage Table Data Reader: tables/read and tables/entities/read only
+// ("Azure built-in roles for Storage", MicrosoftDocs/azure-docs
+// articles/role-based-access-control/built-in-roles/storage.md).
+var storageTableDataReader = '76199698-9eea-4c19-bc75-cec21354c6b6'
 
 var grantDeployer = grantDeployerDataOwner && !empty(deployerPrincipalId)
+var grantOperator = !empty(operatorPrincipalId)
 
 resource storageAccount 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   name: name
@@ -182,6 +198,29 @@ resource deployerTableDataContributor 'Microsoft.Authorization/roleAssignments@2
     principalType: deployerPrincipalType
   }
 }]
+
+// The operators' handler deadletters: every command reads and changes the
+// dead-letter store (tables[1], deadletters); find --order only reads the
+// order row (tables[0], orderstatus), so Reader there.
+resource operatorDeadLetterTable 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantOperator) {
+  name: guid(tables[1].id, operatorPrincipalId, storageTableDataContributor)
+  scope: tables[1]
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageTableDataContributor)
+    principalId: operatorPrincipalId
+    principalType: operatorPrincipalType
+  }
+}
+
+resource operatorOrderTable 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantOperator) {
+  name: guid(tables[0].id, operatorPrincipalId, storageTableDataReader)
+  scope: tables[0]
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageTableDataReader)
+    principalId: operatorPrincipalId
+    principalType: operatorPrincipalType
+  }
+}
 
 output accountName string = storageAccount.name
 output blobEndpoint string = storageAccount.properties.primaryEndpoints.blob

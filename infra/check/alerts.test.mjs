@@ -250,13 +250,12 @@ test('the runbook checks can fail', async () => {
     ["| where settled >= 5", "| where settled >= 1", /order-status-freshness: query must contain settled >= 5/],
     ["metricMeasureColumn: 'p95_s'", "metricMeasureColumn: 'settled'", /order-status-freshness: metricMeasureColumn settled, want p95_s/],
     ["threshold: freshnessP95ThresholdSeconds", "threshold: 300", /order-status-freshness: threshold 300, want the parameter freshnessP95ThresholdSeconds/],
-    ["excess = scheduled - 2 * created_30m", "excess = scheduled - created_30m", /order-status-scheduled-surge: query must contain excess = scheduled - 2/],
-    ["metricMeasureColumn: 'excess'", "metricMeasureColumn: 'scheduled'", /order-status-scheduled-surge: metricMeasureColumn scheduled, want excess/],
-    ["      logAnalytics.id\n    ]\n    evaluationFrequency: 'PT5M'\n    windowSize: 'PT30M'", "      appInsights.id\n    ]\n    evaluationFrequency: 'PT5M'\n    windowSize: 'PT30M'", /order-status-scheduled-surge: scope \$\{appInsights\.id\} is not the Log Analytics workspace/],
-    ["windowSize: 'PT30M'", "windowSize: 'PT15M'", /order-status-scheduled-surge: windowSize PT15M, want PT30M/],
-    ["| where minutes >= 10 and waiting > 0 and executions == 0", "| where minutes >= 10 and waiting > 0", /order-status-no-executions: query must contain executions == 0/],
-    ["// Log Analytics workspace: AzureMetrics, AppTraces and AppRequests\n", "", /order-status-no-executions: the query's first line must be/],
-    ['tostring(s.source) == "poison"', 'tostring(s.source) == "dlq"', /order-status-no-executions: query must contain source\) == "poison"/],
+    // Issue 30.1: the scheduled-surge alert reads the platform metric on order-status, at its peak.
+    ["metricName: 'ScheduledMessages'", "metricName: 'ActiveMessages'", /order-status-scheduled-surge: metricName ActiveMessages, want ScheduledMessages/],
+    ["threshold: scheduledMessagesThreshold\n    timeAggregation: 'Maximum'", "threshold: scheduledMessagesThreshold\n    timeAggregation: 'Total'", /order-status-scheduled-surge: timeAggregation Total for ScheduledMessages, want one of Maximum, Average/],
+    ["threshold: scheduledMessagesThreshold\n    timeAggregation: 'Maximum'", "threshold: scheduledMessagesThreshold\n    timeAggregation: 'Average'", /order-status-scheduled-surge: timeAggregation Average, want Maximum/],
+    ["threshold: scheduledMessagesThreshold", "threshold: 500", /order-status-scheduled-surge: threshold 500, want the parameter scheduledMessagesThreshold/],
+    ["metricName: 'ScheduledMessages'\n    dimensions: [\n      {\n        name: 'EntityName'\n        operator: 'Include'\n        values: [\n          orderStatusQueueName", "metricName: 'ScheduledMessages'\n    dimensions: [\n      {\n        name: 'EntityName'\n        operator: 'Include'\n        values: [\n          poisonQueueName", /order-status-scheduled-surge: EntityName values .* must include order-status/],
     ["evaluationFrequency: 'PT5M'\n    windowSize: 'PT15M'\n    autoMitigate: true\n    criteria: {\n      allOf: [\n        {\n          query: failedInvocationsQuery", "evaluationFrequency: 'PT30M'\n    windowSize: 'PT15M'\n    autoMitigate: true\n    criteria: {\n      allOf: [\n        {\n          query: failedInvocationsQuery", /order-status-failed-invocations: evaluationFrequency PT30M is longer than windowSize PT15M/],
   ];
   for (const [from, to, want] of cases) {

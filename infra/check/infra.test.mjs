@@ -56,6 +56,18 @@ const EXPECTED_ROLE_ASSIGNMENTS = [
   'Storage Table Data Contributor @ tables:deadletters -> deployer if grantDeployerDataOwner',
   // Entra ID telemetry ingestion.
   'Monitoring Metrics Publisher @ components -> app',
+  // The operators (issue 30.5): exactly what bin/handler deadletters does.
+  // stats and sweep peek, receive and complete on both queues and their
+  // dead-letter sub-queues; replay (and publish cancel-timeout) send to
+  // order-status; every command reads and writes the dead-letter store;
+  // find --order only reads the order row.
+  'Azure Service Bus Data Receiver @ queues:order-status -> operator if operatorPrincipalId',
+  'Azure Service Bus Data Receiver @ queues:order-status-poison -> operator if operatorPrincipalId',
+  'Azure Service Bus Data Sender @ queues:order-status -> operator if operatorPrincipalId',
+  'Storage Table Data Contributor @ tables:deadletters -> operator if operatorPrincipalId',
+  'Storage Table Data Reader @ tables:orderstatus -> operator if operatorPrincipalId',
+  // The kill switch (issue 30.3): Microsoft.Web/sites/config/write on the app only, opt-in.
+  'Website Contributor @ sites -> operator if grantOperatorKillSwitch',
 ].sort();
 
 function checkRoles(p) {
@@ -93,10 +105,21 @@ function checkMain(p) {
   if (!allowed.length || !allowed.every((v) => [512, 2048, 4096].includes(v)) || !allowed.includes(main.paramDefault('instanceMemoryMB'))) {
     problems.push(`param instanceMemoryMB: @allowed ${JSON.stringify(allowed)}, want Flex Consumption sizes (512, 2048, 4096) including the default`);
   }
-  const count = main.params.get('maximumInstanceCount');
-  if (!(count?.decorators.minValue?.[0] >= 1 && count?.decorators.maxValue?.[0] <= 1000)) {
-    problems.push('param maximumInstanceCount: want @minValue(>= 1) and @maxValue(<= 1000)');
+  // Flex Consumption: "The lowest maximum scale is currently 40. The
+  // highest currently supported value is 1000" (flex-consumption-plan.md,
+  // Considerations); the template takes no value Azure may refuse, in
+  // main.bicep and in the module alike.
+  for (const file of ['infra/main.bicep', 'infra/app/functionapp.bicep']) {
+    const count = p.get(file).params.get('maximumInstanceCount');
+    const [min, max] = [count?.decorators.minValue?.[0], count?.decorators.maxValue?.[0]];
+    const dflt = p.get(file).paramDefault('maximumInstanceCount');
+    if (min !== 40 || max !== 1000 || !(dflt >= min && dflt <= max)) {
+      problems.push(`${file} param maximumInstanceCount: @minValue(${min}) @maxValue(${max}) default ${dflt}, want @minValue(40) @maxValue(1000) and a default between`);
+    }
   }
+  const countParam = JSON.parse(p.overrides['infra/main.parameters.json'] ?? read('infra/main.parameters.json')).parameters.maximumInstanceCount?.value;
+  const countDefault = Number(/=(\d+)\}$/.exec(String(countParam))?.[1]);
+  if (!(countDefault >= 40 && countDefault <= 1000)) problems.push(`main.parameters.json maximumInstanceCount: ${countParam}, want a default from 40 to 1000`);
   // Always-ready instances (issue 18.3): none by default (scale to zero), from the azd environment.
   if (main.paramDefault('alwaysReadyInstances') !== 0) problems.push(`param alwaysReadyInstances must default to 0, got ${main.paramDefault('alwaysReadyInstances')}`);
   const readyParam = JSON.parse(p.overrides['infra/main.parameters.json'] ?? read('infra/main.parameters.json')).parameters.alwaysReadyInstances;
@@ -112,7 +135,11 @@ function checkMain(p) {
   }
   // The producer principal is optional: empty unless PRODUCER_PRINCIPAL_ID is set.
   if (main.paramDefault('producerPrincipalId') !== '') problems.push('param producerPrincipalId must default to empty');
-  for (const [key, want] of [['producerPrincipalId', '${PRODUCER_PRINCIPAL_ID}'], ['producerPrincipalType', '${PRODUCER_PRINCIPAL_TYPE=ServicePrincipal}']]) {
+  // So are the operators (issue 30.5), and their kill-switch right is opt-in on top.
+  if (main.paramDefault('operatorPrincipalId') !== '') problems.push('param operatorPrincipalId must default to empty');
+  if (main.paramDefault('grantOperatorKillSwitch') !== false) problems.push('param grantOperatorKillSwitch must default to false');
+  for (const [key, want] of [['producerPrincipalId', '${PRODUCER_PRINCIPAL_ID}'], ['producerPrincipalType', '${PRODUCER_PRINCIPAL_TYPE=ServicePrincipal}'],
+    ['operatorPrincipalId', '${OPERATOR_PRINCIPAL_ID}'], ['operatorPrincipalType', '${OPERATOR_PRINCIPAL_TYPE=Group}'], ['grantOperatorKillSwitch', '${GRANT_OPERATOR_KILL_SWITCH=false}']]) {
     if (params[key]?.value !== want) problems.push(`main.parameters.json ${key}: got ${params[key]?.value}, want ${want}`);
   }
   for (const [key, { value }] of Object.entries(params)) {
@@ -374,6 +401,22 @@ const mutations = [
   ['servicebus.bicep', "resource producerSenderOrderStatus 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantProducer) {", "resource producerSenderOrderStatus 'Microsoft.Authorization/roleAssignments@2022-04-01' = {", checkRoles, /unexpected role assignment: Azure Service Bus Data Sender @ queues:order-status -> producer$/m],
   ['main.parameters.json', '${PRODUCER_PRINCIPAL_ID}', '${AZURE_PRINCIPAL_ID}', checkMain, /producerPrincipalId: got \$\{AZURE_PRINCIPAL_ID\}/],
   ['main.bicep', "    name: '${abbrs.serviceBusNamespaces}${resourceToken}'", "    name: '${abbrs.serviceBusNamespaces}${environmentName}'", checkMain, /not derived from resourceToken/],
+  // Issue 30.2: the maximum instance count's floor is Flex Consumption's 40, in main.bicep and the module.
+  ['main.bicep', '@minValue(40)\n@maxValue(1000)\nparam maximumInstanceCount', '@minValue(1)\n@maxValue(1000)\nparam maximumInstanceCount', checkMain, /infra\/main\.bicep param maximumInstanceCount: @minValue\(1\)/],
+  ['functionapp.bicep', '@minValue(40)\n@maxValue(1000)\nparam maximumInstanceCount', '@minValue(1)\n@maxValue(1000)\nparam maximumInstanceCount', checkMain, /infra\/app\/functionapp\.bicep param maximumInstanceCount: @minValue\(1\)/],
+  ['main.parameters.json', '${FUNCTION_MAXIMUM_INSTANCE_COUNT=40}', '${FUNCTION_MAXIMUM_INSTANCE_COUNT=10}', checkMain, /maximumInstanceCount: .*=10.*want a default from 40 to 1000/],
+  // Issue 30.5: the operators get the deadletters CLI's roles, each on its queue or table, nothing broader.
+  ['servicebus.bicep', 'name: guid(poisonQueue.id, operatorPrincipalId, serviceBusDataReceiver)\n  scope: poisonQueue', 'name: guid(namespace.id, operatorPrincipalId, serviceBusDataReceiver)\n  scope: namespace', checkRoles, /unexpected role assignment: Azure Service Bus Data Receiver @ namespaces -> operator if operatorPrincipalId/],
+  ['servicebus.bicep', 'name: guid(orderStatusQueue.id, operatorPrincipalId, serviceBusDataSender)\n  scope: orderStatusQueue\n  properties: {\n    roleDefinitionId: subscriptionResourceId(\'Microsoft.Authorization/roleDefinitions\', serviceBusDataSender)', 'name: guid(orderStatusQueue.id, operatorPrincipalId, serviceBusDataOwner)\n  scope: orderStatusQueue\n  properties: {\n    roleDefinitionId: subscriptionResourceId(\'Microsoft.Authorization/roleDefinitions\', serviceBusDataOwner)', checkRoles, /unexpected role assignment: Azure Service Bus Data Owner @ queues:order-status -> operator/],
+  ['servicebus.bicep', "resource operatorReceiverPoison 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantOperator) {", "resource operatorReceiverPoison 'Microsoft.Authorization/roleAssignments@2022-04-01' = {", checkRoles, /unexpected role assignment: Azure Service Bus Data Receiver @ queues:order-status-poison -> operator$/m],
+  ['storage.bicep', 'name: guid(tables[0].id, operatorPrincipalId, storageTableDataReader)\n  scope: tables[0]', 'name: guid(tables[1].id, operatorPrincipalId, storageTableDataReader)\n  scope: tables[1]', checkRoles, /unexpected role assignment: Storage Table Data Reader @ tables:deadletters -> operator/],
+  ['storage.bicep', 'name: guid(tables[0].id, operatorPrincipalId, storageTableDataReader)\n  scope: tables[0]\n  properties: {\n    roleDefinitionId: subscriptionResourceId(\'Microsoft.Authorization/roleDefinitions\', storageTableDataReader)', 'name: guid(tables[0].id, operatorPrincipalId, storageTableDataContributor)\n  scope: tables[0]\n  properties: {\n    roleDefinitionId: subscriptionResourceId(\'Microsoft.Authorization/roleDefinitions\', storageTableDataContributor)', checkRoles, /unexpected role assignment: Storage Table Data Contributor @ tables:orderstatus -> operator/],
+  ['storage.bicep', 'name: guid(tables[1].id, operatorPrincipalId, storageTableDataContributor)\n  scope: tables[1]', 'name: guid(storageAccount.id, operatorPrincipalId, storageTableDataContributor)\n  scope: storageAccount', checkRoles, /unexpected role assignment: Storage Table Data Contributor @ storageAccounts -> operator/],
+  // Issue 30.3: the kill-switch right, on the app only, only when asked for.
+  ['functionapp.bicep', "resource operatorKillSwitch 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantKillSwitch) {", "resource operatorKillSwitch 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(operatorPrincipalId)) {", checkRoles, /unexpected role assignment: Website Contributor @ sites -> operator if operatorPrincipalId/],
+  ['functionapp.bicep', "var websiteContributor = 'de139f84-1756-47ae-9be6-808fbbe84772'", "var websiteContributor = 'de139f84-1756-4ae0-b4b4-d28000d8ae47'", checkRoles, /not one of the known built-in roles/],
+  ['main.bicep', 'param grantOperatorKillSwitch bool = false', 'param grantOperatorKillSwitch bool = true', checkMain, /grantOperatorKillSwitch must default to false/],
+  ['main.parameters.json', '${OPERATOR_PRINCIPAL_ID}', '${AZURE_PRINCIPAL_ID}', checkMain, /operatorPrincipalId: got \$\{AZURE_PRINCIPAL_ID\}/],
 ];
 
 for (const [file, from, to, check, want] of mutations) {

@@ -13,7 +13,12 @@ export const ROLE_NAMES = {
   'b7e6dc6d-f1e8-4753-8033-0f276bb0955b': 'Storage Blob Data Owner',
   '974c5e8b-45b9-4653-ba55-5f855dd0fb88': 'Storage Queue Data Contributor',
   '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3': 'Storage Table Data Contributor',
+  // "Azure built-in roles for Storage" (built-in-roles/storage.md).
+  '76199698-9eea-4c19-bc75-cec21354c6b6': 'Storage Table Data Reader',
   '3913510d-42f4-4e42-8a64-420c390055eb': 'Monitoring Metrics Publisher',
+  // "Azure built-in roles for Web and Mobile" (built-in-roles/web-and-mobile.md):
+  // Microsoft.Web/sites/*, which holds sites/config/write (the kill switch).
+  'de139f84-1756-47ae-9be6-808fbbe84772': 'Website Contributor',
 };
 
 /** order-status exactly as the seed's provisioning script creates it. */
@@ -303,6 +308,23 @@ export function checkDiagnostics(project) {
   return problems;
 }
 
+/**
+ * The diagnostic-setting metric categories the project enables, by the
+ * resource type of each setting's scope: {'Microsoft.ServiceBus/namespaces':
+ * ['AllMetrics'], ...}. What the KQL check takes as "exported here".
+ */
+export function diagnosticMetricCategories(project) {
+  const out = {};
+  for (const { ctx, resource } of declared(project, 'Microsoft.Insights/diagnosticSettings')) {
+    const scope = resource.body.scope;
+    const target = scope instanceof Expr && scope.ref?.kind === 'resource' ? ctx.file.resource(scope.ref.name) : null;
+    if (!target) continue;
+    const metrics = Array.isArray(resource.body.properties?.metrics) ? resource.body.properties.metrics : [];
+    out[target.type] = [...(out[target.type] ?? []), ...metrics.filter((m) => m.enabled === true).map((m) => m.category)];
+  }
+  return out;
+}
+
 // The identity output an expression resolves to, e.g. 'clientId' for
 // identity.properties.clientId in identity.bicep; null otherwise.
 function identityAttribute(project, ctx, value) {
@@ -502,7 +524,7 @@ function expandCondition(file, text) {
 
 /**
  * Every role assignment in the project as one line per scope:
- * "<role> @ <scope type>[:<name>] -> <app|deployer|producer>[ if <switch>]", plus the
+ * "<role> @ <scope type>[:<name>] -> <app|deployer|producer|operator>[ if <switch>]", plus the
  * problems found while reading them (naming, principal type, unknown role).
  */
 export function roleAssignments(project) {
@@ -540,9 +562,14 @@ export function roleAssignments(project) {
       continue;
     }
     const shortType = scopeRes.type.split('/').at(-1);
-    const names = /^(queues|tables|containers)$/.test(shortType)
+    let names = /^(queues|tables|containers)$/.test(shortType)
       ? resourceNames(project, ctx, scopeRes)
       : [null];
+    // One element of a resource loop (scope: tables[1]): that element's name.
+    if (scope.node?.type === 'subscript_expression') {
+      const index = file.value(scope.node.childForFieldName('index'));
+      if (typeof index === 'number') names = [names[index] ?? `?[${index}]`];
+    }
 
     // Principal: the app identity or the deployer, nothing else.
     const principal = props.principalId;
@@ -554,8 +581,10 @@ export function roleAssignments(project) {
       who = 'deployer';
     } else if (isExpr(principal, 'producerPrincipalId')) {
       who = 'producer';
+    } else if (isExpr(principal, 'operatorPrincipalId')) {
+      who = 'operator';
     } else {
-      problems.push(`${where}: principalId ${show(principal)} is neither the app identity, the deployer nor the producer`);
+      problems.push(`${where}: principalId ${show(principal)} is neither the app identity, the deployer, the producer nor the operators`);
       continue;
     }
 
@@ -570,6 +599,8 @@ export function roleAssignments(project) {
       if (c.includes('grantDeployerDataOwner') && c.includes('!empty(deployerPrincipalId)')) cond = ' if grantDeployerDataOwner';
       else if (c.includes('grantAppQueueOwnerForScaling')) cond = ' if grantAppQueueOwnerForScaling';
       else if (/^\(*!empty\(producerPrincipalId\)\)*$/.test(c)) cond = ' if producerPrincipalId';
+      else if (c.includes('grantOperatorKillSwitch') && c.includes('!empty(operatorPrincipalId)')) cond = ' if grantOperatorKillSwitch';
+      else if (/^\(*!empty\(operatorPrincipalId\)\)*$/.test(c)) cond = ' if operatorPrincipalId';
       else cond = ` if ${c}`;
     }
     for (const n of names) {

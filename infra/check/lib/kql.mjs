@@ -6,8 +6,12 @@
 // tables, columns and functions; and one thing it would silently get wrong:
 // an equality between values of different types, such as the string
 // requests.success compared with false (always false for a string).
+// azureMetricsProblems adds one thing Azure would run without complaint and
+// answer with nothing, for ever: a query over AzureMetrics naming a metric
+// that diagnostic settings do not export (lib/exportable-metrics.json).
 
 import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { repoRoot } from './bicep.mjs';
 
@@ -41,10 +45,12 @@ export const APP_INSIGHTS_SCHEMA = {
 };
 
 /**
- * The Log Analytics workspace tables the workspace-scoped log alerts read
+ * Log Analytics workspace tables, for a query written for the workspace
  * (workspace-based Application Insights writes AppTraces and AppRequests
- * there; the namespace's diagnostic setting writes AzureMetrics). A query
- * is analysed against this schema when its first line is WORKSPACE_MARKER.
+ * there; the diagnostic settings write AzureMetrics). No alert runs on the
+ * workspace today; the retired AzureMetrics alerts' queries
+ * (alerts/testdata) are analysed here. A query is analysed against this
+ * schema when its first line is WORKSPACE_MARKER.
  */
 export const WORKSPACE_SCHEMA = {
   AppTraces: '(TimeGenerated:datetime, Message:string, SeverityLevel:int, Properties:dynamic, OperationName:string, OperationId:string, AppRoleName:string, AppRoleInstance:string, _ResourceId:string)',
@@ -122,4 +128,83 @@ export function tablesRead(query) {
   });
   const workspaceNames = { AppTraces: 'traces', AppRequests: 'requests', AppExceptions: 'exceptions', AppDependencies: 'dependencies' };
   return [...new Set([...found].filter((t) => t !== 'AzureMetrics').map((t) => workspaceNames[t] ?? t))].sort();
+}
+
+/**
+ * The platform metrics diagnostic settings export to AzureMetrics, read from
+ * lib/exportable-metrics.json (Azure Monitor's "DS Export" column, with the
+ * source of each resource type).
+ */
+export const EXPORTABLE_METRICS = JSON.parse(readFileSync(path.join(repoRoot, 'infra/check/lib/exportable-metrics.json'), 'utf8'));
+
+/** query without its // comments (a // inside a string literal stays). */
+export function stripKqlComments(query) {
+  return query.split('\n').map((line) => {
+    let quote = null;
+    for (let i = 0; i < line.length; i++) {
+      const c = line[i];
+      if (quote) {
+        if (c === '\\') i++;
+        else if (c === quote) quote = null;
+      } else if (c === '"' || c === "'") {
+        quote = c;
+      } else if (c === '/' && line[i + 1] === '/') {
+        return line.slice(0, i);
+      }
+    }
+    return line;
+  }).join('\n');
+}
+
+/** The metric names a query selects by MetricName (==, =~, in, has, contains, startswith). */
+export function metricNamesNamed(query) {
+  const text = stripKqlComments(query);
+  const names = [];
+  for (const m of text.matchAll(/\bMetricName\s*(?:==|=~|in~?|has_cs|has|contains|startswith)\s*(\([^)]*\)|"[^"]*"|'[^']*')/g)) {
+    for (const q of m[1].matchAll(/"([^"]*)"|'([^']*)'/g)) names.push(q[1] ?? q[2]);
+  }
+  return names;
+}
+
+/**
+ * Problems of one query with the AzureMetrics table: a query over it may
+ * name only metrics that diagnostic settings export (EXPORTABLE_METRICS),
+ * of the resource providers it selects (ResourceProvider == "...", all of
+ * them when it selects none), and must name the metrics it reads. enabled,
+ * when given, maps a resource type to the diagnostic-setting metric
+ * categories this project enables on it (a metric of another category is
+ * exportable, but not exported here). A query that does not read
+ * AzureMetrics has no such problem.
+ */
+export function azureMetricsProblems(query, { enabled } = {}) {
+  const text = stripKqlComments(query);
+  if (!/\bAzureMetrics\b/.test(text)) return [];
+  const selected = [...text.matchAll(/\bResourceProvider\s*(?:==|=~)\s*"([^"]+)"/g)].map((m) => m[1].toUpperCase());
+  const types = Object.entries(EXPORTABLE_METRICS.resourceTypes)
+    .filter(([, t]) => selected.length === 0 || selected.includes(t.resourceProvider));
+  if (types.length === 0) return [`AzureMetrics: no resource type in exportable-metrics.json has ResourceProvider ${selected.join(', ')}`];
+  const names = metricNamesNamed(query);
+  if (names.length === 0) {
+    return ['AzureMetrics: the query names no metric (MetricName == "..." or in (...)); name what it reads, so that the check can confirm diagnostic settings export it'];
+  }
+  const problems = [];
+  for (const name of [...new Set(names)]) {
+    const categoriesOf = types.flatMap(([type, t]) => Object.entries(t.exported)
+      .filter(([, metrics]) => metrics.includes(name)).map(([category]) => ({ type, category })));
+    if (categoriesOf.some(({ type, category }) => !enabled || (enabled[type] ?? []).includes(category))) continue;
+    if (categoriesOf.length > 0) {
+      const where = categoriesOf.map(({ type, category }) => `${type} exports it in category ${category}`).join('; ');
+      problems.push(`AzureMetrics: MetricName "${name}": ${where}, which this project's diagnostic setting does not enable`);
+      continue;
+    }
+    const notExported = types.filter(([, t]) => t.notExported.includes(name));
+    if (notExported.length > 0) {
+      for (const [type, t] of notExported) {
+        problems.push(`AzureMetrics: MetricName "${name}" never has rows: ${type} does not export it through diagnostic settings (DS Export: No; ${t.source}); alert on it with a metric alert and read it with az monitor metrics list`);
+      }
+      continue;
+    }
+    problems.push(`AzureMetrics: MetricName "${name}" is not in infra/check/lib/exportable-metrics.json for ${types.map(([type]) => type).join(', ')}: read its DS Export column (${types.map(([, t]) => t.source).join('; ')}) and add it`);
+  }
+  return problems;
 }
