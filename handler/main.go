@@ -376,18 +376,37 @@ func newTableStore(cfg config.Config, cred azcore.TokenCredential, m *metrics.Me
 }
 
 // ensureTable creates the table if absent, retrying transient failures
-// (an outage, a role assignment still propagating) with backoff until it
-// succeeds, fails for good, or ctx ends. Failures are logged; serving goes
-// on either way (writes then fail transiently and messages are retried).
+// (an outage, throttling) with backoff until it succeeds, fails for good,
+// or ctx ends. A create refused with 403 AuthorizationPermissionMismatch or
+// AuthorizationFailure ("This request is not authorized to perform this
+// operation": Microsoft Learn, Azure Storage "Common REST API error
+// codes") means this identity may not create tables, as under a role
+// assigned on the table alone (infra/app/storage.bicep): infra owns the
+// table, so that is one line and no retry. Failures are logged; serving
+// goes on either way (writes then fail transiently and messages are
+// retried).
 func ensureTable(ctx context.Context, s *tablestore.Store, table string, log *slog.Logger) {
 	err := retry.Do(ctx, ctx, retry.Policy{Budget: 10 * time.Minute, Initial: 500 * time.Millisecond, Max: 30 * time.Second},
-		func(err error) bool { return errors.Is(err, store.ErrTransient) }, s.EnsureTable,
+		func(err error) bool { return errors.Is(err, store.ErrTransient) && !createRefused(err) }, s.EnsureTable,
 		func(a retry.Attempt) {
 			log.Warn("table not ensured yet, retrying", "table", table, "attempt", a.Number, "error", a.Err.Error())
 		})
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err == nil || ctx.Err() != nil:
+	case createRefused(err):
+		log.Info("table not created: this identity may not create tables; infra owns the table", "table", table, "error", err.Error())
+	default:
 		log.Error("could not ensure the table exists", "table", table, "error", err.Error())
 	}
+}
+
+// createRefused reports whether err is the service refusing this
+// identity the create (403 AuthorizationPermissionMismatch or
+// AuthorizationFailure), not a credential that failed to authenticate.
+func createRefused(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusForbidden &&
+		(re.ErrorCode == "AuthorizationPermissionMismatch" || re.ErrorCode == "AuthorizationFailure")
 }
 
 // newSweeper builds the dead-letter sweeper on the broker and the

@@ -17,7 +17,7 @@
 //	defer p.Close(ctx)
 //	err := p.Status(ctx, contract.StatusChanged{OrderID: "o-1", Status: contract.Paid, Sequence: 2, OccurredAt: time.Now()})
 //	s, err := p.ScheduleTimeout(ctx, "o-1", contract.PaymentTimeout) // keep s.SequenceNumber
-//	err = p.CancelTimeout(ctx, s.SequenceNumber)                      // errors.Is(err, publish.ErrNotScheduled): it fired already
+//	err = p.CancelTimeout(ctx, s.SequenceNumber)                      // errors.Is(err, publish.ErrNotScheduled): nothing to cancel
 //
 // Saving state and then calling these leaves a crash window (saved, never
 // sent): package outbox commits the messages with the producer's state and
@@ -57,11 +57,13 @@ type Sender interface {
 	// Send enqueues msg on queue. Duplicate detection may drop it.
 	Send(ctx context.Context, queue string, msg Message) error
 	// Schedule enqueues msg to become visible at at (on the broker's
-	// clock) and returns its sequence number.
+	// clock) and returns its sequence number. Duplicate detection may
+	// drop it, and Service Bus returns a sequence number all the same
+	// (sources in docs/publishing.md).
 	Schedule(ctx context.Context, queue string, msg Message, at time.Time) (int64, error)
 	// CancelScheduled removes a scheduled message that is not yet
 	// visible; an error wrapping ErrNotScheduled when there is none with
-	// that number (it was delivered or cancelled already).
+	// that number (it was delivered or cancelled already, or never kept).
 	CancelScheduled(ctx context.Context, queue string, sequenceNumber int64) error
 }
 
@@ -80,9 +82,12 @@ type Clock interface {
 }
 
 // ErrNotScheduled: CancelTimeout found no scheduled message with that
-// sequence number: it became visible (and was delivered) or was cancelled
-// already. Losing that race is harmless: the handler cancels an order on
-// a PaymentTimeoutCheck only while it is still Created.
+// sequence number: it became visible (and was delivered), was cancelled
+// already, or was never kept: duplicate detection dropped it because the
+// queue saw its MessageId within the window, as when the handler had
+// scheduled the order's check itself on applying its Created (that check
+// stands). Each is harmless: the handler cancels an order on a
+// PaymentTimeoutCheck only while it is still Created.
 var ErrNotScheduled = broker.ErrNotFound
 
 // ErrRefused: the Sender refused a message for good (too large, no
@@ -329,7 +334,10 @@ func (p *Publisher) sendBatch(ctx context.Context, msgs []Message) error {
 
 // Scheduled is a scheduled payment timeout.
 type Scheduled struct {
-	// SequenceNumber is what CancelTimeout takes: keep it.
+	// SequenceNumber is what CancelTimeout takes: keep it. Service Bus
+	// returns one even for a copy duplicate detection dropped (the
+	// handler schedules the same MessageId when it applies the order's
+	// Created), so it may name nothing; see ErrNotScheduled.
 	SequenceNumber int64
 	// MessageID is contract.TimeoutMessageID: <order>:payment-timeout.
 	MessageID string
@@ -364,8 +372,8 @@ func (p *Publisher) ScheduleTimeout(ctx context.Context, orderID string, after t
 }
 
 // CancelTimeout cancels a scheduled payment timeout by the sequence number
-// ScheduleTimeout returned. An error wrapping ErrNotScheduled means it was
-// delivered or cancelled already (harmless: see ErrNotScheduled).
+// ScheduleTimeout returned. An error wrapping ErrNotScheduled means there
+// was nothing to cancel (harmless: see ErrNotScheduled).
 func (p *Publisher) CancelTimeout(ctx context.Context, sequenceNumber int64) error {
 	if sequenceNumber < 1 {
 		return fmt.Errorf("publish: cancel timeout: sequence number %d: want at least 1: %w", sequenceNumber, contract.ErrInvalid)

@@ -16,12 +16,16 @@ import (
 // State is the breaker's state.
 type State int
 
-// The states. The numbers are the orderstatus_circuit_state gauge's values.
+// The states. Their String values are the state label of the
+// orderstatus_circuit_state and orderstatus_circuit_changes_total series.
 const (
 	Closed   State = 0
 	Open     State = 1
 	HalfOpen State = 2 // open, with a probe under way
 )
+
+// States lists every state.
+var States = []State{Closed, Open, HalfOpen}
 
 func (s State) String() string {
 	switch s {

@@ -1,10 +1,15 @@
 package deadletter
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/orderstatus/orderstatus/handler/internal/metrics"
+)
 
 // Metrics are the sweeper's instruments. Labels are low-cardinality:
-// source, reason (a dead-letter reason) and action. A nil *Metrics
-// records nothing (the CLI).
+// source, reason and action, where reason is bounded by metrics.Reason (a
+// reason another tool chose is "other"). A nil *Metrics records nothing
+// (the CLI).
 type Metrics struct {
 	Depth     *prometheus.GaugeVec   // source, reason
 	OldestAge *prometheus.GaugeVec   // source, reason
@@ -39,7 +44,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 func (m *Metrics) action(a Action, reason string) {
 	if m != nil {
-		m.Actions.WithLabelValues(string(a), reason).Inc()
+		m.Actions.WithLabelValues(string(a), metrics.Reason(reason)).Inc()
 	}
 }
 
@@ -47,11 +52,21 @@ func (m *Metrics) stats(st []Stat) {
 	if m == nil {
 		return
 	}
+	// Several reasons may share the label "other": their depths add up and
+	// the oldest age is the largest of theirs.
+	type key struct{ source, reason string }
+	depth := map[key]int{}
+	oldest := map[key]int64{}
+	for _, s := range st {
+		k := key{string(s.Source), metrics.Reason(s.Reason)}
+		depth[k] += s.Depth
+		oldest[k] = max(oldest[k], s.OldestAgeSeconds)
+	}
 	m.Depth.Reset()
 	m.OldestAge.Reset()
-	for _, s := range st {
-		m.Depth.WithLabelValues(string(s.Source), s.Reason).Set(float64(s.Depth))
-		m.OldestAge.WithLabelValues(string(s.Source), s.Reason).Set(float64(s.OldestAgeSeconds))
+	for k, n := range depth {
+		m.Depth.WithLabelValues(k.source, k.reason).Set(float64(n))
+		m.OldestAge.WithLabelValues(k.source, k.reason).Set(float64(oldest[k]))
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -73,31 +74,57 @@ func HostLevel(line string, stderr bool) slog.Level {
 	}
 }
 
-// Environment variables that hold the instance id, in the order the
-// Functions host reads them (EnvironmentExtensions.GetInstanceId in
-// Azure/azure-functions-host, src/WebJobs.Script/Environment): on Linux
-// Consumption and Flex Consumption WEBSITE_POD_NAME, else CONTAINER_NAME;
-// on other plans WEBSITE_INSTANCE_ID. `handler dev` sets CONTAINER_NAME
-// for each instance it runs.
+// Environment variables that hold the instance id. `handler dev` sets
+// CONTAINER_NAME for each instance it runs.
 const (
 	EnvWebsitePodName    = "WEBSITE_POD_NAME"
 	EnvContainerName     = "CONTAINER_NAME"
 	EnvWebsiteInstanceID = "WEBSITE_INSTANCE_ID"
 )
 
+// Environment variables that tell the host which plan it runs on
+// (Azure/azure-functions-host, src/WebJobs.Script/Environment/
+// EnvironmentSettingNames.cs).
+const (
+	envWebsiteSKU         = "WEBSITE_SKU"
+	envLegionServiceHost  = "LEGION_SERVICE_HOST"
+	envManagedEnvironment = "MANAGED_ENVIRONMENT"
+	skuFlexConsumption    = "FlexConsumption" // ScriptConstants.FlexConsumptionSku
+)
+
 // KeyInstanceID is the log key of the instance id.
 const KeyInstanceID = "instance_id"
 
 // InstanceID returns the id of the Functions host instance this process
-// runs on, as the host finds it: WEBSITE_POD_NAME, else CONTAINER_NAME,
-// else WEBSITE_INSTANCE_ID; "" when none is set (a plain local run).
+// runs on, read as the host reads it (Azure/azure-functions-host,
+// src/WebJobs.Script/Environment/EnvironmentExtensions.cs,
+// GetInstanceId): on Linux Consumption and Flex Consumption
+// (IsAnyLinuxConsumption) WEBSITE_POD_NAME, else CONTAINER_NAME, never
+// WEBSITE_INSTANCE_ID; on every other plan WEBSITE_INSTANCE_ID only. ""
+// when the plan's variables are not set (a plain local run).
 func InstanceID(getenv func(string) string) string {
-	for _, k := range []string{EnvWebsitePodName, EnvContainerName, EnvWebsiteInstanceID} {
-		if id := getenv(k); id != "" {
+	if anyLinuxConsumption(getenv) {
+		if id := getenv(EnvWebsitePodName); id != "" {
 			return id
 		}
+		return getenv(EnvContainerName)
 	}
-	return ""
+	return getenv(EnvWebsiteInstanceID)
+}
+
+// anyLinuxConsumption is the host's IsAnyLinuxConsumption (same file):
+// Linux Consumption on Atlas or Flex Consumption, outside a managed (Container
+// Apps) environment. Atlas: not App Service (no WEBSITE_INSTANCE_ID), a
+// CONTAINER_NAME, no LEGION_SERVICE_HOST. Flex (IsFlexConsumptionSku):
+// WEBSITE_SKU FlexConsumption in any case, or Legion: not App Service, a
+// CONTAINER_NAME or WEBSITE_POD_NAME, and a LEGION_SERVICE_HOST.
+func anyLinuxConsumption(getenv func(string) string) bool {
+	set := func(k string) bool { return getenv(k) != "" }
+	appService := set(EnvWebsiteInstanceID)
+	atlas := !appService && set(EnvContainerName) && !set(envLegionServiceHost)
+	legion := !appService && (set(EnvContainerName) || set(EnvWebsitePodName)) && set(envLegionServiceHost)
+	flex := strings.EqualFold(getenv(envWebsiteSKU), skuFlexConsumption) || legion
+	return (atlas || flex) && !set(envManagedEnvironment)
 }
 
 // WithInstance returns log with the instance_id attribute on every record,

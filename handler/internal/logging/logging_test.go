@@ -156,21 +156,43 @@ func keyOf(rec map[string]any, s string) string {
 	return "!BADKEY"
 }
 
-func TestInstanceID(t *testing.T) {
+// TestInstanceIDIsReadAsTheHostReadsIt: the instance id is read as the
+// host reads it (Azure/azure-functions-host,
+// src/WebJobs.Script/Environment/EnvironmentExtensions.cs, GetInstanceId,
+// IsAnyLinuxConsumption, IsFlexConsumptionSku, IsLinuxConsumptionOnAtlas,
+// IsAppService): on Linux and Flex Consumption WEBSITE_POD_NAME, else
+// CONTAINER_NAME, and never WEBSITE_INSTANCE_ID; on every other plan
+// WEBSITE_INSTANCE_ID only. The first four cases are the host's own
+// (test/WebJobs.Script.Tests/Extensions/EnvironmentExtensionsTests.cs,
+// GetInstanceId_ReturnsExpectedResult).
+func TestInstanceIDIsReadAsTheHostReadsIt(t *testing.T) {
+	const (
+		pod, container, instance = "p-1", "c-1", "w-1"
+		sku, legion, managed     = "WEBSITE_SKU", "LEGION_SERVICE_HOST", "MANAGED_ENVIRONMENT"
+	)
 	tests := []struct {
 		name string
 		env  map[string]string
 		want string
 	}{
-		{"flex consumption", map[string]string{EnvWebsitePodName: "p-1", EnvContainerName: "c-1", EnvWebsiteInstanceID: "w-1"}, "p-1"},
-		{"linux consumption", map[string]string{EnvContainerName: "c-1", EnvWebsiteInstanceID: "w-1"}, "c-1"},
-		{"app service", map[string]string{EnvWebsiteInstanceID: "w-1"}, "w-1"},
-		{"local", map[string]string{}, ""},
+		{"linux consumption: the container", map[string]string{EnvContainerName: container}, container},
+		{"linux consumption: no container, no id", map[string]string{}, ""},
+		{"app service: the instance", map[string]string{EnvWebsiteInstanceID: instance}, instance},
+		{"app service with a container name: the instance", map[string]string{EnvContainerName: container, EnvWebsiteInstanceID: instance}, instance},
+		{"flex consumption (legion): the pod first", map[string]string{legion: "l", EnvWebsitePodName: pod, EnvContainerName: container}, pod},
+		{"flex consumption (legion): the container without a pod", map[string]string{legion: "l", EnvContainerName: container}, container},
+		{"flex consumption (legion), pod only", map[string]string{legion: "l", EnvWebsitePodName: pod}, pod},
+		{"flex consumption by sku: the pod, never the instance", map[string]string{sku: "FlexConsumption", EnvWebsitePodName: pod, EnvContainerName: container, EnvWebsiteInstanceID: instance}, pod},
+		{"flex consumption by sku without pod or container: none", map[string]string{sku: "flexconsumption", EnvWebsiteInstanceID: instance}, ""},
+		{"linux consumption (atlas): the pod first", map[string]string{EnvWebsitePodName: pod, EnvContainerName: container}, pod},
+		{"a pod name alone is no consumption plan", map[string]string{EnvWebsitePodName: pod}, ""},
+		{"container apps (managed environment): the instance", map[string]string{managed: "m", EnvContainerName: container, EnvWebsiteInstanceID: instance}, instance},
+		{"handler dev: the container", map[string]string{EnvContainerName: "OrderStatus-1"}, "OrderStatus-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := InstanceID(func(k string) string { return tt.env[k] }); got != tt.want {
-				t.Errorf("InstanceID = %q, want %q", got, tt.want)
+				t.Errorf("InstanceID(%v) = %q, want %q", tt.env, got, tt.want)
 			}
 		})
 	}

@@ -1,14 +1,21 @@
 // Package metrics defines the handler's Prometheus instruments on an
 // injected registry. Labels are low-cardinality by contract: subject,
-// result, reason, operation, outcome; never an order or message id.
+// result, reason, operation, outcome, state; never an order or message
+// id, and never a value from outside that is not one of a known few (a
+// dead-letter reason goes through Reason).
 package metrics
 
 import (
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/circuit"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
 // Metrics holds every instrument. Create it once with New and share it.
@@ -26,15 +33,18 @@ type Metrics struct {
 	CacheHits         prometheus.Counter
 	SequenceGaps      prometheus.Counter
 	SkippedSequence   prometheus.Counter
-	Parked            *prometheus.CounterVec // reason
-	Retries           *prometheus.CounterVec // operation
+	// Parked counts the messages parked on the poison queue, by reason
+	// (through Reason: use CountParked).
+	Parked  *prometheus.CounterVec // reason
+	Retries *prometheus.CounterVec // operation
 	// Rescheduled counts messages scheduled again as a copy instead of
 	// being answered 5xx, by reason (transient, circuit_open,
 	// order_not_found).
 	Rescheduled *prometheus.CounterVec // reason
-	// CircuitState is the store circuit breaker's state: 0 closed, 1
-	// open, 2 half-open (a probe under way).
-	CircuitState prometheus.Gauge
+	// CircuitState is the store circuit breaker's state as a state set:
+	// one series per state (circuit.States), 1 for the current one and 0
+	// for the others (use SetCircuitState).
+	CircuitState *prometheus.GaugeVec // state
 	// CircuitChanges counts the breaker's state changes, by the state
 	// entered.
 	CircuitChanges *prometheus.CounterVec // state
@@ -130,7 +140,7 @@ func NewWithOptions(reg prometheus.Registerer, version string, opts *Options) *M
 		}),
 		Parked: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderstatus_parked_total",
-			Help: "Messages copied to the poison queue, by reason.",
+			Help: "Messages copied to the poison queue, by reason (the handler's own reasons; any other is \"other\").",
 		}, []string{"reason"}),
 		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderstatus_retries_total",
@@ -140,10 +150,10 @@ func NewWithOptions(reg prometheus.Registerer, version string, opts *Options) *M
 			Name: "orderstatus_rescheduled_total",
 			Help: "Messages scheduled again as a copy (backoff) instead of answered 5xx, by reason (transient, circuit_open, order_not_found).",
 		}, []string{"reason"}),
-		CircuitState: prometheus.NewGauge(prometheus.GaugeOpts{
+		CircuitState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "orderstatus_circuit_state",
-			Help: "State of this instance's order-store circuit breaker: 0 closed, 1 open, 2 half-open (one probe under way).",
-		}),
+			Help: "State of this instance's order-store circuit breaker, one series per state (closed, open, half-open: one probe under way): 1 for the current state, 0 for the others.",
+		}, []string{"state"}),
 		CircuitChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderstatus_circuit_changes_total",
 			Help: "State changes of the order-store circuit breaker, by the state entered (closed, open, half-open).",
@@ -179,7 +189,54 @@ func NewWithOptions(reg prometheus.Registerer, version string, opts *Options) *M
 		revision = "unknown"
 	}
 	m.BuildInfo.WithLabelValues(version, goVersion, revision).Set(1)
+	m.SetCircuitState(circuit.Closed) // a breaker starts closed; without one the store is never refused
 	return m
+}
+
+// SetCircuitState records s as the breaker's state: its series 1, every
+// other state's 0. An enum is exposed as a state set, one series per state
+// with exactly one of them 1 (OpenMetrics specification, prometheus/OpenMetrics
+// specification/OpenMetrics.md, "StateSet": "If encoded as a StateSet,
+// ENUMs MUST have exactly one Boolean which is true"), rather than as a
+// number that cannot be summed, averaged or matched by name.
+func (m *Metrics) SetCircuitState(s circuit.State) {
+	for _, st := range circuit.States {
+		v := 0.0
+		if st == s {
+			v = 1
+		}
+		m.CircuitState.WithLabelValues(st.String()).Set(v)
+	}
+}
+
+// ReasonOther is the reason label of every reason that is not one of the
+// project's own (KnownReasons).
+const ReasonOther = "other"
+
+// KnownReasons are the dead-letter reasons a reason label may take: the
+// handler's poison reasons (order.Reasons) and the two Service Bus gives
+// that the sweeper acts on (broker.ReasonMaxDeliveryCountExceeded,
+// broker.ReasonTTLExpired).
+var KnownReasons = append(slices.Clone(order.Reasons), broker.ReasonMaxDeliveryCountExceeded, broker.ReasonTTLExpired)
+
+// Reason is the label value of a dead-letter reason: the reason itself
+// when it is one of KnownReasons, else ReasonOther. A DeadLetterReason is
+// any string another tool chose; as a label it would make the series
+// unbounded ("Do not use labels to store dimensions with high cardinality
+// (many different label values), such as user IDs, email addresses, or
+// other unbounded sets of values": Prometheus documentation, "Metric and
+// label naming", prometheus/docs content/docs/practices/naming.md, Labels).
+// The reason itself stays in the log lines.
+func Reason(reason string) string {
+	if slices.Contains(KnownReasons, reason) {
+		return reason
+	}
+	return ReasonOther
+}
+
+// CountParked counts one message parked with reason (through Reason).
+func (m *Metrics) CountParked(reason string) {
+	m.Parked.WithLabelValues(Reason(reason)).Inc()
 }
 
 // ObserveStore records one storage round trip; it fits the store adapters'

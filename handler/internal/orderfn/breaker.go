@@ -10,12 +10,13 @@ import (
 
 // NewBreaker returns the store's circuit breaker with its state changes
 // logged (a warning when it opens, info when it closes) and counted:
-// orderstatus_circuit_state is the state, orderstatus_circuit_changes_total
-// counts the changes by the state entered. o.OnChange is called too.
+// orderstatus_circuit_state is the state (one series per state, 1 for the
+// current one), orderstatus_circuit_changes_total counts the changes by
+// the state entered. o.OnChange is called too.
 func NewBreaker(m *metrics.Metrics, log *slog.Logger, o circuit.Options) *circuit.Breaker {
 	next := o.OnChange
 	o.OnChange = func(from, to circuit.State) {
-		m.CircuitState.Set(float64(to))
+		m.SetCircuitState(to)
 		m.CircuitChanges.WithLabelValues(to.String()).Inc()
 		level, text := slog.LevelInfo, "circuit breaker "+to.String()
 		switch {

@@ -372,8 +372,9 @@ func TestDelayedCheckSettlesUntilTheMarker(t *testing.T) {
 	// Past the marker, on a process that knows nothing else, the check
 	// the store delayed settles due now: every copy for the store is due
 	// already (the marker and the copy's horizon say so), so its settle
-	// copy comes after them in the session. A wave that drains slower
-	// than the Margin delivers such checks just past the horizon.
+	// copy is due, and activated, after them (reschedule.Policy.Margin
+	// says what that order rests on). A wave that drains slower than the
+	// Margin delivers such checks just past the horizon.
 	c := newProcess(mem, bus)
 	bus.advance(until.Sub(now0))
 	later := bus.now

@@ -669,18 +669,28 @@ func (h *Handler) afterOutage(call context.Context, msg hostproto.ServiceBusMess
 	return until.After(dueAt(msg, now))
 }
 
-// dueAt is when msg came due in its session, as far as the handler can
-// tell: its EnqueuedTimeUtc, or now when that is absent or later. Every
-// copy for the store that came due after it may be behind it in the
-// session, and so not applied yet however long ago it came due: a backlog
-// after an outage (a recovering store, a slow wave) delivers a check that
-// came due before the outage's horizon after the horizon has passed, with
-// its order's Paid, due later, still queued behind it. The bench's
-// 30-minute outage found it: two paid orders cancelled when the returning
-// wave ran minutes behind. EnqueuedTimeUtc comes in whole seconds, and for
-// a scheduled message it is no later than when it came due (Service Bus
-// stamps the arrival, "Message sequencing and timestamps"; membroker
-// stamps the activation): an earlier time only makes the guard settle
+// dueAt is when msg joined its session, as far as the handler can tell:
+// its EnqueuedTimeUtc, or now when that is absent or later. Every copy for
+// the store appended after it is behind it in the session, and so not
+// applied yet however long ago it came due: a backlog after an outage (a
+// recovering store, a slow wave) delivers a check that came due before
+// the outage's horizon after the horizon has passed, with its order's
+// Paid, due later, still queued behind it. The bench's 30-minute outage
+// found it: two paid orders cancelled when the returning wave ran minutes
+// behind.
+//
+// For a scheduled message EnqueuedTimeUtc is the instant Service Bus
+// activated it, at or after its due time, never before: it is appended to
+// the queue as if enqueued then, with a new SequenceNumber (Microsoft
+// Learn, "Message sequencing and timestamps", MicrosoftDocs azure-docs
+// articles/service-bus-messaging/message-sequencing.md). That is the
+// instant that places it in its session, so it is what the guard compares;
+// a copy due a little before it but activated after it is behind it too,
+// and the guard covers that only while the copy's due time plus the
+// Margin is after this instant (an activation up to the Margin late; the
+// docs give no bound). membroker stamps the due time instead, which is
+// the activation instant only when it activates at once. EnqueuedTimeUtc
+// comes in whole seconds: an earlier time only makes the guard settle
 // more, never less.
 func dueAt(msg hostproto.ServiceBusMessage, now time.Time) time.Time {
 	if t := msg.EnqueuedTime; !t.IsZero() && t.Before(now) {
@@ -972,7 +982,7 @@ func (h *Handler) park(ctx context.Context, msg hostproto.ServiceBusMessage, out
 		out.result, out.err, out.httpStatus = ResultFailed, fmt.Errorf("park %s (%s): %w", msg.MessageID, pe.Reason, err), statusFor(err)
 		return out
 	}
-	h.metrics.Parked.WithLabelValues(pe.Reason).Inc()
+	h.metrics.CountParked(pe.Reason)
 	out.httpStatus = http.StatusOK
 	return out
 }
@@ -1036,8 +1046,8 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 		Int("sequence", out.sequence).Str("subject", msg.Subject).Str("result", out.result).
 		Float("duration_ms", float64(d.Microseconds())/1000).Int("round_trips", int64(out.roundTrips))
 	if out.status != "" {
-		// The status applied: the scheduled-messages alert counts the
-		// orders Created in the last 30 minutes by it.
+		// The status applied: the scheduled-surge runbook (step 2)
+		// counts the orders Created in the last 30 minutes by it.
 		l.Str("status", string(out.status))
 	}
 	if out.cacheHit {

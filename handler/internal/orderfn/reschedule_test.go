@@ -357,8 +357,8 @@ func TestCircuitBreaker(t *testing.T) {
 	}
 	post(2)
 	post(3)
-	if got := testutil.ToFloat64(r.m.CircuitState); got != float64(circuit.Open) {
-		t.Fatalf("orderstatus_circuit_state = %v after 2 failed calls, want %d (open)", got, circuit.Open)
+	if open, closed := testutil.ToFloat64(r.m.CircuitState.WithLabelValues("open")), testutil.ToFloat64(r.m.CircuitState.WithLabelValues("closed")); open != 1 || closed != 0 {
+		t.Fatalf("orderstatus_circuit_state{state=open} = %v, {state=closed} = %v after 2 failed calls, want 1 and 0", open, closed)
 	}
 	before := r.backend.calls.Load()
 	for seq := int64(4); seq < 9; seq++ {
@@ -390,8 +390,14 @@ func TestCircuitBreaker(t *testing.T) {
 	if res := post(11); res != "Applied" {
 		t.Errorf("probe after the store came back: %s, want Applied", res)
 	}
-	if got := testutil.ToFloat64(r.m.CircuitState); got != float64(circuit.Closed) {
-		t.Errorf("orderstatus_circuit_state = %v after a good probe, want 0", got)
+	for _, st := range circuit.States {
+		want := 0.0
+		if st == circuit.Closed {
+			want = 1
+		}
+		if got := testutil.ToFloat64(r.m.CircuitState.WithLabelValues(st.String())); got != want {
+			t.Errorf("orderstatus_circuit_state{state=%s} = %v after a good probe, want %v", st, got, want)
+		}
 	}
 	if got := testutil.ToFloat64(r.m.CircuitChanges.WithLabelValues("open")); got != 2 {
 		t.Errorf("changes to open = %v, want 2", got)

@@ -153,11 +153,19 @@ func (p Policy) Settle() time.Duration { return 2 * p.WithDefaults().Cap }
 
 // Margin is what a check that would cancel waits beyond the time the
 // outage's copies are due: one first backoff (Base), for the clocks of the
-// instances and the broker and for the delivery. It waits until the
-// latest due time of the copies scheduled for the store that it knows of
-// plus the Margin, so that an order's Paid that an outage delayed comes
-// back first: due earlier, and scheduled earlier (a lower sequence
-// number) in the same session.
+// instances and the broker, for the delivery, and for Service Bus
+// activating a copy after its due time. It waits until the latest due time
+// of the copies scheduled for the store that it knows of plus the Margin,
+// so that an order's Paid that an outage delayed comes back first, in the
+// same session: due at least the Margin earlier. When it was scheduled
+// does not order them: an activated scheduled message is appended to the
+// queue as if enqueued at that instant, with a new SequenceNumber, and not
+// before its due time (Microsoft Learn, "Message sequencing and
+// timestamps", MicrosoftDocs azure-docs
+// articles/service-bus-messaging/message-sequencing.md). So this holds
+// only as far as Service Bus activates each message within the Margin of
+// its due time and in the order they fall due, which its docs neither
+// bound nor promise.
 func (p Policy) Margin() time.Duration { return p.WithDefaults().Base }
 
 // Horizon is how long after a reschedule every copy scheduled then has
@@ -499,9 +507,10 @@ func (r *Rescheduler) Schedule(ctx context.Context, o Original, d Decision, last
 // that is after now (when the outage's copies are due, with the Margin,
 // as far as the caller knows), plus a jitter uniform in [0, Margin). When
 // it is not: now if covers (until is when every message the check waits
-// for is due: they are all due already, so the settle copy, scheduled and
-// due after each of them, comes after them in the session), else Settle
-// after now (nothing tells when the delay's other messages come back).
+// for is due: they are all due already, so the settle copy is due after
+// each of them and, activated after them, comes after them in the
+// session; see Margin for what that order rests on), else Settle after
+// now (nothing tells when the delay's other messages come back).
 //
 // The jitter is for the store that has just come back: every check an
 // outage delayed settles until the same horizon, and without it they
@@ -512,7 +521,7 @@ func (r *Rescheduler) Schedule(ctx context.Context, o Original, d Decision, last
 // storage", learn.microsoft.com); a spike that overruns the in-call
 // budget turns checks into transient failures, whose copies move the
 // horizon on, and every check with it. Due later only, the settle copy
-// still comes after every copy it waits for.
+// is still due after every copy it waits for.
 func (r *Rescheduler) ScheduleSettle(ctx context.Context, o Original, until time.Time, covers bool) (broker.Message, time.Time, error) {
 	if r == nil || r.s == nil {
 		return broker.Message{}, time.Time{}, ErrNotConfigured

@@ -1,6 +1,6 @@
 // Package tracectx is W3C trace context as it travels on a Service Bus
-// message: the traceparent value (version 00), carried in the application
-// properties the Azure SDKs use. It owns parsing, formatting and minting;
+// message: the traceparent value (read in any version, written as version
+// 00), carried in the application properties the Azure SDKs use. It owns parsing, formatting and minting;
 // the publisher stamps messages with it and the handler logs its trace id.
 //
 // The Azure SDKs' messaging diagnostics (azure-sdk-for-net,
@@ -32,21 +32,33 @@ type TraceParent struct {
 	Flags   byte
 }
 
-// ErrInvalid: the text is not a version 00 traceparent.
-var ErrInvalid = errors.New("tracectx: not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)")
+// ErrInvalid: the text is not a traceparent this package can read.
+var ErrInvalid = errors.New("tracectx: not a W3C traceparent (<version>-<32 hex>-<16 hex>-<2 hex>)")
 
-// Parse reads "00-<trace id>-<span id>-<flags>" (lower-case hex, neither
-// id all zeros), as the W3C Trace Context recommendation defines version
-// 00.
+// Parse reads a traceparent as the W3C Trace Context recommendation
+// (w3c/trace-context, spec/20-http_request_header_format.md) defines it:
+// "<version>-<trace id>-<span id>-<flags>", lower-case hex, neither id all
+// zeros. Version 00 is exactly that, 55 characters ("traceparent Header
+// Field Values"). A higher version is read by its first four fields when
+// the flags end the value or a '-' follows them; what comes after is not
+// read ("Versioning of traceparent"). Version ff is invalid. String writes
+// the result as version 00, the highest version this package knows, as
+// the recommendation asks of a vendor that passes the trace on.
 func Parse(s string) (TraceParent, error) {
 	var t TraceParent
-	if len(s) != 55 || s[0] != '0' || s[1] != '0' || s[2] != '-' || s[35] != '-' || s[52] != '-' {
+	if len(s) < 55 || !lowerHex(s[0:2]) || s[2] != '-' || s[35] != '-' || s[52] != '-' {
 		return t, ErrInvalid
 	}
-	for _, c := range s[3:35] + s[36:52] + s[53:55] {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return TraceParent{}, ErrInvalid
-		}
+	switch version := s[0:2]; {
+	case version == "ff":
+		return t, ErrInvalid
+	case version == "00" && len(s) != 55:
+		return t, ErrInvalid
+	case len(s) > 55 && s[55] != '-':
+		return t, ErrInvalid
+	}
+	if !lowerHex(s[3:35]) || !lowerHex(s[36:52]) || !lowerHex(s[53:55]) {
+		return t, ErrInvalid
 	}
 	var flags [1]byte
 	_, _ = hex.Decode(t.TraceID[:], []byte(s[3:35])) // checked: lower-case hex
@@ -57,6 +69,17 @@ func Parse(s string) (TraceParent, error) {
 		return TraceParent{}, ErrInvalid
 	}
 	return t, nil
+}
+
+// lowerHex reports whether s is lower-case hex digits only (the
+// recommendation's HEXDIGLC).
+func lowerHex(s string) bool {
+	for i := range len(s) {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // New mints a sampled traceparent with a random trace and span.
@@ -70,7 +93,7 @@ func New() TraceParent {
 	return t
 }
 
-// String formats t as a traceparent.
+// String formats t as a version 00 traceparent.
 func (t TraceParent) String() string {
 	return fmt.Sprintf("00-%s-%s-%02x", hex.EncodeToString(t.TraceID[:]), hex.EncodeToString(t.SpanID[:]), t.Flags)
 }

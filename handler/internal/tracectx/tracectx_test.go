@@ -1,27 +1,71 @@
 package tracectx
 
 import (
+	"strconv"
 	"testing"
 )
 
+// TestParse follows the W3C Trace Context recommendation, section
+// "traceparent Header" (version 00: exactly 55 characters; version ff
+// invalid) and "Versioning of traceparent" (a higher version: the first
+// four fields, when the flags end the value or a '-' follows them).
 func TestParse(t *testing.T) {
-	const good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	tp, err := Parse(good)
-	if err != nil || tp.String() != good || tp.TraceIDString() != "4bf92f3577b34da6a3ce929d0e0e4736" || tp.Flags != 1 {
-		t.Fatalf("Parse(%q) = %v (%s), %v", good, tp, tp, err)
+	const (
+		ids  = "4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"
+		good = "00-" + ids + "-01"
+	)
+	want := TraceParent{
+		TraceID: [16]byte{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:  [8]byte{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
 	}
-	for _, bad := range []string{
-		"", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7", // short
-		"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", // version
-		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", // upper case
-		"00-00000000000000000000000000000000-00f067aa0ba902b7-01", // zero trace
-		"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", // zero span
-		"00-4bf92f3577b34da6a3ce929d0e0e4736+00f067aa0ba902b7-01", // separator
-		"00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01", // not hex
-	} {
-		if _, err := Parse(bad); err == nil {
-			t.Errorf("Parse(%q) succeeded, want ErrInvalid", bad)
-		}
+	tests := []struct {
+		name string
+		in   string
+		ok   bool
+	}{
+		{"version 00", good, true},
+		{"version 00, not sampled", "00-" + ids + "-00", true},
+		{"version 00 with more after the flags", good + "-what-comes-next", false},
+		{"version 00 with a character more", good + "0", false},
+		{"a higher version, as long as 00", "01-" + ids + "-01", true},
+		{"a higher version with fields of its own", "cc-" + ids + "-01-what-the-future-holds", true},
+		{"a higher version with an empty field after the flags", "fe-" + ids + "-01-", true},
+		{"a higher version, no dash after the flags", "01-" + ids + "-01x", false},
+		{"a higher version, flags cut short", "01-" + ids + "-1", false},
+		{"a higher version with upper-case ids", "01-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", false},
+		{"version ff", "ff-" + ids + "-01", false},
+		{"version ff with more", "ff-" + ids + "-01-x", false},
+		{"version in upper case", "0A-" + ids + "-01", false},
+		{"version not hex", "0g-" + ids + "-01", false},
+		{"empty", "", false},
+		{"short", "00-" + ids, false},
+		{"upper case", "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", false},
+		{"zero trace", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", false},
+		{"zero span", "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", false},
+		{"separator", "00-4bf92f3577b34da6a3ce929d0e0e4736+00f067aa0ba902b7-01", false},
+		{"not hex", "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01", false},
+		{"higher version, zero trace", "02-00000000000000000000000000000000-00f067aa0ba902b7-01-x", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tp, err := Parse(tt.in)
+			switch {
+			case tt.ok && err != nil:
+				t.Fatalf("Parse(%q): %v, want it read", tt.in, err)
+			case !tt.ok && err == nil:
+				t.Fatalf("Parse(%q) = %v, want ErrInvalid", tt.in, tp)
+			case !tt.ok:
+				return
+			}
+			flags, _ := strconv.ParseUint(tt.in[53:55], 16, 8)
+			if tp.TraceID != want.TraceID || tp.SpanID != want.SpanID || tp.Flags != byte(flags) {
+				t.Errorf("Parse(%q) = %+v, want the ids of %s and flags %s", tt.in, tp, ids, tt.in[53:55])
+			}
+			// Written again as the highest version this package knows.
+			if got := tp.String(); got != "00"+tt.in[2:55] {
+				t.Errorf("Parse(%q).String() = %q, want %q", tt.in, got, "00"+tt.in[2:55])
+			}
+		})
 	}
 }
 
@@ -63,14 +107,24 @@ func TestStampKeepsAnExistingContext(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	f.Add("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	f.Add("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-future")
+	f.Add("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	f.Add("00-" + "x")
 	f.Fuzz(func(t *testing.T, s string) {
 		tp, err := Parse(s)
 		if err != nil {
 			return
 		}
-		if tp.String() != s {
-			t.Fatalf("Parse(%q).String() = %q", s, tp.String())
+		// Read: the first four fields, of version 00 exactly or of a
+		// higher version (not ff), with the end or a '-' after them.
+		if len(s) < 55 || s[:2] == "ff" || (s[:2] == "00" && len(s) != 55) || (len(s) > 55 && s[55] != '-') {
+			t.Fatalf("Parse(%q) = %v, want ErrInvalid", s, tp)
+		}
+		if got := tp.String(); got != "00"+s[2:55] {
+			t.Fatalf("Parse(%q).String() = %q, want %q", s, got, "00"+s[2:55])
+		}
+		if again, err := Parse(tp.String()); err != nil || again != tp {
+			t.Fatalf("Parse(%q) = %v, %v; want %v", tp.String(), again, err, tp)
 		}
 	})
 }

@@ -3,13 +3,13 @@ package outbox
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf16"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
@@ -31,7 +31,9 @@ const (
 	MaxTransactionOps = 100
 	// MaxTransactionBytes is the most a transaction's payload may be.
 	MaxTransactionBytes = 4 << 20
-	// MaxEntityBytes is the most one entity may be.
+	// MaxEntityBytes is the most one entity may be, counted as Table
+	// Storage counts it: strings in UTF-16 (see entitySize), not the
+	// bytes of its JSON.
 	MaxEntityBytes = 1 << 20
 	// MaxPropertyBytes is the most one string or binary property may be
 	// (a string is stored as UTF-16: 32 K characters).
@@ -260,10 +262,110 @@ func (t *Table) checkOwn(partition string, i int, a aztables.TransactionAction) 
 	if strings.HasPrefix(*keys.RowKey, t.prefix) {
 		return fmt.Errorf("outbox: commit %s: op %d: RowKey %q starts with the outbox's prefix %q: %w", partition, i, *keys.RowKey, t.prefix, contract.ErrInvalid)
 	}
-	if len(a.Entity) > MaxEntityBytes {
-		return fmt.Errorf("outbox: commit %s: op %d: entity of %d bytes, at most %d: %w", partition, i, len(a.Entity), MaxEntityBytes, ErrTooLarge)
+	n, err := entitySize(a.Entity)
+	if err != nil {
+		return fmt.Errorf("outbox: commit %s: op %d: %v: %w", partition, i, err, contract.ErrInvalid)
+	}
+	if n > MaxEntityBytes {
+		return fmt.Errorf("outbox: commit %s: op %d: entity of %d bytes as Table Storage counts it (strings in UTF-16), at most %d: %w",
+			partition, i, n, MaxEntityBytes, ErrTooLarge)
 	}
 	return nil
+}
+
+// entitySize is the size of entity (its JSON, as a transaction sends it)
+// as Table Storage counts it against MaxEntityBytes: 4 bytes, plus the
+// PartitionKey's and RowKey's characters at 2 bytes each, plus per
+// property 8 bytes, its name's characters at 2 bytes each and its value:
+// a string 4 bytes plus 2 per character, Binary 4 plus its bytes, Guid 16,
+// DateTime, Int64 and Double 8, Int32 4, Boolean 1. The formula is the
+// Azure Storage team's ("How the size of an entity is calculated in
+// Windows Azure table storage", Microsoft Learn archive,
+// learn.microsoft.com/archive/blogs/avkashchauhan); that a string is
+// UTF-16, so a character is a UTF-16 code unit and one outside the BMP (a
+// surrogate pair) counts twice, and that all the data of an entity's
+// properties may be at most 1 MiB, are in "Understanding the Table service
+// data model" (Microsoft Learn, Azure Storage REST API: Property
+// limitations, Property types). A value's type is its odata.type
+// annotation, else its JSON kind: a string is Edm.String, a boolean
+// Edm.Boolean, an integer within 32 bits Edm.Int32, another number
+// Edm.Double ("Payload format for Table service operations", Microsoft
+// Learn). Timestamp and odata.* are the service's, in the 4 bytes. A null
+// value, which the service does not store, counts its name only: on the
+// safe side.
+func entitySize(entity []byte) (int, error) {
+	var props map[string]json.RawMessage
+	if err := json.Unmarshal(entity, &props); err != nil {
+		return 0, fmt.Errorf("entity is not a JSON object: %v", err)
+	}
+	n := 4
+	for name, raw := range props {
+		switch {
+		case name == "Timestamp" || strings.HasPrefix(name, "odata.") || strings.Contains(name, "@odata."):
+			continue
+		case name == "PartitionKey" || name == "RowKey":
+			var key string
+			_ = json.Unmarshal(raw, &key) // not a string: checkOwn refuses it
+			n += 2 * utf16Units(key)
+			continue
+		}
+		var typ string
+		if t, ok := props[name+"@odata.type"]; ok {
+			_ = json.Unmarshal(t, &typ)
+		}
+		n += 8 + 2*utf16Units(name) + valueSize(typ, raw)
+	}
+	return n, nil
+}
+
+// valueSize is the size of a property's value raw of OData type typ ("":
+// by its JSON kind), as entitySize counts it.
+func valueSize(typ string, raw json.RawMessage) int {
+	v := strings.TrimSpace(string(raw))
+	var s string
+	isString := strings.HasPrefix(v, `"`) && json.Unmarshal(raw, &s) == nil
+	switch typ {
+	case "Edm.Guid":
+		return 16
+	case "Edm.DateTime", "Edm.Int64", "Edm.Double":
+		return 8
+	case "Edm.Int32":
+		return 4
+	case "Edm.Boolean":
+		return 1
+	case "Edm.Binary":
+		if b, err := base64.StdEncoding.DecodeString(s); err == nil {
+			return 4 + len(b)
+		}
+		return 4 + base64.StdEncoding.DecodedLen(len(s))
+	}
+	switch {
+	case isString:
+		return 4 + 2*utf16Units(s)
+	case v == "true" || v == "false":
+		return 1
+	case v == "null":
+		return 0
+	}
+	if _, err := strconv.ParseInt(v, 10, 32); err == nil {
+		return 4
+	}
+	return 8
+}
+
+// utf16Units is how many UTF-16 code units s is: 2 for a character outside
+// the Basic Multilingual Plane (a surrogate pair), 1 for any other (an
+// invalid byte is U+FFFD, one unit).
+func utf16Units(s string) int {
+	n := 0
+	for _, r := range s {
+		if r >= 0x10000 {
+			n += 2
+		} else {
+			n++
+		}
+	}
+	return n
 }
 
 // counter reads the partition's counter: the last Seq used and its ETag
@@ -302,8 +404,8 @@ func (t *Table) actions(partition string, own []aztables.TransactionAction, recs
 		if err != nil {
 			return fmt.Errorf("outbox: commit %s: encode %s: %w", partition, e.RowKey, err)
 		}
-		if len(b) > MaxEntityBytes {
-			return fmt.Errorf("outbox: commit %s: row %s of %d bytes, at most %d: %w", partition, e.RowKey, len(b), MaxEntityBytes, ErrTooLarge)
+		if n, err := entitySize(b); err != nil || n > MaxEntityBytes {
+			return fmt.Errorf("outbox: commit %s: row %s of %d bytes as Table Storage counts it, at most %d: %w", partition, e.RowKey, n, MaxEntityBytes, ErrTooLarge)
 		}
 		a := aztables.TransactionAction{ActionType: kind, Entity: b}
 		if ifMatch != "" {
@@ -327,7 +429,7 @@ func (t *Table) actions(partition string, own []aztables.TransactionAction, recs
 	for i, r := range recs {
 		seq := next + 1 + int64(i)
 		body := string(r.Message.Body)
-		if n := len(utf16.Encode([]rune(body))) * 2; n > MaxPropertyBytes {
+		if n := 2 * utf16Units(body); n > MaxPropertyBytes {
 			return nil, fmt.Errorf("outbox: commit %s: message %s: body of %d bytes as UTF-16, at most %d: %w", partition, r.Message.MessageID, n, MaxPropertyBytes, ErrTooLarge)
 		}
 		p := map[string]any{

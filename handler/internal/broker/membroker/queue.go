@@ -411,8 +411,13 @@ func (q *queue) duplicate(id string, now time.Time) bool {
 	return false
 }
 
-// activate makes a scheduled message visible: it is appended as if sent at
-// its scheduled time, with a new sequence number.
+// activate makes a scheduled message visible: it is appended with a new
+// sequence number, as Service Bus does ("Message sequencing and timestamps",
+// MicrosoftDocs azure-docs articles/service-bus-messaging/message-sequencing.md).
+// Service Bus stamps EnqueuedTime with the activation instant, at or after
+// the due time; this broker stamps the due time, which is the activation
+// instant except for a message held past it (release), which Service Bus
+// would stamp later.
 func (q *queue) activate(e *entry) {
 	delete(q.scheduled, e.seq)
 	e.seq = q.nextSeq
