@@ -10,7 +10,10 @@
 //  3. else the development host running on this machine (`make run`), found
 //     through package devrun.
 //
-// Nothing here contacts a service: a wrong target shows at the first call.
+// A command that needs only the Table Storage account (reading the
+// dead-letter store) resolves with Resolve, which does not insist on a
+// Service Bus. Nothing here contacts a service: a wrong target shows at
+// the first call.
 package connect
 
 import (
@@ -51,8 +54,13 @@ type Options struct {
 
 // Target is where the commands connect, and how to say so in one line.
 type Target struct {
-	// Broker is the Service Bus port; the caller closes it.
+	// Broker is the Service Bus port; the caller closes it. Resolve
+	// leaves it nil when nothing names a Service Bus, and NoBroker says
+	// why.
 	Broker broker.Broker
+	// NoBroker is why there is no Broker (it wraps ErrNoTarget); nil when
+	// there is one.
+	NoBroker error
 	// Queue and PoisonQueue are the queue names (from the development
 	// host, or ORDER_STATUS_QUEUE / POISON_QUEUE, or the defaults).
 	Queue, PoisonQueue string
@@ -69,8 +77,25 @@ type Target struct {
 // ErrNoTarget: nothing names a namespace and no development host runs.
 var ErrNoTarget = errors.New("connect: no Service Bus to connect to")
 
-// ServiceBus resolves the broker.
+// ServiceBus resolves the broker: ErrNoTarget when nothing names a
+// namespace and no development host runs.
 func ServiceBus(opts Options) (*Target, error) {
+	t, err := Resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	if t.Broker == nil {
+		return nil, t.NoBroker
+	}
+	return t, nil
+}
+
+// Resolve resolves the broker as ServiceBus does, except that nothing
+// naming one is not an error: the Target then has no Broker, NoBroker
+// says why, and Tables still finds --tables and the app settings. It is
+// for commands that can work on Table Storage alone. A namespace that is
+// named but malformed is still an error.
+func Resolve(opts Options) (*Target, error) {
 	o := opts.withDefaults()
 	t := &Target{
 		opts:        o,
@@ -102,8 +127,10 @@ func ServiceBus(opts Options) (*Target, error) {
 	dev, err := devrun.Find(o.Dir)
 	if err != nil {
 		if errors.Is(err, devrun.ErrNotRunning) {
-			return nil, fmt.Errorf("%w: pass --namespace, set %s, or start the development host with 'make run' (%v)",
+			t.NoBroker = fmt.Errorf("%w: pass --namespace, set %s, or start the development host with 'make run' (%v)",
 				ErrNoTarget, config.EnvServiceBusNamespace, err)
+			t.Describe = "no Service Bus"
+			return t, nil
 		}
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -119,25 +146,16 @@ func ServiceBus(opts Options) (*Target, error) {
 
 // Tables resolves the Table Storage account, in the same order: --tables,
 // then OrderStore__serviceUri or OrderStore__connectionString, then the
-// development host this target points at (or, with a namespace target,
-// none: an error says which setting to give). It returns the service
-// client and a one-line description without secrets.
+// development host this target points at (or, with a namespace target or
+// none, no account: an error says which setting to give). It returns the
+// service client and a one-line description without secrets.
 func (t *Target) Tables() (*aztables.ServiceClient, string, error) {
-	o := t.opts
-	v, from := strings.TrimSpace(o.Tables), "--tables"
-	if v == "" {
-		v, from = strings.TrimSpace(o.Getenv(config.EnvStoreServiceURI)), config.EnvStoreServiceURI
-	}
-	if v == "" {
-		v, from = strings.TrimSpace(o.Getenv(config.EnvStoreConnectionString)), config.EnvStoreConnectionString
-	}
-	if v == "" && t.DevHost != nil {
-		v, from = t.DevHost.StoreServiceURI, "the development host"
-		if t.DevHost.StoreConnectionString != "" {
-			v = t.DevHost.StoreConnectionString
-		}
-	}
-	if v == "" {
+	v, from := t.tablesSetting()
+	switch {
+	case v == "" && t.Broker == nil:
+		return nil, "", fmt.Errorf("connect: no Table Storage account: pass --tables, set %s, or start the development host with 'make run'",
+			config.EnvStoreServiceURI)
+	case v == "":
 		return nil, "", fmt.Errorf("connect: no Table Storage account: pass --tables or set %s", config.EnvStoreServiceURI)
 	}
 	if isConnectionString(v) {
@@ -161,6 +179,55 @@ func (t *Target) Tables() (*aztables.ServiceClient, string, error) {
 		return nil, "", fmt.Errorf("connect: %s: %w", from, err)
 	}
 	return svc, fmt.Sprintf("Table Storage %s (your Entra identity)", v), nil
+}
+
+// tablesSetting is the Table Storage account Tables resolves (a URL or a
+// connection string; "" for none) and where it comes from.
+func (t *Target) tablesSetting() (v, from string) {
+	o := t.opts
+	v, from = strings.TrimSpace(o.Tables), "--tables"
+	if v == "" {
+		v, from = strings.TrimSpace(o.Getenv(config.EnvStoreServiceURI)), config.EnvStoreServiceURI
+	}
+	if v == "" {
+		v, from = strings.TrimSpace(o.Getenv(config.EnvStoreConnectionString)), config.EnvStoreConnectionString
+	}
+	if v == "" && t.DevHost != nil {
+		v, from = t.DevHost.StoreServiceURI, "the development host"
+		if t.DevHost.StoreConnectionString != "" {
+			v = t.DevHost.StoreConnectionString
+		}
+	}
+	return v, from
+}
+
+// DevelopmentStorage reports whether the account Tables resolves is the
+// development storage account that Azurite serves (devstoreaccount1),
+// which only development hosts write: its dead-letter store is stamped on
+// a development host's broker clock, even when no host runs now.
+func (t *Target) DevelopmentStorage() bool {
+	v, _ := t.tablesSetting()
+	if isConnectionString(v) {
+		return strings.EqualFold(field(v, "UseDevelopmentStorage"), "true") || strings.EqualFold(field(v, "AccountName"), devAccount)
+	}
+	u, err := url.Parse(v)
+	return err == nil && v != "" && strings.HasPrefix(strings.ToLower(u.Path), "/"+devAccount)
+}
+
+// devAccount is the development storage account's name: the well-known
+// account Azurite accepts, as the legacy Storage Emulator did, also named
+// by UseDevelopmentStorage=true (Microsoft Learn, Connect to Azurite with
+// SDKs and tools, "Use the well-known storage account and key").
+const devAccount = "devstoreaccount1"
+
+// field is the value of key in a connection string ("" when absent).
+func field(cs, key string) string {
+	for _, part := range strings.Split(cs, ";") {
+		if k, v, _ := strings.Cut(strings.TrimSpace(part), "="); strings.EqualFold(k, key) {
+			return v
+		}
+	}
+	return ""
 }
 
 func (t *Target) credential() (azcore.TokenCredential, error) {

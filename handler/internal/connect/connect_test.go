@@ -181,3 +181,95 @@ func TestTablesOrder(t *testing.T) {
 		})
 	}
 }
+
+// Resolve is for commands that work on Table Storage alone: with nothing
+// naming a Service Bus it still resolves the account (--tables, the app
+// settings) and says, in NoBroker, why there is no broker; with nothing at
+// all, Tables names every way to give one. ServiceBus still refuses.
+func TestResolveWithoutServiceBus(t *testing.T) {
+	dir := t.TempDir() // no development host here
+	cs := "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;TableEndpoint=http://127.0.0.1:2/devstoreaccount1;"
+	tests := []struct {
+		name       string
+		opts       connect.Options
+		wantBroker bool
+		wantTables string // in the description; "" for an error
+		wantErr    []string
+	}{
+		{name: "--tables only", opts: connect.Options{Tables: cs}, wantTables: "http://127.0.0.1:2/devstoreaccount1"},
+		{name: "the setting only", opts: connect.Options{Getenv: env(map[string]string{"OrderStore__serviceUri": "https://acct.table.core.windows.net"})},
+			wantTables: "https://acct.table.core.windows.net"},
+		{name: "a namespace too", opts: connect.Options{Namespace: "127.0.0.1", Tables: cs}, wantBroker: true, wantTables: "127.0.0.1:2"},
+		{name: "nothing", opts: connect.Options{}, wantErr: []string{"--tables", "OrderStore__serviceUri", "make run"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.opts
+			o.Dir, o.Credential = dir, fakeCred{}
+			if o.Getenv == nil {
+				o.Getenv = env(nil)
+			}
+			tg, err := connect.Resolve(o)
+			if err != nil {
+				t.Fatalf("Resolve: %v", err)
+			}
+			if got := tg.Broker != nil; got != tt.wantBroker {
+				t.Fatalf("Broker set %v, want %v (NoBroker %v)", got, tt.wantBroker, tg.NoBroker)
+			}
+			if tg.Broker != nil {
+				defer tg.Broker.Close(context.Background())
+				if tg.NoBroker != nil {
+					t.Errorf("NoBroker = %v with a broker", tg.NoBroker)
+				}
+			} else if !errors.Is(tg.NoBroker, connect.ErrNoTarget) || !strings.Contains(tg.NoBroker.Error(), "--namespace") {
+				t.Errorf("NoBroker = %v, want ErrNoTarget naming --namespace", tg.NoBroker)
+			}
+			_, desc, err := tg.Tables()
+			if tt.wantTables == "" {
+				for _, w := range tt.wantErr {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("Tables() err = %v, want one naming %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil || !strings.Contains(desc, tt.wantTables) {
+				t.Errorf("Tables() = %q, %v; want it to name %q", desc, err, tt.wantTables)
+			}
+			if _, err := connect.ServiceBus(o); tg.Broker == nil && !errors.Is(err, connect.ErrNoTarget) {
+				t.Errorf("ServiceBus without a namespace = %v, want ErrNoTarget", err)
+			}
+		})
+	}
+}
+
+// DevelopmentStorage tells the development storage account Azurite serves
+// (only development hosts write it, on their broker clock) from an account
+// in Azure, whichever way the account is given.
+func TestDevelopmentStorage(t *testing.T) {
+	dev := "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;TableEndpoint=http://127.0.0.1:2/devstoreaccount1;"
+	for _, tt := range []struct {
+		name   string
+		tables string
+		env    map[string]string
+		want   bool
+	}{
+		{name: "Azurite's connection string", tables: dev, want: true},
+		{name: "UseDevelopmentStorage", tables: "UseDevelopmentStorage=true", want: true},
+		{name: "Azurite's URL", tables: "http://127.0.0.1:10002/devstoreaccount1", want: true},
+		{name: "the setting", env: map[string]string{"OrderStore__connectionString": dev}, want: true},
+		{name: "an account in Azure", tables: "https://acct.table.core.windows.net"},
+		{name: "an account's connection string", tables: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net"},
+		{name: "none"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tg, err := connect.Resolve(connect.Options{Tables: tt.tables, Dir: t.TempDir(), Credential: fakeCred{}, Getenv: env(tt.env)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tg.DevelopmentStorage(); got != tt.want {
+				t.Errorf("DevelopmentStorage() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

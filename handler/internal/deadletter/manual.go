@@ -38,17 +38,12 @@ func (s *Sweeper) Find(ctx context.Context, id string) (dlstore.Entry, error) {
 	return s.store.Get(ctx, found[len(found)-1].ID)
 }
 
-// Select returns the entries a bulk action will work on: those matching f
-// now, stored before the cutoff until (zero: now). The set is fixed here:
-// entries that arrive later are not in it.
+// Select returns the entries a bulk action will work on: those the store
+// lists for f now, exactly as List(f) does. The set is fixed here, by the
+// entries listed: those stored later are not in it, and no StoredAt is
+// compared with this sweeper's clock (the clock that stamped it may be
+// ahead: a development host's that skipped idle time, another instance's).
 func (s *Sweeper) Select(ctx context.Context, f dlstore.Filter) ([]dlstore.Entry, error) {
-	now, err := s.Now(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if f.Until.IsZero() || f.Until.After(now) {
-		f.Until = now.Add(time.Nanosecond)
-	}
 	return s.store.List(ctx, f)
 }
 

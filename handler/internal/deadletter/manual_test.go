@@ -142,6 +142,15 @@ func TestBulkWorksOnTheSetFixedAtTheStart(t *testing.T) {
 	if states[dlstore.Discarded] != 6 || states[dlstore.Left] != 3 {
 		t.Errorf("states = %v, want 6 discarded and the 3 that arrived later untouched", states)
 	}
+	t.Run("entries stored by a clock ahead of this sweeper's are in the set", func(t *testing.T) {
+		o := f.options(deadletter.Options{})
+		o.Now = func() time.Time { return f.clk.Now().Add(-time.Hour) }
+		behind := deadletter.New(f.mb, f.store, o)
+		got, err := behind.Select(f.ctx, dlstore.Filter{Reason: "InvalidTransition", States: []dlstore.State{dlstore.Left}})
+		if err != nil || len(got) != 3 {
+			t.Errorf("Select on a clock an hour behind = %d entries, %v; want the 3 left ones the store lists", len(got), err)
+		}
+	})
 	t.Run("an entry changed meanwhile is reported and the rest go on", func(t *testing.T) {
 		again, err := s.Bulk(f.ctx, deadletter.ActionDiscard, set[:2], "cli:ana", nil)
 		if err != nil || again.Failed != 2 || again.Done != 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
 // sampleSize is how many entries of a bulk set are printed before asking.
@@ -48,7 +49,7 @@ var bulkStates = []dlstore.State{dlstore.Open, dlstore.Left}
 // filter selects when the command starts. Every refusal comes before the
 // first change: a usage error, an id that names nothing (before any
 // question), a missing --yes off a terminal, a body that breaks the
-// contract.
+// contract. Only a replay that is not a dry run needs Service Bus.
 func (c *cli) act(a deadletter.Action, args []string) int {
 	fs := c.flags()
 	af := actFlags{filter: addFilterFlags(fs)}
@@ -84,7 +85,14 @@ func (c *cli) act(a deadletter.Action, args []string) int {
 	if code >= 0 {
 		return code
 	}
-	s, err := c.open()
+	u := changesStore
+	switch {
+	case *af.dry:
+		u = reads
+	case a == deadletter.ActionReplay:
+		u = sends
+	}
+	s, err := c.open(u)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -108,8 +116,10 @@ func (c *cli) info(asJSON bool) io.Writer {
 	return c.stdout
 }
 
-// confirm asks on a terminal; off one it refuses with exit 2 (before
-// anything changed). It returns an exit code >= 0 when the command ends.
+// confirm asks on a terminal and reads one line: y or yes, in any case,
+// goes on; anything else changes nothing (exit 1). Off a terminal it
+// refuses with exit 2 (before anything changed). It returns an exit code
+// >= 0 when the command ends.
 func (c *cli) confirm(w io.Writer, question string, yes bool) int {
 	if yes {
 		return -1
@@ -118,13 +128,31 @@ func (c *cli) confirm(w io.Writer, question string, yes bool) int {
 		return c.usage("refusing to %s without --yes when stdin is not a terminal", question)
 	}
 	fmt.Fprintf(w, "%s? [y/N] ", question)
-	var answer string
-	_, _ = fmt.Fscanln(c.env.Stdin, &answer)
-	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+	if a := strings.ToLower(strings.TrimSpace(readLine(c.env.Stdin))); a != "y" && a != "yes" {
 		fmt.Fprintln(w, "nothing changed")
 		return exitFailure
 	}
 	return -1
+}
+
+// readLine reads one line from r, without reading past it (a reader
+// shared with what comes next keeps the rest), up to 1 KiB.
+func readLine(r io.Reader) string {
+	var line []byte
+	b := make([]byte, 1)
+	for range 1 << 10 {
+		n, err := r.Read(b)
+		if n == 1 {
+			if b[0] == '\n' {
+				break
+			}
+			line = append(line, b[0])
+		}
+		if err != nil {
+			break
+		}
+	}
+	return string(line)
 }
 
 func (c *cli) actOne(s *session, a deadletter.Action, id string, body []byte, af actFlags) int {
@@ -203,25 +231,21 @@ type bulkSummary struct {
 	DryRun bool              `json:"dry_run,omitempty"`
 	// Total is the set acted on; Refused how many more matched but are
 	// in a state the action does not take (left alone).
-	Total   int       `json:"total"`
-	Done    int       `json:"done"`
-	Failed  int       `json:"failed"`
-	Refused int       `json:"refused"`
-	Cutoff  time.Time `json:"cutoff"`
+	Total   int `json:"total"`
+	Done    int `json:"done"`
+	Failed  int `json:"failed"`
+	Refused int `json:"refused"`
 }
 
+// actBulk acts on the set that list with filter f shows now: Select lists
+// it once, and the entries listed are the set, whatever clock stamped
+// their StoredAt (a development host's that skipped idle time, another
+// instance's); entries stored later are not in it.
 func (c *cli) actBulk(s *session, a deadletter.Action, f dlstore.Filter, af actFlags) int {
-	// The cutoff: what the store holds now, by the broker's clock (which
-	// stamps StoredAt), unless --until says earlier. Select fixes the set
-	// there; entries stored later are not in it.
 	now, err := s.sw.Now(c.ctx)
 	if err != nil {
 		return c.fail(err)
 	}
-	if f.Until.IsZero() || f.Until.After(now) {
-		f.Until = now.Add(time.Nanosecond)
-	}
-	cutoff := f.Until
 	set, err := s.sw.Select(c.ctx, f)
 	if err != nil {
 		return c.fail(err)
@@ -233,11 +257,14 @@ func (c *cli) actBulk(s *session, a deadletter.Action, f dlstore.Filter, af actF
 	matched := len(set)
 	set, refused := actionable(set, a)
 	if len(set) == 0 {
-		return c.notFound("%d dead letters match, and %s takes none of them in their state (%s)", matched, verbs[a], statesOf(statesIn(refused)))
+		return c.notFound("%s (%s)", wording.CountAs(matched, "dead letter matches, and "+verbs[a]+" does not take it in its state",
+			"dead letters match, and "+verbs[a]+" takes none of them in their state"), statesOf(statesIn(refused)))
 	}
-	fmt.Fprintf(w, "%d dead letters match, stored before %s; entries stored later are not touched\n", matched, stamp(cutoff))
+	fmt.Fprintf(w, "%s now; the set is fixed: entries stored from now on are not touched\n",
+		wording.CountAs(matched, "dead letter matches", "dead letters match"))
 	if len(refused) > 0 {
-		fmt.Fprintf(w, "%d of them are left alone: %s does not take them in their state (%s)\n", len(refused), verbs[a], statesOf(statesIn(refused)))
+		fmt.Fprintf(w, "%s (%s)\n", wording.CountAs(len(refused), "of them is left alone: "+verbs[a]+" does not take it in its state",
+			"of them are left alone: "+verbs[a]+" does not take them in their state"), statesOf(statesIn(refused)))
 	}
 	if len(set) > sampleSize {
 		fmt.Fprintf(w, "the first %d:\n", sampleSize)
@@ -255,13 +282,13 @@ func (c *cli) actBulk(s *session, a deadletter.Action, f dlstore.Filter, af actF
 				items = append(items, it)
 			}
 			jsonLines(c.stdout, items)
-			_ = json.NewEncoder(c.stdout).Encode(bulkSummary{Action: a, DryRun: true, Total: len(set), Refused: len(refused), Cutoff: cutoff.UTC()})
+			_ = json.NewEncoder(c.stdout).Encode(bulkSummary{Action: a, DryRun: true, Total: len(set), Refused: len(refused)})
 		}
-		fmt.Fprintf(w, "dry run: would %s %d dead letters; nothing changed\n", verbs[a], len(set))
+		fmt.Fprintf(w, "dry run: would %s %s; nothing changed\n", verbs[a], wording.Count(len(set), "dead letter"))
 		return exitOK
 	}
 	if len(set) > 1 || a == deadletter.ActionDiscard {
-		if code := c.confirm(w, fmt.Sprintf("%s %d dead letters", verbs[a], len(set)), *af.yes); code >= 0 {
+		if code := c.confirm(w, verbs[a]+" "+wording.Count(len(set), "dead letter"), *af.yes); code >= 0 {
 			return code
 		}
 	}
@@ -270,7 +297,7 @@ func (c *cli) actBulk(s *session, a deadletter.Action, f dlstore.Filter, af actF
 	bar(-1)
 	if *af.asJSON {
 		jsonLines(c.stdout, rep.Items)
-		_ = json.NewEncoder(c.stdout).Encode(bulkSummary{Action: a, Total: rep.Total, Done: rep.Done, Failed: rep.Failed, Refused: len(refused), Cutoff: cutoff.UTC()})
+		_ = json.NewEncoder(c.stdout).Encode(bulkSummary{Action: a, Total: rep.Total, Done: rep.Done, Failed: rep.Failed, Refused: len(refused)})
 	} else {
 		for _, it := range rep.Items {
 			if it.Error != "" {
@@ -358,7 +385,7 @@ func (c *cli) restore(args []string) int {
 	if strings.TrimSpace(*id) == "" {
 		return c.usage("--id is required")
 	}
-	s, err := c.open()
+	s, err := c.open(changesStore)
 	if err != nil {
 		return c.fail(err)
 	}

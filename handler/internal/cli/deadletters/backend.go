@@ -1,13 +1,17 @@
 package deadletters
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/connect"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
@@ -36,7 +40,10 @@ type OrderRows interface {
 // otherwise connect builds it.
 type Backend struct {
 	Broker deadletter.Broker
-	Store  dlstore.Store
+	// NoBroker, when Broker is nil, says why (nothing names a Service
+	// Bus: connect.Resolve).
+	NoBroker error
+	Store    dlstore.Store
 	// Orders reads order rows; nil when the account has none to read
 	// (find then says so).
 	Orders OrderRows
@@ -51,6 +58,11 @@ type Backend struct {
 	// 0 or 1 for real time, as for Service Bus in Azure. Above 1, the
 	// reading commands say on stderr which clock their times are on.
 	TimeScale float64
+	// DevHost says the store is a development host's (the host found, or
+	// Azurite's development account when none runs): the dead-letter
+	// store's times are on its broker clock, the order rows' on the wall
+	// clock.
+	DevHost bool
 	// Close releases the connections (nil: nothing to release).
 	Close func()
 }
@@ -63,16 +75,20 @@ func openStore(svc *aztables.ServiceClient, table string) (dlstore.Store, error)
 }
 
 // connect resolves where the command works: Env.Connect, else package
-// connect's broker and Table Storage account.
+// connect's broker (none when nothing names one: NoBroker says why) and
+// Table Storage account.
 func (c *cli) connect() (*Backend, error) {
 	if c.env.Connect != nil {
 		return c.env.Connect(c.ctx)
 	}
-	t, err := connect.ServiceBus(connect.Options{Namespace: c.namespace, Tables: c.tables, Getenv: c.env.Getenv, Dir: c.env.Dir})
+	t, err := connect.Resolve(connect.Options{Namespace: c.namespace, Tables: c.tables, Getenv: c.env.Getenv, Dir: c.env.Dir})
 	if err != nil {
 		return nil, err
 	}
 	closeBroker := func() {
+		if t.Broker == nil {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = t.Broker.Close(ctx)
@@ -91,25 +107,47 @@ func (c *cli) connect() (*Backend, error) {
 		closeBroker()
 		return nil, err
 	}
-	scale := 0.0
-	if t.DevHost != nil {
-		scale = t.DevHost.TimeScale
+	b := &Backend{
+		NoBroker: t.NoBroker,
+		Store:    st,
+		Orders:   tablestore.NewFromService(svc, orDefault(c.env.Getenv(config.EnvStoreTable), config.DefaultTable), nil),
+		Queues:   deadletter.Queues{Queue: t.Queue, PoisonQueue: t.PoisonQueue},
+		Close:    closeBroker,
 	}
-	return &Backend{
-		TimeScale: scale,
-		Broker:    t.Broker,
-		Store:     st,
-		Orders:    tablestore.NewFromService(svc, orDefault(c.env.Getenv(config.EnvStoreTable), config.DefaultTable), nil),
-		Queues:    deadletter.Queues{Queue: t.Queue, PoisonQueue: t.PoisonQueue},
-		Close:     closeBroker,
-	}, nil
+	if t.Broker != nil {
+		b.Broker = t.Broker
+	}
+	if t.DevHost != nil {
+		b.TimeScale = t.DevHost.TimeScale
+	}
+	b.DevHost = t.DevHost != nil || t.DevelopmentStorage()
+	return b, nil
 }
+
+// use is what a command does with the backend, which decides what it
+// needs: only what sends or receives needs Service Bus.
+type use int
+
+const (
+	// reads: the store, and Service Bus where it can (stats, the dry
+	// runs). It works on one instant, read once from the broker's clock
+	// (this machine's when that cannot be read: it says so).
+	reads use = iota
+	// changesStore: archive, discard, restore; every change is stamped
+	// on the clock at that moment (the broker's on a development host).
+	changesStore
+	// sends: replay and sweep; they need Service Bus.
+	sends
+)
 
 // session is one connected command: the backend and the sweeper on it
 // with the policy settings.
 type session struct {
 	*Backend
 	sw *deadletter.Sweeper
+	// clockErr, for a command that reads, is why the broker's clock could
+	// not be read (the times are then against this machine's).
+	clockErr error
 }
 
 func (s *session) close() {
@@ -118,8 +156,13 @@ func (s *session) close() {
 	}
 }
 
-// open reads the settings, connects and builds the sweeper.
-func (c *cli) open() (*session, error) {
+// onBrokerClock reports whether the dead-letter store's times (stored,
+// audit) are on a broker clock of their own: a development host's.
+func (s *session) onBrokerClock() bool { return s.DevHost || s.TimeScale > 1 }
+
+// open reads the settings, connects and builds the sweeper for a command
+// that does u.
+func (c *cli) open(u use) (*session, error) {
 	dl, err := config.LoadDeadLetter(c.env.Getenv)
 	if err != nil {
 		return nil, err
@@ -136,16 +179,115 @@ func (c *cli) open() (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	sw := deadletter.New(b.Broker, b.Store, deadletter.Options{
+	s := &session{Backend: b}
+	var bus deadletter.Broker = absentBroker{why: b.NoBroker}
+	switch {
+	case b.Broker != nil:
+		bus = b.Broker
+	case u == sends:
+		s.close()
+		return nil, cmp.Or(b.NoBroker, connect.ErrNoTarget)
+	}
+	now := b.Now
+	if u == reads {
+		at := c.readClock(bus, b.Now)
+		if _, ok := bus.(deadletter.BrokerClock); !ok && b.DevHost && at.err == nil {
+			at.err = errNoHostClock
+		}
+		s.clockErr = at.err
+		bus, now = clockless{&waitOnce{Broker: bus}}, func() time.Time { return at.now }
+	}
+	s.sw = deadletter.New(bus, b.Store, deadletter.Options{
 		Queues:        b.Queues,
 		Policy:        deadletter.Policy{Cooldown: dl.Cooldown, MaxReplays: dl.MaxReplays},
 		RatePerSecond: dl.SweepRate,
 		Retention:     retention,
 		ReceiveWait:   b.ReceiveWait,
-		Now:           b.Now,
+		Now:           now,
 	})
-	return &session{Backend: b, sw: sw}, nil
+	return s, nil
 }
+
+// errNoHostClock: the store is a development host's but none runs here to
+// read the clock it was stamped on.
+var errNoHostClock = errors.New("no development host answers here, and this store is the development storage account, stamped on a host's broker clock")
+
+// instant is a command's now and, when the broker's clock could not be
+// read, why.
+type instant struct {
+	now time.Time
+	err error
+}
+
+// readClock reads the broker's clock once (a development host's), else
+// local (nil: time.Now). When the broker's cannot be read it falls back
+// to local and says why.
+func (c *cli) readClock(bus deadletter.Broker, local func() time.Time) instant {
+	if local == nil {
+		local = time.Now
+	}
+	bc, ok := bus.(deadletter.BrokerClock)
+	if !ok {
+		return instant{now: local()}
+	}
+	t, err := bc.Now(c.ctx)
+	if err != nil {
+		return instant{now: local(), err: err}
+	}
+	return instant{now: t}
+}
+
+// clockless is a broker without a clock of its own: the sweeper of a
+// command that reads then works on the instant the command read once.
+type clockless struct{ deadletter.Broker }
+
+// waitOnce is a command's broker that waits for a Service Bus that does
+// not answer once: after a peek fails as transient (a timeout, a
+// connection refused), every later peek fails at once with that error, so
+// a namespace that does not answer costs one call timeout, not one per
+// source.
+type waitOnce struct {
+	deadletter.Broker
+	mu     sync.Mutex
+	silent error
+}
+
+func (w *waitOnce) Peek(ctx context.Context, src broker.Source, max int, from int64) ([]broker.Received, error) {
+	w.mu.Lock()
+	silent := w.silent
+	w.mu.Unlock()
+	if silent != nil {
+		return nil, fmt.Errorf("not tried after an earlier call did not answer: %w", silent)
+	}
+	msgs, err := w.Broker.Peek(ctx, src, max, from)
+	if errors.Is(err, broker.ErrTransient) {
+		w.mu.Lock()
+		w.silent = err
+		w.mu.Unlock()
+	}
+	return msgs, err
+}
+
+// absentBroker stands in for a Service Bus there is none of: every call
+// fails with why, so a command that reads reports those parts as not read
+// and the rest as usual.
+type absentBroker struct{ why error }
+
+var _ deadletter.Broker = absentBroker{}
+
+func (a absentBroker) err() error {
+	return fmt.Errorf("Service Bus: %w", cmp.Or(a.why, connect.ErrNoTarget))
+}
+
+func (a absentBroker) Send(context.Context, string, broker.Message) error { return a.err() }
+func (a absentBroker) Receive(context.Context, broker.Source, int, time.Duration) ([]broker.Received, error) {
+	return nil, a.err()
+}
+func (a absentBroker) Peek(context.Context, broker.Source, int, int64) ([]broker.Received, error) {
+	return nil, a.err()
+}
+func (a absentBroker) Complete(context.Context, broker.Source, broker.Received) error { return a.err() }
+func (a absentBroker) Abandon(context.Context, broker.Source, broker.Received) error  { return a.err() }
 
 func orDefault(v, def string) string {
 	if v = strings.TrimSpace(v); v != "" {

@@ -152,7 +152,7 @@ func TestSweepAgreesWithItsDryRun(t *testing.T) {
 
 // A bulk discard works on the set fixed when it starts: entries stored
 // while it runs are untouched.
-func TestBulkDiscardKeepsItsCutoff(t *testing.T) {
+func TestBulkDiscardKeepsItsSet(t *testing.T) {
 	f := newFixture(t)
 	var set []string
 	for i := range 4 {
@@ -438,7 +438,7 @@ func TestBulkLeavesAloneWhatItCannotTake(t *testing.T) {
 	b := f.put(deadletter.Poison, 2, "b:parked", "o-2", order.ReasonInvalidTransition, "x")
 	f.must("discard", "--id", b.ID, "--yes")
 	res := f.run("archive", "--source", "poison", "--state", "discarded", "--yes")
-	if res.code != exitFailure || !strings.Contains(res.stderr, "archive takes none of them") {
+	if res.code != exitFailure || !strings.Contains(res.stderr, "1 dead letter matches, and archive does not take it in its state (discarded)") {
 		t.Errorf("archive of discarded entries: exit %d, %q", res.code, res.stderr)
 	}
 	ls := lines(t, f.must("archive", "--source", "poison", "--state", "open,discarded", "--dry-run", "--json").stdout)
@@ -447,7 +447,7 @@ func TestBulkLeavesAloneWhatItCannotTake(t *testing.T) {
 		t.Errorf("dry run: %v", ls)
 	}
 	res = f.must("archive", "--source", "poison", "--state", "open,discarded", "--yes")
-	if !strings.Contains(res.stdout, "1 of them are left alone") || !strings.Contains(res.stdout, "archive: 1 of 1 done, 0 failed") {
+	if !strings.Contains(res.stdout, "1 of them is left alone") || !strings.Contains(res.stdout, "archive: 1 of 1 done, 0 failed") {
 		t.Errorf("archive:\n%s", res.stdout)
 	}
 	if st := f.states(); st[a.ID] != dlstore.Archived || st[b.ID] != dlstore.Discarded {
@@ -480,6 +480,186 @@ func TestBulkProgressBar(t *testing.T) {
 		bar := strings.Contains(errOut.String(), "\rarchive [") && strings.Contains(errOut.String(), "] 3/3\n")
 		if bar != term {
 			t.Errorf("terminal %v: stderr %q", term, errOut.String())
+		}
+	}
+}
+
+// A bulk action's set is what list with the same filter shows when it
+// starts, whatever the entries' stored_at says against the CLI's clock: an
+// entry stamped by a clock ahead of it (a development host that skipped
+// idle time, another instance) is in the dry run, in the question's count
+// and in the real run, exactly as list shows it.
+func TestBulkSetIsWhatListShows(t *testing.T) {
+	for _, tc := range []struct {
+		action string
+		filter []string
+		after  dlstore.State
+	}{
+		{"discard", []string{"--state", "left"}, dlstore.Discarded},
+		{"archive", []string{"--source", "poison", "--state", "left"}, dlstore.Archived},
+		{"replay", []string{"--reason", order.ReasonInvalidTransition, "--state", "left"}, dlstore.Replayed},
+	} {
+		t.Run(tc.action, func(t *testing.T) {
+			f := newFixture(t)
+			now := f.clk.Now()
+			var want []string
+			for i, at := range []time.Time{now.Add(-time.Hour), now, now.Add(2 * time.Hour)} { // the last ahead of the CLI's clock
+				e := f.putAt(at, deadletter.Poison, int64(i+1), fmt.Sprintf("o-%d:3:parked", i), fmt.Sprintf("o-%d", i), order.ReasonInvalidTransition, "x")
+				want = append(want, e.ID)
+			}
+			f.must("sweep") // the policy leaves InvalidTransition for a human
+			ids := func(ls []map[string]any) []string {
+				var out []string
+				for _, l := range ls {
+					if id, ok := l["id"].(string); ok {
+						out = append(out, id)
+					}
+				}
+				return out
+			}
+			listed := ids(lines(t, f.must(append([]string{"list", "--json"}, tc.filter...)...).stdout))
+			if !slices.Equal(listed, want) {
+				t.Fatalf("list %q = %v, want %v", tc.filter, listed, want)
+			}
+			dry := f.must(append([]string{tc.action, "--dry-run", "--json"}, tc.filter...)...)
+			if got := ids(lines(t, dry.stdout)); !slices.Equal(got, listed) {
+				t.Errorf("%s --dry-run %q acts on %v, list shows %v", tc.action, tc.filter, got, listed)
+			}
+			f.terminal, f.stdin = true, strings.NewReader("n\n")
+			ask := f.run(append([]string{tc.action}, tc.filter...)...)
+			if q := fmt.Sprintf("%s 3 dead letters? [y/N]", tc.action); ask.code != exitFailure || !strings.Contains(ask.stdout, q) {
+				t.Errorf("the question: exit %d, want %q in:\n%s", ask.code, q, ask.stdout)
+			}
+			f.terminal, f.stdin = false, nil
+			res := f.must(append([]string{tc.action, "--yes"}, tc.filter...)...)
+			if done := fmt.Sprintf("%s: 3 of 3 done, 0 failed", tc.action); !strings.Contains(res.stdout, done) {
+				t.Errorf("the real run: want %q in:\n%s", done, res.stdout)
+			}
+			for _, id := range want {
+				if st := f.entry(id).State; st != tc.after {
+					t.Errorf("%s is %s after %s, want %s", id, st, tc.action, tc.after)
+				}
+			}
+		})
+	}
+}
+
+// find --order says which clock each time is on: the dead-letter entries
+// and audit entries on the broker's (a development host's, which runs
+// faster than real time), the order row on the wall clock (the handler
+// stamps it). The order row comes first, then the store's events in time
+// order; the stderr note says which is which and never that all are on
+// the broker's clock. Against Service Bus in Azure every time is real time.
+func TestFindLabelsEachTimeWithItsClock(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		devHost bool
+		scale   float64
+		store   string // the clock of the entries and audit entries
+	}{
+		{"a development host at 120x", true, 120, "broker"},
+		{"a development host at real time", true, 1, "broker"},
+		{"Azure", false, 0, "wall"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.devHost, f.timeScale = tc.devHost, tc.scale
+			wall := f.clk.Now()
+			f.clk.Advance(2 * time.Hour) // the broker's clock, ahead of the wall clock
+			if _, err := f.orders.Insert(f.ctx, "o-1", order.State{Status: order.Status("Created"), LastSequence: 1,
+				OccurredAt: wall.Add(-time.Minute), UpdatedAt: wall}); err != nil {
+				t.Fatal(err)
+			}
+			e := f.put(deadletter.DLQ, 7, "o-1:2", "o-1", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
+			res := f.must("find", "--order", "o-1", "--json")
+			var got []string
+			for _, l := range lines(t, res.stdout) {
+				got = append(got, fmt.Sprintf("%s/%v", l["kind"], l["clock"]))
+			}
+			if want := []string{"order/wall", "entry/" + tc.store, "audit/" + tc.store}; !slices.Equal(got, want) {
+				t.Errorf("find --json kind/clock = %v, want %v", got, want)
+			}
+			switch {
+			case tc.scale > 1:
+				oneLineErr(t, res.stderr)
+				if strings.HasPrefix(res.stderr, "handler deadletters find: times and ages are on the development host's broker clock") ||
+					!strings.Contains(res.stderr, "broker clock") || !strings.Contains(res.stderr, "order row's time is not") {
+					t.Errorf("the note %q: want it to say the order row is not on the broker's clock", res.stderr)
+				}
+			case res.stderr != "":
+				t.Errorf("stderr %q, want nothing", res.stderr)
+			}
+			text := f.must("find", "--order", "o-1").stdout
+			ls := strings.Split(strings.TrimSpace(text), "\n")
+			if len(ls) != 4 || !strings.Contains(ls[0], "CLOCK") || !strings.Contains(ls[1], "order row") || !strings.Contains(ls[1], " wall ") ||
+				!strings.Contains(ls[2], e.ID) || !strings.Contains(ls[2], " "+tc.store+" ") {
+				t.Errorf("find: want a CLOCK column, the order row on the wall clock, the entry on the %s clock:\n%s", tc.store, text)
+			}
+		})
+	}
+}
+
+// discard --id asks on a terminal ("discard ID (MessageId, state)? [y/N]"
+// on stdout, on stderr with --json) and goes on only for y or yes in any
+// case; any other answer, an empty line or none changes nothing (exit 1,
+// "nothing changed"). Off a terminal it needs --yes: without it, exit 2 in
+// one line, nothing asked, nothing changed. --dry-run and --yes never
+// ask; archive and replay of one entry never ask.
+func TestDiscardByIDAsksFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		terminal  bool
+		answer    string
+		code      int
+		discarded bool
+		asked     string // "stdout", "stderr" or "" (not asked)
+	}{
+		{"y on a terminal", nil, true, "y\n", exitOK, true, "stdout"},
+		{"YES on a terminal", nil, true, " YES \n", exitOK, true, "stdout"},
+		{"n on a terminal", nil, true, "n\n", exitFailure, false, "stdout"},
+		{"more than y", nil, true, "y es\n", exitFailure, false, "stdout"},
+		{"an empty line", nil, true, "\n", exitFailure, false, "stdout"},
+		{"no answer (end of input)", nil, true, "", exitFailure, false, "stdout"},
+		{"--json asks on stderr", []string{"--json"}, true, "y\n", exitOK, true, "stderr"},
+		{"off a terminal", nil, false, "y\n", exitUsage, false, ""},
+		{"off a terminal with --yes", []string{"--yes"}, false, "", exitOK, true, ""},
+		{"--yes on a terminal", []string{"--yes"}, true, "n\n", exitOK, true, ""},
+		{"--dry-run", []string{"--dry-run"}, false, "", exitOK, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			e := f.put(deadletter.Poison, 1, "o-1:2:parked", "o-1", order.ReasonInvalidTransition, "x")
+			f.terminal, f.stdin = tc.terminal, strings.NewReader(tc.answer)
+			res := f.run(append([]string{"discard", "--id", e.ID}, tc.args...)...)
+			if res.code != tc.code {
+				t.Errorf("exit %d, want %d:\n%s%s", res.code, tc.code, res.stdout, res.stderr)
+			}
+			if got := f.entry(e.ID).State == dlstore.Discarded; got != tc.discarded {
+				t.Errorf("discarded %v, want %v", got, tc.discarded)
+			}
+			q := fmt.Sprintf("discard %s (%s, open)? [y/N] ", e.ID, e.MessageID)
+			inOut, inErr := strings.Contains(res.stdout, q), strings.Contains(res.stderr, q)
+			if got := map[[2]bool]string{{true, false}: "stdout", {false, true}: "stderr", {false, false}: ""}[[2]bool{inOut, inErr}]; got != tc.asked {
+				t.Errorf("asked on %q, want %q:\n%s%s", got, tc.asked, res.stdout, res.stderr)
+			}
+			if tc.asked != "" && !tc.discarded && !strings.Contains(res.stdout+res.stderr, "nothing changed") {
+				t.Errorf("a refusal does not say nothing changed:\n%s%s", res.stdout, res.stderr)
+			}
+			if tc.code == exitUsage {
+				oneLineErr(t, res.stderr)
+				if !strings.Contains(res.stderr, "without --yes when stdin is not a terminal") || res.stdout != "" {
+					t.Errorf("off a terminal: stdout %q, stderr %q", res.stdout, res.stderr)
+				}
+			}
+		})
+	}
+	for _, args := range [][]string{{"archive"}, {"replay"}} {
+		f := newFixture(t)
+		e := f.put(deadletter.Poison, 1, "o-1:2:parked", "o-1", order.ReasonInvalidTransition, "x")
+		f.terminal, f.stdin = true, strings.NewReader("n\n")
+		if res := f.must(append(args, "--id", e.ID)...); strings.Contains(res.stdout, "[y/N]") {
+			t.Errorf("%s --id asked:\n%s", args[0], res.stdout)
 		}
 	}
 }

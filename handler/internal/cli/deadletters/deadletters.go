@@ -5,7 +5,8 @@
 // timer). It connects as package connect says: --namespace and --tables,
 // else the app settings with the operator's Entra identity, else the
 // development host of `make run` on this machine; the dead-letter store and
-// the order rows are tables of that account.
+// the order rows are tables of that account. Only replay and sweep (not
+// their dry runs) need Service Bus; the others work on the account alone.
 //
 // Its contract with scripts and runbooks: every command takes --help;
 // --json prints JSON Lines (one object a line); exit 0 is success, 1 a
@@ -100,15 +101,17 @@ commands:
 
 stats, groups, find and list only read; replay, discard, archive and restore act on one entry (--id)
 or on every entry a FILTER selects when the command starts; sweep does what the timer does.
+Only replay and sweep (not their --dry-run) need Service Bus; every other command works on the
+Table Storage account alone, and says on stderr what it could not read from Service Bus.
 
 FILTER: --source dlq|poison|poison-dlq, --reason R, --group G, --order ID,
         --since T, --until T (RFC 3339, or a duration meaning that long ago: 2h, 7d),
         --text S (in the MessageId, order id, description or body),
         --state open|left|replay-due|replayed|archived|discarded (several: a,b)
-A filter selects what the store holds when the command starts: entries stored
-later are not touched. More than one entry (and discard of any) needs --yes or an
-answer on a terminal; off a terminal (a pipe, a file, /dev/null) a missing --yes
-exits 2 before anything changes.
+A filter selects what list with the same filter shows when the command starts: the
+entries listed then are the set, and entries stored later are not touched. More than
+one entry (and discard of any) needs --yes or y on a terminal; off a terminal (stdin a
+pipe, a file, /dev/null) a missing --yes exits 2 before anything changes.
 
 sources: dlq = order-status/$DeadLetterQueue, poison = order-status-poison,
          poison-dlq = order-status-poison/$DeadLetterQueue
@@ -139,13 +142,13 @@ func commands() []command {
 	return []command{
 		{"stats", "[--json]", "Prints the depth, the oldest age, how many are still in Service Bus (in queue) and how many\nare left for a human, per source and reason: the store's entries that are not closed and\nthe messages not yet drained. A part that cannot be read is named on stderr (exit 1);\nthe rest is still reported.", (*cli).stats},
 		{"groups", "[FILTER] [--json]", "Prints the failure groups (source, reason and a fingerprint of the description with its\nids, numbers and times masked) of the entries not closed (or those FILTER selects):\ncount, orders affected, first and last seen, and what the policy does with them.\nAct on a group with --group G.", (*cli).groups},
-		{"find", "--order ID [--json]", "Prints everything about one order in time order: its row in the order table (status,\nlast sequence), its dead-letter entries in every state, and every audit entry.\nExit 1 when nothing at all is known of the order.", (*cli).find},
+		{"find", "--order ID [--json]", "Prints everything about one order: its row in the order table (status, last sequence),\nthen its dead-letter entries in every state and every audit entry in time order, each time\nwith its clock (wall: real time; broker: a development host's broker clock).\nExit 1 when nothing at all is known of the order.", (*cli).find},
 		{"list", "[FILTER] [--max N] [--json]", "Lists the entries FILTER selects (default: those not closed; --state archived shows\nwhat is kept), oldest first. Messages still in Service Bus show once a sweep stored them\n(stats counts them as in queue).", (*cli).list},
-		{"replay", "(--id ID [--body FILE] | FILTER) [--dry-run] [--yes] [--json]", "Sends entries back to order-status (their session, MessageId <original>:replay:<n>)\nand records each as replayed (a parked one as resubmitted). With a filter it prints the\ncount and a sample first (the open and left entries it selects unless --state says\notherwise). --body sends FILE's body instead, checked against the message contract\nbefore anything is sent (--id only).", (*cli).replay},
+		{"replay", "(--id ID [--body FILE] | FILTER) [--dry-run] [--yes] [--json]", "Sends entries back to order-status (their session, MessageId <original>:replay:<n>)\nand records each as replayed (a parked one as resubmitted). With a filter it prints the\ncount and a sample first (the open and left entries it selects unless --state says\notherwise), and asks for more than one. --body sends FILE's body instead, checked against\nthe message contract before anything is sent (--id only). Needs Service Bus (not --dry-run).", (*cli).replay},
 		{"discard", "(--id ID | FILTER) [--dry-run] [--yes] [--json]", "Closes entries as discarded: kept, with their audit entries, until DEAD_LETTER_RETENTION,\nthen purged. A filter takes the open and left entries it selects unless --state says\notherwise (--state archived: archived ones). Asks first on a terminal; off one, needs --yes.", (*cli).discard},
 		{"archive", "(--id ID | FILTER) [--dry-run] [--yes] [--json]", "Sets entries aside as archived: off every queue, kept until DEAD_LETTER_RETENTION;\nrestore --id reopens one. A filter takes the open and left entries it selects unless\n--state says otherwise.", (*cli).archive},
 		{"restore", "--id ID [--json]", "Reopens an archived (or left) entry: back to open, to be corrected and replayed.", (*cli).restore},
-		{"sweep", "[--dry-run] [--json]", "Runs the dead-letter policy now, as the DeadLetterSweeper timer does: drains every source\ninto the store, replays after the cool-down, archives bad data, leaves the rest for a human,\npurges what the retention lets go. --dry-run reads only, writes nothing (no table is created\neither) and says, per message and entry, what the sweep would do and why; a part it cannot\nread is named on stderr (exit 1) and the rest still reported.", (*cli).sweep},
+		{"sweep", "[--dry-run] [--json]", "Runs the dead-letter policy now, as the DeadLetterSweeper timer does: drains every source\ninto the store, replays after the cool-down, archives bad data, leaves the rest for a human,\npurges what the retention lets go. --dry-run reads only, writes nothing (no table is created\neither) and says, per message and entry, what the sweep would do and why; a part it cannot\nread is named on stderr (exit 1) and the rest still reported. Needs Service Bus (not --dry-run).", (*cli).sweep},
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/connect"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dlmem"
@@ -43,7 +44,25 @@ type fixture struct {
 	terminal bool
 	stdin    io.Reader
 	connects int
+	// noBroker makes the CLI's backend one without Service Bus, as when
+	// nothing names one (connect.Resolve); timeScale and devHost make it a
+	// development host's.
+	noBroker  bool
+	timeScale float64
+	devHost   bool
 }
+
+// hostBroker is a broker with a clock of its own, as a development host's
+// (loopback) is.
+type hostBroker struct {
+	deadletter.Broker
+	clk *clock.ScaledClock
+}
+
+func (h hostBroker) Now(context.Context) (time.Time, error) { return h.clk.Now(), nil }
+
+// errNoServiceBus is what connect says when nothing names a Service Bus.
+var errNoServiceBus = fmt.Errorf("%w: pass --namespace, set ServiceBusConnection__fullyQualifiedNamespace, or start the development host with 'make run'", connect.ErrNoTarget)
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
@@ -90,7 +109,15 @@ func (f *fixture) run(args ...string) result {
 		StderrIsTerminal: func() bool { return false },
 		Connect: func(context.Context) (*Backend, error) {
 			f.connects++
-			return &Backend{Broker: f.broker, Store: f.store, Orders: f.orders, Queues: f.q, Now: f.clk.Now, ReceiveWait: time.Millisecond}, nil
+			b := &Backend{Broker: f.broker, Store: f.store, Orders: f.orders, Queues: f.q, Now: f.clk.Now, ReceiveWait: time.Millisecond,
+				TimeScale: f.timeScale, DevHost: f.devHost}
+			switch {
+			case f.noBroker:
+				b.Broker, b.NoBroker = nil, errNoServiceBus
+			case f.devHost: // a development host's broker reads out its clock
+				b.Broker = hostBroker{f.broker, f.clk}
+			}
+			return b, nil
 		},
 	})
 	return result{code, out.String(), errOut.String()}
@@ -109,16 +136,23 @@ func (f *fixture) must(args ...string) result {
 // put stores an entry as a sweep would have, at the clock's now.
 func (f *fixture) put(k deadletter.Kind, seq int64, msgID, orderID, reason, description string) dlstore.Entry {
 	f.t.Helper()
+	return f.putAt(f.clk.Now(), k, seq, msgID, orderID, reason, description)
+}
+
+// putAt stores an entry as a sweep on a clock that says at would have (a
+// development host's that skipped idle time, another instance's).
+func (f *fixture) putAt(at time.Time, k deadletter.Kind, seq int64, msgID, orderID, reason, description string) dlstore.Entry {
+	f.t.Helper()
 	m := broker.Received{Message: broker.Message{MessageID: msgID, SessionID: orderID, Subject: order.SubjectStatusChanged,
 		ContentType: "application/json", Body: updateBody(orderID, "Paid", 2),
 		ApplicationProperties: map[string]any{"tenant": "t-1"}},
-		SequenceNumber: seq, DeliveryCount: 5, EnqueuedTime: f.clk.Now(), DeadLetterReason: reason, DeadLetterErrorDescription: description}
+		SequenceNumber: seq, DeliveryCount: 5, EnqueuedTime: at, DeadLetterReason: reason, DeadLetterErrorDescription: description}
 	if k != deadletter.DLQ {
 		m.SessionID = ""
 		m.ApplicationProperties[parking.PropOriginalSessionID] = orderID
 		m.ApplicationProperties[parking.PropOriginalMessageID] = strings.TrimSuffix(msgID, ":parked")
 	}
-	e := deadletter.EntryOf(k, m, f.clk.Now())
+	e := deadletter.EntryOf(k, m, at)
 	if _, err := f.st.Put(f.ctx, e, "sweeper"); err != nil {
 		f.t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 	"github.com/orderstatus/orderstatus/handler/internal/wording"
@@ -30,7 +31,7 @@ func (c *cli) stats(args []string) int {
 	if code := c.parse(fs, args); code >= 0 {
 		return code
 	}
-	s, err := c.open()
+	s, err := c.open(reads)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -39,10 +40,11 @@ func (c *cli) stats(args []string) int {
 	if err != nil && len(unreadable) == 0 {
 		return c.fail(err)
 	}
-	if s.TimeScale > 1 {
-		if now, err := s.sw.Now(c.ctx); err == nil {
-			c.clockNote(s, now)
-		}
+	unreadable = s.serviceBusParts(unreadable)
+	if s.clockErr != nil { // said with the rest that could not be read, in one line
+		unreadable = append([]string{clockPart(s.clockErr)}, unreadable...)
+	} else if now, err := s.sw.Now(c.ctx); err == nil {
+		c.clockNote(s, now)
 	}
 	if *asJSON {
 		jsonLines(c.stdout, st)
@@ -55,6 +57,30 @@ func (c *cli) stats(args []string) int {
 		_ = tw.Flush()
 	}
 	return c.unreadable(unreadable)
+}
+
+// serviceBusParts, when there is no Service Bus, replaces the sources
+// among the parts not read by one part that says why.
+func (s *session) serviceBusParts(parts []string) []string {
+	if s.NoBroker == nil {
+		return parts
+	}
+	sources := map[string]bool{}
+	for _, k := range deadletter.Kinds {
+		sources[s.Queues.Source(k).String()] = true
+	}
+	var out []string
+	said := false
+	for _, p := range parts {
+		switch {
+		case !sources[p]:
+			out = append(out, p)
+		case !said:
+			out = append(out, "Service Bus ("+s.NoBroker.Error()+")")
+			said = true
+		}
+	}
+	return out
 }
 
 // unreadable names what could not be read (exit 1), after the rest was
@@ -102,7 +128,7 @@ func (c *cli) groups(args []string) int {
 	if code >= 0 {
 		return code
 	}
-	s, err := c.open()
+	s, err := c.open(reads)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -176,7 +202,7 @@ func (c *cli) list(args []string) int {
 	if code >= 0 {
 		return code
 	}
-	s, err := c.open()
+	s, err := c.open(reads)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -189,7 +215,7 @@ func (c *cli) list(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	es, err := s.Store.List(c.ctx, f)
+	es, err := s.sw.Select(c.ctx, f) // the set an action with this filter takes
 	if err != nil {
 		return c.fail(err)
 	}
@@ -249,10 +275,13 @@ type auditOut struct {
 }
 
 // event is one line of find: the order row, an entry (at the time it was
-// stored) or an audit entry, in time order.
+// stored) or an audit entry. Clock is the clock At and the times within
+// are on: the order row's on the wall clock (the handler's), the store's
+// on the broker's on a development host.
 type event struct {
 	Kind  string    `json:"kind"` // "order", "entry" or "audit"
 	At    time.Time `json:"at"`
+	Clock string    `json:"clock"` // "wall" or "broker"
 	Order *orderRow `json:"order,omitempty"`
 	Entry *entryOut `json:"entry,omitempty"`
 	Audit *auditOut `json:"audit,omitempty"`
@@ -268,7 +297,7 @@ func (c *cli) find(args []string) int {
 	if strings.TrimSpace(*orderID) == "" {
 		return c.usage("--order is required")
 	}
-	s, err := c.open()
+	s, err := c.open(reads)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -277,7 +306,9 @@ func (c *cli) find(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	c.clockNote(s, now)
+	c.clockNoteOn(s, now, "the dead-letter and audit entries' times and ages are",
+		"; the order row's time is not: it is real time, the handler's (CLOCK wall)")
+	onStore := s.storeClock()
 	var events []event
 	var unreadable []string
 	switch {
@@ -291,7 +322,7 @@ func (c *cli) find(args []string) int {
 			unreadable = append(unreadable, "the order table ("+err.Error()+")")
 		default:
 			st := row.State
-			events = append(events, event{Kind: "order", At: st.UpdatedAt.UTC(), Order: &orderRow{OrderID: row.OrderID,
+			events = append(events, event{Kind: "order", At: st.UpdatedAt.UTC(), Clock: clockWall, Order: &orderRow{OrderID: row.OrderID,
 				Status: string(st.Status), LastSequence: st.LastSequence, OccurredAt: st.OccurredAt.UTC(), UpdatedAt: st.UpdatedAt.UTC()}})
 		}
 	}
@@ -301,17 +332,22 @@ func (c *cli) find(args []string) int {
 	}
 	for _, e := range rep.Entries {
 		eo := entryOf(e, now)
-		events = append(events, event{Kind: "entry", At: eo.StoredAt, Entry: &eo})
+		events = append(events, event{Kind: "entry", At: eo.StoredAt, Clock: onStore, Entry: &eo})
 	}
 	for _, a := range rep.History {
-		events = append(events, event{Kind: "audit", At: a.At.UTC(), Audit: &auditOut{EntryID: a.EntryID, N: a.N, Action: a.Action,
+		events = append(events, event{Kind: "audit", At: a.At.UTC(), Clock: onStore, Audit: &auditOut{EntryID: a.EntryID, N: a.N, Action: a.Action,
 			From: a.From, To: a.To, Actor: a.Actor, Source: a.Source, SequenceNumber: a.SequenceNumber, MessageID: a.MessageID,
 			Reason: a.Reason, NewMessageID: a.NewMessageID, Detail: a.Detail}})
 	}
-	// Time order; at one instant the entry before its audit entries, and
-	// those by number.
+	// The order row first (its times are on another clock than the
+	// store's, on a development host), then the store's events in time
+	// order; at one instant the entry before its audit entries, and those
+	// by number.
 	rank := map[string]int{"order": 0, "entry": 1, "audit": 2}
 	slices.SortStableFunc(events, func(a, b event) int {
+		if n := cmp.Compare(min(rank[a.Kind], 1), min(rank[b.Kind], 1)); n != 0 {
+			return n
+		}
 		if n := a.At.Compare(b.At); n != 0 {
 			return n
 		}
@@ -335,18 +371,19 @@ func (c *cli) find(args []string) int {
 		fmt.Fprintf(c.stdout, "order %s: no row in the order table\n", *orderID)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tWHAT\tDETAIL")
+	fmt.Fprintln(tw, "TIME\tCLOCK\tWHAT\tDETAIL")
 	for _, e := range events {
 		switch {
 		case e.Order != nil:
-			fmt.Fprintf(tw, "%s\torder row\tstatus %s, last sequence %d (occurred %s)\n", stamp(e.At), e.Order.Status, e.Order.LastSequence, stamp(e.Order.OccurredAt))
+			fmt.Fprintf(tw, "%s\t%s\torder row\tstatus %s, last sequence %d (occurred %s, on the producer's clock)\n", stamp(e.At), e.Clock,
+				e.Order.Status, e.Order.LastSequence, stamp(e.Order.OccurredAt))
 		case e.Entry != nil:
 			x := e.Entry
-			fmt.Fprintf(tw, "%s\tdead letter %s\t%s seq %d, %s, %s: now %s, %s%s\n", stamp(e.At), x.ID, x.Source, x.SequenceNumber,
+			fmt.Fprintf(tw, "%s\t%s\tdead letter %s\t%s seq %d, %s, %s: now %s, %s%s\n", stamp(e.At), e.Clock, x.ID, x.Source, x.SequenceNumber,
 				x.MessageID, orDash(x.Reason), x.State, wording.Count(x.ReplayCount, "replay"), ifSet(", last as ", x.NewMessageID))
 		case e.Audit != nil:
 			x := e.Audit
-			fmt.Fprintf(tw, "%s\t%s by %s\t%s (%s -> %s)%s%s\n", stamp(e.At), x.Action, x.Actor, x.EntryID, orDash(string(x.From)), x.To,
+			fmt.Fprintf(tw, "%s\t%s\t%s by %s\t%s (%s -> %s)%s%s\n", stamp(e.At), e.Clock, x.Action, x.Actor, x.EntryID, orDash(string(x.From)), x.To,
 				ifSet(", as ", x.NewMessageID), ifSet(": ", shorten(x.Detail, 60)))
 		}
 	}

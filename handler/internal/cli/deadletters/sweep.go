@@ -31,7 +31,11 @@ func (c *cli) sweep(args []string) int {
 	if code := c.parse(fs, args); code >= 0 {
 		return code
 	}
-	s, err := c.open()
+	u := sends
+	if *dry {
+		u = reads
+	}
+	s, err := c.open(u)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -46,6 +50,10 @@ func (c *cli) sweep(args []string) int {
 			fmt.Fprintln(c.stderr, sweepProgress(acted, now.Sub(start)))
 		}
 	}})
+	rep.Unreadable = s.serviceBusParts(rep.Unreadable)
+	if s.clockErr != nil { // a dry run's: said with the rest that could not be read
+		rep.Unreadable = append([]string{clockPart(s.clockErr)}, rep.Unreadable...)
+	}
 	if *asJSON {
 		jsonLines(c.stdout, rep.Items)
 		_ = json.NewEncoder(c.stdout).Encode(sweepSummary{RunID: rep.RunID, DryRun: rep.DryRun, Counts: rep.Counts, Stats: rep.Stats,
