@@ -65,7 +65,10 @@ lint-workflows:
 
 ## run: the whole system locally (development host, in-memory broker, Azurite).
 ## Pass dev-host flags with ARGS, e.g. make run ARGS="--scenario my.jsonl --exit-when-idle".
-run: tools build
+## The front's address is checked first, before tools and build install anything.
+run:
+	@./scripts/check-run-port.sh $(ARGS)
+	@$(MAKE) --no-print-directory tools build
 	./scripts/run-local.sh $(ARGS)
 
 ## package: dist/ laid out as the Functions host expects, zipped to dist.zip.

@@ -7,14 +7,17 @@ package main
 // `handler dev --help`, and the commands `handler --help` lists.
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/orderstatus/orderstatus/handler/internal/config"
@@ -445,5 +448,207 @@ func TestReadmeDeployStartsWithStepZero(t *testing.T) {
 	}
 	if !strings.Contains(doc(t, "docs/deploy.md"), "\n## Step 0: ") {
 		t.Error("docs/deploy.md has no \"## Step 0: \" heading")
+	}
+}
+
+// firstScreen is the README before its first section.
+func firstScreen(t *testing.T) string {
+	t.Helper()
+	md := readme(t)
+	if i := strings.Index(md, "\n## "); i >= 0 {
+		md = md[:i]
+	}
+	return strings.Join(strings.Fields(md), " ")
+}
+
+// makeTarget returns the prerequisites and the recipe lines of a target of
+// the Makefile.
+func makeTarget(t *testing.T, name string) (prereqs []string, recipe []string) {
+	t.Helper()
+	lines := strings.Split(doc(t, "Makefile"), "\n")
+	for i, l := range lines {
+		rest, ok := strings.CutPrefix(l, name+":")
+		if !ok || strings.HasPrefix(rest, "=") {
+			continue
+		}
+		for _, r := range lines[i+1:] {
+			if !strings.HasPrefix(r, "\t") {
+				break
+			}
+			recipe = append(recipe, strings.TrimSpace(r))
+		}
+		return strings.Fields(rest), recipe
+	}
+	t.Fatalf("the Makefile has no %s target", name)
+	return nil, nil
+}
+
+// TestReadmeMakeTestOutput: what the README says `make test` prints, in
+// that order, is what it prints: testreport names the skipped Go tests
+// (up to 20) before its closing lines, of which `go: N passed, M failed, K
+// skipped` is the last; the infra checks run after the Go tests and their
+// reporter's last line is `infra: N passed, M failed, K skipped`.
+func TestReadmeMakeTestOutput(t *testing.T) {
+	text := firstScreen(t)
+	claims := []string{"a line per skipped Go test with the reason it gave (the first 20;",
+		"then the closing counts, `go: N passed, M failed, K skipped` and, last, `infra: N passed, M failed, K skipped`"}
+	at := 0
+	for _, c := range claims {
+		i := strings.Index(text[at:], c)
+		if i < 0 {
+			t.Fatalf("the README's first screen does not say, in this order, %q", claims)
+		}
+		at += i + len(c)
+	}
+	if strings.Contains(text, "ends by naming") {
+		t.Error("the README says make test ends by naming the skipped tests: its closing counts come after them")
+	}
+
+	prereqs, _ := makeTarget(t, "test")
+	if len(prereqs) == 0 || prereqs[len(prereqs)-1] != "test-infra" || !slices.Contains(prereqs, "test-go") {
+		t.Errorf("make test runs %v: want test-go before test-infra, last", prereqs)
+	}
+	_, infra := makeTarget(t, "test-infra")
+	if !strings.Contains(strings.Join(infra, " "), "--test-reporter=./infra/check/lib/terse-reporter.mjs --test-reporter-destination=stdout") {
+		t.Errorf("test-infra's recipe %q: want the terse reporter on stdout", infra)
+	}
+	reporter := doc(t, "infra/check/lib/terse-reporter.mjs")
+	if i := strings.LastIndex(reporter, "yield "); i < 0 || !strings.HasPrefix(reporter[i:], "yield `infra: ${passed} passed, ${failed} failed, ${skipped} skipped\\n`") {
+		t.Error("the infra reporter's last line is not `infra: N passed, M failed, K skipped`")
+	}
+	if !strings.Contains(doc(t, "handler/internal/testreport/main.go"), "const maxSkipLines = 20") {
+		t.Error("testreport no longer names the first 20 skipped tests, as the README says")
+	}
+
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to run testreport with")
+	}
+	stream, err := os.Open("internal/testreport/testdata/skips.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	cmd := exec.Command(goCmd, "run", "./internal/testreport")
+	cmd.Stdin = stream
+	out, _ := cmd.Output() // exit 1 when the stream has a failure: the lines are what matters
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	last := lines[len(lines)-1]
+	if !regexp.MustCompile(`^go: \d+ passed, \d+ failed, \d+ skipped$`).MatchString(last) {
+		t.Fatalf("testreport's last line %q, want go: N passed, M failed, K skipped\n%s", last, out)
+	}
+	skips := 0
+	for _, l := range lines[:len(lines)-1] {
+		if strings.HasPrefix(l, "go: skipped ") {
+			skips++
+		}
+	}
+	if skips == 0 {
+		t.Errorf("testreport named no skipped test before its closing line:\n%s", out)
+	}
+}
+
+// TestReadmeInterruptUnderMake: the README says that on Ctrl-C `handler
+// dev` exits 0 (TestTwoRunsInOneAppRoot checks that) and that `make`,
+// interrupted too, adds no line of its own and ends with exit status 130.
+// A recipe that exits 0 on SIGINT, as `handler dev` does, shows make's
+// part: the whole process group gets the SIGINT, as from a terminal.
+func TestReadmeInterruptUnderMake(t *testing.T) {
+	text := firstScreen(t)
+	if want := "`handler dev` itself exits 0; `make`, which the Ctrl-C interrupts too, adds no line of its own and ends with exit status 130 (GNU Make 4.3)."; !strings.Contains(text, want) {
+		t.Fatalf("the README's first screen does not say %q", want)
+	}
+	mk, err := exec.LookPath("make")
+	if err != nil {
+		t.Skip("make not on PATH")
+	}
+	if v, err := exec.Command(mk, "--version").Output(); err != nil || !bytes.HasPrefix(v, []byte("GNU Make ")) {
+		t.Skipf("not GNU Make: %q %v", v, err)
+	}
+	dir := t.TempDir()
+	recipe := "run:\n\t@sh -c 'trap \"echo stopped; exit 0\" INT; echo ready; while :; do sleep 0.1; done'\n"
+	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte(recipe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(mk, "--no-print-directory", "-C", dir, "run")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = append(os.Environ(), "MAKEFLAGS=")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }()
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() || sc.Text() != "ready" {
+		t.Fatalf("the recipe did not start: %q, stderr %q", sc.Text(), stderr.String())
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var rest []string
+	for sc.Scan() {
+		rest = append(rest, sc.Text())
+	}
+	_ = cmd.Wait()
+	if !slices.Equal(rest, []string{"stopped"}) || stderr.Len() != 0 {
+		t.Errorf("after Ctrl-C: stdout %q, stderr %q; want only the recipe's own line", rest, stderr.String())
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Errorf("make ended %v: want killed by SIGINT, which a shell reports as exit status 130", cmd.ProcessState)
+	}
+}
+
+// TestReadmeConfirmations: where the README's dead-letter commands change
+// something without --yes, the line says that it asks [y/N] and that off
+// a terminal it needs --yes: discard always asks, and so does an action
+// on a filter (more than one entry).
+func TestReadmeConfirmations(t *testing.T) {
+	sec := section(t, readme(t), "Dead letters")
+	n := 0
+	for _, line := range strings.Split(sec, "\n") {
+		cmd, comment, _ := strings.Cut(line, " #")
+		f := strings.Fields(cmd)
+		if len(f) < 3 || f[0] != "bin/handler" || f[1] != "deadletters" {
+			continue
+		}
+		sub := f[2]
+		asks := sub == "discard" || (slices.Contains([]string{"replay", "archive"}, sub) && !slices.Contains(f, "--id"))
+		if !asks || slices.Contains(f, "--yes") || slices.Contains(f, "--dry-run") {
+			continue
+		}
+		n++
+		if !strings.Contains(comment, "asks [y/N]") || !strings.Contains(comment, "off a terminal needs --yes") {
+			t.Errorf("README: %q asks for confirmation: want its comment to say it asks [y/N] and off a terminal needs --yes", strings.TrimSpace(line))
+		}
+	}
+	if n == 0 {
+		t.Error("the README's Dead letters section shows no command that asks (discard --id): the check above checked nothing")
+	}
+}
+
+// TestReadmeTwoRuns: the README says that `make run` checks its address
+// before it installs or builds anything, and that a second clone's run
+// serves beside the first with --http-addr; the Makefile runs the check
+// first, and the check's refusal names that command.
+func TestReadmeTwoRuns(t *testing.T) {
+	text := firstScreen(t)
+	for _, want := range []string{"`make run` first checks that its address, `127.0.0.1:7071`, is free, and if it is not stops at once, before installing or building anything",
+		"two runs, from two clones, can serve side by side with the second on another address, `make run ARGS=\"--http-addr 127.0.0.1:7072\"`"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the README's first screen does not say %q", want)
+		}
+	}
+	prereqs, recipe := makeTarget(t, "run")
+	if len(prereqs) != 0 || len(recipe) == 0 || !strings.HasPrefix(recipe[0], "@./scripts/check-run-port.sh ") {
+		t.Errorf("make run: prerequisites %v, recipe %q; want none, and the address check first", prereqs, recipe)
+	}
+	if !strings.Contains(doc(t, "scripts/check-run-port.sh"), `make run ARGS=\"--http-addr 127.0.0.1:PORT\"`) {
+		t.Error(`scripts/check-run-port.sh does not name make run ARGS="--http-addr 127.0.0.1:PORT"`)
 	}
 }

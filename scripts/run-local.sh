@@ -5,7 +5,10 @@
 # workload, prints a summary and keeps serving GetOrder and Metrics on
 # http://127.0.0.1:7071 until Ctrl-C.
 #
-# `make run` builds bin/handler and installs Azurite first, then calls this.
+# `make run` checks first that the front's address is free
+# (scripts/check-run-port.sh: another clone's run may hold 7071; then run
+# this one with make run ARGS="--http-addr 127.0.0.1:PORT"), then builds
+# bin/handler and installs Azurite, then calls this.
 # Arguments go to `handler dev` (see `bin/handler dev -h`), for example:
 #   scripts/run-local.sh --scenario my-workload.jsonl --exit-when-idle
 # With --exit-when-idle the run ends when the work is done, skipping idle

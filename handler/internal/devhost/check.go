@@ -11,6 +11,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
 // CheckInput is what Check judges: what the host sent and saw, and what the
@@ -153,7 +154,7 @@ func Check(in CheckInput) []string {
 		case e.Reason == broker.ReasonTTLExpired:
 		case e.Reason == broker.ReasonMaxDeliveryCountExceeded:
 			if !e.Removed && e.DeliveryCount < in.MaxDelivery {
-				add("dead-lettered message %s: MaxDeliveryCountExceeded after %d deliveries, want at least %d", e.MessageID, e.DeliveryCount, in.MaxDelivery)
+				add("dead-lettered message %s: MaxDeliveryCountExceeded after %s, want at least %d", e.MessageID, wording.CountAs(int(e.DeliveryCount), "delivery", "deliveries"), in.MaxDelivery)
 			}
 		default:
 			add("dead-lettered message %s: reason %q; only the broker dead-letters (MaxDeliveryCountExceeded, TTLExpiredException)", e.MessageID, e.Reason)
@@ -209,11 +210,11 @@ func Check(in CheckInput) []string {
 		row, found := in.Orders[id]
 		switch {
 		case e.state == nil && found:
-			add("order %s: row %s/%d, want none (%d completed messages change nothing)", id, row.Status, row.LastSequence, e.n)
+			add("order %s: row %s/%d, want none (nothing in its %s writes a row)", id, row.Status, row.LastSequence, wording.Count(e.n, "completed message"))
 		case e.state != nil && !found:
 			add("order %s: no row, want %s/%d", id, e.state.Status, e.state.LastSequence)
 		case e.state != nil && (row.Status != string(e.state.Status) || row.LastSequence != e.state.LastSequence):
-			add("order %s: row %s/%d, want %s/%d (fold of %d completed messages)", id, row.Status, row.LastSequence, e.state.Status, e.state.LastSequence, e.n)
+			add("order %s: row %s/%d, want %s/%d (fold of %s)", id, row.Status, row.LastSequence, e.state.Status, e.state.LastSequence, wording.Count(e.n, "completed message"))
 		}
 	}
 	for id := range in.Orders {
@@ -251,7 +252,7 @@ func Check(in CheckInput) []string {
 			for _, p := range ps {
 				ids = append(ids, p.ParkedID)
 			}
-			add("message %s: parked %d times under different ids (%s), want once", id, len(ps), strings.Join(ids, ", "))
+			add("message %s: parked %s under different ids (%s), want once", id, wording.Count(len(ps), "time"), strings.Join(ids, ", "))
 		}
 		// In a session with a dead-lettered message, an invalid
 		// transition may follow from that message's effect (check 5).

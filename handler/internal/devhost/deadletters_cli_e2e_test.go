@@ -171,6 +171,13 @@ func (r cliRun) lines(t *testing.T) []map[string]any {
 // bar there, one write per entry, and wait for each write.
 func (d *cliHost) cli(progress io.Writer, env map[string]string, args ...string) cliRun {
 	d.t.Helper()
+	return d.cliIn(d.app, progress, env, args...)
+}
+
+// cliIn is cli run in dir: where no development host's file is found, it
+// connects only as its flags and env say.
+func (d *cliHost) cliIn(dir string, progress io.Writer, env map[string]string, args ...string) cliRun {
+	d.t.Helper()
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		d.t.Fatal(err)
@@ -195,7 +202,7 @@ func (d *cliHost) cli(progress io.Writer, env map[string]string, args ...string)
 		}
 		return ""
 	}
-	code := deadletters.Run(d.ctx, args, &out, ew, deadletters.Env{Dir: d.app, Getenv: getenv, Stdin: null,
+	code := deadletters.Run(d.ctx, args, &out, ew, deadletters.Env{Dir: dir, Getenv: getenv, Stdin: null,
 		StderrIsTerminal: func() bool { return progress != nil }})
 	return cliRun{code, out.String(), errOut.String()}
 }
@@ -449,4 +456,79 @@ func TestDeadLettersCLIAgainstTheDevHost(t *testing.T) {
 		t.Errorf("the corrected body was not applied:\n%s", text)
 	}
 	d.must("stats")
+}
+
+// The CLI on the dead-letter store alone, as an operator with table rights
+// only, or during a Service Bus incident, uses it: a development host whose
+// broker clock has skipped two hours of idle time parks InvalidTransitions
+// and sweeps them into the store, stamped two hours ahead of the wall
+// clock. The CLI, with --tables only (no development host found, no
+// namespace), lists them, says it could not read the clock they are on,
+// finds an order with each time's clock, and a bulk dry run takes exactly
+// what list shows, the entries stamped ahead of its clock included; the
+// real run discards that set. replay, which sends, refuses in one line.
+func TestDeadLettersCLIOnTheStoreAlone(t *testing.T) {
+	d := newCLIHost(t)
+	d.clk.Advance(2 * time.Hour) // as --exit-when-idle skips idle time
+	d.invalidTransitions("s-0", "s-1")
+	d.sweepTimer()
+	nowhere := t.TempDir()
+	run := func(args ...string) cliRun {
+		t.Helper()
+		return d.cliIn(nowhere, nil, nil, append(args, "--tables", d.cs)...)
+	}
+	ids := func(r cliRun) []string {
+		var out []string
+		for _, l := range r.lines(t) {
+			if id, ok := l["id"].(string); ok {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+
+	ls := run("list", "--state", "left", "--json")
+	if ls.code != 0 || !strings.Contains(ls.stderr, "could not read the development host's broker clock") {
+		t.Fatalf("list --tables only: exit %d\n%s%s", ls.code, ls.stdout, ls.stderr)
+	}
+	listed := ids(ls)
+	if len(listed) != 2 {
+		t.Fatalf("list --state left: %v, want the two parked InvalidTransitions", listed)
+	}
+	for _, l := range ls.lines(t) {
+		if at, err := time.Parse(time.RFC3339Nano, l["stored_at"].(string)); err != nil || !at.After(time.Now().Add(time.Hour)) {
+			t.Fatalf("stored_at %v: want it on the host's clock, two hours ahead of this one (%v)", l["stored_at"], err)
+		}
+	}
+	dry := run("discard", "--state", "left", "--dry-run", "--json")
+	if got := ids(dry); dry.code != 0 || !slices.Equal(got, listed) {
+		t.Errorf("discard --state left --dry-run: exit %d, takes %v; list shows %v\n%s", dry.code, got, listed, dry.stderr)
+	}
+
+	f := run("find", "--order", "s-0", "--json")
+	if f.code != 0 {
+		t.Fatalf("find --tables only: exit %d\n%s%s", f.code, f.stdout, f.stderr)
+	}
+	var clocks []string
+	for _, e := range f.lines(t) {
+		clocks = append(clocks, fmt.Sprintf("%s/%s", e["kind"], e["clock"]))
+	}
+	if len(clocks) < 3 || clocks[0] != "order/wall" || clocks[1] != "entry/broker" || clocks[2] != "audit/broker" {
+		t.Errorf("find --order s-0: kind/clock %v, want the order row on the wall clock first, then the store's on the broker's", clocks)
+	}
+
+	if r := run("replay", "--state", "left", "--yes"); r.code != 1 || !strings.Contains(r.stderr, "no Service Bus to connect to") ||
+		strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Errorf("replay with --tables only: exit %d, stderr %q; want 1 and one line saying why", r.code, r.stderr)
+	}
+	r := run("discard", "--state", "left", "--yes")
+	if r.code != 0 || !strings.Contains(r.stdout, "2 dead letters match") || !strings.Contains(r.stdout, "discard: 2 of 2 done, 0 failed") {
+		t.Fatalf("discard --state left: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	es := d.entries() // through the development host
+	for _, id := range []string{"s-0:3:parked", "s-1:3:parked"} {
+		if es[id]["state"] != "discarded" {
+			t.Errorf("%s is %v after the discard, want discarded", id, es[id]["state"])
+		}
+	}
 }

@@ -28,8 +28,11 @@
 // it reaches over loopback HTTP (ORDERSTATUS_DEV_BROKER_URL). When no store
 // is configured (OrderStore__connectionString or OrderStore__serviceUri)
 // the host starts Azurite itself, in memory on a free port, and a run whose
-// Azurite dies fails. On Linux the handler and that Azurite die with the
-// host, even when it is killed with SIGKILL.
+// Azurite dies fails. On that Azurite, or a store a connection string
+// names, it creates the tables the functions read (the order table and the
+// dead-letter store's) before it starts them (StoreTables says how that
+// went). On Linux the handler and that Azurite die with the host, even
+// when it is killed with SIGKILL.
 //
 // The host runs the app as Flex Consumption does, per function (group.go):
 // one group of instances for every HTTP function and one for each other
@@ -286,6 +289,9 @@ type Host struct {
 	storeSource string
 	// storeConn or storeServiceURI: where the handler's store is.
 	storeConn, storeServiceURI string
+	// tablesLine and tablesOK: what ensureTables did (StoreTables).
+	tablesLine string
+	tablesOK   bool
 	// deadLetterTable is the dead-letter store's table, whose archived
 	// and discarded entries the summary's archived key lists.
 	deadLetterTable    string
@@ -610,10 +616,13 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	if h.deadLetterTable == "" {
 		h.deadLetterTable = hcfg.DefaultDeadLetterTable
 	}
+	// The tables the functions read, before any of them runs.
+	h.ensureTables(ctx, settings)
 	settings[SettingAppRootPath] = h.app.Root
-	// Each instance's handler learns its id from CONTAINER_NAME, as on
-	// Flex Consumption; an id from the settings would name them all (and
-	// WEBSITE_POD_NAME, read first, would hide CONTAINER_NAME).
+	// Each instance's handler learns its id from CONTAINER_NAME, as the
+	// host reads it on Linux Consumption (EnvironmentExtensions.GetInstanceId:
+	// WEBSITE_POD_NAME first, then CONTAINER_NAME; logging.InstanceID). An id
+	// from the settings would name them all, so none is passed on.
 	delete(settings, logging.EnvWebsitePodName)
 	delete(settings, logging.EnvContainerName)
 	delete(settings, logging.EnvWebsiteInstanceID)
@@ -660,8 +669,12 @@ func (h *Host) listenFront() (net.Listener, error) {
 			slog.String("fallback", h.opts.FallbackHTTPAddr))
 		l, err = net.Listen("tcp", h.opts.FallbackHTTPAddr)
 	}
+	if err != nil && errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("devhost: HTTP front on %s: the address is in use (another handler dev, from this clone or another?): "+
+			"pick another with --http-addr 127.0.0.1:PORT (make run ARGS=\"--http-addr 127.0.0.1:PORT\"): %w", h.opts.HTTPAddr, err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("devhost: HTTP front on %s (is another host running there? pick another address): %w", h.opts.HTTPAddr, err)
+		return nil, fmt.Errorf("devhost: HTTP front on %s: %w", h.opts.HTTPAddr, err)
 	}
 	return l, nil
 }

@@ -161,8 +161,9 @@ func TestMainFrontAddress(t *testing.T) {
 		var out, errb bytes.Buffer
 		code := run(ctx, []string{"--app-root", root, "--scenario", scenarioPath, "--exit-when-idle", "--quiet", "--http-addr", busyAddr},
 			&out, &errb, busyAddr)
-		if code != ExitFailure || !strings.Contains(errb.String(), "HTTP front on "+busyAddr) || strings.Contains(errb.String(), "Azurite") {
-			t.Errorf("explicit address busy: exit %d, stderr:\n%s\nwant 1 naming the address, before any Azurite", code, errb.String())
+		if code != ExitFailure || !strings.Contains(errb.String(), "HTTP front on "+busyAddr) || strings.Contains(errb.String(), "Azurite") ||
+			!strings.Contains(errb.String(), `make run ARGS="--http-addr 127.0.0.1:PORT"`) {
+			t.Errorf("explicit address busy: exit %d, stderr:\n%s\nwant 1 naming the address and how to pick another, before any Azurite", code, errb.String())
 		}
 	})
 }

@@ -430,13 +430,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		defer remove()
 	}
 	say("store: %s", h.StoreSource())
+	switch line, ok := h.StoreTables(); {
+	case ok:
+		say("store %s", line)
+	case line != "":
+		note("warning: %s", line)
+	}
 	say("broker: in memory, queues %s and %s (handler reaches it at %s)", h.Queue(), h.PoisonQueue(), h.BrokerURL())
 	if c.handlerLog != "" {
 		say("handler output: %s", c.handlerLog)
 	}
 	if groups := h.Groups(); len(groups) > 0 {
-		say("instances: %s (per function, as Flex Consumption scales: each its own handler process and cache; %d session slots on each %s instance; the HTTP front reaches the http group)",
-			strings.Join(h.RunningInstances(), ", "), h.app.Host.ServiceBus.MaxConcurrentSessions, groups[0])
+		say("%s", instancesLine(h.RunningInstances(), h.app.Host.ServiceBus.MaxConcurrentSessions, groups[0]))
 	}
 	say("workload: %s", workload)
 	if c.timeScale != 1 {
@@ -586,7 +591,11 @@ func closingLine(children []ChildProcess, appRoot string) string {
 		what = "stopped " + strings.Join(stoppedNames, ", ")
 	}
 	if len(left) > 0 {
-		return fmt.Sprintf("handler dev: interrupted: %s; STILL RUNNING: %s (kill them by pid)", what, strings.Join(left, ", "))
+		kill := "kill them by their pids"
+		if len(left) == 1 {
+			kill = "kill it by its pid"
+		}
+		return fmt.Sprintf("handler dev: interrupted: %s; STILL RUNNING: %s (%s)", what, strings.Join(left, ", "), kill)
 	}
 	file := ""
 	if _, err := os.Stat(devrun.Path(appRoot)); errors.Is(err, os.ErrNotExist) {
@@ -624,4 +633,11 @@ func latestDue(lines []ScenarioLine) time.Duration {
 		d = max(d, l.SendAfter+l.ScheduleAfter)
 	}
 	return d
+}
+
+// instancesLine names the running instances at the start, and the session
+// slots each instance of the default group has.
+func instancesLine(ids []string, slots int, group string) string {
+	return fmt.Sprintf("instances: %s (per function, as Flex Consumption scales: each its own handler process and cache; %s on each %s instance; the HTTP front reaches the http group)",
+		strings.Join(ids, ", "), wording.Count(slots, "session slot"), group)
 }

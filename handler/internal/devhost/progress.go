@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
@@ -38,35 +39,7 @@ func (h *Host) progress(elapsed time.Duration, total int) progressReport {
 	qt, qs := h.broker.Snapshot(h.queue)
 	pt, ps := h.broker.Snapshot(h.poisonQueue)
 	var b strings.Builder
-	fmt.Fprintf(&b, "workload %d/%d sent | queue: %d in = %d completed", sent, total, qt.Sent, qt.Completed)
-	terms := []struct {
-		n    int
-		what string
-	}{
-		{qt.DuplicatesDropped, "dropped as duplicates"},
-		{qt.DeadLettered, "dead-lettered"},
-		{qt.Cancelled, "cancelled"},
-		{qt.ExpiredDropped, "expired"},
-	}
-	for _, t := range terms {
-		if t.n > 0 {
-			fmt.Fprintf(&b, " + %d %s", t.n, t.what)
-		}
-	}
-	waiting := qs.Active + qs.Locked + qs.Scheduled
-	fmt.Fprintf(&b, " + %d waiting", waiting)
-	if waiting > 0 {
-		var parts []string
-		for _, p := range []struct {
-			n    int
-			what string
-		}{{qs.Active, "active"}, {qs.Locked, "locked"}, {qs.Scheduled, "scheduled"}} {
-			if p.n > 0 {
-				parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
-			}
-		}
-		fmt.Fprintf(&b, " (%s)", strings.Join(parts, ", "))
-	}
+	fmt.Fprintf(&b, "workload %d/%d sent | queue: %s", sent, total, queueEquation(qt, qs))
 	b.WriteString(" | calls:")
 	if len(results) == 0 {
 		b.WriteString(" none")
@@ -127,6 +100,42 @@ func (h *Host) progress(elapsed time.Duration, total int) progressReport {
 		}
 	}
 	return r
+}
+
+// queueEquation says where every message sent to the queue is: "N in = C
+// completed + ... + W waiting (...)", the terms adding up to N.
+func queueEquation(qt membroker.QueueTotals, qs membroker.QueueStats) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d in = %d completed", qt.Sent, qt.Completed)
+	terms := []struct {
+		n    int
+		what string
+	}{
+		{qt.DuplicatesDropped, wording.CountAs(qt.DuplicatesDropped, "dropped as a duplicate", "dropped as duplicates")},
+		{qt.DeadLettered, fmt.Sprintf("%d dead-lettered", qt.DeadLettered)},
+		{qt.Cancelled, fmt.Sprintf("%d cancelled", qt.Cancelled)},
+		{qt.ExpiredDropped, fmt.Sprintf("%d expired", qt.ExpiredDropped)},
+	}
+	for _, t := range terms {
+		if t.n > 0 {
+			fmt.Fprintf(&b, " + %s", t.what)
+		}
+	}
+	waiting := qs.Active + qs.Locked + qs.Scheduled
+	fmt.Fprintf(&b, " + %d waiting", waiting)
+	if waiting > 0 {
+		var parts []string
+		for _, p := range []struct {
+			n    int
+			what string
+		}{{qs.Active, "active"}, {qs.Locked, "locked"}, {qs.Scheduled, "scheduled"}} {
+			if p.n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+			}
+		}
+		fmt.Fprintf(&b, " (%s)", strings.Join(parts, ", "))
+	}
+	return b.String()
 }
 
 // progressPrinter prints progress lines, but not one that says what the

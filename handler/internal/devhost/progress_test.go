@@ -66,7 +66,7 @@ func TestProgressAccountsForEveryMessage(t *testing.T) {
 	for _, n := range terms {
 		sum += n
 	}
-	want := map[string]int{"completed": 2, "dropped as duplicates": 1, "waiting": 1}
+	want := map[string]int{"completed": 2, "dropped as a duplicate": 1, "waiting": 1}
 	if in != 4 || sum != in || len(terms) != len(want) {
 		t.Errorf("progress %q: %d in, terms %v adding up to %d; want 4 in = %v", r.body, in, terms, sum, want)
 	}

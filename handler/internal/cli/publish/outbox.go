@@ -11,6 +11,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/connect"
+	"github.com/orderstatus/orderstatus/handler/internal/wording"
 	"github.com/orderstatus/orderstatus/handler/publish"
 	"github.com/orderstatus/orderstatus/handler/publish/outbox"
 )
@@ -237,8 +238,12 @@ for an operator's correction that must follow the producer's earlier messages.`,
 	if err := tbl.Commit(ctx, partition, ops...); err != nil {
 		return c.fail(err)
 	}
-	fmt.Fprintf(stdout, "committed %d outgoing message(s) for order %s in table %s partition %s on %s; 'handler publish relay --table %s' sends them\n",
-		len(intents), orderID, o.table, partition, where, o.table)
+	them := "them"
+	if len(intents) == 1 {
+		them = "it"
+	}
+	fmt.Fprintf(stdout, "committed %s for order %s in table %s partition %s on %s; 'handler publish relay --table %s' sends %s\n",
+		wording.Count(len(intents), "outgoing message"), orderID, o.table, partition, where, o.table, them)
 	return ExitOK
 }
 

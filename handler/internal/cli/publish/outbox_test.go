@@ -102,7 +102,7 @@ func TestOutboxCommitAndRelay(t *testing.T) {
 	mb, e := devHostWithTables(t)
 	table := "checkout" + strings.ToLower(rand.Text())[:8]
 	r := runCLI(t, e, "commit", "--table", table, "--order", "o-1", "--status", "Created", "--sequence", "1", "--schedule-timeout")
-	if r.code != ExitOK || !strings.HasPrefix(r.stdout, "committed 2 outgoing message(s) for order o-1 in table "+table+" partition o-1") {
+	if r.code != ExitOK || !strings.HasPrefix(r.stdout, "committed 2 outgoing messages for order o-1 in table "+table+" partition o-1") {
 		t.Fatalf("commit: %+v", r)
 	}
 	if st := mb.Stats(queue); st != (membroker.QueueStats{}) {
@@ -225,5 +225,24 @@ func TestOutboxRelayRunsUntilInterrupted(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the relay did not stop when interrupted")
+	}
+}
+
+// TestOutboxCommitCounts: commit's line says a count of one in the
+// singular and two in the plural.
+func TestOutboxCommitCounts(t *testing.T) {
+	_, e := devHostWithTables(t)
+	table := "checkout" + strings.ToLower(rand.Text())[:8]
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--order", "o-1", "--status", "Created", "--sequence", "1"}, "committed 1 outgoing message for order o-1 "},
+		{[]string{"--order", "o-2", "--status", "Created", "--sequence", "1", "--schedule-timeout"}, "committed 2 outgoing messages for order o-2 "},
+	} {
+		r := runCLI(t, e, append([]string{"commit", "--table", table}, tt.args...)...)
+		if r.code != ExitOK || !strings.HasPrefix(r.stdout, tt.want) {
+			t.Errorf("commit %v: %+v; want exit 0 and stdout starting %q", tt.args, r, tt.want)
+		}
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/cli/clihelp"
 	"github.com/orderstatus/orderstatus/handler/internal/connect"
+	"github.com/orderstatus/orderstatus/handler/internal/wording"
 	"github.com/orderstatus/orderstatus/handler/publish"
 )
 
@@ -61,10 +62,9 @@ the development host running on this machine (make run). relay and commit also
 take --tables (the producer's Table Storage account), else OrderStore__serviceUri
 or OrderStore__connectionString, else make run's Azurite.
 
-exit codes: 0 done (also when cancel-timeout finds the timeout delivered or
-cancelled already: the line says so), 1 connecting or sending failed (wait: the
-order did not get there in time), 2 bad input (one line on stderr; nothing is
-sent).
+exit codes: 0 done (also when cancel-timeout finds nothing to cancel: the line
+says why), 1 connecting or sending failed (wait: the order did not get there in
+time), 2 bad input (one line on stderr; nothing is sent).
 `
 
 // env is what Main takes from the process, replaceable in tests.
@@ -458,12 +458,7 @@ func statusFromFile(ctx context.Context, c *command, from string, e env) int {
 	return ExitOK
 }
 
-func changesN(n int) string {
-	if n == 1 {
-		return "1 status change"
-	}
-	return fmt.Sprintf("%d status changes", n)
-}
+func changesN(n int) string { return wording.Count(n, "status change") }
 
 func runTimeout(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
 	c := newCommand("timeout", "usage: handler publish timeout --order ID [--after 30m] [--namespace NS]",
@@ -471,7 +466,12 @@ func runTimeout(ctx context.Context, args []string, stdout, stderr io.Writer, e 
 its session, --after from now on the broker's clock (on the development host,
 its scaled clock). When it arrives, the handler cancels the order only if it is
 still Created. Prints the scheduled message's sequence number alone on standard
-output (keep it: cancel-timeout takes it) and a line about it on standard error.`, stdout, stderr)
+output (keep it: cancel-timeout takes it) and two lines about it on standard
+error. The handler schedules the same check (the same MessageId) when it applies
+the order's Created; if the queue saw that MessageId within its duplicate
+detection window (10 minutes), Service Bus drops this copy and still returns a
+sequence number, so nothing here can tell: the handler's own check then stands,
+and cancel-timeout finds nothing to cancel.`, stdout, stderr)
 	var orderID string
 	after := contract.PaymentTimeout
 	c.fs.StringVar(&orderID, "order", "", "order `id` (the session)")
@@ -505,17 +505,29 @@ output (keep it: cancel-timeout takes it) and a line about it on standard error.
 		clock = fmt.Sprintf("on the broker's clock, which runs %g times faster than your watch here: due in %s by it",
 			t.DevHost.TimeScale, time.Duration(float64(after)/t.DevHost.TimeScale).Round(100*time.Millisecond))
 	}
-	fmt.Fprintf(stderr, "scheduled %s %s on %s for %s (in %s %s) on %s; cancel it with: handler publish cancel-timeout --sequence %d\n",
+	fmt.Fprintf(stderr, "scheduled %s %s on %s for %s (in %s %s) on %s, sequence %d\n",
 		contract.SubjectPaymentTimeout, s.MessageID, p.Queue(), s.At.UTC().Format(time.RFC3339), after, clock, t.Describe, s.SequenceNumber)
+	// Service Bus answers a schedule with sequence numbers whether or not
+	// duplicate detection dropped the message (azservicebus
+	// Sender.ScheduleMessages returns what the broker's schedule-message
+	// operation returns, with no per-message outcome), so this cannot say
+	// which happened.
+	fmt.Fprintf(stderr, "to cancel it: handler publish cancel-timeout --sequence %d; but if the handler scheduled this order's check "+
+		"(it does, with this MessageId, when it applies the order's Created) within the queue's duplicate-detection window, "+
+		"duplicate detection dropped this copy and Service Bus still gave it a sequence number, so nothing here can tell: "+
+		"the handler's own check stands, and that cancel finds nothing to cancel\n",
+		s.SequenceNumber)
 	return ExitOK
 }
 
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
 	c := newCommand("cancel-timeout", "usage: handler publish cancel-timeout --sequence N [--namespace NS]",
 		`Cancels a scheduled PaymentTimeoutCheck by the sequence number 'handler publish
-timeout' printed. If it was delivered or cancelled already, it says so and exits
-0: the race is harmless, since the handler cancels an order on the check only
-while it is still Created.`, stdout, stderr)
+timeout' printed. If there is none, it says so and exits 0: the check was
+delivered or cancelled already, or duplicate detection dropped that copy because
+the handler had scheduled the order's check itself (the same MessageId), and
+that check stands. Either is harmless: a check cancels an order only while it
+is still Created.`, stdout, stderr)
 	c.exitCodes = "exit codes: 0 cancelled, or nothing to cancel (the line says which), 1 connecting or\ncancelling failed, 2 bad input (one line on stderr; nothing is changed).\n"
 	var seq int64
 	c.fs.Int64Var(&seq, "sequence", 0, "the scheduled message's sequence `number`")
@@ -538,7 +550,9 @@ while it is still Created.`, stdout, stderr)
 	err = p.CancelTimeout(ctx, seq)
 	switch {
 	case errors.Is(err, publish.ErrNotScheduled):
-		fmt.Fprintf(stdout, "nothing to cancel: no scheduled message %d on %s (it was delivered or cancelled already; harmless: the handler cancels an order only while it is still Created) on %s\n",
+		fmt.Fprintf(stdout, "nothing to cancel: no scheduled message %d on %s on %s: it was delivered or cancelled already, or duplicate detection dropped it "+
+			"(the check with that MessageId may be the handler's own, scheduled when it applied the order's Created: that one stands); "+
+			"harmless: a check cancels an order only while it is still Created\n",
 			seq, p.Queue(), t.Describe)
 		return ExitOK
 	case err != nil:

@@ -181,7 +181,7 @@ func TestCommandsAgainstDevHost(t *testing.T) {
 		t.Fatalf("status: %+v", r)
 	}
 	r = runCLI(t, e, "timeout", "--order", "o-1")
-	if r.code != ExitOK || !regexp.MustCompile(`^\d+\n$`).MatchString(r.stdout) || !strings.Contains(r.stderr, "cancel it with: handler publish cancel-timeout --sequence "+strings.TrimSpace(r.stdout)) {
+	if r.code != ExitOK || !regexp.MustCompile(`^\d+\n$`).MatchString(r.stdout) || !strings.Contains(r.stderr, "to cancel it: handler publish cancel-timeout --sequence "+strings.TrimSpace(r.stdout)+";") {
 		t.Fatalf("timeout: %+v; want the sequence number alone on stdout", r)
 	}
 	seq := strings.TrimSpace(r.stdout)

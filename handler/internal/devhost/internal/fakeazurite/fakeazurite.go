@@ -1,10 +1,11 @@
 // Package fakeazurite is a stand-in for azurite-table in the development
 // host's tests: a test binary re-executes itself as Azurite (point
 // AZURITE_TABLE_BIN at the test executable and set EnvMode), and the
-// process answers every HTTP request on --tablePort with 200, so the host
-// takes it for a running store. It stores nothing; the tests' fake handler
-// never reaches it. It exits with status 1 once the file named by EnvMode
-// exists, so a test can make the store die mid-run.
+// process answers every HTTP request on --tablePort with 200 (a create
+// table with 204), so the host takes it for a running store. It stores
+// nothing; the tests' fake handler never reaches it. It exits with status
+// 1 once the file named by EnvMode exists, so a test can make the store
+// die mid-run.
 package fakeazurite
 
 import (
@@ -14,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -61,6 +63,10 @@ func Main() {
 	// package azurite takes for "up".
 	err = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Server", "Azurite-Table/fake")
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/Tables") {
+			w.WriteHeader(http.StatusNoContent) // a table created
+			return
+		}
 		w.WriteHeader(http.StatusOK)
 	}))
 	fmt.Fprintln(os.Stderr, "fakeazurite:", err)
