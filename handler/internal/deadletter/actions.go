@@ -108,10 +108,15 @@ func (s *Sweeper) transition(ctx context.Context, e dlstore.Entry, d Decision, a
 
 // replay claims e (so that no other actor sends it at once), sends replay
 // number e.ReplayCount+1, then records it: the audit entry and the state
-// Replayed in one conditional write. A crash after the send leaves the
-// claim; once it times out, any run finishes the replay under the same
-// MessageId (duplicate detection drops the second copy) and records it. A
-// send that fails releases the claim.
+// Replayed in one conditional write. The claim (dlstore.Claim) records the
+// state it was made from and whether it carries a corrected body. A send
+// that fails releases the claim to that state. A crash after the claim
+// leaves it; once it times out, a replay of the stored body is finished by
+// any run under the same MessageId (duplicate detection drops a second
+// copy) and recorded, while a corrected one (whose body the store does not
+// keep) is released, recorded, by a replay without a body, which then
+// fails with errSkipped (releaseUnsent): what the operator saw fail never
+// happens with other content.
 func (s *Sweeper) replay(ctx context.Context, e dlstore.Entry, d Decision, body []byte, actor string, now time.Time) (dlstore.Entry, error) {
 	if err := allowed(e, d.Action); err != nil {
 		return e, err
@@ -129,9 +134,14 @@ func (s *Sweeper) replay(ctx context.Context, e dlstore.Entry, d Decision, body 
 		if now.Sub(e.ClaimedAt) < s.o.ClaimTimeout {
 			return e, fmt.Errorf("%w: a replay claimed by %s at %s is under way", errSkipped, e.ClaimedBy, e.ClaimedAt.UTC().Format(time.RFC3339))
 		}
-		from = dlstore.Open // a stale claim: whoever made it is gone
+		// A stale claim: whoever made it is gone.
+		c := dlstore.ParseClaim(e.ClaimedBy)
+		if c.Corrected && body == nil {
+			return s.releaseUnsent(ctx, e, c, actor, now)
+		}
+		from = c.From
 	}
-	claimant := actor + "#" + hostproto.NewGUID()[:8]
+	claimant := dlstore.Claim{By: actor + "#" + hostproto.NewGUID()[:8], From: from, Corrected: body != nil}.String()
 	claimed, err := s.store.Transition(ctx, e, dlstore.Transition{To: dlstore.ReplayDue, At: now, ClaimedBy: claimant})
 	if err != nil {
 		return e, fmt.Errorf("deadletter: claim %s for a replay: %w", e.ID, err)
@@ -169,6 +179,31 @@ func (s *Sweeper) replay(ctx context.Context, e dlstore.Entry, d Decision, body 
 			e.ID, msg.MessageID, err)
 	}
 	return next, nil
+}
+
+// AuditReleased is the audit action of the release of a corrected
+// replay's claim that timed out unrecorded.
+const AuditReleased = "released"
+
+// releaseUnsent gives back e, whose corrected replay claimed as c timed out
+// unrecorded (its claimant is gone, and the correction with it), to the
+// state it was claimed from, and fails with errSkipped: nothing is sent.
+// Whether the claimant sent the correction before it stopped is unknown,
+// so the release is recorded (AuditReleased, naming the MessageId it
+// would have had) and does not raise ReplayCount: a replay by hand then
+// reuses that MessageId.
+func (s *Sweeper) releaseUnsent(ctx context.Context, e dlstore.Entry, c dlstore.Claim, actor string, now time.Time) (dlstore.Entry, error) {
+	id := ReplayID(OriginalID(e), e.ReplayCount+1)
+	detail := fmt.Sprintf("a replay with a corrected body claimed by %s at %s was never recorded (sent as %s or not at all); %s again, the stored body not sent",
+		c.By, e.ClaimedAt.UTC().Format(time.RFC3339), id, c.From)
+	if _, err := s.store.Transition(ctx, e, dlstore.Transition{To: c.From, At: now,
+		Audit: &dlstore.AuditEntry{At: now, Action: AuditReleased, Actor: actor, NewMessageID: id, Detail: detail}}); err != nil {
+		return e, fmt.Errorf("deadletter: release %s, whose corrected replay claimed by %s was never sent: %w", e.ID, c.By, err)
+	}
+	s.log.Warn("a corrected replay was claimed but never sent; released, not sent with the stored body", "entry_id", e.ID,
+		"message_id", e.MessageID, "claimed_by", c.By, "claimed_at", e.ClaimedAt, "state", string(c.From))
+	return e, fmt.Errorf("%w: the corrected replay claimed by %s at %s was never sent; the entry is %s again", errSkipped, c.By,
+		e.ClaimedAt.UTC().Format(time.RFC3339), c.From)
 }
 
 // Allowed reports whether action a may be carried out on e in its state:

@@ -484,6 +484,10 @@ func (r *run) act(ctx context.Context) error {
 			return nil
 		}
 		d := s.decideAt(e, now)
+		if s.unsentCorrection(e, now) {
+			// A replay without a body releases it (Sweeper.replay).
+			d.Action = ActionReplay
+		}
 		if d.Action == ActionNone || d.Action == ActionWait {
 			if d.Action == ActionWait {
 				r.rep.Counts[ActionWait]++
@@ -521,15 +525,26 @@ func (r *run) done(it Item) {
 }
 
 // decideAt is the policy's decision, with a replay claimed by another
-// actor whose claim has not timed out left alone.
+// actor whose claim has not timed out left alone, and a stale claim of a
+// corrected replay (unsentCorrection) left to be released, not finished.
 func (s *Sweeper) decideAt(e dlstore.Entry, now time.Time) Decision {
 	if e.State == dlstore.ReplayDue {
 		if now.Sub(e.ClaimedAt) < s.o.ClaimTimeout {
 			return Decision{ActionNone, fmt.Sprintf("a replay claimed by %s at %s is under way", e.ClaimedBy, e.ClaimedAt.UTC().Format(time.RFC3339))}
 		}
+		if c := dlstore.ParseClaim(e.ClaimedBy); c.Corrected {
+			return Decision{ActionNone, fmt.Sprintf("a replay with a corrected body claimed by %s at %s was never sent: release it to %s (the correction is not stored)",
+				c.By, e.ClaimedAt.UTC().Format(time.RFC3339), c.From)}
+		}
 		return Decision{ActionReplay, fmt.Sprintf("a replay claimed by %s at %s was not recorded: finish it (same MessageId)", e.ClaimedBy, e.ClaimedAt.UTC().Format(time.RFC3339))}
 	}
 	return s.o.Policy.Decide(e, now)
+}
+
+// unsentCorrection reports whether e holds a stale claim of a corrected
+// replay: one to release, never to finish with the stored body.
+func (s *Sweeper) unsentCorrection(e dlstore.Entry, now time.Time) bool {
+	return e.State == dlstore.ReplayDue && now.Sub(e.ClaimedAt) >= s.o.ClaimTimeout && dlstore.ParseClaim(e.ClaimedBy).Corrected
 }
 
 // purge removes closed entries older than the retention, in one bounded

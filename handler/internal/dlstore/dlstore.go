@@ -32,6 +32,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -66,7 +67,8 @@ const (
 	// Left: the policy leaves it for a human.
 	Left State = "left"
 	// ReplayDue: an actor has claimed it to replay it (ClaimedBy,
-	// ClaimedAt); after the claim times out anyone may finish the replay.
+	// ClaimedAt); after the claim times out anyone may finish the replay
+	// with the stored body, unless the claim is Corrected (see Claim).
 	ReplayDue State = "replay-due"
 	// Replayed: a copy was sent to the order-status queue.
 	Replayed State = "replayed"
@@ -144,7 +146,8 @@ type Entry struct {
 	// Actions counts the audit entries written for it, its "stored" one
 	// included; the next audit entry is number Actions+1.
 	Actions int
-	// ClaimedBy and ClaimedAt are set in state ReplayDue.
+	// ClaimedBy and ClaimedAt are set in state ReplayDue. Backends keep
+	// ClaimedBy verbatim; ParseClaim reads it.
 	ClaimedBy string
 	ClaimedAt time.Time
 	// NewMessageID is the MessageId of its last replay.
@@ -184,8 +187,9 @@ type Transition struct {
 	// Audit, when set, is written in the same atomic step as number
 	// Actions+1 (its EntryID, OrderID, N, From and To are filled in).
 	// Only a claim (To ReplayDue) and the release of one (from ReplayDue
-	// back to a state that is not closed, after a send that failed) may go
-	// without one: neither is an action (NeedsNoAudit).
+	// back to the state it was claimed from, after a send that failed or
+	// never happened) may go without one: neither is an action
+	// (NeedsNoAudit).
 	Audit *AuditEntry
 	// ReplayCount and NewMessageID, when not zero, replace the entry's.
 	ReplayCount  int
@@ -197,10 +201,62 @@ type Transition struct {
 
 // NeedsNoAudit reports whether a transition from an entry in state from to
 // state to may go without an audit entry: a claim of a replay (to
-// ReplayDue) or the release of one (from ReplayDue to a state that is not
-// closed). Every other change is an action and is recorded.
+// ReplayDue) or the release of one (from ReplayDue to a state a replay
+// may be claimed from: one that is not closed, or Archived). A claim and
+// its release are one step undone, not an action. Every other change is
+// an action and is recorded.
 func NeedsNoAudit(from, to State) bool {
-	return to == ReplayDue || (from == ReplayDue && !to.Closed())
+	return to == ReplayDue || (from == ReplayDue && (!to.Closed() || to == Archived))
+}
+
+// Claim is what the ClaimedBy of an entry in state ReplayDue says. A
+// claim that is not Corrected is the replay of the stored body: after it
+// times out anyone may finish it (send the stored body, record it). A
+// Corrected claim was made to send a body other than the stored one (an
+// operator's correction, which the store does not keep): no one but its
+// claimant may finish it; after it times out it is released to From, never
+// finished with the stored body.
+type Claim struct {
+	// By names the claimant (actor and a nonce).
+	By string
+	// From is the state the entry was claimed from, to which a release
+	// returns it ("" when the claim does not say: Open).
+	From State
+	// Corrected: the claim carries a body other than the stored one.
+	Corrected bool
+}
+
+// String is c as ClaimedBy: By, then " (from <state>)", or " (from
+// <state>, corrected)".
+func (c Claim) String() string {
+	if c.From == "" && !c.Corrected {
+		return c.By
+	}
+	from := c.From
+	if from == "" {
+		from = Open
+	}
+	if c.Corrected {
+		return fmt.Sprintf("%s (from %s, corrected)", c.By, from)
+	}
+	return fmt.Sprintf("%s (from %s)", c.By, from)
+}
+
+// ParseClaim reads a ClaimedBy written by Claim.String; any other value is
+// a claim By it, from Open, not corrected.
+func ParseClaim(claimedBy string) Claim {
+	c := Claim{By: claimedBy, From: Open}
+	i := strings.LastIndex(claimedBy, " (from ")
+	if i < 0 || !strings.HasSuffix(claimedBy, ")") {
+		return c
+	}
+	inner := claimedBy[i+len(" (from ") : len(claimedBy)-1]
+	st, corrected := strings.CutSuffix(inner, ", corrected")
+	from, ok := ParseState(st)
+	if !ok || from == ReplayDue || (from.Closed() && from != Archived) {
+		return c
+	}
+	return Claim{By: claimedBy[:i], From: from, Corrected: corrected}
 }
 
 // Filter selects entries; zero fields match everything.

@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dlstore.Store) {
 	t.Run("TransitionNeedsAudit", func(t *testing.T) { testTransitionNeedsAudit(t, newStore(t)) })
 	t.Run("ClaimAndReplay", func(t *testing.T) { testClaimAndReplay(t, newStore(t)) })
 	t.Run("Restore", func(t *testing.T) { testRestore(t, newStore(t)) })
+	t.Run("ClaimOfArchived", func(t *testing.T) { testClaimOfArchived(t, newStore(t)) })
 	t.Run("History", func(t *testing.T) { testHistory(t, newStore(t)) })
 	t.Run("Purge", func(t *testing.T) { testPurge(t, newStore(t)) })
 	t.Run("OrderIDsThatAreNotKeys", func(t *testing.T) { testOrderIDsThatAreNotKeys(t, newStore(t)) })

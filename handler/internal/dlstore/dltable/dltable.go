@@ -18,13 +18,16 @@
 // them leaves an index row whose entry is missing: the sweeper repeats
 // the Put, as it completes a message only after Put); a transition writes
 // the entry first, then updates the index row or, to a closed state,
-// deletes it (a crash between them leaves an index row that says more
-// than the truth, never one missing). Index writes are conditional on the
+// deletes it; from a closed state to one not closed (a restore, a claim)
+// it writes the index row first, at the version read, then the entry
+// (a crash between either pair leaves an index row that says more than
+// the truth, never one missing). Index writes are conditional on the
 // index row's ETag and carry the entry's version, so a late writer never
 // replaces a newer summary. Get repairs the index row of the entry it
-// reads when it can prove it stale: the entry is closed, its version is
-// newer, or the entry is missing and the index row older than
-// Options.IndexGrace.
+// reads when it can prove it stale: the entry is closed (at a newer
+// version than the row's, or at the row's and the row older than
+// Options.IndexGrace), its version is newer, or the entry is missing and
+// the index row older than Options.IndexGrace.
 //
 // Sizes: the body and the typed application properties are kept in a
 // binary record split across Edm.Binary columns (codec.go), so a 256 KB
@@ -38,9 +41,11 @@
 // row, the transaction), two or three more when the entry existed (its index row brought up to date); Get three
 // reads (locator, entry, index row), plus a write when it repairs;
 // Transition five (read, the transaction, index read and write, and a
-// read for the new ETag, which a transaction's answer does not carry);
+// read for the new ETag, which a transaction's answer does not carry),
+// two more from a closed state to one not closed (the index row first);
 // List one query per page; Purge one query, then per entry a query of
-// its audit rows, a transaction and two deletes.
+// its audit rows, a transaction (one more per further 100 audit rows)
+// and two deletes.
 package dltable
 
 import (
@@ -111,6 +116,7 @@ const (
 	pointPutAfterIndex          = "put: after the index row, before the entry"
 	pointTransitionBeforeWrite  = "transition: after the read, before the transaction"
 	pointTransitionAfterEntry   = "transition: after the entry, before the index row"
+	pointPurgeBeforeDelete      = "purge: after the audit keys are read, before the first delete"
 	pointPurgeAfterEntryDeleted = "purge: after the entry, before the index and locator rows"
 )
 
@@ -420,7 +426,11 @@ func (s *Store) syncIndex(ctx context.Context, e dlstore.Entry, version int64) e
 			return err
 		}
 		if found {
-			if _, v, derr := idx.entry(); derr == nil && v >= version {
+			// A row of a newer version is a later writer's; one of the
+			// same version beside a closed entry is the index row of a
+			// reopening that did not happen, once it is older than the
+			// grace (younger, the reopening may be under way).
+			if _, v, derr := idx.entry(); derr == nil && (v > version || v == version && (!e.State.Closed() || !idx.timestamp.Before(s.now().Add(-s.grace)))) {
 				return nil
 			}
 		}
@@ -435,6 +445,35 @@ func (s *Store) syncIndex(ctx context.Context, e dlstore.Entry, version int64) e
 			err = s.addRow(ctx, indexRow(e, version))
 		}
 		if err == nil || (e.State.Closed() && errors.Is(err, dlstore.ErrNotFound)) {
+			return nil
+		}
+		if !errors.Is(err, dlstore.ErrConflict) && !errors.Is(err, dlstore.ErrNotFound) {
+			return err
+		}
+	}
+	return fmt.Errorf("index row of %s: changed at every try: %w", e.ID, dlstore.ErrConflict)
+}
+
+// reopenIndex writes the index row of e, about to be reopened from
+// version, before the entry: a row of a newer version is a later
+// writer's and stays; any other is replaced, so that its Timestamp is
+// this write's and no Get takes it for the row of an old reopening that
+// did not happen (see syncIndex).
+func (s *Store) reopenIndex(ctx context.Context, e dlstore.Entry, version int64) error {
+	for range 4 {
+		idx, err := s.getRow(ctx, partitionIndex, e.ID)
+		switch {
+		case err == nil:
+			if _, v, derr := idx.entry(); derr == nil && v > version {
+				return nil
+			}
+			err = s.replaceRow(ctx, indexRow(e, version), idx.etag)
+		case errors.Is(err, dlstore.ErrNotFound):
+			err = s.addRow(ctx, indexRow(e, version))
+		default:
+			return err
+		}
+		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, dlstore.ErrConflict) && !errors.Is(err, dlstore.ErrNotFound) {
@@ -490,6 +529,14 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 			return dlstore.Entry{}, fmt.Errorf("dltable: transition %s: %w", e.ID, err)
 		}
 		actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: audit.json()})
+	}
+	if cur.State.Closed() && !next.State.Closed() {
+		// Reopened: its index row first (it has none), so that no crash
+		// or failure leaves it out of the index. The row carries the
+		// version read; the transaction's entry is newer.
+		if err := s.reopenIndex(ctx, next, version); err != nil {
+			return dlstore.Entry{}, fmt.Errorf("dltable: transition %s to %s: its index row: %w", e.ID, t.To, err)
+		}
 	}
 	if err := s.hook(pointTransitionBeforeWrite); err != nil {
 		return dlstore.Entry{}, err
@@ -632,9 +679,11 @@ func (s *Store) History(ctx context.Context, orderID string) ([]dlstore.AuditEnt
 const maxBatch = 100
 
 // Purge deletes up to max closed entries updated before before, each with
-// its audit rows (the audit rows first, the entry last and If-Match its
-// ETag, so an entry restored meanwhile stays), then its index and locator
-// rows; it returns how many entries it deleted.
+// its audit rows (the entry first, If-Match its ETag, in one transaction
+// with up to 99 of its audit rows, the rest after it: an entry restored
+// meanwhile stays with its whole history), then its index and locator
+// rows; it returns how many entries it deleted. A crash after the entry's
+// delete may leave audit rows of an entry that is gone.
 func (s *Store) Purge(ctx context.Context, before time.Time, max int) (int, error) {
 	if max <= 0 {
 		return 0, nil
@@ -690,21 +739,16 @@ func (s *Store) purgeOne(ctx context.Context, e dlstore.Entry) (bool, error) {
 		return aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, IfMatch: &etag,
 			Entity: row{"PartitionKey": pk, "RowKey": rk}.json()}
 	}
-	for len(keys) >= maxBatch {
-		var batch []aztables.TransactionAction
-		for _, rk := range keys[:maxBatch] {
-			batch = append(batch, del(rk, azcore.ETagAny))
-		}
-		if err := s.submit(ctx, batch); err != nil {
-			return false, err
-		}
-		keys = keys[maxBatch:]
+	if err := s.hook(pointPurgeBeforeDelete); err != nil {
+		return false, err
 	}
-	var batch []aztables.TransactionAction
-	for _, rk := range keys {
+	// The entry first, If-Match its ETag, with as many audit rows as fit
+	// in its transaction; the rest of its history only once it is gone.
+	first := min(len(keys), maxBatch-1)
+	batch := []aztables.TransactionAction{del(entryRowKey(e.ID), azcore.ETag(e.ETag))}
+	for _, rk := range keys[:first] {
 		batch = append(batch, del(rk, azcore.ETagAny))
 	}
-	batch = append(batch, del(entryRowKey(e.ID), azcore.ETag(e.ETag)))
 	if err := s.submit(ctx, batch); err != nil {
 		if errors.Is(err, dlstore.ErrConflict) || errors.Is(err, dlstore.ErrNotFound) {
 			return false, nil
@@ -713,6 +757,17 @@ func (s *Store) purgeOne(ctx context.Context, e dlstore.Entry) (bool, error) {
 	}
 	if err := s.hook(pointPurgeAfterEntryDeleted); err != nil {
 		return true, err
+	}
+	for keys = keys[first:]; len(keys) > 0; {
+		k := min(len(keys), maxBatch)
+		batch = batch[:0]
+		for _, rk := range keys[:k] {
+			batch = append(batch, del(rk, azcore.ETagAny))
+		}
+		if err := s.submit(ctx, batch); err != nil && !errors.Is(err, dlstore.ErrNotFound) {
+			return true, err
+		}
+		keys = keys[k:]
 	}
 	for _, pk := range []string{partitionIndex, partitionLocator} {
 		if err := s.deleteRow(ctx, pk, e.ID, string(azcore.ETagAny)); err != nil && !errors.Is(err, dlstore.ErrNotFound) {

@@ -5,6 +5,7 @@ const (
 	PointPutAfterIndex          = pointPutAfterIndex
 	PointTransitionBeforeWrite  = pointTransitionBeforeWrite
 	PointTransitionAfterEntry   = pointTransitionAfterEntry
+	PointPurgeBeforeDelete      = pointPurgeBeforeDelete
 	PointPurgeAfterEntryDeleted = pointPurgeAfterEntryDeleted
 )
 
