@@ -3,9 +3,10 @@
 // (package internal/order, which aliases these types): the subjects, the
 // statuses, the bodies in their camelCase JSON form, the Service Bus ids
 // (SessionId = order id, MessageId = <order>:<sequence> and
-// <order>:payment-timeout, hashed within 128 characters when needed:
-// DeriveMessageID, the one rule every derived MessageId of the project
-// follows) and the validation rules a message must pass.
+// <order>:payment-timeout-<Created's sequence>, hashed within 128
+// characters when needed: DeriveMessageID, the one rule every derived
+// MessageId of the project follows) and the validation rules a message
+// must pass.
 //
 // A message that breaks a rule is parked by the handler as InvalidPayload;
 // producers check the same rules before sending (Validate, ValidateOrderID).
@@ -125,9 +126,14 @@ type StatusChanged struct {
 }
 
 // PaymentTimeoutCheck is the body of a PaymentTimeoutCheck message:
-// {"orderId":"o-1"}.
+// {"orderId":"o-1","createdSequence":1}. CreatedSequence is the sequence
+// of the Created the check belongs to: it cancels the order only while
+// that Created is the order's last change. Zero (absent) is the older
+// form, {"orderId":"o-1"}, which names no Created: it is taken for the
+// check of the Created in effect once that Created is due.
 type PaymentTimeoutCheck struct {
-	OrderID string `json:"orderId"`
+	OrderID         string `json:"orderId"`
+	CreatedSequence int64  `json:"createdSequence,omitzero"`
 }
 
 // ErrInvalid is wrapped by every validation error of this package.
@@ -210,8 +216,17 @@ func (c StatusChanged) Validate() error {
 	return ValidateOccurredAt(c.OccurredAt)
 }
 
-// Validate checks the order id of a timeout check.
-func (c PaymentTimeoutCheck) Validate() error { return ValidateOrderID(c.OrderID) }
+// Validate checks the order id of a timeout check and that its
+// CreatedSequence is not negative.
+func (c PaymentTimeoutCheck) Validate() error {
+	if err := ValidateOrderID(c.OrderID); err != nil {
+		return err
+	}
+	if c.CreatedSequence < 0 {
+		return invalid("createdSequence %d is below 0", c.CreatedSequence)
+	}
+	return nil
+}
 
 // StatusMessageID is the MessageId of an OrderStatusChanged:
 // <order>:<sequence>, or, when that would pass Service Bus's 128
@@ -222,9 +237,20 @@ func StatusMessageID(orderID string, sequence int64) string {
 	return DeriveMessageID(orderID, ":"+strconv.FormatInt(sequence, 10))
 }
 
-// TimeoutMessageID is the MessageId of an order's PaymentTimeoutCheck:
-// <order>:payment-timeout, or sha256-<hash of the order id>:payment-timeout
-// when that would pass 128 characters (DeriveMessageID). The handler's
-// own check of the order has the same MessageId, so duplicate detection
-// makes the two one message.
-func TimeoutMessageID(orderID string) string { return DeriveMessageID(orderID, ":payment-timeout") }
+// TimeoutMessageID is the MessageId of the PaymentTimeoutCheck of the
+// order's Created of sequence createdSequence:
+// <order>:payment-timeout-<createdSequence>, or sha256-<hash of the order
+// id>:payment-timeout-<createdSequence> when that would pass 128
+// characters (DeriveMessageID). The handler's own check of that Created
+// has the same MessageId, so duplicate detection makes the two one
+// message, and each Created of an order has a check of its own. The
+// suffix ends in a number after a hyphen, so no StatusMessageID (a number
+// after a colon) and no older check's id equals it. A createdSequence of
+// 0 gives <order>:payment-timeout, the id of the older form that names no
+// Created.
+func TimeoutMessageID(orderID string, createdSequence int64) string {
+	if createdSequence == 0 {
+		return DeriveMessageID(orderID, ":payment-timeout")
+	}
+	return DeriveMessageID(orderID, ":payment-timeout-"+strconv.FormatInt(createdSequence, 10))
+}

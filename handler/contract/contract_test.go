@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,12 +21,16 @@ func TestIDs(t *testing.T) {
 	tests := []struct{ got, want string }{
 		{contract.StatusMessageID("o-1", 2), "o-1:2"},
 		{contract.StatusMessageID("o-1", 9000000000), "o-1:9000000000"},
-		{contract.TimeoutMessageID("o-1"), "o-1:payment-timeout"},
+		{contract.TimeoutMessageID("o-1", 1), "o-1:payment-timeout-1"},
+		{contract.TimeoutMessageID("o-1", 3), "o-1:payment-timeout-3"},
+		// No Created named: the id of an older producer's or handler's check.
+		{contract.TimeoutMessageID("o-1", 0), "o-1:payment-timeout"},
 		// The longest order id: hashed, within 128 characters.
 		{contract.StatusMessageID(long, 2), hashed + ":2"},
-		{contract.TimeoutMessageID(long), hashed + ":payment-timeout"},
+		{contract.TimeoutMessageID(long, 9000000000), hashed + ":payment-timeout-9000000000"},
 		// Counted in characters as Service Bus counts them, not bytes.
-		{contract.TimeoutMessageID(fits), fits + ":payment-timeout"},
+		{contract.TimeoutMessageID(fits, 0), fits + ":payment-timeout"},
+		{contract.TimeoutMessageID(fits, 1), contract.DeriveMessageID(fits, ":payment-timeout-1")},
 	}
 	for _, tc := range tests {
 		if tc.got != tc.want {
@@ -52,6 +57,10 @@ func TestStatusChangedJSON(t *testing.T) {
 	got, _ := json.Marshal(contract.PaymentTimeoutCheck{OrderID: "o-1"})
 	if string(got) != `{"orderId":"o-1"}` {
 		t.Errorf("Marshal(PaymentTimeoutCheck) = %s", got)
+	}
+	got, _ = json.Marshal(contract.PaymentTimeoutCheck{OrderID: "o-1", CreatedSequence: 2})
+	if string(got) != `{"orderId":"o-1","createdSequence":2}` {
+		t.Errorf("Marshal(PaymentTimeoutCheck with its Created) = %s", got)
 	}
 }
 
@@ -80,5 +89,27 @@ func TestValidate(t *testing.T) {
 	}
 	if st, ok := contract.ParseStatus("dELIVERED"); !ok || st != contract.Delivered {
 		t.Errorf("ParseStatus(dELIVERED) = %q, %v", st, ok)
+	}
+}
+
+// TestTimeoutIDsAreDistinct: duplicate detection is queue-wide, so no two
+// messages of different orders or kinds may share a MessageId: a check's
+// id is no status change's (an order id may contain ":payment-timeout"),
+// no check's of another Created or order, and no older check's (an order
+// id may end in ":<digits>").
+func TestTimeoutIDsAreDistinct(t *testing.T) {
+	seen := map[string]string{}
+	add := func(id, what string) {
+		if other, dup := seen[id]; dup {
+			t.Errorf("%s and %s share MessageId %q", other, what, id)
+		}
+		seen[id] = what
+	}
+	for _, o := range []string{"a", "a:1", "a:payment-timeout", "a:payment-timeout-1", "a:payment-timeout:1", "a-1"} {
+		for _, seq := range []int64{1, 2, 11} {
+			add(contract.StatusMessageID(o, seq), fmt.Sprintf("status %q seq %d", o, seq))
+			add(contract.TimeoutMessageID(o, seq), fmt.Sprintf("check of %q Created %d", o, seq))
+		}
+		add(contract.TimeoutMessageID(o, 0), fmt.Sprintf("older check of %q", o))
 	}
 }

@@ -12,8 +12,8 @@ const hashPrefix = "sha256-"
 
 // DeriveMessageID is the one rule by which every MessageId of this project
 // is derived from another id (an order id, a MessageId) and a suffix: the
-// producers' <order>:<sequence> and <order>:payment-timeout, and the
-// handler's parked copies, replays, rescheduled retries and its own
+// producers' <order>:<sequence> and <order>:payment-timeout-<sequence>,
+// and the handler's parked copies, replays, rescheduled retries and its own
 // payment-timeout check. It returns original + suffix when that fits in
 // MaxServiceBusIDLength characters as Service Bus counts them
 // (ServiceBusLength); otherwise "sha256-<64 hex digits of original>" +

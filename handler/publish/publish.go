@@ -3,7 +3,8 @@
 // status changes, and Checkout and Payments to schedule and cancel the
 // payment timeout. It is the one encoder of the contract (package
 // contract): `handler publish`, the development host's demo and the
-// simulation build their messages with StatusMessage and TimeoutMessage.
+// simulation build their messages with StatusMessage and
+// TimeoutMessageFor (or TimeoutMessage).
 //
 // A message is checked against the contract before anything is sent; an
 // error wrapping contract.ErrInvalid means nothing was sent.
@@ -16,8 +17,8 @@
 //	p := publish.NewServiceBus(client, nil)
 //	defer p.Close(ctx)
 //	err := p.Status(ctx, contract.StatusChanged{OrderID: "o-1", Status: contract.Paid, Sequence: 2, OccurredAt: time.Now()})
-//	s, err := p.ScheduleTimeout(ctx, "o-1", contract.PaymentTimeout) // keep s.SequenceNumber
-//	err = p.CancelTimeout(ctx, s.SequenceNumber)                      // errors.Is(err, publish.ErrNotScheduled): nothing to cancel
+//	s, err := p.ScheduleTimeoutFor(ctx, "o-1", 1, contract.PaymentTimeout) // the check of Created 1; keep s.SequenceNumber
+//	err = p.CancelTimeout(ctx, s.SequenceNumber)                            // errors.Is(err, publish.ErrNotScheduled): nothing to cancel
 //
 // Saving state and then calling these leaves a crash window (saved, never
 // sent): package outbox commits the messages with the producer's state and
@@ -75,7 +76,7 @@ type BatchSender interface {
 }
 
 // Clock is a Sender whose broker keeps its own time (the development
-// host's broker runs faster than real time). ScheduleTimeout schedules on
+// host's broker runs faster than real time). ScheduleTimeoutFor schedules on
 // it when the Sender has it, and on the real clock otherwise.
 type Clock interface {
 	Now(ctx context.Context) (time.Time, error)
@@ -85,9 +86,9 @@ type Clock interface {
 // sequence number: it became visible (and was delivered), was cancelled
 // already, or was never kept: duplicate detection dropped it because the
 // queue saw its MessageId within the window, as when the handler had
-// scheduled the order's check itself on applying its Created (that check
+// scheduled that Created's check itself on applying it (that check
 // stands). Each is harmless: the handler cancels an order on a
-// PaymentTimeoutCheck only while it is still Created.
+// PaymentTimeoutCheck only while it is still Created at that Created.
 var ErrNotScheduled = broker.ErrNotFound
 
 // ErrRefused: the Sender refused a message for good (too large, no
@@ -125,18 +126,31 @@ func StatusMessage(c contract.StatusChanged) (Message, error) {
 		ContentType: contract.ContentType, Body: body}, nil
 }
 
-// TimeoutMessage validates orderID and builds its PaymentTimeoutCheck
-// message: SessionId the order id, MessageId <order>:payment-timeout
+// TimeoutMessage is TimeoutMessageFor of a check of the older form, which
+// names no Created: MessageId <order>:payment-timeout, body
+// {"orderId":"<order>"}. The handler takes such a check for that of the
+// Created in effect once that Created is due (and with its rescheduling
+// off, at once), and it is not one message with the handler's own check:
+// prefer TimeoutMessageFor.
+func TimeoutMessage(orderID string) (Message, error) { return TimeoutMessageFor(orderID, 0) }
+
+// TimeoutMessageFor validates orderID and builds the PaymentTimeoutCheck
+// message of its Created of sequence createdSeq: SessionId the order id,
+// MessageId <order>:payment-timeout-<createdSeq>
 // (contract.TimeoutMessageID, within 128 characters as above: the same as
-// the handler's own check of the order),
+// the handler's own check of that Created, so the two are one message),
 // Subject PaymentTimeoutCheck, content type application/json, body
-// {"orderId":"<order>"}.
-func TimeoutMessage(orderID string) (Message, error) {
-	c := contract.PaymentTimeoutCheck{OrderID: orderID}
+// {"orderId":"<order>","createdSequence":<createdSeq>}. The check cancels
+// the order only while that Created is its last change (a check of an
+// earlier Created, the order created again since, does nothing).
+// createdSeq 0 names no Created (TimeoutMessage); a negative one is
+// invalid.
+func TimeoutMessageFor(orderID string, createdSeq int64) (Message, error) {
+	c := contract.PaymentTimeoutCheck{OrderID: orderID, CreatedSequence: createdSeq}
 	if err := c.Validate(); err != nil {
 		return Message{}, err
 	}
-	id := contract.TimeoutMessageID(orderID)
+	id := contract.TimeoutMessageID(orderID, createdSeq)
 	body, err := json.Marshal(c)
 	if err != nil {
 		return Message{}, fmt.Errorf("publish: encode %s: %w", id, err)
@@ -336,20 +350,31 @@ func (p *Publisher) sendBatch(ctx context.Context, msgs []Message) error {
 type Scheduled struct {
 	// SequenceNumber is what CancelTimeout takes: keep it. Service Bus
 	// returns one even for a copy duplicate detection dropped (the
-	// handler schedules the same MessageId when it applies the order's
+	// handler schedules the same MessageId when it applies that
 	// Created), so it may name nothing; see ErrNotScheduled.
 	SequenceNumber int64
-	// MessageID is contract.TimeoutMessageID: <order>:payment-timeout.
+	// MessageID is contract.TimeoutMessageID:
+	// <order>:payment-timeout-<Created's sequence> (<order>:payment-timeout
+	// for the older form).
 	MessageID string
 	// At is when it becomes visible, on the broker's clock.
 	At time.Time
 }
 
-// ScheduleTimeout schedules the order's PaymentTimeoutCheck after after
-// (usually contract.PaymentTimeout) on the broker's clock (see Clock), in
-// the order's session. after must be positive.
+// ScheduleTimeout is ScheduleTimeoutFor of a check of the older form,
+// which names no Created (TimeoutMessage): prefer ScheduleTimeoutFor.
 func (p *Publisher) ScheduleTimeout(ctx context.Context, orderID string, after time.Duration) (Scheduled, error) {
-	m, err := TimeoutMessage(orderID)
+	return p.ScheduleTimeoutFor(ctx, orderID, 0, after)
+}
+
+// ScheduleTimeoutFor schedules the PaymentTimeoutCheck of the order's
+// Created of sequence createdSeq (TimeoutMessageFor) after after (usually
+// contract.PaymentTimeout) on the broker's clock (see Clock), in the
+// order's session. after must be positive. Each Created of an order has a
+// check of its own: scheduling that of a Created sent again (a higher
+// sequence) does not replace or cancel the earlier one's.
+func (p *Publisher) ScheduleTimeoutFor(ctx context.Context, orderID string, createdSeq int64, after time.Duration) (Scheduled, error) {
+	m, err := TimeoutMessageFor(orderID, createdSeq)
 	if err != nil {
 		return Scheduled{}, fmt.Errorf("publish: timeout %s: %w", orderID, err)
 	}
@@ -372,7 +397,7 @@ func (p *Publisher) ScheduleTimeout(ctx context.Context, orderID string, after t
 }
 
 // CancelTimeout cancels a scheduled payment timeout by the sequence number
-// ScheduleTimeout returned. An error wrapping ErrNotScheduled means there
+// ScheduleTimeoutFor returned. An error wrapping ErrNotScheduled means there
 // was nothing to cancel (harmless: see ErrNotScheduled).
 func (p *Publisher) CancelTimeout(ctx context.Context, sequenceNumber int64) error {
 	if sequenceNumber < 1 {

@@ -407,7 +407,7 @@ func TestAnyLegalOrderIDIsPublished(t *testing.T) {
 			if err != nil {
 				t.Fatalf("StatusMessage(Paid) = %v, want nil", err)
 			}
-			timeout, err := publish.TimeoutMessage(order)
+			timeout, err := publish.TimeoutMessageFor(order, 1)
 			if err != nil {
 				t.Fatalf("TimeoutMessage = %v, want nil", err)
 			}
@@ -422,7 +422,7 @@ func TestAnyLegalOrderIDIsPublished(t *testing.T) {
 			if created.MessageID == paid.MessageID {
 				t.Errorf("Created and Paid share MessageId %q", created.MessageID)
 			}
-			if want := reschedule.TimeoutCheck(order).MessageID; timeout.MessageID != want {
+			if want := reschedule.TimeoutCheck(order, 1).MessageID; timeout.MessageID != want {
 				t.Errorf("the producer's timeout check has MessageId %q, the handler's %q: want one", timeout.MessageID, want)
 			}
 
@@ -436,13 +436,13 @@ func TestAnyLegalOrderIDIsPublished(t *testing.T) {
 					t.Fatalf("Status(%s) = %v, want nil", c.Status, err)
 				}
 			}
-			sch, err := p.ScheduleTimeout(ctx, order, contract.PaymentTimeout)
+			sch, err := p.ScheduleTimeoutFor(ctx, order, 1, contract.PaymentTimeout)
 			if err != nil || sch.MessageID != timeout.MessageID {
-				t.Fatalf("ScheduleTimeout = %+v, %v; want MessageId %q", sch, err, timeout.MessageID)
+				t.Fatalf("ScheduleTimeoutFor = %+v, %v; want MessageId %q", sch, err, timeout.MessageID)
 			}
 			// The handler schedules its own check of the order: the same
 			// message, dropped by duplicate detection.
-			if _, err := mb.Schedule(ctx, "q", reschedule.TimeoutCheck(order), time.Now().Add(contract.PaymentTimeout)); err != nil {
+			if _, err := mb.Schedule(ctx, "q", reschedule.TimeoutCheck(order, 1), time.Now().Add(contract.PaymentTimeout)); err != nil {
 				t.Fatal(err)
 			}
 			got, err := broker.PeekAll(ctx, mb, broker.Source{Queue: "q"})

@@ -76,7 +76,7 @@ func TestRoundTrip(t *testing.T) {
 	if n, err := p.Statuses(ctx, changes[1:], nil); err != nil || n != 3 {
 		t.Fatalf("Statuses = %d, %v", n, err)
 	}
-	if _, err := p.ScheduleTimeout(ctx, "o-2", time.Millisecond); err != nil {
+	if _, err := p.ScheduleTimeoutFor(ctx, "o-2", 1, time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 
@@ -120,7 +120,7 @@ func TestRoundTrip(t *testing.T) {
 		}
 		s.Close()
 	}
-	want := map[string]string{"o-1:1": "Applied", "o-1:2": "Applied", "o-2:1": "Applied", "ordre-été:1": "Applied", "o-2:payment-timeout": "Applied"}
+	want := map[string]string{"o-1:1": "Applied", "o-1:2": "Applied", "o-2:1": "Applied", "ordre-été:1": "Applied", "o-2:payment-timeout-1": "Applied"}
 	for id, w := range want {
 		if results[id] != w {
 			t.Errorf("%s: result %q, want %q (all: %v)", id, results[id], w, results)
@@ -158,7 +158,7 @@ func TestScheduleOnTheBrokersClock(t *testing.T) {
 	mb, c := devBroker(t, clk)
 	p := publish.New(c, nil)
 
-	s, err := p.ScheduleTimeout(ctx, "o-1", 30*time.Minute)
+	s, err := p.ScheduleTimeoutFor(ctx, "o-1", 1, 30*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestScheduleOnTheBrokersClock(t *testing.T) {
 	}
 
 	// Let one become visible: the cancel loses the race, and says so.
-	s, err = p.ScheduleTimeout(ctx, "o-2", 30*time.Minute)
+	s, err = p.ScheduleTimeoutFor(ctx, "o-2", 1, 30*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -167,10 +167,13 @@ func ParseUpdate(body []byte, sessionID string) (Update, error) {
 }
 
 // ParseTimeoutCheck decodes and validates a PaymentTimeoutCheck body received
-// in session sessionID, with the same rules as ParseUpdate for the orderId.
+// in session sessionID, with the same rules as ParseUpdate for the orderId;
+// createdSequence, when present, must be a JSON integer of at least 1 (it
+// is absent from a check that names no Created).
 func ParseTimeoutCheck(body []byte, sessionID string) (TimeoutCheck, error) {
 	var raw struct {
-		OrderID *string `json:"orderId"`
+		OrderID         *string          `json:"orderId"`
+		CreatedSequence *json.RawMessage `json:"createdSequence"`
 	}
 	if err := decodeObject(body, &raw); err != nil {
 		return TimeoutCheck{}, err
@@ -184,7 +187,16 @@ func ParseTimeoutCheck(body []byte, sessionID string) (TimeoutCheck, error) {
 	if *raw.OrderID != sessionID {
 		return TimeoutCheck{}, poison(ReasonInvalidPayload, "orderId %q does not match SessionId %q", *raw.OrderID, sessionID)
 	}
-	return TimeoutCheck{OrderID: *raw.OrderID}, nil
+	c := TimeoutCheck{OrderID: *raw.OrderID}
+	if raw.CreatedSequence != nil {
+		if err := json.Unmarshal(*raw.CreatedSequence, &c.CreatedSequence); err != nil {
+			return TimeoutCheck{}, poison(ReasonInvalidPayload, "createdSequence is not an integer: %s", truncate(string(*raw.CreatedSequence)))
+		}
+		if c.CreatedSequence < 1 {
+			return TimeoutCheck{}, poison(ReasonInvalidPayload, "createdSequence %d is below 1", c.CreatedSequence)
+		}
+	}
+	return c, nil
 }
 
 // decodeObject decodes body, which must be exactly one JSON object in valid
@@ -285,4 +297,25 @@ func DecideExpire(current *State, now time.Time) Decision {
 		return Decision{Result: Stale}
 	}
 	return Decision{Result: Applied, Next: State{Status: Cancelled, LastSequence: current.LastSequence, OccurredAt: now.UTC(), UpdatedAt: now.UTC()}}
+}
+
+// CheckApplies reports whether the check c concerns the order's current
+// state: only while the Created it names is the order's last change
+// (LastSequence equal to CreatedSequence), so that a check of an older
+// Created, the order created again since, does nothing. A check of the
+// older form, which names no Created (CreatedSequence 0), concerns
+// whichever state is current; the handler takes it for the Created in
+// effect only once that Created is due (see orderfn).
+func CheckApplies(current *State, c TimeoutCheck) bool {
+	return c.CreatedSequence == 0 || current != nil && current.LastSequence == c.CreatedSequence
+}
+
+// DecideExpireOf is DecideExpire for the check c: Stale when the check
+// does not concern the current state (CheckApplies). It is the rule a
+// fold of an order's messages applies to its checks.
+func DecideExpireOf(current *State, c TimeoutCheck, now time.Time) Decision {
+	if !CheckApplies(current, c) {
+		return Decision{Result: Stale}
+	}
+	return DecideExpire(current, now)
 }

@@ -288,6 +288,10 @@ func TestParseTimeoutCheck(t *testing.T) {
 		{"orderId with #", `{"orderId":"o#1"}`, "o#1", ""},
 		{"orderId with control char", `{"orderId":"o\u00001"}`, "o\x001", ""},
 		{"session mismatch", `{"orderId":"o-1"}`, "o-2", ""},
+		{"createdSequence", `{"orderId":"o-1","createdSequence":3}`, "o-1", "o-1"},
+		{"createdSequence 0", `{"orderId":"o-1","createdSequence":0}`, "o-1", ""},
+		{"createdSequence not an integer", `{"orderId":"o-1","createdSequence":1.5}`, "o-1", ""},
+		{"createdSequence a string", `{"orderId":"o-1","createdSequence":"1"}`, "o-1", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

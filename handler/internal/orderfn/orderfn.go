@@ -18,10 +18,13 @@
 // A per-instance circuit breaker (Options.Breaker) stops sending every call
 // to a failing store: while it is open, messages are rescheduled at once
 // and one probe at a time tries the store. A PaymentTimeoutCheck for an
-// order with no row yet is rescheduled the same way until the order
-// appears (OrderNeverCreated past the window), and applying an order's
-// Created makes sure a PaymentTimeoutCheck is scheduled for it, so every
-// unpaid order expires whatever its producers did. A check that would
+// order with no row yet, or a row behind the Created it names, is
+// rescheduled the same way until that Created appears (OrderNeverCreated
+// past the window), and applying an order's Created makes sure that
+// Created's own PaymentTimeoutCheck is scheduled, so every unpaid order
+// expires whatever its producers did. A check cancels only while the
+// Created it names is in effect; one of the older form, which names
+// none, once the Created in effect is due. A check that would
 // cancel settles instead while its own history, this process's reschedules
 // or the fleet's recovery marker (Options.Fleet, package recovery) say that
 // an outage's copies, its order's Paid among them, may still be on their
@@ -38,6 +41,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/circuit"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
@@ -83,10 +87,11 @@ type Rescheduler interface {
 	// covers, Policy.Settle after now if not
 	// (reschedule.Rescheduler.ScheduleSettle).
 	ScheduleSettle(ctx context.Context, o reschedule.Original, until time.Time, covers bool) (broker.Message, time.Time, error)
-	// ScheduleTimeoutCheck schedules an order's PaymentTimeoutCheck;
-	// floor, if set, is a lower bound of the broker's now
-	// (reschedule.Rescheduler.ScheduleTimeoutCheck).
-	ScheduleTimeoutCheck(ctx context.Context, orderID string, occurredAt time.Time, delayed bool, floor time.Time) (time.Time, error)
+	// ScheduleCreatedCheck schedules the PaymentTimeoutCheck of an
+	// order's Created of sequence createdSeq; floor, if set, is a lower
+	// bound of the broker's now
+	// (reschedule.Rescheduler.ScheduleCreatedCheck).
+	ScheduleCreatedCheck(ctx context.Context, orderID string, createdSeq int64, occurredAt time.Time, delayed bool, floor time.Time) (reschedule.CheckScheduled, error)
 	// Now is the clock rescheduling runs on (the broker's if it has one);
 	// Policy its bounds (Policy.Settle).
 	Now(ctx context.Context) (time.Time, error)
@@ -144,8 +149,13 @@ const (
 )
 
 // resultSettle is the internal result of a delayed check that found its
-// order Created (never answered as such: it becomes Rescheduled).
-const resultSettle order.Result = "Settle"
+// order Created (never answered as such: it becomes Rescheduled);
+// resultNotDue that of a check of the older form that found the Created
+// in effect not due (answered Stale, see ownCheck).
+const (
+	resultSettle order.Result = "Settle"
+	resultNotDue order.Result = "NotDue"
+)
 
 // Why a check whose order is still Created settles (the answer's
 // description).
@@ -485,7 +495,7 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		}
 		out = h.apply(ctx, call, msg, out, func(ctx context.Context) (orderstate.Outcome, error) {
 			var err error
-			res, err = h.checkOnce(ctx, c.OrderID, settling, ask, asked, due, &why)
+			res, err = h.checkOnce(ctx, c, settling, ask, asked, due, &why)
 			return res, err
 		})
 		switch {
@@ -495,8 +505,15 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 			// Check again later; past the window, a human looks.
 			return h.reschedule(call, msg, out, RescheduleOrderNotFound, order.ReasonOrderNeverCreated,
 				fmt.Sprintf("order %s has no row", c.OrderID))
+		case out.result == string(order.Stale) && c.CreatedSequence > res.State.LastSequence && !res.State.Status.Terminal():
+			// The row is behind the Created the check names: that
+			// Created is late. As for no row.
+			return h.reschedule(call, msg, out, RescheduleOrderNotFound, order.ReasonOrderNeverCreated,
+				fmt.Sprintf("order %s has no Created of sequence %d yet (its row is at sequence %d)", c.OrderID, c.CreatedSequence, res.State.LastSequence))
 		case out.result == string(resultSettle):
 			return h.settle(call, msg, out, why)
+		case out.result == string(resultNotDue):
+			return h.ownCheck(call, msg, out, res.State)
 		}
 		return out
 	default:
@@ -550,13 +567,16 @@ func createdHere(u order.Update, res orderstate.Outcome) bool {
 		res.State.Status == order.Created && res.State.LastSequence == u.Sequence
 }
 
-// ensureTimeout makes sure a PaymentTimeoutCheck is scheduled for the order
-// just created. The row is durable already; if the schedule fails the
-// call is answered 5xx, and the redelivery (Duplicate) schedules it again.
+// ensureTimeout makes sure the PaymentTimeoutCheck of u (the order's
+// Created, MessageId <order>:payment-timeout-<u's sequence>) is
+// scheduled. The row is durable already; if the schedule fails the call
+// is answered 5xx, and the redelivery (Duplicate) schedules it again.
 //
 // A Created that was itself delayed (a rescheduled copy or a replay) gets
 // its check no sooner than reschedule.Policy.Settle from now: its Paid may
-// be on its way back from the same outage.
+// be on its way back from the same outage. One whose occurredAt is ahead
+// of the broker's clock has its check counted from now, and a warning
+// line says by how much.
 func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMessage, out outcome, u order.Update, occurredAt time.Time, delayed bool) outcome {
 	if u.OccurredAt.IsZero() {
 		// The stored OccurredAt is the handler's wall clock at the
@@ -566,19 +586,25 @@ func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMe
 	floor := hostClock(call)
 	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
 	defer cancel()
-	var at time.Time
+	var sc reschedule.CheckScheduled
 	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
 		var err error
-		at, err = h.opts.Reschedule.ScheduleTimeoutCheck(ctx, u.OrderID, occurredAt, delayed, floor)
+		sc, err = h.opts.Reschedule.ScheduleCreatedCheck(ctx, u.OrderID, u.Sequence, occurredAt, delayed, floor)
 		return err
 	}, func(a retry.Attempt) { h.retryLog("timeout_check", msg, &out, a) })
+	if sc.Skew > 0 {
+		h.log.Warn("Created's occurredAt ahead of the broker's clock: its payment-timeout check counts from now",
+			append([]any{"order_id", u.OrderID, "message_id", msg.MessageID, "sequence", u.Sequence,
+				"occurred_at", u.OccurredAt.UTC().Format(time.RFC3339Nano), "skew_ms", sc.Skew.Milliseconds(),
+				"timeout_check_at", sc.At.UTC().Format(time.RFC3339Nano)}, traceAttrs(out)...)...)
+	}
 	if err != nil {
 		h.metrics.TimeoutChecks.WithLabelValues("failed").Inc()
 		out.result, out.err, out.httpStatus = ResultFailed, fmt.Errorf("schedule the payment timeout of %s: %w", u.OrderID, err), statusFor(err)
 		return out
 	}
 	h.metrics.TimeoutChecks.WithLabelValues("scheduled").Inc()
-	out.timeoutCheck = at
+	out.timeoutCheck = sc.At
 	return out
 }
 
@@ -591,60 +617,107 @@ func original(msg hostproto.ServiceBusMessage) reschedule.Original {
 	}
 }
 
-// peek decides a delayed PaymentTimeoutCheck without writing: Stale when
-// the order is past Created (or has no row: State zero), resultSettle when
-// it is still Created.
-func (h *Handler) peek(ctx context.Context, orderID string) (orderstate.Outcome, error) {
-	row, err := h.applier.Get(ctx, orderID)
+// peek decides a PaymentTimeoutCheck c without writing: Stale when the
+// order is past Created, has no row (State zero) or is no longer at the
+// Created c names (order.CheckApplies), resultSettle when it is still
+// Created at it.
+func (h *Handler) peek(ctx context.Context, c order.TimeoutCheck) (orderstate.Outcome, error) {
+	row, err := h.applier.Get(ctx, c.OrderID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return orderstate.Outcome{Result: order.Stale, RoundTrips: 1}, nil
 	case err != nil:
 		return orderstate.Outcome{RoundTrips: 1}, err
-	case row.State.Status == order.Created:
+	case row.State.Status == order.Created && order.CheckApplies(&row.State, c):
 		return orderstate.Outcome{Result: resultSettle, State: row.State, RoundTrips: 1}, nil
 	}
 	return orderstate.Outcome{Result: order.Stale, State: row.State, RoundTrips: 1}, nil
 }
 
-// checkOnce is one attempt at a PaymentTimeoutCheck of orderID: a peek
-// when it settles (resultSettle when the order is still Created), else
-// ExpireIfUnpaid. With ask, the fleet's marker is read once the row says
-// Created: only a check that would cancel pays for the marker (the row is
-// read first; a paid order's check ends there, as it would in
+// checkOnce is one attempt at a PaymentTimeoutCheck c: a peek when it
+// settles (resultSettle when the order is still Created at the Created c
+// names), else ExpireIfUnpaid. A check that names a Created
+// (CreatedSequence) peeks before it expires: the order is cancelled only
+// while that Created is in effect; one of an older Created, the order
+// created again since, is Stale. With rescheduling on, a check of the
+// older form peeks too, and is resultNotDue while the Created in effect
+// is not due (notDue). With ask, the fleet's marker is read once the row
+// says Created: only a check that would cancel pays for the marker (the
+// row is read first; a paid order's check ends there, as it would in
 // ExpireIfUnpaid), and the marker's read is a round trip of its own. A
 // check that settles anyway reads it to learn until when (settleUntil); a
 // check that would cancel settles when it says so (why becomes
 // settleFleet, or stays settleAgain for a settle copy).
-func (h *Handler) checkOnce(ctx context.Context, orderID string, settling, ask bool, asked, due time.Time, why *string) (orderstate.Outcome, error) {
-	switch {
-	case settling && !ask:
-		return h.peek(ctx, orderID)
-	case !ask:
-		return h.applier.ExpireIfUnpaid(ctx, orderID)
+//
+// The peek and ExpireIfUnpaid are two reads: a Created applied in
+// between, possible only by another instance after this one lost the
+// session's lock, would be cancelled with them.
+func (h *Handler) checkOnce(ctx context.Context, c order.TimeoutCheck, settling, ask bool, asked, due time.Time, why *string) (orderstate.Outcome, error) {
+	if !settling && !ask && c.CreatedSequence == 0 && h.opts.Reschedule == nil {
+		return h.applier.ExpireIfUnpaid(ctx, c.OrderID) // the older form as before: nothing tells its Created
 	}
-	res, err := h.peek(ctx, orderID)
+	res, err := h.peek(ctx, c)
 	if err != nil || res.Result != resultSettle {
 		return res, err
 	}
-	rec, read, err := h.opts.Fleet.Recovering(ctx, asked, due)
-	if read {
-		res.RoundTrips++
-	}
-	switch {
-	case settling:
-		return res, nil // a failed read only leaves the until unknown
-	case err != nil:
-		return res, err
-	case rec:
-		if *why != settleAgain {
-			*why = settleFleet
-		}
+	if c.CreatedSequence == 0 && h.opts.Reschedule != nil && h.notDue(ctx, res.State) {
+		res.Result = resultNotDue
 		return res, nil
 	}
-	exp, err := h.applier.ExpireIfUnpaid(ctx, orderID)
+	if settling && !ask {
+		return res, nil
+	}
+	if ask {
+		rec, read, err := h.opts.Fleet.Recovering(ctx, asked, due)
+		if read {
+			res.RoundTrips++
+		}
+		switch {
+		case settling:
+			return res, nil // a failed read only leaves the until unknown
+		case err != nil:
+			return res, err
+		case rec:
+			if *why != settleAgain {
+				*why = settleFleet
+			}
+			return res, nil
+		}
+	}
+	exp, err := h.applier.ExpireIfUnpaid(ctx, c.OrderID)
 	exp.RoundTrips += res.RoundTrips
 	return exp, err
+}
+
+// OlderCheckSlack is how long before the Created in effect is due a check
+// of the older form (one that names no Created) may come and still be
+// taken for that Created's check: more than the clocks of a producer,
+// the handler and the broker differ by. An earlier one belongs to an
+// earlier Created of the order, created again since (or was scheduled
+// sooner than the payment timeout): it cancels nothing.
+const OlderCheckSlack = time.Minute
+
+// notDue reports whether the Created in effect, of state st, is due more
+// than OlderCheckSlack after now on the rescheduling clock (false when
+// the clock cannot be read: the older form then acts as before).
+func (h *Handler) notDue(ctx context.Context, st order.State) bool {
+	now, err := h.opts.Reschedule.Now(ctx)
+	return err == nil && st.OccurredAt.Add(contract.PaymentTimeout-OlderCheckSlack).After(now)
+}
+
+// ownCheck answers a check of the older form that found the Created in
+// effect, of state st, not due (resultNotDue): Stale, once that Created's
+// own check is scheduled (the one the handler scheduled when it applied
+// it, or, for a Created an older handler applied, the first), due when
+// that Created is (reschedule.Rescheduler.ScheduleCreatedCheck).
+func (h *Handler) ownCheck(call context.Context, msg hostproto.ServiceBusMessage, out outcome, st order.State) outcome {
+	u := order.Update{OrderID: out.orderID, Status: order.Created, Sequence: st.LastSequence, OccurredAt: st.OccurredAt}
+	out = h.ensureTimeout(call, msg, out, u, st.OccurredAt, false)
+	if out.err == nil {
+		out.result = string(order.Stale)
+		out.description = fmt.Sprintf("a check that names no Created, before the Created in effect (sequence %d) is due: that Created has its own check", st.LastSequence)
+	}
+	return out
 }
 
 // now is the rescheduling clock's time, within the schedule budget.

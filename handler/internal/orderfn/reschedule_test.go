@@ -408,7 +408,7 @@ func TestCircuitBreaker(t *testing.T) {
 }
 
 func timeoutMsg(id string) broker.Message {
-	m := reschedule.TimeoutCheck(id)
+	m := reschedule.TimeoutCheck(id, 1)
 	return m
 }
 
@@ -418,7 +418,7 @@ func timeoutMsg(id string) broker.Message {
 func TestTimeoutCheckBeforeTheOrderExists(t *testing.T) {
 	r := newOutageRig(t, policy, nil)
 	code, a := r.post(t, hostInvocation(timeoutMsg("o-1"), 1))
-	if code != 200 || a.ReturnValue["result"] != ResultRescheduled || len(r.bus.kept) != 1 || r.bus.kept[0].MessageID != "o-1:payment-timeout:retry:1" {
+	if code != 200 || a.ReturnValue["result"] != ResultRescheduled || len(r.bus.kept) != 1 || r.bus.kept[0].MessageID != "o-1:payment-timeout-1:retry:1" {
 		t.Fatalf("check without a row: %d %v, scheduled %d", code, a.ReturnValue, len(r.bus.kept))
 	}
 	if got := testutil.ToFloat64(r.m.Rescheduled.WithLabelValues(RescheduleOrderNotFound)); got != 1 {
@@ -521,8 +521,8 @@ func TestCreatedSchedulesTheTimeoutCheck(t *testing.T) {
 			t.Fatalf("redelivery %d: %d %v, want 200 Duplicate", n, code, a.ReturnValue)
 		}
 	}
-	if len(r.bus.kept) != 1 || r.bus.kept[0].MessageID != "o-1:payment-timeout" || r.bus.kept[0].Subject != order.SubjectPaymentTimeout {
-		t.Fatalf("kept %+v, want one o-1:payment-timeout", r.bus.kept)
+	if len(r.bus.kept) != 1 || r.bus.kept[0].MessageID != "o-1:payment-timeout-1" || r.bus.kept[0].Subject != order.SubjectPaymentTimeout {
+		t.Fatalf("kept %+v, want one o-1:payment-timeout-1", r.bus.kept)
 	}
 	if want := time.Date(2026, 12, 1, 10, 20, 0, 0, time.UTC); !r.bus.at[0].Equal(want) {
 		t.Errorf("check due %s, want occurredAt + 30 min = %s", r.bus.at[0], want)

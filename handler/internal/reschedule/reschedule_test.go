@@ -233,13 +233,16 @@ func TestScheduleErrors(t *testing.T) {
 }
 
 func TestTimeoutCheck(t *testing.T) {
-	m := TimeoutCheck("o-1")
-	if m.MessageID != "o-1:payment-timeout" || m.SessionID != "o-1" || m.Subject != "PaymentTimeoutCheck" ||
-		m.ContentType != "application/json" || string(m.Body) != `{"orderId":"o-1"}` {
+	m := TimeoutCheck("o-1", 2)
+	if m.MessageID != "o-1:payment-timeout-2" || m.SessionID != "o-1" || m.Subject != "PaymentTimeoutCheck" ||
+		m.ContentType != "application/json" || string(m.Body) != `{"orderId":"o-1","createdSequence":2}` {
 		t.Errorf("TimeoutCheck = %+v, want the producer's message", m)
 	}
+	if m := TimeoutCheck("o-1", 0); m.MessageID != "o-1:payment-timeout" || string(m.Body) != `{"orderId":"o-1"}` {
+		t.Errorf("TimeoutCheck naming no Created = %+v, want the older id and body", m)
+	}
 	long := strings.Repeat("o", msgid.MaxLength)
-	if id := TimeoutCheckID(long); len(id) > msgid.MaxLength || !msgid.Hashed(id) {
+	if id := TimeoutCheckID(long, 1); len(id) > msgid.MaxLength || !msgid.Hashed(id) {
 		t.Errorf("TimeoutCheckID(128 chars) = %q (%d characters), want a hashed id within 128", id, len(id))
 	}
 	created := t0.Add(-10 * time.Minute)
@@ -251,9 +254,9 @@ func TestTimeoutCheck(t *testing.T) {
 	}
 	s := &dedupScheduler{seen: map[string]bool{}, clock: t0}
 	r := New(s, "order-status", Policy{}, nil)
-	at, err := r.ScheduleTimeoutCheck(context.Background(), "o-1", created, false, time.Time{})
+	at, err := dueOf(r.ScheduleCreatedCheck(context.Background(), "o-1", 1, created, false, time.Time{}))
 	if err != nil || !at.Equal(created.Add(30*time.Minute)) || len(s.kept) != 1 || !s.at[0].Equal(at) {
-		t.Errorf("ScheduleTimeoutCheck = %s, %v; scheduled %d", at, err, len(s.kept))
+		t.Errorf("ScheduleCreatedCheck = %s, %v; scheduled %d", at, err, len(s.kept))
 	}
 }
 
@@ -293,19 +296,19 @@ func TestSettle(t *testing.T) {
 
 	bus := &dedupScheduler{seen: map[string]bool{}, clock: t0}
 	r := New(bus, "q", Policy{Base: time.Second, Cap: time.Minute, Window: time.Hour}, nil)
-	at, err := r.ScheduleTimeoutCheck(context.Background(), "o-1", t0.Add(-time.Hour), true, time.Time{})
+	at, err := dueOf(r.ScheduleCreatedCheck(context.Background(), "o-1", 1, t0.Add(-time.Hour), true, time.Time{}))
 	if err != nil || !at.Equal(t0.Add(2*time.Minute)) {
 		t.Errorf("a delayed overdue Created: check due %s (%v), want now + Settle", at, err)
 	}
-	at, _ = r.ScheduleTimeoutCheck(context.Background(), "o-3", t0.Add(-time.Hour), false, time.Time{})
+	at, _ = dueOf(r.ScheduleCreatedCheck(context.Background(), "o-3", 1, t0.Add(-time.Hour), false, time.Time{}))
 	if !at.Equal(t0.Add(2 * time.Minute)) {
 		t.Errorf("an overdue Created: check due %s, want now + Settle (its Paid may follow)", at)
 	}
-	at, _ = r.ScheduleTimeoutCheck(context.Background(), "o-2", t0, true, time.Time{})
+	at, _ = dueOf(r.ScheduleCreatedCheck(context.Background(), "o-2", 1, t0, true, time.Time{}))
 	if !at.Equal(t0.Add(30 * time.Minute)) {
 		t.Errorf("a delayed Created not yet due: %s, want occurredAt + 30m", at)
 	}
-	at, _ = r.ScheduleTimeoutCheck(context.Background(), "o-4", time.Time{}, false, time.Time{})
+	at, _ = dueOf(r.ScheduleCreatedCheck(context.Background(), "o-4", 1, time.Time{}, false, time.Time{}))
 	if !at.Equal(t0.Add(30 * time.Minute)) {
 		t.Errorf("a Created without occurredAt: check due %s, want the broker's now + 30m", at)
 	}
@@ -500,7 +503,7 @@ func TestTimeoutCheckFromTheHostClock(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &countingClock{dedupScheduler: dedupScheduler{seen: map[string]bool{}, clock: t0}}
-			at, err := New(c, "q", p, nil).ScheduleTimeoutCheck(context.Background(), "o-1", tc.occurredAt, tc.delayed, tc.floor)
+			at, err := dueOf(New(c, "q", p, nil).ScheduleCreatedCheck(context.Background(), "o-1", 1, tc.occurredAt, tc.delayed, tc.floor))
 			if err != nil || !at.Equal(tc.want) || len(c.at) != 1 || !c.at[0].Equal(at) || c.reads != tc.reads {
 				t.Errorf("due %s (%v), scheduled %v, clock read %d times; want %s, read %d", at, err, c.at, c.reads, tc.want, tc.reads)
 			}
@@ -509,7 +512,28 @@ func TestTimeoutCheckFromTheHostClock(t *testing.T) {
 	local := t0.Add(time.Hour)
 	s := &dedupScheduler{seen: map[string]bool{}}
 	r := New(noClock{s}, "q", p, &Options{Now: func() time.Time { return local }})
-	if at, err := r.ScheduleTimeoutCheck(context.Background(), "o-1", time.Time{}, false, floor); err != nil || !at.Equal(local.Add(30*time.Minute)) {
+	if at, err := dueOf(r.ScheduleCreatedCheck(context.Background(), "o-1", 1, time.Time{}, false, floor)); err != nil || !at.Equal(local.Add(30*time.Minute)) {
 		t.Errorf("a broker without a clock: due %s (%v), want the local clock + 30m, not the reading's", at, err)
 	}
 }
+
+// A Created whose occurredAt is ahead of the broker's clock is checked no
+// later than now + the payment timeout, and the skew is reported.
+func TestTimeoutCheckOfACreatedFromTheFuture(t *testing.T) {
+	ahead := t0.Add(24 * time.Hour)
+	if got := TimeoutDue(ahead, t0); !got.Equal(t0.Add(30 * time.Minute)) {
+		t.Errorf("TimeoutDue(a day ahead) = %s, want now + 30m", got)
+	}
+	s := &dedupScheduler{seen: map[string]bool{}, clock: t0}
+	r := New(s, "order-status", Policy{}, nil)
+	sc, err := r.ScheduleCreatedCheck(context.Background(), "o-1", 1, ahead, false, time.Time{})
+	if err != nil || !sc.At.Equal(t0.Add(30*time.Minute)) || sc.Skew != 24*time.Hour {
+		t.Errorf("ScheduleCreatedCheck = %+v, %v; want due now + 30m, skew 24h", sc, err)
+	}
+	if len(s.kept) != 1 || s.kept[0].MessageID != "o-1:payment-timeout-1" {
+		t.Errorf("scheduled %+v, want o-1:payment-timeout-1", s.kept)
+	}
+}
+
+// dueOf is the due time of what ScheduleCreatedCheck scheduled.
+func dueOf(s CheckScheduled, err error) (time.Time, error) { return s.At, err }

@@ -169,7 +169,7 @@ func Check(s Schedule, o Observation) []string {
 		cancelled: map[string]bool{}, answers: map[string][]Answer{}, checks: map[string]string{}}
 	for _, ord := range s.Orders {
 		c.orders[ord.ID] = ord
-		c.checks[reschedule.TimeoutCheckID(ord.ID)] = ord.ID
+		c.checks[reschedule.TimeoutCheckID(ord.ID, 1)] = ord.ID
 		if ord.Timeout.mayExpire() && o.Rows[ord.ID] == (Row{Status: order.Cancelled, LastSequence: 1}) {
 			c.cancelled[ord.ID] = true
 		}

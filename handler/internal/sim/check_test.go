@@ -52,13 +52,13 @@ func ideal(s Schedule, cancelRaces bool) Observation {
 			if cancelled[ord.ID] {
 				res = resultApplied
 			}
-			o.Answers = append(o.Answers, Answer{MessageID: ord.ID + ":payment-timeout", Order: ord.ID,
+			o.Answers = append(o.Answers, Answer{MessageID: ord.ID + ":payment-timeout-1", Order: ord.ID,
 				Subject: order.SubjectPaymentTimeout, DeliveryCount: 1, Result: res})
 		}
 	}
 	o.CancelledChecks = map[string]bool{}
 	for _, c := range s.Cancels {
-		o.CancelledChecks[c.Order+":payment-timeout"] = true
+		o.CancelledChecks[c.Order+":payment-timeout-1"] = true
 	}
 	seen := map[string]bool{}
 	for _, m := range s.Messages {
@@ -253,8 +253,8 @@ func TestCheckCatchesPlantedViolations(t *testing.T) {
 			o.Rows["o-1"] = Row{order.Delivered, 5}
 		}, "message o-1:4: answered Applied, but no write of Delivered/4 was seen"},
 		{"timeout applied, not cancelled", func(o *Observation) {
-			o.Answers[answerIndex(o, "o-2:payment-timeout")].Result = resultApplied
-		}, "message o-2:payment-timeout: answered Applied (timeout, delivery 1), but the row is Paid/2"},
+			o.Answers[answerIndex(o, "o-2:payment-timeout-1")].Result = resultApplied
+		}, "message o-2:payment-timeout-1: answered Applied (timeout, delivery 1), but the row is Paid/2"},
 		{"dead-lettered by a non-broker reason", func(o *Observation) {
 			o.DeadLettered = []DeadLetter{{MessageID: "o-1:2", SessionID: "o-1", Reason: "HandlerGaveUp", DeliveryCount: 4}}
 		}, `message o-1:2: dead-lettered with reason "HandlerGaveUp"; only the broker dead-letters`},
@@ -301,7 +301,7 @@ func TestCheckLegalRaceOutcomes(t *testing.T) {
 	o.Rows["o-3"] = Row{order.Created, 1}
 	o.Writes = slices.DeleteFunc(o.Writes, func(w Write) bool { return w.Order == "o-3" && !w.Insert })
 	for i := range o.Answers {
-		if o.Answers[i].MessageID == "o-3:payment-timeout" {
+		if o.Answers[i].MessageID == "o-3:payment-timeout-1" {
 			o.Answers[i].Result = resultStale
 		}
 		if o.Answers[i].MessageID == "o-3:1" {

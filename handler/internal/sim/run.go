@@ -444,7 +444,7 @@ func (r *run) cancelChecks(ctx context.Context, h *devhost.Host) {
 		if err := clock.Sleep(ctx, r.clk, r.start.Add(a.at).Sub(r.clk.Now())); err != nil {
 			return
 		}
-		m, err := publish.TimeoutMessage(a.c.Order)
+		m, err := publish.TimeoutMessageFor(a.c.Order, 1)
 		if err != nil {
 			continue
 		}

@@ -30,7 +30,7 @@ const (
 	// or Stale.
 	KindLateReplay
 	// KindTimeout is a PaymentTimeoutCheck, MessageId
-	// <order>:payment-timeout, scheduled ScheduleAfter after it is sent.
+	// <order>:payment-timeout-1 (its Created's), scheduled ScheduleAfter after it is sent.
 	KindTimeout
 	// KindPoison is a message that must be parked with Reason.
 	KindPoison
@@ -430,7 +430,7 @@ func (g *gen) cancelled(id string, at, after, cancel time.Duration) {
 }
 
 func (g *gen) timeout(id string, at, after time.Duration) Message {
-	m, err := publish.TimeoutMessage(id)
+	m, err := publish.TimeoutMessageFor(id, 1) // every order of a schedule has one Created, of sequence 1
 	if err != nil {
 		panic("sim: timeout: " + err.Error()) // the schedules' ids are valid
 	}

@@ -129,7 +129,7 @@ func TestGenerateShape(t *testing.T) {
 					eventAt[want] = l.SendAfter
 				}
 			case KindTimeout:
-				if reason != "" || l.MessageID != m.Order+":payment-timeout" || l.ScheduleAfter <= 0 {
+				if reason != "" || l.MessageID != m.Order+":payment-timeout-1" || l.ScheduleAfter <= 0 {
 					fail("timeout %s: reason %q, scheduled after %s", l.MessageID, reason, l.ScheduleAfter)
 				}
 				timeouts[m.Order] = m

@@ -23,16 +23,29 @@ import (
 // short detail that never carries the request's query string (a SAS).
 type tableError struct {
 	kind   error
+	also   error // a second sentinel it matches, or nil
 	detail string
 	err    error
 }
 
-func (e *tableError) Error() string   { return e.kind.Error() + " (" + e.detail + ")" }
-func (e *tableError) Unwrap() []error { return []error{e.kind, e.err} }
+func (e *tableError) Error() string { return e.kind.Error() + " (" + e.detail + ")" }
+func (e *tableError) Unwrap() []error {
+	if e.also != nil {
+		return []error{e.kind, e.also, e.err}
+	}
+	return []error{e.kind, e.err}
+}
 
 // ErrStorage is matched by a request the service refused for good (400,
 // 403 on a key, ...): neither a sentinel nor the caller's context.
 var ErrStorage = errors.New("outbox: storage request failed")
+
+// ErrTableNotFound is matched by a request on a table that does not exist
+// (404 TableNotFound). Such an error is ErrTransient too, since a table
+// can still be propagating on a fresh deployment, so Relay.Run waits for
+// it; a caller for whom the table must exist already (an operator's
+// command, after Table.Check) reports it instead.
+var ErrTableNotFound = errors.New("outbox: table not found")
 
 // classify sorts err, the result of an aztables call made with callCtx,
 // into the sentinels. It is the one place that reads SDK errors. A failed
@@ -55,18 +68,20 @@ func classify(callCtx context.Context, err error) error {
 		}
 		detail := fmt.Sprintf("HTTP %d %s", status, code)
 		switch {
+		case status == http.StatusNotFound && code == "TableNotFound":
+			return &tableError{kind: ErrTransient, also: ErrTableNotFound, detail: detail, err: err}
 		case status == http.StatusConflict && code == "TableBeingDeleted":
 			return &tableError{kind: ErrTransient, detail: detail, err: err}
 		case status == http.StatusConflict, status == http.StatusPreconditionFailed:
 			return &tableError{kind: ErrConflict, detail: detail, err: err}
-		case status == http.StatusNotFound && code != "TableNotFound":
+		case status == http.StatusNotFound:
 			return &tableError{kind: ErrNotFound, detail: detail, err: err}
 		case status == http.StatusRequestEntityTooLarge || code == "EntityTooLarge" || code == "PropertyValueTooLarge" || code == "RequestBodyTooLarge":
 			return &tableError{kind: ErrTooLarge, detail: detail, err: err}
 		case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500,
-			status == http.StatusForbidden, status == http.StatusNotFound:
-			// 403 and TableNotFound: a role assignment or the table still
-			// propagating on a fresh deployment; retried, then alerted on.
+			status == http.StatusForbidden:
+			// 403: a role assignment still propagating on a fresh
+			// deployment; retried, then alerted on.
 			return &tableError{kind: ErrTransient, detail: detail, err: err}
 		}
 		return &tableError{kind: ErrStorage, detail: detail, err: err}

@@ -24,7 +24,7 @@
 // One Commit is one entity-group transaction, so Table Storage's limits
 // bound it (Commit checks them first and fails with ErrTooLarge): at most
 // 100 operations, of which the outbox takes one for the partition's
-// counter row, one per intent and one more per ScheduleTimeout; at most
+// counter row, one per intent and one more per timeout scheduled; at most
 // 4 MiB in all; at most 1 MiB per entity; at most 64 KiB per string or
 // binary property. Every operation is in the commit's partition.
 //
@@ -88,7 +88,10 @@ type Intent struct {
 	msg   publish.Message
 	order string
 	after time.Duration
-	err   error
+	// ofCommit: a ScheduleTimeout, whose check is that of the order's
+	// Created in the same commit, if any (see Encode).
+	ofCommit bool
+	err      error
 }
 
 // Status is the intent to send c's OrderStatusChanged (publish.StatusMessage).
@@ -101,13 +104,27 @@ func Status(c contract.StatusChanged) Intent {
 }
 
 // ScheduleTimeout is the intent to schedule the order's
-// PaymentTimeoutCheck (publish.TimeoutMessage) after after, counted from
-// the commit (usually contract.PaymentTimeout). A relay that sends it late
-// schedules it for the time that is left, or at once when that has
-// passed. An order has one timeout per partition: a second schedule for
-// the same order in the same partition fails that commit with ErrConflict.
+// PaymentTimeoutCheck after after, counted from the commit (usually
+// contract.PaymentTimeout): the check of the order's Created committed
+// with it (the highest sequence, if there are several), which is the
+// handler's own check of that Created too (one MessageId,
+// publish.TimeoutMessageFor); in a commit without one, the older form
+// that names no Created (publish.TimeoutMessage): use ScheduleTimeoutFor
+// then. A relay that sends it late schedules it for the time that is
+// left, or at once when that has passed. An order has one timeout per
+// partition: a second schedule for the same order in the same partition
+// fails that commit with ErrConflict.
 func ScheduleTimeout(orderID string, after time.Duration) Intent {
-	m, err := publish.TimeoutMessage(orderID)
+	in := ScheduleTimeoutFor(orderID, 0, after)
+	in.ofCommit = in.err == nil
+	return in
+}
+
+// ScheduleTimeoutFor is ScheduleTimeout of the check of the order's
+// Created of sequence createdSeq, committed with it or before
+// (publish.TimeoutMessageFor).
+func ScheduleTimeoutFor(orderID string, createdSeq int64, after time.Duration) Intent {
+	m, err := publish.TimeoutMessageFor(orderID, createdSeq)
 	if err != nil {
 		return Intent{err: fmt.Errorf("outbox: timeout %s: %w", orderID, err)}
 	}
@@ -184,12 +201,16 @@ func Encode(partition string, now time.Time, intents ...Intent) ([]Record, error
 	}
 	out := make([]Record, 0, len(intents))
 	seen := map[string]bool{}
+	created := createdIn(intents)
 	for i, in := range intents {
 		if in.err != nil {
 			return nil, in.err
 		}
 		if in.kind == "" {
 			return nil, fmt.Errorf("outbox: intent %d: the zero Intent: make it with Status, ScheduleTimeout or CancelTimeout: %w", i, contract.ErrInvalid)
+		}
+		if seq := created[in.order]; in.ofCommit && seq > 0 {
+			in = ScheduleTimeoutFor(in.order, seq, in.after) // valid: the order and after were checked
 		}
 		if in.kind == KindStatus || in.kind == KindSchedule {
 			if seen[in.msg.MessageID] {
@@ -202,6 +223,21 @@ func Encode(partition string, now time.Time, intents ...Intent) ([]Record, error
 	}
 	sequenceOrder(out)
 	return out, nil
+}
+
+// createdIn maps each order with a Created among intents to the highest
+// sequence of its Created.
+func createdIn(intents []Intent) map[string]int64 {
+	created := map[string]int64{}
+	for _, in := range intents {
+		if in.kind != KindStatus {
+			continue
+		}
+		if c, err := statusChange(Record{Message: in.msg}); err == nil && c.Status == contract.Created && c.Sequence > created[c.OrderID] {
+			created[c.OrderID] = c.Sequence
+		}
+	}
+	return created
 }
 
 // sequenceOrder puts each order's status records in sequence order within
@@ -282,6 +318,23 @@ var (
 	// ErrTooLarge: the commit exceeds a transaction limit (see Table).
 	ErrTooLarge = errors.New("outbox: commit too large")
 )
+
+// timeoutCheck decodes a KindSchedule record's body back into the check it
+// encodes, so that the relay schedules the message committed (a record
+// committed before checks named their Created keeps its older form).
+func timeoutCheck(r Record) (contract.PaymentTimeoutCheck, error) {
+	var c contract.PaymentTimeoutCheck
+	if err := json.Unmarshal(r.Message.Body, &c); err != nil {
+		return c, fmt.Errorf("outbox: record %s/%s: body: %v: %w", r.Partition, r.ID, err, contract.ErrInvalid)
+	}
+	if m, err := publish.TimeoutMessageFor(c.OrderID, c.CreatedSequence); err != nil {
+		return c, fmt.Errorf("outbox: record %s/%s: %w", r.Partition, r.ID, err)
+	} else if m.MessageID != r.Message.MessageID || c.OrderID != r.OrderID {
+		return c, fmt.Errorf("outbox: record %s/%s: body encodes %s of order %s, record says %s of order %s: %w",
+			r.Partition, r.ID, m.MessageID, c.OrderID, r.Message.MessageID, r.OrderID, contract.ErrInvalid)
+	}
+	return c, nil
+}
 
 // statusChange decodes a KindStatus record's body back into the change it
 // encodes (the contract's own JSON), so that the relay can hand it to

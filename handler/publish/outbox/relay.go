@@ -307,7 +307,11 @@ func (r *Relay) schedule(ctx context.Context, rec Record, res *PassResult) error
 	if left < time.Millisecond {
 		left = time.Millisecond // due already: as soon as possible
 	}
-	s, err := r.pub.ScheduleTimeout(ctx, rec.OrderID, left)
+	var s publish.Scheduled
+	c, err := timeoutCheck(rec) // the message committed, its Created's or of the older form
+	if err == nil {
+		s, err = r.pub.ScheduleTimeoutFor(ctx, c.OrderID, c.CreatedSequence, left)
+	}
 	switch {
 	case errors.Is(err, publish.ErrRefused), errors.Is(err, contract.ErrInvalid):
 		if err := r.park(ctx, rec, err.Error()); err != nil {

@@ -55,3 +55,28 @@ func TestEntitySizeCountsAsTableStorage(t *testing.T) {
 		t.Errorf("400,000 CJK characters: %d bytes, %v; want within %d", got, err, MaxEntityBytes)
 	}
 }
+
+// TestLargestProperty: a string counts 2 bytes per UTF-16 code unit, a
+// binary its decoded bytes; keys, annotations and other types do not
+// count; 64 KiB exactly is within MaxPropertyBytes.
+func TestLargestProperty(t *testing.T) {
+	const keys = `"PartitionKey":"p","RowKey":"r"`
+	tests := []struct {
+		name, entity, wantName string
+		want                   int
+	}{
+		{"none", `{` + keys + `,"N":5,"F":true}`, "", 0},
+		{"the largest string", `{` + keys + `,"A":"ab","B":"abc"}`, "B", 6},
+		{"outside the BMP", `{` + keys + `,"E":"😀"}`, "E", 4},
+		{"binary by its bytes", `{` + keys + `,"B":"AQID","B@odata.type":"Edm.Binary"}`, "B", 3},
+		{"Int64 as a string is not counted", `{` + keys + `,"N":"1234567890","N@odata.type":"Edm.Int64"}`, "", 0},
+		{"32 K code units: 64 KiB", `{` + keys + `,"S":"` + strings.Repeat("x", 32<<10) + `"}`, "S", MaxPropertyBytes},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if name, n := largestProperty([]byte(tt.entity)); name != tt.wantName || n != tt.want {
+				t.Errorf("largestProperty = %q, %d; want %q, %d", name, n, tt.wantName, tt.want)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,5 +84,62 @@ func TestCommitCountsEntitiesAsTableStorage(t *testing.T) {
 	}
 	if recs, err := tbl.Pending(ctx, 100); err != nil || len(recs) != 1 {
 		t.Errorf("pending %d, %v; want the one commit within the limit", len(recs), err)
+	}
+}
+
+// TestCommitChecksOwnProperties: a string property of the producer's own
+// entity over 64 KiB as Table Storage counts it (UTF-16: 32 K code units)
+// or a binary one over 64 KiB ("Understanding the Table service data
+// model", Property types) fails the commit with ErrTooLarge from the
+// check, before anything is sent; within the limit it commits.
+func TestCommitChecksOwnProperties(t *testing.T) {
+	c, _ := newTable(t)
+	tbl, err := outbox.NewTable(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	entity := func(key string, props map[string]any) []byte {
+		e := map[string]any{"PartitionKey": "o-1", "RowKey": key}
+		for k, v := range props {
+			e[k] = v
+		}
+		b, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	bin := func(n int) string { return base64.StdEncoding.EncodeToString(make([]byte, n)) }
+	tests := []struct {
+		name   string
+		entity []byte
+		tooBig bool
+	}{
+		{"a 100 KiB string", entity("own:a", map[string]any{"S": strings.Repeat("x", 100<<10)}), true},
+		{"a string of 32 K + 1 code units", entity("own:b", map[string]any{"S": strings.Repeat("x", 32<<10+1)}), true},
+		{"16 K + 1 characters outside the BMP", entity("own:c", map[string]any{"S": strings.Repeat("😀", 16<<10+1)}), true},
+		{"binary of 64 KiB + 1", entity("own:d", map[string]any{"B": bin(64<<10 + 1), "B@odata.type": "Edm.Binary"}), true},
+		{"a string of 30,000 code units: within", entity("own:e", map[string]any{"S": strings.Repeat("x", 30_000)}), false},
+		{"binary of 60,000 bytes: within", entity("own:f", map[string]any{"B": bin(60_000), "B@odata.type": "Edm.Binary"}), false},
+	}
+	committed := 0
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			op := outbox.Entity{ActionType: aztables.TransactionTypeAdd, Entity: tc.entity}
+			err := tbl.Commit(ctx, "o-1", op, outbox.Status(contract.StatusChanged{OrderID: "o-1", Status: contract.Created, Sequence: int64(i + 1)}))
+			switch {
+			case tc.tooBig && (!errors.Is(err, outbox.ErrTooLarge) || strings.Contains(err.Error(), "HTTP")):
+				t.Errorf("Commit: %v; want ErrTooLarge from the check, before the service is asked", err)
+			case !tc.tooBig && err != nil:
+				t.Errorf("Commit: %v; want it committed", err)
+			case !tc.tooBig:
+				committed++
+			}
+		})
+	}
+	if recs, err := tbl.Pending(ctx, 100); err != nil || len(recs) != committed {
+		t.Errorf("pending %d, %v; want the %d commits within the limit", len(recs), err, committed)
 	}
 }

@@ -104,6 +104,20 @@ func NewTable(c *aztables.Client, opts *TableOptions) (*Table, error) {
 	return &Table{c: c, prefix: o.Prefix, timeout: o.CallTimeout, now: o.Now}, nil
 }
 
+// Check reads the table once: nil when it exists, an error wrapping
+// ErrTableNotFound when it does not, another classified error when the
+// read fails.
+func (t *Table) Check(ctx context.Context) error {
+	cctx, cancel := t.call(ctx)
+	defer cancel()
+	filter := fmt.Sprintf("PartitionKey eq '' and RowKey eq '%s'", t.counterKey())
+	pager := t.c.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Top: to.Ptr(int32(1))})
+	if _, err := pager.NextPage(cctx); err != nil {
+		return fmt.Errorf("outbox: check table: %w", classify(cctx, err))
+	}
+	return nil
+}
+
 // EnsureTable creates the table if it does not exist (for tests and
 // first runs; production provisions it).
 func (t *Table) EnsureTable(ctx context.Context) error {
@@ -270,7 +284,48 @@ func (t *Table) checkOwn(partition string, i int, a aztables.TransactionAction) 
 		return fmt.Errorf("outbox: commit %s: op %d: entity of %d bytes as Table Storage counts it (strings in UTF-16), at most %d: %w",
 			partition, i, n, MaxEntityBytes, ErrTooLarge)
 	}
+	if name, n := largestProperty(a.Entity); n > MaxPropertyBytes {
+		return fmt.Errorf("outbox: commit %s: op %d: property %s of %d bytes as Table Storage counts it (strings in UTF-16), at most %d: %w",
+			partition, i, name, n, MaxPropertyBytes, ErrTooLarge)
+	}
 	return nil
+}
+
+// largestProperty is the entity's largest string or binary property
+// value (a JSON object, as entitySize takes it) and its size as Table
+// Storage counts it against MaxPropertyBytes: a string's UTF-16 code
+// units at 2 bytes each, a binary's bytes ("Understanding the Table
+// service data model", Microsoft Learn, Azure Storage REST API: Property
+// types: Edm.Binary and Edm.String values up to 64 KiB). It is "", 0 when
+// there is none. PartitionKey and RowKey, which have a limit of their
+// own, are not counted.
+func largestProperty(entity []byte) (string, int) {
+	var props map[string]json.RawMessage
+	if json.Unmarshal(entity, &props) != nil {
+		return "", 0
+	}
+	best, most := "", 0
+	for name, raw := range props {
+		if name == "Timestamp" || name == "PartitionKey" || name == "RowKey" || strings.HasPrefix(name, "odata.") || strings.Contains(name, "@odata.") {
+			continue
+		}
+		var typ string
+		if t, ok := props[name+"@odata.type"]; ok {
+			_ = json.Unmarshal(t, &typ)
+		}
+		if typ != "" && typ != "Edm.String" && typ != "Edm.Binary" {
+			continue
+		}
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			continue // not a string in JSON: neither a string nor a binary
+		}
+		n := valueSize(typ, raw) - 4 // the value's data, without its 4 bytes of length
+		if n > most {
+			best, most = name, n
+		}
+	}
+	return best, most
 }
 
 // entitySize is the size of entity (its JSON, as a transaction sends it)

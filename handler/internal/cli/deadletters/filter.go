@@ -1,8 +1,10 @@
 package deadletters
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -97,7 +99,11 @@ func (f filter) at(now time.Time) (dlstore.Filter, error) {
 	return out, nil
 }
 
-// parseWhen reads RFC 3339 or a duration (Go's, or whole days "7d").
+// day is the unit of a duration in whole days ("7d").
+const day = 24 * time.Hour
+
+// parseWhen reads RFC 3339 or a duration (Go's, or whole days "7d"); a
+// duration must be at least 0 and fit in a time.Duration.
 func parseWhen(flagName, v string) (when, error) {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -107,9 +113,13 @@ func parseWhen(flagName, v string) (when, error) {
 		return when{at: t, set: true}, nil
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil {
-		if n, aerr := strconv.Atoi(strings.TrimSuffix(v, "d")); aerr == nil && strings.HasSuffix(v, "d") {
-			d, err = time.Duration(n)*24*time.Hour, nil
+	if days, ok := strings.CutSuffix(v, "d"); err != nil && ok {
+		n, aerr := strconv.ParseInt(days, 10, 64)
+		switch {
+		case aerr == nil && n >= 0 && n <= int64(math.MaxInt64/day):
+			d, err = time.Duration(n)*day, nil
+		case aerr == nil && n > 0, errors.Is(aerr, strconv.ErrRange) && !strings.HasPrefix(days, "-"):
+			return when{}, fmt.Errorf("%s %q: too long ago: at most %dd", flagName, v, int64(math.MaxInt64/day))
 		}
 	}
 	if err != nil || d < 0 {

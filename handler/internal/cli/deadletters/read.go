@@ -10,7 +10,10 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
@@ -297,6 +300,9 @@ func (c *cli) find(args []string) int {
 	if strings.TrimSpace(*orderID) == "" {
 		return c.usage("--order is required")
 	}
+	if err := tableKey(*orderID); err != nil {
+		return c.usage("--order %q: %v, so no order has it (list --order shows dead letters that carry it)", *orderID, err)
+	}
 	s, err := c.open(reads)
 	if err != nil {
 		return c.fail(err)
@@ -311,7 +317,9 @@ func (c *cli) find(args []string) int {
 	onStore := s.storeClock()
 	var events []event
 	var unreadable []string
+	noKey := contract.ValidateOrderID(*orderID) // the handler writes no row for such an id (too long)
 	switch {
+	case noKey != nil:
 	case s.Orders == nil:
 		unreadable = append(unreadable, "the order table (not connected)")
 	default:
@@ -367,7 +375,10 @@ func (c *cli) find(args []string) int {
 		return c.unreadable(unreadable)
 	}
 	hasRow := slices.ContainsFunc(events, func(e event) bool { return e.Kind == "order" })
-	if !hasRow && len(unreadable) == 0 {
+	switch {
+	case noKey != nil:
+		fmt.Fprintf(c.stdout, "order %q: no row in the order table (not an order id: %v)\n", *orderID, noKey)
+	case !hasRow && len(unreadable) == 0:
 		fmt.Fprintf(c.stdout, "order %s: no row in the order table\n", *orderID)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
@@ -396,4 +407,19 @@ func ifSet(prefix, s string) string {
 		return ""
 	}
 	return prefix + s
+}
+
+// tableKey reports why id cannot be a PartitionKey or RowKey in Table
+// Storage, or nil: keys may not contain / \ # ? or a control character
+// (U+0000 to U+001F, U+007F to U+009F) ("Understanding the Table service
+// data model", Microsoft Learn: Characters disallowed in key fields).
+func tableKey(id string) error {
+	if i := strings.IndexAny(id, `/\#?`); i >= 0 {
+		return fmt.Errorf("a Table Storage key cannot contain %q", id[i])
+	}
+	if i := strings.IndexFunc(id, unicode.IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(id[i:])
+		return fmt.Errorf("a Table Storage key cannot contain the control character %U", r)
+	}
+	return nil
 }

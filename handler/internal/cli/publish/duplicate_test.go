@@ -20,7 +20,7 @@ import (
 // own, which stands.
 func TestTimeoutAfterTheHandlersOwnCheck(t *testing.T) {
 	mb, e := devHost(t, clock.Scaled(1))
-	own, err := pub.TimeoutMessage("o-1")
+	own, err := pub.TimeoutMessageFor("o-1", 1) // the handler's check of the Created of sequence 1
 	if err != nil {
 		t.Fatal(err)
 	}

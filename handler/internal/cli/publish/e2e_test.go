@@ -331,7 +331,7 @@ func TestEndToEndDevHost(t *testing.T) {
 			t.Fatalf("cancel-timeout printed %q, want it cancelled (if it says nothing to cancel, the timeout was scheduled on the wrong clock)", r.stdout)
 		}
 		h.waitBrokerTime(t, 35*time.Minute) // past when it was due
-		if h.handled("e2e-paid:payment-timeout") {
+		if h.handled("e2e-paid:payment-timeout-1") {
 			t.Errorf("the cancelled timeout reached the handler:\n%s", h.logTail())
 		}
 		if code, v, body := h.getOrder(t, "e2e-paid"); code != http.StatusOK || v.Status != "Paid" || v.LastSequence != 2 {
@@ -349,7 +349,7 @@ func TestEndToEndDevHost(t *testing.T) {
 			t.Fatalf("timeout printed %q, want the sequence number alone", r.stdout)
 		}
 		deadline := time.Now().Add(45 * time.Second)
-		for !h.handled("e2e-race:payment-timeout") {
+		for !h.handled("e2e-race:payment-timeout-1") {
 			if time.Now().After(deadline) {
 				t.Fatalf("the timeout never reached the handler:\n%s", h.logTail())
 			}

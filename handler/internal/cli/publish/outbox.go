@@ -118,6 +118,9 @@ without, it runs until interrupted.`, stdout, stderr)
 		return c.fail(err)
 	}
 	defer closeFn()
+	if err := tbl.Check(ctx); errors.Is(err, outbox.ErrTableNotFound) {
+		return c.fail(missingTable(o.table, where))
+	}
 	p := publishOn(t)
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r := outbox.NewRelay(tbl, p, &outbox.RelayOptions{BatchSize: *batch, Interval: *interval, Retention: *retention, Logger: logger})
@@ -137,6 +140,9 @@ without, it runs until interrupted.`, stdout, stderr)
 		total.Parked += res.Parked
 		if err != nil {
 			fmt.Fprintf(stdout, "sent %d, scheduled %d, cancelled %d, parked %d before the failure\n", total.Sent, total.Scheduled, total.Cancelled, total.Parked)
+			if errors.Is(err, outbox.ErrTableNotFound) {
+				return c.fail(missingTable(o.table, where))
+			}
 			return c.fail(fmt.Errorf("%w (what was not marked is sent again by the next run, with the same MessageIds)", err))
 		}
 		if res.Read < *batch || res.Waiting == res.Read {
@@ -151,6 +157,11 @@ without, it runs until interrupted.`, stdout, stderr)
 	fmt.Fprintf(stdout, "sent %d, scheduled %d, cancelled %d, parked %d, waiting %d, purged %d\n",
 		total.Sent, total.Scheduled, total.Cancelled, total.Parked, total.Waiting, purged)
 	return ExitOK
+}
+
+// missingTable is the failure of a relay on a table that does not exist.
+func missingTable(table, where string) error {
+	return fmt.Errorf("table %s does not exist on %s: check --table (the producer's deployment creates its table; 'handler publish commit' creates one for trying)", table, where)
 }
 
 func runCommit(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {

@@ -246,3 +246,22 @@ func TestOutboxCommitCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestOutboxRelayMissingTable: a relay on a table that does not exist
+// says so and exits 1 at once, with --once and without (it does not wait
+// for the table, as it would for a transient failure).
+func TestOutboxRelayMissingTable(t *testing.T) {
+	_, e := devHostWithTables(t)
+	table := "nosuchtable" + strings.ToLower(rand.Text())[:6]
+	for _, args := range [][]string{{"relay", "--table", table, "--once"}, {"relay", "--table", table, "--interval", "10ms"}} {
+		start := time.Now()
+		r := runCLI(t, e, args...)
+		if r.code != ExitFailure || !strings.Contains(r.stderr, "table "+table+" does not exist") || strings.Contains(r.stderr, "transient") ||
+			strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and one line saying the table does not exist", args, r.code, r.stdout, r.stderr)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%v: took %s, want at once", args, d)
+		}
+	}
+}

@@ -46,8 +46,8 @@ the producers (Checkout, Payments, the warehouse, the carrier) do.
 commands:
   status          an OrderStatusChanged: --order ID --status S --sequence N [--occurred-at T],
                   or many from a JSON Lines file: --from FILE (sent in Service Bus batches)
-  timeout         schedule the order's PaymentTimeoutCheck: --order ID [--after 30m];
-                  prints its sequence number (keep it to cancel)
+  timeout         schedule the PaymentTimeoutCheck of the order's Created:
+                  --order ID [--created N] [--after 30m]; prints its sequence number (keep it to cancel)
   cancel-timeout  cancel a scheduled timeout: --sequence N
   relay           relay a producer's transactional outbox: --table T [--once]
   commit          commit messages into a producer's outbox (what outbox.Table.Commit does):
@@ -461,20 +461,24 @@ func statusFromFile(ctx context.Context, c *command, from string, e env) int {
 func changesN(n int) string { return wording.Count(n, "status change") }
 
 func runTimeout(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
-	c := newCommand("timeout", "usage: handler publish timeout --order ID [--after 30m] [--namespace NS]",
-		`Schedules the order's PaymentTimeoutCheck (MessageId <order>:payment-timeout) in
-its session, --after from now on the broker's clock (on the development host,
-its scaled clock). When it arrives, the handler cancels the order only if it is
-still Created. Prints the scheduled message's sequence number alone on standard
-output (keep it: cancel-timeout takes it) and two lines about it on standard
-error. The handler schedules the same check (the same MessageId) when it applies
-the order's Created; if the queue saw that MessageId within its duplicate
-detection window (10 minutes), Service Bus drops this copy and still returns a
-sequence number, so nothing here can tell: the handler's own check then stands,
-and cancel-timeout finds nothing to cancel.`, stdout, stderr)
+	c := newCommand("timeout", "usage: handler publish timeout --order ID [--created N] [--after 30m] [--namespace NS]",
+		`Schedules the PaymentTimeoutCheck of the order's Created of sequence --created
+(MessageId <order>:payment-timeout-<N>) in its session, --after from now on the
+broker's clock (on the development host, its scaled clock). When it arrives, the
+handler cancels the order only if it is still Created at that sequence (a check
+of an order created again since does nothing). Each Created has a check of its
+own. Prints the scheduled message's sequence number alone on standard output
+(keep it: cancel-timeout takes it) and two lines about it on standard error. The
+handler schedules the same check (the same MessageId) when it applies that
+Created; if the queue saw that MessageId within its duplicate detection window
+(10 minutes), Service Bus drops this copy and still returns a sequence number,
+so nothing here can tell: the handler's own check then stands, and
+cancel-timeout finds nothing to cancel.`, stdout, stderr)
 	var orderID string
 	after := contract.PaymentTimeout
+	created := int64(1)
 	c.fs.StringVar(&orderID, "order", "", "order `id` (the session)")
+	c.fs.Int64Var(&created, "created", 1, "the `sequence` of the order's Created the check belongs to")
 	c.fs.DurationVar(&after, "after", contract.PaymentTimeout, "when the check arrives, from now (a Go `duration`, e.g. 30m)")
 	if code := c.parse(args); code >= 0 {
 		return code
@@ -484,10 +488,13 @@ and cancel-timeout finds nothing to cancel.`, stdout, stderr)
 	if !set["order"] {
 		return c.bad("--order is required")
 	}
+	if created < 1 {
+		return c.bad("--created %d: want at least 1", created)
+	}
 	if after <= 0 || after > maxAfter {
 		return c.bad("--after %s: want a duration above 0 and at most %s", after, maxAfter)
 	}
-	if _, err := publish.TimeoutMessage(orderID); err != nil {
+	if _, err := publish.TimeoutMessageFor(orderID, created); err != nil {
 		return c.bad("%v", flagError(err))
 	}
 	p, t, closeFn, err := c.connect(e)
@@ -495,7 +502,7 @@ and cancel-timeout finds nothing to cancel.`, stdout, stderr)
 		return c.fail(err)
 	}
 	defer closeFn()
-	s, err := p.ScheduleTimeout(ctx, orderID, after)
+	s, err := p.ScheduleTimeoutFor(ctx, orderID, created, after)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -512,8 +519,8 @@ and cancel-timeout finds nothing to cancel.`, stdout, stderr)
 	// Sender.ScheduleMessages returns what the broker's schedule-message
 	// operation returns, with no per-message outcome), so this cannot say
 	// which happened.
-	fmt.Fprintf(stderr, "to cancel it: handler publish cancel-timeout --sequence %d; but if the handler scheduled this order's check "+
-		"(it does, with this MessageId, when it applies the order's Created) within the queue's duplicate-detection window, "+
+	fmt.Fprintf(stderr, "to cancel it: handler publish cancel-timeout --sequence %d; but if the handler scheduled this Created's check "+
+		"(it does, with this MessageId, when it applies that Created) within the queue's duplicate-detection window, "+
 		"duplicate detection dropped this copy and Service Bus still gave it a sequence number, so nothing here can tell: "+
 		"the handler's own check stands, and that cancel finds nothing to cancel\n",
 		s.SequenceNumber)
@@ -523,10 +530,11 @@ and cancel-timeout finds nothing to cancel.`, stdout, stderr)
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
 	c := newCommand("cancel-timeout", "usage: handler publish cancel-timeout --sequence N [--namespace NS]",
 		`Cancels a scheduled PaymentTimeoutCheck by the sequence number 'handler publish
-timeout' printed. If there is none, it says so and exits 0: the check was
-delivered or cancelled already, or duplicate detection dropped that copy because
-the handler had scheduled the order's check itself (the same MessageId), and
-that check stands. Either is harmless: a check cancels an order only while it
+timeout' printed: that Created's check, not another Created's of the order. If
+there is none, it says so and exits 0: the check was delivered or cancelled
+already, or duplicate detection dropped that copy because the handler had
+scheduled that Created's check itself (the same MessageId), and that check
+stands. Either is harmless: a check cancels an order only while it
 is still Created.`, stdout, stderr)
 	c.exitCodes = "exit codes: 0 cancelled, or nothing to cancel (the line says which), 1 connecting or\ncancelling failed, 2 bad input (one line on stderr; nothing is changed).\n"
 	var seq int64

@@ -128,6 +128,8 @@ func TestBadInputExits2(t *testing.T) {
 		{"timeout after in days", []string{"timeout", "--order", "o-1", "--after", "2d"}, "invalid value"},
 		{"timeout after too long", []string{"timeout", "--order", "o-1", "--after", "400h"}, "at most 336h"},
 		{"timeout bad namespace", []string{"timeout", "--order", "o-1", "--namespace", "-x-"}, "--namespace"},
+		{"timeout created 0", []string{"timeout", "--order", "o-1", "--created", "0"}, "--created 0: want at least 1"},
+		{"timeout created not a number", []string{"timeout", "--order", "o-1", "--created", "one"}, "invalid value"},
 		{"cancel missing --sequence", []string{"cancel-timeout"}, "--sequence is required"},
 		{"cancel sequence 0", []string{"cancel-timeout", "--sequence", "0"}, "--sequence 0: want at least 1"},
 		{"cancel sequence negative", []string{"cancel-timeout", "--sequence", "-5"}, "at least 1"},

@@ -61,6 +61,7 @@ func Run(t *testing.T, f Factory) {
 		{"OrderOfAnOrdersMessages", testOrdering},
 		{"ScheduleThenCancelAcrossTwoProducers", testScheduleCancelTwoProducers},
 		{"OrderIDOf128Characters", testLongestOrderID},
+		{"TimeoutNamesItsCreated", testTimeoutNamesItsCreated},
 		{"CancelWaitsForItsSchedule", testCancelWaits},
 		{"CancelWithoutSchedule", testCancelWithoutSchedule},
 		{"RelayKilledMidBatch", testKilledMidBatch},
@@ -186,7 +187,7 @@ func testCommitThenPending(t *testing.T, f Factory) {
 		t.Fatalf("pending %d records, want 4: %+v", len(got), got)
 	}
 	wantKinds := []outbox.Kind{outbox.KindStatus, outbox.KindSchedule, outbox.KindStatus, outbox.KindCancel}
-	wantIDs := []string{"o-1:1", "o-1:payment-timeout", "o-1:2", ""}
+	wantIDs := []string{"o-1:1", "o-1:payment-timeout-1", "o-1:2", ""} // the check of the Created committed with it
 	for i, r := range got {
 		if r.Partition != "o-1" || r.Kind != wantKinds[i] || r.Message.MessageID != wantIDs[i] || r.OrderID != "o-1" || r.State != outbox.Pending {
 			t.Errorf("record %d: %+v, want partition o-1, kind %s, message %q, order o-1, pending", i, r, wantKinds[i], wantIDs[i])
@@ -244,8 +245,8 @@ func testFailedCommit(t *testing.T, f Factory) {
 	// The same intents commit afterwards: the failed commit left no trace.
 	commit(t, a, "o-1", status("o-1", contract.Created, 1), outbox.ScheduleTimeout("o-1", 30*time.Minute))
 	pass(t, relay(a.Store, b.mb, nil))
-	if got := b.ids(t); !slices.Equal(got, []string{"o-1:1", "o-1:payment-timeout"}) {
-		t.Errorf("broker %v, want o-1:1 and o-1:payment-timeout", got)
+	if got := b.ids(t); !slices.Equal(got, []string{"o-1:1", "o-1:payment-timeout-1"}) {
+		t.Errorf("broker %v, want o-1:1 and o-1:payment-timeout-1", got)
 	}
 }
 
@@ -296,8 +297,8 @@ func testCrashAfterCommit(t *testing.T, f Factory) {
 	if res.Sent != 1 || res.Scheduled != 1 {
 		t.Errorf("pass %+v, want 1 sent and 1 scheduled", res)
 	}
-	if got := bus.ids(t); !slices.Equal(got, []string{"o-1:1", "o-1:payment-timeout"}) {
-		t.Errorf("broker %v, want o-1:1 then o-1:payment-timeout", got)
+	if got := bus.ids(t); !slices.Equal(got, []string{"o-1:1", "o-1:payment-timeout-1"}) {
+		t.Errorf("broker %v, want o-1:1 then o-1:payment-timeout-1", got)
 	}
 	if s := bus.scheduled(t); len(s) != 1 {
 		t.Fatalf("scheduled %v, want the timeout", s)
@@ -439,6 +440,31 @@ func testScheduleCancelTwoProducers(t *testing.T, f Factory) {
 	}
 }
 
+// testTimeoutNamesItsCreated: the relay schedules the check of the
+// Created committed with it (the handler's own check of that Created, one
+// MessageId), of the Created ScheduleTimeoutFor names, or, for a schedule
+// committed alone, the older form that names none.
+func testTimeoutNamesItsCreated(t *testing.T, f Factory) {
+	a, _ := f(t)
+	bus := newBus(t)
+	commit(t, a, "o-1", status("o-1", contract.Created, 3), outbox.ScheduleTimeout("o-1", 30*time.Minute))
+	commit(t, a, "o-2", outbox.ScheduleTimeoutFor("o-2", 2, 30*time.Minute))
+	commit(t, a, "o-3", outbox.ScheduleTimeout("o-3", 30*time.Minute))
+	pass(t, relay(a.Store, bus.mb, nil))
+	want := map[string]int64{"o-1": 3, "o-2": 2, "o-3": 0}
+	s := bus.scheduled(t)
+	if len(s) != len(want) {
+		t.Fatalf("scheduled %v, want %d checks", s, len(want))
+	}
+	for _, m := range s {
+		seq, ok := want[m.SessionID]
+		w, err := publish.TimeoutMessageFor(m.SessionID, seq)
+		if !ok || err != nil || m.MessageID != w.MessageID || string(m.Body) != string(w.Body) {
+			t.Errorf("scheduled %s %s, want %s %s", m.MessageID, m.Body, w.MessageID, w.Body)
+		}
+	}
+}
+
 // testLongestOrderID commits, relays and cancels for an order id of the
 // contract's 128 characters, used as the partition too: every MessageId is
 // derived within Service Bus's 128 characters (contract.StatusMessageID,
@@ -450,8 +476,8 @@ func testLongestOrderID(t *testing.T, f Factory) {
 	commit(t, checkout, order, status(order, contract.Created, 1), outbox.ScheduleTimeout(order, 30*time.Minute))
 	pass(t, relay(checkout.Store, bus.mb, nil))
 	s := bus.scheduled(t)
-	if len(s) != 1 || s[0].MessageID != contract.TimeoutMessageID(order) {
-		t.Fatalf("scheduled %v, want the timeout, MessageId %s", s, contract.TimeoutMessageID(order))
+	if len(s) != 1 || s[0].MessageID != contract.TimeoutMessageID(order, 1) {
+		t.Fatalf("scheduled %v, want the timeout, MessageId %s", s, contract.TimeoutMessageID(order, 1))
 	}
 	commit(t, payments, order, status(order, contract.Paid, 2), outbox.CancelTimeout(order))
 	if res := pass(t, relay(payments.Store, bus.mb, nil)); res.Sent != 1 || res.Cancelled != 1 {
