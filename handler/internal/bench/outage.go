@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
@@ -220,8 +221,8 @@ func newOutageWorkload(prefix string, o OutageOptions, d time.Duration) outageWo
 			}
 			if k == 0 {
 				w.lines = append(w.lines, devhost.ScenarioLine{Subject: order.SubjectPaymentTimeout, SessionID: id,
-					MessageID: id + ":payment-timeout", ContentType: "application/json",
-					Body: []byte(fmt.Sprintf(`{"orderId":%q}`, id)), SendAfter: at, ScheduleAfter: paymentTimeout})
+					MessageID: contract.TimeoutMessageID(id, 1), ContentType: "application/json",
+					Body: []byte(fmt.Sprintf(`{"orderId":%q,"createdSequence":1}`, id)), SendAfter: at, ScheduleAfter: paymentTimeout})
 				w.messages++
 				if in(at + paymentTimeout) {
 					w.during++

@@ -75,7 +75,7 @@ func outageParked(reason string) bool {
 //     handler cannot dead-letter).
 //  4. Rows: for every order whose messages were all completed (none
 //     dead-lettered), the row equals the fold of order.Decide and
-//     order.DecideExpire over its completed messages in completion order,
+//     order.DecideExpireOf over its completed messages in completion order,
 //     which for a session is delivery order. In particular the highest
 //     valid sequence wins, an update after Delivered or Cancelled changes
 //     nothing, and a payment timeout cancels only a Created order. An
@@ -310,10 +310,11 @@ func foldOne(state **order.State, c Completion, now time.Time) (result, reason s
 		}
 		d = order.Decide(*state, u, now)
 	case order.SubjectPaymentTimeout:
-		if _, err := order.ParseTimeoutCheck(c.Body, c.SessionID); err != nil {
+		tc, err := order.ParseTimeoutCheck(c.Body, c.SessionID)
+		if err != nil {
 			return poison(err)
 		}
-		d = order.DecideExpire(*state, now)
+		d = order.DecideExpireOf(*state, tc, now)
 	default:
 		return resultParked, order.ReasonUnknownSubject
 	}

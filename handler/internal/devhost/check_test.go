@@ -261,6 +261,33 @@ func TestCheckPaidOrderTimeoutIsStale(t *testing.T) {
 	}
 }
 
+// TestCheckOfAnOlderCreatedIsStale: the check of a Created the order was
+// created again since (a higher sequence) cancels nothing; the newer
+// Created's own check does.
+func TestCheckOfAnOlderCreatedIsStale(t *testing.T) {
+	checkOf := func(seq int, result string) Completion {
+		return Completion{Queue: "order-status", SessionID: "o-1", MessageID: fmt.Sprintf("o-1:payment-timeout-%d", seq), Subject: "PaymentTimeoutCheck",
+			Body: []byte(fmt.Sprintf(`{"orderId":"o-1","createdSequence":%d}`, seq)), DeliveryCount: 1, Result: result}
+	}
+	in := CheckInput{
+		Completions: []Completion{upd("o-1", 1, "Created", "Applied"), upd("o-1", 3, "Created", "Applied"), checkOf(1, "Stale"), checkOf(3, "Applied")},
+		Orders:      map[string]OrderRow{"o-1": {Status: "Cancelled", LastSequence: 3}},
+		Queried:     map[string]bool{"o-1": true},
+		MaxDelivery: 5, CallsPerSession: 1,
+		SentIDs: map[string]bool{},
+	}
+	for _, c := range in.Completions {
+		in.SentIDs[c.MessageID] = true
+	}
+	if got := Check(in); len(got) != 0 {
+		t.Errorf("violations: got %q, want none", got)
+	}
+	in.Completions[2].Result = "Applied"
+	if got := Check(in); len(got) == 0 || !strings.Contains(got[0], "want Stale") {
+		t.Errorf("violations: got %q, want the older Created's check judged Stale", got)
+	}
+}
+
 // deadRun is a correct run in which the effects of dead-lettered messages
 // happened in failed attempts:
 //   - o-4:2 (Paid) was written before it was dead-lettered, so the payment

@@ -63,7 +63,7 @@ import (
 // tells the cache whether another instance may have written since.
 type Applier interface {
 	ApplyUnder(ctx context.Context, u order.Update, lock orderstate.Lock) (orderstate.Outcome, error)
-	ExpireIfUnpaid(ctx context.Context, orderID string) (orderstate.Outcome, error)
+	ExpireIfUnpaid(ctx context.Context, orderID string, createdSeq int64) (orderstate.Outcome, error)
 	// Get reads the stored row (an error wrapping store.ErrNotFound when
 	// there is none).
 	Get(ctx context.Context, orderID string) (store.Row, error)
@@ -649,12 +649,13 @@ func (h *Handler) peek(ctx context.Context, c order.TimeoutCheck) (orderstate.Ou
 // check that would cancel settles when it says so (why becomes
 // settleFleet, or stays settleAgain for a settle copy).
 //
-// The peek and ExpireIfUnpaid are two reads: a Created applied in
-// between, possible only by another instance after this one lost the
-// session's lock, would be cancelled with them.
+// The peek and ExpireIfUnpaid are two reads, but ExpireIfUnpaid decides
+// again on the row it writes over: a Created applied in between (by
+// another instance, after this one lost the session's lock) makes it
+// Stale, never cancelled.
 func (h *Handler) checkOnce(ctx context.Context, c order.TimeoutCheck, settling, ask bool, asked, due time.Time, why *string) (orderstate.Outcome, error) {
 	if !settling && !ask && c.CreatedSequence == 0 && h.opts.Reschedule == nil {
-		return h.applier.ExpireIfUnpaid(ctx, c.OrderID) // the older form as before: nothing tells its Created
+		return h.applier.ExpireIfUnpaid(ctx, c.OrderID, 0) // the older form as before: nothing tells its Created
 	}
 	res, err := h.peek(ctx, c)
 	if err != nil || res.Result != resultSettle {
@@ -684,7 +685,7 @@ func (h *Handler) checkOnce(ctx context.Context, c order.TimeoutCheck, settling,
 			return res, nil
 		}
 	}
-	exp, err := h.applier.ExpireIfUnpaid(ctx, c.OrderID)
+	exp, err := h.applier.ExpireIfUnpaid(ctx, c.OrderID, c.CreatedSequence)
 	exp.RoundTrips += res.RoundTrips
 	return exp, err
 }

@@ -69,7 +69,7 @@ func (f *fakeApplier) Get(context.Context, string) (store.Row, error) {
 	return store.Row{}, errors.New("fakeApplier: Get is not scripted")
 }
 
-func (f *fakeApplier) ExpireIfUnpaid(_ context.Context, id string) (orderstate.Outcome, error) {
+func (f *fakeApplier) ExpireIfUnpaid(_ context.Context, id string, _ int64) (orderstate.Outcome, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.expired = append(f.expired, id)
@@ -425,7 +425,7 @@ func (f *refusedThenCutShort) ApplyUnder(ctx context.Context, u order.Update, _ 
 	return orderstate.Outcome{}, fmt.Errorf("store: apply %s seq %d: %w (%w)", u.OrderID, u.Sequence, ctx.Err(), ctx.Err())
 }
 
-func (f *refusedThenCutShort) ExpireIfUnpaid(context.Context, string) (orderstate.Outcome, error) {
+func (f *refusedThenCutShort) ExpireIfUnpaid(context.Context, string, int64) (orderstate.Outcome, error) {
 	return orderstate.Outcome{}, errors.New("not used")
 }
 

@@ -235,12 +235,15 @@ func (s *Service) apply(ctx context.Context, u order.Update, lock Lock) (Outcome
 	}
 }
 
-// ExpireIfUnpaid handles a PaymentTimeoutCheck: an order still Created
-// becomes Cancelled (LastSequence kept) with a conditional write; any other
-// order, an unknown one included, is Stale and nothing is written. It
+// ExpireIfUnpaid handles a PaymentTimeoutCheck of the Created with
+// sequence createdSeq (0: a check of the older form, which names none): an
+// order still at that Created becomes Cancelled (LastSequence kept) with
+// one conditional write, so a Created applied since (the order created
+// again) is never cancelled by an older check; any other order, an unknown
+// one included, is Stale and nothing is written (order.DecideExpireOf). It
 // always reads the stored row first, because a cached status is not a lower
 // bound of anything. Errors are as for Apply.
-func (s *Service) ExpireIfUnpaid(ctx context.Context, orderID string) (Outcome, error) {
+func (s *Service) ExpireIfUnpaid(ctx context.Context, orderID string, createdSeq int64) (Outcome, error) {
 	var out Outcome
 	if c, ok := s.cache.get(orderID); ok && !c.Unsure {
 		out.CacheHit = true
@@ -254,7 +257,7 @@ func (s *Service) ExpireIfUnpaid(ctx context.Context, orderID string) (Outcome, 
 			out.Result = order.Stale
 			return out, nil
 		}
-		d := order.DecideExpire(&row.State, s.now())
+		d := order.DecideExpireOf(&row.State, order.TimeoutCheck{OrderID: orderID, CreatedSequence: createdSeq}, s.now())
 		if d.Result != order.Applied {
 			out.Result, out.State = d.Result, row.State
 			return out, nil

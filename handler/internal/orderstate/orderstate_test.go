@@ -152,7 +152,7 @@ func TestContention(t *testing.T) {
 		call func() (orderstate.Outcome, error)
 	}{
 		{"apply", func() (orderstate.Outcome, error) { return svc.Apply(t.Context(), upd("o-1", order.Paid, 2)) }},
-		{"expire", func() (orderstate.Outcome, error) { return svc.ExpireIfUnpaid(t.Context(), "o-1") }},
+		{"expire", func() (orderstate.Outcome, error) { return svc.ExpireIfUnpaid(t.Context(), "o-1", 0) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -111,9 +111,10 @@ func Status(c contract.StatusChanged) Intent {
 // publish.TimeoutMessageFor); in a commit without one, the older form
 // that names no Created (publish.TimeoutMessage): use ScheduleTimeoutFor
 // then. A relay that sends it late schedules it for the time that is
-// left, or at once when that has passed. An order has one timeout per
-// partition: a second schedule for the same order in the same partition
-// fails that commit with ErrConflict.
+// left, or at once when that has passed. Each check is scheduled once per
+// partition: a second schedule of the same check (the same Created, or a
+// second of the older form) in the same partition fails that commit with
+// ErrConflict; an order created again has a check per Created.
 func ScheduleTimeout(orderID string, after time.Duration) Intent {
 	in := ScheduleTimeoutFor(orderID, 0, after)
 	in.ofCommit = in.err == nil
@@ -134,13 +135,14 @@ func ScheduleTimeoutFor(orderID string, createdSeq int64, after time.Duration) I
 	return Intent{kind: KindSchedule, msg: m, order: orderID, after: after}
 }
 
-// CancelTimeout is the intent to cancel the order's PaymentTimeoutCheck,
-// scheduled through the outbox in the same partition (by any process of
-// any producer sharing the table). The relay cancels by the sequence
-// number recorded when the schedule was sent; if the schedule is still
-// pending it waits for it; if there is none, or the check was delivered
-// already, the cancel is done (harmless: the handler cancels an order only
-// while it is still Created).
+// CancelTimeout is the intent to cancel the order's PaymentTimeoutChecks,
+// every one scheduled through the outbox in the same partition (by any
+// process of any producer sharing the table). The relay cancels each by
+// the sequence number recorded when its schedule was sent; while one is
+// still pending it waits for it; if there is none, or a check was
+// delivered already, that part of the cancel is done (harmless: the
+// handler cancels an order only while it is still at the Created a check
+// names).
 func CancelTimeout(orderID string) Intent {
 	if err := contract.ValidateOrderID(orderID); err != nil {
 		return Intent{err: fmt.Errorf("outbox: cancel timeout %s: %w", orderID, err)}
@@ -288,10 +290,10 @@ type Store interface {
 	// returned only if every Pending record of its partition with a lower
 	// Seq is returned too.
 	Pending(ctx context.Context, max int) ([]Record, error)
-	// Timeout returns the KindSchedule record of orderID in partition,
-	// whatever its state; an error wrapping ErrNotFound when there is none
-	// (never scheduled, or purged).
-	Timeout(ctx context.Context, partition, orderID string) (Record, error)
+	// Timeouts returns the KindSchedule records of orderID in partition
+	// (one per check: per Created, and the older form's), whatever their
+	// state, in Seq order; none when it was never scheduled, or purged.
+	Timeouts(ctx context.Context, partition, orderID string) ([]Record, error)
 	// Mark records outcomes for records of one partition, all or none
 	// (at most MaxMarks). A mark with a Version that no longer matches
 	// fails it with an error wrapping ErrConflict; an ID that names no

@@ -335,21 +335,29 @@ func (r *Relay) schedule(ctx context.Context, rec Record, res *PassResult) error
 	return nil
 }
 
-// cancel cancels the timeout rec names by the sequence number recorded on
-// its schedule record, or leaves rec pending while that is not sent.
+// cancel cancels the timeouts of rec's order by the sequence numbers
+// recorded on their schedule records, or leaves rec pending while one of
+// them is not sent.
 func (r *Relay) cancel(ctx context.Context, rec Record, res *PassResult) error {
-	t, err := r.store.Timeout(ctx, rec.Partition, rec.OrderID)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		r.o.Logger.Warn("outbox cancel found no timeout", slog.String("partition", rec.Partition), slog.String("order_id", rec.OrderID))
-	case err != nil:
+	ts, err := r.store.Timeouts(ctx, rec.Partition, rec.OrderID)
+	if err != nil {
 		return fmt.Errorf("outbox: relay: cancel %s: %w", rec.OrderID, err)
-	case t.State == Pending:
-		res.Waiting++
-		return nil
-	case t.State == Sent && t.SequenceNumber > 0:
+	}
+	if len(ts) == 0 {
+		r.o.Logger.Warn("outbox cancel found no timeout", slog.String("partition", rec.Partition), slog.String("order_id", rec.OrderID))
+	}
+	for _, t := range ts {
+		if t.State == Pending {
+			res.Waiting++
+			return nil
+		}
+	}
+	for _, t := range ts {
+		if t.State != Sent || t.SequenceNumber <= 0 {
+			continue
+		}
 		if err := r.pub.CancelTimeout(ctx, t.SequenceNumber); err != nil && !errors.Is(err, publish.ErrNotScheduled) {
-			return fmt.Errorf("outbox: relay: cancel %s: %w", rec.OrderID, err)
+			return fmt.Errorf("outbox: relay: cancel %s (%s): %w", rec.OrderID, t.Message.MessageID, err)
 		}
 	}
 	if err := r.markSent(ctx, []Record{rec}); err != nil {

@@ -1,12 +1,14 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -172,9 +174,26 @@ const (
 	colRecord      = "Record"
 )
 
-func (t *Table) counterKey() string             { return t.prefix }
-func (t *Table) recordKey(seq int64) string     { return fmt.Sprintf("%s:r:%020d", t.prefix, seq) }
-func (t *Table) timeoutKey(order string) string { return t.prefix + ":t:" + order }
+func (t *Table) counterKey() string         { return t.prefix }
+func (t *Table) recordKey(seq int64) string { return fmt.Sprintf("%s:r:%020d", t.prefix, seq) }
+
+// timeoutKey is the index row of r, a KindSchedule record: one per check,
+// "<prefix>:t:<order>" for the older form that names no Created and
+// "<prefix>:t:<order>:<MessageId>" for the check of one Created, so that
+// an order created again has a check per Created and the same check
+// committed twice conflicts.
+func (t *Table) timeoutKey(r Record) string {
+	base := t.timeoutBase(r.OrderID)
+	if r.Message.MessageID == contract.TimeoutMessageID(r.OrderID, 0) {
+		return base
+	}
+	return base + ":" + r.Message.MessageID
+}
+
+func (t *Table) timeoutBase(order string) string { return t.prefix + ":t:" + order }
+
+// odataQuote is s inside an OData string literal: each quote doubled.
+func odataQuote(s string) string { return strings.ReplaceAll(s, "'", "''") }
 
 // maxCommitRetries bounds how often Commit starts over when another
 // commit in the same partition moved the counter first.
@@ -189,9 +208,9 @@ const maxCommitRetries = 8
 //     MaxTransactionBytes, MaxEntityBytes, MaxPropertyBytes (nothing
 //     written);
 //   - wrapping ErrConflict: one of the producer's operations failed its
-//     condition (an insert found the row, an ETag changed), or the order's
-//     timeout is scheduled in this partition already: reread and decide
-//     again;
+//     condition (an insert found the row, an ETag changed), or the same
+//     check (one MessageId) is scheduled in this partition already: reread
+//     and decide again;
 //   - wrapping ErrTransient: the service did not answer or asked to retry.
 //     The transaction may have committed (its answer was lost): reread
 //     before committing again, as after a conflict.
@@ -503,7 +522,7 @@ func (t *Table) actions(partition string, own []aztables.TransactionAction, recs
 			return nil, err
 		}
 		if r.Kind == KindSchedule {
-			if err := add(aztables.TransactionTypeAdd, "", aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: partition, RowKey: t.timeoutKey(r.OrderID)},
+			if err := add(aztables.TransactionTypeAdd, "", aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: partition, RowKey: t.timeoutKey(r)},
 				Properties: map[string]any{colRecord: key}}); err != nil {
 				return nil, err
 			}
@@ -586,25 +605,43 @@ func (t *Table) decode(b []byte, etag string) (Record, error) {
 	return r, nil
 }
 
-// Timeout implements Store: the order's index row, then the record it
-// names.
-func (t *Table) Timeout(ctx context.Context, partition, orderID string) (Record, error) {
+// Timeouts implements Store: the order's index rows (one query over the
+// older form's key and the keys of its checks per Created), then the
+// record each names.
+func (t *Table) Timeouts(ctx context.Context, partition, orderID string) ([]Record, error) {
 	cctx, cancel := t.call(ctx)
 	defer cancel()
-	resp, err := t.c.GetEntity(cctx, partition, t.timeoutKey(orderID), nil)
-	if err != nil {
-		return Record{}, fmt.Errorf("outbox: timeout %s/%s: %w", partition, orderID, classify(cctx, err))
+	base := t.timeoutBase(orderID)
+	filter := fmt.Sprintf("PartitionKey eq '%s' and (RowKey eq '%s' or (RowKey ge '%s:' and RowKey lt '%s;'))",
+		odataQuote(partition), odataQuote(base), odataQuote(base), odataQuote(base))
+	pager := t.c.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Select: to.Ptr(colRecord)})
+	var out []Record
+	for pager.More() {
+		page, err := pager.NextPage(cctx)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: timeouts %s/%s: %w", partition, orderID, classify(cctx, err))
+		}
+		for _, b := range page.Entities {
+			var idx aztables.EDMEntity
+			if err := json.Unmarshal(b, &idx); err != nil {
+				return nil, fmt.Errorf("outbox: timeouts %s/%s: %v: %w", partition, orderID, err, ErrTransient)
+			}
+			key, _ := idx.Properties[colRecord].(string)
+			resp, err := t.c.GetEntity(cctx, partition, key, nil)
+			if err != nil {
+				return nil, fmt.Errorf("outbox: timeouts %s/%s: record %s: %w", partition, orderID, key, classify(cctx, err))
+			}
+			r, err := t.decode(resp.Value, string(resp.ETag))
+			if err != nil {
+				return nil, err
+			}
+			if r.OrderID == orderID { // the range also holds orders whose ID continues with ":"
+				out = append(out, r)
+			}
+		}
 	}
-	var idx aztables.EDMEntity
-	if err := json.Unmarshal(resp.Value, &idx); err != nil {
-		return Record{}, fmt.Errorf("outbox: timeout %s/%s: %v: %w", partition, orderID, err, ErrTransient)
-	}
-	key, _ := idx.Properties[colRecord].(string)
-	resp, err = t.c.GetEntity(cctx, partition, key, nil)
-	if err != nil {
-		return Record{}, fmt.Errorf("outbox: timeout %s/%s: record %s: %w", partition, orderID, key, classify(cctx, err))
-	}
-	return t.decode(resp.Value, string(resp.ETag))
+	slices.SortFunc(out, func(a, b Record) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out, nil
 }
 
 // Mark implements Store: one transaction of merges, each If-Match the
@@ -674,7 +711,7 @@ func (t *Table) Purge(ctx context.Context, before time.Time, max int) (int, erro
 	for _, r := range recs {
 		del(r.Partition, r.ID)
 		if r.Kind == KindSchedule {
-			del(r.Partition, t.timeoutKey(r.OrderID))
+			del(r.Partition, t.timeoutKey(r))
 		}
 	}
 	purged := 0

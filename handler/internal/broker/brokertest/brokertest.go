@@ -661,7 +661,8 @@ func testCancelUnknown(t *testing.T, e *env) {
 // the duplicate detection window is dropped and the first kept, and
 // cancelling the number the second got never removes the first. The
 // handler relies on it: it schedules each order's PaymentTimeoutCheck with
-// the producer's own MessageId (<order>:payment-timeout), so that the two
+// the producer's own MessageId (<order>:payment-timeout-<seq> for the
+// Created of sequence seq), so that the two
 // are one; when the handler's reaches Service Bus first, the producer's is
 // the one dropped, and the producer's later cancel (by the number it got)
 // must leave the handler's check live (it re-reads the order, so a paid

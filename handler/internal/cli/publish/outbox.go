@@ -165,7 +165,7 @@ func missingTable(table, where string) error {
 }
 
 func runCommit(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
-	c := newCommand("commit", "usage: handler publish commit --table T --order ID [--status S --sequence N [--occurred-at T]] [--schedule-timeout [--after 30m]] [--cancel-timeout] [--partition P] [--tables ACCOUNT]",
+	c := newCommand("commit", "usage: handler publish commit --table T --order ID [--status S --sequence N [--occurred-at T]] [--schedule-timeout [--created-sequence N] [--after 30m]] [--cancel-timeout] [--partition P] [--tables ACCOUNT]",
 		`Commits outgoing messages into a producer's transactional outbox table, in one
 entity-group transaction in the order's partition, as outbox.Table.Commit does in
 the producer's own code (there with the producer's own rows in the same
@@ -181,7 +181,8 @@ for an operator's correction that must follow the producer's earlier messages.`,
 	c.fs.StringVar(&status, "status", "", "an OrderStatusChanged with this `status` (with --sequence)")
 	c.fs.Int64Var(&seq, "sequence", 0, "its sequence `number`")
 	c.fs.StringVar(&occurred, "occurred-at", "", "when it happened, RFC 3339 (`time`; default now)")
-	schedule := c.fs.Bool("schedule-timeout", false, "schedule the order's PaymentTimeoutCheck, --after the commit")
+	schedule := c.fs.Bool("schedule-timeout", false, "schedule the PaymentTimeoutCheck of the order's Created (this commit's, or --created-sequence), --after the commit")
+	createdSeq := c.fs.Int64("created-sequence", 0, "the sequence `number` of the Created the check is for, when this commit has none")
 	after := c.fs.Duration("after", contract.PaymentTimeout, "the timeout's delay from the commit (a Go `duration`)")
 	cancel := c.fs.Bool("cancel-timeout", false, "cancel the order's PaymentTimeoutCheck scheduled through this outbox")
 	if code := c.parse(args); code >= 0 {
@@ -217,11 +218,26 @@ for an operator's correction that must follow the producer's earlier messages.`,
 	if set["after"] && !*schedule {
 		return c.bad("--after needs --schedule-timeout")
 	}
+	if set["created-sequence"] && !*schedule {
+		return c.bad("--created-sequence needs --schedule-timeout")
+	}
 	if *schedule {
 		if *after <= 0 || *after > maxAfter {
 			return c.bad("--after %s: want a duration above 0 and at most %s", *after, maxAfter)
 		}
-		intents = append(intents, outbox.ScheduleTimeout(orderID, *after))
+		withCreated := set["status"] && status == string(contract.Created)
+		switch {
+		case withCreated && set["created-sequence"] && *createdSeq != seq:
+			return c.bad("--created-sequence %d: this commit's Created is sequence %d", *createdSeq, seq)
+		case withCreated:
+			intents = append(intents, outbox.ScheduleTimeoutFor(orderID, seq, *after))
+		case !set["created-sequence"]:
+			return c.bad("--schedule-timeout needs the Created it checks: --status Created with it, or --created-sequence N")
+		case *createdSeq < 1:
+			return c.bad("--created-sequence %d: want a sequence of 1 or more", *createdSeq)
+		default:
+			intents = append(intents, outbox.ScheduleTimeoutFor(orderID, *createdSeq, *after))
+		}
 	}
 	if *cancel {
 		intents = append(intents, outbox.CancelTimeout(orderID))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
@@ -67,6 +68,10 @@ func TestOutboxBadInputExits2(t *testing.T) {
 		{"commit bad order", []string{"commit", "--table", "checkout", "--order", "a/b", "--cancel-timeout"}, "--partition: orderId"},
 		{"commit after without schedule", []string{"commit", "--table", "checkout", "--order", "o-1", "--after", "5m", "--cancel-timeout"}, "--after needs --schedule-timeout"},
 		{"commit after 0", []string{"commit", "--table", "checkout", "--order", "o-1", "--schedule-timeout", "--after", "0s"}, "--after 0s"},
+		{"commit timeout without its Created", []string{"commit", "--table", "checkout", "--order", "o-1", "--schedule-timeout"}, "--schedule-timeout needs the Created it checks"},
+		{"commit created-sequence without schedule", []string{"commit", "--table", "checkout", "--order", "o-1", "--created-sequence", "1", "--cancel-timeout"}, "--created-sequence needs --schedule-timeout"},
+		{"commit created-sequence 0", []string{"commit", "--table", "checkout", "--order", "o-1", "--schedule-timeout", "--created-sequence", "0"}, "--created-sequence 0"},
+		{"commit created-sequence of another Created", []string{"commit", "--table", "checkout", "--order", "o-1", "--status", "Created", "--sequence", "2", "--schedule-timeout", "--created-sequence", "1"}, "this commit's Created is sequence 2"},
 		{"commit occurred-at alone", []string{"commit", "--table", "checkout", "--order", "o-1", "--occurred-at", "2026-11-29T10:00:00Z", "--cancel-timeout"}, "--occurred-at needs --status"},
 	}
 	for _, tc := range tests {
@@ -92,6 +97,32 @@ func TestOutboxHelp(t *testing.T) {
 	}
 	if r := runCLI(t, e, "--help"); !strings.Contains(r.stdout, "  relay ") || !strings.Contains(r.stdout, "  commit ") {
 		t.Errorf("handler publish --help does not list relay and commit:\n%s", r.stdout)
+	}
+}
+
+// TestCommitTheCheckOfAnEarlierCreated: --created-sequence names the
+// Created a check is for when the commit has none; the check sent is that
+// Created's (its MessageId).
+func TestCommitTheCheckOfAnEarlierCreated(t *testing.T) {
+	mb, e := devHostWithTables(t)
+	table := "checkout" + strings.ToLower(rand.Text())[:8]
+	if r := runCLI(t, e, "commit", "--table", table, "--order", "o-2", "--schedule-timeout", "--created-sequence", "3", "--after", "1ms"); r.code != ExitOK {
+		t.Fatalf("commit the check of Created 3: %+v", r)
+	}
+	if r := runCLI(t, e, "relay", "--table", table, "--once"); r.code != ExitOK {
+		t.Fatalf("relay --once: %+v", r)
+	}
+	s, err := mb.AcceptNextSession(t.Context(), queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m, err := s.Receive(t.Context(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := contract.TimeoutMessageID("o-2", 3); m == nil || m.MessageID != want {
+		t.Errorf("received %+v, want the check of Created 3, %s", m, want)
 	}
 }
 

@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
@@ -119,7 +120,7 @@ func Demo(o DemoOptions) []Line {
 			events[k-1], events[k] = events[k], events[k-1]
 		}
 		if timeout {
-			events = append(events, g.timeout(id))
+			events = append(events, g.timeout(id, int64(slices.Index(statuses, order.Created)+1)))
 		}
 		plans[i] = plan{id: id, events: events}
 	}
@@ -256,8 +257,10 @@ func (demo) update(bodyOrder, sessionID string, st order.Status, seq int64, at t
 	return l
 }
 
-func (demo) timeout(id string) Line {
-	m, err := publish.TimeoutMessage(id)
+// timeout is the producer's PaymentTimeoutCheck of the order's Created of
+// sequence createdSeq, scheduled PaymentTimeout after it is sent.
+func (demo) timeout(id string, createdSeq int64) Line {
+	m, err := publish.TimeoutMessageFor(id, createdSeq)
 	if err != nil {
 		panic("scenario: demo timeout: " + err.Error()) // the demo's ids are valid
 	}

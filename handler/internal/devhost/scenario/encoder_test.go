@@ -26,7 +26,11 @@ func TestDemoUsesTheContractEncoder(t *testing.T) {
 			want, err = publish.StatusMessage(u)
 			checked++
 		case order.SubjectPaymentTimeout:
-			want, err = publish.TimeoutMessage(l.SessionID)
+			c, perr := order.ParseTimeoutCheck(l.Body, l.SessionID)
+			if perr != nil || c.CreatedSequence < 1 {
+				t.Fatalf("%s: %s names no Created (%v)", l.MessageID, l.Body, perr)
+			}
+			want, err = publish.TimeoutMessageFor(l.SessionID, c.CreatedSequence)
 			timeouts++
 		default:
 			continue

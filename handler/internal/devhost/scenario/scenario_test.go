@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
@@ -252,7 +253,7 @@ func TestDemo(t *testing.T) {
 		switch l.Subject {
 		case order.SubjectPaymentTimeout:
 			timeouts++
-			if l.ScheduleAfter != PaymentTimeout || l.MessageID != l.SessionID+":payment-timeout" {
+			if l.ScheduleAfter != PaymentTimeout || l.MessageID != contract.TimeoutMessageID(l.SessionID, 1) {
 				t.Errorf("timeout line: got %+v", l)
 			}
 		case order.SubjectStatusChanged:

@@ -13,20 +13,25 @@ import (
 )
 
 // step is one message: an OrderStatusChanged update, or a
-// PaymentTimeoutCheck when expire is set.
+// PaymentTimeoutCheck when expire is set (of the Created with sequence
+// created; 0 is the older form, which names none).
 type step struct {
-	expire bool
-	status order.Status
-	seq    int64
+	expire  bool
+	created int64
+	status  order.Status
+	seq     int64
 }
 
 func upd(status order.Status, seq int64) step { return step{status: status, seq: seq} }
 
 var expire = step{expire: true}
 
+// expireOf is the check of the Created with sequence created.
+func expireOf(created int64) step { return step{expire: true, created: created} }
+
 func (s step) String() string {
 	if s.expire {
-		return "expire"
+		return fmt.Sprintf("expire#%d", s.created)
 	}
 	return fmt.Sprintf("%s#%d", s.status, s.seq)
 }
@@ -55,7 +60,7 @@ func newService(b Backend, o *orderstate.Options) *orderstate.Service {
 func do(t *testing.T, svc *orderstate.Service, orderID string, s step) (orderstate.Outcome, error) {
 	t.Helper()
 	if s.expire {
-		return svc.ExpireIfUnpaid(ctxFor(t), orderID)
+		return svc.ExpireIfUnpaid(ctxFor(t), orderID, s.created)
 	}
 	return svc.Apply(ctxFor(t), order.Update{OrderID: orderID, Status: s.status, Sequence: s.seq, OccurredAt: at(int(s.seq))})
 }
@@ -129,6 +134,12 @@ func testApplyMatrix(t *testing.T, b Backend) {
 		{name: "expire unknown", do: expire, want: order.Stale},
 		{name: "expire twice", before: []step{upd(order.Created, 1), expire}, do: expire,
 			want: order.Stale, wantRow: &rowWant{order.Cancelled, 1}},
+		{name: "expire the Created it names", before: []step{upd(order.Created, 1)}, do: expireOf(1),
+			want: order.Applied, wantRow: &rowWant{order.Cancelled, 1}},
+		{name: "expire an older Created", before: []step{upd(order.Created, 1), upd(order.Created, 3)}, do: expireOf(1),
+			want: order.Stale, wantRow: &rowWant{order.Created, 3}},
+		{name: "expire the newer Created", before: []step{upd(order.Created, 1), upd(order.Created, 3)}, do: expireOf(3),
+			want: order.Applied, wantRow: &rowWant{order.Cancelled, 3}},
 		{name: "paid after cancel", before: []step{upd(order.Created, 1), expire}, do: upd(order.Paid, 2),
 			want: order.InvalidTransition, wantRow: &rowWant{order.Cancelled, 1}, wantReason: order.ReasonInvalidTransition},
 	}

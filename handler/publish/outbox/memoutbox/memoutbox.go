@@ -5,8 +5,10 @@
 package memoutbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -26,7 +28,7 @@ type Store struct {
 type partition struct {
 	next     int64
 	recs     map[string]*outbox.Record // by ID
-	timeouts map[string]string         // order -> ID of its schedule record
+	timeouts map[string]string         // schedule MessageId -> ID of its record
 }
 
 var _ outbox.Store = (*Store)(nil)
@@ -43,8 +45,8 @@ func New(now func() time.Time) *Store {
 // Commit runs own (the producer's writes; nil for none) and stores the
 // intents' records in partition, atomically: if own or any intent fails,
 // nothing is stored. own runs with the store locked and must not call it.
-// A second schedule of an order's timeout in one partition fails with
-// outbox.ErrConflict.
+// A second schedule of one check (one MessageId) in one partition fails
+// with outbox.ErrConflict.
 func (s *Store) Commit(ctx context.Context, partitionKey string, own func() error, intents ...outbox.Intent) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -62,10 +64,11 @@ func (s *Store) Commit(ctx context.Context, partitionKey string, own func() erro
 	seen := map[string]bool{}
 	for _, r := range recs {
 		if r.Kind == outbox.KindSchedule {
-			if _, dup := p.timeouts[r.OrderID]; dup || seen[r.OrderID] {
-				return fmt.Errorf("memoutbox: commit %s: timeout of %s scheduled already: %w", partitionKey, r.OrderID, outbox.ErrConflict)
+			id := r.Message.MessageID
+			if _, dup := p.timeouts[id]; dup || seen[id] {
+				return fmt.Errorf("memoutbox: commit %s: timeout %s scheduled already: %w", partitionKey, id, outbox.ErrConflict)
 			}
-			seen[r.OrderID] = true
+			seen[id] = true
 		}
 	}
 	if own != nil {
@@ -79,7 +82,7 @@ func (s *Store) Commit(ctx context.Context, partitionKey string, own func() erro
 		r.Seq, r.ID = p.next, fmt.Sprintf("r:%020d", p.next)
 		r.Version = s.version()
 		if r.Kind == outbox.KindSchedule {
-			p.timeouts[r.OrderID] = r.ID
+			p.timeouts[r.Message.MessageID] = r.ID
 		}
 		p.recs[r.ID] = &r
 	}
@@ -128,19 +131,23 @@ func (s *Store) list(ctx context.Context, max int, keep func(*outbox.Record) boo
 	return out, nil
 }
 
-// Timeout implements outbox.Store.
-func (s *Store) Timeout(ctx context.Context, partitionKey, orderID string) (outbox.Record, error) {
+// Timeouts implements outbox.Store.
+func (s *Store) Timeouts(ctx context.Context, partitionKey, orderID string) ([]outbox.Record, error) {
 	if err := ctx.Err(); err != nil {
-		return outbox.Record{}, err
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var out []outbox.Record
 	if p := s.parts[partitionKey]; p != nil {
-		if id, ok := p.timeouts[orderID]; ok {
-			return *p.recs[id], nil
+		for _, id := range p.timeouts {
+			if r := p.recs[id]; r.OrderID == orderID {
+				out = append(out, *r)
+			}
 		}
 	}
-	return outbox.Record{}, fmt.Errorf("memoutbox: timeout %s/%s: %w", partitionKey, orderID, outbox.ErrNotFound)
+	slices.SortFunc(out, func(a, b outbox.Record) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out, nil
 }
 
 // Mark implements outbox.Store.
@@ -189,8 +196,8 @@ func (s *Store) Purge(ctx context.Context, before time.Time, max int) (int, erro
 	for _, r := range old {
 		p := s.parts[r.Partition]
 		delete(p.recs, r.ID)
-		if r.Kind == outbox.KindSchedule && p.timeouts[r.OrderID] == r.ID {
-			delete(p.timeouts, r.OrderID)
+		if r.Kind == outbox.KindSchedule && p.timeouts[r.Message.MessageID] == r.ID {
+			delete(p.timeouts, r.Message.MessageID)
 		}
 	}
 	return len(old), nil

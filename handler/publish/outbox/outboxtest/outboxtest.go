@@ -54,7 +54,8 @@ func Run(t *testing.T, f Factory) {
 		{"CommitThenPending", testCommitThenPending},
 		{"FailedCommitWritesAndSendsNothing", testFailedCommit},
 		{"InvalidIntentWritesNothing", testInvalidIntent},
-		{"SecondScheduleOfAnOrderConflicts", testSecondSchedule},
+		{"SecondScheduleOfACheckConflicts", testSecondSchedule},
+		{"OrderCreatedAgainHasACheckPerCreated", testCheckPerCreated},
 		{"CrashAfterCommitBeforeSend", testCrashAfterCommit},
 		{"CrashAfterSendBeforeMark", testCrashAfterSend},
 		{"CrashAfterScheduleBeforeMark", testCrashAfterSchedule},
@@ -156,6 +157,22 @@ func pending(t *testing.T, s outbox.Store) []outbox.Record {
 	return got
 }
 
+// timeout is the order's one schedule record in partition, or ErrNotFound
+// when it has none; more than one fails the test.
+func timeout(t *testing.T, s outbox.Store, partition, orderID string) (outbox.Record, error) {
+	t.Helper()
+	ts, err := s.Timeouts(ctx(t), partition, orderID)
+	switch {
+	case err != nil:
+		return outbox.Record{}, err
+	case len(ts) == 0:
+		return outbox.Record{}, outbox.ErrNotFound
+	case len(ts) > 1:
+		t.Fatalf("Timeouts(%s) = %d records, want one", orderID, len(ts))
+	}
+	return ts[0], nil
+}
+
 func pass(t *testing.T, r *outbox.Relay) outbox.PassResult {
 	t.Helper()
 	res, err := r.Pass(ctx(t))
@@ -213,11 +230,11 @@ func testCommitThenPending(t *testing.T, f Factory) {
 	if n, err := a.Own(ctx(t), "o-1"); err != nil || n != 2 {
 		t.Errorf("own rows after two commits: %d, %v; want 2", n, err)
 	}
-	tm, err := a.Store.Timeout(ctx(t), "o-1", "o-1")
+	tm, err := timeout(t, a.Store, "o-1", "o-1")
 	if err != nil || tm.ID != got[1].ID || tm.Kind != outbox.KindSchedule {
 		t.Errorf("Timeout(o-1) = %+v, %v; want the schedule record %s", tm, err, got[1].ID)
 	}
-	if _, err := a.Store.Timeout(ctx(t), "o-1", "o-2"); !errors.Is(err, outbox.ErrNotFound) {
+	if _, err := timeout(t, a.Store, "o-1", "o-2"); !errors.Is(err, outbox.ErrNotFound) {
 		t.Errorf("Timeout of an order never scheduled: %v, want ErrNotFound", err)
 	}
 }
@@ -239,7 +256,7 @@ func testFailedCommit(t *testing.T, f Factory) {
 	if res.Read != 0 || len(b.messages(t)) != 0 {
 		t.Errorf("relay after a failed commit: %+v, broker %v; want nothing read or sent", res, b.ids(t))
 	}
-	if _, err := a.Store.Timeout(ctx(t), "o-1", "o-1"); !errors.Is(err, outbox.ErrNotFound) {
+	if _, err := timeout(t, a.Store, "o-1", "o-1"); !errors.Is(err, outbox.ErrNotFound) {
 		t.Errorf("the failed commit's timeout: %v, want ErrNotFound", err)
 	}
 	// The same intents commit afterwards: the failed commit left no trace.
@@ -275,15 +292,47 @@ func testInvalidIntent(t *testing.T, f Factory) {
 func testSecondSchedule(t *testing.T, f Factory) {
 	a, b := f(t)
 	commit(t, a, "o-1", status("o-1", contract.Created, 1), outbox.ScheduleTimeout("o-1", 30*time.Minute))
-	err := b.Commit(ctx(t), "o-1", false, status("o-1", contract.Paid, 2), outbox.ScheduleTimeout("o-1", 30*time.Minute))
+	err := b.Commit(ctx(t), "o-1", false, status("o-1", contract.Paid, 2), outbox.ScheduleTimeoutFor("o-1", 1, 30*time.Minute))
 	if !errors.Is(err, outbox.ErrConflict) {
-		t.Fatalf("second schedule of o-1: %v, want ErrConflict", err)
+		t.Fatalf("second schedule of o-1's check of Created 1: %v, want ErrConflict", err)
 	}
 	if got := pending(t, a.Store); len(got) != 2 {
 		t.Errorf("pending %d records, want the first commit's 2 (the second wrote nothing)", len(got))
 	}
 	if n, _ := a.Own(ctx(t), "o-1"); n != 1 {
 		t.Errorf("own rows %d, want 1", n)
+	}
+}
+
+// testCheckPerCreated: an order created again (a higher-sequence
+// Created) in the same partition gets its own check, and a cancel cancels
+// both.
+func testCheckPerCreated(t *testing.T, f Factory) {
+	a, b := f(t)
+	bus := newBus(t)
+	commit(t, a, "o-1", status("o-1", contract.Created, 1), outbox.ScheduleTimeout("o-1", 30*time.Minute))
+	commit(t, b, "o-1", status("o-1", contract.Created, 3), outbox.ScheduleTimeout("o-1", 30*time.Minute))
+	if err := b.Commit(ctx(t), "o-1", false, outbox.ScheduleTimeoutFor("o-1", 3, 30*time.Minute)); !errors.Is(err, outbox.ErrConflict) {
+		t.Errorf("the second Created's check again: %v, want ErrConflict", err)
+	}
+	pass(t, relay(a.Store, bus.mb, nil))
+	s := bus.scheduled(t)
+	if len(s) != 2 || s[0].MessageID != contract.TimeoutMessageID("o-1", 1) || s[1].MessageID != contract.TimeoutMessageID("o-1", 3) {
+		t.Fatalf("scheduled %v, want a check per Created", s)
+	}
+	ts, err := a.Store.Timeouts(ctx(t), "o-1", "o-1")
+	if err != nil || len(ts) != 2 || ts[0].Seq > ts[1].Seq {
+		t.Fatalf("Timeouts = %+v, %v; want both checks in Seq order", ts, err)
+	}
+	if ts, _ := a.Store.Timeouts(ctx(t), "o-1", "o"); len(ts) != 0 {
+		t.Errorf("Timeouts of an order whose ID is a prefix: %+v, want none", ts)
+	}
+	commit(t, a, "o-1", status("o-1", contract.Paid, 4), outbox.CancelTimeout("o-1"))
+	if res := pass(t, relay(b.Store, bus.mb, nil)); res.Cancelled != 1 {
+		t.Errorf("cancel pass %+v, want the cancel done", res)
+	}
+	if s := bus.scheduled(t); len(s) != 0 {
+		t.Errorf("scheduled after the cancel: %v, want both checks cancelled", s)
 	}
 }
 
@@ -303,7 +352,7 @@ func testCrashAfterCommit(t *testing.T, f Factory) {
 	if s := bus.scheduled(t); len(s) != 1 {
 		t.Fatalf("scheduled %v, want the timeout", s)
 	}
-	tm, err := a.Store.Timeout(ctx(t), "o-1", "o-1")
+	tm, err := timeout(t, a.Store, "o-1", "o-1")
 	if err != nil || tm.State != outbox.Sent || tm.SequenceNumber != bus.scheduled(t)[0].SequenceNumber {
 		t.Errorf("timeout record %+v, %v; want sent with the scheduled message's sequence number %d", tm, err, bus.scheduled(t)[0].SequenceNumber)
 	}
@@ -376,7 +425,7 @@ func testCrashAfterSchedule(t *testing.T, f Factory) {
 	if s := bus.scheduled(t); len(s) != 1 || s[0].MessageID != "o-1:payment-timeout" {
 		t.Fatalf("scheduled %v, want one o-1:payment-timeout", s)
 	}
-	tm, err := a.Store.Timeout(ctx(t), "o-1", "o-1")
+	tm, err := timeout(t, a.Store, "o-1", "o-1")
 	if err != nil || tm.State != outbox.Sent || tm.SequenceNumber == 0 {
 		t.Fatalf("timeout record %+v, %v; want sent with a sequence number", tm, err)
 	}
@@ -681,7 +730,7 @@ func testPurge(t *testing.T, f Factory) {
 	if got := pending(t, a.Store); len(got) != 1 || got[0].Message.MessageID != "o-2:2" {
 		t.Errorf("pending after the purge %+v, want o-2:2 alone", got)
 	}
-	if _, err := a.Store.Timeout(ctx(t), "o-1", "o-1"); !errors.Is(err, outbox.ErrNotFound) {
+	if _, err := timeout(t, a.Store, "o-1", "o-1"); !errors.Is(err, outbox.ErrNotFound) {
 		t.Errorf("the purged timeout: %v, want ErrNotFound", err)
 	}
 	// The timeout's index went with its record: the order can be
@@ -707,7 +756,7 @@ func testMark(t *testing.T, f Factory) {
 	if !errors.Is(err, outbox.ErrConflict) {
 		t.Errorf("mark on a stale version: %v, want ErrConflict", err)
 	}
-	if tm, err := a.Store.Timeout(ctx(t), "o-1", "o-1"); err != nil || tm.SequenceNumber != 7 || tm.State != outbox.Sent {
+	if tm, err := timeout(t, a.Store, "o-1", "o-1"); err != nil || tm.SequenceNumber != 7 || tm.State != outbox.Sent {
 		t.Errorf("timeout %+v, %v; want sent with the first mark's 7", tm, err)
 	}
 	// All or none: a batch with a stale version changes nothing.
