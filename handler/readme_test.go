@@ -572,7 +572,13 @@ func TestReadmeInterruptUnderMake(t *testing.T) {
 	}
 	cmd := exec.Command(mk, "--no-print-directory", "-C", dir, "run")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = append(os.Environ(), "MAKEFLAGS=")
+	// Not a sub-make of the make that may run this test: no inherited
+	// level, flags or jobserver.
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "MAKELEVEL" && k != "MFLAGS" && k != "MAKEOVERRIDES" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
