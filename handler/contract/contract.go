@@ -1,7 +1,8 @@
 // Package contract is the message contract of the order-status queue, the
 // one source of truth for producers (package publish) and for the handler
 // (package internal/order, which aliases these types): the subjects, the
-// statuses, the bodies in their camelCase JSON form, the Service Bus ids
+// statuses and the transition table of the moves between them
+// (Transitions), the bodies in their camelCase JSON form, the Service Bus ids
 // (SessionId = order id, MessageId = <order>:<sequence> and
 // <order>:payment-timeout-<Created's sequence>, hashed within 128
 // characters when needed: DeriveMessageID, the one rule every derived
@@ -53,7 +54,8 @@ const PaymentTimeout = 30 * time.Minute
 // Status is an order's lifecycle state. Its JSON form is the name.
 type Status string
 
-// The statuses an order can have. Delivered and Cancelled are terminal.
+// The statuses an order can have; the transition table (Transitions)
+// says which may follow which. Delivered and Cancelled are terminal.
 const (
 	Created   Status = "Created"
 	Paid      Status = "Paid"
@@ -62,33 +64,19 @@ const (
 	Cancelled Status = "Cancelled"
 )
 
-// Statuses lists every known status in lifecycle order.
-var Statuses = []Status{Created, Paid, Shipped, Delivered, Cancelled}
+// Valid reports whether s is a status of Transitions, in its canonical
+// spelling.
+func (s Status) Valid() bool { return Transitions.Valid(s) }
 
-// Valid reports whether s is a known status (in its canonical spelling).
-func (s Status) Valid() bool {
-	switch s {
-	case Created, Paid, Shipped, Delivered, Cancelled:
-		return true
-	}
-	return false
-}
-
-// Terminal reports whether no further change may be applied after s.
-func (s Status) Terminal() bool { return s == Delivered || s == Cancelled }
+// Terminal reports whether no further change may be applied after s: no
+// row of Transitions leaves it.
+func (s Status) Terminal() bool { return Transitions.Terminal(s) }
 
 // ParseStatus returns the known status whose name equals name ignoring the
 // case of ASCII letters ("paid" and "PAID" are Paid), as .NET's
 // JsonStringEnumConverter reads it. The result is always the canonical
-// name. It reports false when name is not a status.
-func ParseStatus(name string) (Status, bool) {
-	for _, s := range Statuses {
-		if asciiEqualFold(name, string(s)) {
-			return s, true
-		}
-	}
-	return "", false
-}
+// name. It reports false when name is not a status of Transitions.
+func ParseStatus(name string) (Status, bool) { return Transitions.Parse(name) }
 
 // asciiEqualFold is strings.EqualFold restricted to ASCII letters, so that
 // no Unicode folding (the Kelvin sign, the long s) makes an odd spelling
@@ -208,7 +196,7 @@ func (c StatusChanged) Validate() error {
 		return err
 	}
 	if !c.Status.Valid() {
-		return invalid("status %q is not one of Created, Paid, Shipped, Delivered, Cancelled", c.Status)
+		return invalid("status %q is not one of %s", c.Status, StatusNames())
 	}
 	if c.Sequence < 1 {
 		return invalid("sequence %d is below 1", c.Sequence)

@@ -33,7 +33,8 @@ const MaxIDLength = contract.MaxIDLength
 // is the name.
 type Status = contract.Status
 
-// The statuses an order can have. Delivered and Cancelled are terminal.
+// The statuses an order can have; contract.Transitions says which may
+// follow which. Delivered and Cancelled are terminal.
 const (
 	Created   = contract.Created
 	Paid      = contract.Paid
@@ -116,6 +117,12 @@ func ValidateID(id string) error {
 // at least 1, and occurredAt, when present, an RFC 3339 time between the
 // years 1601 and 9999 (UTC).
 func ParseUpdate(body []byte, sessionID string) (Update, error) {
+	return Rules{}.ParseUpdate(body, sessionID)
+}
+
+// ParseUpdate is the package's ParseUpdate with the statuses of r.Table.
+func (r Rules) ParseUpdate(body []byte, sessionID string) (Update, error) {
+	table := r.table()
 	var raw struct {
 		OrderID    *string          `json:"orderId"`
 		Status     *string          `json:"status"`
@@ -138,9 +145,9 @@ func ParseUpdate(body []byte, sessionID string) (Update, error) {
 	if raw.Status == nil {
 		return Update{}, poison(ReasonInvalidPayload, "status is missing")
 	}
-	status, ok := ParseStatus(*raw.Status)
+	status, ok := table.Parse(*raw.Status)
 	if !ok {
-		return Update{}, poison(ReasonInvalidPayload, "status %q is not one of Created, Paid, Shipped, Delivered, Cancelled", truncate(*raw.Status))
+		return Update{}, poison(ReasonInvalidPayload, "status %q is not one of %s", truncate(*raw.Status), table.Names())
 	}
 	u.Status = status
 	if raw.Sequence == nil {
@@ -259,24 +266,48 @@ type Decision struct {
 	Poison *PoisonError
 }
 
+// Rules runs the decisions on a transition table. The zero Rules uses
+// contract.Transitions, as the package-level Decide and ParseUpdate do.
+type Rules struct {
+	// Table is the transition table; nil means contract.Transitions.
+	Table contract.Rules
+}
+
+func (r Rules) table() contract.Rules {
+	if r.Table == nil {
+		return contract.Transitions
+	}
+	return r.Table
+}
+
 // Decide applies u to the current state (nil when the order is unknown) at
-// time now, without side effects:
+// time now, without side effects, with the rules of contract.Transitions:
 //   - sequence equal to LastSequence: Duplicate; lower: Stale;
-//   - current status terminal (Delivered, Cancelled): InvalidTransition;
+//   - a move the table has no row for (from Delivered or Cancelled, the
+//     terminal statuses): InvalidTransition, its poison naming why;
 //   - otherwise Applied, with Next carrying the new status and sequence.
 func Decide(current *State, u Update, now time.Time) Decision {
+	return Rules{}.Decide(current, u, now)
+}
+
+// Decide is the package's Decide on r.Table: the move from the current
+// status ("" for an unknown order) to u.Status must have a row.
+func (r Rules) Decide(current *State, u Update, now time.Time) Decision {
+	table := r.table()
 	var last int64
+	var from Status
 	if current != nil {
-		last = current.LastSequence
+		last, from = current.LastSequence, current.Status
 		switch {
 		case u.Sequence == last:
 			return Decision{Result: Duplicate}
 		case u.Sequence < last:
 			return Decision{Result: Stale}
-		case current.Status.Terminal():
-			return Decision{Result: InvalidTransition, Poison: poison(ReasonInvalidTransition,
-				"order %s is %s; cannot move to %s (sequence %d)", u.OrderID, current.Status, u.Status, u.Sequence)}
 		}
+	}
+	if !table.Allows(from, u.Status) {
+		return Decision{Result: InvalidTransition, Poison: poison(ReasonInvalidTransition,
+			"order %s is %s; cannot move to %s (sequence %d): %s", u.OrderID, orNew(from), u.Status, u.Sequence, table.Why(from, u.Status))}
 	}
 	occurred := u.OccurredAt
 	if occurred.IsZero() {
@@ -287,6 +318,14 @@ func Decide(current *State, u Update, now time.Time) Decision {
 		d.Gap = u.Sequence - last - 1
 	}
 	return d
+}
+
+// orNew names a status for a description: "new" for an unknown order.
+func orNew(s Status) string {
+	if s == "" {
+		return "new"
+	}
+	return string(s)
 }
 
 // DecideExpire decides a PaymentTimeoutCheck: only an order still Created

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
@@ -146,9 +147,11 @@ func (c *checker) add(format string, args ...any) { c.v = append(c.v, fmt.Sprint
 //  3. No double effect, no regression, from the wire: per order, the writes
 //     form one chain of ETag conditions starting with one insert; along it
 //     LastSequence strictly increases, except the expiry write (Created to
-//     Cancelled, LastSequence kept); nothing is written after a terminal
-//     status; every write is an event sent for the order or an expiry; the
-//     last write is the row.
+//     Cancelled, LastSequence kept); every move along it, from the
+//     insert on, is one the transition table (contract.Transitions) has a
+//     row for, so nothing is written after a terminal status; every write
+//     is an event sent for the order or an expiry; the last write is the
+//     row.
 //  4. Poison: every poison message (and every event after a
 //     cancellation) is in the poison queue exactly once with its reason;
 //     nothing else is.
@@ -303,9 +306,15 @@ func (c *checker) wire() {
 			w := &chain[i]
 			expiry := prev != nil && w.LastSequence == prev.LastSequence &&
 				prev.Status == order.Created && w.Status == order.Cancelled
+			if prev == nil && w.Insert && !contract.Transitions.Allows("", w.Status) {
+				c.add("order %s: write %s inserts a status a new order cannot take: %s", id, w, contract.Transitions.Why("", w.Status))
+			}
 			if prev != nil {
-				if prev.Status.Terminal() {
+				switch {
+				case contract.Transitions.Terminal(prev.Status):
 					c.add("order %s: write %s after the terminal %s (status regression)", id, w, prev)
+				case !contract.Transitions.Allows(prev.Status, w.Status):
+					c.add("order %s: write %s after %s: %s (status regression)", id, w, prev, contract.Transitions.Why(prev.Status, w.Status))
 				}
 				if w.LastSequence < prev.LastSequence {
 					c.add("order %s: write %s after %s: LastSequence went back (regression)", id, w, prev)

@@ -209,7 +209,7 @@ HTTP front; against Azure pass --get-order-url.`, stdout, stderr)
 	var wait bool
 	waitTimeout := defaultWaitTimeout
 	c.fs.StringVar(&orderID, "order", "", "order `id` (the session): at most 128 characters, none of / \\ # ? or control characters")
-	c.fs.StringVar(&status, "status", "", "`status`: Created, Paid, Shipped, Delivered or Cancelled (any case)")
+	c.fs.StringVar(&status, "status", "", "`status`: "+contract.StatusNames()+" (any case)")
 	c.fs.Int64Var(&seq, "sequence", 0, "the order's sequence `number` of this change, from 1 (the order owner's counter)")
 	c.fs.StringVar(&occurred, "occurred-at", "", "when it happened, RFC 3339 (`time`, e.g. 2026-11-29T10:00:00Z; default now)")
 	c.fs.StringVar(&from, "from", "", "JSON Lines `file` of status changes instead of the flags above (- for standard input)")
@@ -306,7 +306,7 @@ func (c *command) waiter(t *connect.Target) (*waiter, int) {
 func change(orderID, status string, seq int64, occurred string, occurredSet bool, now func() time.Time) (contract.StatusChanged, error) {
 	st, ok := contract.ParseStatus(status)
 	if !ok {
-		return contract.StatusChanged{}, fmt.Errorf("--status %q: want one of Created, Paid, Shipped, Delivered, Cancelled", status)
+		return contract.StatusChanged{}, fmt.Errorf("--status %q: want one of %s", status, contract.StatusNames())
 	}
 	ch := contract.StatusChanged{OrderID: orderID, Status: st, Sequence: seq, OccurredAt: now().UTC()}
 	if occurredSet {
@@ -396,7 +396,7 @@ func parseLine(line []byte, now func() time.Time) (contract.StatusChanged, error
 	}
 	st, ok := contract.ParseStatus(*l.Status)
 	if !ok {
-		return contract.StatusChanged{}, fmt.Errorf("status %q is not one of Created, Paid, Shipped, Delivered, Cancelled", *l.Status)
+		return contract.StatusChanged{}, fmt.Errorf("status %q is not one of %s", *l.Status, contract.StatusNames())
 	}
 	seq, err := strconv.ParseInt(string(*l.Sequence), 10, 64)
 	if err != nil {

@@ -32,7 +32,7 @@ development host it asks its HTTP front; against Azure pass --get-order-url.`, s
 	timeout := defaultWaitTimeout
 	c.fs.StringVar(&orderID, "order", "", "order `id` to ask GetOrder about")
 	c.fs.Int64Var(&seq, "sequence", 0, "wait until the order's lastSequence is this `number` or higher")
-	c.fs.StringVar(&status, "status", "", "wait until the order's status is this `status`: Created, Paid, Shipped, Delivered or Cancelled (any case)")
+	c.fs.StringVar(&status, "status", "", "wait until the order's status is this `status`: "+contract.StatusNames()+" (any case)")
 	c.fs.DurationVar(&timeout, "timeout", defaultWaitTimeout, "how long to wait, by your watch, at most 1h (a Go `duration`)")
 	c.fs.StringVar(&orderURL, "get-order-url", "", "GetOrder's `URL`, with {orderId} where the id goes, e.g. https://<app>.azurewebsites.net/api/orders/{orderId}?code=<function key>; default: the development host's front")
 	if code := c.parse(args); code >= 0 {
@@ -56,7 +56,7 @@ development host it asks its HTTP front; against Azure pass --get-order-url.`, s
 	if set["status"] {
 		st, ok := contract.ParseStatus(status)
 		if !ok {
-			return c.bad("--status %q: want one of Created, Paid, Shipped, Delivered, Cancelled", status)
+			return c.bad("--status %q: want one of %s", status, contract.StatusNames())
 		}
 		want = st
 	}
