@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -320,12 +321,18 @@ type refuseCreateTable struct{ calls int }
 func (r *refuseCreateTable) Do(req *http.Request) (*http.Response, error) {
 	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/Tables") {
 		r.calls++
-		body := `{"odata.error":{"code":"AuthorizationPermissionMismatch","message":{"lang":"en-US","value":"This request is not authorized to perform this operation using this permission."}}}`
-		return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Request: req,
-			Header: http.Header{"X-Ms-Error-Code": {"AuthorizationPermissionMismatch"}, "Content-Type": {"application/json"}},
-			Body:   io.NopCloser(strings.NewReader(body))}, nil
+		return serviceError(req, http.StatusForbidden, "AuthorizationPermissionMismatch", "This request is not authorized to perform this operation using this permission."), nil
 	}
 	return http.DefaultClient.Do(req)
+}
+
+// serviceError is Table Storage's answer to req with an error: status,
+// its x-ms-error-code and the JSON error body.
+func serviceError(req *http.Request, status int, code, message string) *http.Response {
+	body := fmt.Sprintf(`{"odata.error":{"code":%q,"message":{"lang":"en-US","value":%q}}}`, code, message)
+	return &http.Response{StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)), Request: req,
+		Header: http.Header{"X-Ms-Error-Code": {code}, "Content-Type": {"application/json"}},
+		Body:   io.NopCloser(strings.NewReader(body))}
 }
 
 // TestEnsureTableRefused: with a table-scoped role Create Table may be

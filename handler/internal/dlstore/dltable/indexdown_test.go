@@ -34,10 +34,7 @@ func (f *indexWritesDown) Do(req *http.Request) (*http.Response, error) {
 			hit = !strings.Contains(req.URL.Path, "$batch") && bytes.Contains(b, []byte("index~notclosed"))
 		}
 		if hit {
-			body := `{"odata.error":{"code":"ServerBusy","message":{"lang":"en-US","value":"The server is busy."}}}`
-			return &http.Response{StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable", Request: req,
-				Header: http.Header{"X-Ms-Error-Code": {"ServerBusy"}, "Content-Type": {"application/json"}},
-				Body:   io.NopCloser(strings.NewReader(body))}, nil
+			return serviceError(req, http.StatusServiceUnavailable, "ServerBusy", "The server is busy."), nil
 		}
 	}
 	return http.DefaultClient.Do(req)
@@ -65,18 +62,8 @@ func TestReopenWithTheIndexDown(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := t.Context()
-			e := entry("o-1", 1)
-			if _, err := s.Put(ctx, e, "a"); err != nil {
-				t.Fatal(err)
-			}
-			read, err := s.Get(ctx, e.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if read, err = s.Transition(ctx, read, dlstore.Transition{To: dlstore.Archived, At: read.StoredAt.Add(time.Minute),
-				Audit: &dlstore.AuditEntry{Action: "archived"}}); err != nil {
-				t.Fatal(err)
-			}
+			read := archivedEntry(t, s)
+			e := read
 			fault.down.Store(true)
 			tr := tt.t
 			tr.At = read.UpdatedAt.Add(time.Minute)
