@@ -2,7 +2,9 @@
 SHELL := /bin/bash
 GO ?= go
 GOFLAGS_TEST ?= -race -count=1
-BIN := bin/handler
+# The three binaries (README, "Layout"): the deployed custom handler, the
+# operators' tool, and the dev kit.
+BINS := bin/handler bin/orderstatus bin/orderstatus-dev
 TOOLS_STAMP := tools/node_modules/.installed
 GO_SOURCES := $(shell find handler -name '*.go' -not -name '*_test.go') go.mod go.sum
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
@@ -17,11 +19,14 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
 all: build
 
-## build: the custom handler for this machine (CGO off, as deployed).
-build: $(BIN)
+## build: the three binaries for this machine (CGO off, as deployed).
+build: $(BINS)
 
-$(BIN): $(GO_SOURCES)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./handler
+bin/handler: $(GO_SOURCES)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./handler
+
+bin/%: $(GO_SOURCES)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./handler/cmd/$*
 
 ## tools: npm packages (Azurite, the Bicep parser) into tools/node_modules.
 tools: $(TOOLS_STAMP)
@@ -37,7 +42,7 @@ test: vet lint-workflows test-go test-infra
 # closing line per suite ("go: N passed, M failed, ..."; "infra: ..."). The full
 # output is kept in .run/test-go.log and .run/test-infra.log.
 test-go: tools build
-	@mkdir -p .run && $(GO) build -o .run/testreport ./handler/internal/testreport
+	@mkdir -p .run && $(GO) build -o .run/testreport ./handler/internal/devkit/testreport
 	@echo "go test $(GOFLAGS_TEST) ./... (full output: .run/test-go.log)"
 	@set -o pipefail; ORDERSTATUS_REQUIRE_AZURITE=1 $(GO) test -json $(GOFLAGS_TEST) ./... 2>&1 \
 	  | .run/testreport -log .run/test-go.log
@@ -109,13 +114,13 @@ BENCH_PACKAGES := ./handler/internal/hostproto ./handler/internal/orderstate ./h
 bench: tools build
 	@echo "bench: Go micro-benchmarks ..." >&2
 	ORDERSTATUS_REQUIRE_AZURITE=1 $(GO) test -run '^$$' -bench . -benchmem $(BENCH_PACKAGES)
-	$(GO) run ./handler/internal/bench/cmd/bench $(BENCH_ARGS)
+	$(GO) run ./handler/internal/devkit/bench/cmd/bench $(BENCH_ARGS)
 
 ## soak: the simulation with thousands of schedules (SIM_SCHEDULES, default 2000;
 ## SIM_FIRST_SEED and SIM_PARALLEL as in make test); prints the fault-mix totals.
 soak: tools
 	set -o pipefail; SIM_SCHEDULES=$${SIM_SCHEDULES:-2000} ORDERSTATUS_REQUIRE_AZURITE=1 \
-	  $(GO) test $(GOFLAGS_TEST) -timeout 6h -run '^TestSimulation$$' -v ./handler/internal/sim/ \
+	  $(GO) test $(GOFLAGS_TEST) -timeout 6h -run '^TestSimulation$$' -v ./handler/internal/devkit/sim/ \
 	  | grep -v -E '^(=== (RUN|NAME|PAUSE|CONT) |    --- PASS: )'
 
 clean:

@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -22,13 +23,13 @@ var (
 	commandLine = regexp.MustCompile(`^  ([a-z][a-z-]*)\s`)
 )
 
-// checkHelp reports what in help breaks the style of `handler <path>
-// --help`.
+// checkHelp reports what in help breaks the style of `<path> --help`,
+// path starting with the program's name.
 func checkHelp(path, help string) []string {
 	var bad []string
 	lines := strings.Split(strings.TrimRight(help, "\n"), "\n")
-	if !strings.HasPrefix(lines[0], "usage: handler "+path) {
-		bad = append(bad, "the first line is not \"usage: handler "+path+" ...\"")
+	if !strings.HasPrefix(lines[0], "usage: "+path) {
+		bad = append(bad, "the first line is not \"usage: "+path+" ...\"")
 	}
 	exit := false
 	inFlags := false
@@ -74,42 +75,68 @@ func subcommands(help string) []string {
 	return out
 }
 
-func helpOf(t *testing.T, args ...string) string {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	if code := run(append(args, "--help"), &stdout, &stderr); code != exitOK || stderr.Len() != 0 || stdout.Len() == 0 {
-		t.Fatalf("handler %s --help: exit %d, stderr %q; want 0, the help on stdout and nothing on stderr", strings.Join(args, " "), code, stderr.String())
-	}
-	return stdout.String()
+// programs are the three binaries by name: the deployed handler, the
+// operators' tool and the dev kit.
+func programs() map[string]string {
+	return map[string]string{"handler": binary, "orderstatus": toolsBinary, "orderstatus-dev": devBinary}
 }
 
-// TestEveryHelpHasOneStyle runs `handler --help`, `handler <command>
-// --help` for every command main.go lists, and `handler <command> <sub>
-// --help` for every sub-command those list, and checks each: a usage line
-// first, flags as `--name ARG` lines (never one dash), an exit codes
-// paragraph.
-func TestEveryHelpHasOneStyle(t *testing.T) {
-	top := helpOf(t)
-	if bad := checkHelp("", top); len(bad) > 0 {
-		t.Errorf("handler --help:\n  %s\n%s", strings.Join(bad, "\n  "), top)
+// runProgram runs the binary of prog with args.
+func runProgram(t *testing.T, prog string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command(programs()[prog], args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), out.String(), errb.String()
+	} else if err != nil {
+		t.Fatal(err)
 	}
+	return 0, out.String(), errb.String()
+}
+
+// helpOf is `prog args... --help`, which must answer on stdout, exit 0.
+func helpOf(t *testing.T, prog string, args ...string) string {
+	t.Helper()
+	code, stdout, stderr := runProgram(t, prog, append(args, "--help")...)
+	if code != 0 || stderr != "" || stdout == "" {
+		t.Fatalf("%s %s --help: exit %d, stderr %q; want 0, the help on stdout and nothing on stderr", prog, strings.Join(args, " "), code, stderr)
+	}
+	return stdout
+}
+
+// TestEveryHelpHasOneStyle runs `<program> --help` for each binary,
+// `<program> <command> --help` for every command that lists, and
+// `<program> <command> <sub> --help` for every sub-command those list, and
+// checks each: a usage line first, flags as `--name ARG` lines (never one
+// dash), an exit codes paragraph.
+func TestEveryHelpHasOneStyle(t *testing.T) {
 	checked := 0
-	for _, c := range commands() {
-		help := helpOf(t, c.name)
-		checked++
-		if bad := checkHelp(c.name, help); len(bad) > 0 {
-			t.Errorf("handler %s --help:\n  %s\n%s", c.name, strings.Join(bad, "\n  "), help)
+	for prog := range programs() {
+		top := helpOf(t, prog)
+		if bad := checkHelp(prog, top); len(bad) > 0 {
+			t.Errorf("%s --help:\n  %s\n%s", prog, strings.Join(bad, "\n  "), top)
 		}
-		for _, sub := range subcommands(help) {
-			help := helpOf(t, c.name, sub)
+		for _, c := range subcommands(top) {
+			help := helpOf(t, prog, c)
 			checked++
-			if bad := checkHelp(c.name+" "+sub, help); len(bad) > 0 {
-				t.Errorf("handler %s %s --help:\n  %s\n%s", c.name, sub, strings.Join(bad, "\n  "), help)
+			if bad := checkHelp(prog+" "+c, help); len(bad) > 0 {
+				t.Errorf("%s %s --help:\n  %s\n%s", prog, c, strings.Join(bad, "\n  "), help)
+			}
+			for _, sub := range subcommands(help) {
+				help := helpOf(t, prog, c, sub)
+				checked++
+				if bad := checkHelp(prog+" "+c+" "+sub, help); len(bad) > 0 {
+					t.Errorf("%s %s %s --help:\n  %s\n%s", prog, c, sub, strings.Join(bad, "\n  "), help)
+				}
 			}
 		}
 	}
-	if want := len(commands()) + 3 + 5; checked < want { // publish's 3 and deadletters' 5 today
-		t.Errorf("checked %d helps, want at least %d: the sub-commands were not found under \"commands:\"", checked, want)
+	// handler's 2, orderstatus's 3 with publish's 3 and deadletters' 5,
+	// orderstatus-dev's 3.
+	if want := 2 + 3 + 3 + 5 + 3; checked < want {
+		t.Errorf("checked %d helps, want at least %d: the commands were not found under \"commands:\"", checked, want)
 	}
 }
 
@@ -117,32 +144,32 @@ func TestEveryHelpHasOneStyle(t *testing.T) {
 // own output (one dash, lower-case argument) and a missing exit codes
 // paragraph, so the test above can fail.
 func TestCheckHelpCatchesTheOldStyle(t *testing.T) {
-	old := "usage: handler publish status --order ID\n\nSends one.\n\nflags:\n  -order id\n    \torder id (the session)\n"
-	bad := strings.Join(checkHelp("publish status", old), "\n")
+	old := "usage: orderstatus publish status --order ID\n\nSends one.\n\nflags:\n  -order id\n    \torder id (the session)\n"
+	bad := strings.Join(checkHelp("orderstatus publish status", old), "\n")
 	for _, want := range []string{"line 6 is neither a flag", "line 6 writes a flag with one dash (-order)", "no \"exit codes: \" paragraph"} {
 		if !strings.Contains(bad, want) {
 			t.Errorf("checkHelp found:\n%s\nwant %q among them", bad, want)
 		}
 	}
-	if bad := checkHelp("publish status", "usage: handler publish status\n\nflags:\n  --order ID\n        order id\n\nexit codes: 0 sent.\n"); len(bad) > 0 {
+	if bad := checkHelp("orderstatus publish status", "usage: orderstatus publish status\n\nflags:\n  --order ID\n        order id\n\nexit codes: 0 sent.\n"); len(bad) > 0 {
 		t.Errorf("checkHelp on the style itself: %q, want nothing", bad)
 	}
 }
 
-// TestScaleExamplesAgree: the --scale examples of `handler dev --help`
+// TestScaleExamplesAgree: the --scale examples of `orderstatus-dev dev --help`
 // are the ones the flag table of docs/dev-host.md gives.
 func TestScaleExamplesAgree(t *testing.T) {
-	help := helpOf(t, "dev")
+	help := helpOf(t, "orderstatus-dev", "dev")
 	event := regexp.MustCompile(`\b(?:add|remove|kill)(?::[A-Za-z0-9-]+)?@[0-9a-z]+\b`)
 	start := strings.Index(help, "  --scale ")
 	desc := help[start:]
 	desc = desc[:strings.Index(desc[1:], "\n  --")+1]
 	examples := event.FindAllString(desc, -1)
 	if len(examples) == 0 {
-		t.Fatalf("handler dev --help gives no --scale example:\n%s", desc)
+		t.Fatalf("orderstatus-dev dev --help gives no --scale example:\n%s", desc)
 	}
 	var row string
-	for _, r := range table(t, section(t, doc(t, devHostDoc), "Running it locally: `handler dev`"), "flag") {
+	for _, r := range table(t, section(t, doc(t, devHostDoc), "Running it locally: `orderstatus-dev dev`"), "flag") {
 		if strings.Contains(r[0], "--scale") {
 			row = r[1]
 		}

@@ -10,34 +10,33 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"github.com/orderstatus/orderstatus/handler/internal/azurite"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
-	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
-	"github.com/orderstatus/orderstatus/handler/internal/freeport"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/freeport"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
-	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
-	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
 
-var binary string
+// binary is the deployed handler built from this package; devBinary the
+// dev kit's (cmd/orderstatus-dev), whose serve also reaches the
+// development host's broker; toolsBinary the operators' (cmd/orderstatus).
+var binary, devBinary, toolsBinary string
 
 // linkerRevision is the revision the test binary is built with.
 const linkerRevision = "e2e0000000000000000000000000000000000001"
@@ -56,6 +55,15 @@ func TestMain(m *testing.M) {
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build handler: %v\n%s", err, out)
 		os.Exit(1)
+	}
+	devBinary, toolsBinary = filepath.Join(dir, "orderstatus-dev"), filepath.Join(dir, "orderstatus")
+	for bin, pkg := range map[string]string{devBinary: "./cmd/orderstatus-dev", toolsBinary: "./cmd/orderstatus"} {
+		build := exec.Command("go", "build", "-buildvcs=false", "-o", bin, pkg)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
 	}
 	code := testenv.Main(m)
 	os.RemoveAll(dir)
@@ -98,11 +106,14 @@ func freePort(t *testing.T) int {
 
 // start runs the handler with env (plus a free port) and waits until GET /
 // answers, as the host does.
-func start(t *testing.T, env ...string) *proc {
+func start(t *testing.T, env ...string) *proc { t.Helper(); return startBinary(t, binary, env...) }
+
+// startBinary is start of the binary bin.
+func startBinary(t *testing.T, bin string, env ...string) *proc {
 	t.Helper()
 	port := freePort(t)
 	p := &proc{base: fmt.Sprintf("http://127.0.0.1:%d", port), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(binary)
+	p.cmd = exec.Command(bin)
 	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), fmt.Sprintf("FUNCTIONS_CUSTOMHANDLER_PORT=%d", port)}, env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
@@ -277,7 +288,7 @@ func TestParksThroughTheDevBroker(t *testing.T) {
 	}
 	srv := httptest.NewServer(loopback.NewServer(mb))
 	defer srv.Close()
-	p := start(t, "OrderStore__connectionString="+cs, "OrderStore__tableName=e2epark", "ORDERSTATUS_DEV_BROKER_URL="+srv.URL)
+	p := startBinary(t, devBinary, "OrderStore__connectionString="+cs, "OrderStore__tableName=e2epark", "ORDERSTATUS_DEV_BROKER_URL="+srv.URL)
 
 	bad := hostproto.ServiceBusMessage{Body: []byte(`{"orderId":"o-9","status":"Paid","sequence":1}`), MessageID: "o-9:1",
 		SessionID: "o-8", Subject: "OrderStatusChanged", DeliveryCount: 1, SequenceNumber: 5}
@@ -399,6 +410,8 @@ func TestStartupErrors(t *testing.T) {
 		{"bad budget", nil, []string{"FUNCTIONS_CUSTOMHANDLER_PORT=1234", "OrderStore__connectionString=AccountName=x", "ORDER_STATUS_RETRY_BUDGET=2m"}, 1, "ORDER_STATUS_RETRY_BUDGET"},
 		{"unknown command", []string{"bogus"}, nil, 2, "unknown command"},
 		{"serve with an argument", []string{"serve", "x"}, nil, 2, "takes no arguments"},
+		{"the dev host's broker", nil, []string{"FUNCTIONS_CUSTOMHANDLER_PORT=1234", "OrderStore__connectionString=" + azurite.ConnectionString("127.0.0.1:1"), "ORDERSTATUS_DEV_BROKER_URL=http://127.0.0.1:1"}, 1, "ORDERSTATUS_DEV_BROKER_URL is set: this binary talks only to Service Bus"},
+		{"a dev kit command", []string{"dev"}, nil, 2, "unknown command \"dev\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -451,78 +464,5 @@ func TestBuildInfoCarriesTheLinkerRevision(t *testing.T) {
 	}
 	if want := `revision="` + linkerRevision + `"`; !strings.Contains(line, want) {
 		t.Errorf("build_info = %q, want it to carry %s", line, want)
-	}
-}
-
-// TestEnsureTableTakesA403AsInfraOwningTheTable: a create refused with 403
-// (a role scoped to the table may not create tables) is one line, then
-// start-up goes on; only a transient failure is retried.
-func TestEnsureTableTakesA403AsInfraOwningTheTable(t *testing.T) {
-	type answer struct {
-		status int
-		code   string
-	}
-	tests := []struct {
-		name      string
-		answers   []answer // in turn; the last one repeats
-		wantCalls int
-		wantLines []string // the messages logged, in order
-	}{
-		{"AuthorizationPermissionMismatch", []answer{{403, "AuthorizationPermissionMismatch"}}, 1,
-			[]string{"table not created: this identity may not create tables; infra owns the table"}},
-		{"AuthorizationFailure", []answer{{403, "AuthorizationFailure"}}, 1,
-			[]string{"table not created: this identity may not create tables; infra owns the table"}},
-		{"created", []answer{{201, ""}}, 1, nil},
-		{"already there", []answer{{409, "TableAlreadyExists"}}, 1, nil},
-		// The SDK retries a 503 twice itself; ensureTable retries the third.
-		{"503s, then created", []answer{{503, "ServerBusy"}, {503, "ServerBusy"}, {503, "ServerBusy"}, {201, ""}}, 4,
-			[]string{"table not ensured yet, retrying"}},
-		{"another 403 is retried", []answer{{403, "AuthenticationFailed"}, {201, ""}}, 2,
-			[]string{"table not ensured yet, retrying"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			var calls atomic.Int32
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				n := int(calls.Add(1))
-				if n > tt.wantCalls+1 {
-					cancel() // retrying past what is wanted: stop ensureTable, the test fails on the count
-				}
-				a := tt.answers[min(n, len(tt.answers))-1]
-				w.Header().Set("Content-Type", "application/json;odata=minimalmetadata")
-				if a.code != "" {
-					w.Header().Set("x-ms-error-code", a.code)
-				}
-				w.WriteHeader(a.status)
-				if a.status == 201 {
-					fmt.Fprint(w, `{"TableName":"orders"}`)
-					return
-				}
-				fmt.Fprintf(w, `{"odata.error":{"code":%q,"message":{"lang":"en-US","value":"refused"}}}`, a.code)
-			}))
-			defer srv.Close()
-			tables, err := tablestore.NewFromConnectionString(azurite.ConnectionString(strings.TrimPrefix(srv.URL, "http://")), "orders", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out bytes.Buffer
-			ensureTable(ctx, tables, "orders", slog.New(slog.NewJSONHandler(&out, nil)))
-			if got := int(calls.Load()); got != tt.wantCalls {
-				t.Errorf("CreateTable calls = %d, want %d", got, tt.wantCalls)
-			}
-			var got []string
-			for l := range strings.Lines(out.String()) {
-				var rec struct{ Msg string }
-				if err := json.Unmarshal([]byte(l), &rec); err != nil {
-					t.Fatalf("line %q: %v", l, err)
-				}
-				got = append(got, rec.Msg)
-			}
-			if !slices.Equal(got, tt.wantLines) {
-				t.Errorf("logged %q, want %q\n%s", got, tt.wantLines, out.String())
-			}
-		})
 	}
 }

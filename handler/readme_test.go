@@ -4,7 +4,7 @@ package main
 // here, so that what a newcomer reads cannot drift from what the binary
 // does: the message contract (docs/messages.md) against the order
 // package's lists, the dev host's flag table (docs/dev-host.md) against
-// `handler dev --help`, and the commands `handler --help` lists.
+// `orderstatus-dev dev --help`, and the commands `handler --help` lists.
 
 import (
 	"bufio"
@@ -21,7 +21,7 @@ import (
 	"testing"
 
 	"github.com/orderstatus/orderstatus/handler/internal/config"
-	"github.com/orderstatus/orderstatus/handler/internal/devhost/scenario"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/orderfn"
 	"github.com/orderstatus/orderstatus/handler/internal/wording"
@@ -34,7 +34,7 @@ func readme(t *testing.T) string { return doc(t, "README.md") }
 // to the code (the README links them from its contents).
 const (
 	messagesDoc = "docs/messages.md" // the message contract
-	devHostDoc  = "docs/dev-host.md" // handler dev's flags and the scenario format
+	devHostDoc  = "docs/dev-host.md" // orderstatus-dev dev's flags and the scenario format
 )
 
 // doc returns a document of the repository, by its path from the root.
@@ -192,63 +192,62 @@ func TestReadmeMessageContract(t *testing.T) {
 
 var longFlag = regexp.MustCompile(`--[a-z][a-z0-9-]*`)
 
-// TestReadmeDevFlags: the README's table of `handler dev` flags names
-// exactly the flags `handler dev --help` lists.
+// TestReadmeDevFlags: the README's table of `orderstatus-dev dev` flags names
+// exactly the flags `orderstatus-dev dev --help` lists.
 func TestReadmeDevFlags(t *testing.T) {
 	var readmeFlags []string
-	for _, row := range table(t, section(t, doc(t, devHostDoc), "Running it locally: `handler dev`"), "flag") {
+	for _, row := range table(t, section(t, doc(t, devHostDoc), "Running it locally: `orderstatus-dev dev`"), "flag") {
 		readmeFlags = append(readmeFlags, longFlag.FindAllString(row[0], -1)...)
 	}
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"dev", "--help"}, &stdout, &stderr); code != exitOK {
-		t.Fatalf("handler dev --help: exit %d, stderr %q", code, stderr.String())
-	}
+	help := helpOf(t, "orderstatus-dev", "dev")
 	var helpFlags []string
-	for _, line := range strings.Split(stdout.String(), "\n") {
+	for _, line := range strings.Split(help, "\n") {
 		if strings.HasPrefix(line, "  --") { // a flag's own line, not its description
 			helpFlags = append(helpFlags, longFlag.FindString(line))
 		}
 	}
 	if len(helpFlags) == 0 {
-		t.Fatalf("handler dev --help lists no flags:\n%s", stdout.String())
+		t.Fatalf("orderstatus-dev dev --help lists no flags:\n%s", help)
 	}
 	got, want := sortedSet(readmeFlags), sortedSet(helpFlags)
 	for _, f := range want {
 		if !slices.Contains(got, f) {
-			t.Errorf("%s is in handler dev --help but not in the README's flag table", f)
+			t.Errorf("%s is in orderstatus-dev dev --help but not in the README's flag table", f)
 		}
 	}
 	for _, f := range got {
 		if !slices.Contains(want, f) {
-			t.Errorf("%s is in the README's flag table but not in handler dev --help", f)
+			t.Errorf("%s is in the README's flag table but not in orderstatus-dev dev --help", f)
 		}
 	}
 }
 
-// TestHelpListsEveryCommand: `handler --help` names every command with its
-// summary, the exit codes and where the settings are; `handler <command>
-// --help` answers for each, on stdout, exit 0.
+// TestHelpListsEveryCommand: each binary's --help names its commands, the
+// exit codes and where the settings are; `<program> <command> --help`
+// answers for each with its usage, on stdout, exit 0, and so does -h.
 func TestHelpListsEveryCommand(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"--help"}, &stdout, &stderr); code != exitOK || stderr.Len() != 0 {
-		t.Fatalf("handler --help: exit %d, stderr %q; want 0 and nothing on stderr", code, stderr.String())
+	want := map[string][]string{
+		"handler":         {"serve", "version"},
+		"orderstatus":     {"deadletters", "publish", "version"},
+		"orderstatus-dev": {"dev", "serve", "version"},
 	}
-	help := stdout.String()
-	for _, want := range []string{"exit codes:", "Configuration", "local.settings.json.template"} {
-		if !strings.Contains(help, want) {
-			t.Errorf("handler --help lacks %q:\n%s", want, help)
-		}
-	}
-	for _, c := range commands() {
-		t.Run(c.name, func(t *testing.T) {
-			if !strings.Contains(help, "  "+c.name+" ") || !strings.Contains(help, c.summary) {
-				t.Errorf("handler --help does not list %s with its summary:\n%s", c.name, help)
+	for prog, cmds := range want {
+		t.Run(prog, func(t *testing.T) {
+			help := helpOf(t, prog)
+			for _, w := range []string{"exit codes:", "Configuration", "local.settings.json.template"} {
+				if !strings.Contains(help, w) {
+					t.Errorf("%s --help lacks %q:\n%s", prog, w, help)
+				}
 			}
-			for _, flag := range []string{"--help", "-h"} {
-				var out, errb bytes.Buffer
-				code := run([]string{c.name, flag}, &out, &errb)
-				if code != exitOK || out.Len() == 0 || !strings.Contains(out.String(), "usage: handler "+c.name) {
-					t.Errorf("handler %s %s: exit %d, stdout %q, stderr %q; want 0 and its usage on stdout", c.name, flag, code, out.String(), errb.String())
+			if got := subcommands(help); !slices.Equal(got, cmds) {
+				t.Errorf("%s --help lists %q, want %q", prog, got, cmds)
+			}
+			for _, c := range cmds {
+				for _, flag := range []string{"--help", "-h"} {
+					code, out, errb := runProgram(t, prog, c, flag)
+					if code != 0 || !strings.Contains(out, "usage: "+prog+" "+c) {
+						t.Errorf("%s %s %s: exit %d, stdout %q, stderr %q; want 0 and its usage on stdout", prog, c, flag, code, out, errb)
+					}
 				}
 			}
 		})
@@ -258,10 +257,10 @@ func TestHelpListsEveryCommand(t *testing.T) {
 // TestReadmeScenarioExample: the scenario lines the README shows parse,
 // without warnings, and are valid messages.
 func TestReadmeScenarioExample(t *testing.T) {
-	dev := section(t, doc(t, devHostDoc), "Running it locally: `handler dev`")
+	dev := section(t, doc(t, devHostDoc), "Running it locally: `orderstatus-dev dev`")
 	start := strings.Index(dev, "```json\n")
 	if start < 0 {
-		t.Fatal("the handler dev section has no json example")
+		t.Fatal("the orderstatus-dev dev section has no json example")
 	}
 	example := dev[start+len("```json\n"):]
 	example = example[:strings.Index(example, "```")]
@@ -516,7 +515,7 @@ func TestReadmeMakeTestOutput(t *testing.T) {
 	if i := strings.LastIndex(reporter, "yield "); i < 0 || !strings.HasPrefix(reporter[i:], "yield `infra: ${passed} passed, ${failed} failed, ${skipped} skipped\\n`") {
 		t.Error("the infra reporter's last line is not `infra: N passed, M failed, K skipped`")
 	}
-	if !strings.Contains(doc(t, "handler/internal/testreport/main.go"), "const maxSkipLines = 20") {
+	if !strings.Contains(doc(t, "handler/internal/devkit/testreport/main.go"), "const maxSkipLines = 20") {
 		t.Error("testreport no longer names the first 20 skipped tests, as the README says")
 	}
 
@@ -524,12 +523,12 @@ func TestReadmeMakeTestOutput(t *testing.T) {
 	if err != nil {
 		t.Skip("no go command to run testreport with")
 	}
-	stream, err := os.Open("internal/testreport/testdata/skips.jsonl")
+	stream, err := os.Open("internal/devkit/testreport/testdata/skips.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stream.Close()
-	cmd := exec.Command(goCmd, "run", "./internal/testreport")
+	cmd := exec.Command(goCmd, "run", "./internal/devkit/testreport")
 	cmd.Stdin = stream
 	out, _ := cmd.Output() // exit 1 when the stream has a failure: the lines are what matters
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
@@ -551,11 +550,11 @@ func TestReadmeMakeTestOutput(t *testing.T) {
 // TestReadmeInterruptUnderMake: the README says that on Ctrl-C `handler
 // dev` exits 0 (TestTwoRunsInOneAppRoot checks that) and that `make`,
 // interrupted too, adds no line of its own and ends with exit status 130.
-// A recipe that exits 0 on SIGINT, as `handler dev` does, shows make's
+// A recipe that exits 0 on SIGINT, as `orderstatus-dev dev` does, shows make's
 // part: the whole process group gets the SIGINT, as from a terminal.
 func TestReadmeInterruptUnderMake(t *testing.T) {
 	text := firstScreen(t)
-	if want := "`handler dev` itself exits 0; `make`, which the Ctrl-C interrupts too, adds no line of its own and ends with exit status 130 (GNU Make 4.3)."; !strings.Contains(text, want) {
+	if want := "`orderstatus-dev dev` itself exits 0; `make`, which the Ctrl-C interrupts too, adds no line of its own and ends with exit status 130 (GNU Make 4.3)."; !strings.Contains(text, want) {
 		t.Fatalf("the README's first screen does not say %q", want)
 	}
 	mk, err := exec.LookPath("make")
@@ -620,7 +619,7 @@ func TestReadmeConfirmations(t *testing.T) {
 	for _, line := range strings.Split(sec, "\n") {
 		cmd, comment, _ := strings.Cut(line, " #")
 		f := strings.Fields(cmd)
-		if len(f) < 3 || f[0] != "bin/handler" || f[1] != "deadletters" {
+		if len(f) < 3 || f[0] != "bin/orderstatus" || f[1] != "deadletters" {
 			continue
 		}
 		sub := f[2]

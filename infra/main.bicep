@@ -34,10 +34,10 @@ param principalId string = ''
 ])
 param principalType string = 'User'
 
-@description('Give principalId Azure Service Bus Data Owner on both queues and Storage Table Data Contributor on the two tables, for running handler deadletters against Azure. Off by default; never needed by the app. operatorPrincipalId grants less, to whoever answers the alerts.')
+@description('Give principalId Azure Service Bus Data Owner on both queues and Storage Table Data Contributor on the two tables, for running orderstatus deadletters against Azure. Off by default; never needed by the app. operatorPrincipalId grants less, to whoever answers the alerts.')
 param grantDeployerDataOwner bool = false
 
-@description('Object id of the operators who answer the alerts (a group, preferably): gets exactly the data roles the runbooks\' bin/handler deadletters commands use (Azure Service Bus Data Receiver on both queues and Data Sender on order-status; Storage Table Data Contributor on the dead-letter store and Storage Table Data Reader on the order table). Empty: none.')
+@description('Object id of the operators who answer the alerts (a group, preferably): gets exactly the data roles the runbooks\' bin/orderstatus deadletters commands use (Azure Service Bus Data Receiver on both queues and Data Sender on order-status; Storage Table Data Contributor on the dead-letter store and Storage Table Data Reader on the order table). Empty: none.')
 param operatorPrincipalId string = ''
 
 @description('Type of operatorPrincipalId.')

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Fails at once, with one line, when the address `handler dev` is to serve
+# Fails at once, with one line, when the address `orderstatus-dev dev` is to serve
 # its front on is taken (another `make run`, from this clone or another),
 # so that `make run` stops before it installs Azurite or builds anything.
-# It takes `handler dev`'s arguments (make run's ARGS) and reads only
+# It takes `orderstatus-dev dev`'s arguments (make run's ARGS) and reads only
 # --http-addr (default 127.0.0.1:7071) and --exit-when-idle, with which a
 # busy default address is replaced by a free port, so nothing is checked.
 # Anything it cannot read (a bad address, "off", port 0) is left to
-# `handler dev`, which says what is wrong with it.
+# `orderstatus-dev dev`, which says what is wrong with it.
 set -euo pipefail
 
 addr=127.0.0.1:7071

@@ -2,7 +2,7 @@
 // Checkout, Payments, the warehouse and the carrier import it to report
 // status changes, and Checkout and Payments to schedule and cancel the
 // payment timeout. It is the one encoder of the contract (package
-// contract): `handler publish`, the development host's demo and the
+// contract): `orderstatus publish`, the development host's demo and the
 // simulation build their messages with StatusMessage and
 // TimeoutMessageFor (or TimeoutMessage).
 //
@@ -36,29 +36,37 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
-	"github.com/orderstatus/orderstatus/handler/internal/broker"
-	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
-	"github.com/orderstatus/orderstatus/handler/internal/broker/sbbroker"
-	"github.com/orderstatus/orderstatus/handler/internal/tracectx"
+	"github.com/orderstatus/orderstatus/handler/contract/tracectx"
 )
 
 // Message is a Service Bus message as the publisher builds it: MessageID,
 // SessionID, Subject, ContentType and Body are set; the other fields
 // (CorrelationID, ApplicationProperties, TimeToLive) are left for the
 // producer.
-type Message = broker.Message
+type Message struct {
+	MessageID     string
+	SessionID     string
+	Subject       string
+	ContentType   string
+	CorrelationID string
+	Body          []byte
+	// ApplicationProperties values are string, bool, int64, float64 or
+	// time.Time.
+	ApplicationProperties map[string]any
+	// TimeToLive overrides the queue default when non-zero.
+	TimeToLive time.Duration
+}
 
 // DefaultQueue is the order-status queue's name in the Bicep.
 const DefaultQueue = "order-status"
 
 // Sender is what the publisher sends through. Every method honours ctx and
-// is safe for concurrent use. *sbbroker.Broker (NewServiceBus) and the
-// module's other brokers implement it; so can a producer's own adapter.
+// is safe for concurrent use. NewServiceBus sends through one over an
+// azservicebus client; a producer's own adapter (or a test fake) may too.
 type Sender interface {
 	// Send enqueues msg on queue. Duplicate detection may drop it.
 	Send(ctx context.Context, queue string, msg Message) error
-	// Schedule enqueues msg to become visible at at (on the broker's
-	// clock) and returns its sequence number. Duplicate detection may
+	// Schedule enqueues msg to become visible at at and returns its sequence number. Duplicate detection may
 	// drop it, and Service Bus returns a sequence number all the same
 	// (sources in docs/publishing.md).
 	Schedule(ctx context.Context, queue string, msg Message, at time.Time) (int64, error)
@@ -75,13 +83,6 @@ type BatchSender interface {
 	SendBatch(ctx context.Context, queue string, msgs []Message) error
 }
 
-// Clock is a Sender whose broker keeps its own time (the development
-// host's broker runs faster than real time). ScheduleTimeoutFor schedules on
-// it when the Sender has it, and on the real clock otherwise.
-type Clock interface {
-	Now(ctx context.Context) (time.Time, error)
-}
-
 // ErrNotScheduled: CancelTimeout found no scheduled message with that
 // sequence number: it became visible (and was delivered), was cancelled
 // already, or was never kept: duplicate detection dropped it because the
@@ -89,19 +90,17 @@ type Clock interface {
 // scheduled that Created's check itself on applying it (that check
 // stands). Each is harmless: the handler cancels an order on a
 // PaymentTimeoutCheck only while it is still Created at that Created.
-var ErrNotScheduled = broker.ErrNotFound
+var ErrNotScheduled = errors.New("publish: no such scheduled message")
 
 // ErrRefused: the Sender refused a message for good (too large, no
 // SessionId on a session queue, ...): sending it again cannot succeed. A
-// Sender wraps it; the module's brokers do. The outbox's relay parks a
+// Sender wraps it. The outbox's relay parks a
 // message refused so instead of retrying it.
-var ErrRefused = broker.ErrInvalid
+var ErrRefused = errors.New("publish: refused for good")
 
 var (
-	_ Sender      = broker.Broker(nil)
-	_ Sender      = (*sbbroker.Broker)(nil)
-	_ BatchSender = (*sbbroker.Broker)(nil)
-	_ Clock       = (*loopback.Client)(nil)
+	_ Sender      = (*serviceBus)(nil)
+	_ BatchSender = (*serviceBus)(nil)
 )
 
 // StatusMessage validates c and builds its OrderStatusChanged message:
@@ -197,7 +196,7 @@ func New(s Sender, opts *Options) *Publisher {
 // Batches are Service Bus message batches; errors are classified so that
 // errors.Is(err, ErrNotScheduled) works.
 func NewServiceBus(client *azservicebus.Client, opts *Options) *Publisher {
-	b := sbbroker.NewFromClient(client, nil)
+	b := &serviceBus{client: client}
 	p := New(b, opts)
 	p.closer = b.Close
 	return p
@@ -357,7 +356,7 @@ type Scheduled struct {
 	// <order>:payment-timeout-<Created's sequence> (<order>:payment-timeout
 	// for the older form).
 	MessageID string
-	// At is when it becomes visible, on the broker's clock.
+	// At is when it becomes visible.
 	At time.Time
 }
 
@@ -369,7 +368,7 @@ func (p *Publisher) ScheduleTimeout(ctx context.Context, orderID string, after t
 
 // ScheduleTimeoutFor schedules the PaymentTimeoutCheck of the order's
 // Created of sequence createdSeq (TimeoutMessageFor) after after (usually
-// contract.PaymentTimeout) on the broker's clock (see Clock), in the
+// contract.PaymentTimeout) from now, in the
 // order's session. after must be positive. Each Created of an order has a
 // check of its own: scheduling that of a Created sent again (a higher
 // sequence) does not replace or cancel the earlier one's.
@@ -382,13 +381,7 @@ func (p *Publisher) ScheduleTimeoutFor(ctx context.Context, orderID string, crea
 		return Scheduled{}, fmt.Errorf("publish: timeout %s: after %s: want a positive duration: %w", orderID, after, contract.ErrInvalid)
 	}
 	m = traced(ctx, m)
-	now := time.Now()
-	if c, ok := p.s.(Clock); ok {
-		if now, err = c.Now(ctx); err != nil {
-			return Scheduled{}, fmt.Errorf("publish: timeout %s: broker clock: %w", orderID, err)
-		}
-	}
-	at := now.Add(after)
+	at := time.Now().Add(after)
 	seq, err := p.s.Schedule(ctx, p.queue, m, at)
 	if err != nil {
 		return Scheduled{}, fmt.Errorf("publish: timeout %s: %w", m.MessageID, err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/brokerpub"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 	"github.com/orderstatus/orderstatus/handler/publish"
@@ -430,7 +431,7 @@ func TestAnyLegalOrderIDIsPublished(t *testing.T) {
 			if err := mb.CreateQueue("q", membroker.DefaultQueueOptions()); err != nil {
 				t.Fatal(err)
 			}
-			p := publish.New(mb, &publish.Options{Queue: "q"})
+			p := publish.New(brokerpub.Sender(mb), &publish.Options{Queue: "q"})
 			for _, c := range []contract.StatusChanged{{OrderID: order, Status: contract.Created, Sequence: 1}, {OrderID: order, Status: contract.Paid, Sequence: 2}} {
 				if err := p.Status(ctx, c); err != nil {
 					t.Fatalf("Status(%s) = %v, want nil", c.Status, err)

@@ -34,7 +34,7 @@ param deployerPrincipalId string = ''
 ])
 param deployerPrincipalType string = 'User'
 
-@description('Give the deployer Azure Service Bus Data Owner on both queues (for handler deadletters and the portal Service Bus Explorer). Off by default.')
+@description('Give the deployer Azure Service Bus Data Owner on both queues (for orderstatus deadletters and the portal Service Bus Explorer). Off by default.')
 param grantDeployerDataOwner bool = false
 
 @description('Principal (object) id of a producer (the service that publishes status changes) to give Azure Service Bus Data Sender on order-status, and nothing else. Empty: none.')
@@ -48,7 +48,7 @@ param producerPrincipalId string = ''
 ])
 param producerPrincipalType string = 'ServicePrincipal'
 
-@description('Principal (object) id of the operators who run handler deadletters (a group, preferably): Data Receiver on both queues, Data Sender on order-status. Empty: none.')
+@description('Principal (object) id of the operators who run orderstatus deadletters (a group, preferably): Data Receiver on both queues, Data Sender on order-status. Empty: none.')
 param operatorPrincipalId string = ''
 
 @description('Type of operatorPrincipalId.')
@@ -130,7 +130,7 @@ resource orderStatusQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = 
 
 // Where the handler parks poison messages (with DeadLetterReason and
 // DeadLetterErrorDescription as application properties). No trigger reads it:
-// only the DeadLetterSweeper and handler deadletters do. Duplicate detection
+// only the DeadLetterSweeper and orderstatus deadletters do. Duplicate detection
 // turns a re-park of the same message into a no-op; the long TTL gives people
 // time to act, and anything that still expires is dead-lettered, not lost.
 resource poisonQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
@@ -239,11 +239,11 @@ resource producerSenderOrderStatus 'Microsoft.Authorization/roleAssignments@2022
   }
 }
 
-// The operators' handler deadletters (handler/internal/cli/deadletters):
+// The operators' orderstatus deadletters (handler/internal/cli/deadletters):
 // stats peeks and sweep receives and completes on order-status/$DeadLetterQueue,
 // order-status-poison and its dead-letter queue, as the app's sweeper does
 // with the same role (a queue's assignment covers its dead-letter
-// sub-queue); replay and handler publish cancel-timeout send to
+// sub-queue); replay and orderstatus publish cancel-timeout send to
 // order-status. Nothing reads runtime properties (Manage), so no Data
 // Owner. Role ids and data actions (Receiver: */receive/action, Sender:
 // */send/action): "Azure built-in roles for Integration"

@@ -37,10 +37,10 @@ param deployerPrincipalType string = 'User'
 @description('Log Analytics workspace that receives the blob and table services\' logs and metrics (diagnostic settings).')
 param logAnalyticsWorkspaceId string
 
-@description('Give the deployer Storage Table Data Contributor on the two tables (for handler deadletters). Off by default.')
+@description('Give the deployer Storage Table Data Contributor on the two tables (for orderstatus deadletters). Off by default.')
 param grantDeployerDataOwner bool = false
 
-@description('Principal (object) id of the operators who run handler deadletters (a group, preferably): Table Data Contributor on the dead-letter store, Table Data Reader on the order table. Empty: none.')
+@description('Principal (object) id of the operators who run orderstatus deadletters (a group, preferably): Table Data Contributor on the dead-letter store, Table Data Reader on the order table. Empty: none.')
 param operatorPrincipalId string = ''
 
 @description('Type of operatorPrincipalId.')
@@ -199,7 +199,7 @@ resource deployerTableDataContributor 'Microsoft.Authorization/roleAssignments@2
   }
 }]
 
-// The operators' handler deadletters: every command reads and changes the
+// The operators' orderstatus deadletters: every command reads and changes the
 // dead-letter store (tables[1], deadletters); find --order only reads the
 // order row (tables[0], orderstatus), so Reader there.
 resource operatorDeadLetterTable 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantOperator) {

@@ -49,7 +49,7 @@ export function deadLetterRunbookProblems(book) {
   }
   const verification = book.sections.get('Verification');
   if (!verification || !handlerInvocations(verification.text).some((i) => i.sub === 'stats')) {
-    problems.push(`${book.name}.md: ## Verification does not run handler deadletters stats`);
+    problems.push(`${book.name}.md: ## Verification does not run orderstatus deadletters stats`);
   }
   return problems;
 }
@@ -114,12 +114,12 @@ test('the dead-letter runbook order check can fail', () => {
     const text = book.text.replace(from, to);
     return deadLetterRunbookProblems({ name: book.name, text, ...parseRunbook(text) }).join('\n');
   };
-  assert.match(broken('bin/handler deadletters groups --source dlq\n', ''), /start "stats find", want stats, groups, then find --order/);
-  assert.match(broken('--state open --dry-run\n   bin/handler deadletters replay --source dlq --reason MaxDeliveryCountExceeded --state open --yes', '--state open --yes'),
+  assert.match(broken('bin/orderstatus deadletters groups --source dlq\n', ''), /start "stats find", want stats, groups, then find --order/);
+  assert.match(broken('--state open --dry-run\n   bin/orderstatus deadletters replay --source dlq --reason MaxDeliveryCountExceeded --state open --yes', '--state open --yes'),
     /first action .* is not a --dry-run/);
-  assert.match(broken('bin/handler deadletters replay --source dlq --reason MaxDeliveryCountExceeded --state open --yes', 'bin/handler deadletters replay --source dlq --state open --yes'),
+  assert.match(broken('bin/orderstatus deadletters replay --source dlq --reason MaxDeliveryCountExceeded --state open --yes', 'bin/orderstatus deadletters replay --source dlq --state open --yes'),
     /is not followed by the same command without --dry-run/);
-  assert.match(broken('```sh\nbin/handler deadletters stats\nbin/handler deadletters find', '```sh\nbin/handler deadletters find'), /Verification does not run handler deadletters stats/);
+  assert.match(broken('```sh\nbin/orderstatus deadletters stats\nbin/orderstatus deadletters find', '```sh\nbin/orderstatus deadletters find'), /Verification does not run orderstatus deadletters stats/);
   for (const promise of ['Until the CLI exists: use the portal', 'until that CLI is released']) assert.match(promise, CLI_TO_COME);
 });
 

@@ -56,7 +56,7 @@ const EXPECTED_ROLE_ASSIGNMENTS = [
   'Storage Table Data Contributor @ tables:deadletters -> deployer if grantDeployerDataOwner',
   // Entra ID telemetry ingestion.
   'Monitoring Metrics Publisher @ components -> app',
-  // The operators (issue 30.5): exactly what bin/handler deadletters does.
+  // The operators (issue 30.5): exactly what bin/orderstatus deadletters does.
   // stats and sweep peek, receive and complete on both queues and their
   // dead-letter sub-queues; replay (and publish cancel-timeout) send to
   // order-status; every command reads and writes the dead-letter store;

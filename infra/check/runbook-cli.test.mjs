@@ -9,10 +9,10 @@
 // action on a filter that is not a --dry-run carries --yes (it may select
 // more than one entry, and off a terminal the CLI refuses it without).
 //
-// Once the CLI is built (bin/handler exists and `bin/handler deadletters
+// Once the CLI is built (bin/orderstatus exists and `bin/orderstatus deadletters
 // --help` exits 0): each sub-command appears in its group's help, and each
 // flag in the help of its group or sub-command. Until then that test is
-// skipped with the reason. `make test` builds bin/handler before these checks.
+// skipped with the reason. `make test` builds bin/orderstatus before these checks.
 
 import test from 'node:test';
 import assert from 'node:assert/strict';
@@ -23,7 +23,7 @@ import path from 'node:path';
 import { repoRoot } from './lib/bicep.mjs';
 import { readRunbooks, handlerInvocations } from './lib/runbooks.mjs';
 
-const handlerBin = path.join(repoRoot, 'bin', 'handler');
+const handlerBin = path.join(repoRoot, 'bin', 'orderstatus');
 
 /** The filter flags of the deadletters commands that select entries. */
 const FILTER = ['--source', '--reason', '--group', '--order', '--since', '--until', '--text', '--state'];
@@ -89,16 +89,16 @@ const invocations = sources.flatMap((s) => handlerInvocations(s.text).map((i) =>
 
 test('the parser finds handler commands however they are written', () => {
   const md = [
-    'Text with handler deadletters stats outside a code block is ignored.',
+    'Text with orderstatus deadletters stats outside a code block is ignored.',
     '```sh',
-    'bin/handler deadletters sweep --dry-run',
-    './bin/handler deadletters list --source=dlq --max 20   # a comment --ignored',
-    'handler publish cancel-timeout --order-id o-1 | tee out.txt --not-a-flag',
-    'bin/handler deadletters replay \\',
+    'bin/orderstatus deadletters sweep --dry-run',
+    './bin/orderstatus deadletters list --source=dlq --max 20   # a comment --ignored',
+    'orderstatus publish cancel-timeout --order-id o-1 | tee out.txt --not-a-flag',
+    'bin/orderstatus deadletters replay \\',
     '  --source dlq --reason MaxDeliveryCountExceeded --yes',
-    'echo "$(bin/handler deadletters stats)"',
-    'azd env set X 1 && bin/handler deadletters discard --source poison',
-    'bin/handler deadletters find --order "<order id>" --json > order.jsonl',
+    'echo "$(bin/orderstatus deadletters stats)"',
+    'azd env set X 1 && bin/orderstatus deadletters discard --source poison',
+    'bin/orderstatus deadletters find --order "<order id>" --json > order.jsonl',
     '```',
   ].join('\n');
   const got = handlerInvocations(md).map((i) => [i.group, i.sub, i.flags]);
@@ -116,7 +116,7 @@ test('the parser finds handler commands however they are written', () => {
 test('the runbooks name the dead-letter commands of the store', () => {
   assert.ok(invocations.length > 0, 'no handler command found in the runbooks');
   const used = new Set(invocations.map((i) => `${i.group} ${i.sub}`));
-  for (const sub of Object.keys(KNOWN.deadletters)) assert.ok(used.has(`deadletters ${sub}`), `no runbook runs handler deadletters ${sub}`);
+  for (const sub of Object.keys(KNOWN.deadletters)) assert.ok(used.has(`deadletters ${sub}`), `no runbook runs orderstatus deadletters ${sub}`);
   assert.ok(invocations.some((i) => ACTIONS.includes(i.sub) && i.flags.includes('--dry-run') && !i.flags.includes('--id')),
     'no runbook runs a bulk action as a --dry-run');
 });
@@ -127,22 +127,22 @@ test('every handler command in the runbooks is one the CLI defines, with flags i
 
 test('the usage check can fail', () => {
   const cases = [
-    ['bin/handler deadletters replay --source dlq --message-id x', /replay takes no --message-id/],
-    ['bin/handler deadletters purge --state archived', /unknown sub-command purge/],
-    ['bin/handler deadletters find "<order id>"', /find needs --order/],
-    ['bin/handler deadletters restore --group g', /restore takes no --group.*\n.*restore needs --id/],
-    ['bin/handler deadletters replay --source dlq --body fixed.json', /--body needs --id/],
-    ['bin/handler deadletters discard --id x --source poison', /--id and a filter exclude each other/],
-    ['bin/handler deadletters archive', /archive needs --id or a filter/],
-    ['bin/handler deadletters discard --source poison --reason InvalidTransition', /may select more than one entry: add --yes/],
-    ['bin/handler deadletters stats --max 3', /stats takes no --max/],
+    ['bin/orderstatus deadletters replay --source dlq --message-id x', /replay takes no --message-id/],
+    ['bin/orderstatus deadletters purge --state archived', /unknown sub-command purge/],
+    ['bin/orderstatus deadletters find "<order id>"', /find needs --order/],
+    ['bin/orderstatus deadletters restore --group g', /restore takes no --group.*\n.*restore needs --id/],
+    ['bin/orderstatus deadletters replay --source dlq --body fixed.json', /--body needs --id/],
+    ['bin/orderstatus deadletters discard --id x --source poison', /--id and a filter exclude each other/],
+    ['bin/orderstatus deadletters archive', /archive needs --id or a filter/],
+    ['bin/orderstatus deadletters discard --source poison --reason InvalidTransition', /may select more than one entry: add --yes/],
+    ['bin/orderstatus deadletters stats --max 3', /stats takes no --max/],
   ];
   for (const [line, want] of cases) {
     const [i] = handlerInvocations('```sh\n' + line + '\n```\n').map((x) => ({ ...x, source: 'x.md' }));
     assert.match(usageProblems(i).join('\n'), want, line);
   }
-  for (const line of ['bin/handler deadletters discard --source poison --state left --yes', 'bin/handler deadletters replay --id x --body f.json',
-    'bin/handler deadletters archive --group g --dry-run', 'bin/handler deadletters find --order o-1 --json']) {
+  for (const line of ['bin/orderstatus deadletters discard --source poison --state left --yes', 'bin/orderstatus deadletters replay --id x --body f.json',
+    'bin/orderstatus deadletters archive --group g --dry-run', 'bin/orderstatus deadletters find --order o-1 --json']) {
     const [i] = handlerInvocations('```sh\n' + line + '\n```\n').map((x) => ({ ...x, source: 'x.md' }));
     assert.deepEqual(usageProblems(i), [], line);
   }
@@ -164,9 +164,9 @@ function help(bin, args) {
 function checkCli(bin, list) {
   if (!existsSync(bin)) return { unavailable: `${path.relative(repoRoot, bin)} is not built (make build)` };
   const probe = help(bin, ['deadletters']);
-  if (probe.error) return { unavailable: `handler deadletters --help did not run: ${probe.error.message}` };
+  if (probe.error) return { unavailable: `orderstatus deadletters --help did not run: ${probe.error.message}` };
   if (probe.status !== 0) {
-    return { unavailable: `the handler deadletters CLI does not exist yet (handler deadletters --help exited ${probe.status})` };
+    return { unavailable: `the orderstatus deadletters CLI does not exist yet (orderstatus deadletters --help exited ${probe.status})` };
   }
   const problems = [];
   const word = (text, w) => new RegExp(`(^|[^\\w-])${w.replace(/-/g, '\\-')}($|[^\\w-])`, 'm').test(text);
@@ -216,8 +216,8 @@ test('the CLI help check can pass, fail and skip', (t) => {
   };
   // Go's flag package prints flags with one dash: -dry-run.
   const usage = (flags) => `case "$1 $2" in
-  "deadletters --help") echo "usage: handler deadletters stats|groups|find|list|replay|discard|archive|restore|sweep"; exit 0;;
-  "publish --help") echo "usage: handler publish status|timeout|cancel-timeout"; exit 0;;
+  "deadletters --help") echo "usage: orderstatus deadletters stats|groups|find|list|replay|discard|archive|restore|sweep"; exit 0;;
+  "publish --help") echo "usage: orderstatus publish status|timeout|cancel-timeout"; exit 0;;
   *) for f in ${flags}; do echo "  -$f string" >&2; done; exit 0;;
 esac`;
   const all = 'dry-run yes json id body source reason group order since until text state max order-id status sequence';
@@ -225,7 +225,7 @@ esac`;
   const noGroup = fake('no-group', usage(all.replace('group ', '')));
   const old = fake('old', 'echo "handler: unknown command" >&2; exit 2');
 
-  const sample = handlerInvocations('```sh\nbin/handler deadletters replay --group g --state open --dry-run\nbin/handler deadletters sweep --dry-run\nbin/handler publish status --order-id o-1\n```\n')
+  const sample = handlerInvocations('```sh\nbin/orderstatus deadletters replay --group g --state open --dry-run\nbin/orderstatus deadletters sweep --dry-run\nbin/orderstatus publish status --order-id o-1\n```\n')
     .map((i) => ({ ...i, source: 'sample.md' }));
   assert.deepEqual(checkCli(complete, sample), { problems: [] });
   assert.deepEqual(checkCli(complete, invocations), { problems: [] }, 'the fake CLI must know every flag the runbooks use');
@@ -234,6 +234,6 @@ esac`;
   assert.match(failing.problems[0], /flag --group/);
   assert.match(checkCli(old, sample).unavailable, /does not exist yet .*exited 2/);
   assert.match(checkCli(path.join(dir, 'absent'), sample).unavailable, /is not built/);
-  const unknownSub = handlerInvocations('```sh\nbin/handler deadletters purge\n```\n').map((i) => ({ ...i, source: 'x.md' }));
+  const unknownSub = handlerInvocations('```sh\nbin/orderstatus deadletters purge\n```\n').map((i) => ({ ...i, source: 'x.md' }));
   assert.match(checkCli(complete, unknownSub).problems.join('\n'), /sub-command purge/);
 });

@@ -250,3 +250,39 @@ var (
 	_ Clock = realClock{}
 	_ Clock = (*ScaledClock)(nil)
 )
+
+// View maps times between a clock and the real one, as of one instant.
+// The development broker's clients live in real time; its clock may run
+// ahead (idle time skipped): through a View they see it as the real one.
+type View struct {
+	at, real time.Time
+	factor   float64
+}
+
+// ToClock is the time on the clock of t, a real time. The zero time stays
+// zero.
+func (v View) ToClock(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return v.at.Add(time.Duration(float64(t.Sub(v.real)) * v.factor))
+}
+
+// ToReal is the real time of t, a time on the clock. The zero time stays
+// zero.
+func (v View) ToReal(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return v.real.Add(time.Duration(float64(t.Sub(v.at)) / v.factor))
+}
+
+// Identity is the View that maps nothing: a clock that is the real one.
+func Identity() View {
+	n := time.Now()
+	return View{at: n, real: n, factor: 1}
+}
+
+// OffsetOf is the View of c at the real instant real: c taken as the real
+// clock shifted, its durations unscaled.
+func OffsetOf(c Clock, real time.Time) View { return View{at: c.Now(), real: real, factor: 1} }

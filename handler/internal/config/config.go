@@ -37,7 +37,7 @@ const (
 	EnvRetryWindow     = "ORDER_STATUS_RETRY_WINDOW"
 	EnvLogLevel        = "LOG_LEVEL"
 
-	// The dead-letter sweeper (DeadLetterSweeper and handler deadletters).
+	// The dead-letter sweeper (DeadLetterSweeper and orderstatus deadletters).
 	EnvDeadLetterSweepSchedule = "DEAD_LETTER_SWEEP_SCHEDULE"
 	EnvDeadLetterCooldown      = "DEAD_LETTER_REPLAY_COOLDOWN"
 	EnvDeadLetterMaxReplays    = "DEAD_LETTER_MAX_REPLAYS"
@@ -171,7 +171,7 @@ func Load(getenv func(string) string) (Config, error) {
 
 	port := get(EnvPort, "")
 	if port == "" {
-		return c, missing(EnvPort, "the Functions host sets it; to run by hand use e.g. "+EnvPort+"=8080, or 'handler dev'")
+		return c, missing(EnvPort, "the Functions host sets it; to run by hand use e.g. "+EnvPort+"=8080, or 'orderstatus-dev dev'")
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil || p < 1 || p > 65535 {
@@ -196,7 +196,7 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.DevBrokerURL != "" {
 		u, err := url.Parse(c.DevBrokerURL)
 		if err != nil || u.Scheme != "http" || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost" && u.Hostname() != "::1") {
-			return c, invalid(EnvDevBrokerURL, c.DevBrokerURL, "want an http://127.0.0.1:<port> URL (set by 'handler dev')")
+			return c, invalid(EnvDevBrokerURL, c.DevBrokerURL, "want an http://127.0.0.1:<port> URL (set by 'orderstatus-dev dev')")
 		}
 		if c.ServiceBusNamespace != "" {
 			return c, invalid(EnvDevBrokerURL, c.DevBrokerURL, "set only one of "+EnvDevBrokerURL+" and "+EnvServiceBusNamespace)

@@ -1,5 +1,5 @@
 // Package connect decides where the operator and producer commands
-// (`handler deadletters`, `handler publish`) connect, the same way for both:
+// (`orderstatus deadletters`, `orderstatus publish`) connect, the same way for both:
 //
 //  1. a flag (--namespace, --tables) names the target;
 //  2. else the app settings in the environment do, as in Azure
@@ -31,7 +31,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/sbbroker"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
-	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devrun"
 )
 
 // Options say what the caller asked for; the zero value means "from the
@@ -199,35 +199,6 @@ func (t *Target) tablesSetting() (v, from string) {
 		}
 	}
 	return v, from
-}
-
-// DevelopmentStorage reports whether the account Tables resolves is the
-// development storage account that Azurite serves (devstoreaccount1),
-// which only development hosts write: its dead-letter store is stamped on
-// a development host's broker clock, even when no host runs now.
-func (t *Target) DevelopmentStorage() bool {
-	v, _ := t.tablesSetting()
-	if isConnectionString(v) {
-		return strings.EqualFold(field(v, "UseDevelopmentStorage"), "true") || strings.EqualFold(field(v, "AccountName"), devAccount)
-	}
-	u, err := url.Parse(v)
-	return err == nil && v != "" && strings.HasPrefix(strings.ToLower(u.Path), "/"+devAccount)
-}
-
-// devAccount is the development storage account's name: the well-known
-// account Azurite accepts, as the legacy Storage Emulator did, also named
-// by UseDevelopmentStorage=true (Microsoft Learn, Connect to Azurite with
-// SDKs and tools, "Use the well-known storage account and key").
-const devAccount = "devstoreaccount1"
-
-// field is the value of key in a connection string ("" when absent).
-func field(cs, key string) string {
-	for _, part := range strings.Split(cs, ";") {
-		if k, v, _ := strings.Cut(strings.TrimSpace(part), "="); strings.EqualFold(k, key) {
-			return v
-		}
-	}
-	return ""
 }
 
 func (t *Target) credential() (azcore.TokenCredential, error) {

@@ -16,7 +16,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/connect"
-	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devrun"
 )
 
 // fakeCred is never asked for a token: nothing here contacts Azure.
@@ -238,37 +238,6 @@ func TestResolveWithoutServiceBus(t *testing.T) {
 			}
 			if _, err := connect.ServiceBus(o); tg.Broker == nil && !errors.Is(err, connect.ErrNoTarget) {
 				t.Errorf("ServiceBus without a namespace = %v, want ErrNoTarget", err)
-			}
-		})
-	}
-}
-
-// DevelopmentStorage tells the development storage account Azurite serves
-// (only development hosts write it, on their broker clock) from an account
-// in Azure, whichever way the account is given.
-func TestDevelopmentStorage(t *testing.T) {
-	dev := "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;TableEndpoint=http://127.0.0.1:2/devstoreaccount1;"
-	for _, tt := range []struct {
-		name   string
-		tables string
-		env    map[string]string
-		want   bool
-	}{
-		{name: "Azurite's connection string", tables: dev, want: true},
-		{name: "UseDevelopmentStorage", tables: "UseDevelopmentStorage=true", want: true},
-		{name: "Azurite's URL", tables: "http://127.0.0.1:10002/devstoreaccount1", want: true},
-		{name: "the setting", env: map[string]string{"OrderStore__connectionString": dev}, want: true},
-		{name: "an account in Azure", tables: "https://acct.table.core.windows.net"},
-		{name: "an account's connection string", tables: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net"},
-		{name: "none"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			tg, err := connect.Resolve(connect.Options{Tables: tt.tables, Dir: t.TempDir(), Credential: fakeCred{}, Getenv: env(tt.env)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := tg.DevelopmentStorage(); got != tt.want {
-				t.Errorf("DevelopmentStorage() = %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -34,7 +34,7 @@ func Template(description string) string {
 // Fingerprint is the failure group of a reason and description: 8 hex
 // digits of the SHA-256 of the reason and the description's Template. Two
 // messages that failed the same way (the same check, other orders, other
-// times) share it; `handler deadletters groups` counts by it.
+// times) share it; `orderstatus deadletters groups` counts by it.
 func Fingerprint(reason, description string) string {
 	sum := sha256.Sum256([]byte(reason + "\n" + Template(description)))
 	return hex.EncodeToString(sum[:4])

@@ -5,7 +5,7 @@
 // to its entries within a deadline and a rate, the retention purge, the
 // deadletter_stats line and metrics, and the operators' actions on entries
 // (find, groups, replay, discard, archive, restore, one by one or in bulk).
-// The DeadLetterSweeper timer function and `handler deadletters` both call
+// The DeadLetterSweeper timer function and `orderstatus deadletters` both call
 // it, so the timer and the runbooks act alike.
 //
 // The sources, drained in this order:
@@ -36,12 +36,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/contract/tracectx"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
-	"github.com/orderstatus/orderstatus/handler/internal/tracectx"
 )
 
 // Kind names a source in flags, log lines, metric labels and keys.

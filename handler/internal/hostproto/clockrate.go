@@ -8,7 +8,7 @@ import (
 
 // HeaderClockRate is not part of the Functions host's protocol: the host
 // never sends it. The development host adds it to every invocation while
-// its clock runs faster than the wall clock (handler dev --time-scale, the
+// its clock runs faster than the wall clock (orderstatus-dev dev --time-scale, the
 // bench, the simulation's outage schedules), with the clock's present
 // rate, so that a handler can keep time-bounded work inside one call on
 // the host's clock as it keeps everything else there: an in-call retry

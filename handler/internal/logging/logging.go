@@ -74,7 +74,7 @@ func HostLevel(line string, stderr bool) slog.Level {
 	}
 }
 
-// Environment variables that hold the instance id. `handler dev` sets
+// Environment variables that hold the instance id. `orderstatus-dev dev` sets
 // CONTAINER_NAME for each instance it runs.
 const (
 	EnvWebsitePodName    = "WEBSITE_POD_NAME"

@@ -187,7 +187,7 @@ func TestInstanceIDIsReadAsTheHostReadsIt(t *testing.T) {
 		{"linux consumption (atlas): the pod first", map[string]string{EnvWebsitePodName: pod, EnvContainerName: container}, pod},
 		{"a pod name alone is no consumption plan", map[string]string{EnvWebsitePodName: pod}, ""},
 		{"container apps (managed environment): the instance", map[string]string{managed: "m", EnvContainerName: container, EnvWebsiteInstanceID: instance}, instance},
-		{"handler dev: the container", map[string]string{EnvContainerName: "OrderStatus-1"}, "OrderStatus-1"},
+		{"orderstatus-dev dev: the container", map[string]string{EnvContainerName: "OrderStatus-1"}, "OrderStatus-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

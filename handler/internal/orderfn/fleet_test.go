@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 	"github.com/orderstatus/orderstatus/handler/internal/logging"
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
@@ -27,7 +28,6 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 	"github.com/orderstatus/orderstatus/handler/internal/store/memstore"
 	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
-	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

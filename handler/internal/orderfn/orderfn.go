@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/contract/tracectx"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/circuit"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
@@ -54,7 +55,6 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 	"github.com/orderstatus/orderstatus/handler/internal/retry"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
-	"github.com/orderstatus/orderstatus/handler/internal/tracectx"
 )
 
 // Applier applies messages to the order store (orderstate.Service). The

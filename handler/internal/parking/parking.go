@@ -14,9 +14,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/orderstatus/orderstatus/handler/contract/tracectx"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
-	"github.com/orderstatus/orderstatus/handler/internal/tracectx"
 )
 
 // Application property names on a parked message.

@@ -32,10 +32,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/orderstatus/orderstatus/handler/contract/tracectx"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
-	"github.com/orderstatus/orderstatus/handler/internal/tracectx"
 )
 
 // Application properties a rescheduled copy carries. The dead-letter

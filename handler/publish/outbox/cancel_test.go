@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/brokerpub"
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 	"github.com/orderstatus/orderstatus/handler/publish"
 	"github.com/orderstatus/orderstatus/handler/publish/outbox"
@@ -50,7 +51,7 @@ func TestCancelAndTheHandlersOwnCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			s, mb := memoutbox.New(nil), newBroker(t)
-			r := outbox.NewRelay(s, publish.New(mb, nil), nil)
+			r := outbox.NewRelay(s, publish.New(brokerpub.Sender(mb), nil), nil)
 			handler := reschedule.New(mb, queue, reschedule.Policy{}, nil)
 			handlerSchedules := func() {
 				if _, err := handler.ScheduleCreatedCheck(ctx, "o-1", 1, time.Time{}, false, time.Time{}); err != nil {
@@ -109,11 +110,11 @@ func TestCancelFromAnotherTableCancelsNothing(t *testing.T) {
 			if err := checkout.Commit(ctx, "o-1", nil, created("o-1"), outbox.ScheduleTimeout("o-1", contract.PaymentTimeout)); err != nil {
 				t.Fatal(err)
 			}
-			pass(t, outbox.NewRelay(checkout, publish.New(mb, nil), &outbox.RelayOptions{Logger: logger}))
+			pass(t, outbox.NewRelay(checkout, publish.New(brokerpub.Sender(mb), nil), &outbox.RelayOptions{Logger: logger}))
 			if err := payments.Commit(ctx, "o-1", nil, paid("o-1"), outbox.CancelTimeout("o-1")); err != nil {
 				t.Fatal(err)
 			}
-			if res := pass(t, outbox.NewRelay(payments, publish.New(mb, nil), &outbox.RelayOptions{Logger: logger})); res.Cancelled != 1 || res.Waiting != 0 {
+			if res := pass(t, outbox.NewRelay(payments, publish.New(brokerpub.Sender(mb), nil), &outbox.RelayOptions{Logger: logger})); res.Cancelled != 1 || res.Waiting != 0 {
 				t.Fatalf("payments' pass %+v, want the cancel marked done", res)
 			}
 			if st := mb.Stats(queue); st.Scheduled != tc.wantScheduled {

@@ -16,7 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
-	"github.com/orderstatus/orderstatus/handler/internal/tableerr"
+	"github.com/orderstatus/orderstatus/handler/tableerr"
 )
 
 // tableError is a storage failure sorted into a sentinel (kind), with a

@@ -10,9 +10,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
-	"github.com/orderstatus/orderstatus/handler/internal/azurite"
-	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
-	"github.com/orderstatus/orderstatus/handler/internal/testenv"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 	"github.com/orderstatus/orderstatus/handler/publish/outbox"
 )
 

@@ -59,7 +59,7 @@ type RelayOptions struct {
 
 // Relay sends a Store's pending records through a publish.Publisher and
 // marks them sent. Several relays may run on one Store at once (in every
-// producer process and as `handler publish relay`): a record sent by two
+// producer process and as `orderstatus publish relay`): a record sent by two
 // is deduplicated like any resend.
 type Relay struct {
 	store Store

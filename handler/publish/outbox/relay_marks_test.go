@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/broker/brokerpub"
 	"github.com/orderstatus/orderstatus/handler/publish"
 	"github.com/orderstatus/orderstatus/handler/publish/outbox"
 	"github.com/orderstatus/orderstatus/handler/publish/outbox/memoutbox"
@@ -63,7 +64,7 @@ func TestPassMarksOnlyWhatWasSent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f := &failing{Sender: mb, sends: map[string]bool{"o-3:1": true}}
+	f := &failing{Sender: brokerpub.Sender(mb), sends: map[string]bool{"o-3:1": true}}
 	r := outbox.NewRelay(s, publish.New(f, &publish.Options{BatchSize: 1}), nil)
 	res, err := r.Pass(ctx)
 	if !errors.Is(err, errLost) {
@@ -100,7 +101,7 @@ func TestPassChecksTheSchedule(t *testing.T) {
 	if err := s.Commit(ctx, "o-1", nil, outbox.ScheduleTimeout("o-1", time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	f := &failing{Sender: mb, schedules: true}
+	f := &failing{Sender: brokerpub.Sender(mb), schedules: true}
 	r := outbox.NewRelay(s, publish.New(f, nil), nil)
 	res, err := r.Pass(ctx)
 	if !errors.Is(err, errLost) || res.Scheduled != 0 {

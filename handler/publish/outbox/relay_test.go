@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/brokerpub"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/publish"
 	"github.com/orderstatus/orderstatus/handler/publish/outbox"
@@ -74,7 +75,7 @@ func runRelay(t *testing.T, r *outbox.Relay) func() error {
 
 func TestRunRelaysWhatIsCommittedUntilCancelled(t *testing.T) {
 	s, mb := memoutbox.New(nil), newBroker(t)
-	stop := runRelay(t, outbox.NewRelay(s, publish.New(mb, nil), &outbox.RelayOptions{Interval: time.Millisecond}))
+	stop := runRelay(t, outbox.NewRelay(s, publish.New(brokerpub.Sender(mb), nil), &outbox.RelayOptions{Interval: time.Millisecond}))
 	ctx := context.Background()
 	if err := s.Commit(ctx, "o-1", nil, created("o-1")); err != nil {
 		t.Fatal(err)
@@ -124,7 +125,7 @@ func TestRunKeepsGoingThroughFailingPasses(t *testing.T) {
 	s := &flaky{Store: mem}
 	s.fails.Store(3)
 	var logs syncBuffer
-	r := outbox.NewRelay(s, publish.New(mb, nil), &outbox.RelayOptions{Interval: time.Millisecond, MaxBackoff: 4 * time.Millisecond,
+	r := outbox.NewRelay(s, publish.New(brokerpub.Sender(mb), nil), &outbox.RelayOptions{Interval: time.Millisecond, MaxBackoff: 4 * time.Millisecond,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err := mem.Commit(context.Background(), "o-1", nil, created("o-1")); err != nil {
 		t.Fatal(err)
@@ -155,7 +156,7 @@ func TestRunPurgesSentRecords(t *testing.T) {
 	if err := s.Commit(context.Background(), "o-1", nil, created("o-1"), outbox.ScheduleTimeout("o-1", time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	runRelay(t, outbox.NewRelay(s, publish.New(mb, nil), &outbox.RelayOptions{Interval: time.Millisecond,
+	runRelay(t, outbox.NewRelay(s, publish.New(brokerpub.Sender(mb), nil), &outbox.RelayOptions{Interval: time.Millisecond,
 		Retention: 2 * time.Hour, PurgeEvery: time.Hour, Now: clk.Now}))
 	waitFor(t, "the sent timeout purged", func() bool {
 		ts, err := s.Timeouts(context.Background(), "o-1", "o-1")
@@ -185,7 +186,7 @@ func TestScheduleCountsFromTheCommit(t *testing.T) {
 			if err := s.Commit(context.Background(), "o-1", nil, outbox.ScheduleTimeout("o-1", 30*time.Minute)); err != nil {
 				t.Fatal(err)
 			}
-			r := outbox.NewRelay(s, publish.New(mb, nil), &outbox.RelayOptions{Now: func() time.Time { return committed.Add(tc.relayAt) }})
+			r := outbox.NewRelay(s, publish.New(brokerpub.Sender(mb), nil), &outbox.RelayOptions{Now: func() time.Time { return committed.Add(tc.relayAt) }})
 			before := time.Now()
 			if _, err := r.Pass(context.Background()); err != nil {
 				t.Fatal(err)
@@ -236,8 +237,8 @@ func TestRelayMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	s := &flaky{Store: mem}
 	opts := &outbox.RelayOptions{Registerer: reg, Now: func() time.Time { return committed.Add(90 * time.Second) }}
-	r := outbox.NewRelay(s, publish.New(refuse{Sender: mb, id: "o-2:1"}, nil), opts)
-	_ = outbox.NewRelay(mem, publish.New(mb, nil), opts) // a second relay on the registry shares its collectors
+	r := outbox.NewRelay(s, publish.New(refuse{Sender: brokerpub.Sender(mb), id: "o-2:1"}, nil), opts)
+	_ = outbox.NewRelay(mem, publish.New(brokerpub.Sender(mb), nil), opts) // a second relay on the registry shares its collectors
 	if _, err := r.Pass(ctx); err != nil {
 		t.Fatal(err)
 	}

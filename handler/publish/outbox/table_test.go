@@ -14,7 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
-	"github.com/orderstatus/orderstatus/handler/internal/testenv"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 	"github.com/orderstatus/orderstatus/handler/publish/outbox"
 	"github.com/orderstatus/orderstatus/handler/publish/outbox/outboxtest"
 )

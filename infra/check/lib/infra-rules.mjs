@@ -57,7 +57,7 @@ export const HANDLER_ENV_NOT_APP_SETTINGS = {
   FUNCTIONS_CUSTOMHANDLER_PORT:
     'the Functions host sets it for the handler process it starts; an app setting would be ignored or conflict',
   ORDERSTATUS_DEV_BROKER_URL:
-    "set only by 'handler dev' for its in-memory Service Bus; never in Azure",
+    "set only by 'orderstatus-dev dev' for its in-memory Service Bus; never in Azure",
   OrderStore__connectionString:
     'local development only (Azurite); Azure uses OrderStore__serviceUri with the managed identity',
 };

@@ -56,8 +56,8 @@ export function readRunbooks(dir) {
 }
 
 /**
- * The `handler <group> <sub> [args]` invocations in the code blocks of a
- * Markdown text, whether written handler, bin/handler or ./bin/handler:
+ * The `orderstatus <group> <sub> [args]` invocations in the code blocks of a
+ * Markdown text, whether written orderstatus, bin/orderstatus or ./bin/orderstatus:
  * [{group, sub, flags: ['--dry-run', ...], command}]. Flags are the tokens
  * starting with --, without any =value. Shell comments, pipes and redirects
  * end a command; a trailing backslash continues it on the next line.
@@ -69,7 +69,7 @@ export function handlerInvocations(markdown) {
     for (const rawLine of joined.split('\n')) {
       // A quoted placeholder ("<order id>") is one word, not a redirect.
       const line = rawLine.replace(/(^|\s)#.*$/, '').replace(/"<[^"<>]*>"/g, '"_"');
-      const re = /(?:^|[\s;&|(`$])(?:\.\/)?(?:bin\/)?handler\s+([a-z][\w-]*)\s+([a-z][\w-]*)([^;&|<>`)]*)/g;
+      const re = /(?:^|[\s;&|(`$])(?:\.\/)?(?:bin\/)?orderstatus\s+([a-z][\w-]*)\s+([a-z][\w-]*)([^;&|<>`)]*)/g;
       let m;
       while ((m = re.exec(line)) !== null) {
         const flags = m[3]

@@ -2,7 +2,7 @@
 // query cannot read a table whose rows the host's log levels or sampling
 // drop. The categories and levels are those of the Functions host's source
 // (Azure/azure-webjobs-sdk at f79ea0bf, Azure/azure-functions-host at
-// 89dc438d; the same table as HostRecords in package handler/internal/cost):
+// 89dc438d; the same table as HostRecords in package handler/internal/devkit/cost):
 //   requests: FunctionExecutor logs each execution's result on Host.Results,
 //     Information on success (Error on failure);
 //   traces: the handler's stdout lines, which every traces query here reads

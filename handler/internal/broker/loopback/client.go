@@ -22,6 +22,10 @@ type Options struct {
 	HTTPClient *http.Client
 	// Timeout bounds every call, on top of a receive's wait (default 30 s).
 	Timeout time.Duration
+	// BrokerTime makes the client take and give the broker's own times,
+	// unmoved (no HeaderClientTime): for a test that drives the broker's
+	// clock itself. The handler and the CLIs never set it.
+	BrokerTime bool
 }
 
 // MaxIdleConns is how many idle connections to the server a client of its
@@ -36,6 +40,7 @@ type Client struct {
 	http    *http.Client
 	own     bool
 	timeout time.Duration
+	brokerT bool
 }
 
 var _ broker.Broker = (*Client)(nil)
@@ -55,7 +60,7 @@ func NewClient(baseURL string, opts *Options) (*Client, error) {
 	if opts != nil {
 		o = *opts
 	}
-	c := &Client{base: strings.TrimSuffix(u.String(), "/"), http: o.HTTPClient, timeout: o.Timeout}
+	c := &Client{base: strings.TrimSuffix(u.String(), "/"), http: o.HTTPClient, timeout: o.Timeout, brokerT: o.BrokerTime}
 	if c.http == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		// Go keeps 2 idle connections per host by default: every call
@@ -89,6 +94,9 @@ func (c *Client) call(ctx context.Context, op, key, endpoint string, extra time.
 		return fmt.Errorf("loopback: %s %s: %w", op, key, err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	if !c.brokerT {
+		hreq.Header.Set(HeaderClientTime, time.Now().UTC().Format(time.RFC3339Nano))
+	}
 	hresp, err := c.http.Do(hreq)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -194,17 +202,6 @@ func (c *Client) Complete(ctx context.Context, src broker.Source, m broker.Recei
 func (c *Client) Abandon(ctx context.Context, src broker.Source, m broker.Received) error {
 	return c.call(ctx, "abandon", fmt.Sprintf("%s seq %d", src, m.SequenceNumber), "abandon", 0,
 		settleRequest{Source: toWireSource(src), LockToken: m.LockToken, SequenceNumber: m.SequenceNumber}, nil)
-}
-
-// Now returns the time on the broker's clock, which a development broker
-// may run faster than real time (or fast-forward): schedule at Now plus a
-// delay, and measure a message's age from its EnqueuedTime, against it.
-func (c *Client) Now(ctx context.Context) (time.Time, error) {
-	var resp nowResponse
-	if err := c.call(ctx, "now", "clock", "now", 0, struct{}{}, &resp); err != nil {
-		return time.Time{}, err
-	}
-	return resp.Now, nil
 }
 
 // Close releases idle connections of the client's own HTTP client; the

@@ -28,6 +28,12 @@ const (
 // a client of it.
 func serve(t *testing.T, clk clock.Clock, o membroker.QueueOptions) (*loopback.Client, *membroker.Broker) {
 	t.Helper()
+	return serveWith(t, clk, o, nil)
+}
+
+// serveWith is serve with the client's options.
+func serveWith(t *testing.T, clk clock.Clock, o membroker.QueueOptions, co *loopback.Options) (*loopback.Client, *membroker.Broker) {
+	t.Helper()
 	mb := membroker.New(&membroker.Options{Clock: clk})
 	so := o
 	so.RequiresSession = true
@@ -39,7 +45,7 @@ func serve(t *testing.T, clk clock.Clock, o membroker.QueueOptions) (*loopback.C
 	}
 	srv := httptest.NewServer(loopback.NewServer(mb))
 	t.Cleanup(srv.Close)
-	c, err := loopback.NewClient(srv.URL, nil)
+	c, err := loopback.NewClient(srv.URL, co)
 	if err != nil {
 		t.Fatalf("NewClient(%q): %v", srv.URL, err)
 	}
@@ -51,8 +57,10 @@ func TestConformance(t *testing.T) {
 	o := membroker.DefaultQueueOptions()
 	o.LockDuration = 10 * time.Minute
 	brokertest.Run(t, brokertest.Harness{
+		// The suite drives the broker's clock (1000 times real time) and
+		// reads the broker's times.
 		New: func(t *testing.T) broker.Broker {
-			c, _ := serve(t, clk, o)
+			c, _ := serveWith(t, clk, o, &loopback.Options{BrokerTime: true})
 			return c
 		},
 		Queue:            poison,
@@ -124,36 +132,41 @@ func TestClientCancel(t *testing.T) {
 	}
 }
 
-// TestNowIsTheBrokersClock: /broker/now answers the served broker's
-// clock (scaled and advanced ahead of the real one), so that a producer
-// schedules on it; a broker without a clock answers the real time.
-func TestNowIsTheBrokersClock(t *testing.T) {
+// TestClientsLiveInRealTime: a broker whose clock runs 2 hours ahead
+// (idle time skipped) is invisible to its clients. A message the client
+// schedules 30 minutes from its now is due 30 minutes from the broker's
+// and reads as due 30 minutes from the client's; the EnqueuedTime the
+// broker stamps reads as the client's now.
+func TestClientsLiveInRealTime(t *testing.T) {
 	clk := clock.Scaled(1)
 	clk.Advance(2 * time.Hour)
-	c, _ := serve(t, clk, membroker.DefaultQueueOptions())
-	got, err := c.Now(context.Background())
-	if err != nil {
+	c, mb := serve(t, clk, membroker.DefaultQueueOptions())
+	ctx := context.Background()
+	if _, err := c.Schedule(ctx, poison, broker.Message{MessageID: "later"}, time.Now().Add(30*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if d := clk.Now().Sub(got); d < 0 || d > 5*time.Second {
-		t.Errorf("Now() = %v, want the broker's clock, about %v (the real clock says %v)", got, clk.Now(), time.Now())
-	}
-
-	srv := httptest.NewServer(loopback.NewServer(clockless{}))
-	t.Cleanup(srv.Close)
-	plain, err := loopback.NewClient(srv.URL, nil)
-	if err != nil {
+	if err := c.Send(ctx, poison, broker.Message{MessageID: "now"}); err != nil {
 		t.Fatal(err)
 	}
-	before := time.Now()
-	got, err = plain.Now(context.Background())
-	if err != nil || got.Before(before) || got.After(time.Now()) {
-		t.Errorf("Now() of a broker without a clock = %v, %v; want the real time", got, err)
+	near := func(got, want time.Time) bool { d := got.Sub(want); return d > -2*time.Second && d < 2*time.Second }
+	onBroker, err := broker.PeekAll(ctx, mb, broker.Source{Queue: poison})
+	if err != nil || len(onBroker) != 2 {
+		t.Fatalf("broker holds %d messages, %v; want 2", len(onBroker), err)
+	}
+	if due := onBroker[0].EnqueuedTime; !onBroker[0].Scheduled || !near(due, clk.Now().Add(30*time.Minute)) {
+		t.Errorf("the scheduled message is due at %v on the broker, want 30m after its now %v", due, clk.Now())
+	}
+	seen, err := broker.PeekAll(ctx, c, broker.Source{Queue: poison})
+	if err != nil || len(seen) != 2 {
+		t.Fatalf("the client sees %d messages, %v; want 2", len(seen), err)
+	}
+	if got := seen[0].EnqueuedTime; !near(got, time.Now().Add(30*time.Minute)) {
+		t.Errorf("the client sees the scheduled message due at %v, want 30m after its own now", got)
+	}
+	if got := seen[1].EnqueuedTime; !near(got, time.Now()) {
+		t.Errorf("the client sees EnqueuedTime %v, want about its own now %v (the broker's is %v)", got, time.Now(), onBroker[1].EnqueuedTime)
 	}
 }
-
-// clockless is a broker without a Clock method.
-type clockless struct{ broker.Broker }
 
 func TestServerRejectsBadRequests(t *testing.T) {
 	mb := membroker.New(nil)
@@ -220,6 +233,9 @@ func FuzzServer(f *testing.F) {
 // most of its connections again).
 func TestClientReusesConnections(t *testing.T) {
 	mb := membroker.New(&membroker.Options{Clock: clock.Scaled(1)})
+	if err := mb.CreateQueue(poison, membroker.DefaultQueueOptions()); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewUnstartedServer(loopback.NewServer(mb))
 	var opened atomic.Int64
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -240,7 +256,7 @@ func TestClientReusesConnections(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, err := c.Now(t.Context()); err != nil {
+				if _, err := c.Peek(t.Context(), broker.Source{Queue: poison}, 1, 0); err != nil {
 					t.Error(err)
 				}
 			}()

@@ -16,12 +16,22 @@ import (
 // its properties fits many times over.
 const maxRequestBytes = 4 << 20
 
+// HeaderClientTime carries the client's time of a request (RFC 3339).
+//
+// A development broker may keep a clock of its own that runs ahead of real
+// time (it skips idle time for tests and the simulation). Its clients, the
+// handler and the CLIs, live in real time and must not be able to tell: the
+// server moves every time it takes or gives by the difference between the
+// two clocks at the request (clock.OffsetOf): a message scheduled at the
+// client's now plus d comes due at the broker's now plus d; an
+// EnqueuedTime the broker stamped d ago reads as the client's now minus d.
+const HeaderClientTime = "X-Loopback-Client-Time"
+
 // NewServer returns the handler of the /broker/ endpoints, serving b. Each
 // request runs with the request's context, so a client that goes away
 // cancels its blocked receive. When b has a clock of its own (a method
-// Clock() clock.Clock, as membroker has), /broker/now answers that clock's
-// time, so that a producer schedules on the broker's (scaled) clock;
-// otherwise the real time.
+// Clock() clock.Clock, as membroker has), times are moved between it and
+// the client's (HeaderClientTime); /broker/now answers the broker's own.
 func NewServer(b broker.Broker) http.Handler {
 	s := &server{b: b, clock: clock.Real()}
 	if c, ok := b.(clocked); ok {
@@ -127,7 +137,7 @@ func (s *server) schedule(w http.ResponseWriter, r *http.Request) {
 		invalid(w, "schedule %s: %v", req.Queue, err)
 		return
 	}
-	seq, err := s.b.Schedule(r.Context(), req.Queue, m, req.At)
+	seq, err := s.b.Schedule(r.Context(), req.Queue, m, s.view(r).ToClock(req.At))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -162,7 +172,7 @@ func (s *server) receive(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeMessages(w, got)
+	s.writeMessages(w, r, got)
 }
 
 func (s *server) peek(w http.ResponseWriter, r *http.Request) {
@@ -175,12 +185,26 @@ func (s *server) peek(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeMessages(w, got)
+	s.writeMessages(w, r, got)
 }
 
-func writeMessages(w http.ResponseWriter, got []broker.Received) {
+// view maps the broker's clock to the client's of r; without
+// HeaderClientTime (a client that reads the broker's own times) it maps
+// nothing.
+func (s *server) view(r *http.Request) clock.View {
+	t, err := time.Parse(time.RFC3339Nano, r.Header.Get(HeaderClientTime))
+	if err != nil {
+		return clock.Identity()
+	}
+	return clock.OffsetOf(s.clock, t)
+}
+
+// writeMessages answers got, its times on the client's clock.
+func (s *server) writeMessages(w http.ResponseWriter, r *http.Request, got []broker.Received) {
+	v := s.view(r)
 	resp := messagesResponse{Messages: make([]wireReceived, len(got))}
 	for i, m := range got {
+		m.EnqueuedTime, m.ExpiresAt = v.ToReal(m.EnqueuedTime), v.ToReal(m.ExpiresAt)
 		resp.Messages[i] = encodeReceived(m)
 	}
 	writeJSON(w, http.StatusOK, resp)

@@ -15,7 +15,7 @@ import (
 )
 
 // TestSessionLockExpiriesAreSummarised: a receiver that dies holding 30
-// sessions (a kill in handler dev) leaves 30 locks to run out within one
+// sessions (a kill in orderstatus-dev dev) leaves 30 locks to run out within one
 // lock duration. The log says so in two lines, the first expiry and one
 // summary of the other 29, not in 30.
 func TestSessionLockExpiriesAreSummarised(t *testing.T) {

@@ -238,9 +238,9 @@ type bulkSummary struct {
 }
 
 // actBulk acts on the set that list with filter f shows now: Select lists
-// it once, and the entries listed are the set, whatever clock stamped
-// their StoredAt (a development host's that skipped idle time, another
-// instance's); entries stored later are not in it.
+// it once, and the entries listed are the set, whatever their StoredAt
+// says against now (another instance's clock ahead of this one's);
+// entries stored later are not in it.
 func (c *cli) actBulk(s *session, a deadletter.Action, f dlstore.Filter, af actFlags) int {
 	now, err := s.sw.Now(c.ctx)
 	if err != nil {

@@ -48,21 +48,11 @@ type Backend struct {
 	// (find then says so).
 	Orders OrderRows
 	Queues deadletter.Queues
-	// Now is the clock when the broker has none of its own (nil:
-	// time.Now); ReceiveWait is how long a sweep's receive waits on an
-	// empty source (0: the sweeper's default).
+	// Now is the commands' clock (nil: time.Now); ReceiveWait is how
+	// long a sweep's receive waits on an empty source (0: the sweeper's
+	// default).
 	Now         func() time.Time
 	ReceiveWait time.Duration
-	// TimeScale is how many times faster than real time the broker's
-	// clock runs: the development host's --time-scale (devrun.Endpoints),
-	// 0 or 1 for real time, as for Service Bus in Azure. Above 1, the
-	// reading commands say on stderr which clock their times are on.
-	TimeScale float64
-	// DevHost says the store is a development host's (the host found, or
-	// Azurite's development account when none runs): the dead-letter
-	// store's times are on its broker clock, the order rows' on the wall
-	// clock.
-	DevHost bool
 	// Close releases the connections (nil: nothing to release).
 	Close func()
 }
@@ -117,10 +107,6 @@ func (c *cli) connect() (*Backend, error) {
 	if t.Broker != nil {
 		b.Broker = t.Broker
 	}
-	if t.DevHost != nil {
-		b.TimeScale = t.DevHost.TimeScale
-	}
-	b.DevHost = t.DevHost != nil || t.DevelopmentStorage()
 	return b, nil
 }
 
@@ -130,11 +116,10 @@ type use int
 
 const (
 	// reads: the store, and Service Bus where it can (stats, the dry
-	// runs). It works on one instant, read once from the broker's clock
-	// (this machine's when that cannot be read: it says so).
+	// runs). It works on one instant, read once when it starts.
 	reads use = iota
 	// changesStore: archive, discard, restore; every change is stamped
-	// on the clock at that moment (the broker's on a development host).
+	// at that moment.
 	changesStore
 	// sends: replay and sweep; they need Service Bus.
 	sends
@@ -145,9 +130,6 @@ const (
 type session struct {
 	*Backend
 	sw *deadletter.Sweeper
-	// clockErr, for a command that reads, is why the broker's clock could
-	// not be read (the times are then against this machine's).
-	clockErr error
 }
 
 func (s *session) close() {
@@ -155,10 +137,6 @@ func (s *session) close() {
 		s.Close()
 	}
 }
-
-// onBrokerClock reports whether the dead-letter store's times (stored,
-// audit) are on a broker clock of their own: a development host's.
-func (s *session) onBrokerClock() bool { return s.DevHost || s.TimeScale > 1 }
 
 // open reads the settings, connects and builds the sweeper for a command
 // that does u.
@@ -189,13 +167,12 @@ func (c *cli) open(u use) (*session, error) {
 		return nil, cmp.Or(b.NoBroker, connect.ErrNoTarget)
 	}
 	now := b.Now
+	if now == nil {
+		now = time.Now
+	}
 	if u == reads {
-		at := c.readClock(bus, b.Now)
-		if _, ok := bus.(deadletter.BrokerClock); !ok && b.DevHost && at.err == nil {
-			at.err = errNoHostClock
-		}
-		s.clockErr = at.err
-		bus, now = clockless{&waitOnce{Broker: bus}}, func() time.Time { return at.now }
+		at := now()
+		bus, now = &waitOnce{Broker: bus}, func() time.Time { return at }
 	}
 	s.sw = deadletter.New(bus, b.Store, deadletter.Options{
 		Queues:        b.Queues,
@@ -207,39 +184,6 @@ func (c *cli) open(u use) (*session, error) {
 	})
 	return s, nil
 }
-
-// errNoHostClock: the store is a development host's but none runs here to
-// read the clock it was stamped on.
-var errNoHostClock = errors.New("no development host answers here, and this store is the development storage account, stamped on a host's broker clock")
-
-// instant is a command's now and, when the broker's clock could not be
-// read, why.
-type instant struct {
-	now time.Time
-	err error
-}
-
-// readClock reads the broker's clock once (a development host's), else
-// local (nil: time.Now). When the broker's cannot be read it falls back
-// to local and says why.
-func (c *cli) readClock(bus deadletter.Broker, local func() time.Time) instant {
-	if local == nil {
-		local = time.Now
-	}
-	bc, ok := bus.(deadletter.BrokerClock)
-	if !ok {
-		return instant{now: local()}
-	}
-	t, err := bc.Now(c.ctx)
-	if err != nil {
-		return instant{now: local(), err: err}
-	}
-	return instant{now: t}
-}
-
-// clockless is a broker without a clock of its own: the sweeper of a
-// command that reads then works on the instant the command read once.
-type clockless struct{ deadletter.Broker }
 
 // waitOnce is a command's broker that waits for a Service Bus that does
 // not answer once: after a peek fails as transient (a timeout, a

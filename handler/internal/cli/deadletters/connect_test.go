@@ -15,19 +15,19 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
-	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dlmem"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
-	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // The CLI's own connection, as against `make run`: it finds the
 // development host's file, talks to its broker over the loopback protocol
-// on 127.0.0.1 (on the broker's clock), and reads the order's row from the
+// on 127.0.0.1, and reads the order's row from the
 // host's Table Storage account (Azurite); the dead-letter store is opened
 // on that account under DEAD_LETTER_TABLE (here in memory, through
 // Env.OpenStore). No command creates a table, a dry run included.
@@ -107,7 +107,6 @@ func TestConnectsAsAgainstMakeRun(t *testing.T) {
 	if n := len(f.peek(f.q.Source(deadletter.DLQ))); n != 0 {
 		t.Fatalf("sweep left %d messages on the dlq", n)
 	}
-	f.clk.Advance(time.Minute) // the broker's clock, which the CLI reads through the loopback
 	run("replay", "--id", "o-1:2")
 	ls := lines(t, run("find", "--order", "o-1", "--json").stdout)
 	var kinds []string
@@ -149,90 +148,4 @@ func TestNoTarget(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errOut.String())
 	}
 	oneLineErr(t, errOut.String())
-}
-
-// Against a development host whose broker clock runs faster than real
-// time (make run's --time-scale 120), each reading command says so in one
-// line on stderr, with the broker's now against the wall clock; stdout
-// (--json included) stays the same. A host at real time, and a target
-// without a development host (Service Bus in Azure), get no such line.
-func TestClockNoteOnAScaledDevHost(t *testing.T) {
-	const note = "times and ages are on the development host's broker clock"
-	const devKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-	for _, tc := range []struct {
-		name    string
-		devHost bool
-		scale   float64
-		want    string // "" for no line
-	}{
-		{"make run at 120x", true, 120, "runs 120 times faster than real time: it says "},
-		{"a dev host at 2.5x", true, 2.5, "runs 2.5 times faster than real time"},
-		{"a dev host at real time (1)", true, 1, ""},
-		{"a dev host without a scale", true, 0, ""},
-		{"no dev host (Azure)", false, 0, ""},
-		{"a backend at 120x", false, 120, "runs 120 times faster"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			f.put(deadletter.DLQ, 7, "o-1:2", "o-1", "MaxDeliveryCountExceeded", "gave up")
-			f.clk.Advance(2 * time.Hour) // the broker's clock is two hours ahead of the watch
-			srv := httptest.NewServer(loopback.NewServer(f.mb))
-			t.Cleanup(srv.Close)
-			app := t.TempDir()
-			remove, err := devrun.Write(app, devrun.Endpoints{PID: os.Getpid(), BrokerURL: srv.URL,
-				StoreConnectionString: "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" + devKey +
-					";TableEndpoint=http://127.0.0.1:1/devstoreaccount1;",
-				Queue: f.q.Queue, PoisonQueue: f.q.PoisonQueue, TimeScale: tc.scale, AppRoot: app, StartedAt: time.Now()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(remove)
-			env := Env{
-				Getenv: func(k string) string { return f.env[k] }, Dir: app, IsTerminal: func() bool { return false },
-				StderrIsTerminal: func() bool { return false },
-				OpenStore:        func(*aztables.ServiceClient, string) (dlstore.Store, error) { return f.st, nil },
-				Wall:             func() time.Time { return f.clk.Now().Add(-2 * time.Hour) },
-			}
-			if !tc.devHost {
-				env.Connect = func(context.Context) (*Backend, error) {
-					return &Backend{Broker: f.mb, Store: f.st, Orders: f.orders, Queues: f.q, Now: f.clk.Now, ReceiveWait: time.Millisecond, TimeScale: tc.scale}, nil
-				}
-			}
-			commands := [][]string{{"stats"}, {"stats", "--json"}, {"list"}, {"list", "--json"}, {"groups", "--json"}}
-			if !tc.devHost { // the order rows are in memory here, not on the dev host's account
-				commands = append(commands, []string{"find", "--order", "o-1", "--json"})
-			}
-			for _, args := range commands {
-				var out, errOut strings.Builder
-				if code := Run(f.ctx, args, &out, &errOut, env); code != exitOK {
-					t.Fatalf("%q exited %d:\n%s%s", args, code, out.String(), errOut.String())
-				}
-				if !strings.Contains(out.String(), "o-1") && !strings.Contains(out.String(), "MaxDeliveryCountExceeded") {
-					t.Errorf("%q: stdout misses the entry:\n%s", args, out.String())
-				}
-				if strings.Contains(out.String(), note) {
-					t.Errorf("%q: the clock note is on stdout:\n%s", args, out.String())
-				}
-				if slices.Contains(args, "--json") {
-					lines(t, out.String()) // JSON only
-				}
-				got := errOut.String()
-				if tc.want == "" {
-					if got != "" {
-						t.Errorf("%q: stderr %q, want nothing", args, got)
-					}
-					continue
-				}
-				oneLineErr(t, got)
-				prefix := "handler deadletters " + args[0] + ": " + note
-				if args[0] == "find" { // the order row's times are on the wall clock
-					prefix = "handler deadletters find: the dead-letter and audit entries' times and ages are on the development host's broker clock"
-				}
-				if !strings.HasPrefix(got, prefix) || !strings.Contains(got, tc.want) ||
-					!strings.Contains(got, "2h ahead of your watch") {
-					t.Errorf("%q: stderr %q, want the clock note with %q and \"2h ahead of your watch\"", args, got, tc.want)
-				}
-			}
-		})
-	}
 }

@@ -1,4 +1,4 @@
-// Package deadletters is `handler deadletters`, the runbooks' dead-letter
+// Package deadletters is `orderstatus deadletters`, the runbooks' dead-letter
 // tool on the dead-letter store: stats, groups, find --order, list, replay,
 // discard, archive, restore and sweep [--dry-run], each a thin layer over
 // package deadletter (the same policy and actions as the DeadLetterSweeper
@@ -65,17 +65,14 @@ type Env struct {
 	// Table Storage backend on the account connect found (tests of the
 	// connection with an in-memory store).
 	OpenStore func(svc *aztables.ServiceClient, table string) (dlstore.Store, error)
-	// Wall is the wall clock the note on a faster broker clock compares
-	// with (nil: time.Now).
-	Wall func() time.Time
 }
 
-// Main runs `handler deadletters` with the process's environment.
+// Main runs `orderstatus deadletters` with the process's environment.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return Run(ctx, args, stdout, stderr, Env{})
 }
 
-const groupHelp = `usage: handler deadletters <command> [flags]
+const groupHelp = `usage: orderstatus deadletters <command> [flags]
 
 The runbooks' dead-letter tool, on the dead-letter store: every dead-lettered
 and parked message is drained into it by the DeadLetterSweeper timer (every
@@ -142,7 +139,7 @@ func commands() []command {
 	return []command{
 		{"stats", "[--json]", "Prints the depth, the oldest age, how many are still in Service Bus (in queue) and how many\nare left for a human, per source and reason: the store's entries that are not closed and\nthe messages not yet drained. A part that cannot be read is named on stderr (exit 1);\nthe rest is still reported.", (*cli).stats},
 		{"groups", "[FILTER] [--json]", "Prints the failure groups (source, reason and a fingerprint of the description with its\nids, numbers and times masked) of the entries not closed (or those FILTER selects):\ncount, orders affected, first and last seen, and what the policy does with them.\nAct on a group with --group G.", (*cli).groups},
-		{"find", "--order ID [--json]", "Prints everything about one order: its row in the order table (status, last sequence),\nthen its dead-letter entries in every state and every audit entry in time order, each time\nwith its clock (wall: real time; broker: a development host's broker clock).\nExit 1 when nothing at all is known of the order.", (*cli).find},
+		{"find", "--order ID [--json]", "Prints everything about one order: its row in the order table (status, last sequence),\nthen its dead-letter entries in every state and every audit entry in time order.\nExit 1 when nothing at all is known of the order.", (*cli).find},
 		{"list", "[FILTER] [--max N] [--json]", "Lists the entries FILTER selects (default: those not closed; --state archived shows\nwhat is kept), oldest first. Messages still in Service Bus show once a sweep stored them\n(stats counts them as in queue).", (*cli).list},
 		{"replay", "(--id ID [--body FILE] | FILTER) [--dry-run] [--yes] [--json]", "Sends entries back to order-status (their session, MessageId <original>:replay:<n>)\nand records each as replayed (a parked one as resubmitted). With a filter it prints the\ncount and a sample first (the open and left entries it selects unless --state says\notherwise), and asks for more than one. --body sends FILE's body instead, checked against\nthe message contract before anything is sent (--id only). Needs Service Bus (not --dry-run).", (*cli).replay},
 		{"discard", "(--id ID | FILTER) [--dry-run] [--yes] [--json]", "Closes entries as discarded: kept, with their audit entries, until DEAD_LETTER_RETENTION,\nthen purged. A filter takes the open and left entries it selects unless --state says\notherwise (--state archived: archived ones). Asks first on a terminal; off one, needs --yes.", (*cli).discard},
@@ -165,7 +162,7 @@ type cli struct {
 	ctx            context.Context
 	stdout, stderr io.Writer
 	env            Env
-	name           string // "handler deadletters <command>"
+	name           string // "orderstatus deadletters <command>"
 	namespace      string
 	tables         string
 }
@@ -185,7 +182,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 		env.StderrIsTerminal = func() bool { return isTerminal(os.Stderr) }
 	}
 	if len(args) == 0 {
-		fmt.Fprintf(stderr, "handler deadletters: missing command (%s; see handler deadletters --help)\n", commandNames())
+		fmt.Fprintf(stderr, "orderstatus deadletters: missing command (%s; see orderstatus deadletters --help)\n", commandNames())
 		return exitUsage
 	}
 	if isHelp(args[0]) {
@@ -194,11 +191,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 	}
 	for _, cmd := range commands() {
 		if cmd.name == args[0] {
-			c := &cli{ctx: ctx, stdout: stdout, stderr: stderr, env: env, name: "handler deadletters " + cmd.name}
+			c := &cli{ctx: ctx, stdout: stdout, stderr: stderr, env: env, name: "orderstatus deadletters " + cmd.name}
 			return cmd.run(c, args[1:])
 		}
 	}
-	fmt.Fprintf(stderr, "handler deadletters: unknown command %q (%s; see handler deadletters --help)\n", args[0], commandNames())
+	fmt.Fprintf(stderr, "orderstatus deadletters: unknown command %q (%s; see orderstatus deadletters --help)\n", args[0], commandNames())
 	return exitUsage
 }
 
@@ -232,7 +229,7 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) int {
 
 func (c *cli) help(fs *flag.FlagSet) {
 	for _, cmd := range commands() {
-		if c.name == "handler deadletters "+cmd.name {
+		if c.name == "orderstatus deadletters "+cmd.name {
 			fmt.Fprintf(c.stdout, "usage: %s %s\n\n%s\n\nflags:\n", c.name, cmd.args, cmd.summary)
 		}
 	}
@@ -254,7 +251,7 @@ func (c *cli) fail(err error) int {
 // deadletter.ErrNoMessage): bad input, exit 2, one line, said before any
 // question and any change.
 func (c *cli) noSuchID(err error) int {
-	fmt.Fprintf(c.stderr, "%s: %s (handler deadletters list shows the ids)\n", c.name, oneLine(err.Error()))
+	fmt.Fprintf(c.stderr, "%s: %s (orderstatus deadletters list shows the ids)\n", c.name, oneLine(err.Error()))
 	return exitUsage
 }
 

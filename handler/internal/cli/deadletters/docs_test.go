@@ -19,7 +19,7 @@ import (
 
 const repoRoot = "../../../.."
 
-// docCommands returns the `bin/handler deadletters` lines in the code
+// docCommands returns the `bin/orderstatus deadletters` lines in the code
 // blocks of a document, comments cut off.
 func docCommands(t *testing.T, path string) []string {
 	t.Helper()
@@ -37,11 +37,11 @@ func docCommands(t *testing.T, path string) []string {
 			inCode = !inCode
 			continue
 		}
-		if inCode && strings.HasPrefix(line, "bin/handler deadletters ") {
+		if inCode && strings.HasPrefix(line, "bin/orderstatus deadletters ") {
 			if i := strings.Index(line, " #"); i >= 0 {
 				line = strings.TrimSpace(line[:i])
 			}
-			out = append(out, strings.TrimPrefix(line, "bin/handler deadletters "))
+			out = append(out, strings.TrimPrefix(line, "bin/orderstatus deadletters "))
 		}
 	}
 	return out
@@ -78,7 +78,7 @@ func words(t *testing.T, s string) []string {
 	return out
 }
 
-// Every `bin/handler deadletters` command of docs/deadletters.md and the
+// Every `bin/orderstatus deadletters` command of docs/deadletters.md and the
 // README's dead-letter section runs as written (placeholders filled with
 // what is there) and exits 0, in the order the document gives.
 func TestDocumentedCommandsRun(t *testing.T) {
@@ -133,7 +133,7 @@ func TestDocumentedCommandsRun(t *testing.T) {
 	}
 }
 
-// Every `handler deadletters` command (the CLI's own list) is run by a
+// Every `orderstatus deadletters` command (the CLI's own list) is run by a
 // command line of the README's dead-letter section and of
 // docs/deadletters.md, so a command cannot drop out of either page (the
 // README's block once lost all but stats, list and sweep in a merge).
@@ -147,7 +147,7 @@ func TestEveryCommandIsDocumented(t *testing.T) {
 		}
 		for _, c := range commands() {
 			if !shown[c.name] {
-				t.Errorf("%s has no `bin/handler deadletters %s ...` line in a code block", doc, c.name)
+				t.Errorf("%s has no `bin/orderstatus deadletters %s ...` line in a code block", doc, c.name)
 			}
 		}
 	}

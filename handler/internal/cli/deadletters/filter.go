@@ -88,8 +88,8 @@ func (ff *filterFlags) check(states []dlstore.State) (filter, error) {
 	return out, nil
 }
 
-// at resolves the relative times against now (the broker's clock, which
-// stamped StoredAt) and checks that since comes before until.
+// at resolves the relative times against now and checks that since
+// comes before until.
 func (f filter) at(now time.Time) (dlstore.Filter, error) {
 	out := f.f
 	out.Since, out.Until = f.since.resolve(now), f.till.resolve(now)

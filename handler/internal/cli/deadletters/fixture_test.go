@@ -45,21 +45,9 @@ type fixture struct {
 	stdin    io.Reader
 	connects int
 	// noBroker makes the CLI's backend one without Service Bus, as when
-	// nothing names one (connect.Resolve); timeScale and devHost make it a
-	// development host's.
-	noBroker  bool
-	timeScale float64
-	devHost   bool
+	// nothing names one (connect.Resolve).
+	noBroker bool
 }
-
-// hostBroker is a broker with a clock of its own, as a development host's
-// (loopback) is.
-type hostBroker struct {
-	deadletter.Broker
-	clk *clock.ScaledClock
-}
-
-func (h hostBroker) Now(context.Context) (time.Time, error) { return h.clk.Now(), nil }
 
 // errNoServiceBus is what connect says when nothing names a Service Bus.
 var errNoServiceBus = fmt.Errorf("%w: pass --namespace, set ServiceBusConnection__fullyQualifiedNamespace, or start the development host with 'make run'", connect.ErrNoTarget)
@@ -109,13 +97,9 @@ func (f *fixture) run(args ...string) result {
 		StderrIsTerminal: func() bool { return false },
 		Connect: func(context.Context) (*Backend, error) {
 			f.connects++
-			b := &Backend{Broker: f.broker, Store: f.store, Orders: f.orders, Queues: f.q, Now: f.clk.Now, ReceiveWait: time.Millisecond,
-				TimeScale: f.timeScale, DevHost: f.devHost}
-			switch {
-			case f.noBroker:
+			b := &Backend{Broker: f.broker, Store: f.store, Orders: f.orders, Queues: f.q, Now: f.clk.Now, ReceiveWait: time.Millisecond}
+			if f.noBroker {
 				b.Broker, b.NoBroker = nil, errNoServiceBus
-			case f.devHost: // a development host's broker reads out its clock
-				b.Broker = hostBroker{f.broker, f.clk}
 			}
 			return b, nil
 		},

@@ -44,11 +44,6 @@ func (c *cli) stats(args []string) int {
 		return c.fail(err)
 	}
 	unreadable = s.serviceBusParts(unreadable)
-	if s.clockErr != nil { // said with the rest that could not be read, in one line
-		unreadable = append([]string{clockPart(s.clockErr)}, unreadable...)
-	} else if now, err := s.sw.Now(c.ctx); err == nil {
-		c.clockNote(s, now)
-	}
 	if *asJSON {
 		jsonLines(c.stdout, st)
 	} else if len(st) > 0 {
@@ -105,14 +100,12 @@ func (c *cli) checkFilter(ff *filterFlags, states []dlstore.State) (filter, int)
 	return f, -1
 }
 
-// resolve resolves f's relative times on the broker's clock (and says
-// which clock that is when it is not real time: clockNote).
+// resolve resolves f's relative times against the command's now.
 func (c *cli) resolve(s *session, f filter) (dlstore.Filter, int) {
 	now, err := s.sw.Now(c.ctx)
 	if err != nil {
 		return dlstore.Filter{}, c.fail(err)
 	}
-	c.clockNote(s, now)
 	out, err := f.at(now)
 	if err != nil {
 		return out, c.usage("%v", err)
@@ -278,13 +271,10 @@ type auditOut struct {
 }
 
 // event is one line of find: the order row, an entry (at the time it was
-// stored) or an audit entry. Clock is the clock At and the times within
-// are on: the order row's on the wall clock (the handler's), the store's
-// on the broker's on a development host.
+// stored) or an audit entry.
 type event struct {
 	Kind  string    `json:"kind"` // "order", "entry" or "audit"
 	At    time.Time `json:"at"`
-	Clock string    `json:"clock"` // "wall" or "broker"
 	Order *orderRow `json:"order,omitempty"`
 	Entry *entryOut `json:"entry,omitempty"`
 	Audit *auditOut `json:"audit,omitempty"`
@@ -312,9 +302,6 @@ func (c *cli) find(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	c.clockNoteOn(s, now, "the dead-letter and audit entries' times and ages are",
-		"; the order row's time is not: it is real time, the handler's (CLOCK wall)")
-	onStore := s.storeClock()
 	var events []event
 	var unreadable []string
 	noKey := contract.ValidateOrderID(*orderID) // the handler writes no row for such an id (too long)
@@ -330,7 +317,7 @@ func (c *cli) find(args []string) int {
 			unreadable = append(unreadable, "the order table ("+err.Error()+")")
 		default:
 			st := row.State
-			events = append(events, event{Kind: "order", At: st.UpdatedAt.UTC(), Clock: clockWall, Order: &orderRow{OrderID: row.OrderID,
+			events = append(events, event{Kind: "order", At: st.UpdatedAt.UTC(), Order: &orderRow{OrderID: row.OrderID,
 				Status: string(st.Status), LastSequence: st.LastSequence, OccurredAt: st.OccurredAt.UTC(), UpdatedAt: st.UpdatedAt.UTC()}})
 		}
 	}
@@ -340,16 +327,15 @@ func (c *cli) find(args []string) int {
 	}
 	for _, e := range rep.Entries {
 		eo := entryOf(e, now)
-		events = append(events, event{Kind: "entry", At: eo.StoredAt, Clock: onStore, Entry: &eo})
+		events = append(events, event{Kind: "entry", At: eo.StoredAt, Entry: &eo})
 	}
 	for _, a := range rep.History {
-		events = append(events, event{Kind: "audit", At: a.At.UTC(), Clock: onStore, Audit: &auditOut{EntryID: a.EntryID, N: a.N, Action: a.Action,
+		events = append(events, event{Kind: "audit", At: a.At.UTC(), Audit: &auditOut{EntryID: a.EntryID, N: a.N, Action: a.Action,
 			From: a.From, To: a.To, Actor: a.Actor, Source: a.Source, SequenceNumber: a.SequenceNumber, MessageID: a.MessageID,
 			Reason: a.Reason, NewMessageID: a.NewMessageID, Detail: a.Detail}})
 	}
-	// The order row first (its times are on another clock than the
-	// store's, on a development host), then the store's events in time
-	// order; at one instant the entry before its audit entries, and those
+	// The order row first (the handler's latest write), then the store's
+	// events in time order; at one instant the entry before its audit entries, and those
 	// by number.
 	rank := map[string]int{"order": 0, "entry": 1, "audit": 2}
 	slices.SortStableFunc(events, func(a, b event) int {
@@ -382,19 +368,19 @@ func (c *cli) find(args []string) int {
 		fmt.Fprintf(c.stdout, "order %s: no row in the order table\n", *orderID)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tCLOCK\tWHAT\tDETAIL")
+	fmt.Fprintln(tw, "TIME\tWHAT\tDETAIL")
 	for _, e := range events {
 		switch {
 		case e.Order != nil:
-			fmt.Fprintf(tw, "%s\t%s\torder row\tstatus %s, last sequence %d (occurred %s, on the producer's clock)\n", stamp(e.At), e.Clock,
+			fmt.Fprintf(tw, "%s\torder row\tstatus %s, last sequence %d (occurred %s, on the producer's clock)\n", stamp(e.At),
 				e.Order.Status, e.Order.LastSequence, stamp(e.Order.OccurredAt))
 		case e.Entry != nil:
 			x := e.Entry
-			fmt.Fprintf(tw, "%s\t%s\tdead letter %s\t%s seq %d, %s, %s: now %s, %s%s\n", stamp(e.At), e.Clock, x.ID, x.Source, x.SequenceNumber,
+			fmt.Fprintf(tw, "%s\tdead letter %s\t%s seq %d, %s, %s: now %s, %s%s\n", stamp(e.At), x.ID, x.Source, x.SequenceNumber,
 				x.MessageID, orDash(x.Reason), x.State, wording.Count(x.ReplayCount, "replay"), ifSet(", last as ", x.NewMessageID))
 		case e.Audit != nil:
 			x := e.Audit
-			fmt.Fprintf(tw, "%s\t%s\t%s by %s\t%s (%s -> %s)%s%s\n", stamp(e.At), e.Clock, x.Action, x.Actor, x.EntryID, orDash(string(x.From)), x.To,
+			fmt.Fprintf(tw, "%s\t%s by %s\t%s (%s -> %s)%s%s\n", stamp(e.At), x.Action, x.Actor, x.EntryID, orDash(string(x.From)), x.To,
 				ifSet(", as ", x.NewMessageID), ifSet(": ", shorten(x.Detail, 60)))
 		}
 	}

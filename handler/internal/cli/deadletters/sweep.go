@@ -51,9 +51,6 @@ func (c *cli) sweep(args []string) int {
 		}
 	}})
 	rep.Unreadable = s.serviceBusParts(rep.Unreadable)
-	if s.clockErr != nil { // a dry run's: said with the rest that could not be read
-		rep.Unreadable = append([]string{clockPart(s.clockErr)}, rep.Unreadable...)
-	}
 	if *asJSON {
 		jsonLines(c.stdout, rep.Items)
 		_ = json.NewEncoder(c.stdout).Encode(sweepSummary{RunID: rep.RunID, DryRun: rep.DryRun, Counts: rep.Counts, Stats: rep.Stats,

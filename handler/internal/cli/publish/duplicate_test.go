@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	pub "github.com/orderstatus/orderstatus/handler/publish"
 )
@@ -26,7 +27,7 @@ func TestTimeoutAfterTheHandlersOwnCheck(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := mb.Schedule(ctx, queue, own, time.Now().Add(contract.PaymentTimeout)); err != nil {
+	if _, err := mb.Schedule(ctx, queue, broker.Message(own), time.Now().Add(contract.PaymentTimeout)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -39,7 +40,7 @@ func TestTimeoutAfterTheHandlersOwnCheck(t *testing.T) {
 		t.Errorf("timeout's lines advise a cancel as if it must work:\n%s", r.stderr)
 	}
 	for _, want := range []string{
-		"handler publish cancel-timeout --sequence " + seq,
+		"orderstatus publish cancel-timeout --sequence " + seq,
 		"duplicate detection dropped this copy",
 		"the handler's own check stands",
 	} {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/brokerpub"
 	"github.com/orderstatus/orderstatus/handler/internal/connect"
 	"github.com/orderstatus/orderstatus/handler/internal/wording"
 	"github.com/orderstatus/orderstatus/handler/publish"
@@ -83,7 +84,7 @@ func (c *command) openOutbox(ctx context.Context, o outboxFlags, e env) (*outbox
 }
 
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
-	c := newCommand("relay", "usage: handler publish relay --table T [--once] [--interval 1s] [--batch 100] [--retention 168h] [--tables ACCOUNT] [--namespace NS]",
+	c := newCommand("relay", "usage: orderstatus publish relay --table T [--once] [--interval 1s] [--batch 100] [--retention 168h] [--tables ACCOUNT] [--namespace NS]",
 		`Relays a producer's transactional outbox (package handler/publish/outbox): sends
 the records its commits left pending, in Service Bus batches (status changes, each
 order's in sequence order), schedules the payment timeouts they ask for (recording
@@ -161,15 +162,15 @@ without, it runs until interrupted.`, stdout, stderr)
 
 // missingTable is the failure of a relay on a table that does not exist.
 func missingTable(table, where string) error {
-	return fmt.Errorf("table %s does not exist on %s: check --table (the producer's deployment creates its table; 'handler publish commit' creates one for trying)", table, where)
+	return fmt.Errorf("table %s does not exist on %s: check --table (the producer's deployment creates its table; 'orderstatus publish commit' creates one for trying)", table, where)
 }
 
 func runCommit(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
-	c := newCommand("commit", "usage: handler publish commit --table T --order ID [--status S --sequence N [--occurred-at T]] [--schedule-timeout [--created-sequence N] [--after 30m]] [--cancel-timeout] [--partition P] [--tables ACCOUNT]",
+	c := newCommand("commit", "usage: orderstatus publish commit --table T --order ID [--status S --sequence N [--occurred-at T]] [--schedule-timeout [--created-sequence N] [--after 30m]] [--cancel-timeout] [--partition P] [--tables ACCOUNT]",
 		`Commits outgoing messages into a producer's transactional outbox table, in one
 entity-group transaction in the order's partition, as outbox.Table.Commit does in
 the producer's own code (there with the producer's own rows in the same
-transaction). Nothing is sent: 'handler publish relay' (or the producer's relay)
+transaction). Nothing is sent: 'orderstatus publish relay' (or the producer's relay)
 sends them. It creates the table if it does not exist. For trying the outbox, and
 for an operator's correction that must follow the producer's earlier messages.`, stdout, stderr)
 	var o outboxFlags
@@ -269,11 +270,11 @@ for an operator's correction that must follow the producer's earlier messages.`,
 	if len(intents) == 1 {
 		them = "it"
 	}
-	fmt.Fprintf(stdout, "committed %s for order %s in table %s partition %s on %s; 'handler publish relay --table %s' sends %s\n",
+	fmt.Fprintf(stdout, "committed %s for order %s in table %s partition %s on %s; 'orderstatus publish relay --table %s' sends %s\n",
 		wording.Count(len(intents), "outgoing message"), orderID, o.table, partition, where, o.table, them)
 	return ExitOK
 }
 
 func publishOn(t *connect.Target) *publish.Publisher {
-	return publish.New(t.Broker, &publish.Options{Queue: t.Queue})
+	return publish.New(brokerpub.Sender(t.Broker), &publish.Options{Queue: t.Queue})
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
-	"github.com/orderstatus/orderstatus/handler/internal/devrun"
-	"github.com/orderstatus/orderstatus/handler/internal/testenv"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 )
 
 // devHostWithTables is devHost with make run's Azurite announced too.
@@ -91,12 +91,12 @@ func TestOutboxHelp(t *testing.T) {
 	_, e := devHost(t, clock.Real())
 	for _, args := range [][]string{{"relay", "--help"}, {"commit", "-h"}} {
 		r := runCLI(t, e, args...)
-		if r.code != ExitOK || !strings.HasPrefix(r.stdout, "usage: handler publish "+args[0]) || !strings.Contains(r.stdout, "-table") || r.stderr != "" {
+		if r.code != ExitOK || !strings.HasPrefix(r.stdout, "usage: orderstatus publish "+args[0]) || !strings.Contains(r.stdout, "-table") || r.stderr != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 0 and the usage with --table", args, r.code, r.stdout, r.stderr)
 		}
 	}
 	if r := runCLI(t, e, "--help"); !strings.Contains(r.stdout, "  relay ") || !strings.Contains(r.stdout, "  commit ") {
-		t.Errorf("handler publish --help does not list relay and commit:\n%s", r.stdout)
+		t.Errorf("orderstatus publish --help does not list relay and commit:\n%s", r.stdout)
 	}
 }
 
@@ -192,10 +192,10 @@ func TestOutboxDocCommands(t *testing.T) {
 	ran := 0
 	for _, l := range strings.Split(doc[i+len(start):j], "\n") {
 		l = strings.TrimSpace(l)
-		if !strings.HasPrefix(l, "bin/handler publish ") {
+		if !strings.HasPrefix(l, "bin/orderstatus publish ") {
 			continue
 		}
-		args := strings.Fields(strings.TrimPrefix(l, "bin/handler publish "))
+		args := strings.Fields(strings.TrimPrefix(l, "bin/orderstatus publish "))
 		for k := range args {
 			if k > 0 && args[k-1] == "--table" {
 				args[k] = table

@@ -1,4 +1,4 @@
-// Package publish is the `handler publish` command: the producers' three
+// Package publish is the `orderstatus publish` command: the producers' three
 // operations of the walkthrough (status, timeout, cancel-timeout) on the
 // command line, over the importable package handler/publish, and the
 // transactional outbox's relay and commit (relay, commit) over
@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/brokerpub"
 	"github.com/orderstatus/orderstatus/handler/internal/cli/clihelp"
 	"github.com/orderstatus/orderstatus/handler/internal/connect"
 	"github.com/orderstatus/orderstatus/handler/internal/wording"
@@ -38,7 +39,7 @@ const (
 	ExitUsage   = 2 // a bad subcommand, flag or input line: one line on stderr, nothing sent
 )
 
-const usage = `usage: handler publish <command> [flags]   (handler publish <command> --help for its flags)
+const usage = `usage: orderstatus publish <command> [flags]   (orderstatus publish <command> --help for its flags)
 
 Publishes the order-status contract's messages to the order-status queue, as
 the producers (Checkout, Payments, the warehouse, the carrier) do.
@@ -75,7 +76,7 @@ type env struct {
 	stdin  io.Reader           // --from -
 }
 
-// Main is the `handler publish` command; args are the arguments after
+// Main is the `orderstatus publish` command; args are the arguments after
 // "publish".
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return run(ctx, args, stdout, stderr, env{dir: ".", getenv: os.Getenv, now: time.Now, stdin: os.Stdin})
@@ -83,7 +84,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "handler publish: a command is required: status, timeout, cancel-timeout, relay, commit or wait (handler publish --help)")
+		fmt.Fprintln(stderr, "orderstatus publish: a command is required: status, timeout, cancel-timeout, relay, commit or wait (orderstatus publish --help)")
 		return ExitUsage
 	}
 	cmd, args := args[0], args[1:]
@@ -104,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) in
 	case "wait":
 		return runWait(ctx, args, stdout, stderr, e)
 	}
-	fmt.Fprintf(stderr, "handler publish: unknown command %q: want status, timeout, cancel-timeout, relay, commit or wait (handler publish --help)\n", cmd)
+	fmt.Fprintf(stderr, "orderstatus publish: unknown command %q: want status, timeout, cancel-timeout, relay, commit or wait (orderstatus publish --help)\n", cmd)
 	return ExitUsage
 }
 
@@ -127,7 +128,7 @@ func newCommand(name, usageLine, about string, stdout, stderr io.Writer) *comman
 // newLocalCommand is newCommand without --namespace, for a command that
 // does not talk to Service Bus.
 func newLocalCommand(name, usageLine, about string, stdout, stderr io.Writer) *command {
-	c := &command{name: "handler publish " + name, usage: usageLine, about: about, stdout: stdout, stderr: stderr,
+	c := &command{name: "orderstatus publish " + name, usage: usageLine, about: about, stdout: stdout, stderr: stderr,
 		exitCodes: "exit codes: 0 sent, 1 connecting or sending failed, 2 bad input (one line on stderr;\nnothing is sent).\n"}
 	c.fs = flag.NewFlagSet(c.name, flag.ContinueOnError)
 	c.fs.SetOutput(io.Discard)
@@ -174,7 +175,7 @@ func (c *command) connect(e env) (*publish.Publisher, *connect.Target, func(), e
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	p := publish.New(t.Broker, &publish.Options{Queue: t.Queue})
+	p := publish.New(brokerpub.Sender(t.Broker), &publish.Options{Queue: t.Queue})
 	closeFn := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -190,7 +191,7 @@ const (
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
 	c := newCommand("status",
-		"usage: handler publish status --order ID --status S --sequence N [--occurred-at T] | --from FILE [--wait] [--namespace NS]",
+		"usage: orderstatus publish status --order ID --status S --sequence N [--occurred-at T] | --from FILE [--wait] [--namespace NS]",
 		`Sends an OrderStatusChanged: SessionId = the order id, MessageId = <order>:<sequence>,
 Subject OrderStatusChanged, content type application/json, the body in the
 contract's camelCase JSON. With --from, sends every line of a JSON Lines file
@@ -461,7 +462,7 @@ func statusFromFile(ctx context.Context, c *command, from string, e env) int {
 func changesN(n int) string { return wording.Count(n, "status change") }
 
 func runTimeout(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
-	c := newCommand("timeout", "usage: handler publish timeout --order ID [--created N] [--after 30m] [--namespace NS]",
+	c := newCommand("timeout", "usage: orderstatus publish timeout --order ID [--created N] [--after 30m] [--namespace NS]",
 		`Schedules the PaymentTimeoutCheck of the order's Created of sequence --created
 (MessageId <order>:payment-timeout-<N>) in its session, --after from now on the
 broker's clock (on the development host, its scaled clock). When it arrives, the
@@ -519,7 +520,7 @@ cancel-timeout finds nothing to cancel.`, stdout, stderr)
 	// Sender.ScheduleMessages returns what the broker's schedule-message
 	// operation returns, with no per-message outcome), so this cannot say
 	// which happened.
-	fmt.Fprintf(stderr, "to cancel it: handler publish cancel-timeout --sequence %d; but if the handler scheduled this Created's check "+
+	fmt.Fprintf(stderr, "to cancel it: orderstatus publish cancel-timeout --sequence %d; but if the handler scheduled this Created's check "+
 		"(it does, with this MessageId, when it applies that Created) within the queue's duplicate-detection window, "+
 		"duplicate detection dropped this copy and Service Bus still gave it a sequence number, so nothing here can tell: "+
 		"the handler's own check stands, and that cancel finds nothing to cancel\n",
@@ -528,8 +529,8 @@ cancel-timeout finds nothing to cancel.`, stdout, stderr)
 }
 
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
-	c := newCommand("cancel-timeout", "usage: handler publish cancel-timeout --sequence N [--namespace NS]",
-		`Cancels a scheduled PaymentTimeoutCheck by the sequence number 'handler publish
+	c := newCommand("cancel-timeout", "usage: orderstatus publish cancel-timeout --sequence N [--namespace NS]",
+		`Cancels a scheduled PaymentTimeoutCheck by the sequence number 'orderstatus publish
 timeout' printed: that Created's check, not another Created's of the order. If
 there is none, it says so and exits 0: the check was delivered or cancelled
 already, or duplicate detection dropped that copy because the handler had

@@ -14,7 +14,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
-	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devrun"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	publishpkg "github.com/orderstatus/orderstatus/handler/publish"
 )
@@ -165,7 +165,7 @@ func TestHelp(t *testing.T) {
 	_, e := devHost(t, clock.Real())
 	for _, args := range [][]string{{"--help"}, {"help"}, {"status", "--help"}, {"timeout", "-h"}, {"cancel-timeout", "--help"}, {"wait", "--help"}} {
 		r := runCLI(t, e, args...)
-		if r.code != ExitOK || !strings.HasPrefix(r.stdout, "usage: handler publish") || r.stderr != "" {
+		if r.code != ExitOK || !strings.HasPrefix(r.stdout, "usage: orderstatus publish") || r.stderr != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 0 and the usage on stdout", args, r.code, r.stdout, r.stderr)
 		}
 	}
@@ -183,7 +183,7 @@ func TestCommandsAgainstDevHost(t *testing.T) {
 		t.Fatalf("status: %+v", r)
 	}
 	r = runCLI(t, e, "timeout", "--order", "o-1")
-	if r.code != ExitOK || !regexp.MustCompile(`^\d+\n$`).MatchString(r.stdout) || !strings.Contains(r.stderr, "to cancel it: handler publish cancel-timeout --sequence "+strings.TrimSpace(r.stdout)+";") {
+	if r.code != ExitOK || !regexp.MustCompile(`^\d+\n$`).MatchString(r.stdout) || !strings.Contains(r.stderr, "to cancel it: orderstatus publish cancel-timeout --sequence "+strings.TrimSpace(r.stdout)+";") {
 		t.Fatalf("timeout: %+v; want the sequence number alone on stdout", r)
 	}
 	seq := strings.TrimSpace(r.stdout)

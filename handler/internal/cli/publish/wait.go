@@ -229,7 +229,7 @@ func waitAndReport(ctx context.Context, c *command, w *waiter, changes []contrac
 	if ctx.Err() != nil {
 		why = "interrupted before it was applied"
 	}
-	fmt.Fprintf(c.stderr, "%s: sent, but %s: %s%s; it may be queued still, or parked (handler deadletters list --source poison)\n",
+	fmt.Fprintf(c.stderr, "%s: sent, but %s: %s%s; it may be queued still, or parked (orderstatus deadletters list --source poison)\n",
 		c.name, why, strings.Join(late, ", "), more)
 	return ExitFailure
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
-	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devrun"
 )
 
 // fakeGetOrder is GetOrder on 127.0.0.1: an order is not found until the
@@ -189,7 +189,7 @@ func TestStatusWaitBadInput(t *testing.T) {
 	}
 }
 
-// TestWaitCommand: `handler publish wait` polls GetOrder until the order
+// TestWaitCommand: `orderstatus publish wait` polls GetOrder until the order
 // shows the sequence, the status, or both asked for (exit 0, one line on
 // stdout), or says in one line on stderr what it saw last (exit 1). It
 // sends nothing.
@@ -218,13 +218,13 @@ func TestWaitCommand(t *testing.T) {
 			"reached: order w-4 shows Paid at sequence 2 (GetOrder), waited for sequence 2 or later and status Paid\n", 1},
 		{"both: the status alone is not enough", func() { f.set("w-5", "Paid", 1) },
 			[]string{"--order", "w-5", "--status", "Paid", "--sequence", "2", "--timeout", "300ms"}, ExitFailure,
-			"handler publish wait: order w-5 did not reach sequence 2 or later and status Paid within --timeout 300ms: GetOrder says Paid at sequence 1\n", 2},
+			"orderstatus publish wait: order w-5 did not reach sequence 2 or later and status Paid within --timeout 300ms: GetOrder says Paid at sequence 1\n", 2},
 		{"the status never comes: exit 1 with what it saw", func() { f.set("w-6", "Created", 1) },
 			[]string{"--order", "w-6", "--status", "Cancelled", "--timeout", "300ms"}, ExitFailure,
-			"handler publish wait: order w-6 did not reach status Cancelled within --timeout 300ms: GetOrder says Created at sequence 1\n", 2},
+			"orderstatus publish wait: order w-6 did not reach status Cancelled within --timeout 300ms: GetOrder says Created at sequence 1\n", 2},
 		{"an order GetOrder does not know", func() {},
 			[]string{"--order", "w-7", "--sequence", "1", "--timeout", "300ms"}, ExitFailure,
-			"handler publish wait: order w-7 did not reach sequence 1 or later within --timeout 300ms: GetOrder says not found\n", 2},
+			"orderstatus publish wait: order w-7 did not reach sequence 1 or later within --timeout 300ms: GetOrder says not found\n", 2},
 		{"--get-order-url is used as given", func() { f.set("w-8", "Paid", 2) },
 			[]string{"--order", "w-8", "--sequence", "2", "--get-order-url", f.srv.URL + "/api/orders/{orderId}?code=k"}, ExitOK,
 			"reached: order w-8 shows Paid at sequence 2 (GetOrder), waited for sequence 2 or later\n", 1},
@@ -255,7 +255,7 @@ func TestWaitCommand(t *testing.T) {
 		defer cancel()
 		var out, errOut strings.Builder
 		code := run(ctx, []string{"wait", "--order", "w-9", "--status", "Cancelled"}, &out, &errOut, e)
-		if want := "handler publish wait: interrupted before order w-9 reached status Cancelled: GetOrder says Created at sequence 1\n"; code != ExitFailure || errOut.String() != want || out.Len() != 0 {
+		if want := "orderstatus publish wait: interrupted before order w-9 reached status Cancelled: GetOrder says Created at sequence 1\n"; code != ExitFailure || errOut.String() != want || out.Len() != 0 {
 			t.Errorf("exit %d, stdout %q, stderr %q; want %d and %q", code, out.String(), errOut.String(), ExitFailure, want)
 		}
 	})

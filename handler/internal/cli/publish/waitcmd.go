@@ -10,17 +10,17 @@ import (
 	"strings"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
-	"github.com/orderstatus/orderstatus/handler/internal/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devrun"
 )
 
-// runWait is `handler publish wait`: status --wait's polling on its own,
+// runWait is `orderstatus publish wait`: status --wait's polling on its own,
 // for a change that no publish of the caller's sends (a payment timeout
 // firing, a relay's send). It sends nothing. Exit 0 once GetOrder shows
 // the order there; 1 when it does not within --timeout (or on an
 // interrupt), with one line on stderr saying what GetOrder showed last; 2
 // on bad flags or when there is no GetOrder to ask.
 func runWait(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
-	c := newLocalCommand("wait", "usage: handler publish wait --order ID (--sequence N | --status S) [--timeout 30s] [--get-order-url URL]",
+	c := newLocalCommand("wait", "usage: orderstatus publish wait --order ID (--sequence N | --status S) [--timeout 30s] [--get-order-url URL]",
 		`Waits until GetOrder shows the order at --sequence N or a later one, or in
 --status S (given both, it waits for both), polling every 100 ms for at most
 --timeout. For what no publish of yours waits on: a payment timeout firing (wait

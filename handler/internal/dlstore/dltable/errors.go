@@ -14,7 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
-	"github.com/orderstatus/orderstatus/handler/internal/tableerr"
+	"github.com/orderstatus/orderstatus/handler/tableerr"
 )
 
 // ErrStorage is matched by failures that are no dlstore sentinel nor the

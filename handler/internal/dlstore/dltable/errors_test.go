@@ -15,9 +15,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"github.com/orderstatus/orderstatus/handler/internal/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/freeport"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
-	"github.com/orderstatus/orderstatus/handler/internal/freeport"
 )
 
 // quick retries once, at once, within a short call timeout.

@@ -13,8 +13,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
-	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
 
 func TestOrderKey(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/internal/store"
-	"github.com/orderstatus/orderstatus/handler/internal/tableerr"
+	"github.com/orderstatus/orderstatus/handler/tableerr"
 )
 
 // classified is an SDK error sorted into a store sentinel (kind). It

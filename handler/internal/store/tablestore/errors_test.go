@@ -18,8 +18,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"github.com/orderstatus/orderstatus/handler/internal/azurite"
-	"github.com/orderstatus/orderstatus/handler/internal/freeport"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/freeport"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orderstatus/orderstatus/handler/internal/azurite"
-	"github.com/orderstatus/orderstatus/handler/internal/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/azurite"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
 	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
-	"github.com/orderstatus/orderstatus/handler/internal/testenv"
 )
 
 // TestLostAnswerSettlesAsDuplicate loses the answer to a conditional write

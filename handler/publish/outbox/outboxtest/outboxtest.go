@@ -22,6 +22,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/brokerpub"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/publish"
 	"github.com/orderstatus/orderstatus/handler/publish/outbox"
@@ -80,7 +81,8 @@ const queue = "order-status"
 
 // bus is the in-memory Service Bus the relays send to.
 type bus struct {
-	mb *membroker.Broker
+	mb  *membroker.Broker
+	pub publish.Sender // mb, as the publisher's Sender
 }
 
 func newBus(t *testing.T) *bus {
@@ -94,7 +96,7 @@ func newBus(t *testing.T) *bus {
 	if err := mb.CreateQueue(queue, o); err != nil {
 		t.Fatal(err)
 	}
-	return &bus{mb: mb}
+	return &bus{mb: mb, pub: brokerpub.Sender(mb)}
 }
 
 // messages returns the queue's messages (visible and scheduled) in the
@@ -252,7 +254,7 @@ func testFailedCommit(t *testing.T, f Factory) {
 	if n, err := a.Own(ctx(t), "o-1"); err != nil || n != 0 {
 		t.Errorf("own rows after a failed commit: %d, %v; want 0", n, err)
 	}
-	res := pass(t, relay(a.Store, b.mb, nil))
+	res := pass(t, relay(a.Store, b.pub, nil))
 	if res.Read != 0 || len(b.messages(t)) != 0 {
 		t.Errorf("relay after a failed commit: %+v, broker %v; want nothing read or sent", res, b.ids(t))
 	}
@@ -261,7 +263,7 @@ func testFailedCommit(t *testing.T, f Factory) {
 	}
 	// The same intents commit afterwards: the failed commit left no trace.
 	commit(t, a, "o-1", status("o-1", contract.Created, 1), outbox.ScheduleTimeout("o-1", 30*time.Minute))
-	pass(t, relay(a.Store, b.mb, nil))
+	pass(t, relay(a.Store, b.pub, nil))
 	if got := b.ids(t); !slices.Equal(got, []string{"o-1:1", "o-1:payment-timeout-1"}) {
 		t.Errorf("broker %v, want o-1:1 and o-1:payment-timeout-1", got)
 	}
@@ -315,7 +317,7 @@ func testCheckPerCreated(t *testing.T, f Factory) {
 	if err := b.Commit(ctx(t), "o-1", false, outbox.ScheduleTimeoutFor("o-1", 3, 30*time.Minute)); !errors.Is(err, outbox.ErrConflict) {
 		t.Errorf("the second Created's check again: %v, want ErrConflict", err)
 	}
-	pass(t, relay(a.Store, bus.mb, nil))
+	pass(t, relay(a.Store, bus.pub, nil))
 	s := bus.scheduled(t)
 	if len(s) != 2 || s[0].MessageID != contract.TimeoutMessageID("o-1", 1) || s[1].MessageID != contract.TimeoutMessageID("o-1", 3) {
 		t.Fatalf("scheduled %v, want a check per Created", s)
@@ -328,7 +330,7 @@ func testCheckPerCreated(t *testing.T, f Factory) {
 		t.Errorf("Timeouts of an order whose ID is a prefix: %+v, want none", ts)
 	}
 	commit(t, a, "o-1", status("o-1", contract.Paid, 4), outbox.CancelTimeout("o-1"))
-	if res := pass(t, relay(b.Store, bus.mb, nil)); res.Cancelled != 1 {
+	if res := pass(t, relay(b.Store, bus.pub, nil)); res.Cancelled != 1 {
 		t.Errorf("cancel pass %+v, want the cancel done", res)
 	}
 	if s := bus.scheduled(t); len(s) != 0 {
@@ -342,7 +344,7 @@ func testCrashAfterCommit(t *testing.T, f Factory) {
 	commit(t, a, "o-1", status("o-1", contract.Created, 1), outbox.ScheduleTimeout("o-1", 30*time.Minute))
 	// The producer process dies here; a relay elsewhere (another
 	// client) finds the records and sends them.
-	res := pass(t, relay(b.Store, bus.mb, nil))
+	res := pass(t, relay(b.Store, bus.pub, nil))
 	if res.Sent != 1 || res.Scheduled != 1 {
 		t.Errorf("pass %+v, want 1 sent and 1 scheduled", res)
 	}
@@ -384,7 +386,7 @@ func testCrashAfterSend(t *testing.T, f Factory) {
 	commit(t, a, "o-2", status("o-2", contract.Created, 1), status("o-2", contract.Paid, 2))
 	crashing := &failingMarks{Store: a.Store}
 	crashing.fail.Store(true)
-	if _, err := relay(crashing, bus.mb, nil).Pass(ctx(t)); !errors.Is(err, errCrash) {
+	if _, err := relay(crashing, bus.pub, nil).Pass(ctx(t)); !errors.Is(err, errCrash) {
 		t.Fatalf("pass with failing marks: %v, want the crash", err)
 	}
 	sent := bus.ids(t)
@@ -396,7 +398,7 @@ func testCrashAfterSend(t *testing.T, f Factory) {
 	}
 	// A new relay sends them again, with the same MessageIds: duplicate
 	// detection drops every one.
-	res := pass(t, relay(a.Store, bus.mb, nil))
+	res := pass(t, relay(a.Store, bus.pub, nil))
 	if res.Sent != 3 {
 		t.Errorf("second pass %+v, want 3 sent again", res)
 	}
@@ -417,10 +419,10 @@ func testCrashAfterSchedule(t *testing.T, f Factory) {
 	commit(t, a, "o-1", outbox.ScheduleTimeout("o-1", 30*time.Minute))
 	crashing := &failingMarks{Store: a.Store}
 	crashing.fail.Store(true)
-	if _, err := relay(crashing, bus.mb, nil).Pass(ctx(t)); !errors.Is(err, errCrash) {
+	if _, err := relay(crashing, bus.pub, nil).Pass(ctx(t)); !errors.Is(err, errCrash) {
 		t.Fatalf("pass with failing marks: %v, want the crash", err)
 	}
-	pass(t, relay(a.Store, bus.mb, nil))
+	pass(t, relay(a.Store, bus.pub, nil))
 	// One live scheduled check: the second schedule was a duplicate.
 	if s := bus.scheduled(t); len(s) != 1 || s[0].MessageID != "o-1:payment-timeout" {
 		t.Fatalf("scheduled %v, want one o-1:payment-timeout", s)
@@ -434,7 +436,7 @@ func testCrashAfterSchedule(t *testing.T, f Factory) {
 	// re-reads the order and changes nothing if it is paid. The cancel
 	// record is done either way, never stuck.
 	commit(t, b, "o-1", status("o-1", contract.Paid, 2), outbox.CancelTimeout("o-1"))
-	res := pass(t, relay(b.Store, bus.mb, nil))
+	res := pass(t, relay(b.Store, bus.pub, nil))
 	if res.Cancelled != 1 || len(pending(t, a.Store)) != 0 {
 		t.Errorf("cancel pass %+v, pending %v; want the cancel done", res, pending(t, a.Store))
 	}
@@ -451,7 +453,7 @@ func testOrdering(t *testing.T, f Factory) {
 	commit(t, a, "o-1", status("o-1", contract.Shipped, 3), status("o-1", contract.Paid, 2))
 	commit(t, a, "o-2", status("o-2", contract.Paid, 2), status("o-2", contract.Shipped, 3), status("o-2", contract.Delivered, 4))
 	commit(t, a, "o-1", status("o-1", contract.Delivered, 4))
-	r := outbox.NewRelay(a.Store, publish.New(bus.mb, &publish.Options{Queue: queue, BatchSize: 3}), &outbox.RelayOptions{BatchSize: 2})
+	r := outbox.NewRelay(a.Store, publish.New(bus.pub, &publish.Options{Queue: queue, BatchSize: 3}), &outbox.RelayOptions{BatchSize: 2})
 	drain(t, r, a.Store)
 	byOrder := map[string][]string{}
 	for _, m := range bus.messages(t) {
@@ -469,7 +471,7 @@ func testScheduleCancelTwoProducers(t *testing.T, f Factory) {
 	checkout, payments := f(t)
 	bus := newBus(t)
 	commit(t, checkout, "o-1", status("o-1", contract.Created, 1), outbox.ScheduleTimeout("o-1", 30*time.Minute))
-	pass(t, relay(checkout.Store, bus.mb, nil))
+	pass(t, relay(checkout.Store, bus.pub, nil))
 	if s := bus.scheduled(t); len(s) != 1 {
 		t.Fatalf("scheduled %v, want the timeout", s)
 	}
@@ -477,7 +479,7 @@ func testScheduleCancelTwoProducers(t *testing.T, f Factory) {
 	// only the order: its cancel finds the number Checkout's relay
 	// recorded.
 	commit(t, payments, "o-1", status("o-1", contract.Paid, 2), outbox.CancelTimeout("o-1"))
-	res := pass(t, relay(payments.Store, bus.mb, nil))
+	res := pass(t, relay(payments.Store, bus.pub, nil))
 	if res.Sent != 1 || res.Cancelled != 1 {
 		t.Errorf("payments' pass %+v, want 1 sent and 1 cancelled", res)
 	}
@@ -499,7 +501,7 @@ func testTimeoutNamesItsCreated(t *testing.T, f Factory) {
 	commit(t, a, "o-1", status("o-1", contract.Created, 3), outbox.ScheduleTimeout("o-1", 30*time.Minute))
 	commit(t, a, "o-2", outbox.ScheduleTimeoutFor("o-2", 2, 30*time.Minute))
 	commit(t, a, "o-3", outbox.ScheduleTimeout("o-3", 30*time.Minute))
-	pass(t, relay(a.Store, bus.mb, nil))
+	pass(t, relay(a.Store, bus.pub, nil))
 	want := map[string]int64{"o-1": 3, "o-2": 2, "o-3": 0}
 	s := bus.scheduled(t)
 	if len(s) != len(want) {
@@ -523,13 +525,13 @@ func testLongestOrderID(t *testing.T, f Factory) {
 	checkout, payments := f(t)
 	bus := newBus(t)
 	commit(t, checkout, order, status(order, contract.Created, 1), outbox.ScheduleTimeout(order, 30*time.Minute))
-	pass(t, relay(checkout.Store, bus.mb, nil))
+	pass(t, relay(checkout.Store, bus.pub, nil))
 	s := bus.scheduled(t)
 	if len(s) != 1 || s[0].MessageID != contract.TimeoutMessageID(order, 1) {
 		t.Fatalf("scheduled %v, want the timeout, MessageId %s", s, contract.TimeoutMessageID(order, 1))
 	}
 	commit(t, payments, order, status(order, contract.Paid, 2), outbox.CancelTimeout(order))
-	if res := pass(t, relay(payments.Store, bus.mb, nil)); res.Sent != 1 || res.Cancelled != 1 {
+	if res := pass(t, relay(payments.Store, bus.pub, nil)); res.Sent != 1 || res.Cancelled != 1 {
 		t.Errorf("payments' pass %+v, want 1 sent and 1 cancelled", res)
 	}
 	want := []string{contract.StatusMessageID(order, 1), contract.StatusMessageID(order, 2)}
@@ -551,14 +553,14 @@ func testCancelWaits(t *testing.T, f Factory) {
 	commit(t, b, "o-1", status("o-1", contract.Paid, 2), outbox.CancelTimeout("o-1"))
 	// A relay that meets the cancel before the schedule is sent (here:
 	// one that does not see schedule records) leaves the cancel pending.
-	res := pass(t, relay(&pendingTimeout{Store: b.Store}, bus.mb, nil))
+	res := pass(t, relay(&pendingTimeout{Store: b.Store}, bus.pub, nil))
 	if res.Waiting != 1 || res.Cancelled != 0 || res.Sent != 2 {
 		t.Errorf("pass before the schedule is sent: %+v, want 2 sent and the cancel waiting", res)
 	}
 	if got := len(pending(t, a.Store)); got != 2 {
 		t.Errorf("pending %d, want the schedule and the cancel", got)
 	}
-	drain(t, relay(b.Store, bus.mb, nil), b.Store)
+	drain(t, relay(b.Store, bus.pub, nil), b.Store)
 	if s := bus.scheduled(t); len(s) != 0 {
 		t.Errorf("scheduled after the cancel: %v, want none", s)
 	}
@@ -583,7 +585,7 @@ func testCancelWithoutSchedule(t *testing.T, f Factory) {
 	a, _ := f(t)
 	bus := newBus(t)
 	commit(t, a, "o-1", outbox.CancelTimeout("o-1"))
-	res := pass(t, relay(a.Store, bus.mb, nil))
+	res := pass(t, relay(a.Store, bus.pub, nil))
 	if res.Cancelled != 1 || len(pending(t, a.Store)) != 0 || len(bus.messages(t)) != 0 {
 		t.Errorf("cancel of a timeout never scheduled: %+v, pending %v, broker %v; want it done, nothing sent",
 			res, pending(t, a.Store), bus.ids(t))
@@ -640,7 +642,7 @@ func testKilledMidBatch(t *testing.T, f Factory) {
 		want = append(want, o+":1", o+":2", o+":3")
 	}
 	kctx, cancel := context.WithCancel(ctx(t))
-	k := &killer{Sender: bus.mb, kill: 2, cancel: cancel}
+	k := &killer{Sender: bus.pub, kill: 2, cancel: cancel}
 	// Batches of 10 messages: the kill comes after 20 of 36 were sent.
 	_, err := relay(a.Store, k, nil).Pass(kctx)
 	if err == nil {
@@ -653,7 +655,7 @@ func testKilledMidBatch(t *testing.T, f Factory) {
 	if left := len(pending(t, a.Store)); left != 3*orders {
 		t.Errorf("pending after the kill: %d, want all %d (the dead relay marked nothing)", left, 3*orders)
 	}
-	drain(t, relay(a.Store, bus.mb, nil), a.Store)
+	drain(t, relay(a.Store, bus.pub, nil), a.Store)
 	got := bus.ids(t)
 	if slices.Sort(got); !slices.Equal(got, sortedCopy(want)) {
 		t.Errorf("broker after the restart has %d messages %v, want each of the %d once", len(got), got, len(want))
@@ -694,7 +696,7 @@ func testParked(t *testing.T, f Factory) {
 	bus := newBus(t)
 	commit(t, a, "o-1", status("o-1", contract.Created, 1), status("o-1", contract.Paid, 2))
 	commit(t, a, "o-2", status("o-2", contract.Created, 1))
-	res := pass(t, relay(a.Store, &refusing{Sender: bus.mb, id: "o-1:2"}, nil))
+	res := pass(t, relay(a.Store, &refusing{Sender: bus.pub, id: "o-1:2"}, nil))
 	if res.Parked != 1 || res.Sent != 2 {
 		t.Errorf("pass %+v, want 2 sent, 1 parked", res)
 	}
@@ -704,7 +706,7 @@ func testParked(t *testing.T, f Factory) {
 	if got := pending(t, a.Store); len(got) != 0 {
 		t.Errorf("pending %+v, want none (the refused one parked)", got)
 	}
-	if res := pass(t, relay(a.Store, bus.mb, nil)); res.Read != 0 {
+	if res := pass(t, relay(a.Store, bus.pub, nil)); res.Read != 0 {
 		t.Errorf("a later pass read %d records, want the parked one left alone", res.Read)
 	}
 }
@@ -715,13 +717,13 @@ func testPurge(t *testing.T, f Factory) {
 	commit(t, a, "o-1", status("o-1", contract.Created, 1), outbox.ScheduleTimeout("o-1", 30*time.Minute))
 	commit(t, a, "o-2", status("o-2", contract.Created, 1))
 	commit(t, a, "o-3", status("o-3", contract.Created, 1))
-	pass(t, relay(a.Store, bus.mb, nil))                 // sends all three partitions
+	pass(t, relay(a.Store, bus.pub, nil))                // sends all three partitions
 	commit(t, a, "o-2", status("o-2", contract.Paid, 2)) // pending: must stay
 	if got, err := a.Store.Purge(ctx(t), time.Now().Add(-time.Hour), 100); err != nil || got != 0 {
 		t.Errorf("purge of records sent before an hour ago: %d, %v; want 0 (all are newer)", got, err)
 	}
 	now := time.Now()
-	r := outbox.NewRelay(a.Store, publish.New(bus.mb, &publish.Options{Queue: queue}),
+	r := outbox.NewRelay(a.Store, publish.New(bus.pub, &publish.Options{Queue: queue}),
 		&outbox.RelayOptions{Retention: time.Hour, BatchSize: 2, Now: func() time.Time { return now.Add(2 * time.Hour) }})
 	n, err := r.Purge(ctx(t))
 	if err != nil || n != 4 {
@@ -813,7 +815,7 @@ func testConcurrentCommits(t *testing.T, f Factory) {
 	if n, _ := a.Own(ctx(t), "o-1"); n != 2*each {
 		t.Errorf("own rows %d, want %d", n, 2*each)
 	}
-	drain(t, relay(a.Store, bus.mb, nil), a.Store)
+	drain(t, relay(a.Store, bus.pub, nil), a.Store)
 	if n := len(bus.ids(t)); n != 2*each {
 		t.Errorf("broker has %d messages, want %d", n, 2*each)
 	}

@@ -1,0 +1,304 @@
+// Package azurite starts and stops Azurite's Table service (the npm package
+// the Makefile installs into tools/node_modules) on 127.0.0.1, for tests and
+// for the development host. It owns nothing else.
+package azurite
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/freeport"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// AccountName and AccountKey are Azurite's well-known development account
+// (published in Azurite's README; not a secret).
+const (
+	AccountName = "devstoreaccount1"
+	AccountKey  = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+// ConnectionString returns the connection string for an Azurite Table
+// service at host:port.
+func ConnectionString(hostPort string) string {
+	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;TableEndpoint=http://%s/%s;",
+		AccountName, AccountKey, hostPort, AccountName)
+}
+
+// Server is a running azurite-table process.
+type Server struct {
+	// Addr is host:port on 127.0.0.1.
+	Addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+	once sync.Once
+	err  error
+}
+
+// ConnectionString returns the connection string for this server.
+func (s *Server) ConnectionString() string { return ConnectionString(s.Addr) }
+
+// Options tune Start. The zero value is usable.
+type Options struct {
+	// Binary is the azurite-table executable; empty means Find().
+	Binary string
+	// Port is the TCP port; 0 picks a free one.
+	Port int
+	// Log receives the process output; nil discards it.
+	Log io.Writer
+	// StartTimeout bounds the wait for readiness (default 30 s).
+	StartTimeout time.Duration
+}
+
+// ErrNotInstalled is returned by Find and FindFrom when no azurite-table
+// binary exists.
+var ErrNotInstalled = errors.New("azurite: azurite-table not installed (run 'make tools')")
+
+// EnvBinary names an azurite-table executable that Find and FindFrom
+// return without searching.
+const EnvBinary = "AZURITE_TABLE_BIN"
+
+// binInTools is where 'make tools' installs azurite-table, relative to the
+// repository root.
+var binInTools = filepath.Join("tools", "node_modules", ".bin", "azurite-table")
+
+// Find returns the azurite-table executable: $AZURITE_TABLE_BIN if set, else
+// tools/node_modules/.bin/azurite-table in the nearest directory upward from
+// the working directory that has go.mod.
+func Find() (string, error) {
+	if p := os.Getenv(EnvBinary); p != "" {
+		return p, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			p := filepath.Join(dir, binInTools)
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+			return "", ErrNotInstalled
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", ErrNotInstalled
+		}
+		dir = parent
+	}
+}
+
+// FindFrom returns the azurite-table executable for a program that may run
+// outside the repository: $AZURITE_TABLE_BIN if set; else
+// tools/node_modules/.bin/azurite-table in each of dirs or any directory
+// above it, trying dirs in order and, within one, the nearest directory
+// first; else azurite-table on the PATH. The error wraps ErrNotInstalled
+// and names the directories searched.
+func FindFrom(dirs ...string) (string, error) {
+	if p := os.Getenv(EnvBinary); p != "" {
+		return p, nil
+	}
+	p, searched := searchUp(dirs, func(dir string) (string, bool) {
+		p := filepath.Join(dir, binInTools)
+		return p, isFile(p)
+	})
+	if p != "" {
+		return p, nil
+	}
+	if p, err := exec.LookPath("azurite-table"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: no %s in or above %s, none on the PATH, and %s is not set",
+		ErrNotInstalled, binInTools, strings.Join(searched, ", "), EnvBinary)
+}
+
+// searchUp calls found for each of dirs (made absolute) and every
+// directory above it, each directory once, the nearest first and dirs in
+// order, and returns the first result found accepts; "" when none does.
+// searched lists the absolute starting directories.
+func searchUp(dirs []string, found func(dir string) (string, bool)) (result string, searched []string) {
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		dir, err := filepath.Abs(d)
+		if err != nil {
+			continue
+		}
+		searched = append(searched, dir)
+		for !seen[dir] {
+			seen[dir] = true
+			if r, ok := found(dir); ok {
+				return r, searched
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	return "", searched
+}
+
+// Start launches azurite-table with in-memory persistence on 127.0.0.1 and
+// waits until it answers HTTP. Stop it with Stop.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	bin := opts.Binary
+	if bin == "" {
+		var err error
+		if bin, err = Find(); err != nil {
+			return nil, err
+		}
+	}
+	timeout := opts.StartTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	for attempt := 0; ; attempt++ {
+		port := opts.Port
+		if port == 0 {
+			p, err := freeport.Pick()
+			if err != nil {
+				return nil, fmt.Errorf("azurite: free port: %w", err)
+			}
+			port = p
+		}
+		s, err := start(ctx, bin, port, opts.Log, timeout)
+		if err == nil || opts.Port != 0 || attempt >= 2 {
+			return s, err
+		}
+	}
+}
+
+func start(ctx context.Context, bin string, port int, logw io.Writer, timeout time.Duration) (*Server, error) {
+	cmd := exec.Command(bin, "--tableHost", "127.0.0.1", "--tablePort", fmt.Sprint(port),
+		"--inMemoryPersistence", "--skipApiVersionCheck", "--disableProductStyleUrl", "--silent")
+	cmd.SysProcAttr = sysProcAttr()
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, done: make(chan struct{})}
+	// The process is started and waited for on one goroutine locked to its
+	// OS thread for the process's whole life: on Linux the parent-death
+	// signal (see sysProcAttr) fires when the thread that started the
+	// process exits, and the Go runtime may end an unlocked thread at any
+	// time. The goroutine never unlocks, so its thread ends with it, after
+	// the process exited.
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		s.err = cmd.Wait()
+		pw.Close()
+		close(s.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("azurite: start %s: %w", bin, err)
+	}
+	var tail lineTail
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			tail.add(sc.Text())
+			if logw != nil {
+				fmt.Fprintln(logw, sc.Text())
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: time.Second}
+	for {
+		resp, err := client.Get("http://" + s.Addr + "/" + AccountName + "/Tables")
+		if err == nil {
+			resp.Body.Close()
+			// Only Azurite's own answer counts: between FreePort and the
+			// bind another process (a test's server) may take the port,
+			// and its answer would pass for ours while Azurite exits.
+			if strings.HasPrefix(resp.Header.Get("Server"), "Azurite-Table") {
+				return s, nil
+			}
+			err = fmt.Errorf("%s answered as %q, not Azurite", s.Addr, resp.Header.Get("Server"))
+		}
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("azurite: exited before answering on %s: %v: %s", s.Addr, s.err, tail.String())
+		case <-ctx.Done():
+			s.Stop()
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return nil, fmt.Errorf("azurite: no answer on %s within %s: %s", s.Addr, timeout, tail.String())
+		}
+	}
+}
+
+// Stop ends the process group and waits for it. Safe to call more than once.
+func (s *Server) Stop() {
+	s.once.Do(func() {
+		if s.cmd.Process != nil {
+			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
+			select {
+			case <-s.done:
+			case <-time.After(5 * time.Second):
+				_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+				<-s.done
+			}
+		}
+	})
+}
+
+// Done is closed when the process has exited.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err returns how the process ended (the exec.Cmd.Wait error; nil for
+// exit status 0) once Done is closed, and nil before.
+func (s *Server) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// PID returns the process id.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
+type lineTail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (t *lineTail) add(l string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, l)
+	if len(t.lines) > 10 {
+		t.lines = t.lines[1:]
+	}
+}
+
+func (t *lineTail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.lines, " | ")
+}

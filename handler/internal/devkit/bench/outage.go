@@ -1,0 +1,923 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
+)
+
+// OutageOptions size the outage runs: a steady workload through the dev
+// host (bin/handler, the broker, Azurite) with Table Storage unreachable
+// from the handler for a while (the dev host's --outage table), on the
+// host's clock, time-scaled.
+type OutageOptions struct {
+	// New are the outage lengths run on the handler's default retry
+	// policy, Before those run on today's (ORDER_STATUS_RETRY_RESCHEDULE
+	// false: in-call retries, then 5xx); none: no outage runs.
+	New, Before []time.Duration
+	// Rate is the workload's messages per second on the host's clock
+	// (status changes and payment timeouts falling due), InFlight the
+	// orders open at once; UnpaidShare of the orders are never paid, so
+	// their payment timeout cancels them.
+	Rate        float64
+	InFlight    int
+	UnpaidShare float64
+	// Lead and Tail are how long the steady workload runs before the
+	// outage and after its end.
+	Lead, Tail time.Duration
+	// TimeScale is the host clock's speed: the lock duration (1 min),
+	// the payment timeouts (30 min) and the handler's in-call retry
+	// budget (on the host's clock, which the development host tells the
+	// handler) keep their ratios to the outage. Any other handler setting
+	// that is a time the handler measures on its own clock must be
+	// divided by it, in runOutage's settings.
+	TimeScale float64
+	// Sessions is maxConcurrentSessions (host.json's sessionIdleTimeout
+	// is kept).
+	Sessions int
+	// PaymentTimeout is when an order's PaymentTimeoutCheck falls due
+	// after its Created (default the contract's 30 minutes).
+	PaymentTimeout time.Duration
+	// RecoveryScale is the host clock's speed, in the runs on the
+	// default policy, from a second before the table's return until the
+	// status changes have caught up: the wave of rescheduled copies that
+	// come due within one backoff cap of the return must be written at a
+	// wall-clock rate the local store absorbs, or the recovery measured
+	// is the machine's, not the policy's. SettleScale is its speed from
+	// then until every row is right (the cancellations that wait until
+	// every copy of the outage is due, with little else to do);
+	// RecoveryWindow bounds both
+	// stretches, since the return on the host clock. After them the clock
+	// runs at TimeScale again, to drain. RecoveryScale 0: TimeScale
+	// throughout. The _before runs keep TimeScale: what dead-letters
+	// there cannot recover (the sweeper does not run), and slowing them
+	// would spend minutes of wall time on that.
+	RecoveryScale, SettleScale float64
+	RecoveryWindow             time.Duration
+	// RecoveryReference, if set, is the outage length RecoveryScale and
+	// SettleScale are for. A run of another length d multiplies both by
+	// waveRate(RecoveryReference)/waveRate(d) (up to TimeScale): the
+	// messages a host second that fall due once the table is back, the
+	// outage's copies within one backoff cap of the return beside the
+	// steady workload. A shorter outage's wave is thinner, so its clock
+	// may run faster for the same wall-clock load on the store.
+	RecoveryReference time.Duration
+}
+
+// waveRate is the host-clock rate of the messages due after an outage of
+// d on o's workload: the copies of the messages due in it, which come
+// due within one backoff cap (reschedule.DefaultCap) of the return, and
+// the steady workload beside them.
+func (o OutageOptions) waveRate(d time.Duration) float64 {
+	return o.Rate * (1 + d.Seconds()/reschedule.DefaultCap.Seconds())
+}
+
+// paced returns o with the recovery clock of an outage of d
+// (RecoveryReference).
+func (o OutageOptions) paced(d time.Duration) OutageOptions {
+	if o.RecoveryReference <= 0 || d <= 0 || o.Rate <= 0 {
+		return o
+	}
+	k := o.waveRate(o.RecoveryReference) / o.waveRate(d)
+	if o.RecoveryScale > 0 {
+		o.RecoveryScale = min(o.TimeScale, o.RecoveryScale*k)
+	}
+	if o.SettleScale > 0 {
+		o.SettleScale = min(o.TimeScale, o.SettleScale*k)
+	}
+	return o
+}
+
+// DefaultOutages returns the outage runs of `make bench`: 10 and 30
+// minutes on the default policy, 30 on today's; 20 messages a second over
+// 200 open orders; the host clock 60 times faster, so that a 30 minute
+// outage lasts 30 s. While the handler cannot reach the table it does not
+// load it (the breaker keeps calls off it), so the outage itself may run
+// that fast; its end cannot. From the table's return the 30-minute run's
+// clock runs at the wall's speed, as production's does: its copies (about
+// 28,600) come due within the 5-minute cap, about 95 a host second with
+// the steady 20, and the wave's peaks reach 700 to 800 completions a wall
+// second, what the dev host and Azurite behind it take at their busiest
+// on this repository's 2-core machine. At 2 times (until 2026-12-02) the
+// machine, a third slower than when that was chosen, fell behind the
+// wave: the status changes took 274.7 to 371.5 s, against 281.5 to 300.3
+// at 1 (docs/outage.md). Once the status changes have caught up, 2
+// times: the payment-timeout checks that settled after the return come
+// due within one Margin after the outage's horizon (each a read and the
+// cancelling write), a second wave, thin; at 4 times the in-call budget
+// was 1.25 s of wall time, and a stall of the local store under it
+// failed checks whose copies held the other cancellations back a round.
+// The 10-minute run's wave is thinner (60 messages a host second against
+// 140, waveRate), so its clock runs 2.3 times faster than the wall for
+// the same load (RecoveryReference). The slowed stretches end 20 host
+// minutes after the return at the latest: two settle rounds after the
+// last copy, with room.
+func DefaultOutages() OutageOptions {
+	return OutageOptions{
+		New: []time.Duration{10 * time.Minute, 30 * time.Minute}, Before: []time.Duration{30 * time.Minute},
+		Rate: 20, InFlight: 200, UnpaidShare: 0.1, Lead: time.Minute, Tail: 2 * time.Minute,
+		TimeScale: 60, Sessions: 64, PaymentTimeout: 30 * time.Minute,
+		RecoveryScale: 1, SettleScale: 2, RecoveryWindow: 20 * time.Minute, RecoveryReference: 30 * time.Minute,
+	}
+}
+
+// outageName is the prefix of an outage run's figures.
+func outageName(d time.Duration) string { return fmt.Sprintf("outage_%dm_", int(d.Minutes())) }
+
+// outageNames are the figures of the outage runs, in print order.
+func outageNames(o OutageOptions) []string {
+	var names []string
+	for _, d := range o.New {
+		p := outageName(d)
+		names = append(names, p+"dead_lettered", p+"store_calls_per_message", p+"recovery_s", p+"status_recovery_s")
+	}
+	for _, d := range o.Before {
+		p := outageName(d)
+		names = append(names, p+"dead_lettered_before", p+"store_calls_per_message_before", p+"recovery_s_before", p+"status_recovery_s_before")
+	}
+	return names
+}
+
+// outageOrder is one order of the outage workload and what its row must
+// show.
+type outageOrder struct {
+	id    string
+	start time.Duration // its Created, since the workload began
+	paid  bool
+}
+
+// outageWorkload is the outage runs' workload: orders opened at a steady
+// rate, each with its status changes spread over its life (Created, then
+// Paid, Shipped and Delivered, or only Created for an unpaid order) and
+// its PaymentTimeoutCheck scheduled with Created, as the producer sends
+// them; plus the outage line.
+type outageWorkload struct {
+	lines  []devhost.ScenarioLine
+	orders []outageOrder
+	life   time.Duration // from an order's Created to its Delivered
+	// timeout is when an order's PaymentTimeoutCheck falls due after
+	// its Created.
+	timeout time.Duration
+	// messages is how many messages fall due in the workload; during,
+	// how many of them fall due within the outage.
+	messages, during int
+}
+
+// recoveryBound is how long after an outage (host clock) a run goes on
+// looking for its recovery once the workload has drained: twice the
+// default backoff cap and the settle delay of the payment-timeout checks
+// an outage delayed, with room.
+const recoveryBound = 45 * time.Minute
+
+// newOutageWorkload builds the workload of an outage of d after o.Lead.
+func newOutageWorkload(prefix string, o OutageOptions, d time.Duration) outageWorkload {
+	// A paid order has 4 status changes and its timeout, an unpaid one
+	// Created and its timeout.
+	perOrder := 4*(1-o.UnpaidShare) + 1*o.UnpaidShare + 1
+	every := time.Duration(float64(time.Second) * perOrder / o.Rate) // between two orders' Created
+	w := outageWorkload{life: time.Duration(o.InFlight) * every, timeout: o.PaymentTimeout}
+	if w.timeout <= 0 {
+		w.timeout = 30 * time.Minute
+	}
+	paymentTimeout := w.timeout
+	end := o.Lead + d + o.Tail
+	outStart, outEnd := o.Lead, o.Lead+d
+	in := func(at time.Duration) bool { return at >= outStart && at < outEnd }
+	unpaidEvery := 0
+	if o.UnpaidShare > 0 {
+		unpaidEvery = int(math.Round(1 / o.UnpaidShare))
+	}
+	for i := 0; time.Duration(i)*every+w.life <= end; i++ {
+		id := fmt.Sprintf("%s-o%d", prefix, i)
+		ord := outageOrder{id: id, start: time.Duration(i) * every, paid: unpaidEvery == 0 || i%unpaidEvery != unpaidEvery-1}
+		w.orders = append(w.orders, ord)
+		statuses := []order.Status{order.Created}
+		if ord.paid {
+			statuses = append(statuses, order.Paid, order.Shipped, order.Delivered)
+		}
+		for k, st := range statuses {
+			at := ord.start + time.Duration(k)*w.life/3
+			w.lines = append(w.lines, statusChange(id, st, int64(k+1), at))
+			w.messages++
+			if in(at) {
+				w.during++
+			}
+			if k == 0 {
+				w.lines = append(w.lines, devhost.ScenarioLine{Subject: order.SubjectPaymentTimeout, SessionID: id,
+					MessageID: contract.TimeoutMessageID(id, 1), ContentType: "application/json",
+					Body: []byte(fmt.Sprintf(`{"orderId":%q,"createdSequence":1}`, id)), SendAfter: at, ScheduleAfter: paymentTimeout})
+				w.messages++
+				if in(at + paymentTimeout) {
+					w.during++
+				}
+			}
+		}
+	}
+	w.lines = append(w.lines, devhost.ScenarioLine{Outage: devhost.OutageTable, SendAfter: outStart, Duration: d, Pos: "outage"})
+	slices.SortStableFunc(w.lines, func(a, b devhost.ScenarioLine) int { return cmp.Compare(a.SendAfter, b.SendAfter) })
+	return w
+}
+
+func statusChange(id string, st order.Status, seq int64, at time.Duration) devhost.ScenarioLine {
+	return devhost.ScenarioLine{Subject: order.SubjectStatusChanged, SessionID: id, MessageID: fmt.Sprintf("%s:%d", id, seq),
+		ContentType: "application/json", SendAfter: at,
+		Body: []byte(fmt.Sprintf(`{"orderId":%q,"status":%q,"sequence":%d}`, id, st, seq))}
+}
+
+// rowState is what the recovery check reads of a row.
+type rowState struct {
+	Status       string
+	LastSequence int64
+}
+
+// behind returns the orders whose row does not yet show every message
+// due before at (since the workload began): the highest sequence sent by
+// then, and Cancelled for an unpaid order whose timeout fell due by then.
+// Rows only move forward, so an order that shows them always will.
+func (w outageWorkload) behind(rows map[string]rowState, at time.Duration) []string {
+	return w.behindOf(rows, at, nil, true)
+}
+
+// behindOf is behind over the orders named in only (all when nil), and
+// with checks false leaves the payment-timeout cancellations out: what
+// the status changes alone have caught up on.
+func (w outageWorkload) behindOf(rows map[string]rowState, at time.Duration, only []string, checks bool) []string {
+	var named map[string]bool
+	if only != nil {
+		named = make(map[string]bool, len(only))
+		for _, id := range only {
+			named[id] = true
+		}
+	}
+	var out []string
+	for _, o := range w.orders {
+		if o.start >= at || (named != nil && !named[o.id]) {
+			continue
+		}
+		var want int64 = 1
+		if o.paid {
+			want = min(4, 1+int64((at-o.start-1)/(w.life/3)))
+		}
+		row, ok := rows[o.id]
+		switch {
+		case !ok:
+			out = append(out, o.id)
+		case !o.paid && o.start+w.timeout < at:
+			if checks && row.Status != string(order.Cancelled) {
+				out = append(out, o.id)
+			}
+		case row.LastSequence < want || (o.paid && row.Status == string(order.Cancelled)):
+			out = append(out, o.id)
+		}
+	}
+	return out
+}
+
+// wrong counts the orders whose row is not what the whole workload makes
+// of it: Delivered at 4, or Cancelled at 1 for an unpaid order.
+func (w outageWorkload) wrong(rows map[string]rowState) int {
+	n := 0
+	for _, o := range w.orders {
+		want := rowState{string(order.Delivered), 4}
+		if !o.paid {
+			want = rowState{string(order.Cancelled), 1}
+		}
+		if rows[o.id] != want {
+			n++
+		}
+	}
+	return n
+}
+
+// wrongRows counts the orders wrong returns by what they are instead:
+// "paid at Paid/2", "unpaid at Created/1", "paid at Cancelled/1", ...
+func (w outageWorkload) wrongRows(rows map[string]rowState) map[string]int {
+	out := map[string]int{}
+	for _, o := range w.orders {
+		want := rowState{string(order.Delivered), 4}
+		kind := "paid"
+		if !o.paid {
+			want, kind = rowState{string(order.Cancelled), 1}, "unpaid"
+		}
+		if got := rows[o.id]; got != want {
+			out[fmt.Sprintf("%s at %s/%d", kind, orDash(got.Status), got.LastSequence)]++
+		}
+	}
+	return out
+}
+
+// paidCancelled counts the paid orders whose row shows Cancelled, by what
+// it shows (as wrongRows): wrong for good, whatever is still to come.
+func (w outageWorkload) paidCancelled(rows map[string]rowState) map[string]int {
+	out := map[string]int{}
+	for _, o := range w.orders {
+		if got := rows[o.id]; o.paid && got.Status == string(order.Cancelled) {
+			out[fmt.Sprintf("paid at %s/%d", got.Status, got.LastSequence)]++
+		}
+	}
+	return out
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// kinds counts the orders ids by "<paid|unpaid> at <status>/<sequence>"
+// of their rows in rows.
+func (w outageWorkload) kinds(ids []string, rows map[string]rowState) map[string]int {
+	paid := make(map[string]bool, len(w.orders))
+	for _, o := range w.orders {
+		paid[o.id] = o.paid
+	}
+	out := map[string]int{}
+	for _, id := range ids {
+		kind := "paid"
+		if !paid[id] {
+			kind = "unpaid"
+		}
+		got := rows[id]
+		out[fmt.Sprintf("%s at %s/%d", kind, orDash(got.Status), got.LastSequence)]++
+	}
+	return out
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// rowReader reads the orders' rows straight from Azurite (not through the
+// handler or the outage's proxy): every row with one listing, or a few by
+// their keys.
+type rowReader struct {
+	client *aztables.Client
+}
+
+func newRowReader(cs, table string) (*rowReader, error) {
+	svc, err := aztables.NewServiceClientFromConnectionString(cs, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &rowReader{client: svc.NewClient(table)}, nil
+}
+
+// row is the part of an order's row the recovery check reads
+// (LastSequence is an Edm.Int64, a JSON string on the wire).
+type row struct {
+	PartitionKey string
+	Status       string
+	LastSequence aztables.EDMInt64
+}
+
+func (r row) state() rowState {
+	return rowState{Status: r.Status, LastSequence: int64(r.LastSequence)}
+}
+
+// all lists every order row (RowKey "status": not the recovery marker,
+// which shares the table).
+func (r *rowReader) all(ctx context.Context) (map[string]rowState, error) {
+	pager := r.client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Select: to.Ptr("PartitionKey,Status,LastSequence"),
+		Filter: to.Ptr("RowKey eq 'status'")})
+	rows := map[string]rowState{}
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page.Entities {
+			var x row
+			if err := json.Unmarshal(e, &x); err != nil {
+				return nil, err
+			}
+			rows[x.PartitionKey] = x.state()
+		}
+	}
+	return rows, nil
+}
+
+// some reads the rows of ids (RowKey "status"); a missing row is left out.
+func (r *rowReader) some(ctx context.Context, ids []string) (map[string]rowState, error) {
+	rows := map[string]rowState{}
+	for _, id := range ids {
+		resp, err := r.client.GetEntity(ctx, id, "status", nil)
+		var re *azcore.ResponseError
+		switch {
+		case errors.As(err, &re) && re.StatusCode == 404:
+			continue
+		case err != nil:
+			return nil, err
+		}
+		var x row
+		if err := json.Unmarshal(resp.Value, &x); err != nil {
+			return nil, err
+		}
+		rows[id] = x.state()
+	}
+	return rows, nil
+}
+
+// fewRows is the most rows the recovery poll reads one by one rather
+// than listing the table.
+const fewRows = 200
+
+// outageRun is one outage run's measurements.
+type outageRun struct {
+	deadLettered int
+	deadDuring   int // of deadLettered, those while the table was unreachable
+	refused      int
+	during       int
+	recovery     time.Duration // host clock; < 0: not recovered
+	// statusRecovery is the same for the status changes alone (the
+	// payment-timeout cancellations left out); < 0: not recovered.
+	statusRecovery time.Duration
+	behindAtEnd    int // orders not recovered when the run ended
+	// wrongAtEnd counts the orders whose final row is not the
+	// workload's (a stopped run: the paid orders shown Cancelled),
+	// wrongRows the same by "<paid|unpaid> at <status>/<sequence>", and
+	// scheduledAtEnd is what the queue still held scheduled.
+	wrongAtEnd     int
+	wrongRows      map[string]int
+	scheduledAtEnd int
+	rescheduled    int
+	wall           time.Duration
+	messages       int
+	recoveryPolls  int
+	// pace is how the run's host clock ran.
+	pace *pacer
+	// behindAtWindow counts the orders still behind when RecoveryWindow
+	// ended, by what their rows showed (as wrongRows); nil if none were.
+	behindAtWindow map[string]int
+	// afterReturn says what the handler rescheduled, by reason, and how
+	// often its circuit opened, from the table's return to the end.
+	afterReturn string
+	// stopped: the run ended once recovered or at its bound, the
+	// workload's later payment-timeout checks not waited for.
+	stopped bool
+}
+
+// afterReturn describes what the handler's metrics counted between two
+// scrapes: its rescheduled messages by reason and its circuit's openings.
+// A transient failure once the table is back (a call over the in-call
+// budget on a loaded machine) is worth knowing: it moves the horizon
+// every payment-timeout check settles until on.
+func afterReturn(from, to Scrape) string {
+	var parts []string
+	for _, reason := range []string{"transient", "circuit_open", "settle", "order_not_found"} {
+		match := map[string]string{"reason": reason}
+		n := to.Sum("orderstatus_rescheduled_total", match) - from.Sum("orderstatus_rescheduled_total", match)
+		parts = append(parts, fmt.Sprintf("%s %.0f", reason, n))
+	}
+	open := map[string]string{"state": "open"}
+	opened := to.Sum("orderstatus_circuit_changes_total", open) - from.Sum("orderstatus_circuit_changes_total", open)
+	return fmt.Sprintf("after the table's return the handler rescheduled %s; its circuit opened %.0f times", strings.Join(parts, ", "), opened)
+}
+
+// outage runs one outage run of length d, on the default policy or on
+// today's (before), and records its figures.
+func (b *runner) outage(ctx context.Context, d time.Duration, before bool) error {
+	o := b.opts.Outages
+	suffix := ""
+	if before {
+		suffix = "_before"
+	}
+	r, err := b.runOutage(ctx, o.paced(d), d, before)
+	if err != nil {
+		return err
+	}
+	p := outageName(d)
+	b.results[p+"dead_lettered"+suffix] = float64(r.deadLettered)
+	b.results[p+"store_calls_per_message"+suffix] = float64(r.refused) / float64(max(1, r.during))
+	b.results[p+"status_recovery_s"+suffix] = math.NaN()
+	if r.statusRecovery >= 0 {
+		b.results[p+"status_recovery_s"+suffix] = r.statusRecovery.Seconds()
+	}
+	b.results[p+"recovery_s"+suffix] = math.NaN()
+	if r.recovery >= 0 {
+		b.results[p+"recovery_s"+suffix] = r.recovery.Seconds()
+	}
+	policy := "the default retry policy"
+	if before {
+		policy = "today's policy (ORDER_STATUS_RETRY_RESCHEDULE=false)"
+	}
+	note := fmt.Sprintf("outage %s on %s: %d messages (%d due in the outage), %.0f s of wall time; %d storage requests refused, %d rescheduled while the table was unreachable; %d dead-lettered in the run, %d of them while it was",
+		devhostDuration(d), policy, r.messages, r.during, r.wall.Seconds(), r.refused, r.rescheduled, r.deadLettered, r.deadDuring)
+	note += "; " + r.pace.describe()
+	if r.afterReturn != "" {
+		note += "; " + r.afterReturn
+	}
+	if r.behindAtWindow != nil {
+		note += fmt.Sprintf("; behind when the slowed stretch ended, %s after the return: %v", devhostDuration(o.RecoveryWindow), r.behindAtWindow)
+	}
+	if r.recovery < 0 {
+		note += fmt.Sprintf("; not recovered when the run ended: %d orders behind what was sent before the table came back", r.behindAtEnd)
+	}
+	switch {
+	case r.stopped && r.wrongAtEnd > 0:
+		note += fmt.Sprintf("; stopped then, %d messages still scheduled (the workload's later payment-timeout checks); %d paid orders Cancelled, which no later message can put right: %v",
+			r.scheduledAtEnd, r.wrongAtEnd, r.wrongRows)
+	case r.stopped:
+		note += fmt.Sprintf("; stopped then, %d messages still scheduled (the workload's later payment-timeout checks); no paid order Cancelled", r.scheduledAtEnd)
+	case r.wrongAtEnd > 0:
+		note += fmt.Sprintf("; %d orders end other than the workload makes them (Delivered, or Cancelled when unpaid): %v; %d messages still scheduled",
+			r.wrongAtEnd, r.wrongRows, r.scheduledAtEnd)
+	}
+	b.notes = append(b.notes, note)
+	return nil
+}
+
+func devhostDuration(d time.Duration) string { return strings.TrimSuffix(d.String(), "0s") }
+
+// runOutage plays the outage workload of d through the real system and
+// measures it: the dead-lettered messages of the whole run, the storage
+// requests the handler made while the table was unreachable (all
+// refused), and the recovery: host-clock time from the table's return
+// until every order's row shows every message due before it (polled
+// straight from Azurite), on a clock slowed from the return (pacer).
+func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration, before bool) (outageRun, error) {
+	r := outageRun{recovery: -1, statusRecovery: -1}
+	scale := o.TimeScale
+	// The in-call budget is the handler's default, production's, on the
+	// host's clock at every speed (the development host sends the handler
+	// its clock's rate): 20 s on today's policy, 5 s on the default one,
+	// which is 2.5 s of wall time at the recovery's 2 times and never less
+	// than orderfn.MinHostClockBudget (250 ms) at 60. Earlier runs set a
+	// wall-clock budget for the whole process: 20 s / 60 (333 ms) made
+	// the recovery wave's calls, queued 64 at a time behind one Azurite
+	// on 2 shared cores, fail as transient (21,527 rescheduled and the
+	// circuit opened 1,365 times after the return in one 30-minute run),
+	// and the lock's length at 60x (1 s, 2 s of host time at 2x) still
+	// failed calls at the wave's peaks, each failure moving the
+	// cancellations' horizon on. The steady phases name their policy
+	// themselves (startHost's default is rescheduling off); the outage
+	// runs name the one they measure.
+	settings := map[string]string{"ORDER_STATUS_RETRY_RESCHEDULE": "true"}
+	if before {
+		settings["ORDER_STATUS_RETRY_RESCHEDULE"] = "false"
+	}
+	clk := clock.Scaled(scale)
+	table := b.table("outage")
+	c := oursConfig{store: b.az.ConnectionString(), table: table, sessions: o.Sessions, timeScale: scale, clock: clk,
+		lock: time.Duration(float64(time.Minute) / scale), settings: settings, outages: []string{devhost.OutageTable}, logLevel: "warn", clockRate: true}
+	h, err := b.startHost(ctx, c)
+	if err != nil {
+		return r, err
+	}
+	defer h.Close()
+	if err := waitTable(ctx, "http://"+h.Addr()); err != nil {
+		return r, err
+	}
+	w := newOutageWorkload(fmt.Sprintf("out%d", b.tables), o, d)
+	r.messages, r.during = w.messages, w.during
+	completed := func() int { return h.Broker().Totals(h.Queue()).Completed }
+	pc := newPacer(clk, o, before, completed)
+	r.pace = pc
+
+	start := time.Now()
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	go pc.slowAtReturn(runCtx, h.Outages)
+	played := make(chan error, 1)
+	sent := make(chan struct{}) // closed once every line of the workload was sent
+	go func() {
+		err := h.Play(runCtx, w.lines)
+		close(sent)
+		if err == nil {
+			err = h.WaitIdle(runCtx)
+		}
+		played <- err
+	}()
+	rr, err := newRowReader(b.az.ConnectionString(), table)
+	if err != nil {
+		return r, err
+	}
+	// Recovery: once the outage is over, read the rows until each order
+	// shows what was sent before the table came back; the orders behind
+	// at one look are the only ones the next needs to read again. A look
+	// waits at least nine times as long as the last one took, so that
+	// listing the table takes at most a tenth of Azurite's time from the
+	// run it measures.
+	var behind []string
+	first := true
+	wait := 250 * time.Millisecond
+	var atReturn Scrape // the handler's metrics at the first look after the return
+	look := func(end time.Time) error {
+		if atReturn == nil {
+			m, err := scrapeHandler(ctx, h)
+			if err != nil {
+				return err
+			}
+			atReturn = m
+		}
+		at, began := clk.Now(), time.Now()
+		var rows map[string]rowState
+		var err error
+		if first || len(behind) > fewRows {
+			rows, err = rr.all(ctx)
+		} else {
+			rows, err = rr.some(ctx, behind)
+		}
+		if err != nil {
+			return err
+		}
+		first = false
+		wait = max(250*time.Millisecond, 9*time.Since(began))
+		r.recoveryPolls++
+		candidates := behind // the orders read: all the first time, then those behind
+		if len(rows) >= len(w.orders) {
+			candidates = nil
+		}
+		if r.statusRecovery < 0 && len(w.behindOf(rows, o.Lead+d, candidates, false)) == 0 {
+			r.statusRecovery = at.Sub(end)
+		}
+		if behind = w.behindOf(rows, o.Lead+d, candidates, true); len(behind) == 0 {
+			r.recovery = at.Sub(end)
+			pc.recovered()
+		} else if r.statusRecovery >= 0 {
+			pc.statusCaughtUp()
+		}
+		if r.recovery < 0 && at.Sub(end) > o.RecoveryWindow && r.behindAtWindow == nil {
+			r.behindAtWindow = w.kinds(behind, rows)
+			pc.windowOver()
+		}
+		return nil
+	}
+	// A run measures until every row shows what was due before the
+	// table's return, or until its bound, and then stops once the whole
+	// workload is sent, rather than wait half an hour of the host clock
+	// for the workload's later payment-timeout checks (on the default
+	// policy also the settled ones: in make bench's runs about 9,000
+	// deliveries, half a minute of the machine each time). On today's
+	// policy nothing is rescheduled, and what dead-lettered cannot come
+	// back (the sweeper does not run here): its bound is the target (the
+	// backoff cap plus 60 s), which 45 minutes never met either; the
+	// default policy's is recoveryBound. A run whose workload drained
+	// first (a short one) goes on looking until recovery or its bound,
+	// and its rows' final state is checked against the whole workload.
+	bound := recoveryBound
+	if before {
+		bound = reschedule.DefaultCap + time.Minute
+	}
+	var runErr error
+	stopped := false
+	for done := false; !done; {
+		select {
+		case runErr = <-played:
+			done = true
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(wait):
+		}
+		pc.sampleNow()
+		out := h.Outages()
+		if len(out) == 0 || !out[0].Ended {
+			continue
+		}
+		if r.recovery < 0 {
+			if err := look(out[0].End); err != nil {
+				return r, err
+			}
+		}
+		if !done && closed(sent) && (r.recovery >= 0 || !clk.Now().Before(out[0].End.Add(bound))) {
+			stopRun()
+			<-played
+			done, stopped = true, true
+		}
+	}
+	if runErr != nil {
+		return r, runErr
+	}
+	if out := h.Outages(); len(out) == 1 && out[0].Ended && !stopped {
+		for r.recovery < 0 && clk.Now().Before(out[0].End.Add(bound)) {
+			select {
+			case <-ctx.Done():
+				return r, ctx.Err()
+			case <-time.After(wait):
+			}
+			pc.sampleNow()
+			if err := look(out[0].End); err != nil {
+				return r, err
+			}
+		}
+		pc.windowOver()
+		if err := h.WaitIdle(ctx); err != nil {
+			return r, err
+		}
+	}
+	r.wall = time.Since(start)
+	out := h.Outages()
+	if len(out) != 1 || !out[0].Ended {
+		return r, fmt.Errorf("bench: outage run: outages %+v, want one, over", out)
+	}
+	r.refused, r.rescheduled, r.deadDuring = out[0].Refused, out[0].Rescheduled, out[0].DeadLettered
+	r.deadLettered = h.Broker().Totals(h.Queue()).DeadLettered
+	rows, err := rr.all(ctx)
+	if err != nil {
+		return r, err
+	}
+	if atReturn != nil {
+		m, err := scrapeHandler(ctx, h)
+		if err != nil {
+			return r, err
+		}
+		r.afterReturn = afterReturn(atReturn, m)
+	}
+	r.stopped = stopped
+	r.scheduledAtEnd = h.Broker().Stats(h.Queue()).Scheduled
+	if stopped {
+		// What can never come right: a paid order shown Cancelled
+		// (rows only move forward). An unpaid order not Cancelled yet
+		// may have its check still to come.
+		r.wrongRows = w.paidCancelled(rows)
+	} else {
+		r.wrongRows = w.wrongRows(rows)
+	}
+	for _, n := range r.wrongRows {
+		r.wrongAtEnd += n
+	}
+	if r.recovery < 0 {
+		// Caught up after the last look: the end of the run bounds it.
+		if r.behindAtEnd = len(w.behind(rows, o.Lead+d)); r.behindAtEnd == 0 {
+			r.recovery = clk.Now().Sub(out[0].End)
+		}
+	}
+	return r, nil
+}
+
+// pacer drives an outage run's host clock: TimeScale through the
+// outage, RecoveryScale from a second before the table's return until the
+// status changes have caught up, SettleScale from then until every row is
+// right, and TimeScale again after that or once RecoveryWindow is over
+// (the _before runs, and RecoveryScale 0: TimeScale throughout). It
+// records what the slowed stretches asked of the machine: the messages
+// completed per wall second, on average and at the busiest look. Its
+// methods are safe for concurrent use.
+type pacer struct {
+	clk       *clock.ScaledClock
+	o         OutageOptions
+	completed func() int // the triggered queue's completed messages so far
+
+	mu     sync.Mutex
+	stage  paceStage
+	legs   []paceLeg // the slowed stretches, in order
+	sample struct {
+		at        time.Time
+		completed int
+	}
+}
+
+// paceStage is where a run's clock is.
+type paceStage int
+
+const (
+	paceOutage   paceStage = iota // TimeScale, until a second before the return
+	paceRecovery                  // RecoveryScale, until the status changes caught up
+	paceSettle                    // SettleScale, until every row is right
+	paceDrain                     // TimeScale again
+	paceNever                     // TimeScale throughout: never slowed
+)
+
+// paceLeg is one slowed stretch of a run.
+type paceLeg struct {
+	scale            float64
+	from, to         time.Time // wall clock; to is zero while it lasts
+	hostFrom, hostTo time.Time // on the host clock
+	completed        int       // messages completed in it
+	start            int       // the completed count at its start
+	peak             float64   // the most completed per wall second between two looks
+}
+
+func newPacer(clk *clock.ScaledClock, o OutageOptions, before bool, completed func() int) *pacer {
+	p := &pacer{clk: clk, o: o, completed: completed}
+	if before || o.RecoveryScale <= 0 {
+		p.stage = paceNever
+	}
+	return p
+}
+
+// slowAtReturn waits for the outage to be scheduled (outages, polled),
+// then for a second before its end on the host clock, and slows the
+// clock to RecoveryScale.
+func (p *pacer) slowAtReturn(ctx context.Context, outages func() []devhost.OutageSummary) {
+	if p.stage == paceNever {
+		return
+	}
+	var end time.Time
+	for end.IsZero() {
+		if out := outages(); len(out) > 0 {
+			end = out[0].End
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := clock.Sleep(ctx, p.clk, end.Add(-time.Second).Sub(p.clk.Now())); err != nil {
+		return
+	}
+	p.to(paceOutage, paceRecovery, p.o.RecoveryScale)
+}
+
+// statusCaughtUp, recovered and windowOver move the clock on: to
+// SettleScale once the status changes caught up, to TimeScale once every
+// row is right or the slowed window is over.
+func (p *pacer) statusCaughtUp() { p.to(paceRecovery, paceSettle, p.o.SettleScale) }
+
+func (p *pacer) recovered() {
+	p.to(paceRecovery, paceDrain, p.o.TimeScale)
+	p.to(paceSettle, paceDrain, p.o.TimeScale)
+}
+
+func (p *pacer) windowOver() { p.recovered() }
+
+// to moves the clock from stage from to stage next at scale (a scale of
+// 0 keeps the present one), and reports whether it did (the clock was at
+// from).
+func (p *pacer) to(from, next paceStage, scale float64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stage != from {
+		return false
+	}
+	now, host, n := time.Now(), p.clk.Now(), p.completed()
+	if len(p.legs) > 0 && p.legs[len(p.legs)-1].to.IsZero() {
+		leg := &p.legs[len(p.legs)-1]
+		leg.to, leg.hostTo, leg.completed = now, host, n-leg.start
+	}
+	if scale > 0 {
+		p.clk.SetFactor(scale)
+	}
+	p.stage = next
+	if next == paceRecovery || next == paceSettle {
+		p.legs = append(p.legs, paceLeg{scale: p.clk.Factor(), from: now, hostFrom: host, start: n})
+		p.sample.at, p.sample.completed = now, n
+	}
+	return true
+}
+
+// sampleNow records the completed messages per wall second since the last
+// sample, for the busiest moment of a slowed stretch.
+func (p *pacer) sampleNow() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stage != paceRecovery && p.stage != paceSettle || len(p.legs) == 0 {
+		return
+	}
+	now, n := time.Now(), p.completed()
+	if dt := now.Sub(p.sample.at).Seconds(); dt >= 0.2 {
+		leg := &p.legs[len(p.legs)-1]
+		leg.peak = max(leg.peak, float64(n-p.sample.completed)/dt)
+		p.sample.at, p.sample.completed = now, n
+	}
+}
+
+// describe says, for the run's note, how its clock ran from the return.
+func (p *pacer) describe() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stage == paceNever {
+		return fmt.Sprintf("the host clock at %gx throughout", p.o.TimeScale)
+	}
+	var parts []string
+	for _, l := range p.legs {
+		to, hostTo := l.to, l.hostTo
+		n := l.completed
+		if to.IsZero() {
+			to, hostTo, n = time.Now(), p.clk.Now(), p.completed()-l.start
+		}
+		wall := to.Sub(l.from).Seconds()
+		parts = append(parts, fmt.Sprintf("%gx for %.0f host s (%.0f s of wall time): %d messages completed, %.0f a wall second, at most %.0f",
+			l.scale, hostTo.Sub(l.hostFrom).Seconds(), wall, n, float64(n)/max(wall, 1e-9), l.peak))
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("the host clock at %gx throughout (the table's return was never reached)", p.o.TimeScale)
+	}
+	return fmt.Sprintf("the host clock at %gx until a second before the table's return, then %s; then %gx again",
+		p.o.TimeScale, strings.Join(parts, ", then "), p.o.TimeScale)
+}

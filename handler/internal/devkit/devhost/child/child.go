@@ -1,0 +1,421 @@
+// Package child runs a custom handler process the way the Functions host
+// does: it starts the executable with a free port in
+// FUNCTIONS_CUSTOMHANDLER_PORT (and FUNCTIONS_CUSTOMHANDLER_WORKER_ID),
+// polls GET / on 127.0.0.1 until any HTTP answer, restarts the process when
+// it exits (with a growing, bounded back-off), starts it again at once on
+// another port when it exited before answering because someone else held
+// its port (see package freeport), and stops it with SIGTERM,
+// then SIGKILL after a grace period. On Linux the process is also killed
+// when its supervisor's process dies, even by SIGKILL.
+package child
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/freeport"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
+)
+
+// Environment variables the host sets for the handler.
+const (
+	EnvPort     = "FUNCTIONS_CUSTOMHANDLER_PORT"
+	EnvWorkerID = "FUNCTIONS_CUSTOMHANDLER_WORKER_ID"
+)
+
+// Errors.
+var (
+	// ErrStopped: Stop was called.
+	ErrStopped = errors.New("child: stopped")
+	// ErrGaveUp: the process failed MaxFailures times in a row (it exited
+	// before answering, or soon after).
+	ErrGaveUp = errors.New("child: handler keeps failing, gave up")
+)
+
+// Options describe the process. Path is required.
+type Options struct {
+	Path string
+	Args []string
+	Dir  string
+	// Env is the process environment; EnvPort and EnvWorkerID are added
+	// (and replace any given).
+	Env            []string
+	Stdout, Stderr io.Writer // nil discards
+	// ReadyTimeout bounds the wait for the first answer of each start
+	// (default 60 s, as the host).
+	ReadyTimeout time.Duration
+	// PollInterval is the pause between readiness probes (default 100 ms).
+	PollInterval time.Duration
+	// StopGrace is how long Stop waits after SIGTERM before SIGKILL
+	// (default 5 s).
+	StopGrace time.Duration
+	// MaxFailures is how many failed starts in a row end supervision with
+	// ErrGaveUp (default 5). A start fails when the process exits or times
+	// out before answering, or exits within StableAfter of answering.
+	MaxFailures int
+	// StableAfter: a process that ran this long after answering resets
+	// the failure count when it exits (default 10 s).
+	StableAfter time.Duration
+	// Logger receives starts, exits and restarts; nil discards.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 60 * time.Second
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 100 * time.Millisecond
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = 5 * time.Second
+	}
+	if o.MaxFailures <= 0 {
+		o.MaxFailures = 5
+	}
+	if o.StableAfter <= 0 {
+		o.StableAfter = 10 * time.Second
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Process supervises the handler. Its methods are safe for concurrent use.
+type Process struct {
+	opts Options
+	stop chan struct{} // closed by Stop
+	done chan struct{} // closed when supervision ended
+
+	mu       sync.Mutex
+	ready    chan struct{} // closed when the current incarnation answers
+	base     string        // http://127.0.0.1:<port> of the current incarnation
+	pid      int
+	starts   int
+	err      error // why supervision ended
+	stopOnce sync.Once
+	killNow  bool // Kill: SIGKILL instead of SIGTERM (guarded by mu)
+
+	pickPort func() (int, error) // freeport.Pick; tests replace it
+}
+
+// maxPortRetries bounds the starts in a row that go again at once because
+// the port was taken; past it a start fails as any other.
+const maxPortRetries = 3
+
+// errPortTaken: the incarnation exited before answering and another socket
+// holds the port it was given.
+var errPortTaken = errors.New("child: the port was taken before the handler could bind it")
+
+// Start starts the process and waits until it answers GET /. It returns an
+// error if the first start fails (the executable is missing, or the process
+// exits or stays silent for ReadyTimeout); ctx bounds only that wait. After
+// that the process is supervised until Stop.
+func Start(ctx context.Context, opts Options) (*Process, error) {
+	if opts.Path == "" {
+		return nil, errors.New("child: no executable path")
+	}
+	return newProcess(opts, freeport.Pick).start(ctx)
+}
+
+func newProcess(opts Options, pickPort func() (int, error)) *Process {
+	return &Process{opts: opts.withDefaults(), stop: make(chan struct{}), done: make(chan struct{}), ready: make(chan struct{}), pickPort: pickPort}
+}
+
+func (p *Process) start(ctx context.Context) (*Process, error) {
+	first := make(chan error, 1)
+	go p.supervise(first)
+	select {
+	case err := <-first:
+		if err != nil {
+			p.Stop()
+			return nil, err
+		}
+		return p, nil
+	case <-ctx.Done():
+		p.Stop()
+		return nil, ctx.Err()
+	}
+}
+
+// Ready blocks until the current incarnation answers and returns its base
+// URL (http://127.0.0.1:<port>). It returns ctx's error, or the reason
+// supervision ended (ErrStopped, ErrGaveUp).
+func (p *Process) Ready(ctx context.Context) (string, error) {
+	p.mu.Lock()
+	ready, done := p.ready, p.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+		return "", p.Err()
+	default:
+	}
+	select {
+	case <-ready:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.base, nil
+	case <-done:
+		return "", p.Err()
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// PID returns the process id of the current incarnation, 0 while none runs.
+func (p *Process) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid
+}
+
+// Starts returns how many times the process was started.
+func (p *Process) Starts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starts
+}
+
+// Done is closed when supervision has ended and no process runs.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Err returns why supervision ended, nil while it runs.
+func (p *Process) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// Stop ends supervision: SIGTERM to the process, SIGKILL after StopGrace;
+// it returns when the process is gone. Safe to call more than once.
+func (p *Process) Stop() {
+	p.stopOnce.Do(func() { close(p.stop) })
+	<-p.done
+}
+
+// Kill ends supervision like Stop, but with SIGKILL at once: the process
+// gets no chance to finish anything, as when a machine is lost. It returns
+// when the process is gone. Safe to call more than once, and after Stop.
+func (p *Process) Kill() {
+	p.mu.Lock()
+	p.killNow = true
+	p.mu.Unlock()
+	p.Stop()
+}
+
+func (p *Process) supervise(first chan<- error) {
+	// Every incarnation is started from this goroutine, locked to its OS
+	// thread until supervision ends: on Linux the parent-death signal (see
+	// sysProcAttr) fires when the thread that started the process exits,
+	// and the Go runtime may end an unlocked thread at any time. The lock
+	// is never released, so the thread ends with this goroutine, after the
+	// last incarnation exited.
+	runtime.LockOSThread()
+	defer close(p.done)
+	failures, portRetries := 0, 0
+	for {
+		started := time.Now()
+		ready, err := p.runOnce(first, portRetries < maxPortRetries)
+		select {
+		case <-p.stop:
+			p.finish(ErrStopped)
+			return
+		default:
+		}
+		if errors.Is(err, errPortTaken) {
+			// Not the handler's failure: the same start again, on another
+			// port, at once (first, not yet answered, still waits).
+			portRetries++
+			p.opts.Logger.Warn("handler could not bind its port; starting it again on another", slog.Any("error", err))
+			continue
+		}
+		first, portRetries = nil, 0
+		if ready && time.Since(started) >= p.opts.StableAfter {
+			failures = 0
+		}
+		failures++
+		if failures >= p.opts.MaxFailures {
+			p.opts.Logger.Error("handler keeps failing; not restarting it again", slog.Int("failures", failures), slog.Any("error", err))
+			p.finish(fmt.Errorf("%w after %d failures in a row: %v", ErrGaveUp, failures, err))
+			return
+		}
+		backoff := time.Duration(1<<min(failures-1, 5)) * 200 * time.Millisecond // 0.2 s .. 6.4 s
+		p.opts.Logger.Warn("handler exited; restarting", slog.Any("error", err), slog.Duration("backoff", backoff))
+		select {
+		case <-p.stop:
+			p.finish(ErrStopped)
+			return
+		case <-time.After(backoff):
+		}
+	}
+}
+
+func (p *Process) finish(err error) {
+	p.mu.Lock()
+	p.err = err
+	p.pid = 0
+	p.ready = make(chan struct{}) // never closed: Ready reports err
+	p.mu.Unlock()
+}
+
+// runOnce starts one incarnation and returns when it has exited (or was
+// stopped): whether it became ready, and why it ended. first, when not nil,
+// receives the outcome of the start, except when the incarnation exited
+// before answering while another socket held its port and retryPort is
+// set: then runOnce returns errPortTaken and reports nothing.
+func (p *Process) runOnce(first chan<- error, retryPort bool) (ready bool, err error) {
+	report := func(err error) {
+		if first != nil {
+			first <- err
+			first = nil
+		}
+	}
+	port, err := p.pickPort()
+	if err != nil {
+		err = fmt.Errorf("child: free port: %w", err)
+		report(err)
+		return false, err
+	}
+	cmd := exec.Command(p.opts.Path, p.opts.Args...)
+	cmd.Dir = p.opts.Dir
+	cmd.Env = append(append([]string(nil), withoutKeys(p.opts.Env, EnvPort, EnvWorkerID)...),
+		EnvPort+"="+strconv.Itoa(port), EnvWorkerID+"="+hostproto.NewGUID())
+	cmd.Stdout, cmd.Stderr = p.opts.Stdout, p.opts.Stderr
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		err = fmt.Errorf("child: start %s: %w", p.opts.Path, err)
+		report(err)
+		return false, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	p.mu.Lock()
+	p.pid = cmd.Process.Pid
+	p.starts++
+	p.mu.Unlock()
+	p.opts.Logger.Info("handler started", slog.Int("pid", cmd.Process.Pid), slog.Int("port", port))
+
+	readyErr := make(chan error, 1)
+	probeCtx, cancelProbe := context.WithCancel(context.Background())
+	defer cancelProbe()
+	go func() { readyErr <- p.waitReady(probeCtx, base) }()
+
+	for {
+		select {
+		case err := <-readyErr:
+			readyErr = nil
+			if err != nil {
+				err = fmt.Errorf("child: %s did not answer GET / within %s: %w", p.opts.Path, p.opts.ReadyTimeout, err)
+				report(err)
+				p.kill(cmd, exited)
+				return false, err
+			}
+			ready = true
+			p.mu.Lock()
+			p.base = base
+			close(p.ready)
+			p.mu.Unlock()
+			report(nil)
+		case werr := <-exited:
+			p.mu.Lock()
+			p.pid = 0
+			if ready {
+				p.ready = make(chan struct{})
+			}
+			p.mu.Unlock()
+			err := fmt.Errorf("child: %s exited: %v", p.opts.Path, werr)
+			if werr == nil {
+				err = fmt.Errorf("child: %s exited with status 0", p.opts.Path)
+			}
+			if !ready && retryPort && freeport.Taken(port) {
+				return false, fmt.Errorf("%w (port %d): %v", errPortTaken, port, err)
+			}
+			report(err)
+			return ready, err
+		case <-p.stop:
+			report(ErrStopped)
+			p.mu.Lock()
+			now := p.killNow
+			p.mu.Unlock()
+			if now {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-exited
+			} else {
+				p.kill(cmd, exited)
+			}
+			p.mu.Lock()
+			p.pid = 0
+			p.mu.Unlock()
+			return ready, ErrStopped
+		}
+	}
+}
+
+// kill sends SIGTERM to the process group, SIGKILL after StopGrace, and
+// waits for the exit.
+func (p *Process) kill(cmd *exec.Cmd, exited <-chan error) {
+	pgid := -cmd.Process.Pid
+	_ = syscall.Kill(pgid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(p.opts.StopGrace):
+		p.opts.Logger.Warn("handler ignored SIGTERM; killing it", slog.Int("pid", cmd.Process.Pid))
+		_ = syscall.Kill(pgid, syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// waitReady polls GET base/ until any HTTP answer, ReadyTimeout, or ctx.
+func (p *Process) waitReady(ctx context.Context, base string) error {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.ReadyTimeout)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/", nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+			resp.Body.Close()
+			return nil
+		}
+		t := time.NewTimer(p.opts.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func withoutKeys(env []string, keys ...string) []string {
+	out := make([]string, 0, len(env))
+outer:
+	for _, kv := range env {
+		for _, k := range keys {
+			if len(kv) > len(k) && kv[:len(k)] == k && kv[len(k)] == '=' {
+				continue outer
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
+}

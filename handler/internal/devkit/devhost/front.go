@@ -1,0 +1,239 @@
+package devhost
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/api"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/funcapp"
+)
+
+// route is one HTTP function's route template under the route prefix:
+// literal segments, {name} (one segment; a :constraint is ignored),
+// {name?} (an optional last segment) and {*name} (the rest).
+type route struct {
+	fn      string
+	methods map[string]bool // upper case; empty: any method
+	segs    []string
+}
+
+func newRoute(prefix, fn string, b funcapp.Binding) (route, error) {
+	tmpl := b.Route
+	if tmpl == "" {
+		tmpl = fn // the host's default route is the function name
+	}
+	r := route{fn: fn, methods: map[string]bool{}}
+	for _, m := range b.Methods {
+		r.methods[strings.ToUpper(m)] = true
+	}
+	full := strings.Trim(prefix+"/"+strings.Trim(tmpl, "/"), "/")
+	for i, s := range strings.Split(full, "/") {
+		if s == "" {
+			return route{}, fmt.Errorf("route %q: empty segment", tmpl)
+		}
+		if strings.HasPrefix(s, "{") != strings.HasSuffix(s, "}") {
+			return route{}, fmt.Errorf("route %q: unbalanced braces in %q", tmpl, s)
+		}
+		if strings.HasPrefix(s, "{*") && i != len(strings.Split(full, "/"))-1 {
+			return route{}, fmt.Errorf("route %q: a catch-all parameter must be last", tmpl)
+		}
+		r.segs = append(r.segs, s)
+	}
+	return r, nil
+}
+
+func isParam(s string) bool { return strings.HasPrefix(s, "{") }
+
+// literals counts literal segments, for ordering.
+func (r route) literals() int {
+	n := 0
+	for _, s := range r.segs {
+		if !isParam(s) {
+			n++
+		}
+	}
+	return n
+}
+
+// less orders routes by specificity: more literal segments first, then
+// more segments.
+func (r route) less(o route) bool {
+	if a, b := r.literals(), o.literals(); a != b {
+		return a > b
+	}
+	return len(r.segs) > len(o.segs)
+}
+
+// expand returns the escaped path of the route with its one parameter
+// set to value; false if the route has no parameter or more than one.
+func (r route) expand(value string) (string, bool) {
+	out := make([]string, len(r.segs))
+	params := 0
+	for i, s := range r.segs {
+		if !isParam(s) {
+			out[i] = url.PathEscape(s)
+			continue
+		}
+		params++
+		out[i] = url.PathEscape(value)
+	}
+	if params != 1 {
+		return "", false
+	}
+	return "/" + strings.Join(out, "/"), true
+}
+
+// match reports whether the escaped path matches. Literals compare
+// without regard to case, as in the host.
+func (r route) match(escapedPath string) bool {
+	parts := strings.Split(strings.Trim(escapedPath, "/"), "/")
+	for i, s := range r.segs {
+		switch {
+		case strings.HasPrefix(s, "{*"):
+			return true
+		case i >= len(parts):
+			return strings.HasSuffix(s, "?}") && i == len(r.segs)-1
+		case isParam(s):
+			if parts[i] == "" {
+				return false
+			}
+		default:
+			p, err := url.PathUnescape(parts[i])
+			if err != nil || !strings.EqualFold(p, s) {
+				return false
+			}
+		}
+	}
+	return len(parts) == len(r.segs)
+}
+
+// front forwards requests for HTTP functions to the handler of one
+// instance after another (round robin), as the Functions front end spreads
+// requests over a scaled-out app, and as the host does with
+// enableForwardingHttpRequest: same method, path, query, headers
+// and body; the handler's answer is passed back unchanged. Function keys
+// are not checked. What the front answers itself is JSON: GET / lists the
+// functions, and every error (404 no function route, 405 a route's wrong
+// method with Allow set, 502 and 503 when the handler cannot answer) is the
+// handler's own error shape, api.ErrorBody.
+type front struct {
+	routes []route
+	proc   readier // the instances, taken in turn
+	log    *slog.Logger
+	proxy  *httputil.ReverseProxy
+}
+
+type targetKey struct{}
+
+func newFront(routes []route, proc readier, log *slog.Logger) http.Handler {
+	f := &front{routes: routes, proc: proc, log: log}
+	f.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(pr.In.Context().Value(targetKey{}).(*url.URL))
+			pr.SetXForwarded()
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			log.Warn("forwarding to the handler failed", slog.String("path", r.URL.Path), slog.Any("error", err))
+			api.WriteError(w, r, http.StatusBadGateway, "the handler did not answer: "+err.Error(), "")
+		},
+	}
+	return f
+}
+
+func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/" {
+		type fn struct {
+			Name    string   `json:"name"`
+			Route   string   `json:"route"`
+			Methods []string `json:"methods,omitempty"`
+		}
+		list := struct {
+			Status    string `json:"status"`
+			Functions []fn   `json:"functions"`
+		}{Status: "the orderstatus development host is running", Functions: []fn{}}
+		for _, rt := range f.routes {
+			list.Functions = append(list.Functions, fn{rt.fn, "/" + strings.Join(rt.segs, "/"), rt.allowed()})
+		}
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		_ = json.NewEncoder(w).Encode(list)
+		return
+	}
+	var found *route
+	for i := range f.routes {
+		if f.routes[i].match(r.URL.EscapedPath()) {
+			found = &f.routes[i]
+			break
+		}
+	}
+	if found == nil {
+		api.WriteError(w, r, http.StatusNotFound, "not found: no function route matches"+f.nearest(r.URL.EscapedPath()), "")
+		return
+	}
+	if len(found.methods) > 0 && !found.methods[r.Method] {
+		allowed := found.allowed()
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		api.WriteError(w, r, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: %s takes %s", r.Method, found.fn, strings.Join(allowed, ", ")), "")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	base, err := f.proc.Ready(ctx)
+	cancel()
+	if err != nil {
+		api.WriteError(w, r, http.StatusServiceUnavailable, "the handler is not running: "+err.Error(), "")
+		return
+	}
+	target, err := url.Parse(base)
+	if err != nil {
+		api.WriteError(w, r, http.StatusInternalServerError, err.Error(), "")
+		return
+	}
+	f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, target)))
+}
+
+// allowed lists the route's methods, sorted (nil: any).
+func (r route) allowed() []string {
+	var out []string
+	for m := range r.methods {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// nearest names the routes that share the path's first literal segments,
+// as a hint for a near miss (": GetOrder is /api/orders/{orderId}, one
+// path segment per parameter"), or "".
+func (f *front) nearest(escapedPath string) string {
+	parts := strings.Split(strings.Trim(escapedPath, "/"), "/")
+	var near []string
+	for _, rt := range f.routes {
+		lit := 0
+		for lit < len(rt.segs) && !isParam(rt.segs[lit]) {
+			lit++
+		}
+		if lit == 0 || lit > len(parts) {
+			continue
+		}
+		same := true
+		for i := range lit {
+			if !strings.EqualFold(parts[i], rt.segs[i]) {
+				same = false
+			}
+		}
+		if same {
+			near = append(near, rt.fn+" is /"+strings.Join(rt.segs, "/"))
+		}
+	}
+	if len(near) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(near, "; ") + " (a parameter is one path segment: an order id never contains /)"
+}

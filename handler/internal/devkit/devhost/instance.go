@@ -1,0 +1,742 @@
+package devhost
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/child"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/scenario"
+	"github.com/orderstatus/orderstatus/handler/internal/logging"
+)
+
+// MaxInstances bounds the instances of one group running at once (and
+// Options.Instances): each runs a handler process, and an instance of a
+// Service Bus function host.json's maxConcurrentSessions session slots.
+const MaxInstances = 16
+
+// Instance states (InstanceSummary.State).
+const (
+	InstanceRunning = "running"
+	InstanceRemoved = "removed" // scaled in gracefully (SIGTERM)
+	InstanceKilled  = "killed"  // lost without warning (SIGKILL)
+)
+
+// Errors of the scale operations.
+var (
+	// ErrLastInstance: removing or killing a group's only running
+	// instance would leave nothing to run its functions (Flex Consumption
+	// scales out again from a backlog; the development host keeps one
+	// instead).
+	ErrLastInstance = errors.New("devhost: the last running instance of a group cannot be removed")
+	// ErrNoInstance: no running instance has that id.
+	ErrNoInstance = errors.New("devhost: no such running instance")
+	// ErrTooManyInstances: MaxInstances run already.
+	ErrTooManyInstances = fmt.Errorf("devhost: at most %d instances of a group run at once", MaxInstances)
+)
+
+// instance is one instance of the Functions app as Flex Consumption runs it
+// when it scales out: a Functions host of its own, running the functions
+// of its group only (group.go), with its own session processor (host.json's
+// maxConcurrentSessions slots per session trigger), and a handler process
+// of its own (its own port, order cache and metrics registry), whose id
+// the handler reads from CONTAINER_NAME. Every instance shares the one
+// broker and the one store.
+type instance struct {
+	g    *group
+	n    int    // 1-based within its group, in start order; never reused
+	id   string // <group key>-<n>, such as OrderStatus-1 or http-1
+	proc *child.Process
+	inv  *invoker
+	// acceptCtx ends when the instance stops taking work; callCtx when
+	// its running calls are cut off.
+	acceptCtx, callCtx    context.Context
+	stopAccept, stopCalls context.CancelFunc
+	workers               sync.WaitGroup // its Service Bus dispatchers
+	state                 atomic.Value   // string: one of the Instance* states
+	retired               atomic.Bool    // removed, killed or closed: its exit is no failure
+	counts                instanceCounts
+}
+
+func (in *instance) killed() bool      { return in.state.Load() == InstanceKilled }
+func (in *instance) stateName() string { return in.state.Load().(string) }
+
+// instanceCounts is what one instance did: calls the host made to it and
+// their outcome as the host settled them, and the storage work its handler
+// logged on each settled line (round_trips, etag_conflicts, cache_hit).
+type instanceCounts struct {
+	mu          sync.Mutex
+	invocations int // Service Bus trigger calls
+	timerRuns   int // timer function calls
+	results     map[string]int
+	answers     int
+	roundTrips  int
+	conflicts   int
+	cacheHits   int
+}
+
+func (c *instanceCounts) invoked() {
+	c.mu.Lock()
+	c.invocations++
+	c.mu.Unlock()
+}
+
+func (c *instanceCounts) timerRan() {
+	c.mu.Lock()
+	c.timerRuns++
+	c.mu.Unlock()
+}
+
+func (c *instanceCounts) result(r string) {
+	c.mu.Lock()
+	if c.results == nil {
+		c.results = map[string]int{}
+	}
+	c.results[r]++
+	c.mu.Unlock()
+}
+
+// InstanceSummary is what one instance did during the run. Invocations
+// counts the host's Service Bus trigger calls to the instance (a message
+// delivered again is called again), TimerRuns its timer function calls
+// (the DeadLetterSweeper), apart. Results count the host's settlements of
+// the message calls, as Summary.Results does for all; RoundTrips, ETagConflicts and CacheHits
+// add up what the instance's handler logged on its settled lines, so a
+// handler that was killed keeps what it logged before.
+type InstanceSummary struct {
+	ID string `json:"id"`
+	// Group is the instance's group as Flex Consumption names it: http,
+	// or function:<NAME> (see group.go).
+	Group         string         `json:"group"`
+	State         string         `json:"state"`
+	Invocations   int            `json:"invocations"`
+	TimerRuns     int            `json:"timerRuns"`
+	Results       map[string]int `json:"results"`
+	RoundTrips    int            `json:"roundTrips"`
+	ETagConflicts int            `json:"etagConflicts"`
+	CacheHits     int            `json:"cacheHits"`
+	// HandlerStarts counts the instance's handler processes (1, plus a
+	// restart after each crash).
+	HandlerStarts int `json:"handlerStarts"`
+}
+
+// logTap passes an instance's handler output on and counts, from each
+// settled line, the round trips, ETag conflicts and cache hits.
+type logTap struct {
+	w       io.Writer
+	c       *instanceCounts
+	mu      sync.Mutex
+	pending []byte
+}
+
+func (t *logTap) Write(p []byte) (int, error) {
+	n, err := t.w.Write(p)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pending = append(t.pending, p...)
+	for {
+		i := bytes.IndexByte(t.pending, '\n')
+		if i < 0 {
+			break
+		}
+		t.line(t.pending[:i])
+		t.pending = t.pending[i+1:]
+	}
+	if len(t.pending) > 1<<20 { // not a log line: drop it
+		t.pending = nil
+	}
+	return n, err
+}
+
+func (t *logTap) line(l []byte) {
+	if !bytes.Contains(l, []byte(`"round_trips"`)) {
+		return
+	}
+	rec, ok := parseSettled(l)
+	if !ok {
+		return
+	}
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	t.c.answers++
+	t.c.roundTrips += rec.roundTrips
+	t.c.conflicts += rec.conflicts
+	if rec.cacheHit {
+		t.c.cacheHits++
+	}
+}
+
+// pool is the app's instances. Its methods are safe for concurrent use.
+type pool struct {
+	mu      sync.Mutex
+	all     []*instance          // every instance started, in start order
+	rr      int                  // round-robin position of the front
+	holders map[string]*instance // session id -> the instance holding it
+	fail    chan struct{}        // closed when a running instance's handler failed for good
+	failErr error
+	// orphans are the session locks killed instances left behind, until
+	// they run out (for fast-forwarding).
+	orphans []orphan
+}
+
+// orphan is a session lock a killed instance left behind: the session and
+// the messages it had in calls stay locked until the lock runs out.
+type orphan struct {
+	queue    string
+	until    time.Time
+	messages int
+}
+
+// orphaned records a session lock left by a killed instance.
+func (p *pool) orphaned(o orphan) {
+	p.mu.Lock()
+	p.orphans = append(p.orphans, o)
+	p.mu.Unlock()
+}
+
+// orphansOf returns, for queue, the session locks left by killed
+// instances that run past now, the messages they hold, and when the first
+// of them runs out; it forgets those that ran out.
+func (p *pool) orphansOf(queue string, now time.Time) (sessions, messages int, first time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kept := p.orphans[:0]
+	for _, o := range p.orphans {
+		if !now.Before(o.until) {
+			continue
+		}
+		kept = append(kept, o)
+		if o.queue != queue {
+			continue
+		}
+		sessions++
+		messages += o.messages
+		if first.IsZero() || o.until.Before(first) {
+			first = o.until
+		}
+	}
+	p.orphans = kept
+	return sessions, messages, first
+}
+
+func newPool() *pool {
+	return &pool{holders: map[string]*instance{}, fail: make(chan struct{})}
+}
+
+// running returns the running instances in start order.
+func (p *pool) running() []*instance { return p.runningIn(nil) }
+
+// runningIn returns the running instances of g (of every group for nil) in
+// start order.
+func (p *pool) runningIn(g *group) []*instance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*instance
+	for _, in := range p.all {
+		if in.stateName() == InstanceRunning && (g == nil || in.g == g) {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// first is the oldest running instance of g, nil if none: it holds the
+// singleton lock of g's timers.
+func (p *pool) first(g *group) *instance {
+	if r := p.runningIn(g); len(r) > 0 {
+		return r[0]
+	}
+	return nil
+}
+
+// groupReadier spreads callers over the running instances of one group,
+// round robin, as the Functions front end spreads HTTP requests over the
+// HTTP group's instances.
+type groupReadier struct {
+	p *pool
+	g *group
+}
+
+// Ready returns the chosen instance's handler base URL once it answers.
+func (r groupReadier) Ready(ctx context.Context) (string, error) {
+	running := r.p.runningIn(r.g)
+	if len(running) == 0 {
+		return "", errors.New("devhost: no instance is running")
+	}
+	r.p.mu.Lock()
+	in := running[r.p.rr%len(running)]
+	r.p.rr++
+	r.p.mu.Unlock()
+	return in.proc.Ready(ctx)
+}
+
+var _ readier = groupReadier{}
+
+// hold records that in holds session id; release forgets it.
+func (p *pool) hold(id string, in *instance) {
+	p.mu.Lock()
+	p.holders[id] = in
+	p.mu.Unlock()
+}
+
+func (p *pool) release(id string, in *instance) {
+	p.mu.Lock()
+	if p.holders[id] == in {
+		delete(p.holders, id)
+	}
+	p.mu.Unlock()
+}
+
+func (p *pool) holder(id string) *instance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.holders[id]
+}
+
+// failed records that a running instance's handler is no longer
+// supervised (it kept dying).
+func (p *pool) failed(in *instance, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failErr == nil {
+		p.failErr = fmt.Errorf("%s: %w", in.id, err)
+		close(p.fail)
+	}
+}
+
+// startInstance starts one instance of g: its handler process (waiting
+// until it answers) and g's Service Bus dispatchers. ctx bounds the start
+// only.
+func (h *Host) startInstance(ctx context.Context, g *group) (*instance, error) {
+	h.pool.mu.Lock()
+	g.started++
+	n := g.started // reserved, so that instances started at once get distinct ids
+	h.pool.mu.Unlock()
+	in := &instance{g: g, n: n, id: g.instanceID(n)}
+	in.state.Store(InstanceRunning)
+	env := append(slices.Clone(h.handlerEnv), logging.EnvContainerName+"="+in.id)
+	var err error
+	in.proc, err = child.Start(ctx, child.Options{
+		Path:         h.handlerPath,
+		Args:         h.app.Host.Arguments,
+		Dir:          h.app.Host.WorkingDirectory,
+		Env:          env,
+		Stdout:       &logTap{w: h.opts.Stdout, c: &in.counts},
+		Stderr:       &logTap{w: h.opts.Stderr, c: &in.counts},
+		ReadyTimeout: h.opts.ReadyTimeout,
+		Logger:       h.log.With(slog.String("instance", in.id)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("devhost: start the handler of %s: %w", in.id, err)
+	}
+	in.inv = newInvoker(in.proc, h.app.Host.FunctionTimeout, h.log)
+	if h.opts.SendClockRate {
+		in.inv.rate = h.clockRate
+	}
+	in.acceptCtx, in.stopAccept = context.WithCancel(h.acceptCtx)
+	in.callCtx, in.stopCalls = context.WithCancel(h.callCtx)
+	h.pool.mu.Lock()
+	h.pool.all = append(h.pool.all, in)
+	h.pool.mu.Unlock()
+	go func() {
+		<-in.proc.Done()
+		if !in.retired.Load() {
+			h.pool.failed(in, in.proc.Err())
+		}
+	}()
+	for _, d := range g.sessions {
+		d.start(in)
+	}
+	for _, d := range g.plain {
+		d.start(in)
+	}
+	return in, nil
+}
+
+// track runs f as one of in's dispatcher goroutines.
+func (h *Host) track(in *instance, f func()) {
+	h.workers.Add(1)
+	in.workers.Add(1)
+	go func() {
+		defer h.workers.Done()
+		defer in.workers.Done()
+		f()
+	}()
+}
+
+// resolve reads a scale event's target: "" (the default group), a group
+// key, a number (that instance of the default group) or an instance id.
+// It returns the group and the instance id, "" for the group's newest
+// running instance.
+func (h *Host) resolve(target string) (*group, string, error) {
+	if g := h.group(target); g != nil {
+		return g, "", nil
+	}
+	if n, err := strconv.Atoi(target); err == nil {
+		g := h.defaultGroup()
+		return g, g.instanceID(n), nil
+	}
+	for _, g := range h.groups {
+		if n, ok := strings.CutPrefix(target, g.key+"-"); ok {
+			if _, err := strconv.Atoi(n); err == nil {
+				return g, target, nil
+			}
+		}
+	}
+	return nil, "", fmt.Errorf("%w: %q is neither a group (%s) nor an instance id such as %s",
+		ErrNoInstance, target, h.groupKeys(), h.defaultGroup().instanceID(1))
+}
+
+// pick returns the running instance target names (see resolve): an
+// instance id, a number of the default group's, or a group's newest
+// running one. It fails with ErrLastInstance when it is the only one of
+// its group running.
+func (h *Host) pick(target string) (*instance, error) {
+	g, id, err := h.resolve(target)
+	if err != nil {
+		return nil, err
+	}
+	r := h.pool.runningIn(g)
+	var in *instance
+	for _, x := range r {
+		if id == "" || x.id == id {
+			in = x
+		}
+	}
+	switch {
+	case in == nil:
+		return nil, fmt.Errorf("%w: %q (running in %s: %s)", ErrNoInstance, id, g.name, ids(r))
+	case len(r) == 1:
+		return nil, fmt.Errorf("%w (%s, the last of %s)", ErrLastInstance, in.id, g.name)
+	}
+	return in, nil
+}
+
+func ids(r []*instance) string {
+	var s []string
+	for _, in := range r {
+		s = append(s, in.id)
+	}
+	return strings.Join(s, ", ")
+}
+
+// AddInstance scales group (a group key, "" for the default group) out by
+// one instance, with a cold cache, and returns its id once its handler
+// answers and its dispatchers run.
+func (h *Host) AddInstance(ctx context.Context, group string) (string, error) {
+	if !h.started.Load() || h.closing.Load() {
+		return "", errors.New("devhost: AddInstance on a host that is not running")
+	}
+	g := h.group(group)
+	if g == nil {
+		return "", fmt.Errorf("%w: %q (the app's groups: %s)", ErrUnknownGroup, group, h.groupKeys())
+	}
+	if len(h.pool.runningIn(g)) >= MaxInstances {
+		return "", ErrTooManyInstances
+	}
+	in, err := h.startInstance(ctx, g)
+	if err != nil {
+		return "", err
+	}
+	h.log.Info("scaled out", slog.String("instance", in.id), slog.String("group", g.name), slog.Int("running", len(h.pool.runningIn(g))))
+	return in.id, nil
+}
+
+// RemoveInstance scales in gracefully, as Flex Consumption does after a
+// quiet spell: the instance (id, or the newest running one for "") takes
+// no new session or message, its handler gets SIGTERM and finishes the
+// calls it is running, the host settles their answers, and the instance's
+// sessions are closed, so other instances take them at once. A call sent
+// as the handler stops listening gets no answer and is abandoned. It
+// returns the instance's id when all that is done.
+func (h *Host) RemoveInstance(ctx context.Context, id string) (string, error) {
+	h.scaleMu.Lock()
+	defer h.scaleMu.Unlock()
+	in, err := h.pick(id)
+	if err != nil {
+		return "", err
+	}
+	in.retired.Store(true)
+	in.state.Store(InstanceRemoved)
+	in.stopAccept()
+	in.proc.Stop() // SIGTERM; SIGKILL only after the grace period
+	done := make(chan struct{})
+	go func() { in.workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(h.opts.DrainTimeout):
+		in.stopCalls()
+		<-done
+	case <-ctx.Done():
+		in.stopCalls()
+		<-done
+	}
+	in.stopCalls()
+	in.inv.close()
+	h.log.Info("scaled in", slog.String("instance", in.id), slog.String("group", in.g.name), slog.Int("running", len(h.pool.runningIn(in.g))))
+	return in.id, nil
+}
+
+// KillInstance loses an instance (id, or the newest running one for "")
+// without warning, as when its machine is recycled: its handler gets
+// SIGKILL, nothing it was running is settled, and its sessions are not
+// closed, so their locks (and its messages' locks) run out on the broker's
+// clock before another instance can take them.
+func (h *Host) KillInstance(id string) (string, error) {
+	h.scaleMu.Lock()
+	defer h.scaleMu.Unlock()
+	in, err := h.pick(id)
+	if err != nil {
+		return "", err
+	}
+	in.retired.Store(true)
+	in.state.Store(InstanceKilled)
+	// Stop taking work first: a dead machine takes no new session or
+	// message (what it held is left locked until the locks run out).
+	in.stopAccept()
+	in.proc.Kill()
+	in.stopCalls()
+	in.workers.Wait()
+	in.inv.close()
+	h.log.Info("instance killed", slog.String("instance", in.id), slog.String("group", in.g.name), slog.Int("running", len(h.pool.runningIn(in.g))))
+	return in.id, nil
+}
+
+// Scale applies one scale event (see scenario.ScaleAdd and the others) to
+// target (a group key, an instance id or a number of the default group's;
+// "" for the default group's newest) and returns the id of the instance it
+// added, removed or killed.
+func (h *Host) Scale(ctx context.Context, action, target string) (string, error) {
+	id := target
+	switch action {
+	case scenario.ScaleAdd:
+		return h.AddInstance(ctx, target)
+	case scenario.ScaleRemove:
+		return h.RemoveInstance(ctx, id)
+	case scenario.ScaleKill:
+		return h.KillInstance(id)
+	}
+	return "", fmt.Errorf("devhost: unknown scale action %q", action)
+}
+
+// Instances returns what each instance started so far did, in start order.
+func (h *Host) Instances() []InstanceSummary {
+	h.pool.mu.Lock()
+	all := slices.Clone(h.pool.all)
+	h.pool.mu.Unlock()
+	out := make([]InstanceSummary, 0, len(all))
+	for _, in := range all {
+		in.counts.mu.Lock()
+		s := InstanceSummary{
+			ID: in.id, Group: in.g.name, State: in.stateName(), Invocations: in.counts.invocations, TimerRuns: in.counts.timerRuns,
+			Results: maps.Clone(in.counts.results), RoundTrips: in.counts.roundTrips,
+			ETagConflicts: in.counts.conflicts, CacheHits: in.counts.cacheHits,
+			HandlerStarts: in.proc.Starts(),
+		}
+		in.counts.mu.Unlock()
+		if s.Results == nil {
+			s.Results = map[string]int{}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// RunningInstances returns the ids of the running instances of every
+// group, oldest first.
+func (h *Host) RunningInstances() []string {
+	var out []string
+	for _, in := range h.pool.running() {
+		out = append(out, in.id)
+	}
+	return out
+}
+
+// InstancesIn returns what each instance of group (a key, "" for the
+// default group) started so far did, in start order.
+func (h *Host) InstancesIn(group string) []InstanceSummary {
+	g := h.group(group)
+	var out []InstanceSummary
+	for _, in := range h.Instances() {
+		if g != nil && in.Group == g.name {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// RunningIn returns the ids of the running instances of group (a key, ""
+// for the default group), oldest first; nil for a group the app does not
+// have.
+func (h *Host) RunningIn(group string) []string {
+	g := h.group(group)
+	if g == nil {
+		return nil
+	}
+	var out []string
+	for _, in := range h.pool.runningIn(g) {
+		out = append(out, in.id)
+	}
+	return out
+}
+
+// InstanceURL returns the base URL of the handler of the running instance
+// id, once it answers: what the development host has and Azure does not,
+// a way to one instance's own GET /api/metrics (the front reaches the HTTP
+// group only, as in Azure).
+func (h *Host) InstanceURL(ctx context.Context, id string) (string, error) {
+	for _, in := range h.pool.running() {
+		if in.id == id {
+			return in.proc.Ready(ctx)
+		}
+	}
+	return "", fmt.Errorf("%w: %q (running: %s)", ErrNoInstance, id, strings.Join(h.RunningInstances(), ", "))
+}
+
+// HandlerPIDFor returns the process id of the handler of the instance
+// holding session id, 0 when no instance holds it.
+func (h *Host) HandlerPIDFor(sessionID string) int {
+	if in := h.pool.holder(sessionID); in != nil {
+		return in.proc.PID()
+	}
+	return 0
+}
+
+// ParseScale reads the --scale flag: comma-separated events
+// ACTION[:TARGET]@AFTER, such as "add@30s,add:OrderStatus@1m,kill:2@3m",
+// where ACTION is add, remove or kill; TARGET a group (http or a
+// function's name: add one to it, or remove or kill its newest running
+// instance), an instance id such as OrderStatus-2, or a number (that
+// instance of the default group, the function on the workload queue);
+// default: the default group, its newest running instance; and AFTER a Go
+// duration on the host's clock since the workload started, as a scenario
+// line's sendAfter. It returns them as scenario lines; whether each can
+// happen is checked against the app (Host.CheckScale).
+func ParseScale(s string) ([]ScenarioLine, error) {
+	var out []ScenarioLine
+	for _, ev := range strings.Split(s, ",") {
+		ev = strings.TrimSpace(ev)
+		what, after, ok := strings.Cut(ev, "@")
+		if !ok {
+			return nil, fmt.Errorf("scale event %q: want ACTION[:TARGET]@AFTER, such as add@30s", ev)
+		}
+		action, id, _ := strings.Cut(what, ":")
+		if !scenario.IsScaleAction(action) {
+			return nil, fmt.Errorf("scale event %q: action %q: want add, remove or kill", ev, action)
+		}
+		if _, err := strconv.Atoi(id); err == nil && action == scenario.ScaleAdd {
+			return nil, fmt.Errorf("scale event %q: add takes a group, not an instance (a new instance gets the next id)", ev)
+		}
+		d, err := time.ParseDuration(after)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("scale event %q: %q is not a Go duration such as 30s or 2m", ev, after)
+		}
+		out = append(out, ScenarioLine{Scale: action, Instance: id, SendAfter: d, Pos: "--scale " + ev})
+	}
+	return out, nil
+}
+
+// CheckScale plays the workload's scale events (from --scale and the
+// scenario, merged) on paper, from the instances each group starts with,
+// in the order Play applies them, and reports the first one that could
+// not happen: a group or an instance the app does not have or that is not
+// running then, the last running instance of a group removed, or more
+// than MaxInstances in a group. So a bad event stops the run before
+// anything starts instead of failing while it runs.
+func (h *Host) CheckScale(lines []ScenarioLine) error {
+	counts, err := h.startCounts()
+	if err != nil {
+		return err
+	}
+	running := map[*group][]string{}
+	next := map[*group]int{}
+	for g, n := range counts {
+		for i := 1; i <= n; i++ {
+			running[g] = append(running[g], g.instanceID(i))
+		}
+		next[g] = n + 1
+	}
+	for _, l := range lines {
+		if l.Scale == "" {
+			continue
+		}
+		at := fmt.Sprintf("%s (at %s)", l.Pos, l.SendAfter)
+		if l.Scale == scenario.ScaleAdd {
+			g := h.group(l.Instance)
+			if g == nil {
+				return fmt.Errorf("%s: add: %q is not a group of the app (%s)", at, l.Instance, h.groupKeys())
+			}
+			if len(running[g]) >= MaxInstances {
+				return fmt.Errorf("%s: add: %d instances of %s would be running, at most %d", at, len(running[g])+1, g.name, MaxInstances)
+			}
+			running[g] = append(running[g], g.instanceID(next[g]))
+			next[g]++
+			continue
+		}
+		g, id, err := h.resolve(l.Instance)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %v", at, l.Scale, err)
+		}
+		r := running[g]
+		i := len(r) - 1 // the newest running one, by default
+		if id != "" {
+			i = slices.Index(r, id)
+		}
+		switch {
+		case i < 0:
+			return fmt.Errorf("%s: %s: %s is not running then (running in %s: %s)", at, l.Scale, id, g.name, strings.Join(r, ", "))
+		case len(r) == 1:
+			return fmt.Errorf("%s: %s: %s is the last running instance of %s (add one first)", at, l.Scale, r[0], g.name)
+		}
+		running[g] = slices.Delete(r, i, i+1)
+	}
+	return nil
+}
+
+// mergeScale inserts each scale event (or outage) before the first line held longer
+// than the event, so that Play applies it at its time.
+func mergeScale(lines, events []ScenarioLine) []ScenarioLine {
+	out := slices.Clone(lines)
+	for _, ev := range events {
+		i := slices.IndexFunc(out, func(l ScenarioLine) bool { return l.SendAfter > ev.SendAfter })
+		if i < 0 {
+			i = len(out)
+		}
+		out = slices.Insert(out, i, ev)
+	}
+	return out
+}
+
+// messages counts the lines that send a message (not scale events or
+// outages).
+func messages(lines []ScenarioLine) int {
+	n := 0
+	for _, l := range lines {
+		if l.IsMessage() {
+			n++
+		}
+	}
+	return n
+}
+
+// newLoopbackClient is an HTTP client for the handlers on loopback.
+func newLoopbackClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	tr.Proxy = nil // loopback only
+	return &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}

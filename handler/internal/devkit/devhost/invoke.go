@@ -1,0 +1,206 @@
+package devhost
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/child"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
+)
+
+// readier gives the handler's base URL once it answers (child.Process).
+type readier interface {
+	Ready(ctx context.Context) (string, error)
+}
+
+var _ readier = (*child.Process)(nil)
+
+// invoker POSTs non-HTTP invocations to the handler as the host does.
+type invoker struct {
+	proc    readier
+	client  *http.Client
+	timeout time.Duration // functionTimeout; 0: none
+	log     *slog.Logger
+	// rate, if set, is the host clock's present rate, sent with every
+	// invocation while it is above 1 (hostproto.HeaderClockRate).
+	rate func() float64
+	// now, if set, is the host's clock, whose reading goes with every
+	// invocation (hostproto.HeaderHostClock), taken as it is sent.
+	now func() time.Time
+
+	mu       sync.Mutex
+	notFound map[string]bool // functions the handler answered 404 for (logged once)
+}
+
+// newInvoker returns an invoker for the handler behind proc. Its client
+// goes to loopback only and, like the host, does not follow redirects: a
+// 3xx answer is the invocation's answer (and fails it).
+func newInvoker(proc readier, timeout time.Duration, log *slog.Logger) *invoker {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	tr.Proxy = nil // loopback only
+	client := &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return &invoker{proc: proc, client: client, timeout: timeout, log: log, notFound: map[string]bool{}}
+}
+
+// close closes the idle connections to the handler.
+func (iv *invoker) close() { iv.client.CloseIdleConnections() }
+
+// answer is the handler's answer to one invocation.
+type answer struct {
+	Status int
+	// Result is ReturnValue.result, "" when absent.
+	Result string
+	// ReturnValue is the raw ReturnValue, nil when absent.
+	ReturnValue json.RawMessage
+	Logs        []string
+}
+
+// OK reports a 2xx status: the host counts the invocation as a success.
+func (a answer) OK() bool { return a.Status >= 200 && a.Status < 300 }
+
+// errNoAnswer wraps failures to get any HTTP answer (connection refused or
+// reset, the handler died, timeout).
+var errNoAnswer = errors.New("no answer from the handler")
+
+// invoke POSTs body to /<function> and returns the answer. It waits for the
+// handler to be ready first. A transport failure or timeout is errNoAnswer.
+// A 2xx answer whose body is not JSON fails the invocation, as in the host
+// (reported as status 500 with the reason in Logs).
+func (iv *invoker) invoke(ctx context.Context, function string, body []byte) (answer, error) {
+	if iv.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, iv.timeout)
+		defer cancel()
+	}
+	id := hostproto.NewGUID()
+	var resp *http.Response
+	for {
+		base, err := iv.proc.Ready(ctx)
+		if err != nil {
+			return answer{}, fmt.Errorf("%w: %v", errNoAnswer, err)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/"+function, bytes.NewReader(body))
+		if err != nil {
+			return answer{}, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Azure-Functions-InvocationId", id)
+		if iv.rate != nil {
+			if r := iv.rate(); r > 1 {
+				req.Header.Set(hostproto.HeaderClockRate, hostproto.FormatClockRate(r))
+			}
+		}
+		if iv.now != nil {
+			req.Header.Set(hostproto.HeaderHostClock, hostproto.FormatHostClock(iv.now()))
+		}
+		resp, err = iv.client.Do(req)
+		if err == nil {
+			break
+		}
+		// Refused: the handler process is gone (and being restarted)
+		// and never saw the request. The host does not dispatch to a
+		// dead worker, so wait for the next one rather than fail.
+		if errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil {
+			pause(ctx, 20*time.Millisecond)
+			continue
+		}
+		return answer{}, fmt.Errorf("%w: POST /%s: %v", errNoAnswer, function, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return answer{}, fmt.Errorf("%w: POST /%s: reading the answer: %v", errNoAnswer, function, err)
+	}
+	a := answer{Status: resp.StatusCode}
+	if resp.StatusCode == http.StatusNotFound {
+		iv.mu.Lock()
+		first := !iv.notFound[function]
+		iv.notFound[function] = true
+		iv.mu.Unlock()
+		if first {
+			iv.log.Warn("the handler does not implement this function (404); its invocations fail", slog.String("function", function))
+		}
+	}
+	var r struct {
+		Logs        []string        `json:"Logs"`
+		ReturnValue json.RawMessage `json:"ReturnValue"`
+	}
+	fail := func(why string) (answer, error) {
+		iv.log.Warn("invocation failed: "+why, slog.String("function", function), slog.Int("status", resp.StatusCode))
+		a.Status = http.StatusInternalServerError
+		a.Logs = []string{"devhost: " + why}
+		return a, nil
+	}
+	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch err := json.Unmarshal(data, &r); {
+	case !a.OK():
+		if err != nil {
+			return a, nil
+		}
+	case len(bytes.TrimSpace(data)) == 0:
+		return fail("the answer is empty; the host would wait for it until functionTimeout")
+	case mediaType != "application/json":
+		return fail(fmt.Sprintf("the answer's Content-Type is %q, the host fails an invocation without application/json", resp.Header.Get("Content-Type")))
+	case err != nil:
+		return fail("the answer is not JSON, the host fails such an invocation: " + err.Error())
+	}
+	a.Logs, a.ReturnValue = r.Logs, r.ReturnValue
+	a.Result = resultOf(r.ReturnValue)
+	return a, nil
+}
+
+// awaitHealthy returns once the handler answers GET / (a new incarnation
+// after a crash), or ctx ends, or supervision gave up. The dispatchers call
+// it after a call got no answer and before abandoning the message, so the
+// redelivery goes to a live handler instead of burning a delivery on one
+// that is still dying.
+func (iv *invoker) awaitHealthy(ctx context.Context) {
+	for ctx.Err() == nil {
+		base, err := iv.proc.Ready(ctx)
+		if err != nil {
+			return
+		}
+		probeCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		req, _ := http.NewRequestWithContext(probeCtx, http.MethodGet, base+"/", nil)
+		resp, err := iv.client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+			resp.Body.Close()
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		pause(ctx, 20*time.Millisecond)
+	}
+}
+
+// resultOf reads ReturnValue.result: from an object, or from a JSON string
+// holding one.
+func resultOf(rv json.RawMessage) string {
+	var s string
+	if t := bytes.TrimLeft(rv, " \t\r\n"); len(t) > 0 && t[0] == '"' && json.Unmarshal(rv, &s) == nil {
+		rv = json.RawMessage(s)
+	}
+	var v struct {
+		Result string `json:"result"`
+	}
+	if json.Unmarshal(rv, &v) == nil {
+		return v.Result
+	}
+	return ""
+}

@@ -1,0 +1,292 @@
+package devhost
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
+)
+
+// Application properties set by the handler: OriginalMessageId on a
+// parked message (and on a rescheduled copy), RetryAttempt on a copy
+// rescheduled to retry a message later (1 for the first).
+const (
+	propOriginalMessageID = parking.PropOriginalMessageID
+	propRetryAttempt      = reschedule.PropRetryAttempt
+)
+
+// recorder is the broker the handler talks to (through the loopback
+// server): the membroker, plus a record of what the handler parked and
+// what it took out of the dead-letter subqueues, so the summary stays
+// complete after a sweeper archived or replayed some of it.
+//
+// A settle request that comes through the loopback server names its
+// message only by lock token (and sequence number), so the recorder keeps
+// each dead-lettered message it hands out by its lock token until it is
+// settled or received again, and records a completion from that copy.
+type recorder struct {
+	broker.Broker
+	mb          *membroker.Broker
+	poisonQueue string
+
+	mu         sync.Mutex
+	parked     []Entry         // in order, one per distinct parked MessageId
+	parkedIDs  map[string]bool // parked MessageIds seen
+	dlqRemoved []Entry
+	// dlqLocked holds the dead-lettered messages handed out and not
+	// settled, by queue and lock token. A message received again (its
+	// earlier lock expired) replaces its stale entry, so it holds at most
+	// one entry per message in a dead-letter subqueue.
+	dlqLocked map[lockKey]broker.Received
+	// sent counts the messages sent or scheduled through the recorder
+	// (by the handler and the CLI), by queue.
+	sent map[string]int
+	// rescheduled counts the scheduled messages with a RetryAttempt
+	// property; parkedSends every copy sent to the poison queue.
+	rescheduled, parkedSends int
+}
+
+// lockKey names a message handed out from a dead-letter subqueue.
+type lockKey struct {
+	queue     string
+	lockToken string
+}
+
+var _ broker.Broker = (*recorder)(nil)
+
+func newRecorder(b *membroker.Broker, poisonQueue string) *recorder {
+	return &recorder{Broker: b, mb: b, poisonQueue: poisonQueue, parkedIDs: map[string]bool{}, dlqLocked: map[lockKey]broker.Received{}, sent: map[string]int{}}
+}
+
+// Clock is the broker's clock, which the loopback server answers /broker/now
+// with: a producer (orderstatus publish) schedules on it.
+func (r *recorder) Clock() clock.Clock { return r.mb.Clock() }
+
+// Send forwards to the broker and records a message sent to the poison
+// queue.
+func (r *recorder) Send(ctx context.Context, queue string, msg broker.Message) error {
+	err := r.Broker.Send(ctx, queue, msg)
+	if err == nil {
+		r.mu.Lock()
+		r.sent[queue]++
+		r.mu.Unlock()
+	}
+	if err == nil && queue == r.poisonQueue {
+		r.mu.Lock()
+		r.parkedSends++
+		if !r.parkedIDs[msg.MessageID] {
+			r.parkedIDs[msg.MessageID] = true
+			r.parked = append(r.parked, Entry{
+				MessageID: stringProp(msg.ApplicationProperties, propOriginalMessageID, msg.MessageID),
+				Reason:    stringProp(msg.ApplicationProperties, broker.PropertyDeadLetterReason, ""),
+				ParkedID:  msg.MessageID,
+			})
+		}
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// Schedule forwards to the broker and counts the message.
+func (r *recorder) Schedule(ctx context.Context, queue string, msg broker.Message, at time.Time) (int64, error) {
+	seq, err := r.Broker.Schedule(ctx, queue, msg, at)
+	if err == nil {
+		r.mu.Lock()
+		r.sent[queue]++
+		if _, retry := msg.ApplicationProperties[propRetryAttempt]; retry {
+			r.rescheduled++
+		}
+		r.mu.Unlock()
+	}
+	return seq, err
+}
+
+// rescheduledCount is the number of scheduled copies that carry a
+// RetryAttempt property.
+func (r *recorder) rescheduledCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rescheduled
+}
+
+// parkedCount is the number of copies sent to the poison queue.
+func (r *recorder) parkedCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.parkedSends
+}
+
+// sentTo is the number of messages sent or scheduled to queue through the
+// recorder.
+func (r *recorder) sentTo(queue string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sent[queue]
+}
+
+// Receive forwards to the broker and keeps what it hands out of a
+// dead-letter subqueue, for Complete.
+func (r *recorder) Receive(ctx context.Context, src broker.Source, max int, wait time.Duration) ([]broker.Received, error) {
+	got, err := r.Broker.Receive(ctx, src, max, wait)
+	if err != nil || !src.DeadLetter || len(got) == 0 {
+		return got, err
+	}
+	seqs := make(map[int64]bool, len(got))
+	for _, m := range got {
+		seqs[m.SequenceNumber] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, m := range r.dlqLocked {
+		if k.queue == src.Queue && seqs[m.SequenceNumber] {
+			delete(r.dlqLocked, k) // its lock expired: it was handed out again
+		}
+	}
+	for _, m := range got {
+		r.dlqLocked[lockKey{src.Queue, m.LockToken}] = m
+	}
+	return got, nil
+}
+
+// Complete forwards to the broker and records a message taken out of a
+// dead-letter subqueue: as it was handed out under m's lock token, or as m
+// describes it when it was not handed out through the recorder.
+func (r *recorder) Complete(ctx context.Context, src broker.Source, m broker.Received) error {
+	err := r.Broker.Complete(ctx, src, m)
+	if !src.DeadLetter {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := lockKey{src.Queue, m.LockToken}
+	if got, ok := r.dlqLocked[k]; ok {
+		m = got
+	}
+	if err == nil || errors.Is(err, broker.ErrLockLost) {
+		delete(r.dlqLocked, k)
+	}
+	if err == nil {
+		r.dlqRemoved = append(r.dlqRemoved, Entry{MessageID: m.MessageID, Reason: m.DeadLetterReason, Queue: src.Queue, SessionID: m.SessionID, DeliveryCount: m.DeliveryCount})
+	}
+	return err
+}
+
+// Abandon forwards to the broker; the lock token of a dead-lettered
+// message is spent afterwards.
+func (r *recorder) Abandon(ctx context.Context, src broker.Source, m broker.Received) error {
+	err := r.Broker.Abandon(ctx, src, m)
+	if src.DeadLetter && (err == nil || errors.Is(err, broker.ErrLockLost)) {
+		r.mu.Lock()
+		delete(r.dlqLocked, lockKey{src.Queue, m.LockToken})
+		r.mu.Unlock()
+	}
+	return err
+}
+
+func (r *recorder) snapshot() (parked, dlqRemoved []Entry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Entry(nil), r.parked...), append([]Entry(nil), r.dlqRemoved...)
+}
+
+func stringProp(props map[string]any, key, def string) string {
+	if s, ok := props[key].(string); ok && s != "" {
+		return s
+	}
+	return def
+}
+
+// Completion is one message the host completed after a 2xx answer: where
+// it came from, what it held, its delivery count at that delivery, and the
+// handler's ReturnValue.result.
+type Completion struct {
+	Queue, SessionID, MessageID, Subject string
+	Body                                 []byte
+	DeliveryCount                        int32
+	Result                               string
+}
+
+// stats counts what the dispatchers did. Its methods are safe for
+// concurrent use.
+type stats struct {
+	inFlight atomic.Int64 // calls running (Service Bus and timer)
+	// callEnded gets a token (never blocking) each time the last call in
+	// flight ends, so that WaitIdle looks again at once rather than at its
+	// next poll.
+	callEnded chan struct{}
+
+	mu          sync.Mutex
+	sentCount   int
+	sentIDs     map[string]bool
+	sessions    []string // session ids sent, in first-sent order
+	sessionSeen map[string]bool
+	results     map[string]int
+	completions []Completion
+}
+
+func newStats() *stats {
+	return &stats{sentIDs: map[string]bool{}, sessionSeen: map[string]bool{}, results: map[string]int{},
+		callEnded: make(chan struct{}, 1)}
+}
+
+// callStarted counts a call in flight until callDone.
+func (s *stats) callStarted() { s.inFlight.Add(1) }
+
+// callDone ends a call callStarted counted and, if it was the last one in
+// flight, wakes WaitIdle.
+func (s *stats) callDone() {
+	if s.inFlight.Add(-1) != 0 {
+		return
+	}
+	select {
+	case s.callEnded <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
+func (s *stats) sent(l ScenarioLine) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sentCount++
+	s.sentIDs[l.MessageID] = true
+	if l.SessionID != "" && !s.sessionSeen[l.SessionID] {
+		s.sessionSeen[l.SessionID] = true
+		s.sessions = append(s.sessions, l.SessionID)
+	}
+}
+
+func (s *stats) result(r string) {
+	s.mu.Lock()
+	s.results[r]++
+	s.mu.Unlock()
+}
+
+func (s *stats) completed(queue string, m broker.Received, result string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.results[result]++
+	s.completions = append(s.completions, Completion{
+		Queue: queue, SessionID: m.SessionID, MessageID: m.MessageID, Subject: m.Subject,
+		Body: bytes.Clone(m.Body), DeliveryCount: m.DeliveryCount, Result: result,
+	})
+	if m.SessionID != "" && !s.sessionSeen[m.SessionID] {
+		s.sessionSeen[m.SessionID] = true
+		s.sessions = append(s.sessions, m.SessionID)
+	}
+}
+
+// snapshot copies the counters.
+func (s *stats) snapshot() (sent int, results map[string]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sentCount, maps.Clone(s.results)
+}

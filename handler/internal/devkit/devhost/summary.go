@@ -1,0 +1,564 @@
+package devhost
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
+	"github.com/orderstatus/orderstatus/handler/internal/wording"
+)
+
+// Summary is what a run did. Its JSON form, the --summary-json file, has
+// the keys orders, results, parked, deadLettered, archived, accounting, instances and outages,
+// never null; the other fields are for the printed table and for Go
+// callers.
+type Summary struct {
+	// Orders maps every order the host saw (a session id it sent or
+	// delivered that is a legal order id) to its row, read through the
+	// handler's GetOrder; an order without a row is left out.
+	Orders map[string]OrderRow `json:"orders"`
+	// Results counts invocations by outcome: the handler's
+	// ReturnValue.result for completed messages, Abandoned for failed
+	// calls, LockLost for answers that came after the lock was lost.
+	Results map[string]int `json:"results"`
+	// Parked lists every message the handler parked during the run, once
+	// per parked copy, by the ORIGINAL message's id (the
+	// OriginalMessageId property; the copy's own id is <original>:parked)
+	// with its DeadLetterReason. It is recorded as the handler sends, so a
+	// sweeper that archived some since does not shrink it. Sorted by
+	// MessageID, then Reason.
+	Parked []Entry `json:"parked"`
+	// DeadLettered lists the triggered queues' dead-lettered messages:
+	// those still in the dead-letter subqueue and those a sweeper took out
+	// during the run (Removed). Sorted by MessageID, then Reason.
+	DeadLettered []Entry `json:"deadLettered"`
+	// Archived lists the dead-letter store's entries that the
+	// DeadLetterSweeper or orderstatus deadletters archived or discarded, by
+	// the original message's id with its reason. Sorted by MessageID, then
+	// Reason.
+	Archived []Entry `json:"archived"`
+	// Accounting says where every message sent to the workload queue
+	// went (Results counts calls, not messages).
+	Accounting Accounting `json:"accounting"`
+	// Instances is what each instance of the app did, in start order
+	// (one entry without scale-out): see InstanceSummary.
+	Instances []InstanceSummary `json:"instances"`
+	// Outages lists the run's outages (--outage, outage lines) in start
+	// order, each with what it cost: see OutageSummary.
+	Outages []OutageSummary `json:"outages"`
+	// Sent is the number of workload messages sent.
+	Sent int `json:"-"`
+	// PoisonDepth and DeadLetterDepth are the current depths of the
+	// poison queue and of the triggered queues' dead-letter subqueues.
+	PoisonDepth     int `json:"-"`
+	DeadLetterDepth int `json:"-"`
+	// Violations lists the invariants that do not hold (see Check);
+	// empty when all hold.
+	Violations []string `json:"-"`
+}
+
+// MarshalJSON writes the keys of the --summary-json file, with empty
+// objects and arrays for nil maps and slices.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	type file struct {
+		Orders       map[string]OrderRow `json:"orders"`
+		Results      map[string]int      `json:"results"`
+		Parked       []Entry             `json:"parked"`
+		DeadLettered []Entry             `json:"deadLettered"`
+		Archived     []Entry             `json:"archived"`
+		Accounting   Accounting          `json:"accounting"`
+		Instances    []InstanceSummary   `json:"instances"`
+		Outages      []OutageSummary     `json:"outages"`
+	}
+	f := file{Orders: s.Orders, Results: s.Results, Parked: s.Parked, DeadLettered: s.DeadLettered, Archived: s.Archived,
+		Accounting: s.Accounting, Instances: s.Instances, Outages: s.Outages}
+	if f.Outages == nil {
+		f.Outages = []OutageSummary{}
+	}
+	if f.Archived == nil {
+		f.Archived = []Entry{}
+	}
+	if f.Instances == nil {
+		f.Instances = []InstanceSummary{}
+	}
+	if f.Accounting.Completed == nil {
+		f.Accounting.Completed = map[string]int{}
+	}
+	if f.Orders == nil {
+		f.Orders = map[string]OrderRow{}
+	}
+	if f.Results == nil {
+		f.Results = map[string]int{}
+	}
+	if f.Parked == nil {
+		f.Parked = []Entry{}
+	}
+	if f.DeadLettered == nil {
+		f.DeadLettered = []Entry{}
+	}
+	return json.Marshal(f)
+}
+
+// sortEntries orders entries by MessageID, then Reason, stably.
+func sortEntries(entries []Entry) {
+	slices.SortStableFunc(entries, func(a, b Entry) int {
+		if c := strings.Compare(a.MessageID, b.MessageID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Reason, b.Reason)
+	})
+}
+
+// OrderRow is an order's row as GetOrder shows it.
+type OrderRow struct {
+	Status       string `json:"status"`
+	LastSequence int64  `json:"lastSequence"`
+}
+
+// Entry is a parked or dead-lettered message.
+type Entry struct {
+	MessageID string `json:"messageId"`
+	Reason    string `json:"reason"`
+	// ParkedID is the parked copy's MessageId (parked entries).
+	ParkedID string `json:"-"`
+	// Queue is the queue whose dead-letter subqueue held it, SessionID
+	// its session, and DeliveryCount its delivery count there
+	// (dead-lettered entries).
+	Queue         string `json:"-"`
+	SessionID     string `json:"-"`
+	DeliveryCount int32  `json:"-"`
+	// Removed: a sweeper took it out of the dead-letter subqueue.
+	Removed bool `json:"-"`
+}
+
+// Summary collects the summary and checks the invariants. It reads every
+// order through the handler, so the handler must be running. Call it when
+// the host is idle (WaitIdle) for the invariants to be meaningful.
+func (h *Host) Summary(ctx context.Context) (Summary, error) {
+	if h.client == nil {
+		return Summary{}, errors.New("devhost: Summary before Start")
+	}
+	if err := h.storeErr(); err != nil {
+		return Summary{}, err
+	}
+	sent, results := h.stats.snapshot()
+	parked, removed := h.rec.snapshot()
+	s := Summary{Results: results, Parked: parked, Sent: sent, DeadLettered: []Entry{}, Instances: h.Instances(), Outages: h.outageSummaries()}
+	if s.Parked == nil {
+		s.Parked = []Entry{}
+	}
+	ps := h.broker.Stats(h.poisonQueue)
+	s.PoisonDepth = ps.Active + ps.Locked
+	for _, q := range h.triggered {
+		dl, err := broker.PeekAll(ctx, h.broker, deadLetters(q))
+		if err != nil {
+			return Summary{}, err
+		}
+		for _, m := range dl {
+			s.DeadLettered = append(s.DeadLettered, Entry{MessageID: m.MessageID, Reason: m.DeadLetterReason, Queue: q, SessionID: m.SessionID, DeliveryCount: m.DeliveryCount})
+		}
+		s.DeadLetterDepth += len(dl)
+	}
+	for _, e := range removed {
+		e.Removed = true
+		s.DeadLettered = append(s.DeadLettered, e)
+	}
+	sortEntries(s.Parked)
+	sortEntries(s.DeadLettered)
+	archived, err := h.archived(ctx)
+	if err != nil {
+		return Summary{}, err
+	}
+	s.Archived = archived
+
+	h.stats.mu.Lock()
+	sessions := slices.Clone(h.stats.sessions)
+	completions := slices.Clone(h.stats.completions)
+	sentIDs := make(map[string]bool, len(h.stats.sentIDs))
+	for id := range h.stats.sentIDs {
+		sentIDs[id] = true
+	}
+	h.stats.mu.Unlock()
+
+	orders, queried, err := h.readOrders(ctx, sessions)
+	if err != nil {
+		return Summary{}, err
+	}
+	s.Orders = orders
+
+	var busy []string
+	for _, q := range h.triggered {
+		if st := h.broker.Stats(q); st.Active+st.Locked+st.Scheduled > 0 {
+			busy = append(busy, fmt.Sprintf("queue %s is not drained: %d active, %d locked, %d scheduled", q, st.Active, st.Locked, st.Scheduled))
+		}
+	}
+	var workload []Completion
+	for _, c := range completions {
+		if c.Queue == h.queue {
+			workload = append(workload, c)
+		}
+	}
+	s.Violations = Check(CheckInput{
+		Completions:     workload,
+		SentIDs:         sentIDs,
+		Orders:          orders,
+		Queried:         queried,
+		Parked:          s.Parked,
+		DeadLettered:    s.DeadLettered,
+		Busy:            busy,
+		MaxDelivery:     h.maxDelivery,
+		CallsPerSession: h.app.Host.ServiceBus.MaxConcurrentCallsPerSession,
+		Instances:       messageInstances(s.Instances),
+	})
+	s.Accounting = account(sent, h.rec.sentTo(h.queue), completions, h.queue, h.broker.Totals(h.queue), h.broker.Stats(h.queue))
+	if v := s.Accounting.violation(); v != "" {
+		s.Violations = append(s.Violations, v)
+	}
+	if s.Violations == nil {
+		s.Violations = []string{}
+	}
+	return s, nil
+}
+
+// GetOrderFunction is the HTTP function the summary reads orders through.
+const GetOrderFunction = "GetOrder"
+
+// orderPath returns the handler's path of order id: GetOrderFunction's
+// route with its one parameter set to id, or <prefix>/orders/<id> when
+// the app has no such route.
+func (h *Host) orderPath(id string) string {
+	for _, r := range h.routes {
+		if r.fn == GetOrderFunction {
+			if p, ok := r.expand(id); ok {
+				return p
+			}
+		}
+	}
+	prefix := "/" + h.app.Host.RoutePrefix
+	if prefix == "/" {
+		prefix = ""
+	}
+	return prefix + "/orders/" + url.PathEscape(id)
+}
+
+// readOrders reads the row of every session id that is a legal order id
+// through the handler's GetOrder function (see orderPath). It returns the
+// rows found and the ids it looked up.
+func (h *Host) readOrders(ctx context.Context, ids []string) (map[string]OrderRow, map[string]bool, error) {
+	base, err := groupReadier{h.pool, h.readGroup()}.Ready(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("devhost: read orders: %w", err)
+	}
+	var (
+		mu      sync.Mutex
+		rows    = map[string]OrderRow{}
+		queried = map[string]bool{}
+		errs    []error
+		wg      sync.WaitGroup
+		next    = make(chan string)
+	)
+	client := h.client
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range next {
+				row, found, err := getOrder(ctx, client, base+h.orderPath(id))
+				mu.Lock()
+				switch {
+				case err != nil:
+					errs = append(errs, fmt.Errorf("devhost: read order %s: %w", id, err))
+				case found:
+					rows[id] = row
+					queried[id] = true
+				default:
+					queried[id] = true
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, id := range ids {
+		if order.ValidateID(id) == nil {
+			next <- id
+		}
+	}
+	close(next)
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	return rows, queried, nil
+}
+
+// getOrder GETs one order: 200 is a row, 404 none; anything else is an
+// error (after a few tries for 5xx and transport failures).
+func getOrder(ctx context.Context, client *http.Client, u string) (OrderRow, bool, error) {
+	var lastErr error
+	for attempt := range 4 {
+		if attempt > 0 {
+			pause(ctx, time.Duration(attempt)*200*time.Millisecond)
+		}
+		if err := ctx.Err(); err != nil {
+			return OrderRow{}, false, err
+		}
+		status, body, err := getOnce(ctx, client, u)
+		switch {
+		case err != nil:
+			lastErr = err
+		case status == http.StatusOK:
+			var row OrderRow
+			if err := json.Unmarshal(body, &row); err != nil {
+				return OrderRow{}, false, fmt.Errorf("GetOrder answered %s", snippet(body))
+			}
+			return row, true, nil
+		case status == http.StatusNotFound:
+			return OrderRow{}, false, nil
+		case status >= 500:
+			lastErr = fmt.Errorf("GetOrder answered %d: %s", status, snippet(body))
+		default:
+			return OrderRow{}, false, fmt.Errorf("GetOrder answered %d: %s", status, snippet(body))
+		}
+	}
+	return OrderRow{}, false, lastErr
+}
+
+// getOnce GETs u within 30 s and returns the status and body.
+func getOnce(ctx context.Context, client *http.Client, u string) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, body, err
+}
+
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+// WriteJSON writes s as indented JSON to path (via a temporary file in the
+// same directory, renamed into place).
+func (s Summary) WriteJSON(path string) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".summary-*.json")
+	if err != nil {
+		// Name the path asked for, not the temporary file's pattern.
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("devhost: write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("devhost: write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("devhost: write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("devhost: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteTable writes the summary as aligned plain text: orders by status,
+// messages by result, parked by reason, the dead-letter queue by reason,
+// and the invariants (at most 50 violations; the JSON has all).
+func (s Summary) WriteTable(w io.Writer) error {
+	type section struct {
+		title  string
+		counts map[string]int
+		order  []string
+	}
+	statuses := map[string]int{}
+	for _, r := range s.Orders {
+		statuses[r.Status]++
+	}
+	var statusOrder []string
+	for _, st := range order.Statuses {
+		statusOrder = append(statusOrder, string(st))
+	}
+	parked := map[string]int{}
+	for _, e := range s.Parked {
+		parked[e.Reason]++
+	}
+	dead := map[string]int{}
+	for _, e := range s.DeadLettered {
+		if !e.Removed {
+			dead[e.Reason]++
+		}
+	}
+	archived := map[string]int{}
+	for _, e := range s.Archived {
+		archived[e.Reason]++
+	}
+	sections := []section{
+		{fmt.Sprintf("orders by status (%s)", wording.Count(len(s.Orders), "order")), statuses, statusOrder},
+		{"handler calls by result (a message abandoned and delivered again is called again)", s.Results, resultOrder},
+		{fmt.Sprintf("parked by reason (poison queue depth %d)", s.PoisonDepth), parked, nil},
+		{fmt.Sprintf("dead-lettered by reason (DLQ depth %d)", s.DeadLetterDepth), dead, nil},
+		{"archived by the dead-letter sweeper, by reason", archived, nil},
+	}
+	width := max(len("(none)"), s.Accounting.accountingWidth())
+	for _, sec := range sections {
+		for k := range sec.counts {
+			width = max(width, len(k))
+		}
+	}
+	var b strings.Builder
+	for i, sec := range sections {
+		if i == 2 {
+			s.Accounting.writeTable(&b, width)
+		}
+		b.WriteString(sec.title + "\n")
+		keys := slices.Sorted(maps.Keys(sec.counts))
+		rank := func(k string) int {
+			if i := slices.Index(sec.order, k); i >= 0 {
+				return i
+			}
+			return len(sec.order)
+		}
+		sort.SliceStable(keys, func(i, j int) bool { return rank(keys[i]) < rank(keys[j]) })
+		if len(keys) == 0 {
+			b.WriteString("  (none)\n")
+		}
+		for _, k := range keys {
+			fmt.Fprintf(&b, "  %-*s %7d\n", width, k, sec.counts[k])
+		}
+	}
+	writeInstances(&b, s.Instances)
+	writeOutages(&b, s.Outages)
+	if len(s.Violations) == 0 {
+		b.WriteString("invariants: all hold\n")
+	} else {
+		fmt.Fprintf(&b, "invariants: %d violated\n", len(s.Violations))
+		for i, v := range s.Violations {
+			if i == 50 {
+				fmt.Fprintf(&b, "  ... and %d more (see --summary-json)\n", len(s.Violations)-50)
+				break
+			}
+			fmt.Fprintf(&b, "  - %s\n", v)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// archived reads the archived and discarded entries of the host's
+// dead-letter store: empty
+// when nothing was archived, or when the store is not one the host can
+// name by a full connection string (a service URI, or the
+// UseDevelopmentStorage shorthand of a store the host did not start).
+func (h *Host) archived(ctx context.Context) ([]Entry, error) {
+	out := []Entry{}
+	if !strings.Contains(h.storeConn, "AccountName=") {
+		return out, nil
+	}
+	svc, err := aztables.NewServiceClientFromConnectionString(h.storeConn, nil)
+	if err != nil {
+		return nil, fmt.Errorf("devhost: dead-letter store: %w", err)
+	}
+	rows, err := dltable.New(svc, h.deadLetterTable, nil).List(ctx, dlstore.Filter{States: []dlstore.State{dlstore.Archived, dlstore.Discarded}})
+	if err != nil && !errors.Is(err, dlstore.ErrNotFound) {
+		return nil, fmt.Errorf("devhost: read the dead-letter store: %w", err)
+	}
+	for _, r := range rows {
+		out = append(out, Entry{MessageID: deadletter.OriginalID(r), Reason: r.Reason})
+	}
+	sortEntries(out)
+	return out, nil
+}
+
+// messageInstances counts the instances that took message calls (an
+// instance of the HTTP group or of a timer takes none).
+func messageInstances(inst []InstanceSummary) int {
+	n := 0
+	for _, in := range inst {
+		if in.Invocations > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// scaled reports whether a group ran more than one instance.
+func scaled(inst []InstanceSummary) bool {
+	seen := map[string]bool{}
+	for _, in := range inst {
+		if seen[in.Group] {
+			return true
+		}
+		seen[in.Group] = true
+	}
+	return false
+}
+
+// writeInstances writes what each instance did, when a group ran more
+// than one.
+func writeInstances(b *strings.Builder, inst []InstanceSummary) {
+	if !scaled(inst) {
+		return
+	}
+	fmt.Fprintf(b, "by instance (%d started; a group per function, as Flex Consumption scales)\n", len(inst))
+	for _, in := range inst {
+		results := slices.Sorted(maps.Keys(in.Results))
+		var parts []string
+		for _, r := range results {
+			parts = append(parts, fmt.Sprintf("%s %d", r, in.Results[r]))
+		}
+		fmt.Fprintf(b, "  %-20s %-8s calls %5d, timer runs %3d | round trips %5d, ETag conflicts %3d, cache hits %5d | %s\n",
+			in.ID, in.State, in.Invocations, in.TimerRuns, in.RoundTrips, in.ETagConflicts, in.CacheHits, strings.Join(parts, ", "))
+	}
+}
+
+// writeOutages writes each outage and what it cost, when there were any.
+func writeOutages(b *strings.Builder, list []OutageSummary) {
+	if len(list) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "outages (%d; counted from each one's start to its end, on the host's clock)\n", len(list))
+	for _, o := range list {
+		state := ""
+		if !o.Ended {
+			state = " (not over)"
+		}
+		fmt.Fprintf(b, "  %-10s from %s for %s%s: %s refused | rescheduled %d, dead-lettered %d, parked %d\n",
+			o.Target, o.After, o.Duration, state, wording.Count(o.Refused, "request"), o.Rescheduled, o.DeadLettered, o.Parked)
+	}
+}

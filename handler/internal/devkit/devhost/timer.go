@@ -1,0 +1,102 @@
+package devhost
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/funcapp"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/ncrontab"
+	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
+)
+
+// timerDispatcher runs one timerTrigger function on its schedule, on the
+// host's clock. Invocations of one function never overlap, as with the
+// host's singleton lock.
+type timerDispatcher struct {
+	h       *Host
+	g       *group // the instances that run fn
+	fn      string
+	binding funcapp.Binding
+	sched   *ncrontab.Schedule
+
+	mu          sync.Mutex // one invocation at a time; guards the status
+	last        time.Time  // when it last ran
+	lastUpdated time.Time  // when the status was last written
+}
+
+// start runs the schedule until scheduleCtx ends; invocations run on
+// callCtx, so one that started finishes.
+func (d *timerDispatcher) start(scheduleCtx, callCtx context.Context, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.run(scheduleCtx, callCtx)
+	}()
+}
+
+func (d *timerDispatcher) run(scheduleCtx, callCtx context.Context) {
+	if d.binding.RunOnStartup {
+		_ = d.fire(callCtx, false)
+	}
+	for {
+		now := d.h.clock.Now()
+		next := d.sched.Next(now.UTC())
+		if next.IsZero() {
+			d.h.log.Warn("timer schedule never fires", slog.String("function", d.fn), slog.String("schedule", d.sched.String()))
+			return
+		}
+		if err := clock.Sleep(scheduleCtx, d.h.clock, next.Sub(now)); err != nil {
+			return
+		}
+		if scheduleCtx.Err() != nil {
+			return // stopped while the timer fired
+		}
+		_ = d.fire(callCtx, false)
+	}
+}
+
+// fire invokes the function once, now. The payload carries the schedule
+// status when the binding uses the monitor and the function ran before
+// (Last: that run, Next: the next occurrence, LastUpdated: when the status
+// was written); otherwise ScheduleStatus is null.
+func (d *timerDispatcher) fire(ctx context.Context, pastDue bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.h.stats.callStarted()
+	defer d.h.stats.callDone()
+	now := d.h.clock.Now().UTC()
+	info := hostproto.TimerInfo{AdjustForDST: true, IsPastDue: pastDue}
+	if d.binding.Monitor() && !d.last.IsZero() {
+		info.Last, info.Next, info.LastUpdated = d.last, d.sched.Next(now), d.lastUpdated
+	}
+	body, err := hostproto.EncodeTimer(info, d.binding.Name, d.fn, now)
+	if err != nil {
+		return fmt.Errorf("devhost: timer %s: %w", d.fn, err)
+	}
+	// The timer's singleton lock: one instance of its group runs it, the
+	// oldest one running (on Flex Consumption a timer function scales on
+	// instances of its own, function:<NAME>; see group.go).
+	in := d.h.pool.first(d.g)
+	if in == nil {
+		return fmt.Errorf("devhost: timer %s: no instance is running", d.fn)
+	}
+	in.counts.timerRan()
+	start := time.Now()
+	a, err := in.inv.invoke(ctx, d.fn, body)
+	d.last, d.lastUpdated = now, d.h.clock.Now().UTC()
+	log := d.h.log.With(slog.String("function", d.fn), slog.String("instance", in.id), slog.Duration("duration", time.Since(start)))
+	switch {
+	case err != nil:
+		log.Warn("timer invocation failed", slog.Any("error", err))
+		return fmt.Errorf("devhost: timer %s: %w", d.fn, err)
+	case !a.OK():
+		log.Warn("timer invocation failed", slog.Int("status", a.Status), slog.Any("logs", a.Logs))
+		return fmt.Errorf("devhost: timer %s: status %d", d.fn, a.Status)
+	}
+	log.Info("timer function ran", slog.Any("logs", a.Logs))
+	return nil
+}
