@@ -88,10 +88,9 @@ type Rescheduler interface {
 	// (reschedule.Rescheduler.ScheduleSettle).
 	ScheduleSettle(ctx context.Context, o reschedule.Original, until time.Time, covers bool) (broker.Message, time.Time, error)
 	// ScheduleCreatedCheck schedules the PaymentTimeoutCheck of an
-	// order's Created of sequence createdSeq; floor, if set, is a lower
-	// bound of the broker's now
+	// order's Created of sequence createdSeq
 	// (reschedule.Rescheduler.ScheduleCreatedCheck).
-	ScheduleCreatedCheck(ctx context.Context, orderID string, createdSeq int64, occurredAt time.Time, delayed bool, floor time.Time) (reschedule.CheckScheduled, error)
+	ScheduleCreatedCheck(ctx context.Context, orderID string, createdSeq int64, occurredAt time.Time, delayed bool) (reschedule.CheckScheduled, error)
 	// Now is the clock rescheduling runs on (the broker's if it has one);
 	// Policy its bounds (Policy.Settle).
 	Now(ctx context.Context) (time.Time, error)
@@ -369,11 +368,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		h.metrics.DeliveryCount.Observe(float64(msg.DeliveryCount))
 		call := r.Context()
-		// The development host's clock as it sent the call, a lower
-		// bound of its broker's (hostproto.HeaderHostClock).
-		if t, ok := hostproto.HostClock(r); ok {
-			call = context.WithValue(call, hostClockKey{}, t)
-		}
 		ctx, budget := call, h.opts.Retry.Budget
 		// On a development host whose clock runs faster, the in-call
 		// budget and its waits run on that clock, as the lock does.
@@ -389,17 +383,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out.traceID, out.operationID = traceID, operationID
 	out.invocationID = r.Header.Get("X-Azure-Functions-InvocationId")
 	h.finish(w, msg, out, time.Since(start))
-}
-
-// hostClockKey carries the development host's clock reading of one
-// invocation (hostproto.HeaderHostClock), a time.Time.
-type hostClockKey struct{}
-
-// hostClock is the host's clock reading ctx's invocation carried; zero if
-// none.
-func hostClock(ctx context.Context) time.Time {
-	t, _ := ctx.Value(hostClockKey{}).(time.Time)
-	return t
 }
 
 // policyKey carries the in-call retry policy of one invocation when it is
@@ -583,13 +566,12 @@ func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMe
 		// apply; the check is scheduled on the broker's, from its now.
 		occurredAt = time.Time{}
 	}
-	floor := hostClock(call)
 	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
 	defer cancel()
 	var sc reschedule.CheckScheduled
 	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
 		var err error
-		sc, err = h.opts.Reschedule.ScheduleCreatedCheck(ctx, u.OrderID, u.Sequence, occurredAt, delayed, floor)
+		sc, err = h.opts.Reschedule.ScheduleCreatedCheck(ctx, u.OrderID, u.Sequence, occurredAt, delayed)
 		return err
 	}, func(a retry.Attempt) { h.retryLog("timeout_check", msg, &out, a) })
 	if sc.Skew > 0 {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/circuit"
-	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 	"github.com/orderstatus/orderstatus/handler/internal/logging"
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
@@ -539,58 +537,6 @@ func TestCreatedSchedulesTheTimeoutCheck(t *testing.T) {
 	r.post(t, hostInvocation(old, 1))
 	if len(r.bus.kept) != 2 || !r.bus.at[1].Equal(now0.Add(policy.Settle())) {
 		t.Errorf("overdue Created: %d checks, due %v; want a second one due now + %s", len(r.bus.kept), r.bus.at, policy.Settle())
-	}
-}
-
-// A Created posted with the development host's clock reading
-// (hostproto.HeaderHostClock) and no occurredAt has its check scheduled
-// from the reading, without reading the broker's clock; one with an
-// occurredAt reads the clock (its lateness is decided on the exact now),
-// and so does one without a reading.
-func TestCreatedTakesTheHostClock(t *testing.T) {
-	r := newOutageRig(t, policy, nil)
-	reading := now0.Add(-time.Minute)
-	post := func(m broker.Message, header string) answer {
-		t.Helper()
-		req := httptest.NewRequest(http.MethodPost, "/OrderStatus", bytes.NewReader(hostInvocation(m, 1)))
-		if header != "" {
-			req.Header.Set(hostproto.HeaderHostClock, header)
-		}
-		rec := httptest.NewRecorder()
-		r.h.ServeHTTP(rec, req)
-		var a answer
-		if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil || rec.Code != http.StatusOK {
-			t.Fatalf("%s: %d %q", m.MessageID, rec.Code, rec.Body.String())
-		}
-		return a
-	}
-	bare := func(id string) broker.Message {
-		m := statusMsg(id, 1, order.Created)
-		m.Body = []byte(fmt.Sprintf(`{"orderId":%q,"status":"Created","sequence":1}`, id))
-		return m
-	}
-	for _, tc := range []struct {
-		name   string
-		msg    broker.Message
-		header string
-		reads  int
-		due    time.Time
-	}{
-		{"no occurredAt, a reading", bare("o-1"), hostproto.FormatHostClock(reading), 0, reading.Add(30 * time.Minute)},
-		{"no occurredAt, no reading", bare("o-2"), "", 1, now0.Add(30 * time.Minute)},
-		{"no occurredAt, a malformed reading", bare("o-3"), "soon", 1, now0.Add(30 * time.Minute)},
-		{"an occurredAt, a reading", statusMsg("o-4", 1, order.Created), hostproto.FormatHostClock(reading), 1, time.Date(2026, 12, 1, 10, 20, 0, 0, time.UTC)},
-	} {
-		before := r.bus.reads
-		if a := post(tc.msg, tc.header); a.ReturnValue["result"] != "Applied" {
-			t.Fatalf("%s: %v", tc.name, a.ReturnValue)
-		}
-		if got := r.bus.last(ofSession(tc.msg.SessionID, order.SubjectPaymentTimeout)); got.MessageID == "" {
-			t.Fatalf("%s: no check scheduled", tc.name)
-		}
-		if reads, at := r.bus.reads-before, r.bus.at[len(r.bus.at)-1]; reads != tc.reads || !at.Equal(tc.due) {
-			t.Errorf("%s: check due %s, the clock read %d times; want %s, %d", tc.name, at, reads, tc.due, tc.reads)
-		}
 	}
 }
 

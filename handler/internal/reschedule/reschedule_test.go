@@ -254,7 +254,7 @@ func TestTimeoutCheck(t *testing.T) {
 	}
 	s := &dedupScheduler{seen: map[string]bool{}, clock: t0}
 	r := New(s, "order-status", Policy{}, nil)
-	at, err := dueOf(r.ScheduleCreatedCheck(context.Background(), "o-1", 1, created, false, time.Time{}))
+	at, err := dueOf(r.ScheduleCreatedCheck(context.Background(), "o-1", 1, created, false))
 	if err != nil || !at.Equal(created.Add(30*time.Minute)) || len(s.kept) != 1 || !s.at[0].Equal(at) {
 		t.Errorf("ScheduleCreatedCheck = %s, %v; scheduled %d", at, err, len(s.kept))
 	}
@@ -296,19 +296,19 @@ func TestSettle(t *testing.T) {
 
 	bus := &dedupScheduler{seen: map[string]bool{}, clock: t0}
 	r := New(bus, "q", Policy{Base: time.Second, Cap: time.Minute, Window: time.Hour}, nil)
-	at, err := dueOf(r.ScheduleCreatedCheck(context.Background(), "o-1", 1, t0.Add(-time.Hour), true, time.Time{}))
+	at, err := dueOf(r.ScheduleCreatedCheck(context.Background(), "o-1", 1, t0.Add(-time.Hour), true))
 	if err != nil || !at.Equal(t0.Add(2*time.Minute)) {
 		t.Errorf("a delayed overdue Created: check due %s (%v), want now + Settle", at, err)
 	}
-	at, _ = dueOf(r.ScheduleCreatedCheck(context.Background(), "o-3", 1, t0.Add(-time.Hour), false, time.Time{}))
+	at, _ = dueOf(r.ScheduleCreatedCheck(context.Background(), "o-3", 1, t0.Add(-time.Hour), false))
 	if !at.Equal(t0.Add(2 * time.Minute)) {
 		t.Errorf("an overdue Created: check due %s, want now + Settle (its Paid may follow)", at)
 	}
-	at, _ = dueOf(r.ScheduleCreatedCheck(context.Background(), "o-2", 1, t0, true, time.Time{}))
+	at, _ = dueOf(r.ScheduleCreatedCheck(context.Background(), "o-2", 1, t0, true))
 	if !at.Equal(t0.Add(30 * time.Minute)) {
 		t.Errorf("a delayed Created not yet due: %s, want occurredAt + 30m", at)
 	}
-	at, _ = dueOf(r.ScheduleCreatedCheck(context.Background(), "o-4", 1, time.Time{}, false, time.Time{}))
+	at, _ = dueOf(r.ScheduleCreatedCheck(context.Background(), "o-4", 1, time.Time{}, false))
 	if !at.Equal(t0.Add(30 * time.Minute)) {
 		t.Errorf("a Created without occurredAt: check due %s, want the broker's now + 30m", at)
 	}
@@ -456,67 +456,6 @@ func TestSettleCopiesSpreadOverTheMargin(t *testing.T) {
 	}
 }
 
-// countingClock is a dedupScheduler that counts the reads of its clock.
-type countingClock struct {
-	dedupScheduler
-	reads int
-}
-
-func (c *countingClock) Now(ctx context.Context) (time.Time, error) {
-	c.reads++
-	return c.dedupScheduler.Now(ctx)
-}
-
-// noClock schedules like dedupScheduler but has no clock of its own (as
-// sbbroker): rescheduling runs on the local clock.
-type noClock struct{ s *dedupScheduler }
-
-func (n noClock) Schedule(ctx context.Context, q string, m broker.Message, at time.Time) (int64, error) {
-	return n.s.Schedule(ctx, q, m, at)
-}
-
-// TestTimeoutCheckFromTheHostClock: a host clock reading (floor) spares
-// the broker's clock only for a Created without occurredAt that was not
-// delayed, due floor + 30m; every other Created asks the clock and is due
-// as from the exact now, the reading notwithstanding; a broker without a
-// clock runs on the local one whatever the reading.
-func TestTimeoutCheckFromTheHostClock(t *testing.T) {
-	p := Policy{Base: time.Second, Cap: time.Minute, Window: time.Hour} // Settle 2m
-	floor := t0.Add(-40 * time.Second)                                  // the call has lasted 40 s on the broker's clock
-	for _, tc := range []struct {
-		name       string
-		occurredAt time.Time
-		delayed    bool
-		floor      time.Time
-		reads      int
-		want       time.Time
-	}{
-		{"no occurredAt, a reading", time.Time{}, false, floor, 0, floor.Add(30 * time.Minute)},
-		{"no occurredAt, no reading", time.Time{}, false, time.Time{}, 1, t0.Add(30 * time.Minute)},
-		{"no occurredAt, delayed", time.Time{}, true, floor, 1, t0.Add(30 * time.Minute)},
-		{"an occurredAt due later", t0.Add(-10 * time.Minute), false, floor, 1, t0.Add(20 * time.Minute)},
-		// Due 20 s before the broker's now but after the reading: late
-		// only on the exact clock, which gives it Settle.
-		{"an occurredAt that fell due during the call", t0.Add(-30*time.Minute - 20*time.Second), false, floor, 1, t0.Add(2 * time.Minute)},
-		{"a late occurredAt", t0.Add(-time.Hour), false, floor, 1, t0.Add(2 * time.Minute)},
-		{"a delayed occurredAt", t0, true, floor, 1, t0.Add(30 * time.Minute)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := &countingClock{dedupScheduler: dedupScheduler{seen: map[string]bool{}, clock: t0}}
-			at, err := dueOf(New(c, "q", p, nil).ScheduleCreatedCheck(context.Background(), "o-1", 1, tc.occurredAt, tc.delayed, tc.floor))
-			if err != nil || !at.Equal(tc.want) || len(c.at) != 1 || !c.at[0].Equal(at) || c.reads != tc.reads {
-				t.Errorf("due %s (%v), scheduled %v, clock read %d times; want %s, read %d", at, err, c.at, c.reads, tc.want, tc.reads)
-			}
-		})
-	}
-	local := t0.Add(time.Hour)
-	s := &dedupScheduler{seen: map[string]bool{}}
-	r := New(noClock{s}, "q", p, &Options{Now: func() time.Time { return local }})
-	if at, err := dueOf(r.ScheduleCreatedCheck(context.Background(), "o-1", 1, time.Time{}, false, floor)); err != nil || !at.Equal(local.Add(30*time.Minute)) {
-		t.Errorf("a broker without a clock: due %s (%v), want the local clock + 30m, not the reading's", at, err)
-	}
-}
-
 // A Created whose occurredAt is ahead of the broker's clock is checked no
 // later than now + the payment timeout, and the skew is reported.
 func TestTimeoutCheckOfACreatedFromTheFuture(t *testing.T) {
@@ -526,7 +465,7 @@ func TestTimeoutCheckOfACreatedFromTheFuture(t *testing.T) {
 	}
 	s := &dedupScheduler{seen: map[string]bool{}, clock: t0}
 	r := New(s, "order-status", Policy{}, nil)
-	sc, err := r.ScheduleCreatedCheck(context.Background(), "o-1", 1, ahead, false, time.Time{})
+	sc, err := r.ScheduleCreatedCheck(context.Background(), "o-1", 1, ahead, false)
 	if err != nil || !sc.At.Equal(t0.Add(30*time.Minute)) || sc.Skew != 24*time.Hour {
 		t.Errorf("ScheduleCreatedCheck = %+v, %v; want due now + 30m, skew 24h", sc, err)
 	}

@@ -67,29 +67,13 @@ type CheckScheduled struct {
 // returns when the check is due. A check that already
 // exists (the producer's, or ours from an earlier delivery) is harmless:
 // the check re-reads the order and cancels it only if it is still Created.
-//
-// floor, if not zero, is a reading of the broker's clock taken before the
-// call (the development host's, hostproto.HeaderHostClock): a lower bound
-// of its now. On a broker with a clock of its own (Clock), a Created that
-// carried no occurredAt and was not delayed has its check scheduled at
-// floor + contract.PaymentTimeout without asking the clock, one call less
-// on the hot path: earlier than from the exact now by no more than the
-// call has lasted on that clock, and nothing else can differ (such a
-// Created is never late, and Settle does not apply). Every other Created
-// asks the clock: with an occurredAt, whether its due time has passed
-// (late, then Settle from now) is decided by the exact now, however long
-// the call has lasted; a delayed one's check is no sooner than Settle from
-// now.
-func (r *Rescheduler) ScheduleCreatedCheck(ctx context.Context, orderID string, createdSeq int64, occurredAt time.Time, delayed bool, floor time.Time) (CheckScheduled, error) {
+func (r *Rescheduler) ScheduleCreatedCheck(ctx context.Context, orderID string, createdSeq int64, occurredAt time.Time, delayed bool) (CheckScheduled, error) {
 	if r == nil || r.s == nil {
 		return CheckScheduled{}, ErrNotConfigured
 	}
-	now, ok := floor, r.fromFloor(occurredAt, delayed, floor)
-	if !ok {
-		var err error
-		if now, err = r.Now(ctx); err != nil {
-			return CheckScheduled{}, err
-		}
+	now, err := r.Now(ctx)
+	if err != nil {
+		return CheckScheduled{}, err
 	}
 	var skew time.Duration
 	if occurredAt.After(now) {
@@ -111,12 +95,4 @@ func (r *Rescheduler) ScheduleCreatedCheck(ctx context.Context, orderID string, 
 		return CheckScheduled{At: at, Skew: skew}, fmt.Errorf("reschedule: schedule %s at %s: %w", m.MessageID, at.UTC().Format(time.RFC3339), err)
 	}
 	return CheckScheduled{At: at, Skew: skew}, nil
-}
-
-// fromFloor reports whether ScheduleCreatedCheck takes floor for the
-// broker's now (its contract): the broker has a clock to ask, floor is
-// set, and the Created carried no occurredAt and was not delayed.
-func (r *Rescheduler) fromFloor(occurredAt time.Time, delayed bool, floor time.Time) bool {
-	_, asks := r.s.(Clock)
-	return asks && !floor.IsZero() && occurredAt.IsZero() && !delayed
 }

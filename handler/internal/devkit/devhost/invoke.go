@@ -34,9 +34,6 @@ type invoker struct {
 	// rate, if set, is the host clock's present rate, sent with every
 	// invocation while it is above 1 (hostproto.HeaderClockRate).
 	rate func() float64
-	// now, if set, is the host's clock, whose reading goes with every
-	// invocation (hostproto.HeaderHostClock), taken as it is sent.
-	now func() time.Time
 
 	mu       sync.Mutex
 	notFound map[string]bool // functions the handler answered 404 for (logged once)
@@ -103,9 +100,6 @@ func (iv *invoker) invoke(ctx context.Context, function string, body []byte) (an
 			if r := iv.rate(); r > 1 {
 				req.Header.Set(hostproto.HeaderClockRate, hostproto.FormatClockRate(r))
 			}
-		}
-		if iv.now != nil {
-			req.Header.Set(hostproto.HeaderHostClock, hostproto.FormatHostClock(iv.now()))
 		}
 		resp, err = iv.client.Do(req)
 		if err == nil {

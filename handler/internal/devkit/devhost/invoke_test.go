@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
@@ -133,40 +132,6 @@ func TestInvokerSendsTheClockRate(t *testing.T) {
 		}
 		if got := seen.Load().([2]any); got[0] != tc.header || got[1] != tc.read {
 			t.Errorf("rate %v: header %q read as %v, want %q and %v", tc.rate, got[0], got[1], tc.header, tc.read)
-		}
-	}
-}
-
-// TestInvokerSendsTheHostClock: every invocation carries the host clock's
-// reading taken as it is sent (each call its own), at every speed, and
-// none without a clock.
-func TestInvokerSendsTheHostClock(t *testing.T) {
-	var seen atomic.Value
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := hostproto.HostClock(r)
-		seen.Store([2]any{got, ok})
-		reply(w, http.StatusOK, "Applied")
-	}))
-	defer srv.Close()
-	iv := newInvoker(fixedReady(srv.URL), 0, slog.New(slog.DiscardHandler))
-	defer iv.close()
-	if _, err := iv.invoke(testCtx(t), "OrderStatus", []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
-	if got := seen.Load().([2]any); got[1] != false {
-		t.Errorf("no clock: the handler read %v", got)
-	}
-	c := clock.Scaled(1)
-	iv.now = c.Now
-	for _, step := range []time.Duration{0, 3 * time.Hour, time.Nanosecond} {
-		c.Advance(step)
-		want := c.Now()
-		if _, err := iv.invoke(testCtx(t), "OrderStatus", []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-		got := seen.Load().([2]any)
-		if at, ok := got[0].(time.Time), got[1].(bool); !ok || at.Before(want) || at.After(c.Now()) {
-			t.Errorf("after %s: the handler read %v, want a reading from %s to %s", step, got, want, c.Now())
 		}
 	}
 }
