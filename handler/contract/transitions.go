@@ -131,6 +131,27 @@ func (r Rules) Terminal(s Status) bool {
 	return true
 }
 
+// ProvesPayment reports whether an order that took status s must have
+// been paid: s is Paid, or a status the table reaches from Paid without
+// passing through Created (created again) or Cancelled. Such a change,
+// occurred by the payment deadline, supersedes a payment-timeout
+// cancellation (see docs/messages.md, "Payment timeout").
+func (r Rules) ProvesPayment(s Status) bool {
+	seen := map[Status]bool{Paid: true}
+	next := []Status{Paid}
+	for len(next) > 0 {
+		from := next[0]
+		next = next[1:]
+		for _, t := range r {
+			if t.From == from && !seen[t.To] && t.To != Created && t.To != Cancelled {
+				seen[t.To] = true
+				next = append(next, t.To)
+			}
+		}
+	}
+	return seen[s] && r.Valid(s)
+}
+
 // Parse returns the status of the table whose name equals name ignoring
 // the case of ASCII letters, in its canonical spelling, or false.
 func (r Rules) Parse(name string) (Status, bool) {

@@ -122,3 +122,21 @@ func TestTransitionsDoc(t *testing.T) {
 	}
 	t.Errorf("%s: the transitions table differs from contract.Transitions; regenerate it with\n\tgo test ./handler/contract/ -run TestTransitionsDoc -update\ngot:\n%s\nwant:\n%s", docPath, got, want)
 }
+
+// TestProvesPayment: Paid and what follows it prove payment; Created and
+// Cancelled do not, nor an unknown status; in a copy with Refunded after
+// Delivered, Refunded does too.
+func TestProvesPayment(t *testing.T) {
+	for s, want := range map[contract.Status]bool{
+		contract.Created: false, contract.Paid: true, contract.Shipped: true, contract.Delivered: true,
+		contract.Cancelled: false, "Refunded": false, "": false,
+	} {
+		if got := contract.Transitions.ProvesPayment(s); got != want {
+			t.Errorf("Transitions.ProvesPayment(%q) = %v, want %v", s, got, want)
+		}
+	}
+	refunds := append(slices.Clone(contract.Transitions), contract.Transition{From: contract.Delivered, To: "Refunded", Why: "money returned"})
+	if !refunds.ProvesPayment("Refunded") {
+		t.Error("with Refunded after Delivered, ProvesPayment(Refunded) = false, want true")
+	}
+}

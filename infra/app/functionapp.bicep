@@ -197,6 +197,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     ORDER_STATUS_RETRY_BASE: '10s'
     ORDER_STATUS_RETRY_CAP: '5m'
     ORDER_STATUS_RETRY_WINDOW: '24h'
+    ORDER_STATUS_PAYMENT_TIMEOUT: '30m'
     DEAD_LETTER_SWEEP_SCHEDULE: deadLetterSweepSchedule
     // The sweeper's policy knobs, at their defaults (the handler's own
     // defaults; set here so the portal shows what the app runs with).

@@ -30,7 +30,6 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/orderfn"
 	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
-	"github.com/orderstatus/orderstatus/handler/internal/recovery"
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 	"github.com/orderstatus/orderstatus/handler/internal/retry"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
@@ -160,13 +159,14 @@ func serve(ctx context.Context, stdout, stderr io.Writer, o ServeOptions) int {
 	// session by session, it bets on every cached ETag (one round trip per
 	// applied message); when scaled-out instances keep taking each other's
 	// sessions and those bets mostly lose, it reads first instead.
-	orders := orderstate.New(tables, &orderstate.Options{CacheTrust: orderstate.TrustAdaptive})
+	orders := orderstate.New(tables, &orderstate.Options{CacheTrust: orderstate.TrustAdaptive, PaymentTimeout: cfg.PaymentTimeout})
 	// stopping ends in-call retry waits at shutdown: those calls answer 5xx.
 	stopping, cancelStopping := context.WithCancel(context.Background())
 	defer cancelStopping()
 	fnOpts := orderfn.Options{
-		Retry: retry.Policy{Budget: cfg.RetryBudget},
-		Stop:  stopping,
+		Retry:          retry.Policy{Budget: cfg.RetryBudget},
+		Stop:           stopping,
+		PaymentTimeout: cfg.PaymentTimeout,
 	}
 	switch {
 	case cfg.Retry.Reschedule && bus == nil:
@@ -175,26 +175,13 @@ func serve(ctx context.Context, stdout, stderr io.Writer, o ServeOptions) int {
 	case cfg.Retry.Reschedule:
 		// Outages become delays: a scheduled copy after the budget, and a
 		// breaker that keeps a failing store from being hammered.
-		resched := reschedule.New(bus, cfg.Queue,
-			reschedule.Policy{Base: cfg.Retry.Base, Cap: cfg.Retry.Cap, Window: cfg.Retry.Window}, nil)
-		fnOpts.Reschedule = resched
-		// The settle guard after an outage, across the fleet: a marker
-		// in the order table (docs/outages.md), with the default slack.
-		fnOpts.Fleet = recovery.New(tables, nil)
-		fnOpts.FleetRaiseEvery = min(circuit.DefaultProbeInterval, cfg.Retry.Cap)
-		// The breaker reads the time only while open, on the broker's
-		// clock like the backoffs (the development host's may be scaled).
+		fnOpts.Reschedule = reschedule.New(bus, cfg.Queue,
+			reschedule.Policy{Base: cfg.Retry.Base, Cap: cfg.Retry.Cap, Window: cfg.Retry.Window},
+			&reschedule.Options{PaymentTimeout: cfg.PaymentTimeout})
 		// One probe per 5 s, or per backoff cap when that is shorter (a
 		// probe less often than copies come back would only delay the
 		// recovery of short-capped development and test runs).
-		fnOpts.Breaker = orderfn.NewBreaker(m, log, circuit.Options{ProbeInterval: min(circuit.DefaultProbeInterval, cfg.Retry.Cap), Now: func() time.Time {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			if t, err := resched.Now(ctx); err == nil {
-				return t
-			}
-			return time.Now()
-		}})
+		fnOpts.Breaker = orderfn.NewBreaker(m, log, circuit.Options{ProbeInterval: min(circuit.DefaultProbeInterval, cfg.Retry.Cap)})
 	}
 	orderStatus := orderfn.New(orders, parking.New(sender, cfg.PoisonQueue), m, log, fnOpts)
 	var sweeper *deadletter.Sweeper

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 )
 
@@ -35,7 +36,10 @@ const (
 	EnvRetryBase       = "ORDER_STATUS_RETRY_BASE"
 	EnvRetryCap        = "ORDER_STATUS_RETRY_CAP"
 	EnvRetryWindow     = "ORDER_STATUS_RETRY_WINDOW"
-	EnvLogLevel        = "LOG_LEVEL"
+	// EnvPaymentTimeout is how long after its Created an unpaid order is
+	// cancelled (docs/messages.md, "Payment timeout").
+	EnvPaymentTimeout = "ORDER_STATUS_PAYMENT_TIMEOUT"
+	EnvLogLevel       = "LOG_LEVEL"
 
 	// The dead-letter sweeper (DeadLetterSweeper and orderstatus deadletters).
 	EnvDeadLetterSweepSchedule = "DEAD_LETTER_SWEEP_SCHEDULE"
@@ -74,6 +78,10 @@ const (
 	MaxRetryCap = 10 * time.Minute
 	// MaxRetryWindow stays below the queue's 7-day time to live.
 	MaxRetryWindow = 6 * 24 * time.Hour
+	// DefaultPaymentTimeout is the payment timeout; MaxPaymentTimeout
+	// keeps an order's check within the queue's 7-day time to live.
+	DefaultPaymentTimeout = contract.PaymentTimeout
+	MaxPaymentTimeout     = 6 * 24 * time.Hour
 
 	DefaultDeadLetterSweepSchedule = "0 */5 * * * *"
 	DefaultDeadLetterCooldown      = 10 * time.Minute
@@ -134,7 +142,10 @@ type Config struct {
 	// ClientID is the user-assigned identity for azidentity (may be empty).
 	ClientID    string
 	RetryBudget time.Duration
-	LogLevel    slog.Level
+	// PaymentTimeout is how long after its Created an unpaid order is
+	// cancelled.
+	PaymentTimeout time.Duration
+	LogLevel       slog.Level
 
 	// Retry is how transient failures past the budget are handled.
 	Retry Retry
@@ -239,6 +250,15 @@ func Load(getenv func(string) string) (Config, error) {
 			return c, invalid(EnvRetryBudget, s, fmt.Sprintf("want a Go duration above 0 and at most %s (well below the 1 min lock)", MaxRetryBudget))
 		}
 		c.RetryBudget = d
+	}
+
+	c.PaymentTimeout = DefaultPaymentTimeout
+	if s := get(EnvPaymentTimeout, ""); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 || d > MaxPaymentTimeout {
+			return c, invalid(EnvPaymentTimeout, s, fmt.Sprintf("want a Go duration above 0 and at most %s, such as 30m", MaxPaymentTimeout))
+		}
+		c.PaymentTimeout = d
 	}
 
 	c.LogLevel = slog.LevelInfo

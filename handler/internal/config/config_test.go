@@ -30,7 +30,7 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 	want := Config{Port: 8080, Queue: "order-status", PoisonQueue: "order-status-poison", StoreConnectionString: azurite,
-		StoreTable: "orderstatus", RetryBudget: 5 * time.Second, LogLevel: slog.LevelInfo,
+		StoreTable: "orderstatus", RetryBudget: 5 * time.Second, PaymentTimeout: 30 * time.Minute, LogLevel: slog.LevelInfo,
 		Retry: Retry{Reschedule: true, Base: 10 * time.Second, Cap: 5 * time.Minute, Window: 24 * time.Hour},
 		DeadLetter: DeadLetter{Schedule: "0 */5 * * * *", Cooldown: 10 * time.Minute, MaxReplays: 3, SweepRate: 10,
 			Table: "deadletters", Retention: 720 * time.Hour}}
@@ -48,6 +48,18 @@ func TestLoadDeadLetterStore(t *testing.T) {
 		if d, err := LoadDeadLetter(env(EnvDeadLetterRetention, ok)); err != nil {
 			t.Errorf("retention %s: %v (%+v), want it accepted", ok, err, d)
 		}
+	}
+}
+
+// The payment timeout defaults to the contract's and is a setting.
+func TestLoadPaymentTimeout(t *testing.T) {
+	c, err := Load(env(EnvPort, "8080", EnvStoreConnectionString, azurite))
+	if err != nil || c.PaymentTimeout != 30*time.Minute {
+		t.Errorf("default payment timeout %s, %v; want 30m", c.PaymentTimeout, err)
+	}
+	c, err = Load(env(EnvPort, "8080", EnvStoreConnectionString, azurite, EnvPaymentTimeout, "20s"))
+	if err != nil || c.PaymentTimeout != 20*time.Second {
+		t.Errorf("%s=20s: %s, %v; want 20s", EnvPaymentTimeout, c.PaymentTimeout, err)
 	}
 }
 
@@ -113,6 +125,9 @@ func TestLoadErrorsNameTheSetting(t *testing.T) {
 		{"cap below base", with(EnvRetryBase, "1m", EnvRetryCap, "30s"), EnvRetryCap},
 		{"window of 7 days", with(EnvRetryWindow, "168h"), EnvRetryWindow},
 		{"window below cap", with(EnvRetryWindow, "1m"), EnvRetryWindow},
+		{"payment timeout not a duration", with(EnvPaymentTimeout, "30"), EnvPaymentTimeout},
+		{"payment timeout zero", with(EnvPaymentTimeout, "0s"), EnvPaymentTimeout},
+		{"payment timeout past the TTL", with(EnvPaymentTimeout, "168h"), EnvPaymentTimeout},
 		{"log level", with(EnvLogLevel, "loud"), EnvLogLevel},
 		{"dev broker not loopback", with(EnvDevBrokerURL, "http://10.0.0.1:80"), EnvDevBrokerURL},
 		{"sweep schedule not six fields", with(EnvDeadLetterSweepSchedule, "*/5 * * * *"), EnvDeadLetterSweepSchedule},
@@ -163,7 +178,7 @@ func TestUseDevelopmentStorage(t *testing.T) {
 var (
 	templateSettings = []string{EnvPort, EnvQueue, EnvPoisonQueue, EnvServiceBusNamespace, EnvServiceBusClientID,
 		EnvDevBrokerURL, EnvStoreServiceURI, EnvStoreConnectionString, EnvStoreTable, EnvClientID, EnvRetryBudget, EnvLogLevel,
-		EnvRetryReschedule, EnvRetryBase, EnvRetryCap, EnvRetryWindow,
+		EnvRetryReschedule, EnvRetryBase, EnvRetryCap, EnvRetryWindow, EnvPaymentTimeout,
 		EnvDeadLetterSweepSchedule, EnvDeadLetterCooldown, EnvDeadLetterMaxReplays, EnvDeadLetterSweepRate,
 		EnvDeadLetterTable, EnvDeadLetterRetention}
 	allSettings = slices.Clone(templateSettings)

@@ -57,10 +57,7 @@ func (s *Sweeper) Act(ctx context.Context, a Action, id string, body []byte, act
 	if err != nil {
 		return Item{MessageID: id, Action: a}, err
 	}
-	now, err := s.Now(ctx)
-	if err != nil {
-		return itemOf(e, a, ""), err
-	}
+	now := s.Now()
 	if a == ActionReplay && e.Source != DLQ {
 		a = ActionResubmit
 	}
@@ -103,10 +100,7 @@ func (s *Sweeper) Bulk(ctx context.Context, a Action, set []dlstore.Entry, actor
 		if act == ActionReplay && e.Source != DLQ {
 			act = ActionResubmit
 		}
-		now, err := s.Now(ctx)
-		if err != nil {
-			return rep, err
-		}
+		now := s.Now()
 		it, err := s.apply(ctx, e.ID, Decision{Action: act, Why: byHand(act, false) + " (bulk)"}, nil, actor, now)
 		if err != nil {
 			it.Error = err.Error()
@@ -154,10 +148,7 @@ func (s *Sweeper) Groups(ctx context.Context, f dlstore.Filter) ([]Group, error)
 	if err != nil {
 		return nil, err
 	}
-	now, err := s.Now(ctx)
-	if err != nil {
-		return nil, err
-	}
+	now := s.Now()
 	type key struct {
 		src            Kind
 		reason, finger string
@@ -224,10 +215,7 @@ func (s *Sweeper) Order(ctx context.Context, orderID string) (OrderReport, error
 // Service Bus. What cannot be read is named in the second result; the
 // rest is still measured.
 func (s *Sweeper) Stats(ctx context.Context) ([]Stat, []string, error) {
-	now, err := s.Now(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
+	now := s.Now()
 	queued, bad, _ := s.peekAll(ctx)
 	entries, err := s.store.List(ctx, dlstore.NotClosed())
 	if err != nil {

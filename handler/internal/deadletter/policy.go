@@ -222,17 +222,17 @@ func ReplayID(original string, n int) string {
 
 // strippedProperties are the application properties a replay drops: the
 // dead-letter reason and description (a copy that kept them would read as
-// dead-lettered), what parking added, and what a rescheduled retry carried
-// (a replay starts a fresh retry window).
+// dead-lettered), what parking added but OriginalEnqueuedTime (which says
+// when the message first sent was enqueued), and what a rescheduled retry
+// carried (a replay starts a fresh retry window).
 var strippedProperties = []string{
 	broker.PropertyDeadLetterReason, broker.PropertyDeadLetterErrorDescription,
 	parking.PropOriginalMessageID, parking.PropOriginalSessionID, parking.PropOriginalSequenceNumber,
-	parking.PropOriginalSubject, parking.PropOriginalEnqueuedTime, parking.PropDeliveryCount,
+	parking.PropOriginalSubject, parking.PropDeliveryCount,
 	// reschedule.Properties but OriginalMessageId (listed above), by name:
 	// reschedule's tests import this package, so it cannot import that one.
 	// TestReplayStripsEveryRetryProperty fails when one of its names is missing.
-	"RetryAttempt", "FirstFailureTime", "LastError", "TimeoutSettled",
-	"TimeoutSettleRound", "RetryScheduledAt", "RetryHorizon", "RetryEpisodeAttempt",
+	"RetryAttempt", "FirstFailureTime", "LastError", "RetryScheduledAt", "RetryEpisodeAttempt",
 }
 
 // ReplayMessage builds replay number e.ReplayCount+1 of e: same session,
@@ -252,6 +252,11 @@ func ReplayMessage(e dlstore.Entry, body []byte) broker.Message {
 	}
 	props[PropReplayedFrom] = e.Reason
 	props[PropReplayCount] = int64(n)
+	if _, ok := props[parking.PropOriginalEnqueuedTime]; !ok && !e.EnqueuedTime.IsZero() {
+		// When the message first sent was enqueued travels on: a change
+		// without an occurredAt is judged by it (order.Decide).
+		props[parking.PropOriginalEnqueuedTime] = e.EnqueuedTime.UTC()
+	}
 	tracectx.Hop(props) // the same trace, a span of the replay's own, linked
 	out := broker.Message{
 		MessageID:             ReplayID(OriginalID(e), n),

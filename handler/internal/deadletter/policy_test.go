@@ -141,6 +141,22 @@ func TestReplayMessage(t *testing.T) {
 	})
 }
 
+// A replay carries when the message first sent was enqueued: the
+// parked copy's OriginalEnqueuedTime, else the dead letter's own.
+func TestReplayKeepsTheFirstEnqueuedTime(t *testing.T) {
+	first := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	parked := dead("RetryWindowExceeded", map[string]any{"OriginalEnqueuedTime": first})
+	parked.EnqueuedTime = first.Add(time.Hour)
+	if got := deadletter.ReplayMessage(entry(deadletter.Poison, parked, time.Now()), nil).ApplicationProperties["OriginalEnqueuedTime"]; got != first {
+		t.Errorf("a parked copy's replay: OriginalEnqueuedTime %v, want %s", got, first)
+	}
+	plain := dead("MaxDeliveryCountExceeded", nil)
+	plain.EnqueuedTime = first
+	if got := deadletter.ReplayMessage(entry(deadletter.DLQ, plain, time.Now()), nil).ApplicationProperties["OriginalEnqueuedTime"]; got != first {
+		t.Errorf("a dead letter's replay: OriginalEnqueuedTime %v, want its EnqueuedTime %s", got, first)
+	}
+}
+
 func TestReplayOfARetryStartsAFreshWindow(t *testing.T) {
 	m := dead("RetryWindowExceeded", map[string]any{"OriginalMessageId": "o-3:1", "OriginalSessionId": "o-3",
 		"OriginalSubject": "OrderStatusChanged", "RetryAttempt": int64(9), "FirstFailureTime": time.Now(), "LastError": "refused"})

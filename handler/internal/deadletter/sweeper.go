@@ -30,14 +30,6 @@ var _ Broker = broker.Broker(nil)
 // Store is the dead-letter store the sweeper drains into (dlstore.Store).
 type Store = dlstore.Store
 
-// BrokerClock is implemented by a broker whose clock is not the caller's
-// (the development host's loopback broker runs a scaled clock). The
-// sweeper then stamps entries and measures ages and the cool-down on it,
-// so all of them are on the clock that stamped EnqueuedTime.
-type BrokerClock interface {
-	Now(ctx context.Context) (time.Time, error)
-}
-
 // Defaults of the bounds (app settings DEAD_LETTER_SWEEP_RATE,
 // DEAD_LETTER_RETENTION) and of the policy.
 const (
@@ -150,17 +142,8 @@ func (s *Sweeper) Policy() Policy { return s.o.Policy }
 // Store returns the dead-letter store.
 func (s *Sweeper) Store() Store { return s.store }
 
-// Now is the broker's time if it has a clock of its own, else the local.
-func (s *Sweeper) Now(ctx context.Context) (time.Time, error) {
-	if c, ok := s.b.(BrokerClock); ok {
-		t, err := c.Now(ctx)
-		if err != nil {
-			return time.Time{}, fmt.Errorf("deadletter: broker clock: %w", err)
-		}
-		return t, nil
-	}
-	return s.o.Now(), nil
-}
+// Now is the sweeper's clock (Options.Now).
+func (s *Sweeper) Now() time.Time { return s.o.Now() }
 
 // Stat is the depth and oldest age of one source and reason: entries of
 // the store that are not closed, plus messages still waiting on the
@@ -405,12 +388,7 @@ func (r *run) drain(ctx context.Context, k Kind) error {
 	}()
 	failed := map[int64]bool{}
 	for n := 1; !r.overBudget(); n = min(2*n, maxBatch) {
-		// The clock before the receive: a clock that fails then costs no
-		// delivery.
-		now, err := s.Now(ctx)
-		if err != nil {
-			return err
-		}
+		now := s.Now()
 		batch, err := s.b.Receive(ctx, src, n, s.o.ReceiveWait)
 		if err != nil {
 			return fmt.Errorf("deadletter: receive %s: %w", k, err)
@@ -475,10 +453,7 @@ func (r *run) act(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("deadletter: list open entries: %w", err)
 	}
-	now, err := s.Now(ctx)
-	if err != nil {
-		return err
-	}
+	now := s.Now()
 	for _, e := range entries {
 		if r.overBudget() {
 			return nil
@@ -554,11 +529,7 @@ func (r *run) purge(ctx context.Context) {
 	if s.o.Retention < 0 || r.overBudget() {
 		return
 	}
-	now, err := s.Now(ctx)
-	if err != nil {
-		return
-	}
-	n, err := s.store.Purge(ctx, now.Add(-s.o.Retention), s.o.PurgeBatch)
+	n, err := s.store.Purge(ctx, s.Now().Add(-s.o.Retention), s.o.PurgeBatch)
 	if err != nil {
 		s.log.Warn("dead-letter retention purge failed; the next run tries again", "run_id", r.rep.RunID, "error", err.Error())
 		return
@@ -576,10 +547,7 @@ func (r *run) purge(ctx context.Context) {
 // metrics.
 func (r *run) stats(ctx context.Context) error {
 	s := r.s
-	now, err := s.Now(ctx)
-	if err != nil {
-		return err
-	}
+	now := s.Now()
 	entries, err := s.store.List(ctx, dlstore.NotClosed())
 	if err != nil {
 		return fmt.Errorf("deadletter: list open entries for the stats: %w", err)
@@ -709,10 +677,7 @@ func (s *Sweeper) emitStats(ctx context.Context, runID string, stats []Stat) []s
 // closed. What cannot be read is named in Unreadable; the rest is still
 // reported.
 func (s *Sweeper) dryRun(ctx context.Context, rep Report) (Report, error) {
-	now, err := s.Now(ctx)
-	if err != nil {
-		return rep, err
-	}
+	now := s.Now()
 	queued, bad, _ := s.peekAll(ctx)
 	rep.Unreadable = append(rep.Unreadable, bad...)
 	entries, err := s.store.List(ctx, dlstore.NotClosed())

@@ -20,11 +20,11 @@ func TestDecideExpireOf(t *testing.T) {
 		{"a later Created not applied yet", 4, Stale},
 		{"no Created named", 0, Applied},
 	} {
-		if got := DecideExpireOf(recreated, TimeoutCheck{OrderID: "o-1", CreatedSequence: tc.seq}, now).Result; got != tc.want {
+		if got := DecideExpireOf(recreated, TimeoutCheck{OrderID: "o-1", CreatedSequence: tc.seq}, 30*time.Minute, now).Result; got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}
-	if got := DecideExpireOf(nil, TimeoutCheck{OrderID: "o-1", CreatedSequence: 1}, now).Result; got != Stale {
+	if got := DecideExpireOf(nil, TimeoutCheck{OrderID: "o-1", CreatedSequence: 1}, 30*time.Minute, now).Result; got != Stale {
 		t.Errorf("unknown order: %s, want Stale", got)
 	}
 }

@@ -62,6 +62,16 @@ type State struct {
 	LastSequence int64
 	OccurredAt   time.Time
 	UpdatedAt    time.Time
+	// Deadline is set on a row the payment timeout cancelled: the
+	// Created's OccurredAt plus the payment timeout. A change that proves
+	// payment (contract.Rules.ProvesPayment) and occurred by it
+	// supersedes the cancellation (see Decide). Zero on every other row.
+	Deadline time.Time
+}
+
+// TimedOut reports whether st is a cancellation by the payment timeout.
+func (st *State) TimedOut() bool {
+	return st != nil && st.Status == Cancelled && !st.Deadline.IsZero()
 }
 
 // Poison reasons. They are stable: alerts, the sweeper policy and runbooks
@@ -283,6 +293,11 @@ func (r Rules) table() contract.Rules {
 // Decide applies u to the current state (nil when the order is unknown) at
 // time now, without side effects, with the rules of contract.Transitions:
 //   - sequence equal to LastSequence: Duplicate; lower: Stale;
+//   - on a row the payment timeout cancelled (State.TimedOut), a change
+//     that proves payment and occurred by the deadline (its OccurredAt,
+//     which the caller fills with the message's first enqueue time when
+//     the producer sent none) is judged as if the order were still
+//     Created: the cancellation is superseded;
 //   - a move the table has no row for (from Delivered or Cancelled, the
 //     terminal statuses): InvalidTransition, its poison naming why;
 //   - otherwise Applied, with Next carrying the new status and sequence.
@@ -305,6 +320,14 @@ func (r Rules) Decide(current *State, u Update, now time.Time) Decision {
 			return Decision{Result: Stale}
 		}
 	}
+	if current.TimedOut() && table.ProvesPayment(u.Status) {
+		if u.OccurredAt.IsZero() || u.OccurredAt.After(current.Deadline) {
+			return Decision{Result: InvalidTransition, Poison: poison(ReasonInvalidTransition,
+				"order %s was cancelled by its payment timeout (deadline %s); %s (sequence %d) occurred %s, after it",
+				u.OrderID, current.Deadline.UTC().Format(time.RFC3339), u.Status, u.Sequence, occurredText(u.OccurredAt))}
+		}
+		from = Created // paid in time: the timeout's cancellation is superseded
+	}
 	if !table.Allows(from, u.Status) {
 		return Decision{Result: InvalidTransition, Poison: poison(ReasonInvalidTransition,
 			"order %s is %s; cannot move to %s (sequence %d): %s", u.OrderID, orNew(from), u.Status, u.Sequence, table.Why(from, u.Status))}
@@ -320,6 +343,14 @@ func (r Rules) Decide(current *State, u Update, now time.Time) Decision {
 	return d
 }
 
+// occurredText names when an update occurred, for a poison description.
+func occurredText(t time.Time) string {
+	if t.IsZero() {
+		return "at an unknown time"
+	}
+	return "at " + t.UTC().Format(time.RFC3339)
+}
+
 // orNew names a status for a description: "new" for an unknown order.
 func orNew(s Status) string {
 	if s == "" {
@@ -329,13 +360,15 @@ func orNew(s Status) string {
 }
 
 // DecideExpire decides a PaymentTimeoutCheck: only an order still Created
-// becomes Cancelled (LastSequence kept); anything else, an unknown order
-// included, is Stale.
-func DecideExpire(current *State, now time.Time) Decision {
+// becomes Cancelled (LastSequence kept), its Deadline the Created's
+// OccurredAt plus timeout; anything else, an unknown order included, is
+// Stale.
+func DecideExpire(current *State, timeout time.Duration, now time.Time) Decision {
 	if current == nil || current.Status != Created {
 		return Decision{Result: Stale}
 	}
-	return Decision{Result: Applied, Next: State{Status: Cancelled, LastSequence: current.LastSequence, OccurredAt: now.UTC(), UpdatedAt: now.UTC()}}
+	return Decision{Result: Applied, Next: State{Status: Cancelled, LastSequence: current.LastSequence,
+		OccurredAt: now.UTC(), UpdatedAt: now.UTC(), Deadline: current.OccurredAt.Add(timeout).UTC()}}
 }
 
 // CheckApplies reports whether the check c concerns the order's current
@@ -352,9 +385,9 @@ func CheckApplies(current *State, c TimeoutCheck) bool {
 // DecideExpireOf is DecideExpire for the check c: Stale when the check
 // does not concern the current state (CheckApplies). It is the rule a
 // fold of an order's messages applies to its checks.
-func DecideExpireOf(current *State, c TimeoutCheck, now time.Time) Decision {
+func DecideExpireOf(current *State, c TimeoutCheck, timeout time.Duration, now time.Time) Decision {
 	if !CheckApplies(current, c) {
 		return Decision{Result: Stale}
 	}
-	return DecideExpire(current, now)
+	return DecideExpire(current, timeout, now)
 }

@@ -330,15 +330,15 @@ func TestDecide(t *testing.T) {
 		wantNext State // checked when want is Applied
 		wantGap  int64
 	}{
-		{"new order", nil, update(Created, 1), Applied, State{Created, 1, occurred, now}, 0},
-		{"new order starting later counts a gap", nil, update(Paid, 3), Applied, State{Paid, 3, occurred, now}, 2},
-		{"new order already terminal is applied", nil, update(Cancelled, 1), Applied, State{Cancelled, 1, occurred, now}, 0},
-		{"next", state(Created, 1), update(Paid, 2), Applied, State{Paid, 2, occurred, now}, 0},
-		{"next without occurredAt uses now", state(Paid, 2), Update{OrderID: "o-1", Status: Shipped, Sequence: 3}, Applied, State{Shipped, 3, now, now}, 0},
-		{"gap of one", state(Created, 1), update(Shipped, 3), Applied, State{Shipped, 3, occurred, now}, 1},
-		{"gap of many", state(Created, 1), update(Delivered, 10), Applied, State{Delivered, 10, occurred, now}, 8},
-		{"same status, higher sequence", state(Paid, 2), update(Paid, 3), Applied, State{Paid, 3, occurred, now}, 0},
-		{"backwards status, higher sequence (sequence rules)", state(Shipped, 3), update(Paid, 4), Applied, State{Paid, 4, occurred, now}, 0},
+		{"new order", nil, update(Created, 1), Applied, State{Created, 1, occurred, now, time.Time{}}, 0},
+		{"new order starting later counts a gap", nil, update(Paid, 3), Applied, State{Paid, 3, occurred, now, time.Time{}}, 2},
+		{"new order already terminal is applied", nil, update(Cancelled, 1), Applied, State{Cancelled, 1, occurred, now, time.Time{}}, 0},
+		{"next", state(Created, 1), update(Paid, 2), Applied, State{Paid, 2, occurred, now, time.Time{}}, 0},
+		{"next without occurredAt uses now", state(Paid, 2), Update{OrderID: "o-1", Status: Shipped, Sequence: 3}, Applied, State{Shipped, 3, now, now, time.Time{}}, 0},
+		{"gap of one", state(Created, 1), update(Shipped, 3), Applied, State{Shipped, 3, occurred, now, time.Time{}}, 1},
+		{"gap of many", state(Created, 1), update(Delivered, 10), Applied, State{Delivered, 10, occurred, now, time.Time{}}, 8},
+		{"same status, higher sequence", state(Paid, 2), update(Paid, 3), Applied, State{Paid, 3, occurred, now, time.Time{}}, 0},
+		{"backwards status, higher sequence (sequence rules)", state(Shipped, 3), update(Paid, 4), Applied, State{Paid, 4, occurred, now, time.Time{}}, 0},
 		{"duplicate", state(Paid, 2), update(Paid, 2), Duplicate, State{}, 0},
 		{"duplicate with another status", state(Paid, 2), update(Shipped, 2), Duplicate, State{}, 0},
 		{"stale", state(Shipped, 3), update(Paid, 2), Stale, State{}, 0},
@@ -414,16 +414,16 @@ func TestDecideExpire(t *testing.T) {
 		wantNext State
 	}{
 		{"unknown order", nil, Stale, State{}},
-		{"still Created", &State{Created, 1, earlier, earlier}, Applied, State{Cancelled, 1, now, now}},
-		{"Created with a later sequence keeps it", &State{Created, 7, earlier, earlier}, Applied, State{Cancelled, 7, now, now}},
-		{"Paid", &State{Paid, 2, earlier, earlier}, Stale, State{}},
-		{"Shipped", &State{Shipped, 3, earlier, earlier}, Stale, State{}},
-		{"Delivered", &State{Delivered, 4, earlier, earlier}, Stale, State{}},
-		{"already Cancelled", &State{Cancelled, 2, earlier, earlier}, Stale, State{}},
+		{"still Created: the deadline is its occurredAt plus the timeout", &State{Created, 1, earlier, earlier, time.Time{}}, Applied, State{Cancelled, 1, now, now, now}},
+		{"Created with a later sequence keeps it", &State{Created, 7, earlier, earlier, time.Time{}}, Applied, State{Cancelled, 7, now, now, now}},
+		{"Paid", &State{Paid, 2, earlier, earlier, time.Time{}}, Stale, State{}},
+		{"Shipped", &State{Shipped, 3, earlier, earlier, time.Time{}}, Stale, State{}},
+		{"Delivered", &State{Delivered, 4, earlier, earlier, time.Time{}}, Stale, State{}},
+		{"already Cancelled", &State{Cancelled, 2, earlier, earlier, time.Time{}}, Stale, State{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := DecideExpire(tt.current, now)
+			got := DecideExpire(tt.current, 30*time.Minute, now)
 			if got.Result != tt.want {
 				t.Fatalf("Result = %s, want %s", got.Result, tt.want)
 			}
@@ -465,5 +465,56 @@ func TestPoisonDescriptionsAreShortValidUTF8(t *testing.T) {
 		if got := truncate(s); !utf8.ValidString(got) || !strings.HasSuffix(got, "...") {
 			t.Errorf("truncate(%q) = %q, want valid UTF-8 ending in ...", s, got)
 		}
+	}
+}
+
+// TestDecideSupersedesATimeout: on a row the payment timeout cancelled, a
+// change that proves payment and occurred by the deadline is applied as
+// if the order were still Created; anything else keeps the rules of a
+// final Cancelled.
+func TestDecideSupersedesATimeout(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	deadline := now.Add(-time.Minute)
+	timedOut := &State{Status: Cancelled, LastSequence: 1, OccurredAt: deadline, UpdatedAt: deadline, Deadline: deadline}
+	byProducer := &State{Status: Cancelled, LastSequence: 1, OccurredAt: deadline, UpdatedAt: deadline}
+	u := func(s Status, seq int64, at time.Time) Update {
+		return Update{OrderID: "o-1", Status: s, Sequence: seq, OccurredAt: at}
+	}
+	tests := []struct {
+		name    string
+		current *State
+		u       Update
+		want    Result
+		poison  string // in the description of an InvalidTransition
+	}{
+		{"Paid before the deadline", timedOut, u(Paid, 2, deadline.Add(-time.Second)), Applied, ""},
+		{"Paid at exactly the deadline", timedOut, u(Paid, 2, deadline), Applied, ""},
+		{"Shipped in time, its Paid late (a gap)", timedOut, u(Shipped, 3, deadline.Add(-time.Second)), Applied, ""},
+		{"Delivered in time", timedOut, u(Delivered, 4, deadline.Add(-time.Second)), Applied, ""},
+		{"Paid after the deadline", timedOut, u(Paid, 2, deadline.Add(time.Second)), InvalidTransition, "deadline " + deadline.Format(time.RFC3339)},
+		{"Paid at an unknown time", timedOut, u(Paid, 2, time.Time{}), InvalidTransition, "at an unknown time"},
+		{"Created again after a timeout", timedOut, u(Created, 2, deadline.Add(-time.Second)), InvalidTransition, "terminal"},
+		{"Cancelled after a timeout", timedOut, u(Cancelled, 2, deadline.Add(-time.Second)), InvalidTransition, "terminal"},
+		{"a producer's Cancelled stays final", byProducer, u(Paid, 2, deadline.Add(-time.Hour)), InvalidTransition, "terminal"},
+		{"an equal sequence is a duplicate", timedOut, u(Paid, 1, deadline.Add(-time.Second)), Duplicate, ""},
+		{"a lower sequence is stale", &State{Status: Cancelled, LastSequence: 3, Deadline: deadline}, u(Paid, 2, deadline.Add(-time.Second)), Stale, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Decide(tt.current, tt.u, now)
+			if d.Result != tt.want {
+				t.Fatalf("Result = %s (%v), want %s", d.Result, d.Poison, tt.want)
+			}
+			switch d.Result {
+			case Applied:
+				if d.Next.Status != tt.u.Status || d.Next.LastSequence != tt.u.Sequence || !d.Next.Deadline.IsZero() || d.Next.TimedOut() {
+					t.Errorf("Next = %+v, want %s/%d with no deadline", d.Next, tt.u.Status, tt.u.Sequence)
+				}
+			case InvalidTransition:
+				if d.Poison == nil || d.Poison.Reason != ReasonInvalidTransition || !strings.Contains(d.Poison.Description, tt.poison) {
+					t.Errorf("Poison = %+v, want InvalidTransition naming %q", d.Poison, tt.poison)
+				}
+			}
+		})
 	}
 }

@@ -24,11 +24,11 @@
 // Created's own PaymentTimeoutCheck is scheduled, so every unpaid order
 // expires whatever its producers did. A check cancels only while the
 // Created it names is in effect; one of the older form, which names
-// none, once the Created in effect is due. A check that would
-// cancel settles instead while its own history, this process's reschedules
-// or the fleet's recovery marker (Options.Fleet, package recovery) say that
-// an outage's copies, its order's Paid among them, may still be on their
-// way.
+// none, once the Created in effect is due. A check never waits for the
+// order's other messages: a Paid that occurred by the deadline supersedes
+// the cancellation when it comes (order.Decide), so a change without an
+// occurredAt is judged by when its first message was enqueued
+// (reschedule.FirstEnqueued).
 package orderfn
 
 import (
@@ -51,7 +51,6 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
-	"github.com/orderstatus/orderstatus/handler/internal/recovery"
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 	"github.com/orderstatus/orderstatus/handler/internal/retry"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
@@ -77,42 +76,20 @@ type Parker interface {
 // Rescheduler schedules a copy of a failing message for later, and an
 // order's PaymentTimeoutCheck (reschedule.Rescheduler).
 type Rescheduler interface {
-	Decide(ctx context.Context, o reschedule.Original) (reschedule.Decision, error)
+	Decide(o reschedule.Original) (reschedule.Decision, error)
 	Schedule(ctx context.Context, o reschedule.Original, d reschedule.Decision, lastError string) (broker.Message, error)
 	// Restart is d with its backoff started over: due within the first
 	// backoff's bound of when it was decided.
 	Restart(d reschedule.Decision) reschedule.Decision
-	// ScheduleSettle schedules a check's settle copy, due at until when
-	// that is after now (plus a jitter below Policy.Margin); else now if
-	// covers, Policy.Settle after now if not
-	// (reschedule.Rescheduler.ScheduleSettle).
-	ScheduleSettle(ctx context.Context, o reschedule.Original, until time.Time, covers bool) (broker.Message, time.Time, error)
 	// ScheduleCreatedCheck schedules the PaymentTimeoutCheck of an
-	// order's Created of sequence createdSeq
+	// order's Created of sequence createdSeq, occurred at occurredAt
 	// (reschedule.Rescheduler.ScheduleCreatedCheck).
-	ScheduleCreatedCheck(ctx context.Context, orderID string, createdSeq int64, occurredAt time.Time, delayed bool) (reschedule.CheckScheduled, error)
-	// Now is the clock rescheduling runs on (the broker's if it has one);
-	// Policy its bounds (Policy.Settle).
-	Now(ctx context.Context) (time.Time, error)
-	Policy() reschedule.Policy
-}
-
-// FleetGuard is the fleet-wide recovery marker, cached for this process
-// (recovery.Guard): Cached and Recovering tell whether any instance
-// recorded that the order table was recovering from an outage at a time
-// (when the message came due, dueAt; now, on the rescheduling clock, for
-// the cache's age); Raise records it until a time.
-type FleetGuard interface {
-	Cached(now, at time.Time) (recovering, known bool)
-	Recovering(ctx context.Context, now, at time.Time) (recovering, read bool, err error)
-	Raise(ctx context.Context, until time.Time) (stored time.Time, wrote bool, err error)
-	// Until is the latest marker time this process has seen (zero:
-	// none): the stored marker is at least that.
-	Until() time.Time
+	ScheduleCreatedCheck(ctx context.Context, orderID string, createdSeq int64, occurredAt time.Time) (reschedule.CheckScheduled, error)
+	// Now is the clock rescheduling runs on.
+	Now() time.Time
 }
 
 var (
-	_ FleetGuard  = (*recovery.Guard)(nil)
 	_ Applier     = (*orderstate.Service)(nil)
 	_ Parker      = (*parking.Parker)(nil)
 	_ Rescheduler = (*reschedule.Rescheduler)(nil)
@@ -138,41 +115,11 @@ const (
 	// RescheduleOrderNotFound: a PaymentTimeoutCheck for an order with no
 	// row yet (its Created is late).
 	RescheduleOrderNotFound = "order_not_found"
-	// RescheduleSettle: a PaymentTimeoutCheck that an outage delayed (or
-	// that came while one is recent) found its order still Created; it
-	// waits until the outage's copies are due, plus
-	// reschedule.Policy.Margin (reschedule.Policy.Settle from now when
-	// nothing tells), so that the order's own delayed messages (a Paid)
-	// come back first.
-	RescheduleSettle = "settle"
 )
 
-// resultSettle is the internal result of a delayed check that found its
-// order Created (never answered as such: it becomes Rescheduled);
-// resultNotDue that of a check of the older form that found the Created
-// in effect not due (answered Stale, see ownCheck).
-const (
-	resultSettle order.Result = "Settle"
-	resultNotDue order.Result = "NotDue"
-)
-
-// Why a check whose order is still Created settles (the answer's
-// description).
-const (
-	settleDelayed = "order still Created after an outage delayed its check"
-	settleHere    = "order still Created while copies this instance rescheduled for the order store may be on their way"
-	settleFleet   = "order still Created while the fleet recovers from an outage of the order store (its recovery marker)"
-	settleUnknown = "order still Created, and the rescheduling clock cannot tell whether the fleet recovers from an outage"
-	settleAgain   = "order still Created after the check settled, and a failure of the order store since means the outage's copies are still coming back"
-)
-
-// orString returns a, or b when a is empty.
-func orString(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
+// resultNotDue is the internal result of a check of the older form that
+// found the Created in effect not due (answered Stale, see ownCheck).
+const resultNotDue order.Result = "NotDue"
 
 // DefaultRetryBudget is the in-call retry budget when Options leave it zero
 // and rescheduling is off: well below the 1 minute lock of the
@@ -184,18 +131,6 @@ const (
 	DefaultRetryBudget      = 20 * time.Second
 	DefaultRescheduleBudget = 5 * time.Second
 )
-
-// DefaultFleetRaiseEvery is Options.FleetRaiseEvery's default: the circuit
-// breaker's probe interval, so that a failing store sees no more calls
-// from the background raise than from the breaker's probes.
-const DefaultFleetRaiseEvery = circuit.DefaultProbeInterval
-
-// MinHostClockBudget is the least wall time an in-call budget on a faster
-// host clock is given (hostproto.HeaderClockRate): the store's latency
-// does not run faster with the host's clock, and a budget below a loaded
-// Azurite's would fail calls the store was answering. 5 s at 20 times and
-// above, 20 s at 80 times: within the lock the development host renews.
-const MinHostClockBudget = 250 * time.Millisecond
 
 // DefaultScheduleBudget bounds the Service Bus calls that follow the
 // in-call budget (the copy, the timeout check, a park after the window),
@@ -211,9 +146,7 @@ type Options struct {
 	// Binding is the trigger binding name in function.json (default "message").
 	Binding string
 	// Retry bounds in-call retries of transient failures; Retry.Budget
-	// (default DefaultRetryBudget) is the deadline of the whole call. An
-	// invocation carrying hostproto.HeaderClockRate runs it on that clock
-	// (retry.Policy.Faster): only the development host sends it.
+	// (default DefaultRetryBudget) is the deadline of the whole call.
 	Retry retry.Policy
 	// Stop, when done, ends retry waits at once (shutdown): the call is
 	// answered 5xx. nil means never.
@@ -226,19 +159,10 @@ type Options struct {
 	Reschedule Rescheduler
 	// Breaker, when set with Reschedule, is the store's circuit breaker.
 	Breaker *circuit.Breaker
-	// Fleet, when set with Reschedule, carries the settle guard after an
-	// outage across instances: when this process's store calls succeed
-	// again after it rescheduled for the store, or when it applies a
-	// rescheduled copy of a status change, it raises the marker to when
-	// the copies of that outage are due (with the margin); a check that
-	// would cancel settles while the marker is in the future, until its
-	// time (see package recovery).
-	Fleet FleetGuard
-	// FleetRaiseEvery is how often, on the rescheduling clock, a process
-	// that rescheduled for the store tries to raise the fleet's marker in
-	// the background until it succeeds, so that the marker does not wait
-	// for this process's next message (default DefaultFleetRaiseEvery).
-	FleetRaiseEvery time.Duration
+	// PaymentTimeout is the payment timeout (default
+	// contract.PaymentTimeout): a check of the older form is taken for the
+	// Created in effect once that Created is this old (see notDue).
+	PaymentTimeout time.Duration
 	// ScheduleBudget bounds the Service Bus calls after the in-call
 	// budget (default DefaultScheduleBudget).
 	ScheduleBudget time.Duration
@@ -261,17 +185,6 @@ type Handler struct {
 	// last ended a run of store failures here: a copy scheduled before
 	// it that fails now starts its backoff over (Rescheduler.Restart).
 	answeredAt atomic.Int64
-	// outageDue is the latest time (UnixNano, on the rescheduling clock)
-	// a copy of a status change this process scheduled because the
-	// store failed or its circuit was open comes due; 0: never. Every
-	// such copy is due by then, the order's delayed Paid among them.
-	// The copies of checks are left out: no check waits for another.
-	outageDue atomic.Int64
-	// raisedFor is the outageDue the fleet's marker was last raised for
-	// (0: none), so that each outage seen here raises it once; raising
-	// is set while the background raise runs (see startRaiser).
-	raisedFor atomic.Int64
-	raising   atomic.Bool
 }
 
 // New returns the OrderStatus handler. All arguments are required.
@@ -293,13 +206,12 @@ func New(a Applier, p Parker, m *metrics.Metrics, log *slog.Logger, opts Options
 	}
 	if opts.Reschedule == nil {
 		opts.Breaker = nil // an open breaker without rescheduling would only hasten dead-lettering
-		opts.Fleet = nil   // nothing is delayed, nothing settles
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.FleetRaiseEvery <= 0 {
-		opts.FleetRaiseEvery = DefaultFleetRaiseEvery
+	if opts.PaymentTimeout <= 0 {
+		opts.PaymentTimeout = contract.PaymentTimeout
 	}
 	return &Handler{applier: a, parker: p, metrics: m, log: log, opts: opts}
 }
@@ -368,34 +280,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		h.metrics.DeliveryCount.Observe(float64(msg.DeliveryCount))
 		call := r.Context()
-		ctx, budget := call, h.opts.Retry.Budget
-		// On a development host whose clock runs faster, the in-call
-		// budget and its waits run on that clock, as the lock does.
-		if rate := hostproto.ClockRate(r); rate > 1 {
-			p := h.opts.Retry.Faster(rate)
-			p.Budget = max(p.Budget, min(MinHostClockBudget, budget))
-			ctx, budget = context.WithValue(ctx, policyKey{}, p), p.Budget
-		}
-		ctx, cancel := context.WithTimeout(ctx, budget)
+		ctx, cancel := context.WithTimeout(call, h.opts.Retry.Budget)
 		out = h.handle(ctx, call, msg, traceID, operationID)
 		cancel()
 	}
 	out.traceID, out.operationID = traceID, operationID
 	out.invocationID = r.Header.Get("X-Azure-Functions-InvocationId")
 	h.finish(w, msg, out, time.Since(start))
-}
-
-// policyKey carries the in-call retry policy of one invocation when it is
-// not Options.Retry (hostproto.HeaderClockRate).
-type policyKey struct{}
-
-// retryPolicy is the in-call retry policy of the invocation ctx belongs
-// to: Options.Retry on the host's clock.
-func (h *Handler) retryPolicy(ctx context.Context) retry.Policy {
-	if p, ok := ctx.Value(policyKey{}).(retry.Policy); ok {
-		return p
-	}
-	return h.opts.Retry
 }
 
 // handle decides msg. ctx carries the in-call budget; call is the whole
@@ -411,6 +302,11 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		}
 		out := base
 		out.orderID, out.sequence, out.occurredAt = u.OrderID, u.Sequence, u.OccurredAt
+		if u.OccurredAt.IsZero() {
+			// When it occurred, as far as anyone can tell: when its
+			// first message was enqueued (a copy's and a replay's carry it).
+			u.OccurredAt = reschedule.FirstEnqueued(original(msg))
+		}
 		lock := orderstate.Lock{Until: msg.SessionLockedUntil}
 		var res orderstate.Outcome
 		out = h.apply(ctx, call, msg, out, func(ctx context.Context) (orderstate.Outcome, error) {
@@ -419,7 +315,7 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 			return res, err
 		})
 		if h.opts.Reschedule != nil && out.httpStatus == http.StatusOK && createdHere(u, res) {
-			out = h.ensureTimeout(call, msg, out, u, res.State.OccurredAt, reschedule.StateOf(original(msg)).Delayed())
+			out = h.ensureTimeout(call, msg, out, u, res.State.OccurredAt)
 		}
 		return out
 	case order.SubjectPaymentTimeout:
@@ -430,55 +326,9 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		out := base
 		out.orderID = c.OrderID
 		var res orderstate.Outcome
-		// A check settles before it may cancel when an outage delayed it,
-		// and also while a copy this process scheduled for the store may
-		// still be on its way (outageUntil): a check
-		// that came on time may otherwise overtake its order's Paid, which
-		// the outage delayed and which is still waiting its backoff (the
-		// bench's 30-minute outage found 31 paid orders cancelled that
-		// way). Another instance may have rescheduled that Paid: the
-		// fleet's marker says so (settleFleet).
-		//
-		// It settles until the outage's copies are due (see settleUntil),
-		// not for a fixed delay from now, so that the cancellations of an
-		// outage come as soon as its last copy is due. Its settle copy
-		// settles once more only when an outage is still recent then (a
-		// failure since moved the time on: a Paid that failed again on its
-		// way back), up to reschedule.MaxSettleRounds in a row; after that
-		// it cancels. Without that bound, failures that kept coming would
-		// settle every check for ever and never cancel an unpaid order.
-		why := settleDelayed
-		st := reschedule.StateOf(original(msg))
-		settling := h.opts.Reschedule != nil && st.Settling()
-		guarded := h.opts.Reschedule != nil && !settling && (!st.SettleCopy() || st.SettleRound < reschedule.MaxSettleRounds)
-		again := ""
-		if st.SettleCopy() {
-			again = settleAgain
-		}
-		if guarded && h.afterOutage(call, msg) {
-			settling, why = true, orString(again, settleHere)
-		}
-		// ask: the fleet's marker must be read if the order is Created
-		// (the cache cannot tell); asked is the time it is asked at. A
-		// delayed check reads it too when this process knows of no recent
-		// outage, to learn when the outage's copies are due.
-		var ask bool
-		var asked, due time.Time
-		if (guarded && !settling || settling && why == settleDelayed) && h.opts.Fleet != nil {
-			now, err := h.now(call)
-			due = dueAt(msg, now)
-			switch rec, known := h.opts.Fleet.Cached(now, due); {
-			case err != nil:
-				settling, why = true, settleUnknown // cannot tell: settling is the safe side
-			case rec && !settling:
-				settling, why = true, orString(again, settleFleet)
-			case !rec:
-				ask, asked = !known, now
-			}
-		}
 		out = h.apply(ctx, call, msg, out, func(ctx context.Context) (orderstate.Outcome, error) {
 			var err error
-			res, err = h.checkOnce(ctx, c, settling, ask, asked, due, &why)
+			res, err = h.checkOnce(ctx, c)
 			return res, err
 		})
 		switch {
@@ -493,8 +343,6 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 			// Created is late. As for no row.
 			return h.reschedule(call, msg, out, RescheduleOrderNotFound, order.ReasonOrderNeverCreated,
 				fmt.Sprintf("order %s has no Created of sequence %d yet (its row is at sequence %d)", c.OrderID, c.CreatedSequence, res.State.LastSequence))
-		case out.result == string(resultSettle):
-			return h.settle(call, msg, out, why)
 		case out.result == string(resultNotDue):
 			return h.ownCheck(call, msg, out, res.State)
 		}
@@ -551,31 +399,22 @@ func createdHere(u order.Update, res orderstate.Outcome) bool {
 }
 
 // ensureTimeout makes sure the PaymentTimeoutCheck of u (the order's
-// Created, MessageId <order>:payment-timeout-<u's sequence>) is
-// scheduled. The row is durable already; if the schedule fails the call
-// is answered 5xx, and the redelivery (Duplicate) schedules it again.
-//
-// A Created that was itself delayed (a rescheduled copy or a replay) gets
-// its check no sooner than reschedule.Policy.Settle from now: its Paid may
-// be on its way back from the same outage. One whose occurredAt is ahead
-// of the broker's clock has its check counted from now, and a warning
-// line says by how much.
-func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMessage, out outcome, u order.Update, occurredAt time.Time, delayed bool) outcome {
-	if u.OccurredAt.IsZero() {
-		// The stored OccurredAt is the handler's wall clock at the
-		// apply; the check is scheduled on the broker's, from its now.
-		occurredAt = time.Time{}
-	}
+// Created, MessageId <order>:payment-timeout-<u's sequence>), occurred at
+// occurredAt, is scheduled. The row is durable already; if the schedule
+// fails the call is answered 5xx, and the redelivery (Duplicate) schedules
+// it again. One whose occurredAt is ahead of the clock has its check
+// counted from now, and a warning line says by how much.
+func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMessage, out outcome, u order.Update, occurredAt time.Time) outcome {
 	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
 	defer cancel()
 	var sc reschedule.CheckScheduled
 	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
 		var err error
-		sc, err = h.opts.Reschedule.ScheduleCreatedCheck(ctx, u.OrderID, u.Sequence, occurredAt, delayed)
+		sc, err = h.opts.Reschedule.ScheduleCreatedCheck(ctx, u.OrderID, u.Sequence, occurredAt)
 		return err
 	}, func(a retry.Attempt) { h.retryLog("timeout_check", msg, &out, a) })
 	if sc.Skew > 0 {
-		h.log.Warn("Created's occurredAt ahead of the broker's clock: its payment-timeout check counts from now",
+		h.log.Warn("Created's occurredAt ahead of the clock: its payment-timeout check counts from now",
 			append([]any{"order_id", u.OrderID, "message_id", msg.MessageID, "sequence", u.Sequence,
 				"occurred_at", u.OccurredAt.UTC().Format(time.RFC3339Nano), "skew_ms", sc.Skew.Milliseconds(),
 				"timeout_check_at", sc.At.UTC().Format(time.RFC3339Nano)}, traceAttrs(out)...)...)
@@ -595,81 +434,33 @@ func original(msg hostproto.ServiceBusMessage) reschedule.Original {
 	return reschedule.Original{
 		MessageID: msg.MessageID, SessionID: msg.SessionID, SequenceNumber: msg.SequenceNumber,
 		Subject: msg.Subject, ContentType: msg.ContentType, CorrelationID: msg.CorrelationID,
-		Body: msg.Body, ApplicationProperties: msg.ApplicationProperties,
+		EnqueuedTime: msg.EnqueuedTime, Body: msg.Body, ApplicationProperties: msg.ApplicationProperties,
 	}
 }
 
-// peek decides a PaymentTimeoutCheck c without writing: Stale when the
-// order is past Created, has no row (State zero) or is no longer at the
-// Created c names (order.CheckApplies), resultSettle when it is still
-// Created at it.
-func (h *Handler) peek(ctx context.Context, c order.TimeoutCheck) (orderstate.Outcome, error) {
-	row, err := h.applier.Get(ctx, c.OrderID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return orderstate.Outcome{Result: order.Stale, RoundTrips: 1}, nil
-	case err != nil:
-		return orderstate.Outcome{RoundTrips: 1}, err
-	case row.State.Status == order.Created && order.CheckApplies(&row.State, c):
-		return orderstate.Outcome{Result: resultSettle, State: row.State, RoundTrips: 1}, nil
-	}
-	return orderstate.Outcome{Result: order.Stale, State: row.State, RoundTrips: 1}, nil
-}
-
-// checkOnce is one attempt at a PaymentTimeoutCheck c: a peek when it
-// settles (resultSettle when the order is still Created at the Created c
-// names), else ExpireIfUnpaid. A check that names a Created
-// (CreatedSequence) peeks before it expires: the order is cancelled only
-// while that Created is in effect; one of an older Created, the order
-// created again since, is Stale. With rescheduling on, a check of the
-// older form peeks too, and is resultNotDue while the Created in effect
-// is not due (notDue). With ask, the fleet's marker is read once the row
-// says Created: only a check that would cancel pays for the marker (the
-// row is read first; a paid order's check ends there, as it would in
-// ExpireIfUnpaid), and the marker's read is a round trip of its own. A
-// check that settles anyway reads it to learn until when (settleUntil); a
-// check that would cancel settles when it says so (why becomes
-// settleFleet, or stays settleAgain for a settle copy).
-//
-// The peek and ExpireIfUnpaid are two reads, but ExpireIfUnpaid decides
-// again on the row it writes over: a Created applied in between (by
-// another instance, after this one lost the session's lock) makes it
-// Stale, never cancelled.
-func (h *Handler) checkOnce(ctx context.Context, c order.TimeoutCheck, settling, ask bool, asked, due time.Time, why *string) (orderstate.Outcome, error) {
-	if !settling && !ask && c.CreatedSequence == 0 && h.opts.Reschedule == nil {
-		return h.applier.ExpireIfUnpaid(ctx, c.OrderID, 0) // the older form as before: nothing tells its Created
-	}
-	res, err := h.peek(ctx, c)
-	if err != nil || res.Result != resultSettle {
-		return res, err
-	}
-	if c.CreatedSequence == 0 && h.opts.Reschedule != nil && h.notDue(ctx, res.State) {
-		res.Result = resultNotDue
-		return res, nil
-	}
-	if settling && !ask {
-		return res, nil
-	}
-	if ask {
-		rec, read, err := h.opts.Fleet.Recovering(ctx, asked, due)
-		if read {
-			res.RoundTrips++
-		}
+// checkOnce is one attempt at a PaymentTimeoutCheck c: ExpireIfUnpaid,
+// which cancels the order only while the Created c names is in effect.
+// With rescheduling on, a check of the older form (CreatedSequence 0)
+// reads the row first, and is resultNotDue while the Created in effect is
+// not due (notDue). ExpireIfUnpaid decides again on the row it writes
+// over: a Created applied in between (by another instance, after this one
+// lost the session's lock) makes it Stale, never cancelled.
+func (h *Handler) checkOnce(ctx context.Context, c order.TimeoutCheck) (orderstate.Outcome, error) {
+	if c.CreatedSequence == 0 && h.opts.Reschedule != nil {
+		row, err := h.applier.Get(ctx, c.OrderID)
 		switch {
-		case settling:
-			return res, nil // a failed read only leaves the until unknown
+		case errors.Is(err, store.ErrNotFound):
+			return orderstate.Outcome{Result: order.Stale, RoundTrips: 1}, nil
 		case err != nil:
-			return res, err
-		case rec:
-			if *why != settleAgain {
-				*why = settleFleet
-			}
-			return res, nil
+			return orderstate.Outcome{RoundTrips: 1}, err
+		case row.State.Status == order.Created && h.notDue(row.State):
+			return orderstate.Outcome{Result: resultNotDue, State: row.State, RoundTrips: 1}, nil
 		}
+		exp, err := h.applier.ExpireIfUnpaid(ctx, c.OrderID, 0)
+		exp.RoundTrips++
+		return exp, err
 	}
-	exp, err := h.applier.ExpireIfUnpaid(ctx, c.OrderID, c.CreatedSequence)
-	exp.RoundTrips += res.RoundTrips
-	return exp, err
+	return h.applier.ExpireIfUnpaid(ctx, c.OrderID, c.CreatedSequence)
 }
 
 // OlderCheckSlack is how long before the Created in effect is due a check
@@ -681,11 +472,9 @@ func (h *Handler) checkOnce(ctx context.Context, c order.TimeoutCheck, settling,
 const OlderCheckSlack = time.Minute
 
 // notDue reports whether the Created in effect, of state st, is due more
-// than OlderCheckSlack after now on the rescheduling clock (false when
-// the clock cannot be read: the older form then acts as before).
-func (h *Handler) notDue(ctx context.Context, st order.State) bool {
-	now, err := h.opts.Reschedule.Now(ctx)
-	return err == nil && st.OccurredAt.Add(contract.PaymentTimeout-OlderCheckSlack).After(now)
+// than OlderCheckSlack after now.
+func (h *Handler) notDue(st order.State) bool {
+	return st.OccurredAt.Add(h.opts.PaymentTimeout - OlderCheckSlack).After(h.opts.Reschedule.Now())
 }
 
 // ownCheck answers a check of the older form that found the Created in
@@ -695,74 +484,12 @@ func (h *Handler) notDue(ctx context.Context, st order.State) bool {
 // that Created is (reschedule.Rescheduler.ScheduleCreatedCheck).
 func (h *Handler) ownCheck(call context.Context, msg hostproto.ServiceBusMessage, out outcome, st order.State) outcome {
 	u := order.Update{OrderID: out.orderID, Status: order.Created, Sequence: st.LastSequence, OccurredAt: st.OccurredAt}
-	out = h.ensureTimeout(call, msg, out, u, st.OccurredAt, false)
+	out = h.ensureTimeout(call, msg, out, u, st.OccurredAt)
 	if out.err == nil {
 		out.result = string(order.Stale)
 		out.description = fmt.Sprintf("a check that names no Created, before the Created in effect (sequence %d) is due: that Created has its own check", st.LastSequence)
 	}
 	return out
-}
-
-// now is the rescheduling clock's time, within the schedule budget.
-func (h *Handler) now(call context.Context) (time.Time, error) {
-	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
-	defer cancel()
-	return h.opts.Reschedule.Now(ctx)
-}
-
-// afterOutage reports whether a copy this process scheduled because of the
-// store may still be on its way, or be behind msg in its session: msg
-// came due (dueAt) before outageUntil.
-func (h *Handler) afterOutage(call context.Context, msg hostproto.ServiceBusMessage) bool {
-	until := h.outageUntil()
-	if until.IsZero() {
-		return false
-	}
-	now, err := h.now(call)
-	if err != nil {
-		return true // cannot tell: settling is the safe side
-	}
-	return until.After(dueAt(msg, now))
-}
-
-// dueAt is when msg joined its session, as far as the handler can tell:
-// its EnqueuedTimeUtc, or now when that is absent or later. Every copy for
-// the store appended after it is behind it in the session, and so not
-// applied yet however long ago it came due: a backlog after an outage (a
-// recovering store, a slow wave) delivers a check that came due before
-// the outage's horizon after the horizon has passed, with its order's
-// Paid, due later, still queued behind it. The bench's 30-minute outage
-// found it: two paid orders cancelled when the returning wave ran minutes
-// behind.
-//
-// For a scheduled message EnqueuedTimeUtc is the instant Service Bus
-// activated it, at or after its due time, never before: it is appended to
-// the queue as if enqueued then, with a new SequenceNumber (Microsoft
-// Learn, "Message sequencing and timestamps", MicrosoftDocs azure-docs
-// articles/service-bus-messaging/message-sequencing.md). That is the
-// instant that places it in its session, so it is what the guard compares;
-// a copy due a little before it but activated after it is behind it too,
-// and the guard covers that only while the copy's due time plus the
-// Margin is after this instant (an activation up to the Margin late; the
-// docs give no bound). membroker stamps the due time instead, which is
-// the activation instant only when it activates at once. EnqueuedTimeUtc
-// comes in whole seconds: an earlier time only makes the guard settle
-// more, never less.
-func dueAt(msg hostproto.ServiceBusMessage, now time.Time) time.Time {
-	if t := msg.EnqueuedTime; !t.IsZero() && t.Before(now) {
-		return t
-	}
-	return now
-}
-
-// outageUntil is when every copy this process scheduled for the store is
-// due, plus the Margin (zero: none).
-func (h *Handler) outageUntil() time.Time {
-	due := h.outageDue.Load()
-	if due == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, due).Add(h.opts.Reschedule.Policy().Margin())
 }
 
 // newRun reports whether the store failure of orig is one of a new run
@@ -776,14 +503,6 @@ func (h *Handler) newRun(orig reschedule.Original, out outcome) bool {
 	return !st.ScheduledAt.IsZero() && st.ScheduledAt.UnixNano() < h.answeredAt.Load()
 }
 
-// movesHorizon reports whether a copy of msg rescheduled for the store
-// moves the outage's horizon (outageDue, and the fleet's marker through
-// recovered): a status change's, which may carry the Paid a check must not
-// overtake; not a check's, which carries nothing another check waits for.
-func movesHorizon(msg hostproto.ServiceBusMessage) bool {
-	return msg.Subject == order.SubjectStatusChanged
-}
-
 // raiseTo moves v up to n (never down).
 func raiseTo(v *atomic.Int64, n int64) {
 	for {
@@ -793,78 +512,10 @@ func raiseTo(v *atomic.Int64, n int64) {
 	}
 }
 
-// settleUntil is when a check of state st that settles (for why) may
-// cancel: the later of this process's outageUntil, the fleet's marker as
-// this process knows it and, for a check an outage of the store delayed,
-// its copy's RetryHorizon plus the Margin (zero when none is known).
-//
-// covers reports whether that time covers every message the check waits
-// for, so that once it has passed the check settles behind them at once
-// (ScheduleSettle) rather than for the settle delay. It does for a check
-// that only the store delayed, and for one that came while copies for the
-// store are out: every copy for the store is due by the horizons. It does
-// not for a dead-letter replay (its Paid may still be in the dead-letter
-// queue), for a check delayed for another reason (its Created was late:
-// so may its Paid be), nor when the clock could not be read. The bench's
-// 30-minute outage found the difference: a wave that took longer than the
-// Margin to drain delivered the outage's last check copies just after the
-// horizon, and each waited another 10 minutes to cancel.
-func (h *Handler) settleUntil(st reschedule.State, why string) (until time.Time, covers bool) {
-	until = h.outageUntil()
-	if h.opts.Fleet != nil {
-		if m := h.opts.Fleet.Until(); m.After(until) {
-			until = m
-		}
-	}
-	storeCopy := !st.Replayed && !st.Horizon.IsZero()
-	if storeCopy {
-		if hz := st.Horizon.Add(h.opts.Reschedule.Policy().Margin()); hz.After(until) {
-			until = hz
-		}
-	}
-	switch why {
-	case settleUnknown:
-		return until, false
-	case settleDelayed:
-		return until, storeCopy
-	}
-	return until, !st.Replayed
-}
-
-// settle schedules the settle copy of a check whose order is still
-// Created, due at settleUntil (or the settle delay from now), and answers
-// Rescheduled once Service Bus accepted it; why (one of the settle*
-// texts) is the answer's description.
-func (h *Handler) settle(call context.Context, msg hostproto.ServiceBusMessage, out outcome, why string) outcome {
-	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
-	defer cancel()
-	var (
-		copied broker.Message
-		at     time.Time
-	)
-	until, covers := h.settleUntil(reschedule.StateOf(original(msg)), why)
-	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
-		var err error
-		copied, at, err = h.opts.Reschedule.ScheduleSettle(ctx, original(msg), until, covers)
-		return err
-	}, func(a retry.Attempt) { h.retryLog("reschedule", msg, &out, a) })
-	if err != nil {
-		out.result, out.err, out.httpStatus = ResultFailed, fmt.Errorf("settle %s: %w", msg.MessageID, err), statusFor(err)
-		return out
-	}
-	h.metrics.Rescheduled.WithLabelValues(RescheduleSettle).Inc()
-	out.result, out.httpStatus, out.status = ResultRescheduled, http.StatusOK, ""
-	out.rescheduled, out.rescheduledAt, out.why = copied.MessageID, at, RescheduleSettle
-	out.description = why
-	return out
-}
-
 // pastWindow reports whether msg has been failing for longer than the
 // retry window (false when that cannot be told).
-func (h *Handler) pastWindow(call context.Context, msg hostproto.ServiceBusMessage) bool {
-	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
-	defer cancel()
-	d, err := h.opts.Reschedule.Decide(ctx, original(msg))
+func (h *Handler) pastWindow(msg hostproto.ServiceBusMessage) bool {
+	d, err := h.opts.Reschedule.Decide(original(msg))
 	return err == nil && d.Park
 }
 
@@ -882,12 +533,12 @@ func storeFailure(err error) bool {
 // deadline, behind the circuit breaker; with rescheduling on, a transient
 // failure (or an open breaker) becomes a scheduled copy.
 func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessage, out outcome, op func(context.Context) (orderstate.Outcome, error)) outcome {
-	policy := h.retryPolicy(ctx)
+	policy := h.opts.Retry
 	var ticket circuit.Ticket
 	if b := h.opts.Breaker; b != nil {
 		t, ok := b.Allow()
 		switch {
-		case !ok && !h.pastWindow(call, msg):
+		case !ok && !h.pastWindow(msg):
 			return h.reschedule(call, msg, out, RescheduleCircuitOpen, order.ReasonRetryWindowExceeded, "circuit open: the order store is failing")
 		case !ok:
 			// Past its window a message is parked, but never on the
@@ -920,11 +571,8 @@ func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessa
 	case err == nil && res.RoundTrips > 0:
 		// A load first: the hot path writes nothing shared.
 		if h.failStreak.Load() > 0 && h.failStreak.Swap(0) > 0 && h.opts.Reschedule != nil {
-			// The end of a run of failures: once per run, so the
-			// clock's call is rare.
-			if now, err := h.now(call); err == nil {
-				raiseTo(&h.answeredAt, now.UnixNano())
-			}
+			// The end of a run of failures.
+			raiseTo(&h.answeredAt, h.opts.Reschedule.Now().UnixNano())
 		}
 	case storeFailure(err):
 		out.fresh = h.failStreak.Add(1) == 1
@@ -935,9 +583,6 @@ func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessa
 		}
 		out.result, out.err, out.httpStatus = ResultFailed, err, statusFor(err)
 		return out
-	}
-	if res.RoundTrips > 0 {
-		h.recovered(call, msg)
 	}
 	out.result = string(res.Result)
 	out.gap = res.Gap
@@ -968,7 +613,7 @@ func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessa
 	forStore := why == RescheduleTransient || why == RescheduleCircuitOpen
 	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
 		var err error
-		if d, err = h.opts.Reschedule.Decide(ctx, orig); err != nil || d.Park {
+		if d, err = h.opts.Reschedule.Decide(orig); err != nil || d.Park {
 			return err
 		}
 		if forStore && h.newRun(orig, out) {
@@ -977,14 +622,6 @@ func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessa
 			// attempt (a copy back from a long outage would wait a whole
 			// cap again, and every check with it).
 			d = h.opts.Reschedule.Restart(d)
-		}
-		if forStore {
-			// The copy carries when every copy this process scheduled
-			// for the store is due, itself included (see recovered).
-			d.Horizon = d.At
-			if due := h.outageDue.Load(); due > d.At.UnixNano() {
-				d.Horizon = time.Unix(0, due)
-			}
 		}
 		copied, err = h.opts.Reschedule.Schedule(ctx, orig, d, lastError)
 		return err
@@ -999,16 +636,6 @@ func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessa
 		return h.park(ctx, msg, out, &order.PoisonError{Reason: parkReason, Description: desc})
 	}
 	h.metrics.Rescheduled.WithLabelValues(why).Inc()
-	if forStore && movesHorizon(msg) {
-		// Only a status change's copy moves the horizon: it may carry
-		// the Paid that a check must not overtake. A check's copy
-		// carries nothing another check waits for, and a returning
-		// store that fails a few checks (a stall under the settled
-		// checks' wave) would otherwise hold every other cancellation
-		// back another round.
-		raiseTo(&h.outageDue, d.At.UnixNano())
-		h.startRaiser()
-	}
 	out.result, out.httpStatus = ResultRescheduled, http.StatusOK
 	out.rescheduled, out.rescheduledAt, out.why = copied.MessageID, d.At, why
 	out.description = lastError
@@ -1031,7 +658,7 @@ func (h *Handler) park(ctx context.Context, msg hostproto.ServiceBusMessage, out
 		EnqueuedTime: msg.EnqueuedTime, DeliveryCount: msg.DeliveryCount,
 		Body: msg.Body, ApplicationProperties: msg.ApplicationProperties,
 	}
-	err := retry.Do(ctx, h.opts.Stop, h.retryPolicy(ctx), transient, func(ctx context.Context) error {
+	err := retry.Do(ctx, h.opts.Stop, h.opts.Retry, transient, func(ctx context.Context) error {
 		return h.parker.Park(ctx, orig, pe.Reason, pe.Description)
 	}, func(a retry.Attempt) { h.retryLog("park", msg, &out, a) })
 	if err != nil {

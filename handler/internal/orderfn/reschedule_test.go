@@ -78,11 +78,19 @@ func (b *fakeBus) Schedule(_ context.Context, _ string, m broker.Message, at tim
 	return int64(b.calls), nil
 }
 
-func (b *fakeBus) Now(context.Context) (time.Time, error) {
+// advance moves the clock on by d.
+func (b *fakeBus) advance(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.now = b.now.Add(d)
+}
+
+// clock is the rescheduler's clock (reschedule.Options.Now).
+func (b *fakeBus) clock() time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.reads++
-	return b.now, nil
+	return b.now
 }
 
 // flakyBackend fails every call with store.ErrTransient while down.
@@ -145,7 +153,7 @@ func newOutageRig(t *testing.T, p reschedule.Policy, breaker *circuit.Options) *
 	r := &outageRig{bus: bus, backend: back, mem: mem, parker: &fakeParker{}, m: m, stdout: &out}
 	opts := Options{
 		Retry:          retry.Policy{Budget: 20 * time.Millisecond, Initial: time.Millisecond, Max: 2 * time.Millisecond},
-		Reschedule:     reschedule.New(bus, "order-status", p, &reschedule.Options{Rand: func() float64 { return 0.5 }}),
+		Reschedule:     reschedule.New(bus, "order-status", p, &reschedule.Options{Rand: func() float64 { return 0.5 }, Now: bus.clock}),
 		ScheduleBudget: 20 * time.Millisecond,
 	}
 	if breaker != nil {
@@ -429,76 +437,68 @@ func TestTimeoutCheckBeforeTheOrderExists(t *testing.T) {
 		t.Fatalf("past the window: %d %v, want Parked OrderNeverCreated", code, a.ReturnValue)
 	}
 
-	if _, err := r.mem.Insert(context.Background(), "o-1", order.State{Status: order.Created, LastSequence: 1}); err != nil {
+	if _, err := r.mem.Insert(context.Background(), "o-1", order.State{Status: order.Created, LastSequence: 1, OccurredAt: now0.Add(-time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	// The delayed check settles first (its order's Paid may be on its way
-	// back), then cancels.
-	if _, a := r.post(t, hostInvocation(r.bus.kept[0], 1)); a.ReturnValue["result"] != ResultRescheduled {
-		t.Fatalf("delayed check after the order appeared: %v, want Rescheduled (settle)", a.ReturnValue)
+	// The delayed check cancels at once: it waits for nothing.
+	if _, a := r.post(t, hostInvocation(r.bus.kept[0], 1)); a.ReturnValue["result"] != "Applied" {
+		t.Fatalf("delayed check after the order appeared: %v, want Applied (cancelled)", a.ReturnValue)
 	}
-	settle := r.bus.kept[len(r.bus.kept)-1]
-	if want := now0.Add(policy.Settle()); !r.bus.at[len(r.bus.at)-1].Equal(want) || settle.ApplicationProperties[reschedule.PropSettled] != int64(2) {
-		t.Errorf("settle copy %s due %s, want %s with TimeoutSettled 2", settle.MessageID, r.bus.at[len(r.bus.at)-1], want)
-	}
-	if row, _ := r.mem.Get(context.Background(), "o-1"); row.State.Status != order.Created {
-		t.Errorf("settling wrote the row: %+v", row.State)
-	}
-	if _, a := r.post(t, hostInvocation(settle, 1)); a.ReturnValue["result"] != "Applied" {
-		t.Errorf("settle copy: %v, want Applied (cancelled)", a.ReturnValue)
-	}
-	if row, _ := r.mem.Get(context.Background(), "o-1"); row.State.Status != order.Cancelled {
-		t.Errorf("row %+v, want Cancelled", row.State)
+	row, _ := r.mem.Get(context.Background(), "o-1")
+	if row.State.Status != order.Cancelled || !row.State.Deadline.Equal(now0.Add(-time.Hour).Add(30*time.Minute)) {
+		t.Errorf("row %+v, want Cancelled with the deadline occurredAt + 30m", row.State)
 	}
 }
 
 // The race an outage creates: an order is Created, then its Paid and its
 // payment timeout both fail and wait as copies; after the store returns
-// the check's copy comes back first. It must not cancel the paid order: a
-// delayed check settles (waits twice the cap) and then finds it Paid.
-func TestDelayedCheckDoesNotCancelAPaidOrder(t *testing.T) {
-	r := newOutageRig(t, policy, nil)
-	if code, a := r.post(t, hostInvocation(statusMsg("o-1", 1, order.Created), 1)); code != 200 || a.ReturnValue["result"] != "Applied" {
-		t.Fatalf("Created: %d %v", code, a.ReturnValue)
-	}
-	r.backend.down.Store(true)
-	for _, m := range []broker.Message{statusMsg("o-1", 2, order.Paid), timeoutMsg("o-1")} {
-		if _, a := r.post(t, hostInvocation(m, 1)); a.ReturnValue["result"] != ResultRescheduled {
-			t.Fatalf("%s during the outage: %v, want Rescheduled", m.MessageID, a.ReturnValue)
-		}
-	}
-	paidCopy, checkCopy := r.bus.kept[1], r.bus.kept[2]
-	r.backend.down.Store(false)
-	if _, a := r.post(t, hostInvocation(checkCopy, 1)); a.ReturnValue["result"] != ResultRescheduled {
-		t.Fatalf("the check's copy first: %v, want Rescheduled (settle)", a.ReturnValue)
-	}
-	if _, a := r.post(t, hostInvocation(paidCopy, 1)); a.ReturnValue["result"] != "Applied" {
-		t.Fatalf("the Paid copy: %v, want Applied", a.ReturnValue)
-	}
-	if _, a := r.post(t, hostInvocation(r.bus.kept[3], 1)); a.ReturnValue["result"] != "Stale" {
-		t.Fatalf("the settled check: %v, want Stale", a.ReturnValue)
-	}
-	if row, _ := r.mem.Get(context.Background(), "o-1"); row.State.Status != order.Paid {
-		t.Errorf("row %+v, want Paid", row.State)
-	}
-	if got := testutil.ToFloat64(r.m.Rescheduled.WithLabelValues(RescheduleSettle)); got != 1 {
-		t.Errorf("rescheduled{reason=settle} = %v, want 1", got)
-	}
-}
-
-// A Created that was itself delayed gets its check no sooner than Settle
-// from now, even when its timeout has long passed.
-func TestDelayedCreatedChecksAfterSettle(t *testing.T) {
-	r := newOutageRig(t, policy, nil)
-	c := statusMsg("o-1", 1, order.Created)
-	c.MessageID = "o-1:1:retry:4"
-	c.ApplicationProperties = map[string]any{reschedule.PropRetryAttempt: int64(4), reschedule.PropOriginalMessageID: "o-1:1"}
-	c.Body = []byte(`{"orderId":"o-1","status":"Created","sequence":1,"occurredAt":"2026-12-01T08:00:00Z"}`)
-	if _, a := r.post(t, hostInvocation(c, 1)); a.ReturnValue["result"] != "Applied" {
-		t.Fatalf("delayed Created: %v", a.ReturnValue)
-	}
-	if want := now0.Add(policy.Settle()); len(r.bus.at) != 1 || !r.bus.at[0].Equal(want) {
-		t.Errorf("check due %v, want %s", r.bus.at, want)
+// the check's copy comes back first and cancels the order, recording the
+// deadline. The Paid's copy, whose original was enqueued by the deadline
+// (it has no occurredAt: the copy carries OriginalEnqueuedTime), then
+// supersedes the cancellation. A Paid first enqueued after the deadline
+// is parked InvalidTransition.
+func TestDelayedPaidSupersedesTheTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		enqueued time.Time // the Paid's first EnqueuedTimeUtc
+		want     string
+		row      order.Status
+	}{
+		{"enqueued by the deadline", now0.Add(-time.Minute), "Applied", order.Paid},
+		{"enqueued after the deadline", now0.Add(time.Hour), ResultParked, order.Cancelled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newOutageRig(t, policy, nil)
+			created := statusMsg("o-1", 1, order.Created) // occurredAt 09:50: deadline 10:20
+			if code, a := r.post(t, hostInvocation(created, 1)); code != 200 || a.ReturnValue["result"] != "Applied" {
+				t.Fatalf("Created: %d %v", code, a.ReturnValue)
+			}
+			paid := statusMsg("o-1", 2, order.Paid)
+			paid.Body = []byte(`{"orderId":"o-1","status":"Paid","sequence":2}`)
+			r.backend.down.Store(true)
+			if _, a := r.post(t, hostInvocationAt(paid, 1, tc.enqueued)); a.ReturnValue["result"] != ResultRescheduled {
+				t.Fatalf("Paid during the outage: %v, want Rescheduled", a.ReturnValue)
+			}
+			if _, a := r.post(t, hostInvocation(timeoutMsg("o-1"), 1)); a.ReturnValue["result"] != ResultRescheduled {
+				t.Fatalf("check during the outage: %v, want Rescheduled", a.ReturnValue)
+			}
+			paidCopy := r.bus.last(ofSession("o-1", order.SubjectStatusChanged))
+			checkCopy := r.bus.last(ofSession("o-1", order.SubjectPaymentTimeout))
+			if got, _ := paidCopy.ApplicationProperties[reschedule.PropOriginalEnqueuedTime].(time.Time); !got.Equal(tc.enqueued.Truncate(time.Second)) {
+				t.Errorf("the Paid's copy carries %s %v, want %s", reschedule.PropOriginalEnqueuedTime, got, tc.enqueued)
+			}
+			r.backend.down.Store(false)
+			if _, a := r.post(t, hostInvocation(checkCopy, 1)); a.ReturnValue["result"] != "Applied" {
+				t.Fatalf("the check's copy first: %v, want Applied (cancelled)", a.ReturnValue)
+			}
+			// The copy comes back well after the deadline.
+			if _, a := r.post(t, hostInvocationAt(paidCopy, 1, now0.Add(2*time.Hour))); a.ReturnValue["result"] != tc.want {
+				t.Fatalf("the Paid's copy: %v, want %s", a.ReturnValue, tc.want)
+			}
+			if row, _ := r.mem.Get(context.Background(), "o-1"); row.State.Status != tc.row {
+				t.Errorf("row %+v, want %s", row.State, tc.row)
+			}
+		})
 	}
 }
 
@@ -528,15 +528,14 @@ func TestCreatedSchedulesTheTimeoutCheck(t *testing.T) {
 	if got := testutil.ToFloat64(r.m.TimeoutChecks.WithLabelValues("scheduled")); got != 2 {
 		t.Errorf("timeout checks scheduled = %v, want 2", got)
 	}
-	// A Paid does not schedule one; an overdue Created is checked after
-	// the settle delay (its Paid, which may have happened in time, may
-	// follow it).
+	// A Paid does not schedule one; an overdue Created is checked at once
+	// (its Paid, if it occurred in time, supersedes the cancellation).
 	r.post(t, hostInvocation(statusMsg("o-1", 2, order.Paid), 1))
 	old := statusMsg("o-2", 1, order.Created)
 	old.Body = []byte(`{"orderId":"o-2","status":"Created","sequence":1,"occurredAt":"2026-12-01T08:00:00Z"}`)
 	r.post(t, hostInvocation(old, 1))
-	if len(r.bus.kept) != 2 || !r.bus.at[1].Equal(now0.Add(policy.Settle())) {
-		t.Errorf("overdue Created: %d checks, due %v; want a second one due now + %s", len(r.bus.kept), r.bus.at, policy.Settle())
+	if len(r.bus.kept) != 2 || !r.bus.at[1].Equal(now0) {
+		t.Errorf("overdue Created: %d checks, due %v; want a second one due now", len(r.bus.kept), r.bus.at)
 	}
 }
 
@@ -573,13 +572,8 @@ func TestLongestIDs(t *testing.T) {
 	if tc.Subject != order.SubjectPaymentTimeout || len(tc.MessageID) > msgid.MaxLength || tc.SessionID != id {
 		t.Errorf("timeout check id %q (%d characters)", tc.MessageID, len(tc.MessageID))
 	}
-	// This handler rescheduled a message for the store above, so the
-	// check settles first (its Paid may still be waiting a backoff); its
-	// settle copy's id fits too.
-	code, a := r.post(t, hostInvocation(tc, 1))
-	settled, _ := a.ReturnValue["rescheduled"].(string)
-	if code != 200 || a.ReturnValue["result"] != ResultRescheduled || settled == "" || len(settled) > msgid.MaxLength {
-		t.Errorf("timeout check of a 128-character order: %d %v, want it settled under an id of at most 128", code, a.ReturnValue)
+	if code, a := r.post(t, hostInvocation(tc, 1)); code != 200 || a.ReturnValue["result"] != "Applied" {
+		t.Errorf("timeout check of a 128-character order: %d %v, want Applied (cancelled)", code, a.ReturnValue)
 	}
 }
 
@@ -604,229 +598,5 @@ func TestPastTheWindowTriesTheStoreDespiteTheBreaker(t *testing.T) {
 	r.backend.down.Store(false)
 	if _, a := r.post(t, hostInvocation(old, 2)); a.ReturnValue["result"] != "Applied" {
 		t.Fatalf("store back, breaker still open: %v, want Applied", a.ReturnValue)
-	}
-}
-
-// An on-time check after an outage must not overtake its order's Paid,
-// which the outage delayed and which may still be waiting its backoff: a
-// process that rescheduled for the store within the settle delay settles
-// every check first; once a settle delay has passed without, it cancels.
-func TestOnTimeCheckAfterAnOutageSettles(t *testing.T) {
-	r := newOutageRig(t, policy, nil)
-	if _, a := r.post(t, hostInvocation(statusMsg("o-1", 1, order.Created), 1)); a.ReturnValue["result"] != "Applied" {
-		t.Fatalf("Created: %v", a.ReturnValue)
-	}
-	r.backend.down.Store(true)
-	if _, a := r.post(t, hostInvocation(statusMsg("o-1", 2, order.Paid), 1)); a.ReturnValue["result"] != ResultRescheduled {
-		t.Fatalf("Paid during the outage: %v, want Rescheduled", a.ReturnValue)
-	}
-	r.backend.down.Store(false)
-	// The producer's check, never delayed itself, comes before the Paid's copy.
-	if _, a := r.post(t, hostInvocation(timeoutMsg("o-1"), 1)); a.ReturnValue["result"] != ResultRescheduled || a.ReturnValue["rescheduled"] == nil {
-		t.Fatalf("the on-time check after the outage: %v, want it settled (Rescheduled)", a.ReturnValue)
-	}
-	if row, _ := r.mem.Get(context.Background(), "o-1"); row.State.Status != order.Created {
-		t.Fatalf("row %+v, want still Created (the check settled, it did not cancel)", row.State)
-	}
-	t.Run("it settles until the outage's copies are due, not for a delay from now", func(t *testing.T) {
-		// The Paid's copy is due at firstDue: the settle copy of a check
-		// that comes before is due the margin after that, not the settle
-		// delay after now.
-		r := newOutageRig(t, policy, nil)
-		r.post(t, hostInvocation(statusMsg("o-4", 1, order.Created), 1))
-		r.backend.down.Store(true)
-		if _, a := r.post(t, hostInvocation(statusMsg("o-4", 2, order.Paid), 1)); a.ReturnValue["due"] != firstDue.Format(time.RFC3339) {
-			t.Fatalf("the Paid during the outage: %v, want its copy due at %s", a.ReturnValue, firstDue.Format(time.RFC3339))
-		}
-		r.backend.down.Store(false)
-		r.bus.advance(3 * time.Second)
-		_, a := r.post(t, hostInvocation(timeoutMsg("o-4"), 1))
-		if want := settledAt(policy, firstDue.Add(policy.Margin())).Format(time.RFC3339); a.ReturnValue["result"] != ResultRescheduled || a.ReturnValue["due"] != want {
-			t.Fatalf("the on-time check 3 s after the outage: %v, want it settled until %s (the Paid's copy due, plus the margin)", a.ReturnValue, want)
-		}
-	})
-	t.Run("it settles until the latest copy is due, not the last one scheduled", func(t *testing.T) {
-		// A copy of the fourth attempt is due 30 s out (its bound the
-		// 60 s cap, jitter a half); a first attempt scheduled after it,
-		// 5 s out.
-		// The check waits for the first, and the next copy carries it.
-		r := newOutageRig(t, policy, nil)
-		r.post(t, hostInvocation(statusMsg("o-4", 1, order.Created), 1))
-		r.backend.down.Store(true)
-		r.post(t, hostInvocation(statusMsg("o-6", 1, order.Created), 1)) // a run of failures: no restart below
-		late := statusMsg("o-4", 2, order.Paid)
-		late.MessageID = "o-4:2:retry:3"
-		late.ApplicationProperties = map[string]any{reschedule.PropRetryAttempt: int64(3), reschedule.PropOriginalMessageID: "o-4:2",
-			reschedule.PropFirstFailureTime: now0.Add(-time.Minute)}
-		r.post(t, hostInvocation(late, 1))
-		lateDue := now0.Add(policy.Ceiling(4) / 2)
-		_, a := r.post(t, hostInvocation(statusMsg("o-5", 1, order.Created), 1))
-		r.backend.down.Store(false)
-		copied := r.bus.last(ofSession("o-5", order.SubjectStatusChanged))
-		if h := reschedule.StateOf(reschedule.Original{ApplicationProperties: copied.ApplicationProperties}).Horizon; !h.Equal(lateDue) || a.ReturnValue["due"] != firstDue.Format(time.RFC3339) {
-			t.Fatalf("the later reschedule: %v, its RetryHorizon %v; want due %s and the horizon %s", a.ReturnValue, h, firstDue, lateDue)
-		}
-		_, a = r.post(t, hostInvocation(timeoutMsg("o-4"), 1))
-		if want := settledAt(policy, lateDue.Add(policy.Margin())).Format(time.RFC3339); a.ReturnValue["due"] != want {
-			t.Fatalf("the check: %v, want it settled until %s", a.ReturnValue, want)
-		}
-	})
-	t.Run("a failure after a success starts the backoff over; one in a run does not", func(t *testing.T) {
-		r := newOutageRig(t, policy, nil)
-		r.post(t, hostInvocation(statusMsg("o-4", 1, order.Created), 1))
-		copyOf := func(seq int64) broker.Message {
-			m := statusMsg("o-4", seq, order.Paid)
-			m.MessageID = fmt.Sprintf("o-4:%d:retry:3", seq)
-			m.ApplicationProperties = map[string]any{reschedule.PropRetryAttempt: int64(3), reschedule.PropOriginalMessageID: fmt.Sprintf("o-4:%d", seq),
-				reschedule.PropFirstFailureTime: now0.Add(-time.Minute)}
-			return m
-		}
-		r.backend.down.Store(true)
-		if _, a := r.post(t, hostInvocation(copyOf(2), 1)); a.ReturnValue["due"] != firstDue.Format(time.RFC3339) || a.ReturnValue["rescheduled"] != "o-4:2:retry:4" {
-			t.Fatalf("attempt 3 failing after a success: %v, want copy 4 due within the first backoff (%s)", a.ReturnValue, firstDue.Format(time.RFC3339))
-		}
-		if _, a := r.post(t, hostInvocation(copyOf(3), 1)); a.ReturnValue["due"] != now0.Add(policy.Ceiling(4)/2).Format(time.RFC3339) {
-			t.Fatalf("attempt 3 failing second in a run: %v, want its exponential backoff (due %s)", a.ReturnValue, now0.Add(policy.Ceiling(4)/2).Format(time.RFC3339))
-		}
-	})
-	t.Run("a copy scheduled before a run of failures ended restarts, in a run too", func(t *testing.T) {
-		// A Paid rescheduled during the outage (at now0) comes back
-		// after the store answered (a success ended that run): it fails
-		// as the second failure of a new run, and still starts over.
-		r := newOutageRig(t, policy, nil)
-		r.post(t, hostInvocation(statusMsg("o-4", 1, order.Created), 1))
-		long := statusMsg("o-4", 2, order.Paid)
-		long.MessageID = "o-4:2:retry:6"
-		long.ApplicationProperties = map[string]any{reschedule.PropRetryAttempt: int64(6), reschedule.PropOriginalMessageID: "o-4:2",
-			reschedule.PropFirstFailureTime: now0.Add(-10 * time.Minute), reschedule.PropScheduledAt: now0}
-		r.bus.advance(time.Minute)
-		r.backend.down.Store(true)
-		r.post(t, hostInvocation(statusMsg("o-5", 1, order.Created), 1)) // a failure
-		r.backend.down.Store(false)
-		r.post(t, hostInvocation(statusMsg("o-6", 1, order.Created), 1)) // a success ends the run
-		r.bus.advance(time.Second)
-		r.backend.down.Store(true)
-		r.post(t, hostInvocation(statusMsg("o-7", 1, order.Created), 1)) // a new run's first failure
-		_, a := r.post(t, hostInvocation(long, 1))                       // its second
-		if want := r.bus.now.Add(policy.Ceiling(1) / 2).Format(time.RFC3339); a.ReturnValue["due"] != want {
-			t.Fatalf("the outage's copy in a new run: %v, want it due within the first backoff (%s)", a.ReturnValue, want)
-		}
-		// A copy scheduled in this run does not restart: its next
-		// backoff grows from the restarted one.
-		again := r.bus.last(func(m broker.Message) bool { return m.MessageID == "o-4:2:retry:7" })
-		if _, a := r.post(t, hostInvocation(again, 1)); a.ReturnValue["due"] != r.bus.now.Add(policy.Ceiling(2)/2).Format(time.RFC3339) {
-			t.Fatalf("its copy failing in the same run: %v, want the second backoff (due %s)", a.ReturnValue, r.bus.now.Add(policy.Ceiling(2)/2).Format(time.RFC3339))
-		}
-	})
-	t.Run("a settle copy settles again only while an outage is recent, at most MaxSettleRounds in a row", func(t *testing.T) {
-		// A settle copy that comes back when nothing failed since
-		// cancels. One that comes while a failure since keeps the
-		// outage's copies coming (a Paid that failed again on its way
-		// back) settles once more; after MaxSettleRounds it cancels
-		// whatever failed since: a guard that settled again after each
-		// new failure would never cancel while failures keep coming (the
-		// bench's 30-minute outage left 25 unpaid orders Created that
-		// way).
-		r := newOutageRig(t, policy, nil)
-		outage := func(id string) {
-			r.backend.down.Store(true)
-			if _, a := r.post(t, hostInvocation(statusMsg(id, 1, order.Created), 1)); a.ReturnValue["result"] != ResultRescheduled {
-				t.Fatalf("%s during the outage: %v, want Rescheduled", id, a.ReturnValue)
-			}
-			r.backend.down.Store(false)
-		}
-		settleCopy := func(id string, round int64) broker.Message {
-			t.Helper()
-			m := r.bus.last(func(m broker.Message) bool {
-				return m.SessionID == id && m.ApplicationProperties[reschedule.PropSettleRound] == round
-			})
-			if m.MessageID == "" {
-				t.Fatalf("no settle copy of %s's check in round %d was scheduled", id, round)
-			}
-			return m
-		}
-		for _, id := range []string{"o-5", "o-8"} {
-			r.post(t, hostInvocation(statusMsg(id, 1, order.Created), 1))
-		}
-		outage("o-6")
-		for _, id := range []string{"o-5", "o-8"} {
-			if _, a := r.post(t, hostInvocation(timeoutMsg(id), 1)); a.ReturnValue["result"] != ResultRescheduled {
-				t.Fatalf("the on-time check of %s after the outage: %v, want it settled", id, a.ReturnValue)
-			}
-		}
-		first5, first8 := settleCopy("o-5", 1), settleCopy("o-8", 1)
-
-		// o-8's settle copy comes when it is due, nothing failed since: it cancels.
-		r.bus.advance(policy.Horizon() + time.Second)
-		if _, a := r.post(t, hostInvocation(first8, 1)); a.ReturnValue["result"] != "Applied" || a.ReturnValue["status"] != string(order.Cancelled) {
-			t.Fatalf("a settle copy with no failure since: %v, want Applied Cancelled", a.ReturnValue)
-		}
-
-		outage("o-7") // a failure since o-5 settled
-		_, a := r.post(t, hostInvocation(first5, 1))
-		if a.ReturnValue["result"] != ResultRescheduled || !strings.Contains(r.stdout.String(), settleAgain) {
-			t.Fatalf("the settle copy after another outage: %v, want it settled once more (%q)", a.ReturnValue, settleAgain)
-		}
-		second := settleCopy("o-5", 2)
-		outage("o-9") // and another
-		if _, a := r.post(t, hostInvocation(second, 1)); a.ReturnValue["result"] != "Applied" {
-			t.Fatalf("the second settle copy after a third outage: %v, want Applied (cancelled): at most %d rounds", a.ReturnValue, reschedule.MaxSettleRounds)
-		}
-		if row, _ := r.mem.Get(context.Background(), "o-5"); row.State.Status != order.Cancelled {
-			t.Errorf("row %+v, want Cancelled", row.State)
-		}
-	})
-	t.Run("a check long after the outage cancels", func(t *testing.T) {
-		r := newOutageRig(t, policy, nil)
-		r.post(t, hostInvocation(statusMsg("o-2", 1, order.Created), 1))
-		r.backend.down.Store(true)
-		r.post(t, hostInvocation(statusMsg("o-3", 1, order.Created), 1)) // rescheduled: an outage seen
-		r.backend.down.Store(false)
-		until := firstDue.Add(policy.Margin()) // o-3's copy is due at firstDue
-		r.bus.advance(until.Sub(now0) - time.Second)
-		if _, a := r.post(t, hostInvocation(timeoutMsg("o-2"), 1)); a.ReturnValue["result"] != ResultRescheduled {
-			t.Fatalf("a check just before the outage's copies are due and the margin: %v, want it settled", a.ReturnValue)
-		}
-		r.bus.advance(2 * time.Second)
-		if _, a := r.post(t, hostInvocation(timeoutMsg("o-2"), 1)); a.ReturnValue["result"] != "Applied" {
-			t.Fatalf("a check after them: %v, want Applied (cancelled)", a.ReturnValue)
-		}
-	})
-}
-
-// A check's own copy is not one another check waits for: a store that
-// fails only checks (a stall under the settled checks' wave) does not hold
-// every other cancellation back, while a status change's copy does (it may
-// carry the Paid a check must not overtake).
-func TestACheckCopyDoesNotMoveTheHorizon(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		failed broker.Message // what the store failed while it was down
-		want   string         // the result of another order's on-time check after
-	}{
-		{"a check failed", timeoutMsg("o-5"), "Applied"},
-		{"a Paid failed", statusMsg("o-5", 2, order.Paid), ResultRescheduled},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			r := newOutageRig(t, policy, nil)
-			for _, id := range []string{"o-5", "o-6"} {
-				if _, a := r.post(t, hostInvocation(statusMsg(id, 1, order.Created), 1)); a.ReturnValue["result"] != "Applied" {
-					t.Fatalf("Created %s: %v", id, a.ReturnValue)
-				}
-			}
-			r.backend.down.Store(true)
-			if _, a := r.post(t, hostInvocation(c.failed, 1)); a.ReturnValue["result"] != ResultRescheduled {
-				t.Fatalf("%s while the store was down: %v, want Rescheduled", c.failed.MessageID, a.ReturnValue)
-			}
-			r.backend.down.Store(false)
-			_, a := r.post(t, hostInvocation(timeoutMsg("o-6"), 1))
-			if a.ReturnValue["result"] != c.want {
-				t.Fatalf("o-6's on-time check after %s failed: %v, want %s", c.failed.MessageID, a.ReturnValue, c.want)
-			}
-			row, _ := r.mem.Get(context.Background(), "o-6")
-			if cancelled := row.State.Status == order.Cancelled; cancelled != (c.want == "Applied") {
-				t.Errorf("o-6 %s after the check, want cancelled %v", row.State.Status, c.want == "Applied")
-			}
-		})
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
@@ -62,6 +63,10 @@ type Options struct {
 	// CacheTrust is when ApplyUnder writes with a cached ETag (default
 	// TrustAlways; see CacheTrust).
 	CacheTrust CacheTrust
+	// PaymentTimeout is how long after its Created an order may be paid
+	// (default contract.PaymentTimeout): ExpireIfUnpaid records the
+	// Created's OccurredAt plus it as the cancellation's Deadline.
+	PaymentTimeout time.Duration
 }
 
 // ErrContention is returned, wrapped, when a call lost more than
@@ -103,6 +108,7 @@ type Service struct {
 	maxConflicts int
 	now          func() time.Time
 	trust        CacheTrust
+	timeout      time.Duration
 	bets         betStats
 }
 
@@ -122,7 +128,10 @@ func New(backend Backend, opts *Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{backend: backend, cache: newLRU(size), maxConflicts: o.MaxConflicts, now: o.Now, trust: o.CacheTrust}
+	if o.PaymentTimeout <= 0 {
+		o.PaymentTimeout = contract.PaymentTimeout
+	}
+	return &Service{backend: backend, cache: newLRU(size), maxConflicts: o.MaxConflicts, now: o.Now, trust: o.CacheTrust, timeout: o.PaymentTimeout}
 }
 
 // Apply applies the validated update u (see order.ParseUpdate) to its order
@@ -257,7 +266,7 @@ func (s *Service) ExpireIfUnpaid(ctx context.Context, orderID string, createdSeq
 			out.Result = order.Stale
 			return out, nil
 		}
-		d := order.DecideExpireOf(&row.State, order.TimeoutCheck{OrderID: orderID, CreatedSequence: createdSeq}, s.now())
+		d := order.DecideExpireOf(&row.State, order.TimeoutCheck{OrderID: orderID, CreatedSequence: createdSeq}, s.timeout, s.now())
 		if d.Result != order.Applied {
 			out.Result, out.State = d.Result, row.State
 			return out, nil

@@ -107,7 +107,9 @@ func Message(o Original, reason, description string) broker.Message {
 	props[PropOriginalSessionID] = o.SessionID
 	props[PropOriginalSequenceNumber] = o.SequenceNumber
 	props[PropOriginalSubject] = o.Subject
-	props[PropOriginalEnqueuedTime] = o.EnqueuedTime.UTC()
+	if _, ok := props[PropOriginalEnqueuedTime]; !ok {
+		props[PropOriginalEnqueuedTime] = o.EnqueuedTime.UTC() // a rescheduled copy's keeps its original's
+	}
 	props[PropDeliveryCount] = int64(o.DeliveryCount)
 	tracectx.Hop(props) // the original's trace, a span of the copy's own, linked
 	return broker.Message{

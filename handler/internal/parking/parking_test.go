@@ -140,6 +140,21 @@ func TestMessageKeepsAnExistingOriginalMessageID(t *testing.T) {
 	}
 }
 
+// A parked rescheduled copy keeps when its original was first enqueued;
+// a first-time message gets its own EnqueuedTime.
+func TestMessageKeepsTheFirstEnqueuedTime(t *testing.T) {
+	first := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	copied := Original{MessageID: "o-1:2:retry:7", SessionID: "o-1", EnqueuedTime: first.Add(time.Hour),
+		ApplicationProperties: map[string]any{PropOriginalEnqueuedTime: first}}
+	if got := Message(copied, "RetryWindowExceeded", "store down").ApplicationProperties[PropOriginalEnqueuedTime]; got != first {
+		t.Errorf("a copy parked: %s = %v, want the first %s", PropOriginalEnqueuedTime, got, first)
+	}
+	orig := Original{MessageID: "o-1:2", SessionID: "o-1", EnqueuedTime: first}
+	if got := Message(orig, "InvalidTransition", "x").ApplicationProperties[PropOriginalEnqueuedTime]; got != first {
+		t.Errorf("an original parked: %s = %v, want its EnqueuedTime %s", PropOriginalEnqueuedTime, got, first)
+	}
+}
+
 // TestParkedCopyKeepsTheTrace: the parked copy is the next hop of the
 // original's trace, linked to it.
 func TestParkedCopyKeepsTheTrace(t *testing.T) {

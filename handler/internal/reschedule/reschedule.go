@@ -16,9 +16,7 @@
 // makes it Duplicate or Stale, and a second PaymentTimeoutCheck re-reads
 // the state.
 //
-// Times are on the broker's clock when the broker has one (the development
-// host's may run faster than the wall clock), so that backoffs and the
-// window are the same on a scaled development host as in Azure.
+// Times are on the local clock (Options.Now).
 package reschedule
 
 import (
@@ -32,6 +30,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/contract/tracectx"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
@@ -54,49 +53,27 @@ const (
 	// PropLastError (string, at most MaxLastError characters) is why the
 	// last attempt failed.
 	PropLastError = "LastError"
-	// PropSettled (int64) is set on a PaymentTimeoutCheck that was
-	// delayed by rescheduling and found its order still Created: it is
-	// the RetryAttempt of the copy that waits Policy.Settle before it may
-	// cancel (see orderfn). A check whose RetryAttempt differs was
-	// delayed again since.
-	PropSettled = "TimeoutSettled"
-	// PropSettleRound (int64) counts the settle copies of a check in a
-	// row: 1 on the first, 2 on a settle copy that settled again because
-	// the outage's copies were still coming back when it came (see
-	// MaxSettleRounds).
-	PropSettleRound = "TimeoutSettleRound"
-	// PropScheduledAt (time.Time, UTC) is when the copy was scheduled, on
-	// the broker's clock: the store was failing for its scheduler then,
-	// and every copy scheduled at that moment is due within Policy.Cap of
-	// it (see Policy.Horizon).
+	// PropScheduledAt (time.Time, UTC) is when the copy was scheduled: a
+	// copy scheduled before the store last answered starts its backoff
+	// over (see Rescheduler.Restart).
 	PropScheduledAt = "RetryScheduledAt"
-	// PropHorizon (time.Time, UTC) is, for a copy scheduled because the
-	// store failed, the latest time any copy its scheduler had scheduled
-	// for the store comes due, this one included: when an instance
-	// applies it, the fleet's recovery marker is raised to it (plus
-	// Policy.Margin), so the guard holds when the scheduler is gone.
-	PropHorizon = "RetryHorizon"
 	// PropEpisodeAttempt (int64) is the attempt within the present run
 	// of failures: what the backoff grows with. It equals RetryAttempt
 	// until a Restart (the store answered in between) sets it back to 1.
 	PropEpisodeAttempt = "RetryEpisodeAttempt"
-	// PropReplayedFromDeadLetter is the property a dead-letter replay
-	// carries (deadletter.PropReplayedFrom): such a message was delayed too.
-	PropReplayedFromDeadLetter = "ReplayedFromDeadLetter"
 )
 
-// Properties lists the properties Copy and the settle step set; the
-// dead-letter sweeper strips them before a replay.
-var Properties = []string{PropRetryAttempt, PropFirstFailureTime, PropOriginalMessageID, PropLastError, PropSettled, PropSettleRound, PropScheduledAt, PropHorizon, PropEpisodeAttempt}
+// PropOriginalEnqueuedTime (time.Time, UTC) is when the message first
+// sent was enqueued: Copy sets it from the original's EnqueuedTime when it
+// is absent, and parking and dead-letter replays keep it, so that a
+// change without an occurredAt is still known to have occurred by then
+// (see order.Decide).
+const PropOriginalEnqueuedTime = parking.PropOriginalEnqueuedTime
 
-// MaxSettleRounds bounds the settle copies of one check in a row. A check
-// settles until the outage's copies are due (the latest due time the
-// fleet knows of, plus Policy.Margin); when its settle copy comes back
-// and a failure since has moved that time on (a Paid that failed again
-// on its way back), it settles once more, and then cancels. Without the
-// bound, failures that kept coming would hold every cancellation for
-// ever.
-const MaxSettleRounds = 2
+// Properties lists the properties Copy sets that the dead-letter sweeper
+// strips before a replay (a replay starts a fresh retry window; it keeps
+// PropOriginalEnqueuedTime).
+var Properties = []string{PropRetryAttempt, PropFirstFailureTime, PropOriginalMessageID, PropLastError, PropScheduledAt, PropEpisodeAttempt}
 
 // MaxLastError bounds PropLastError (characters).
 const MaxLastError = 256
@@ -144,39 +121,6 @@ func (p Policy) WithDefaults() Policy {
 	return p
 }
 
-// Settle is how long a PaymentTimeoutCheck that was delayed waits before
-// it may cancel its order when nothing tells when the delay's other
-// messages come back (a late Created, a dead-letter replay): twice the
-// cap. When an outage of the store delayed it, the check waits until the
-// outage's copies are due, plus the Margin, instead (see orderfn).
-func (p Policy) Settle() time.Duration { return 2 * p.WithDefaults().Cap }
-
-// Margin is what a check that would cancel waits beyond the time the
-// outage's copies are due: one first backoff (Base), for the clocks of the
-// instances and the broker, for the delivery, and for Service Bus
-// activating a copy after its due time. It waits until the latest due time
-// of the copies scheduled for the store that it knows of plus the Margin,
-// so that an order's Paid that an outage delayed comes back first, in the
-// same session: due at least the Margin earlier. When it was scheduled
-// does not order them: an activated scheduled message is appended to the
-// queue as if enqueued at that instant, with a new SequenceNumber, and not
-// before its due time (Microsoft Learn, "Message sequencing and
-// timestamps", MicrosoftDocs azure-docs
-// articles/service-bus-messaging/message-sequencing.md). So this holds
-// only as far as Service Bus activates each message within the Margin of
-// its due time and in the order they fall due, which its docs neither
-// bound nor promise.
-func (p Policy) Margin() time.Duration { return p.WithDefaults().Base }
-
-// Horizon is how long after a reschedule every copy scheduled then has
-// come due, with the Margin: the cap (the longest backoff) plus the
-// Margin. It bounds the wait when only a copy's schedule time is known
-// (a copy without PropHorizon).
-func (p Policy) Horizon() time.Duration {
-	p = p.WithDefaults()
-	return p.Cap + p.Margin()
-}
-
 // Ceiling is the upper bound of the backoff of attempt (1-based):
 // min(Cap, Base * 2^(attempt-1)).
 func (p Policy) Ceiling(attempt int64) time.Duration {
@@ -213,7 +157,9 @@ type Original struct {
 	Subject        string
 	ContentType    string
 	CorrelationID  string
-	Body           []byte
+	// EnqueuedTime is the message's EnqueuedTimeUtc (zero: unknown).
+	EnqueuedTime time.Time
+	Body         []byte
 	// ApplicationProperties as the host decoded them (json.Number for
 	// numbers) or as a broker returned them.
 	ApplicationProperties map[string]any
@@ -228,32 +174,11 @@ type State struct {
 	// OriginalMessageID is OriginalMessageId, else the message's own id,
 	// else seq-<SequenceNumber>.
 	OriginalMessageID string
-	// Settled is TimeoutSettled, HasSettled whether it is set; Replayed
-	// reports a dead-letter replay.
-	Settled    int64
-	HasSettled bool
-	Replayed   bool
-	// SettleRound is TimeoutSettleRound (1 on a settle copy that lacks
-	// it, 0 on any other message).
-	SettleRound int64
-	// ScheduledAt is RetryScheduledAt, Horizon RetryHorizon (zero when
-	// absent).
-	ScheduledAt, Horizon time.Time
+	// ScheduledAt is RetryScheduledAt (zero when absent).
+	ScheduledAt time.Time
 	// EpisodeAttempt is RetryEpisodeAttempt, else Attempt.
 	EpisodeAttempt int64
 }
-
-// Delayed reports whether the message was held up by this service:
-// a rescheduled copy or a dead-letter replay.
-func (s State) Delayed() bool { return s.Attempt > 0 || s.Replayed }
-
-// Settling reports whether s is a check that must settle before it may
-// cancel: delayed (rescheduled or replayed) since it last settled.
-func (s State) Settling() bool { return s.Delayed() && !s.SettleCopy() }
-
-// SettleCopy reports whether s is a settle copy come back: a check that
-// settled and was not delayed again since.
-func (s State) SettleCopy() bool { return s.HasSettled && s.Settled == s.Attempt }
 
 // StateOf reads the retry properties of o. Unreadable values count as
 // absent: such a message starts a new window rather than failing.
@@ -272,27 +197,23 @@ func StateOf(o Original) State {
 	if t, ok := timeValue(p[PropFirstFailureTime]); ok {
 		s.FirstFailure = t
 	}
-	if n, ok := intValue(p[PropSettled]); ok {
-		s.Settled, s.HasSettled = n, true
-	}
-	if s.SettleCopy() {
-		s.SettleRound = 1
-		if n, ok := intValue(p[PropSettleRound]); ok && n > 1 {
-			s.SettleRound = n
-		}
-	}
 	if t, ok := timeValue(p[PropScheduledAt]); ok {
 		s.ScheduledAt = t
-	}
-	if t, ok := timeValue(p[PropHorizon]); ok {
-		s.Horizon = t
 	}
 	s.EpisodeAttempt = s.Attempt
 	if n, ok := intValue(p[PropEpisodeAttempt]); ok && n > 0 && n <= s.Attempt {
 		s.EpisodeAttempt = n
 	}
-	_, s.Replayed = p[PropReplayedFromDeadLetter]
 	return s
+}
+
+// FirstEnqueued is when the message first sent as o was enqueued: its
+// PropOriginalEnqueuedTime, else its own EnqueuedTime (zero: unknown).
+func FirstEnqueued(o Original) time.Time {
+	if t, ok := timeValue(o.ApplicationProperties[PropOriginalEnqueuedTime]); ok {
+		return t
+	}
+	return o.EnqueuedTime
 }
 
 // Decision is what to do with a message that failed transiently.
@@ -312,10 +233,6 @@ type Decision struct {
 	Elapsed time.Duration
 	// Now is when it was decided: the copy's RetryScheduledAt.
 	Now time.Time
-	// Horizon, when set, is the copy's RetryHorizon: the latest due time
-	// of the copies its scheduler scheduled for the store (the caller
-	// knows them; zero: the copy carries none).
-	Horizon time.Time
 }
 
 // Decide says what to do with o, failing at now: park it when now is more
@@ -364,10 +281,8 @@ func Copy(o Original, d Decision, lastError string) broker.Message {
 	} else {
 		delete(props, PropScheduledAt)
 	}
-	if !d.Horizon.IsZero() {
-		props[PropHorizon] = d.Horizon.UTC()
-	} else {
-		delete(props, PropHorizon)
+	if _, ok := timeValue(props[PropOriginalEnqueuedTime]); !ok && !o.EnqueuedTime.IsZero() {
+		props[PropOriginalEnqueuedTime] = o.EnqueuedTime.UTC()
 	}
 	if d.Episode > 0 {
 		props[PropEpisodeAttempt] = d.Episode
@@ -386,17 +301,6 @@ func Copy(o Original, d Decision, lastError string) broker.Message {
 	}
 }
 
-// SettleCopy is Copy for a PaymentTimeoutCheck that settles: the next
-// attempt, marked with PropSettled and PropSettleRound (one more than o's
-// when o is a settle copy itself, else 1).
-func SettleCopy(o Original, d Decision) broker.Message {
-	round := StateOf(o).SettleRound + 1
-	m := Copy(o, d, "settling: the order is still Created after an outage delayed its check")
-	m.ApplicationProperties[PropSettled] = d.Attempt
-	m.ApplicationProperties[PropSettleRound] = round
-	return m
-}
-
 // Scheduler is the part of the broker port rescheduling needs.
 type Scheduler interface {
 	Schedule(ctx context.Context, queue string, msg broker.Message, at time.Time) (int64, error)
@@ -404,32 +308,29 @@ type Scheduler interface {
 
 var _ Scheduler = broker.Broker(nil)
 
-// Clock is a broker with a clock of its own (the development host's
-// loopback client); Rescheduler reads the time from it when it has one.
-type Clock interface {
-	Now(ctx context.Context) (time.Time, error)
-}
-
 // ErrNotConfigured is returned when no Service Bus is configured: nothing
 // can be scheduled, and the message must not be completed.
 var ErrNotConfigured = errors.New("reschedule: no Service Bus configured, cannot reschedule")
 
 // Rescheduler schedules copies to one queue.
 type Rescheduler struct {
-	s      Scheduler
-	queue  string
-	policy Policy
-	now    func() time.Time
-	rand   func() float64
+	s       Scheduler
+	queue   string
+	policy  Policy
+	timeout time.Duration
+	now     func() time.Time
+	rand    func() float64
 }
 
 // Options tune New. nil means defaults.
 type Options struct {
-	// Now is the local clock, used when the scheduler has no clock of its
-	// own (nil: time.Now).
+	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Rand returns floats in [0, 1) for the jitter (nil: math/rand/v2).
 	Rand func() float64
+	// PaymentTimeout is how long after its Created an order's own check is
+	// due (zero: contract.PaymentTimeout).
+	PaymentTimeout time.Duration
 }
 
 // New returns a Rescheduler that schedules to queue through s (nil: not
@@ -442,34 +343,21 @@ func New(s Scheduler, queue string, p Policy, opts *Options) *Rescheduler {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Rescheduler{s: s, queue: queue, policy: p.WithDefaults(), now: o.Now, rand: o.Rand}
+	if o.PaymentTimeout <= 0 {
+		o.PaymentTimeout = contract.PaymentTimeout
+	}
+	return &Rescheduler{s: s, queue: queue, policy: p.WithDefaults(), timeout: o.PaymentTimeout, now: o.Now, rand: o.Rand}
 }
 
 // Policy returns the policy in force (defaults filled in).
 func (r *Rescheduler) Policy() Policy { return r.policy }
 
-// Now is the time rescheduling runs on: the broker's clock if it has one.
-func (r *Rescheduler) Now(ctx context.Context) (time.Time, error) {
+// Decide is Policy.Decide at now.
+func (r *Rescheduler) Decide(o Original) (Decision, error) {
 	if r == nil || r.s == nil {
-		return time.Time{}, ErrNotConfigured
+		return Decision{}, ErrNotConfigured
 	}
-	if c, ok := r.s.(Clock); ok {
-		t, err := c.Now(ctx)
-		if err != nil {
-			return time.Time{}, fmt.Errorf("reschedule: broker clock: %w", err)
-		}
-		return t, nil
-	}
-	return r.now(), nil
-}
-
-// Decide is Policy.Decide at the scheduler's now.
-func (r *Rescheduler) Decide(ctx context.Context, o Original) (Decision, error) {
-	now, err := r.Now(ctx)
-	if err != nil {
-		return Decision{}, err
-	}
-	return r.policy.Decide(o, now, r.rand), nil
+	return r.policy.Decide(o, r.now(), r.rand), nil
 }
 
 // Restart returns d with its backoff started over: episode attempt 1,
@@ -501,48 +389,6 @@ func (r *Rescheduler) Schedule(ctx context.Context, o Original, d Decision, last
 		return m, fmt.Errorf("reschedule: schedule %s at %s: %w", m.MessageID, d.At.UTC().Format(time.RFC3339), err)
 	}
 	return m, nil
-}
-
-// ScheduleSettle schedules o's settle copy: attempt+1, due at until when
-// that is after now (when the outage's copies are due, with the Margin,
-// as far as the caller knows), plus a jitter uniform in [0, Margin). When
-// it is not: now if covers (until is when every message the check waits
-// for is due: they are all due already, so the settle copy is due after
-// each of them and, activated after them, comes after them in the
-// session; see Margin for what that order rests on), else Settle after
-// now (nothing tells when the delay's other messages come back).
-//
-// The jitter is for the store that has just come back: every check an
-// outage delayed settles until the same horizon, and without it they
-// would all come due at one instant, each reading its row and writing
-// the cancellation. Azure Storage asks clients to avoid sudden spikes in
-// the rate of traffic and answers 503 or 500 when a partition or account
-// is past its targets ("Scalability and performance targets for Table
-// storage", learn.microsoft.com); a spike that overruns the in-call
-// budget turns checks into transient failures, whose copies move the
-// horizon on, and every check with it. Due later only, the settle copy
-// is still due after every copy it waits for.
-func (r *Rescheduler) ScheduleSettle(ctx context.Context, o Original, until time.Time, covers bool) (broker.Message, time.Time, error) {
-	if r == nil || r.s == nil {
-		return broker.Message{}, time.Time{}, ErrNotConfigured
-	}
-	now, err := r.Now(ctx)
-	if err != nil {
-		return broker.Message{}, time.Time{}, err
-	}
-	d := r.policy.Decide(o, now, r.rand)
-	d.Park, d.At = false, now.Add(r.policy.Settle())
-	switch {
-	case until.After(now):
-		d.At = until.Add(uniform(r.policy.Margin(), r.rand))
-	case covers && !until.IsZero():
-		d.At = now
-	}
-	m := SettleCopy(o, d)
-	if _, err := r.s.Schedule(ctx, r.queue, m, d.At); err != nil {
-		return m, d.At, fmt.Errorf("reschedule: schedule %s at %s: %w", m.MessageID, d.At.UTC().Format(time.RFC3339), err)
-	}
-	return m, d.At, nil
 }
 
 // Truncate shortens s to at most n characters, on a rune boundary.
@@ -591,3 +437,6 @@ func timeValue(v any) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
+
+// Now is the clock's time (Options.Now).
+func (r *Rescheduler) Now() time.Time { return r.now() }

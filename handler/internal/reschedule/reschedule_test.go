@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
+	"slices"
 )
 
 func TestCeilingDoublesUpToTheCap(t *testing.T) {
@@ -169,12 +169,11 @@ func TestCopyIDWithin128(t *testing.T) {
 // dedupScheduler drops a message whose MessageId it has seen, as Service
 // Bus's duplicate detection does.
 type dedupScheduler struct {
-	mu    sync.Mutex
-	seen  map[string]bool
-	kept  []broker.Message
-	at    []time.Time
-	err   error
-	clock time.Time
+	mu   sync.Mutex
+	seen map[string]bool
+	kept []broker.Message
+	at   []time.Time
+	err  error
 }
 
 func (s *dedupScheduler) Schedule(_ context.Context, _ string, m broker.Message, at time.Time) (int64, error) {
@@ -191,17 +190,18 @@ func (s *dedupScheduler) Schedule(_ context.Context, _ string, m broker.Message,
 	return int64(len(s.kept)), nil
 }
 
-func (s *dedupScheduler) Now(context.Context) (time.Time, error) { return s.clock, nil }
+// at is Options whose clock stands at t.
+func at(t time.Time) *Options { return &Options{Now: func() time.Time { return t }} }
 
 // A lost answer makes the host deliver the same message again; the second
 // copy has the same MessageId as the first, so duplicate detection keeps
 // one.
 func TestScheduleTwiceGivesOneCopy(t *testing.T) {
-	s := &dedupScheduler{seen: map[string]bool{}, clock: t0}
-	r := New(s, "order-status", Policy{Base: time.Second, Cap: time.Minute, Window: time.Hour}, nil)
+	s := &dedupScheduler{seen: map[string]bool{}}
+	r := New(s, "order-status", Policy{Base: time.Second, Cap: time.Minute, Window: time.Hour}, at(t0))
 	o := original()
 	for range 2 {
-		d, err := r.Decide(context.Background(), o)
+		d, err := r.Decide(o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +218,7 @@ func TestScheduleTwiceGivesOneCopy(t *testing.T) {
 }
 
 func TestScheduleErrors(t *testing.T) {
-	s := &dedupScheduler{seen: map[string]bool{}, err: broker.ErrTransient, clock: t0}
+	s := &dedupScheduler{seen: map[string]bool{}, err: broker.ErrTransient}
 	r := New(s, "q", Policy{}, nil)
 	if _, err := r.Schedule(context.Background(), original(), Decision{Attempt: 1, At: t0}, ""); !errors.Is(err, broker.ErrTransient) {
 		t.Errorf("Schedule = %v, want broker.ErrTransient", err)
@@ -227,7 +227,7 @@ func TestScheduleErrors(t *testing.T) {
 	if _, err := none.Schedule(context.Background(), original(), Decision{}, ""); !errors.Is(err, ErrNotConfigured) {
 		t.Errorf("nil Rescheduler: %v, want ErrNotConfigured", err)
 	}
-	if _, err := New(nil, "q", Policy{}, nil).Decide(context.Background(), original()); !errors.Is(err, ErrNotConfigured) {
+	if _, err := New(nil, "q", Policy{}, nil).Decide(original()); !errors.Is(err, ErrNotConfigured) {
 		t.Errorf("no scheduler: %v, want ErrNotConfigured", err)
 	}
 }
@@ -246,110 +246,30 @@ func TestTimeoutCheck(t *testing.T) {
 		t.Errorf("TimeoutCheckID(128 chars) = %q (%d characters), want a hashed id within 128", id, len(id))
 	}
 	created := t0.Add(-10 * time.Minute)
-	if got := TimeoutDue(created, t0); !got.Equal(created.Add(30 * time.Minute)) {
+	if got := TimeoutDue(created, t0, 30*time.Minute); !got.Equal(created.Add(30 * time.Minute)) {
 		t.Errorf("TimeoutDue = %s, want occurredAt + 30m", got)
 	}
-	if got := TimeoutDue(t0.Add(-2*time.Hour), t0); !got.Equal(t0) {
+	if got := TimeoutDue(t0.Add(-2*time.Hour), t0, 30*time.Minute); !got.Equal(t0) {
 		t.Errorf("TimeoutDue of an overdue order = %s, want now", got)
 	}
-	s := &dedupScheduler{seen: map[string]bool{}, clock: t0}
-	r := New(s, "order-status", Policy{}, nil)
-	at, err := dueOf(r.ScheduleCreatedCheck(context.Background(), "o-1", 1, created, false))
-	if err != nil || !at.Equal(created.Add(30*time.Minute)) || len(s.kept) != 1 || !s.at[0].Equal(at) {
-		t.Errorf("ScheduleCreatedCheck = %s, %v; scheduled %d", at, err, len(s.kept))
+	s := &dedupScheduler{seen: map[string]bool{}}
+	r := New(s, "order-status", Policy{}, at(t0))
+	due, err := dueOf(r.ScheduleCreatedCheck(context.Background(), "o-1", 1, created))
+	if err != nil || !due.Equal(created.Add(30*time.Minute)) || len(s.kept) != 1 || !s.at[0].Equal(due) {
+		t.Errorf("ScheduleCreatedCheck = %s, %v; scheduled %d", due, err, len(s.kept))
 	}
-}
-
-func TestSettle(t *testing.T) {
-	p := Policy{Cap: 5 * time.Minute}
-	if p.Settle() != 10*time.Minute {
-		t.Errorf("Settle = %s, want twice the cap", p.Settle())
+	// A late Created's check is due at once: a Paid that occurred in time
+	// supersedes the cancellation when it comes (order.Decide).
+	if due, _ := dueOf(r.ScheduleCreatedCheck(context.Background(), "o-2", 1, t0.Add(-time.Hour))); !due.Equal(t0) {
+		t.Errorf("an overdue Created: check due %s, want now (%s)", due, t0)
 	}
-	o := original()
-	if s := StateOf(o); s.Delayed() || s.Settling() {
-		t.Errorf("an original is delayed %v, settling %v", s.Delayed(), s.Settling())
+	if due, _ := dueOf(r.ScheduleCreatedCheck(context.Background(), "o-3", 1, time.Time{})); !due.Equal(t0.Add(30 * time.Minute)) {
+		t.Errorf("a Created with no occurredAt: check due %s, want now + 30m", due)
 	}
-	o.ApplicationProperties = map[string]any{PropRetryAttempt: json.Number("2")}
-	if s := StateOf(o); !s.Delayed() || !s.Settling() {
-		t.Errorf("a copy: delayed %v, settling %v; want both", s.Delayed(), s.Settling())
-	}
-	m := SettleCopy(o, Decision{Attempt: 3, FirstFailure: t0})
-	if m.ApplicationProperties[PropSettled] != int64(3) || m.MessageID != "o-1:2:retry:3" {
-		t.Errorf("settle copy %s %v", m.MessageID, m.ApplicationProperties)
-	}
-	o.ApplicationProperties = m.ApplicationProperties
-	if s := StateOf(o); s.Settling() {
-		t.Error("the settle copy still settles")
-	}
-	o.ApplicationProperties[PropRetryAttempt] = int64(4) // delayed again after it settled
-	if s := StateOf(o); !s.Settling() {
-		t.Error("a settle copy delayed again does not settle again")
-	}
-	o.ApplicationProperties = map[string]any{PropReplayedFromDeadLetter: true}
-	if s := StateOf(o); !s.Delayed() || !s.Settling() {
-		t.Errorf("a replay (retry properties stripped): delayed %v settling %v; want both", s.Delayed(), s.Settling())
-	}
-	o.ApplicationProperties = SettleCopy(o, Decision{Attempt: 1, FirstFailure: t0}).ApplicationProperties
-	if s := StateOf(o); s.Settling() {
-		t.Error("a replay's settle copy still settles")
-	}
-
-	bus := &dedupScheduler{seen: map[string]bool{}, clock: t0}
-	r := New(bus, "q", Policy{Base: time.Second, Cap: time.Minute, Window: time.Hour}, nil)
-	at, err := dueOf(r.ScheduleCreatedCheck(context.Background(), "o-1", 1, t0.Add(-time.Hour), true))
-	if err != nil || !at.Equal(t0.Add(2*time.Minute)) {
-		t.Errorf("a delayed overdue Created: check due %s (%v), want now + Settle", at, err)
-	}
-	at, _ = dueOf(r.ScheduleCreatedCheck(context.Background(), "o-3", 1, t0.Add(-time.Hour), false))
-	if !at.Equal(t0.Add(2 * time.Minute)) {
-		t.Errorf("an overdue Created: check due %s, want now + Settle (its Paid may follow)", at)
-	}
-	at, _ = dueOf(r.ScheduleCreatedCheck(context.Background(), "o-2", 1, t0, true))
-	if !at.Equal(t0.Add(30 * time.Minute)) {
-		t.Errorf("a delayed Created not yet due: %s, want occurredAt + 30m", at)
-	}
-	at, _ = dueOf(r.ScheduleCreatedCheck(context.Background(), "o-4", 1, time.Time{}, false))
-	if !at.Equal(t0.Add(30 * time.Minute)) {
-		t.Errorf("a Created without occurredAt: check due %s, want the broker's now + 30m", at)
-	}
-	for _, covers := range []bool{false, true} {
-		if _, at, err := r.ScheduleSettle(context.Background(), original(), time.Time{}, covers); err != nil || !at.Equal(t0.Add(2*time.Minute)) {
-			t.Errorf("ScheduleSettle with no horizon (covers %v): due %s (%v), want now + Settle", covers, at, err)
-		}
-	}
-	if _, at, _ := r.ScheduleSettle(context.Background(), original(), t0.Add(-time.Second), false); !at.Equal(t0.Add(2 * time.Minute)) {
-		t.Errorf("ScheduleSettle with a horizon passed that does not cover the check: due %s, want now + Settle", at)
-	}
-	if _, at, _ := r.ScheduleSettle(context.Background(), original(), t0.Add(-time.Second), true); !at.Equal(t0) {
-		t.Errorf("ScheduleSettle with a horizon passed that covers the check: due %s, want now (behind every copy already due)", at)
-	}
-	m, at, _ = r.ScheduleSettle(context.Background(), original(), t0.Add(40*time.Second), false)
-	if margin := r.Policy().Margin(); at.Before(t0.Add(40*time.Second)) || !at.Before(t0.Add(40*time.Second+margin)) {
-		t.Errorf("ScheduleSettle until a horizon ahead: due %s, want within one Margin (%s) after it (%s)", at, margin, t0.Add(40*time.Second))
-	}
-	if s := StateOf(Original{ApplicationProperties: m.ApplicationProperties}); !s.SettleCopy() || s.SettleRound != 1 {
-		t.Errorf("a first settle copy: settle copy %v, round %d; want true, 1", s.SettleCopy(), s.SettleRound)
-	}
-	m2, _, _ := r.ScheduleSettle(context.Background(), Original{MessageID: m.MessageID, SessionID: "o-1", ApplicationProperties: m.ApplicationProperties}, time.Time{}, false)
-	if s := StateOf(Original{ApplicationProperties: m2.ApplicationProperties}); !s.SettleCopy() || s.SettleRound != 2 {
-		t.Errorf("a settle copy's settle copy: settle copy %v, round %d; want true, 2", s.SettleCopy(), s.SettleRound)
-	}
-}
-
-func TestHorizonIsTheCapAndAFirstBackoff(t *testing.T) {
-	if got := (Policy{}).Horizon(); got != DefaultCap+DefaultBase {
-		t.Errorf("default Horizon %s, want the cap plus the base (%s)", got, DefaultCap+DefaultBase)
-	}
-	if got := (Policy{Base: time.Second, Cap: time.Minute}).Horizon(); got != time.Minute+time.Second {
-		t.Errorf("Horizon %s, want 1m1s", got)
-	}
-	// Every backoff is due within the cap of its schedule: the Horizon
-	// covers the longest with its margin.
-	p := Policy{Base: time.Second, Cap: time.Minute}
-	for attempt := int64(1); attempt < 20; attempt++ {
-		if b := p.Backoff(attempt, func() float64 { return 0.999999 }); b > p.Horizon()-p.WithDefaults().Base {
-			t.Fatalf("attempt %d: backoff %s beyond the cap", attempt, b)
-		}
+	// The payment timeout is a setting.
+	short := New(s, "order-status", Policy{}, &Options{Now: func() time.Time { return t0 }, PaymentTimeout: 20 * time.Second})
+	if due, _ := dueOf(short.ScheduleCreatedCheck(context.Background(), "o-4", 1, t0)); !due.Equal(t0.Add(20 * time.Second)) {
+		t.Errorf("PaymentTimeout 20s: check due %s, want now + 20s", due)
 	}
 }
 
@@ -398,18 +318,12 @@ func TestCopyCarriesWhenItWasScheduled(t *testing.T) {
 	}
 }
 
-func TestReplayPropertyIsTheSweepers(t *testing.T) {
-	if PropReplayedFromDeadLetter != deadletter.PropReplayedFrom {
-		t.Errorf("PropReplayedFromDeadLetter %q, the sweeper sets %q", PropReplayedFromDeadLetter, deadletter.PropReplayedFrom)
-	}
-}
-
 // A replay of a parked retry starts a fresh retry window: the sweeper
 // strips exactly this package's retry properties.
 func TestReplayDropsTheRetryProperties(t *testing.T) {
 	e := dlstore.Entry{ID: "x", Source: dlstore.Poison, MessageID: "o-1:2:retry:3:parked", SessionID: "", Reason: "RetryWindowExceeded",
 		Properties: map[string]any{PropRetryAttempt: int64(3), PropFirstFailureTime: time.Now(), PropLastError: "refused",
-			PropSettled: int64(2), PropOriginalMessageID: "o-1:2", "OriginalSessionId": "o-1", "tenant": "t"}}
+			PropOriginalMessageID: "o-1:2", "OriginalSessionId": "o-1", "tenant": "t"}}
 	got := deadletter.ReplayMessage(e, nil)
 	for _, k := range Properties {
 		if _, ok := got.ApplicationProperties[k]; ok {
@@ -421,51 +335,16 @@ func TestReplayDropsTheRetryProperties(t *testing.T) {
 	}
 }
 
-// TestSettleCopiesSpreadOverTheMargin: the checks an outage settled until
-// one horizon come back spread over the Margin after it, not at one
-// instant (ScheduleSettle's jitter), and never before it.
-func TestSettleCopiesSpreadOverTheMargin(t *testing.T) {
-	until := t0.Add(5 * time.Minute)
-	p := Policy{Base: 10 * time.Second, Cap: 5 * time.Minute, Window: time.Hour}
-	for _, c := range []struct {
-		r    float64
-		want time.Time
-	}{
-		{0, until},
-		{0.5, until.Add(5 * time.Second)},
-		{0.999, until.Add(9990 * time.Millisecond)},
-	} {
-		r := New(&dedupScheduler{seen: map[string]bool{}, clock: t0}, "q", p, &Options{Rand: func() float64 { return c.r }})
-		if _, at, err := r.ScheduleSettle(context.Background(), original(), until, false); err != nil || !at.Equal(c.want) {
-			t.Errorf("rand %v: settle copy due %s (%v), want %s", c.r, at, err, c.want)
-		}
-	}
-	r := New(&dedupScheduler{seen: map[string]bool{}, clock: t0}, "q", p, nil)
-	seen := map[time.Time]bool{}
-	for i := range 50 {
-		o := original()
-		o.MessageID = fmt.Sprintf("o-%d:payment-timeout", i)
-		_, at, err := r.ScheduleSettle(context.Background(), o, until, false)
-		if err != nil || at.Before(until) || !at.Before(until.Add(p.Base)) {
-			t.Fatalf("settle copy due %s (%v), want in [%s, %s)", at, err, until, until.Add(p.Base))
-		}
-		seen[at] = true
-	}
-	if len(seen) < 40 {
-		t.Errorf("50 settle copies until one horizon came due at %d instants: not spread", len(seen))
-	}
-}
-
 // A Created whose occurredAt is ahead of the broker's clock is checked no
 // later than now + the payment timeout, and the skew is reported.
 func TestTimeoutCheckOfACreatedFromTheFuture(t *testing.T) {
 	ahead := t0.Add(24 * time.Hour)
-	if got := TimeoutDue(ahead, t0); !got.Equal(t0.Add(30 * time.Minute)) {
+	if got := TimeoutDue(ahead, t0, 30*time.Minute); !got.Equal(t0.Add(30 * time.Minute)) {
 		t.Errorf("TimeoutDue(a day ahead) = %s, want now + 30m", got)
 	}
-	s := &dedupScheduler{seen: map[string]bool{}, clock: t0}
-	r := New(s, "order-status", Policy{}, nil)
-	sc, err := r.ScheduleCreatedCheck(context.Background(), "o-1", 1, ahead, false)
+	s := &dedupScheduler{seen: map[string]bool{}}
+	r := New(s, "order-status", Policy{}, at(t0))
+	sc, err := r.ScheduleCreatedCheck(context.Background(), "o-1", 1, ahead)
 	if err != nil || !sc.At.Equal(t0.Add(30*time.Minute)) || sc.Skew != 24*time.Hour {
 		t.Errorf("ScheduleCreatedCheck = %+v, %v; want due now + 30m, skew 24h", sc, err)
 	}
@@ -476,3 +355,37 @@ func TestTimeoutCheckOfACreatedFromTheFuture(t *testing.T) {
 
 // dueOf is the due time of what ScheduleCreatedCheck scheduled.
 func dueOf(s CheckScheduled, err error) (time.Time, error) { return s.At, err }
+
+// TestCopyCarriesTheFirstEnqueuedTime: a copy carries when the message
+// first sent was enqueued, a copy of a copy keeps it, and FirstEnqueued
+// reads it (else the message's own EnqueuedTime), in the host's form too.
+func TestCopyCarriesTheFirstEnqueuedTime(t *testing.T) {
+	first := t0.Add(-time.Hour)
+	o := original()
+	o.EnqueuedTime = first
+	if got := FirstEnqueued(o); !got.Equal(first) {
+		t.Errorf("FirstEnqueued(original) = %s, want its EnqueuedTime %s", got, first)
+	}
+	c1 := Copy(o, Decision{Attempt: 1, FirstFailure: t0}, "boom")
+	if got := c1.ApplicationProperties[PropOriginalEnqueuedTime]; got != first.UTC() {
+		t.Errorf("copy 1 %s = %v, want %s", PropOriginalEnqueuedTime, got, first)
+	}
+	again := Original{MessageID: c1.MessageID, SessionID: "o-1", EnqueuedTime: t0, ApplicationProperties: c1.ApplicationProperties}
+	if got := FirstEnqueued(again); !got.Equal(first) {
+		t.Errorf("FirstEnqueued(copy 1, enqueued later) = %s, want the first %s", got, first)
+	}
+	c2 := Copy(again, Decision{Attempt: 2, FirstFailure: t0}, "boom")
+	if got := c2.ApplicationProperties[PropOriginalEnqueuedTime]; got != first.UTC() {
+		t.Errorf("copy 2 %s = %v, want the first %s", PropOriginalEnqueuedTime, got, first)
+	}
+	host := Original{EnqueuedTime: t0, ApplicationProperties: map[string]any{PropOriginalEnqueuedTime: first.UTC().Format("2006-01-02T15:04:05.0000000")}}
+	if got := FirstEnqueued(host); !got.Equal(first) {
+		t.Errorf("FirstEnqueued(the host's form) = %s, want %s", got, first)
+	}
+	if got := FirstEnqueued(Original{}); !got.IsZero() {
+		t.Errorf("FirstEnqueued(nothing known) = %s, want zero", got)
+	}
+	if slices.Contains(Properties, PropOriginalEnqueuedTime) {
+		t.Errorf("Properties lists %s: a replay must keep it", PropOriginalEnqueuedTime)
+	}
+}

@@ -35,23 +35,6 @@ func (p Policy) withDefaults() Policy {
 	return p
 }
 
-// Faster returns p on a clock that runs rate times faster than the wall
-// clock: its budget and its waits divided by rate (defaults filled in
-// first), so that they last as long on that clock as p's do on the wall
-// clock. A rate of 1 or below returns p unchanged.
-func (p Policy) Faster(rate float64) Policy {
-	if !(rate > 1) {
-		return p
-	}
-	p = p.withDefaults()
-	div := func(d time.Duration) time.Duration { return max(time.Duration(float64(d)/rate), 1) }
-	if p.Budget > 0 {
-		p.Budget = div(p.Budget)
-	}
-	p.Initial, p.Max = div(p.Initial), div(p.Max)
-	return p
-}
-
 // Backoff returns the wait before retry number attempt (1-based), with
 // "equal jitter": between half and all of the exponential value.
 func (p Policy) Backoff(attempt int) time.Duration {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -161,29 +160,5 @@ func TestDoFirstAttemptCutShortIsReturnedAsIs(t *testing.T) {
 	}, nil)
 	if err != want {
 		t.Errorf("err = %v, want %v unchanged", err, want)
-	}
-}
-
-func TestFaster(t *testing.T) {
-	p := Policy{Budget: 5 * time.Second, Initial: 100 * time.Millisecond, Max: 2 * time.Second, Multiplier: 3}
-	for _, tc := range []struct {
-		name string
-		p    Policy
-		rate float64
-		want Policy
-	}{
-		{"rate 1 leaves it", p, 1, p},
-		{"below 1 leaves it", p, 0.5, p},
-		{"NaN leaves it", p, math.NaN(), p},
-		{"60 times", p, 60, Policy{Budget: 5 * time.Second / 60, Initial: 100 * time.Millisecond / 60, Max: 2 * time.Second / 60, Multiplier: 3}},
-		{"defaults filled first", Policy{Budget: time.Second}, 10, Policy{Budget: 100 * time.Millisecond, Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond, Multiplier: 2}},
-		{"no budget stays none", Policy{}, 10, Policy{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond, Multiplier: 2}},
-		{"never below a nanosecond", Policy{Budget: time.Nanosecond, Initial: time.Nanosecond, Max: time.Nanosecond}, 10000, Policy{Budget: time.Nanosecond, Initial: time.Nanosecond, Max: time.Nanosecond, Multiplier: 2}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.p.Faster(tc.rate); got != tc.want {
-				t.Errorf("Faster(%v) = %+v, want %+v", tc.rate, got, tc.want)
-			}
-		})
 	}
 }

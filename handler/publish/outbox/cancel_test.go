@@ -54,7 +54,7 @@ func TestCancelAndTheHandlersOwnCheck(t *testing.T) {
 			r := outbox.NewRelay(s, publish.New(brokerpub.Sender(mb), nil), nil)
 			handler := reschedule.New(mb, queue, reschedule.Policy{}, nil)
 			handlerSchedules := func() {
-				if _, err := handler.ScheduleCreatedCheck(ctx, "o-1", 1, time.Time{}, false); err != nil {
+				if _, err := handler.ScheduleCreatedCheck(ctx, "o-1", 1, time.Time{}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -169,10 +169,7 @@ func (c *cli) actOne(s *session, a deadletter.Action, id string, body []byte, af
 	}
 	if *af.dry {
 		if *af.asJSON {
-			now, err := s.sw.Now(c.ctx)
-			if err != nil {
-				return c.fail(err)
-			}
+			now := s.sw.Now()
 			jsonLines(c.stdout, []dryItem{dryOf(e, a, now)})
 		}
 		fmt.Fprintf(w, "would %s %s (%s, %s, %s); dry run, nothing changed\n", verbs[a], e.ID, e.MessageID, e.State, orDash(e.Reason))
@@ -242,10 +239,7 @@ type bulkSummary struct {
 // says against now (another instance's clock ahead of this one's);
 // entries stored later are not in it.
 func (c *cli) actBulk(s *session, a deadletter.Action, f dlstore.Filter, af actFlags) int {
-	now, err := s.sw.Now(c.ctx)
-	if err != nil {
-		return c.fail(err)
-	}
+	now := s.sw.Now()
 	set, err := s.sw.Select(c.ctx, f)
 	if err != nil {
 		return c.fail(err)

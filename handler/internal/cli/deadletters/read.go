@@ -102,10 +102,7 @@ func (c *cli) checkFilter(ff *filterFlags, states []dlstore.State) (filter, int)
 
 // resolve resolves f's relative times against the command's now.
 func (c *cli) resolve(s *session, f filter) (dlstore.Filter, int) {
-	now, err := s.sw.Now(c.ctx)
-	if err != nil {
-		return dlstore.Filter{}, c.fail(err)
-	}
+	now := s.sw.Now()
 	out, err := f.at(now)
 	if err != nil {
 		return out, c.usage("%v", err)
@@ -207,10 +204,7 @@ func (c *cli) list(args []string) int {
 	if code >= 0 {
 		return code
 	}
-	now, err := s.sw.Now(c.ctx)
-	if err != nil {
-		return c.fail(err)
-	}
+	now := s.sw.Now()
 	es, err := s.sw.Select(c.ctx, f) // the set an action with this filter takes
 	if err != nil {
 		return c.fail(err)
@@ -298,10 +292,7 @@ func (c *cli) find(args []string) int {
 		return c.fail(err)
 	}
 	defer s.close()
-	now, err := s.sw.Now(c.ctx)
-	if err != nil {
-		return c.fail(err)
-	}
+	now := s.sw.Now()
 	var events []event
 	var unreadable []string
 	noKey := contract.ValidateOrderID(*orderID) // the handler writes no row for such an id (too long)

@@ -463,7 +463,8 @@ func TestOutageSmoke(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"outage_2m_dead_lettered", "outage_2m_dead_lettered_before", "outage_2m_store_calls_per_message",
-		"outage_2m_store_calls_per_message_before", "outage_2m_recovery_s", "outage_2m_recovery_s_before", "outage_2m_status_recovery_s", "outage_2m_status_recovery_s_before"} {
+		"outage_2m_store_calls_per_message_before", "outage_2m_recovery_s", "outage_2m_recovery_s_before", "outage_2m_status_recovery_s", "outage_2m_status_recovery_s_before",
+		"outage_2m_paid_shown_cancelled", "outage_2m_paid_shown_cancelled_longest_s"} {
 		val, ok := printed[name]
 		if !ok {
 			t.Errorf("%s not printed", name)

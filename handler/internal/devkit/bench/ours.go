@@ -68,10 +68,26 @@ type oursConfig struct {
 	// more delivery per order, which runOurs waits for and checkSettled
 	// counts. Without it the steady phases run today's policy.
 	reschedule bool
-	// clockRate tells the handler the host clock's rate
-	// (devhost.Options.SendClockRate): the outage runs, whose lock is a
-	// minute of the host's clock.
-	clockRate bool
+}
+
+// minWallBudget is the least in-call budget scaledRetry gives: a loaded
+// Azurite answers no faster for a faster host clock.
+const minWallBudget = 250 * time.Millisecond
+
+// scaledRetry is the handler's retry settings for a host clock scale
+// times faster than the wall clock: the defaults (production's) divided by
+// scale, in the handler's real time, the budget at least minWallBudget.
+// The handler knows nothing of the host's clock; its settings do.
+func scaledRetry(scale float64) map[string]string {
+	div := func(d, least time.Duration) string {
+		return max(time.Duration(float64(d)/max(scale, 1)), least).String()
+	}
+	return map[string]string{
+		config.EnvRetryBudget: div(config.DefaultRetryBudget, minWallBudget),
+		config.EnvRetryBase:   div(config.DefaultRetryBase, time.Millisecond),
+		config.EnvRetryCap:    div(config.DefaultRetryCap, time.Millisecond),
+		config.EnvRetryWindow: div(config.DefaultRetryWindow, time.Millisecond),
+	}
 }
 
 // startHost starts the dev host with the handler of the repository at
@@ -106,12 +122,11 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 		settings[cpuprofile.Env] = c.handlerProfile
 	}
 	h, err := devhost.New(devhost.Options{
-		AppRoot:       b.opts.Root,
-		HandlerPath:   handler,
-		HTTPAddr:      "127.0.0.1:0",
-		TimeScale:     c.timeScale,
-		Clock:         c.clock,
-		SendClockRate: c.clockRate,
+		AppRoot:     b.opts.Root,
+		HandlerPath: handler,
+		HTTPAddr:    "127.0.0.1:0",
+		TimeScale:   c.timeScale,
+		Clock:       c.clock,
 		// A faster clock must not shorten the lock or the messages'
 		// lives in wall-clock time.
 		Queues: devhost.QueueOverrides{

@@ -18,6 +18,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
@@ -146,11 +147,13 @@ func outageNames(o OutageOptions) []string {
 	var names []string
 	for _, d := range o.New {
 		p := outageName(d)
-		names = append(names, p+"dead_lettered", p+"store_calls_per_message", p+"recovery_s", p+"status_recovery_s")
+		names = append(names, p+"dead_lettered", p+"store_calls_per_message", p+"recovery_s", p+"status_recovery_s",
+			p+"paid_shown_cancelled", p+"paid_shown_cancelled_longest_s")
 	}
 	for _, d := range o.Before {
 		p := outageName(d)
-		names = append(names, p+"dead_lettered_before", p+"store_calls_per_message_before", p+"recovery_s_before", p+"status_recovery_s_before")
+		names = append(names, p+"dead_lettered_before", p+"store_calls_per_message_before", p+"recovery_s_before", p+"status_recovery_s_before",
+			p+"paid_shown_cancelled_before", p+"paid_shown_cancelled_longest_s_before")
 	}
 	return names
 }
@@ -478,6 +481,48 @@ type outageRun struct {
 	// stopped: the run ended once recovered or at its bound, the
 	// workload's later payment-timeout checks not waited for.
 	stopped bool
+	// shownCancelled counts the paid orders a look saw Cancelled (their
+	// check came before their delayed Paid, which then superseded the
+	// cancellation), longestCancelled the longest time one was seen so,
+	// host clock, from the first look that saw it to the first that did
+	// not (or the run's end): a look's resolution.
+	shownCancelled   int
+	longestCancelled time.Duration
+}
+
+// cancelledSeen tracks the paid orders the looks see Cancelled.
+type cancelledSeen struct {
+	since   map[string]time.Time // order -> first look that saw it Cancelled, while it is
+	ever    map[string]bool
+	longest time.Duration
+}
+
+// look records what one look at time at read of the paid orders.
+func (c *cancelledSeen) look(w outageWorkload, rows map[string]rowState, at time.Time) {
+	if c.since == nil {
+		c.since, c.ever = map[string]time.Time{}, map[string]bool{}
+	}
+	for _, o := range w.orders {
+		row, ok := rows[o.id]
+		if !o.paid || !ok {
+			continue
+		}
+		from, was := c.since[o.id]
+		switch {
+		case row.Status == string(order.Cancelled) && !was:
+			c.since[o.id], c.ever[o.id] = at, true
+		case row.Status != string(order.Cancelled) && was:
+			c.longest = max(c.longest, at.Sub(from))
+			delete(c.since, o.id)
+		}
+	}
+}
+
+// end closes the stretches still open at at.
+func (c *cancelledSeen) end(at time.Time) {
+	for _, from := range c.since {
+		c.longest = max(c.longest, at.Sub(from))
+	}
 }
 
 // afterReturn describes what the handler's metrics counted between two
@@ -487,7 +532,7 @@ type outageRun struct {
 // every payment-timeout check settles until on.
 func afterReturn(from, to Scrape) string {
 	var parts []string
-	for _, reason := range []string{"transient", "circuit_open", "settle", "order_not_found"} {
+	for _, reason := range []string{"transient", "circuit_open", "order_not_found"} {
 		match := map[string]string{"reason": reason}
 		n := to.Sum("orderstatus_rescheduled_total", match) - from.Sum("orderstatus_rescheduled_total", match)
 		parts = append(parts, fmt.Sprintf("%s %.0f", reason, n))
@@ -520,6 +565,8 @@ func (b *runner) outage(ctx context.Context, d time.Duration, before bool) error
 	if r.recovery >= 0 {
 		b.results[p+"recovery_s"+suffix] = r.recovery.Seconds()
 	}
+	b.results[p+"paid_shown_cancelled"+suffix] = float64(r.shownCancelled)
+	b.results[p+"paid_shown_cancelled_longest_s"+suffix] = r.longestCancelled.Seconds()
 	policy := "the default retry policy"
 	if before {
 		policy = "today's policy (ORDER_STATUS_RETRY_RESCHEDULE=false)"
@@ -561,28 +608,22 @@ func devhostDuration(d time.Duration) string { return strings.TrimSuffix(d.Strin
 func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration, before bool) (outageRun, error) {
 	r := outageRun{recovery: -1, statusRecovery: -1}
 	scale := o.TimeScale
-	// The in-call budget is the handler's default, production's, on the
-	// host's clock at every speed (the development host sends the handler
-	// its clock's rate): 20 s on today's policy, 5 s on the default one,
-	// which is 2.5 s of wall time at the recovery's 2 times and never less
-	// than orderfn.MinHostClockBudget (250 ms) at 60. Earlier runs set a
-	// wall-clock budget for the whole process: 20 s / 60 (333 ms) made
-	// the recovery wave's calls, queued 64 at a time behind one Azurite
-	// on 2 shared cores, fail as transient (21,527 rescheduled and the
-	// circuit opened 1,365 times after the return in one 30-minute run),
-	// and the lock's length at 60x (1 s, 2 s of host time at 2x) still
-	// failed calls at the wave's peaks, each failure moving the
-	// cancellations' horizon on. The steady phases name their policy
-	// themselves (startHost's default is rescheduling off); the outage
-	// runs name the one they measure.
-	settings := map[string]string{"ORDER_STATUS_RETRY_RESCHEDULE": "true"}
+	// The handler's retry settings are production's on the host's clock
+	// at the run's speed (scaledRetry): the budget 5 s of it (250 ms of
+	// wall time at 60 times, the floor), the backoff 10 s to 5 min, the
+	// window 24 h. They stay so when the pacer slows the clock: the
+	// handler cannot tell, and the lock, set at the run's speed, only
+	// lengthens in wall time then.
+	settings := scaledRetry(scale)
+	settings["ORDER_STATUS_RETRY_RESCHEDULE"] = "true"
 	if before {
 		settings["ORDER_STATUS_RETRY_RESCHEDULE"] = "false"
+		settings[config.EnvRetryBudget] = max(time.Duration(float64(config.DefaultRetryBudgetNoReschedule)/scale), minWallBudget).String()
 	}
 	clk := clock.Scaled(scale)
 	table := b.table("outage")
 	c := oursConfig{store: b.az.ConnectionString(), table: table, sessions: o.Sessions, timeScale: scale, clock: clk,
-		lock: time.Duration(float64(time.Minute) / scale), settings: settings, outages: []string{devhost.OutageTable}, logLevel: "warn", clockRate: true}
+		lock: time.Duration(float64(time.Minute) / scale), settings: settings, outages: []string{devhost.OutageTable}, logLevel: "warn"}
 	h, err := b.startHost(ctx, c)
 	if err != nil {
 		return r, err
@@ -622,6 +663,7 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 	// listing the table takes at most a tenth of Azurite's time from the
 	// run it measures.
 	var behind []string
+	var seen cancelledSeen
 	first := true
 	wait := 250 * time.Millisecond
 	var atReturn Scrape // the handler's metrics at the first look after the return
@@ -645,6 +687,7 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 			return err
 		}
 		first = false
+		seen.look(w, rows, at)
 		wait = max(250*time.Millisecond, 9*time.Since(began))
 		r.recoveryPolls++
 		candidates := behind // the orders read: all the first time, then those behind
@@ -747,6 +790,9 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 		r.afterReturn = afterReturn(atReturn, m)
 	}
 	r.stopped = stopped
+	seen.look(w, rows, clk.Now())
+	seen.end(clk.Now())
+	r.shownCancelled, r.longestCancelled = len(seen.ever), seen.longest
 	r.scheduledAtEnd = h.Broker().Stats(h.Queue()).Scheduled
 	if stopped {
 		// What can never come right: a paid order shown Cancelled

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
@@ -44,6 +45,9 @@ type CheckInput struct {
 	// Check accepts that one answer then; never with one instance, and
 	// never Stale where the fold says Duplicate (a cache is never ahead).
 	Instances int
+	// PaymentTimeout is the handler's payment timeout (zero:
+	// contract.PaymentTimeout): the deadline a cancellation records.
+	PaymentTimeout time.Duration
 }
 
 // The result the handler reports for a parked message.
@@ -193,7 +197,7 @@ func Check(in CheckInput) []string {
 			folds[c.SessionID] = e
 		}
 		e.n++
-		want, reason := foldOne(&e.state, c, now)
+		want, reason := foldOne(&e.state, c, in.PaymentTimeout, now)
 		deadSession := deadSessions[c.SessionID]
 		if reason != "" && (!deadSession || reason != order.ReasonInvalidTransition) {
 			wantParked[c.MessageID] = reason
@@ -275,7 +279,7 @@ func foundOwnWrite(c Completion, want string, after *order.State, in CheckInput,
 	}
 	again := *after
 	state := &again
-	if result, _ := foldOne(&state, c, now); c.Result != result {
+	if result, _ := foldOne(&state, c, in.PaymentTimeout, now); c.Result != result {
 		return false
 	}
 	row, found := in.Orders[c.SessionID]
@@ -292,8 +296,13 @@ func behindCache(c Completion, want string, in CheckInput) bool {
 }
 
 // foldOne applies one completed message to *state and returns the result a
-// correct handler reports, and the poison reason when it parks it.
-func foldOne(state **order.State, c Completion, now time.Time) (result, reason string) {
+// correct handler reports, and the poison reason when it parks it. A status
+// change without an occurredAt occurred when its first message was
+// enqueued (Completion.Enqueued), as the handler takes it.
+func foldOne(state **order.State, c Completion, timeout time.Duration, now time.Time) (result, reason string) {
+	if timeout <= 0 {
+		timeout = contract.PaymentTimeout
+	}
 	poison := func(err error) (string, string) {
 		var pe *order.PoisonError
 		if errors.As(err, &pe) {
@@ -308,13 +317,16 @@ func foldOne(state **order.State, c Completion, now time.Time) (result, reason s
 		if err != nil {
 			return poison(err)
 		}
+		if u.OccurredAt.IsZero() {
+			u.OccurredAt = c.Enqueued
+		}
 		d = order.Decide(*state, u, now)
 	case order.SubjectPaymentTimeout:
 		tc, err := order.ParseTimeoutCheck(c.Body, c.SessionID)
 		if err != nil {
 			return poison(err)
 		}
-		d = order.DecideExpireOf(*state, tc, now)
+		d = order.DecideExpireOf(*state, tc, timeout, now)
 	default:
 		return resultParked, order.ReasonUnknownSubject
 	}

@@ -87,7 +87,6 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/ncrontab"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devrun"
-	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 	"github.com/orderstatus/orderstatus/handler/internal/logging"
 )
 
@@ -112,9 +111,8 @@ const (
 const PoisonQueueTTL = 14 * 24 * time.Hour
 
 // MaxTimeScale bounds Options.TimeScale: a faster clock would overflow
-// time.Duration within a long run (at 10 000 times, after 29 years). It is
-// the fastest rate the handler takes from hostproto.HeaderClockRate.
-const MaxTimeScale = hostproto.MaxClockRate
+// time.Duration within a long run (at 10 000 times, after 29 years).
+const MaxTimeScale = 10000
 
 // What a fast-forward jumped to (see Options.OnFastForward).
 const (
@@ -172,15 +170,6 @@ type Options struct {
 	// TimeScale > 1 runs the broker, schedules and timers that many times
 	// faster than the wall clock (0 or 1: real time); at most MaxTimeScale.
 	TimeScale float64
-	// SendClockRate adds the clock's present rate to every invocation
-	// while it runs faster than the wall clock
-	// (hostproto.HeaderClockRate), so that the handler's in-call retry
-	// budget runs on the host's clock as the locks and schedules do: 5 s
-	// of it, not of the wall clock, which at 12 times and above is the
-	// whole lock. `orderstatus-dev dev` sets it. Leave it off where the lock was
-	// lengthened by the scale to stay a wall-clock minute (the bench's
-	// throughput phases): the budget then stays in proportion as it is.
-	SendClockRate bool
 	// Clock replaces the clock TimeScale would make. With FastForward it
 	// must also have AdvanceTo(time.Time) time.Duration, as
 	// clock.ScaledClock has.
@@ -818,15 +807,6 @@ func (h *Host) Broker() *membroker.Broker { return h.broker }
 
 // Clock returns the host's clock (scaled when TimeScale > 1).
 func (h *Host) Clock() clock.Clock { return h.clock }
-
-// clockRate is how many times faster than the wall clock the host's clock
-// runs now: 1 for a clock that cannot say (Options.SendClockRate).
-func (h *Host) clockRate() float64 {
-	if f, ok := h.clock.(interface{ Factor() float64 }); ok {
-		return f.Factor()
-	}
-	return 1
-}
 
 // Queue returns the workload queue (ORDER_STATUS_QUEUE).
 func (h *Host) Queue() string { return h.queue }

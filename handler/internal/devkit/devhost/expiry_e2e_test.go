@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
+	"regexp"
 )
 
 // expiryScenario: no producer schedules a PaymentTimeoutCheck, except
@@ -75,5 +76,75 @@ func TestEndToEndExpiryWithoutProducerChecks(t *testing.T) {
 	}
 	if len(s.DeadLettered) != 0 || len(s.Parked) != 0 {
 		t.Errorf("dead-lettered %v, parked %v: want none", s.DeadLettered, s.Parked)
+	}
+}
+
+// paidPastDeadline: two orders are created on two instances; the
+// table is unreachable from 2s for 20s and the first instance is killed
+// in it. The payment timeout is 5s, so every order's check falls due in
+// the outage. o-1's Paid (sent at 3s, no occurredAt: it occurred when it
+// was enqueued) meets the outage and comes back with the checks, in
+// whichever order the broker gives; o-2 is never paid. o-3, created at
+// the start and paid a second later, reaches the broker only after the
+// outage (its Created at 23s: its check is due at once and cancels it;
+// its Paid at 26s). (Scaled down from a 20-minute outage: the handler's waits are
+// real time.)
+const paidPastDeadline = `
+{"subject":"OrderStatusChanged","sessionId":"o-1","messageId":"o-1:1","body":{"orderId":"o-1","status":"Created","sequence":1}}
+{"subject":"OrderStatusChanged","sessionId":"o-2","messageId":"o-2:1","body":{"orderId":"o-2","status":"Created","sequence":1}}
+{"scale":"add","sendAfter":"1s"}
+{"outage":"table","sendAfter":"2s","duration":"20s"}
+{"subject":"OrderStatusChanged","sessionId":"o-1","messageId":"o-1:2","body":{"orderId":"o-1","status":"Paid","sequence":2},"sendAfter":"3s"}
+{"scale":"kill","instance":1,"sendAfter":"4s"}
+{"subject":"OrderStatusChanged","sessionId":"o-3","messageId":"o-3:1","body":{"orderId":"o-3","status":"Created","sequence":1,"occurredAt":"%[1]s"},"sendAfter":"23s"}
+{"subject":"OrderStatusChanged","sessionId":"o-3","messageId":"o-3:2","body":{"orderId":"o-3","status":"Paid","sequence":2,"occurredAt":"%[2]s"},"sendAfter":"26s"}
+`
+
+// TestEndToEndPaidPastDeadline: a Paid that occurred by the deadline ends
+// Paid however late an outage and a killed instance make it arrive, also
+// after its check cancelled the order (o-3): the Paid supersedes the
+// cancellation (order.Decide). The unpaid order ends Cancelled; nothing
+// is dead-lettered or parked.
+func TestEndToEndPaidPastDeadline(t *testing.T) {
+	t.Setenv("ORDER_STATUS_RETRY_RESCHEDULE", "")
+	t.Setenv("ORDER_STATUS_RETRY_BUDGET", "1s")
+	t.Setenv("ORDER_STATUS_RETRY_BASE", "500ms")
+	t.Setenv("ORDER_STATUS_RETRY_CAP", "1s")
+	t.Setenv("ORDER_STATUS_PAYMENT_TIMEOUT", "5s")
+	t.Setenv("LOG_LEVEL", "info") // the lines of applied messages
+	now := time.Now().UTC()
+	path := filepath.Join(t.TempDir(), "paid-past-deadline.jsonl")
+	body := fmt.Sprintf(paidPastDeadline, now.Format(time.RFC3339Nano), now.Add(time.Second).Format(time.RFC3339Nano))
+	if err := os.WriteFile(path, []byte(strings.TrimLeft(body, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A short lock: the killed instance's sessions move on sooner.
+	s, stdout, _, log := runScenario(t, path, "--lock-duration", "10s")
+	logTail := func() string { return tail(log(), 4000) }
+	if len(s.Outages) != 1 || !s.Outages[0].Ended || s.Outages[0].Refused == 0 {
+		t.Fatalf("outages %+v, want one table outage, over, with requests refused\nstdout:\n%s", s.Outages, stdout)
+	}
+	for _, id := range []string{"o-1", "o-3"} {
+		if row := s.Orders[id]; row.Status != "Paid" || row.LastSequence != 2 {
+			t.Errorf("%s = %+v, want Paid/2 (paid by its deadline)\nhandler log (tail):\n%s", id, row, logTail())
+		}
+	}
+	if row := s.Orders["o-2"]; row.Status != "Cancelled" {
+		t.Errorf("o-2 = %+v, want Cancelled (unpaid)", row)
+	}
+	if len(s.DeadLettered) != 0 || len(s.Parked) != 0 {
+		t.Errorf("dead-lettered %+v, parked %+v; want none", s.DeadLettered, s.Parked)
+	}
+	if !strings.Contains(stdout, "invariants: all hold") {
+		t.Errorf("stdout lacks %q:\n%s", "invariants: all hold", stdout)
+	}
+	// o-3 was cancelled by its check, then superseded by its Paid.
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`"order_id":"o-3","message_id":"o-3:payment-timeout-1[^"]*",[^\n]*"result":"Applied"`),
+		regexp.MustCompile(`"order_id":"o-3","message_id":"o-3:2",[^\n]*"result":"Applied"`),
+	} {
+		if !want.MatchString(log()) {
+			t.Errorf("the handler log has no line matching %s\nhandler log (tail):\n%s", want, logTail())
+		}
 	}
 }

@@ -341,9 +341,6 @@ func (h *Host) startInstance(ctx context.Context, g *group) (*instance, error) {
 		return nil, fmt.Errorf("devhost: start the handler of %s: %w", in.id, err)
 	}
 	in.inv = newInvoker(in.proc, h.app.Host.FunctionTimeout, h.log)
-	if h.opts.SendClockRate {
-		in.inv.rate = h.clockRate
-	}
 	in.acceptCtx, in.stopAccept = context.WithCancel(h.acceptCtx)
 	in.callCtx, in.stopCalls = context.WithCancel(h.callCtx)
 	h.pool.mu.Lock()

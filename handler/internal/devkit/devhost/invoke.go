@@ -31,9 +31,6 @@ type invoker struct {
 	client  *http.Client
 	timeout time.Duration // functionTimeout; 0: none
 	log     *slog.Logger
-	// rate, if set, is the host clock's present rate, sent with every
-	// invocation while it is above 1 (hostproto.HeaderClockRate).
-	rate func() float64
 
 	mu       sync.Mutex
 	notFound map[string]bool // functions the handler answered 404 for (logged once)
@@ -96,11 +93,6 @@ func (iv *invoker) invoke(ctx context.Context, function string, body []byte) (an
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Azure-Functions-InvocationId", id)
-		if iv.rate != nil {
-			if r := iv.rate(); r > 1 {
-				req.Header.Set(hostproto.HeaderClockRate, hostproto.FormatClockRate(r))
-			}
-		}
 		resp, err = iv.client.Do(req)
 		if err == nil {
 			break

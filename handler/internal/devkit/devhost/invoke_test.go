@@ -10,8 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/orderstatus/orderstatus/handler/internal/clock"
-	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
+	"strings"
 )
 
 // fixedReady is a handler that is always ready at base.
@@ -104,50 +103,25 @@ func TestResultOf(t *testing.T) {
 	}
 }
 
-// TestInvokerSendsTheClockRate: every invocation carries the host clock's
-// rate at the time of the call while it runs faster than the wall clock,
-// and nothing at real time.
-func TestInvokerSendsTheClockRate(t *testing.T) {
+// TestInvokerSendsOnlyTheHostsHeaders: an invocation carries the headers
+// the Functions host sends (Content-Type, the invocation id) and nothing
+// of the development host's own: no clock of the dev host reaches the
+// handler.
+func TestInvokerSendsOnlyTheHostsHeaders(t *testing.T) {
 	var seen atomic.Value
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen.Store([2]any{r.Header.Get(hostproto.HeaderClockRate), hostproto.ClockRate(r)})
+		seen.Store(r.Header.Clone())
 		reply(w, http.StatusOK, "Applied")
 	}))
 	defer srv.Close()
 	iv := newInvoker(fixedReady(srv.URL), 0, slog.New(slog.DiscardHandler))
 	defer iv.close()
-	var rate float64
-	for _, tc := range []struct {
-		rate   float64 // 0: no rate function
-		header string
-		read   float64
-	}{{0, "", 1}, {1, "", 1}, {60, "60", 60}, {2.5, "2.5", 2.5}, {0.5, "", 1}} {
-		iv.rate = nil
-		if tc.rate != 0 {
-			rate = tc.rate
-			iv.rate = func() float64 { return rate }
-		}
-		if _, err := iv.invoke(testCtx(t), "OrderStatus", []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-		if got := seen.Load().([2]any); got[0] != tc.header || got[1] != tc.read {
-			t.Errorf("rate %v: header %q read as %v, want %q and %v", tc.rate, got[0], got[1], tc.header, tc.read)
-		}
+	if _, err := iv.invoke(testCtx(t), "OrderStatus", []byte(`{}`)); err != nil {
+		t.Fatal(err)
 	}
-}
-
-// TestClockRateFollowsTheClock: the rate is the clock's present one.
-func TestClockRateFollowsTheClock(t *testing.T) {
-	scaled := clock.Scaled(60)
-	h := &Host{clock: scaled}
-	if got := h.clockRate(); got != 60 {
-		t.Errorf("Scaled(60): rate %v, want 60", got)
-	}
-	scaled.SetFactor(2)
-	if got := h.clockRate(); got != 2 {
-		t.Errorf("after SetFactor(2): rate %v, want 2", got)
-	}
-	if got := (&Host{clock: clock.Real()}).clockRate(); got != 1 {
-		t.Errorf("the real clock: rate %v, want 1", got)
+	for name := range seen.Load().(http.Header) {
+		if strings.HasPrefix(strings.ToLower(name), "x-orderstatus") || strings.HasPrefix(strings.ToLower(name), "x-loopback") {
+			t.Errorf("invocation header %s: the handler must not be able to tell the development host", name)
+		}
 	}
 }

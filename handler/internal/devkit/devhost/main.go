@@ -76,10 +76,6 @@ func checkWritable(path string) error {
 	return os.Remove(f.Name())
 }
 
-// DemoTimeScale is the built-in demo's default clock scale: its 30 minute
-// payment timeouts fire after 15 s.
-const DemoTimeScale = 120
-
 // usageLine ends every usage error.
 const usageLine = "usage: orderstatus-dev dev [flags]; orderstatus-dev dev --help lists them"
 
@@ -149,7 +145,7 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	fs.StringVar(&c.summaryJSON, "summary-json", "", "write the summary as JSON to `file`")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed `N` of the built-in demo: the same seed, the same messages")
 	fs.IntVar(&c.orders, "orders", 300, "`N` orders in the built-in demo (3 to 5 events each, with duplicates, reordering, poison and unpaid orders)")
-	fs.Float64Var(&c.timeScale, "time-scale", 0, fmt.Sprintf("run the broker clock `X` times faster, up to %d (default 1, or %d for the built-in demo)", MaxTimeScale, DemoTimeScale))
+	fs.Float64Var(&c.timeScale, "time-scale", 0, fmt.Sprintf("run the broker clock `X` times faster, up to %d (default 1: real time)", MaxTimeScale))
 	fs.DurationVar(&c.lockDuration, "lock-duration", 0, "queue lock duration `D`, 5s to 5m as in Service Bus (default 1m, as deployed)")
 	fs.IntVar(&c.maxDelivery, "max-delivery", 0, "queue max delivery count `N`, 1 to 2000 as in Service Bus (default 5, as deployed)")
 	fs.StringVar(&c.httpAddr, "http-addr", defaultHTTPAddr, "`addr`ess of the HTTP front (GetOrder, Metrics); with --exit-when-idle and no --http-addr, a free port when the default is in use")
@@ -211,11 +207,7 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 			return bad("--summary-json %s: %v", c.summaryJSON, err)
 		}
 	}
-	switch {
-	case c.scaleSet:
-	case c.scenario == "":
-		c.timeScale = DemoTimeScale
-	default:
+	if !c.scaleSet {
 		c.timeScale = 1
 	}
 	return c, -1
@@ -335,7 +327,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		HandlerPath:    c.handler,
 		Queues:         QueueOverrides{LockDuration: c.lockDuration, MaxDeliveryCount: int32(c.maxDelivery)},
 		TimeScale:      c.timeScale,
-		SendClockRate:  true,
 		HTTPAddr:       c.httpAddr,
 		Stdout:         handlerOut,
 		Stderr:         handlerErr,
@@ -448,7 +439,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	}
 	say("workload: %s", workload)
 	if c.timeScale != 1 {
-		say("time scale %g: the broker clock runs %g times faster for the whole run; a 30 min payment timeout fires after %s",
+		say("time scale %g: the broker clock runs %g times faster for the whole run; a message scheduled 30 min ahead comes after %s",
 			c.timeScale, c.timeScale, (time.Duration(float64(30*time.Minute) / c.timeScale)).Round(100*time.Millisecond))
 	}
 	if c.exitWhenIdle {

@@ -81,7 +81,7 @@ func TestParseFlagsTimeScale(t *testing.T) {
 		args []string
 		want float64
 	}{
-		{nil, DemoTimeScale},
+		{nil, 1}, // the built-in demo runs in real time too
 		{[]string{"--scenario", "f.jsonl"}, 1},
 		{[]string{"--time-scale", "7"}, 7},
 		{[]string{"--scenario", "f.jsonl", "--time-scale", "60"}, 60},

@@ -127,6 +127,21 @@ func TestEndToEndOutageDefaultPolicy(t *testing.T) {
 // handler log's tail.
 func runOutageExample(t *testing.T) (s Summary, stdout, stderr string, logTail func() string) {
 	t.Helper()
+	s, stdout, stderr, log := runScenario(t, outageExample)
+	logTail = func() string { return tail(log(), 4000) }
+	if len(s.Outages) != 2 {
+		t.Fatalf("outages %+v, want two\nstdout:\n%s", s.Outages, stdout)
+	}
+	return s, stdout, stderr, logTail
+}
+
+// runScenario plays the scenario at path with `orderstatus-dev dev
+// --exit-when-idle` on the real bin/handler and Azurite, under the
+// settings the caller put in the environment and with the extra flags,
+// and returns the summary, stdout, stderr and a function giving the
+// handler log.
+func runScenario(t *testing.T, path string, flags ...string) (s Summary, stdout, stderr string, log func() string) {
+	t.Helper()
 	handler := testenv.Handler(t, repoRoot)
 	root := filepath.Dir(filepath.Dir(handler))
 	cs := testenv.Azurite(t)
@@ -134,11 +149,13 @@ func runOutageExample(t *testing.T) (s Summary, stdout, stderr string, logTail f
 	_, _ = rand.Read(suffix[:])
 	t.Setenv(SettingStoreConnection, cs)
 	t.Setenv("OrderStore__tableName", fmt.Sprintf("devhost%x", suffix))
-	t.Setenv("LOG_LEVEL", "warn")
+	if os.Getenv("LOG_LEVEL") == "" {
+		t.Setenv("LOG_LEVEL", "warn")
+	}
 
 	app := copyApp(t, root, handler)
 	dir := t.TempDir()
-	scenarioPath, err := filepath.Abs(outageExample)
+	scenarioPath, err := filepath.Abs(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,17 +164,14 @@ func runOutageExample(t *testing.T) (s Summary, stdout, stderr string, logTail f
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	var out, errOut strings.Builder
-	code := Main(ctx, []string{"--app-root", app, "--scenario", scenarioPath, "--exit-when-idle", "--summary-json", summaryPath,
-		"--http-addr", "127.0.0.1:0", "--handler-log", handlerLog}, &out, &errOut)
-	logTail = func() string {
+	code := Main(ctx, append([]string{"--app-root", app, "--scenario", scenarioPath, "--exit-when-idle", "--summary-json", summaryPath,
+		"--http-addr", "127.0.0.1:0", "--handler-log", handlerLog}, flags...), &out, &errOut)
+	log = func() string {
 		b, _ := os.ReadFile(handlerLog)
-		if len(b) > 4000 {
-			b = b[len(b)-4000:]
-		}
 		return string(b)
 	}
 	if code != ExitOK {
-		t.Fatalf("exit code %d, want 0\nstdout:\n%s\nstderr:\n%s\nhandler log (tail):\n%s", code, out.String(), errOut.String(), logTail())
+		t.Fatalf("exit code %d, want 0\nstdout:\n%s\nstderr:\n%s\nhandler log (tail):\n%s", code, out.String(), errOut.String(), tail(log(), 4000))
 	}
 	data, err := os.ReadFile(summaryPath)
 	if err != nil {
@@ -166,10 +180,15 @@ func runOutageExample(t *testing.T) (s Summary, stdout, stderr string, logTail f
 	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatalf("summary: %v\n%s", err, data)
 	}
-	if len(s.Outages) != 2 {
-		t.Fatalf("outages %+v, want two\nstdout:\n%s", s.Outages, out.String())
+	return s, out.String(), errOut.String(), log
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
 	}
-	return s, out.String(), errOut.String(), logTail
+	return s
 }
 
 // TestEndToEndKillSwitch runs what docs/outage.md runs with the kill

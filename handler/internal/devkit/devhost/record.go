@@ -213,6 +213,9 @@ type Completion struct {
 	Body                                 []byte
 	DeliveryCount                        int32
 	Result                               string
+	// Enqueued is when the message first sent was enqueued
+	// (reschedule.FirstEnqueued), on the broker's clock.
+	Enqueued time.Time
 }
 
 // stats counts what the dispatchers did. Its methods are safe for
@@ -277,6 +280,7 @@ func (s *stats) completed(queue string, m broker.Received, result string) {
 	s.completions = append(s.completions, Completion{
 		Queue: queue, SessionID: m.SessionID, MessageID: m.MessageID, Subject: m.Subject,
 		Body: bytes.Clone(m.Body), DeliveryCount: m.DeliveryCount, Result: result,
+		Enqueued: reschedule.FirstEnqueued(reschedule.Original{EnqueuedTime: m.EnqueuedTime, ApplicationProperties: m.ApplicationProperties}),
 	})
 	if m.SessionID != "" && !s.sessionSeen[m.SessionID] {
 		s.sessionSeen[m.SessionID] = true

@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	handlerconfig "github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
@@ -228,6 +229,7 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 		MaxDelivery:     h.maxDelivery,
 		CallsPerSession: h.app.Host.ServiceBus.MaxConcurrentCallsPerSession,
 		Instances:       messageInstances(s.Instances),
+		PaymentTimeout:  settingDuration(h.app.Settings.Get(handlerconfig.EnvPaymentTimeout)),
 	})
 	s.Accounting = account(sent, h.rec.sentTo(h.queue), completions, h.queue, h.broker.Totals(h.queue), h.broker.Stats(h.queue))
 	if v := s.Accounting.violation(); v != "" {
@@ -561,4 +563,11 @@ func writeOutages(b *strings.Builder, list []OutageSummary) {
 		fmt.Fprintf(b, "  %-10s from %s for %s%s: %s refused | rescheduled %d, dead-lettered %d, parked %d\n",
 			o.Target, o.After, o.Duration, state, wording.Count(o.Refused, "request"), o.Rescheduled, o.DeadLettered, o.Parked)
 	}
+}
+
+// settingDuration is a duration setting's value (zero when unset or not
+// a duration).
+func settingDuration(v string) time.Duration {
+	d, _ := time.ParseDuration(v)
+	return d
 }

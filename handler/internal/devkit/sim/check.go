@@ -136,10 +136,11 @@ func (c *checker) add(format string, args ...any) { c.v = append(c.v, fmt.Sprint
 // order or write at fault; none for a correct run:
 //
 //  1. Rows: each order's row is the fold of its events: the status of its
-//     highest sequence; an order whose timeout may race its Paid may
-//     instead be Cancelled/1; an unpaid order is Cancelled/1 in every
-//     schedule, whether its producer scheduled the check or not and however
-//     late its Created came; no row for anything else.
+//     highest sequence, also when its timeout raced its Paid (a Paid that
+//     occurred by the deadline supersedes the cancellation, with no
+//     allowance); an unpaid order is Cancelled/1 in every schedule,
+//     whether its producer scheduled the check or not and however late
+//     its Created came; no row for anything else.
 //  2. Nothing lost: every message sent (or its replay) was answered with a
 //     result that completes it; every valid event was applied or proven a
 //     duplicate or stale, except those after a cancellation, which are
@@ -149,14 +150,17 @@ func (c *checker) add(format string, args ...any) { c.v = append(c.v, fmt.Sprint
 //     LastSequence strictly increases, except the expiry write (Created to
 //     Cancelled, LastSequence kept); every move along it, from the
 //     insert on, is one the transition table (contract.Transitions) has a
-//     row for, so nothing is written after a terminal status; every write
+//     row for, so nothing is written after a terminal status but the
+//     change that supersedes an expiry (one that proves payment); every write
 //     is an event sent for the order or an expiry; the last write is the
 //     row.
 //  4. Poison: every poison message (and every event after a
 //     cancellation) is in the poison queue exactly once with its reason;
 //     nothing else is.
 //  5. No paid order cancelled by a timeout: no Cancelled write after a
-//     Paid, Shipped or Delivered one unless it is a Cancelled event sent.
+//     Paid, Shipped or Delivered one unless it is a Cancelled event sent;
+//     a paid order's expiry (its check came first) is superseded by a
+//     payment later in the chain.
 //  6. Nothing completed whose effect is not durable: every Applied,
 //     Duplicate or Stale answer of an event is covered by the row's
 //     LastSequence (an Applied one by a write on the wire), every Applied
@@ -267,8 +271,6 @@ func (c *checker) rows() {
 func (c *checker) legal(ord Order) []Row {
 	cancelled := Row{Status: order.Cancelled, LastSequence: 1}
 	switch ord.Timeout {
-	case RaceTimeout:
-		return []Row{ord.Last(), cancelled}
 	case UnpaidTimeout, UnpaidNoCheck:
 		return []Row{cancelled}
 	}
@@ -300,17 +302,23 @@ func (c *checker) wire() {
 			continue
 		}
 		chain := c.chain(id, byOrder[id])
-		var prev *Write
-		paid := false
+		var prev, unsuperseded *Write
+		paid, expired := false, false
 		for i := range chain {
 			w := &chain[i]
 			expiry := prev != nil && w.LastSequence == prev.LastSequence &&
 				prev.Status == order.Created && w.Status == order.Cancelled
+			// A change that proves payment supersedes the timeout's
+			// cancellation (every event of a schedule occurs before its
+			// order's deadline).
+			supersedes := expired && prev.Status == order.Cancelled && contract.Transitions.ProvesPayment(w.Status) &&
+				contract.Transitions.Allows(order.Created, w.Status)
 			if prev == nil && w.Insert && !contract.Transitions.Allows("", w.Status) {
 				c.add("order %s: write %s inserts a status a new order cannot take: %s", id, w, contract.Transitions.Why("", w.Status))
 			}
 			if prev != nil {
 				switch {
+				case supersedes:
 				case contract.Transitions.Terminal(prev.Status):
 					c.add("order %s: write %s after the terminal %s (status regression)", id, w, prev)
 				case !contract.Transitions.Allows(prev.Status, w.Status):
@@ -324,7 +332,13 @@ func (c *checker) wire() {
 				}
 			}
 			if expiry && !ord.Timeout.mayExpire() {
-				c.add("order %s: write %s expires an order that must not expire (%s)", id, w, timeoutName(ord.Timeout))
+				// A check may come before a paid order's Paid (a late
+				// Created's check is due at once); the Paid must then
+				// supersede the cancellation.
+				unsuperseded = w
+			}
+			if supersedes {
+				unsuperseded = nil
 			}
 			if !expiry && !c.sent(ord, w.Row) {
 				c.add("order %s: write %s matches no event sent for the order", id, w)
@@ -332,11 +346,14 @@ func (c *checker) wire() {
 			if w.Status == order.Cancelled && paid && !c.sent(ord, w.Row) {
 				c.add("order %s: write %s cancels a paid order (a timeout must not cancel a paid order)", id, w)
 			}
-			switch w.Status {
-			case order.Paid, order.Shipped, order.Delivered:
+			if contract.Transitions.ProvesPayment(w.Status) {
 				paid = true
 			}
+			expired = expiry
 			prev = w
+		}
+		if unsuperseded != nil {
+			c.add("order %s: write %s expires an order that must not expire (%s), and no payment superseded it", id, unsuperseded, timeoutName(ord.Timeout))
 		}
 		if row, ok := c.o.Rows[id]; ok && prev != nil && prev.Row != row {
 			c.add("order %s: row %s, but the last write seen is %s", id, row, prev)
@@ -546,8 +563,8 @@ func (c *checker) durable() {
 		row, found := c.o.Rows[a.Order]
 		switch {
 		case a.Subject == order.SubjectPaymentTimeout:
-			if a.Result == resultApplied && row.Status != order.Cancelled {
-				c.add("message %s: answered Applied (timeout, delivery %d), but the row is %s, not Cancelled (not durable)", a.MessageID, a.DeliveryCount, row)
+			if a.Result == resultApplied && row.Status != order.Cancelled && !contract.Transitions.ProvesPayment(row.Status) {
+				c.add("message %s: answered Applied (timeout, delivery %d), but the row is %s, neither Cancelled nor superseded by a payment (not durable)", a.MessageID, a.DeliveryCount, row)
 			}
 			if a.Result == resultApplied && !c.wrote(a.Order, func(w Write) bool { return w.Status == order.Cancelled && !w.Insert }) {
 				c.add("message %s: answered Applied (timeout), but no Cancelled write of %s was seen on the wire", a.MessageID, a.Order)

@@ -15,7 +15,8 @@ import (
 // ideal returns what a correct run of s observes when nothing fails:
 // every event applied in sequence order, duplicates and late replays
 // settled without a write, poison parked; a race order's timeout comes
-// after Paid unless cancelRaces, and an unpaid order is cancelled.
+// after Paid unless cancelRaces (then it cancels, and its Paid supersedes
+// the cancellation), and an unpaid order is cancelled.
 func ideal(s Schedule, cancelRaces bool) Observation {
 	o := Observation{Rows: map[string]Row{}, Replays: map[string]string{}, MaxDelivery: MaxDelivery}
 	n := 0
@@ -31,14 +32,18 @@ func ideal(s Schedule, cancelRaces bool) Observation {
 	}
 	cancelled := map[string]bool{}
 	for _, ord := range s.Orders {
-		cancel := ord.Timeout == UnpaidTimeout || ord.Timeout == UnpaidNoCheck || (ord.Timeout == RaceTimeout && cancelRaces)
-		cancelled[ord.ID] = cancel
+		unpaid := ord.Timeout == UnpaidTimeout || ord.Timeout == UnpaidNoCheck
+		cancelled[ord.ID] = unpaid || (ord.Timeout == RaceTimeout && cancelRaces)
 		etag := write(ord.ID, Row{order.Created, 1}, true, "")
-		if cancel {
-			write(ord.ID, Row{order.Cancelled, 1}, false, etag)
+		if cancelled[ord.ID] {
+			etag = write(ord.ID, Row{order.Cancelled, 1}, false, etag)
+		}
+		if unpaid {
 			o.Rows[ord.ID] = Row{order.Cancelled, 1}
 			continue
 		}
+		// A race's cancellation is superseded by its Paid, which
+		// occurred by the deadline.
 		for i := 1; i < len(ord.Events); i++ {
 			etag = write(ord.ID, Row{ord.Events[i], int64(i + 1)}, false, etag)
 		}
@@ -77,9 +82,6 @@ func ideal(s Schedule, cancelRaces bool) Observation {
 			answer(m, resultApplied, "")
 		case m.Kind == KindTimeout:
 			answer(m, resultStale, "")
-		case cancelled[m.Order] && m.Sequence > 1:
-			answer(m, resultParked, order.ReasonInvalidTransition)
-			o.Parked = append(o.Parked, Parked{ParkedID: m.Line.MessageID + ":parked", OriginalMessageID: m.Line.MessageID, Reason: order.ReasonInvalidTransition})
 		case m.Kind == KindLateReplay:
 			answer(m, resultDuplicate, "")
 		default:
@@ -149,9 +151,6 @@ func TestCheckCatchesPlantedViolations(t *testing.T) {
 		idx := writesOf(o, id)
 		last := o.Writes[idx[len(idx)-1]]
 		o.Writes = append(o.Writes, Write{N: len(o.Writes) + 1, Order: id, Row: r, IfMatch: last.ETag, ETag: fmt.Sprintf("planted-%d", len(o.Writes)+1)})
-	}
-	answerIndex := func(o *Observation, id string) int {
-		return slices.IndexFunc(o.Answers, func(a Answer) bool { return a.MessageID == id })
 	}
 	tests := []struct {
 		name  string
@@ -254,7 +253,7 @@ func TestCheckCatchesPlantedViolations(t *testing.T) {
 		}, "message o-1:4: answered Applied, but no write of Delivered/4 was seen"},
 		{"timeout applied, not cancelled", func(o *Observation) {
 			o.Answers[answerIndex(o, "o-2:payment-timeout-1")].Result = resultApplied
-		}, "message o-2:payment-timeout-1: answered Applied (timeout, delivery 1), but the row is Paid/2"},
+		}, "message o-2:payment-timeout-1: answered Applied (timeout), but no Cancelled write of o-2 was seen on the wire"},
 		{"dead-lettered by a non-broker reason", func(o *Observation) {
 			o.DeadLettered = []DeadLetter{{MessageID: "o-1:2", SessionID: "o-1", Reason: "HandlerGaveUp", DeliveryCount: 4}}
 		}, `message o-1:2: dead-lettered with reason "HandlerGaveUp"; only the broker dead-letters`},
@@ -278,20 +277,27 @@ func TestCheckCatchesPlantedViolations(t *testing.T) {
 	}
 }
 
-// TestCheckLegalRaceOutcomes: a race order may end Paid (the timeout was
-// Stale) or Cancelled/1 with Paid parked, and a dead-lettered Created of
-// an unpaid order may come after its timeout.
+// TestCheckLegalRaceOutcomes: a race order ends Paid, whether its timeout
+// was Stale or cancelled it first (its Paid, paid in time, supersedes the
+// cancellation); ending Cancelled/1 with its Paid parked is a violation;
+// and a dead-lettered Created of an unpaid order may come after its
+// timeout.
 func TestCheckLegalRaceOutcomes(t *testing.T) {
 	s, _ := fixture()
 	cancelled := ideal(s, true)
 	if v := Check(s, cancelled); len(v) > 0 {
 		t.Errorf("the race's cancel outcome fails:\n%s", strings.Join(v, "\n"))
 	}
-	// The cancel outcome without Paid parked is a lost message.
+	// A paid-in-time order left Cancelled, its Paid parked, is a
+	// violation: no allowance.
 	o := clone(cancelled)
-	o.Parked = slices.DeleteFunc(o.Parked, func(p Parked) bool { return p.OriginalMessageID == "o-2:2" })
-	if v := Check(s, o); !slices.ContainsFunc(v, func(x string) bool { return strings.Contains(x, "message o-2:2: not in the poison queue") }) {
-		t.Errorf("cancel outcome without Paid parked: got %q, want the missing poison", v)
+	o.Rows["o-2"] = Row{order.Cancelled, 1}
+	o.Writes = slices.DeleteFunc(o.Writes, func(w Write) bool { return w.Order == "o-2" && w.Status == order.Paid })
+	o.Answers[answerIndex(&o, "o-2:2")].Result = resultParked
+	o.Answers[answerIndex(&o, "o-2:2")].Reason = order.ReasonInvalidTransition
+	o.Parked = append(o.Parked, Parked{ParkedID: "o-2:2:parked", OriginalMessageID: "o-2:2", Reason: order.ReasonInvalidTransition})
+	if v := Check(s, o); !slices.ContainsFunc(v, func(x string) bool { return strings.Contains(x, "order o-2: row Cancelled/1, want Paid/2") }) {
+		t.Errorf("paid race order left Cancelled: got %q, want the row violation", v)
 	}
 
 	// Unpaid o-3 left Created is a violation, even when its Created was
@@ -395,4 +401,9 @@ func clone(o Observation) Observation {
 	}
 	c.Host = slices.Clone(o.Host)
 	return c
+}
+
+// answerIndex is the index of the answer to message id in o.
+func answerIndex(o *Observation, id string) int {
+	return slices.IndexFunc(o.Answers, func(a Answer) bool { return a.MessageID == id })
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/order"
-	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
 // IsEntityWrite reports whether a request to the Table service writes an
@@ -28,13 +27,6 @@ func IsEntityWrite(method, path string) bool {
 		return strings.Contains(path, "(PartitionKey=")
 	}
 	return false
-}
-
-// IsRecoveryMarker reports whether a request to the order table (its path
-// and, for a write, its body) is about the fleet's recovery marker, which
-// shares the table with the order rows but is none of them.
-func IsRecoveryMarker(path string, body []byte) bool {
-	return strings.Contains(path, store.RecoveryPartitionKey) || bytes.Contains(body, []byte(store.RecoveryPartitionKey))
 }
 
 // ParseEntity reads an order row from an entity's JSON (a write's request

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/order"
-	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
 func TestIsEntityWrite(t *testing.T) {
@@ -28,26 +27,6 @@ func TestIsEntityWrite(t *testing.T) {
 	for _, tt := range tests {
 		if got := IsEntityWrite(tt.method, tt.path); got != tt.want {
 			t.Errorf("IsEntityWrite(%s, %s) = %v, want %v", tt.method, tt.path, got, tt.want)
-		}
-	}
-}
-
-// The recovery marker's requests are told from the order rows' by the
-// marker's PartitionKey, in the path (read, replace) or the body (insert).
-func TestIsRecoveryMarker(t *testing.T) {
-	pk := store.RecoveryPartitionKey
-	tests := []struct {
-		path, body string
-		want       bool
-	}{
-		{"/devstoreaccount1/sim1(PartitionKey='" + pk + "',RowKey='recovering')", "", true},
-		{"/devstoreaccount1/sim1", `{"PartitionKey":"` + pk + `","RowKey":"recovering","RecoveringUntil":"2026-12-01T10:00:00Z"}`, true},
-		{"/devstoreaccount1/sim1(PartitionKey='o-1',RowKey='status')", `{"PartitionKey":"o-1","RowKey":"status"}`, false},
-		{"/devstoreaccount1/sim1", `{"PartitionKey":"o-1","RowKey":"status","Status":"Created"}`, false},
-	}
-	for _, tt := range tests {
-		if got := IsRecoveryMarker(tt.path, []byte(tt.body)); got != tt.want {
-			t.Errorf("IsRecoveryMarker(%.60s, %.60s) = %v, want %v", tt.path, tt.body, got, tt.want)
 		}
 	}
 }

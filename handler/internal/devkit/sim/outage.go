@@ -17,10 +17,9 @@ import (
 const (
 	OutageTimeScale   = 30
 	OutageMaxDelivery = 5
-	// OutageRetryBudget is the in-call budget, on the broker's clock as
-	// the development host tells the handler (hostproto.HeaderClockRate):
-	// well below the 1-minute lock, and 250 ms of wall time at 30 times,
-	// orderfn.MinHostClockBudget.
+	// OutageRetryBudget is the in-call budget on the broker's clock: well
+	// below the 1-minute lock, and 250 ms of wall time at 30 times
+	// (MinWallBudget).
 	OutageRetryBudget = 7500 * time.Millisecond
 	OutageRetryBase   = 2 * time.Second
 	OutageRetryCap    = 20 * time.Second
@@ -94,9 +93,8 @@ func GenerateOutage(seed uint64, long bool) Schedule {
 	}
 	if f.Instances == 2 && !long {
 		// An instance added just after the table's return: it saw no
-		// failure of its own, so what the guard after the outage knows
-		// reaches it only through the fleet's recovery marker. Drawn
-		// last, so that the rest of the schedule is its seed's as before.
+		// failure of its own and takes sessions whose checks race their
+		// delayed Paid. Drawn last, so that the rest of the schedule is its seed's as before.
 		// Scale events are on the wall clock, and the run's drain waits
 		// for them: in a long schedule, whose drain skips through the
 		// outage's end, it would cost the run the outage in real time.
@@ -104,14 +102,12 @@ func GenerateOutage(seed uint64, long bool) Schedule {
 		f.Scale = append(f.Scale, ScaleEvent{At: end + g.between(0, 500*time.Millisecond), Action: scenario.ScaleAdd})
 	}
 	if !long && g.chance(50) {
-		// The returning wave delivered late, past the outage's horizon
-		// (every copy due, plus the margin): a paid order whose Paid
+		// The returning wave delivered late: a paid order whose Paid
 		// came in the outage and whose producer's check falls due just
-		// after the table's return. The check comes due before its
-		// Paid's copy and is delivered after the horizon, ahead of that
-		// copy in the session: the guard must go by when it came due.
-		// The bench's 30-minute outage cancelled two paid orders so,
-		// before it did. Drawn last, as the instance above.
+		// after the table's return, ahead of the Paid's copy in the
+		// session. The check cancels the order; the Paid, which occurred
+		// by the deadline, must supersede the cancellation. Drawn last,
+		// as the instance above.
 		f.HoldAfterReturn = OutageRetryCap + 5*OutageRetryBase
 		ord := Order{ID: fmt.Sprintf("o-%d", len(kinds)+1), Events: []order.Status{order.Created, order.Paid}}
 		created := g.between(0, o.Start)

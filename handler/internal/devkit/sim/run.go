@@ -34,6 +34,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
 	"github.com/orderstatus/orderstatus/handler/publish"
+	"slices"
 )
 
 // Env is what Run needs around it.
@@ -75,8 +76,9 @@ type Stats struct {
 	Replays         int // dead-lettered messages replayed
 	Writes          int // successful entity writes
 	Answers         int
-	// RacesPaid and RacesCancelled count the timeout races by outcome:
-	// Paid came first, or the timeout did.
+	// RacesPaid and RacesCancelled count the timeout races by which came
+	// first: Paid, or the timeout (whose cancellation the Paid then
+	// superseded).
 	RacesPaid, RacesCancelled int
 	// Instances counts OrderStatus's instances started (those at the
 	// start and those added; the sweeper's and the HTTP group's are not
@@ -193,8 +195,8 @@ func (r *run) setUp(ctx context.Context) error {
 	}
 	r.killArmed.Store(true)
 	p.OnAnswer(func(req *http.Request, status int) {
-		if !r.orderTable(req.URL.Path) || IsRecoveryMarker(req.URL.Path, faultproxy.RequestBody(req)) {
-			return // the sweeper's tables, and the recovery marker: no order's
+		if !r.orderTable(req.URL.Path) {
+			return // the sweeper's tables: no order's
 		}
 		w, ok := r.wire.Record(req.Method, req.URL.Path, status, faultproxy.RequestBody(req),
 			req.Header.Get("If-Match"), faultproxy.AnswerHeader(req).Get("ETag"))
@@ -233,10 +235,10 @@ func (r *run) setUp(ctx context.Context) error {
 			devhost.SettingStoreConnection: azurite.ConnectionString(p.Addr),
 			devhost.SettingStoreServiceURI: "",
 			config.EnvStoreTable:           r.table,
-			config.EnvRetryBudget:          f.RetryBudget.String(),
-			config.EnvRetryBase:            durationOr(f.RetryBase, RetryBase).String(),
-			config.EnvRetryCap:             durationOr(f.RetryCap, RetryCap).String(),
-			config.EnvRetryWindow:          durationOr(f.RetryWindow, RetryWindow).String(),
+			config.EnvRetryBudget:          f.wall(f.RetryBudget, MinWallBudget).String(),
+			config.EnvRetryBase:            f.wall(durationOr(f.RetryBase, RetryBase), 0).String(),
+			config.EnvRetryCap:             f.wall(durationOr(f.RetryCap, RetryCap), 0).String(),
+			config.EnvRetryWindow:          f.wall(durationOr(f.RetryWindow, RetryWindow), 0).String(),
 			config.EnvLogLevel:             "info",
 			// The real sweeper replays what the broker dead-lettered, at
 			// first sight (no cool-down), into tables of this run.
@@ -247,7 +249,6 @@ func (r *run) setUp(ctx context.Context) error {
 		Queues:             devhost.QueueOverrides{LockDuration: f.LockDuration, MaxDeliveryCount: f.MaxDelivery},
 		TimeScale:          1,
 		Clock:              r.clk,
-		SendClockRate:      true, // RetryBudget is on the broker's clock
 		HTTPAddr:           "off",
 		Stdout:             &r.stdout,
 		Stderr:             &r.stderr,
@@ -287,7 +288,7 @@ func (r *run) play(ctx context.Context) error {
 				return o.Mode
 			}
 		}
-		if IsEntityWrite(req.Method, req.URL.Path) && r.orderTable(req.URL.Path) && !IsRecoveryMarker(req.URL.Path, nil) && lose[r.writeReqs.Add(1)] {
+		if IsEntityWrite(req.Method, req.URL.Path) && r.orderTable(req.URL.Path) && lose[r.writeReqs.Add(1)] {
 			return faultproxy.LoseAnswer
 		}
 		return faultproxy.Pass
@@ -767,7 +768,7 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 		if ord.Timeout != RaceTimeout {
 			continue
 		}
-		if o.Rows[ord.ID].Status == order.Cancelled {
+		if slices.ContainsFunc(o.Writes, func(w Write) bool { return w.Order == ord.ID && w.Status == order.Cancelled }) {
 			st.RacesCancelled++
 		} else {
 			st.RacesPaid++

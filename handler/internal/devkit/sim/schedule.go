@@ -55,7 +55,8 @@ const (
 	NoTimeout TimeoutKind = iota
 	// RaceTimeout: the check is due close to when Paid is sent; either
 	// Paid wins (the check is Stale) or the check cancels the order
-	// first (Paid and every later event are parked InvalidTransition).
+	// first and Paid, which occurred by the deadline, supersedes the
+	// cancellation. Both end with the order's last event.
 	RaceTimeout
 	// UnpaidTimeout: the order is only created, and the check cancels it.
 	UnpaidTimeout
@@ -161,8 +162,8 @@ type Faults struct {
 	SessionIdleTimeout time.Duration
 	// TimeScale runs the broker's clock that many times faster than the
 	// wall clock (0 or 1: real time). Every duration of the schedule but
-	// LockExpiry is on the broker's clock (RetryBudget too: the
-	// development host sends the handler its clock's rate).
+	// LockExpiry is on the broker's clock; the handler's settings, which
+	// are real time, are given divided by it (Faults.wall).
 	TimeScale float64
 	// RetryBase, RetryCap and RetryWindow are ORDER_STATUS_RETRY_BASE,
 	// _CAP and _WINDOW (the broker's clock).
@@ -240,6 +241,20 @@ func (s Schedule) Order(id string) (Order, bool) {
 	}
 	return Order{}, false
 }
+
+// wall is d, a duration on the broker's clock, in the handler's real
+// time: divided by TimeScale, and never below least.
+func (f Faults) wall(d, least time.Duration) time.Duration {
+	if f.TimeScale > 1 {
+		d = time.Duration(float64(d) / f.TimeScale)
+	}
+	return max(d, least)
+}
+
+// MinWallBudget is the least in-call budget a scaled schedule gives the
+// handler: a loaded Azurite answers no faster for a faster broker clock,
+// and a budget below its latency would fail calls it was answering.
+const MinWallBudget = 250 * time.Millisecond
 
 // Settings of the generator.
 const (

@@ -22,8 +22,6 @@ type Store struct {
 	mu      sync.Mutex
 	rows    map[string]store.Row
 	version uint64
-	// recovering is the recovery marker (zero: none).
-	recovering time.Time
 }
 
 // New returns an empty Store.
@@ -100,6 +98,7 @@ func (s *Store) put(orderID string, st order.State) store.ETag {
 func normalize(st order.State) order.State {
 	st.OccurredAt = tick(st.OccurredAt)
 	st.UpdatedAt = tick(st.UpdatedAt)
+	st.Deadline = tick(st.Deadline)
 	return st
 }
 
@@ -118,31 +117,4 @@ func check(ctx context.Context, orderID string) error {
 		return errors.New("empty order id")
 	}
 	return nil
-}
-
-// RecoveringUntil returns the recovery marker (store.RecoveryPartitionKey),
-// the zero time when there is none. It fails only when ctx is done.
-func (s *Store) RecoveringUntil(ctx context.Context) (time.Time, error) {
-	if err := ctx.Err(); err != nil {
-		return time.Time{}, fmt.Errorf("memstore: read the recovery marker: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.recovering, nil
-}
-
-// RaiseRecovering moves the recovery marker to store.RecoveryTime(until)
-// unless it is at that time or later already, and returns the marker as it
-// is then (never earlier than until). It fails only when ctx is done.
-func (s *Store) RaiseRecovering(ctx context.Context, until time.Time) (time.Time, error) {
-	if err := ctx.Err(); err != nil {
-		return time.Time{}, fmt.Errorf("memstore: raise the recovery marker: %w", err)
-	}
-	until = store.RecoveryTime(until)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if until.After(s.recovering) {
-		s.recovering = until
-	}
-	return s.recovering, nil
 }

@@ -9,9 +9,8 @@ import (
 )
 
 var (
-	_ storetest.Backend        = (*memstore.Store)(nil)
-	_ orderstate.Backend       = (*memstore.Store)(nil)
-	_ storetest.RecoveryMarker = (*memstore.Store)(nil)
+	_ storetest.Backend  = (*memstore.Store)(nil)
+	_ orderstate.Backend = (*memstore.Store)(nil)
 )
 
 func TestConformance(t *testing.T) {

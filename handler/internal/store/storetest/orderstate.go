@@ -20,9 +20,16 @@ type step struct {
 	created int64
 	status  order.Status
 	seq     int64
+	late    bool // occurred an hour after the usual time: past a payment deadline
 }
 
 func upd(status order.Status, seq int64) step { return step{status: status, seq: seq} }
+
+// updLate is upd occurred an hour later, past the Created's payment
+// deadline (the default 30 minutes).
+func updLate(status order.Status, seq int64) step {
+	return step{status: status, seq: seq, late: true}
+}
 
 var expire = step{expire: true}
 
@@ -62,7 +69,11 @@ func do(t *testing.T, svc *orderstate.Service, orderID string, s step) (ordersta
 	if s.expire {
 		return svc.ExpireIfUnpaid(ctxFor(t), orderID, s.created)
 	}
-	return svc.Apply(ctxFor(t), order.Update{OrderID: orderID, Status: s.status, Sequence: s.seq, OccurredAt: at(int(s.seq))})
+	occurred := at(int(s.seq))
+	if s.late {
+		occurred = occurred.Add(time.Hour)
+	}
+	return svc.Apply(ctxFor(t), order.Update{OrderID: orderID, Status: s.status, Sequence: s.seq, OccurredAt: occurred})
 }
 
 func mustDo(t *testing.T, svc *orderstate.Service, orderID string, steps ...step) {
@@ -99,6 +110,28 @@ func RunOrderState(t *testing.T, newBackend func(t *testing.T) Backend) {
 	t.Run("StaleCache", func(t *testing.T) { testStaleCache(t, newBackend(t)) })
 	t.Run("LostAnswer", func(t *testing.T) { testLostAnswer(t, newBackend(t)) })
 	t.Run("InsertFirst", func(t *testing.T) { testInsertFirst(t, newBackend(t)) })
+	t.Run("Deadline", func(t *testing.T) { testDeadline(t, newBackend(t)) })
+}
+
+// testDeadline: a timeout's cancellation stores its deadline (the
+// Created's occurredAt plus the payment timeout, at the store's
+// precision) and a fresh service reads it back; the change that
+// supersedes the cancellation clears it.
+func testDeadline(t *testing.T, b Backend) {
+	svc := orderstate.New(b, &orderstate.Options{Now: clock(), PaymentTimeout: 20 * time.Second})
+	mustDo(t, svc, "o-deadline", upd(order.Created, 1), expire)
+	row, err := b.Get(ctxFor(t), "o-deadline")
+	want := at(1).Add(20 * time.Second)
+	if err != nil || row.State.Status != order.Cancelled || !row.State.Deadline.Equal(want) || !row.State.TimedOut() {
+		t.Fatalf("after the timeout: %+v, %v; want Cancelled with the deadline %s", row.State, err, want)
+	}
+	cold := orderstate.New(b, &orderstate.Options{Now: clock(), PaymentTimeout: 20 * time.Second})
+	if out, err := cold.Apply(ctxFor(t), order.Update{OrderID: "o-deadline", Status: order.Paid, Sequence: 2, OccurredAt: want}); err != nil || out.Result != order.Applied {
+		t.Fatalf("a Paid at the deadline: %+v, %v; want Applied", out, err)
+	}
+	if row, err := b.Get(ctxFor(t), "o-deadline"); err != nil || row.State.Status != order.Paid || !row.State.Deadline.IsZero() {
+		t.Errorf("after the Paid: %+v, %v; want Paid with no deadline", row.State, err)
+	}
 }
 
 func testApplyMatrix(t *testing.T, b Backend) {
@@ -140,8 +173,14 @@ func testApplyMatrix(t *testing.T, b Backend) {
 			want: order.Stale, wantRow: &rowWant{order.Created, 3}},
 		{name: "expire the newer Created", before: []step{upd(order.Created, 1), upd(order.Created, 3)}, do: expireOf(3),
 			want: order.Applied, wantRow: &rowWant{order.Cancelled, 3}},
-		{name: "paid after cancel", before: []step{upd(order.Created, 1), expire}, do: upd(order.Paid, 2),
+		{name: "paid in time after the timeout supersedes it", before: []step{upd(order.Created, 1), expire}, do: upd(order.Paid, 2),
+			want: order.Applied, wantRow: &rowWant{order.Paid, 2}},
+		{name: "shipped in time after the timeout supersedes it", before: []step{upd(order.Created, 1), expire}, do: upd(order.Shipped, 3),
+			want: order.Applied, wantGap: 1, wantRow: &rowWant{order.Shipped, 3}},
+		{name: "paid past the deadline after the timeout", before: []step{upd(order.Created, 1), expire}, do: updLate(order.Paid, 2),
 			want: order.InvalidTransition, wantRow: &rowWant{order.Cancelled, 1}, wantReason: order.ReasonInvalidTransition},
+		{name: "paid after a producer's cancel", before: []step{upd(order.Created, 1), upd(order.Cancelled, 2)}, do: upd(order.Paid, 3),
+			want: order.InvalidTransition, wantRow: &rowWant{order.Cancelled, 2}, wantReason: order.ReasonInvalidTransition},
 	}
 	for i, tt := range tests {
 		// warm: the service that handled the earlier messages (cache
@@ -258,9 +297,12 @@ func testStaleCache(t *testing.T, b Backend) {
 		{"B delivered",
 			[]step{upd(order.Created, 1), upd(order.Paid, 2)}, []step{upd(order.Delivered, 3)},
 			upd(order.Shipped, 4), order.InvalidTransition, rowWant{order.Delivered, 3}, 1},
-		{"B expired the unpaid order",
+		{"B expired the order, A applies its Paid, in time",
 			[]step{upd(order.Created, 1)}, []step{expire},
-			upd(order.Paid, 2), order.InvalidTransition, rowWant{order.Cancelled, 1}, 1},
+			upd(order.Paid, 2), order.Applied, rowWant{order.Paid, 2}, 1},
+		{"B expired the order, A applies its Paid, too late",
+			[]step{upd(order.Created, 1)}, []step{expire},
+			updLate(order.Paid, 2), order.InvalidTransition, rowWant{order.Cancelled, 1}, 1},
 		{"B expired, A expires too",
 			[]step{upd(order.Created, 1)}, []step{expire},
 			expire, order.Stale, rowWant{order.Cancelled, 1}, 0},

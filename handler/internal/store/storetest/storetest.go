@@ -24,13 +24,11 @@ type Backend interface {
 	Replace(ctx context.Context, orderID string, s order.State, etag store.ETag) (store.ETag, error)
 }
 
-// Run runs the whole suite, the recovery marker's included (the backend
-// must implement RecoveryMarker). newBackend returns an empty backend (for a real
+// Run runs the whole suite. newBackend returns an empty backend (for a real
 // service: a fresh table) and may call t.Skip or t.Fatal.
 func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 	t.Run("Store", func(t *testing.T) { RunStore(t, newBackend) })
 	t.Run("OrderState", func(t *testing.T) { RunOrderState(t, newBackend) })
-	t.Run("RecoveryMarker", func(t *testing.T) { RunRecoveryMarker(t, newBackend) })
 }
 
 // ctxFor returns a context bounded well below the test timeout.

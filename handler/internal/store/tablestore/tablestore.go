@@ -33,6 +33,7 @@ const (
 	colLastSequence = "LastSequence"
 	colOccurredAt   = "OccurredAt"
 	colUpdatedAt    = "UpdatedAt"
+	colDeadline     = "PaymentDeadline"
 )
 
 // DefaultCallTimeout bounds each SDK call (its retries included) unless
@@ -288,6 +289,8 @@ type entity struct {
 	OccurredAtType   string                `json:"OccurredAt@odata.type,omitempty"`
 	UpdatedAt        *aztables.EDMDateTime `json:"UpdatedAt,omitempty"`
 	UpdatedAtType    string                `json:"UpdatedAt@odata.type,omitempty"`
+	Deadline         *aztables.EDMDateTime `json:"PaymentDeadline,omitempty"`
+	DeadlineType     string                `json:"PaymentDeadline@odata.type,omitempty"`
 }
 
 // encode builds the entity JSON: the keys as they are (aztables.EDMEntity
@@ -306,6 +309,10 @@ func encode(orderID string, st order.State) ([]byte, error) {
 	if !st.UpdatedAt.IsZero() {
 		t := aztables.EDMDateTime(st.UpdatedAt.UTC())
 		e.UpdatedAt, e.UpdatedAtType = &t, "Edm.DateTime"
+	}
+	if !st.Deadline.IsZero() {
+		t := aztables.EDMDateTime(st.Deadline.UTC())
+		e.Deadline, e.DeadlineType = &t, "Edm.DateTime"
 	}
 	return json.Marshal(e)
 }
@@ -331,7 +338,7 @@ func decode(orderID string, body []byte, etag store.ETag) (store.Row, error) {
 	default:
 		return store.Row{}, fmt.Errorf("decode entity: %s is %T, want Edm.Int64", colLastSequence, v)
 	}
-	for col, dst := range map[string]*time.Time{colOccurredAt: &row.State.OccurredAt, colUpdatedAt: &row.State.UpdatedAt} {
+	for col, dst := range map[string]*time.Time{colOccurredAt: &row.State.OccurredAt, colUpdatedAt: &row.State.UpdatedAt, colDeadline: &row.State.Deadline} {
 		switch v := e.Properties[col].(type) {
 		case nil:
 		case aztables.EDMDateTime:

@@ -22,9 +22,8 @@ import (
 )
 
 var (
-	_ storetest.Backend        = (*tablestore.Store)(nil)
-	_ orderstate.Backend       = (*tablestore.Store)(nil)
-	_ storetest.RecoveryMarker = (*tablestore.Store)(nil)
+	_ storetest.Backend  = (*tablestore.Store)(nil)
+	_ orderstate.Backend = (*tablestore.Store)(nil)
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -66,7 +65,6 @@ func TestConcurrentDelivery(t *testing.T) {
 	}
 	storetest.RunConcurrentDelivery(t, hostA, hostB)
 	storetest.RunLockstepDelivery(t, hostA, hostB)
-	t.Run("RecoveryMarker", func(t *testing.T) { storetest.RunRecoveryRace(t, hostA, hostB) })
 }
 
 func TestEnsureTableIdempotent(t *testing.T) {

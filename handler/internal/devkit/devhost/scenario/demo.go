@@ -32,15 +32,19 @@ const (
 	DemoQuietEnd = 6 * time.Hour
 )
 
-// The demo's fixed delays, on the development host's clock.
+// The demo's fixed delays. Every order of the demo's day was created hours
+// before it is played, so its payment timeout (contract.PaymentTimeout)
+// has passed: the handler schedules each Created's check at once, and the
+// producer's own checks come a few seconds after they are sent.
 const (
-	// PaymentTimeout is when the payment timeout check of an order fires
-	// after its creation.
-	PaymentTimeout = contract.PaymentTimeout
-	// LateReplayAfter is when the demo's late replays are sent: past the
-	// queue's 10 minute duplicate detection window, so the handler (not
-	// the broker) must recognise them.
-	LateReplayAfter = 11 * time.Minute
+	// CheckAfter is how long after it is sent the producer's payment
+	// timeout check of an order fires.
+	CheckAfter = 10 * time.Second
+	// LateReplayAfter is when the demo's late replays are sent. A late
+	// replay has a MessageId of its own (<MessageId>:late, as a producer
+	// that rebuilt the message sends it), so the broker's duplicate
+	// detection does not drop it and the handler must recognise it.
+	LateReplayAfter = 5 * time.Second
 )
 
 // Demo generates the built-in workload, deterministic for a seed:
@@ -51,13 +55,14 @@ const (
 //     interleaved across orders;
 //   - producer reordering: in about one order in ten two neighbouring
 //     events are sent in the wrong sequence order;
-//   - about 5% duplicate sends with the same MessageId: half right away
+//   - about 5% duplicate sends: half right away with the same MessageId
 //     (dropped by the broker's duplicate detection), half as a late replay
-//     after LateReplayAfter (answered Duplicate or Stale by the handler);
-//   - about 5% unpaid orders (Created only) whose PaymentTimeoutCheck,
-//     MessageId <order>:payment-timeout, is scheduled PaymentTimeout after
-//     creation and cancels them, and two paid orders whose timeout still
-//     fires (Stale);
+//     after LateReplayAfter with a MessageId of its own (answered Duplicate
+//     or Stale by the handler);
+//   - about 5% unpaid orders (Created only), which the handler's own
+//     check cancels; the producer also schedules their
+//     PaymentTimeoutCheck, CheckAfter after it is sent (Stale by then),
+//     and that of two paid orders (Stale);
 //   - a few poison messages: a body that is not JSON, an unknown subject,
 //     a body whose orderId is not the session's, and an update after
 //     Delivered (InvalidTransition).
@@ -189,6 +194,7 @@ func Demo(o DemoOptions) []Line {
 				out = append(out, l) // a producer retry: the broker drops it
 			} else {
 				r := l
+				r.MessageID += ":late"
 				r.SendAfter = LateReplayAfter
 				late = append(late, r)
 			}
@@ -259,13 +265,13 @@ func (demo) update(bodyOrder, sessionID string, st order.Status, seq int64, at t
 }
 
 // timeout is the producer's PaymentTimeoutCheck of the order's Created of
-// sequence createdSeq, scheduled PaymentTimeout after it is sent.
+// sequence createdSeq, scheduled CheckAfter after it is sent.
 func (demo) timeout(id string, createdSeq int64) Line {
 	m, err := publish.TimeoutMessageFor(id, createdSeq)
 	if err != nil {
 		panic("scenario: demo timeout: " + err.Error()) // the demo's ids are valid
 	}
 	l := FromMessage(broker.Message(m))
-	l.ScheduleAfter = PaymentTimeout
+	l.ScheduleAfter = CheckAfter
 	return l
 }

@@ -253,7 +253,7 @@ func TestDemo(t *testing.T) {
 		switch l.Subject {
 		case order.SubjectPaymentTimeout:
 			timeouts++
-			if l.ScheduleAfter != PaymentTimeout || l.MessageID != contract.TimeoutMessageID(l.SessionID, 1) {
+			if l.ScheduleAfter != CheckAfter || l.MessageID != contract.TimeoutMessageID(l.SessionID, 1) {
 				t.Errorf("timeout line: got %+v", l)
 			}
 		case order.SubjectStatusChanged:
