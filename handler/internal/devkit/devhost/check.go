@@ -115,7 +115,8 @@ func outageParked(reason string) bool {
 //     else is accepted). That answer is accepted only when the order's row
 //     was read and covers the message: its LastSequence is at least the
 //     one the message produced, and for a payment timeout the row is
-//     Cancelled. When a later message superseded this one, the row cannot
+//     Cancelled or a payment made by the deadline superseded it. When a
+//     later message superseded this one, the row cannot
 //     tell its write from a write never made (check 4 still judges the row
 //     as a whole); only the storage traffic can, which the simulation
 //     checks. Later deliveries are not judged: an earlier attempt may
@@ -187,6 +188,11 @@ func Check(in CheckInput) []string {
 			windowParked[p.ParkedID] = true
 		}
 	}
+	type pending struct {
+		c   Completion
+		seq int64
+	}
+	var superseded []pending
 	for _, c := range in.Completions {
 		if c.Result == resultRescheduled || (c.Result == resultParked && windowParked[msgid.Derive(c.MessageID, ":parked")]) {
 			continue
@@ -202,8 +208,20 @@ func Check(in CheckInput) []string {
 		if reason != "" && (!deadSession || reason != order.ReasonInvalidTransition) {
 			wantParked[c.MessageID] = reason
 		}
-		if c.DeliveryCount == 1 && c.Result != want && !deadSession && !foundOwnWrite(c, want, e.state, in, now) && !behindCache(c, want, in) {
+		if c.DeliveryCount != 1 || c.Result == want || deadSession || behindCache(c, want, in) {
+			continue
+		}
+		if !foundOwnWrite(c, want, e.state, in, now) {
 			add("message %s (first delivery): handler answered %s, want %s", c.MessageID, c.Result, want)
+		} else if seq := supersededAt(c, e.state, in); seq > 0 {
+			superseded = append(superseded, pending{c, seq})
+		}
+	}
+	// A payment timeout that found its cancellation superseded is right
+	// only if the fold, too, moved past it.
+	for _, p := range superseded {
+		if e := folds[p.c.SessionID]; e.state == nil || e.state.LastSequence <= p.seq {
+			add("message %s (first delivery): handler answered %s, want %s", p.c.MessageID, p.c.Result, order.Applied)
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(folds)) {
@@ -286,7 +304,18 @@ func foundOwnWrite(c Completion, want string, after *order.State, in CheckInput,
 	if !in.Queried[c.SessionID] || !found || row.LastSequence < after.LastSequence {
 		return false
 	}
-	return c.Subject != order.SubjectPaymentTimeout || row.Status == string(order.Cancelled)
+	return c.Subject != order.SubjectPaymentTimeout || row.Status == string(order.Cancelled) || row.LastSequence > after.LastSequence
+}
+
+// supersededAt reports, for a payment timeout accepted by foundOwnWrite
+// whose row is no longer Cancelled, the sequence a later message of the
+// fold must pass: a payment made by the deadline superseded the
+// cancellation. Zero when nothing more is needed.
+func supersededAt(c Completion, after *order.State, in CheckInput) int64 {
+	if c.Subject != order.SubjectPaymentTimeout || in.Orders[c.SessionID].Status == string(order.Cancelled) {
+		return 0
+	}
+	return after.LastSequence
 }
 
 // behindCache reports the answer CheckInput.Instances describes: Duplicate

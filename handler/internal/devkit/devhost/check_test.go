@@ -157,6 +157,19 @@ func TestCheck(t *testing.T) {
 			nil,
 		},
 		{
+			"own write found: a payment timeout answered Stale, a payment in time superseded it", func(in *CheckInput) {
+				in.Completions[0].Body = []byte(`{"orderId":"o-1","status":"Created","sequence":1,"occurredAt":"2026-11-29T10:01:00Z"}`)
+				in.Completions = append(in.Completions,
+					timeoutFor("o-1", "Stale"), // its Cancelled/1 went through, its answer was lost; the read found Paid
+					Completion{Queue: "order-status", SessionID: "o-1", MessageID: "o-1:4", Subject: "OrderStatusChanged",
+						Body:          []byte(`{"orderId":"o-1","status":"Delivered","sequence":4,"occurredAt":"2026-11-29T10:02:00Z"}`),
+						DeliveryCount: 1, Result: "Applied"})
+				in.SentIDs["o-1:payment-timeout"], in.SentIDs["o-1:4"] = true, true
+				in.Orders["o-1"] = OrderRow{Status: "Delivered", LastSequence: 4}
+			},
+			nil,
+		},
+		{
 			"a status change answered Stale where the fold says Applied", func(in *CheckInput) {
 				in.Completions[2].Result = "Stale" // never the answer to one's own write of a status change
 			},
@@ -341,9 +354,9 @@ func TestCheckSessionsWithDeadLetters(t *testing.T) {
 				delete(in.SentIDs, "o-5:2")
 			},
 			[]string{
-				"message o-4:payment-timeout (first delivery): handler answered Stale, want Applied",
 				"message o-5:3 (first delivery): handler answered Parked, want Applied",
 				"message o-4:3 (first delivery): handler answered Applied, want Parked",
+				"message o-4:payment-timeout (first delivery): handler answered Stale, want Applied", // its row moved on, the fold did not
 				"order o-4: row Shipped/3, want Cancelled/1",
 				"order o-5: row Cancelled/2, want Paid/3",
 				"message o-4:3: want it parked (InvalidTransition), it was not",
