@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -64,4 +67,52 @@ func TestPublicPackagesImportNothingInternal(t *testing.T) {
 			t.Errorf("a public package links %s", strings.TrimPrefix(p, module))
 		}
 	}
+}
+
+// MaxDeployedFileLines bounds every non-test file of the deployed
+// packages: a file longer than this does more than one thing.
+const MaxDeployedFileLines = 600
+
+// scaledClockWords name the development host's scaled clock and the
+// headers it once sent: none may appear in the deployed packages' code,
+// which runs in real time only (docs/outages.md, "Real time only").
+var scaledClockWords = []string{"X-Orderstatus", "ClockRate", "Clock-Rate", "TimeScale", "ScaledClock", "Scaled("}
+
+// TestDeployedPackagesSize: no file of the packages the deployed binary
+// links is over MaxDeployedFileLines, and none names the scaled clock. It
+// logs the packages' own lines, comments included (go test -v -run
+// TestDeployedPackagesSize ./handler/).
+func TestDeployedPackagesSize(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}|{{.Dir}}|{{join .GoFiles \" \"}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	total, files := 0, 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		parts := strings.SplitN(line, "|", 3)
+		if len(parts) != 3 || !strings.HasPrefix(parts[0], module) {
+			continue
+		}
+		for _, f := range strings.Fields(parts[2]) {
+			b, err := os.ReadFile(filepath.Join(parts[1], f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := bytes.Count(b, []byte("\n"))
+			total, files = total+n, files+1
+			rel := strings.TrimPrefix(parts[0], module) + "/" + f
+			if n > MaxDeployedFileLines {
+				t.Errorf("%s: %d lines, over %d: split it by job", rel, n, MaxDeployedFileLines)
+			}
+			for _, w := range scaledClockWords {
+				if bytes.Contains(b, []byte(w)) {
+					t.Errorf("%s names %q: the deployed code runs in real time only", rel, w)
+				}
+			}
+		}
+	}
+	if files < 20 {
+		t.Fatalf("go list found %d files in the deployed packages: the check saw nothing", files)
+	}
+	t.Logf("the deployed packages: %d files, %d lines", files, total)
 }

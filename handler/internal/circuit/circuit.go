@@ -9,6 +9,8 @@
 package circuit
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -107,7 +109,7 @@ func (b *Breaker) Allow() (t Ticket, ok bool) {
 	if closed {
 		return Ticket{b: b}, true
 	}
-	now := b.o.Now() // outside the lock: it may ask a broker for its clock
+	now := b.o.Now()
 	b.mu.Lock()
 	if b.state == Closed {
 		b.mu.Unlock()
@@ -135,7 +137,7 @@ func (t Ticket) Done(failed bool) {
 	b := t.b
 	var now time.Time
 	if failed {
-		now = b.o.Now() // outside the lock, as in Allow
+		now = b.o.Now()
 	}
 	b.mu.Lock()
 	from := b.state
@@ -192,3 +194,46 @@ func (b *Breaker) notify(from, to State) {
 		f(from, to)
 	}
 }
+
+// ErrOpen is the error of a call Guard refused: the breaker is open.
+var ErrOpen = errors.New("circuit open: the order store is failing")
+
+// Guard is the breaker as middleware around next. A call it refuses
+// fails with ErrOpen without calling next. A probe's context goes through
+// single first, so that the probe makes one attempt (retry.Once). Each
+// allowed call's outcome is reported: failed says whether an error is a
+// store failure, aborted whether it says nothing about the store (a call
+// cut short). A nil b guards nothing.
+func Guard[T any](b *Breaker, failed, aborted func(error) bool, single func(context.Context) context.Context) func(next func(context.Context) (T, error)) func(context.Context) (T, error) {
+	return func(next func(context.Context) (T, error)) func(context.Context) (T, error) {
+		if b == nil {
+			return next
+		}
+		return func(ctx context.Context) (T, error) {
+			t, ok := b.Allow()
+			switch {
+			case !ok && ctx.Value(forceKey{}) != nil:
+				return next(single(ctx)) // one attempt, and no word to the breaker
+			case !ok:
+				var zero T
+				return zero, ErrOpen
+			case t.Probe():
+				ctx = single(ctx)
+			}
+			v, err := next(ctx)
+			if err != nil && !failed(err) && aborted(err) {
+				t.Abort()
+			} else {
+				t.Done(err != nil && failed(err))
+			}
+			return v, err
+		}
+	}
+}
+
+type forceKey struct{}
+
+// Force marks ctx so that Guard lets the call through while open, as one
+// attempt that is not a probe: for a caller that must not act on the
+// breaker's word alone (one about to park a message past its window).
+func Force(ctx context.Context) context.Context { return context.WithValue(ctx, forceKey{}, true) }

@@ -1,6 +1,8 @@
 package circuit
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -148,5 +150,57 @@ func TestAbortedProbe(t *testing.T) {
 	}
 	if next, ok := b.Allow(); !ok || !next.Probe() {
 		t.Fatal("the probe slot was not freed")
+	}
+}
+
+func TestGuard(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
+	b := New(Options{Threshold: 2, ProbeInterval: 5 * time.Second, Now: clk.now})
+	down, cut := errors.New("store down"), context.Canceled
+	type singleKey struct{}
+	single := func(ctx context.Context) context.Context { return context.WithValue(ctx, singleKey{}, true) }
+	var fail error // what the next call returns
+	calls, singles := 0, 0
+	op := Guard[int](b, func(err error) bool { return errors.Is(err, down) }, func(err error) bool { return errors.Is(err, cut) }, single)(
+		func(ctx context.Context) (int, error) {
+			calls++
+			if ctx.Value(singleKey{}) != nil {
+				singles++
+			}
+			return 1, fail
+		})
+	call := func(ctx context.Context, err error) error { fail = err; _, e := op(ctx); return e }
+
+	steps := []struct {
+		name       string
+		ctx        context.Context
+		fail       error
+		advance    time.Duration
+		wantErr    error
+		wantState  State
+		wantCalls  int
+		wantSingle int
+	}{
+		{"closed: the call goes through", context.Background(), nil, 0, nil, Closed, 1, 0},
+		{"a failure below the threshold", context.Background(), down, 0, down, Closed, 2, 0},
+		{"the second opens it", context.Background(), down, 0, down, Open, 3, 0},
+		{"open: refused, next not called", context.Background(), nil, 0, ErrOpen, Open, 3, 0},
+		{"forced: one attempt, the breaker not told", Force(context.Background()), nil, 0, nil, Open, 4, 1},
+		{"a probe cut short frees its slot", context.Background(), cut, 5 * time.Second, cut, Open, 5, 2},
+		{"the next probe may go at once and closes it", context.Background(), nil, 0, nil, Closed, 6, 3},
+	}
+	for _, s := range steps {
+		clk.add(s.advance)
+		if err := call(s.ctx, s.fail); !errors.Is(err, s.wantErr) || (s.wantErr == nil && err != nil) {
+			t.Fatalf("%s: error %v, want %v", s.name, err, s.wantErr)
+		}
+		if b.State() != s.wantState || calls != s.wantCalls || singles != s.wantSingle {
+			t.Fatalf("%s: state %s, calls %d (single %d); want %s, %d (%d)", s.name, b.State(), calls, singles, s.wantState, s.wantCalls, s.wantSingle)
+		}
+	}
+	if got := Guard[int](nil, nil, nil, nil)(func(context.Context) (int, error) { return 7, nil }); got == nil {
+		t.Fatal("a nil breaker's Guard returned no op")
+	} else if v, err := got(context.Background()); v != 7 || err != nil {
+		t.Errorf("a nil breaker's Guard: %d, %v; want 7, nil", v, err)
 	}
 }

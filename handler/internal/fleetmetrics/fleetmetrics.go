@@ -28,8 +28,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/orderstatus/orderstatus/handler/internal/clock"
 )
 
 // Msg is the msg of every report line.
@@ -60,8 +58,8 @@ type Series struct {
 type Options struct {
 	// Interval between reports (default DefaultInterval).
 	Interval time.Duration
-	// Clock runs Run's ticks and measures interval_s (default the wall clock).
-	Clock clock.Clock
+	// Now measures interval_s (default time.Now).
+	Now func() time.Time
 	// Prefix selects the metric families reported by name (default
 	// "orderstatus_"): the Go runtime and process collectors stay local.
 	Prefix string
@@ -88,25 +86,25 @@ func New(g prometheus.Gatherer, log *slog.Logger, opts *Options) *Reporter {
 	if o.Interval <= 0 {
 		o.Interval = DefaultInterval
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real()
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.Prefix == "" {
 		o.Prefix = "orderstatus_"
 	}
-	return &Reporter{g: g, log: log, opts: o, last: map[string]Series{}, lastAt: o.Clock.Now()}
+	return &Reporter{g: g, log: log, opts: o, last: map[string]Series{}, lastAt: o.Now()}
 }
 
 // Run reports every Interval until ctx ends. It does not report at the
 // end: call Flush once the last call has been answered.
 func (r *Reporter) Run(ctx context.Context) {
+	t := time.NewTicker(r.opts.Interval)
+	defer t.Stop()
 	for {
-		t := r.opts.Clock.NewTimer(r.opts.Interval)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return
-		case <-t.C():
+		case <-t.C:
 			r.Flush()
 		}
 	}
@@ -118,7 +116,7 @@ func (r *Reporter) Run(ctx context.Context) {
 func (r *Reporter) Flush() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := r.opts.Clock.Now()
+	now := r.opts.Now()
 	cur, err := r.gather()
 	if err != nil {
 		r.log.Warn("fleet metrics not gathered; the increase is reported next time", slog.String("error", err.Error()))

@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/orderstatus/orderstatus/handler/internal/clock"
 )
 
 // line is one report line as KQL reads it.
@@ -71,8 +70,8 @@ func newInstruments() instruments {
 func TestFlushReportsIncreasesOnly(t *testing.T) {
 	in := newInstruments()
 	var out bytes.Buffer
-	clk := clock.Scaled(1)
-	r := New(in.reg, slog.New(slog.NewJSONHandler(&out, nil)).With("instance_id", "i-1"), &Options{Clock: clk})
+	clk := &fakeNow{t: time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)}
+	r := New(in.reg, slog.New(slog.NewJSONHandler(&out, nil)).With("instance_id", "i-1"), &Options{Now: clk.now})
 
 	in.messages.WithLabelValues("OrderStatusChanged", "Applied").Add(3)
 	in.lag.WithLabelValues("enqueued_to_settled").Observe(0.5)
@@ -196,8 +195,7 @@ func TestLongReportsAreSplit(t *testing.T) {
 func TestRunReportsEveryInterval(t *testing.T) {
 	in := newInstruments()
 	var out syncBuffer
-	clk := clock.Scaled(1)
-	r := New(in.reg, slog.New(slog.NewJSONHandler(&out, nil)), &Options{Clock: clk, Interval: time.Minute})
+	r := New(in.reg, slog.New(slog.NewJSONHandler(&out, nil)), &Options{Interval: 5 * time.Millisecond})
 	ctx, cancel := contextWithCancel(t)
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
@@ -207,9 +205,19 @@ func TestRunReportsEveryInterval(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("no report after the interval passed")
 		}
-		clk.Advance(time.Minute) // a timer armed after this waits for the next one
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
 	<-done
 }
+
+// fakeNow is a clock the test moves.
+type fakeNow struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeNow) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+// Advance moves the clock on by d.
+func (c *fakeNow) Advance(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }

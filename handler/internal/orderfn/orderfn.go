@@ -1,34 +1,21 @@
 // Package orderfn is the OrderStatus function: it decodes the Functions
-// host's invocation, validates the message, applies it to the store (or
-// parks it), and answers so that the host settles the message correctly.
+// host's invocation, applies the message to the store (or parks it), and
+// answers so that the host settles the message correctly.
 //
 // The answer is the settlement. 200 completes the message, so it is given
 // only when the effect is durable: applied, proven duplicate or stale,
-// parked on the poison queue, or rescheduled (a copy scheduled for later,
-// see package reschedule). Everything else (a failed park or schedule,
-// shutdown, a malformed invocation, and with rescheduling off a storage
-// outage longer than the retry budget) is answered 5xx, so the host
-// abandons and Service Bus redelivers or, past the max delivery count,
-// dead-letters.
+// parked on the poison queue, or rescheduled as a copy for later. All else
+// (a failed park or schedule, shutdown, a malformed invocation) is
+// answered 5xx: the host abandons, and Service Bus redelivers or, past
+// the max delivery count, dead-letters.
 //
-// With rescheduling on (Options.Reschedule), a message that still fails
-// transiently after the in-call budget is scheduled again as a copy at now
-// plus a backoff, and answered 200 once the broker accepted the copy; past
-// the retry window it is parked (RetryWindowExceeded) with its last error.
-// A per-instance circuit breaker (Options.Breaker) stops sending every call
-// to a failing store: while it is open, messages are rescheduled at once
-// and one probe at a time tries the store. A PaymentTimeoutCheck for an
-// order with no row yet, or a row behind the Created it names, is
-// rescheduled the same way until that Created appears (OrderNeverCreated
-// past the window), and applying an order's Created makes sure that
-// Created's own PaymentTimeoutCheck is scheduled, so every unpaid order
-// expires whatever its producers did. A check cancels only while the
-// Created it names is in effect; one of the older form, which names
-// none, once the Created in effect is due. A check never waits for the
-// order's other messages: a Paid that occurred by the deadline supersedes
-// the cancellation when it comes (order.Decide), so a change without an
-// occurredAt is judged by when its first message was enqueued
-// (reschedule.FirstEnqueued).
+// The core apply is wrapped in middleware, each in its own package:
+// in-call retries (retry.Wrap) behind the store's circuit breaker
+// (circuit.Guard); a failure that outlasts them becomes a scheduled copy
+// (reschedule), parked past the retry window. Applying a Created makes
+// sure its PaymentTimeoutCheck is scheduled (checks.go), so every unpaid
+// order expires whatever its producers did. The log line, the metrics and
+// the host's answer are written in report.go.
 package orderfn
 
 import (
@@ -38,7 +25,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
@@ -46,7 +32,6 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/circuit"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
-	"github.com/orderstatus/orderstatus/handler/internal/logging"
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
@@ -76,11 +61,11 @@ type Parker interface {
 // Rescheduler schedules a copy of a failing message for later, and an
 // order's PaymentTimeoutCheck (reschedule.Rescheduler).
 type Rescheduler interface {
+	// Decide tells, among the rest, whether o is past its retry window.
 	Decide(o reschedule.Original) (reschedule.Decision, error)
-	Schedule(ctx context.Context, o reschedule.Original, d reschedule.Decision, lastError string) (broker.Message, error)
-	// Restart is d with its backoff started over: due within the first
-	// backoff's bound of when it was decided.
-	Restart(d reschedule.Decision) reschedule.Decision
+	// Reschedule schedules o's next copy (its backoff started over when
+	// restart), or, past the window, says to park it.
+	Reschedule(ctx context.Context, o reschedule.Original, restart bool, lastError string) (reschedule.Decision, broker.Message, error)
 	// ScheduleCreatedCheck schedules the PaymentTimeoutCheck of an
 	// order's Created of sequence createdSeq, occurred at occurredAt
 	// (reschedule.Rescheduler.ScheduleCreatedCheck).
@@ -178,13 +163,9 @@ type Handler struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	opts    Options
-	// failStreak counts this process's store calls that failed in a
-	// row (each after its in-call retries); 0 after a success.
-	failStreak atomic.Int64
-	// answeredAt is when (UnixNano, on the rescheduling clock) a success
-	// last ended a run of store failures here: a copy scheduled before
-	// it that fails now starts its backoff over (Rescheduler.Restart).
-	answeredAt atomic.Int64
+	// runs tells when a failure starts a new run of store failures: its
+	// copy's backoff starts over.
+	runs reschedule.Runs
 }
 
 // New returns the OrderStatus handler. All arguments are required.
@@ -389,126 +370,12 @@ func traceAttrs(out outcome) []any {
 	return attrs
 }
 
-// createdHere reports whether the outcome leaves u's order Created at u's
-// sequence: u is the order's Created, applied now or before (a
-// redelivery, Duplicate, whose earlier answer may have failed before its
-// check was scheduled).
-func createdHere(u order.Update, res orderstate.Outcome) bool {
-	return u.Status == order.Created && (res.Result == order.Applied || res.Result == order.Duplicate) &&
-		res.State.Status == order.Created && res.State.LastSequence == u.Sequence
-}
-
-// ensureTimeout makes sure the PaymentTimeoutCheck of u (the order's
-// Created, MessageId <order>:payment-timeout-<u's sequence>), occurred at
-// occurredAt, is scheduled. The row is durable already; if the schedule
-// fails the call is answered 5xx, and the redelivery (Duplicate) schedules
-// it again. One whose occurredAt is ahead of the clock has its check
-// counted from now, and a warning line says by how much.
-func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMessage, out outcome, u order.Update, occurredAt time.Time) outcome {
-	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
-	defer cancel()
-	var sc reschedule.CheckScheduled
-	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
-		var err error
-		sc, err = h.opts.Reschedule.ScheduleCreatedCheck(ctx, u.OrderID, u.Sequence, occurredAt)
-		return err
-	}, func(a retry.Attempt) { h.retryLog("timeout_check", msg, &out, a) })
-	if sc.Skew > 0 {
-		h.log.Warn("Created's occurredAt ahead of the clock: its payment-timeout check counts from now",
-			append([]any{"order_id", u.OrderID, "message_id", msg.MessageID, "sequence", u.Sequence,
-				"occurred_at", u.OccurredAt.UTC().Format(time.RFC3339Nano), "skew_ms", sc.Skew.Milliseconds(),
-				"timeout_check_at", sc.At.UTC().Format(time.RFC3339Nano)}, traceAttrs(out)...)...)
-	}
-	if err != nil {
-		h.metrics.TimeoutChecks.WithLabelValues("failed").Inc()
-		out.result, out.err, out.httpStatus = ResultFailed, fmt.Errorf("schedule the payment timeout of %s: %w", u.OrderID, err), statusFor(err)
-		return out
-	}
-	h.metrics.TimeoutChecks.WithLabelValues("scheduled").Inc()
-	out.timeoutCheck = sc.At
-	return out
-}
-
 // original is what rescheduling keeps of msg.
 func original(msg hostproto.ServiceBusMessage) reschedule.Original {
 	return reschedule.Original{
 		MessageID: msg.MessageID, SessionID: msg.SessionID, SequenceNumber: msg.SequenceNumber,
 		Subject: msg.Subject, ContentType: msg.ContentType, CorrelationID: msg.CorrelationID,
 		EnqueuedTime: msg.EnqueuedTime, Body: msg.Body, ApplicationProperties: msg.ApplicationProperties,
-	}
-}
-
-// checkOnce is one attempt at a PaymentTimeoutCheck c: ExpireIfUnpaid,
-// which cancels the order only while the Created c names is in effect.
-// With rescheduling on, a check of the older form (CreatedSequence 0)
-// reads the row first, and is resultNotDue while the Created in effect is
-// not due (notDue). ExpireIfUnpaid decides again on the row it writes
-// over: a Created applied in between (by another instance, after this one
-// lost the session's lock) makes it Stale, never cancelled.
-func (h *Handler) checkOnce(ctx context.Context, c order.TimeoutCheck) (orderstate.Outcome, error) {
-	if c.CreatedSequence == 0 && h.opts.Reschedule != nil {
-		row, err := h.applier.Get(ctx, c.OrderID)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return orderstate.Outcome{Result: order.Stale, RoundTrips: 1}, nil
-		case err != nil:
-			return orderstate.Outcome{RoundTrips: 1}, err
-		case row.State.Status == order.Created && h.notDue(row.State):
-			return orderstate.Outcome{Result: resultNotDue, State: row.State, RoundTrips: 1}, nil
-		}
-		exp, err := h.applier.ExpireIfUnpaid(ctx, c.OrderID, 0)
-		exp.RoundTrips++
-		return exp, err
-	}
-	return h.applier.ExpireIfUnpaid(ctx, c.OrderID, c.CreatedSequence)
-}
-
-// OlderCheckSlack is how long before the Created in effect is due a check
-// of the older form (one that names no Created) may come and still be
-// taken for that Created's check: more than the clocks of a producer,
-// the handler and the broker differ by. An earlier one belongs to an
-// earlier Created of the order, created again since (or was scheduled
-// sooner than the payment timeout): it cancels nothing.
-const OlderCheckSlack = time.Minute
-
-// notDue reports whether the Created in effect, of state st, is due more
-// than OlderCheckSlack after now.
-func (h *Handler) notDue(st order.State) bool {
-	return st.OccurredAt.Add(h.opts.PaymentTimeout - OlderCheckSlack).After(h.opts.Reschedule.Now())
-}
-
-// ownCheck answers a check of the older form that found the Created in
-// effect, of state st, not due (resultNotDue): Stale, once that Created's
-// own check is scheduled (the one the handler scheduled when it applied
-// it, or, for a Created an older handler applied, the first), due when
-// that Created is (reschedule.Rescheduler.ScheduleCreatedCheck).
-func (h *Handler) ownCheck(call context.Context, msg hostproto.ServiceBusMessage, out outcome, st order.State) outcome {
-	u := order.Update{OrderID: out.orderID, Status: order.Created, Sequence: st.LastSequence, OccurredAt: st.OccurredAt}
-	out = h.ensureTimeout(call, msg, out, u, st.OccurredAt)
-	if out.err == nil {
-		out.result = string(order.Stale)
-		out.description = fmt.Sprintf("a check that names no Created, before the Created in effect (sequence %d) is due: that Created has its own check", st.LastSequence)
-	}
-	return out
-}
-
-// newRun reports whether the store failure of orig is one of a new run
-// here: the first failure after a success (out.fresh), or a copy
-// scheduled before a success last ended a run of failures.
-func (h *Handler) newRun(orig reschedule.Original, out outcome) bool {
-	if out.fresh {
-		return true
-	}
-	st := reschedule.StateOf(orig)
-	return !st.ScheduledAt.IsZero() && st.ScheduledAt.UnixNano() < h.answeredAt.Load()
-}
-
-// raiseTo moves v up to n (never down).
-func raiseTo(v *atomic.Int64, n int64) {
-	for {
-		if o := v.Load(); n <= o || v.CompareAndSwap(o, n) {
-			return
-		}
 	}
 }
 
@@ -529,53 +396,36 @@ func storeFailure(err error) bool {
 	return errors.Is(err, store.ErrTransient) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// apply runs op with in-call retries of transient failures until ctx's
-// deadline, behind the circuit breaker; with rescheduling on, a transient
+// apply runs op, the core apply, wrapped in its middleware: in-call
+// retries of transient failures until ctx's deadline (retry.Wrap) behind
+// the circuit breaker (circuit.Guard); with rescheduling on, a transient
 // failure (or an open breaker) becomes a scheduled copy.
-func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessage, out outcome, op func(context.Context) (orderstate.Outcome, error)) outcome {
-	policy := h.opts.Retry
-	var ticket circuit.Ticket
-	if b := h.opts.Breaker; b != nil {
-		t, ok := b.Allow()
-		switch {
-		case !ok && !h.pastWindow(msg):
-			return h.reschedule(call, msg, out, RescheduleCircuitOpen, order.ReasonRetryWindowExceeded, "circuit open: the order store is failing")
-		case !ok:
-			// Past its window a message is parked, but never on the
-			// breaker's word alone: it tries the store once itself.
-			policy.Budget = time.Nanosecond
-		default:
-			ticket = t
-			if t.Probe() {
-				// One attempt: the probe holds the only way to the store.
-				policy.Budget = time.Nanosecond
-			}
-		}
-	}
-	var res orderstate.Outcome
-	err := retry.Do(ctx, h.opts.Stop, policy, transient, func(ctx context.Context) error {
-		var err error
-		res, err = op(ctx)
+func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessage, out outcome, op retry.Op[orderstate.Outcome]) outcome {
+	counted := func(ctx context.Context) (orderstate.Outcome, error) {
+		res, err := op(ctx)
 		// Count every attempt's storage work, failed ones included.
 		out.roundTrips += res.RoundTrips
 		out.conflicts += res.Conflicts
 		out.cacheHit = out.cacheHit || res.CacheHit
-		return err
-	}, func(a retry.Attempt) { h.retryLog("apply", msg, &out, a) })
-	if err != nil && !storeFailure(err) && (errors.Is(err, context.Canceled) || h.opts.Stop.Err() != nil) {
-		ticket.Abort() // cut short: nothing learnt about the store
-	} else {
-		ticket.Done(storeFailure(err))
+		return res, err
+	}
+	aborted := func(err error) bool { return errors.Is(err, context.Canceled) || h.opts.Stop.Err() != nil }
+	guarded := circuit.Guard[orderstate.Outcome](h.opts.Breaker, storeFailure, aborted, retry.Once)(
+		retry.Wrap[orderstate.Outcome](h.opts.Stop, h.opts.Retry, transient, func(a retry.Attempt) { h.retryLog("apply", msg, &out, a) })(counted))
+	res, err := guarded(ctx)
+	if errors.Is(err, circuit.ErrOpen) {
+		if !h.pastWindow(msg) {
+			return h.reschedule(call, msg, out, RescheduleCircuitOpen, order.ReasonRetryWindowExceeded, err.Error())
+		}
+		// Past its window a message is parked, but never on the
+		// breaker's word alone: it tries the store once itself.
+		res, err = guarded(circuit.Force(ctx))
 	}
 	switch {
-	case err == nil && res.RoundTrips > 0:
-		// A load first: the hot path writes nothing shared.
-		if h.failStreak.Load() > 0 && h.failStreak.Swap(0) > 0 && h.opts.Reschedule != nil {
-			// The end of a run of failures.
-			raiseTo(&h.answeredAt, h.opts.Reschedule.Now().UnixNano())
-		}
+	case err == nil && res.RoundTrips > 0 && h.opts.Reschedule != nil:
+		h.runs.Answered(h.opts.Reschedule.Now())
 	case storeFailure(err):
-		out.fresh = h.failStreak.Add(1) == 1
+		out.fresh = h.runs.Failed()
 	}
 	if err != nil {
 		if h.opts.Reschedule != nil && statusFor(err) == http.StatusServiceUnavailable && h.opts.Stop.Err() == nil && call.Err() == nil {
@@ -611,19 +461,14 @@ func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessa
 	var d reschedule.Decision
 	var copied broker.Message
 	forStore := why == RescheduleTransient || why == RescheduleCircuitOpen
+	// The store answered this process since the message last failed
+	// (a new run): the backoff starts over, whatever the message's
+	// attempt (a copy back from a long outage would wait a whole cap
+	// again, and every check with it).
+	restart := forStore && h.runs.NewRun(orig, out.fresh)
 	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
 		var err error
-		if d, err = h.opts.Reschedule.Decide(orig); err != nil || d.Park {
-			return err
-		}
-		if forStore && h.newRun(orig, out) {
-			// The store answered this process since the message last
-			// failed: the backoff starts over, whatever the message's
-			// attempt (a copy back from a long outage would wait a whole
-			// cap again, and every check with it).
-			d = h.opts.Reschedule.Restart(d)
-		}
-		copied, err = h.opts.Reschedule.Schedule(ctx, orig, d, lastError)
+		d, copied, err = h.opts.Reschedule.Reschedule(ctx, orig, restart, lastError)
 		return err
 	}, func(a retry.Attempt) { h.retryLog("reschedule", msg, &out, a) })
 	out.attempt = d.Attempt
@@ -686,163 +531,4 @@ func statusFor(err error) int {
 	default:
 		return http.StatusInternalServerError
 	}
-}
-
-// finish logs the attempt, records metrics and writes the answer.
-func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage, out outcome, d time.Duration) {
-	subject := subjectLabel(msg.Subject)
-	h.metrics.Messages.WithLabelValues(subject, out.result).Inc()
-	h.metrics.MessageRoundTrips.WithLabelValues(subject, out.result).Add(float64(out.roundTrips))
-	h.metrics.Duration.WithLabelValues(subject).Observe(d.Seconds())
-	if out.cacheHit {
-		h.metrics.CacheHits.Inc()
-	}
-	if out.conflicts > 0 {
-		h.metrics.ETagConflicts.Add(float64(out.conflicts))
-	}
-	if out.gap > 0 {
-		h.metrics.SequenceGaps.Inc()
-		h.metrics.SkippedSequence.Add(float64(out.gap))
-	}
-	lag, occurredLag := h.lags(msg, out)
-
-	level, text := slog.LevelInfo, "message settled"
-	switch {
-	case out.err != nil:
-		level, text = slog.LevelError, "message failed, host will abandon it"
-		if errors.Is(out.err, parking.ErrNotConfigured) {
-			text = "poison message cannot be parked: no Service Bus configured (set " +
-				"ServiceBusConnection__fullyQualifiedNamespace); answering 5xx so it is not lost"
-		}
-	case out.result == ResultParked:
-		level, text = slog.LevelWarn, "message parked on the poison queue"
-	case out.result == ResultRescheduled:
-		level, text = slog.LevelWarn, "message rescheduled: a copy is due later"
-	case out.gap > 0:
-		level, text = slog.LevelWarn, "sequence gap: update applied after missing sequence numbers"
-	}
-	// One line per attempt, written before the answer: a process killed
-	// after answering leaves no completed message without its line.
-	// logging.Line writes what slog would, without its per-record cost.
-	l := logging.Begin(h.log, level, text).
-		Str("order_id", out.orderID).Str("message_id", msg.MessageID).Int("delivery_count", int64(msg.DeliveryCount)).
-		Int("sequence", out.sequence).Str("subject", msg.Subject).Str("result", out.result).
-		Float("duration_ms", float64(d.Microseconds())/1000).Int("round_trips", int64(out.roundTrips))
-	if out.status != "" {
-		// The status applied: the scheduled-surge runbook (step 2)
-		// counts the orders Created in the last 30 minutes by it.
-		l.Str("status", string(out.status))
-	}
-	if out.cacheHit {
-		l.Bool("cache_hit", true)
-	}
-	if out.conflicts > 0 {
-		l.Int("etag_conflicts", int64(out.conflicts))
-	}
-	if out.retries > 0 {
-		l.Int("retries", int64(out.retries))
-	}
-	if out.gap > 0 {
-		l.Int("gap", out.gap)
-	}
-	if out.reason != "" {
-		l.Str("reason", out.reason).Str("description", out.description)
-	}
-	if id, ok := msg.ApplicationProperties[reschedule.PropOriginalMessageID].(string); ok && id != "" {
-		l.Str("original_message_id", id)
-	}
-	if out.attempt > 0 {
-		l.Int("retry_attempt", out.attempt)
-	}
-	if out.rescheduled != "" {
-		l.Str("rescheduled_id", out.rescheduled).Str("rescheduled_at", out.rescheduledAt.UTC().Format(time.RFC3339Nano)).
-			Str("reschedule_reason", out.why).Str("last_error", out.description)
-	}
-	if !out.timeoutCheck.IsZero() {
-		l.Str("timeout_check_at", out.timeoutCheck.UTC().Format(time.RFC3339Nano))
-	}
-	if out.invocationID != "" {
-		l.Str("invocation_id", out.invocationID)
-	}
-	if out.traceID != "" {
-		l.Str("trace_id", out.traceID)
-	}
-	if out.operationID != "" {
-		l.Str("operation_id", out.operationID)
-	}
-	if lag >= 0 {
-		l.Int("lag_ms", lag.Milliseconds())
-	}
-	if occurredLag >= 0 {
-		l.Int("occurred_lag_ms", occurredLag.Milliseconds())
-	}
-	if out.err != nil {
-		l.Str("error", out.err.Error())
-	}
-	l.Write()
-
-	rv := invocationResult{Result: out.result, OrderID: out.orderID, Sequence: out.sequence, Status: string(out.status), Gap: out.gap}
-	// The stdout line above is the record of every attempt. A success's
-	// answer carries no Logs line: the host would log it on
-	// Function.OrderStatus.User, which host.json drops (docs/cost.md,
-	// Telemetry). A failure's says why, for the dev host's warning (in
-	// Azure the host ingests Logs only on success).
-	var logs []string
-	switch {
-	case out.err != nil:
-		rv.Error = out.err.Error()
-		logs = []string{fmt.Sprintf("%s %s: failed: %s", msg.Subject, msg.MessageID, rv.Error)}
-	case out.result == ResultParked:
-		rv.Reason, rv.Description = out.reason, out.description
-	case out.result == ResultRescheduled:
-		rv.Rescheduled, rv.Due = out.rescheduled, out.rescheduledAt.UTC().Format(time.RFC3339)
-	}
-	hostproto.WriteResponse(w, out.httpStatus, hostproto.Response{Logs: logs, ReturnValue: rv})
-}
-
-// invocationResult is the ReturnValue of an OrderStatus invocation: the result, and
-// what is known of the message.
-type invocationResult struct {
-	Result      string `json:"result"`
-	OrderID     string `json:"orderId,omitempty"`
-	Sequence    int64  `json:"sequence,omitempty"`
-	Status      string `json:"status,omitempty"`
-	Gap         int64  `json:"gap,omitempty"`
-	Reason      string `json:"reason,omitempty"`
-	Description string `json:"description,omitempty"`
-	// Rescheduled is the MessageId of the copy scheduled for later, due
-	// at Due (RFC 3339), for a Rescheduled answer.
-	Rescheduled string `json:"rescheduled,omitempty"`
-	Due         string `json:"due,omitempty"`
-	Error       string `json:"error,omitempty"`
-}
-
-// lags measures, for a settled message (answered 200), how old the read
-// model is: from the message's EnqueuedTimeUtc to now, and for an applied
-// update with an occurredAt, from occurredAt to now. Each is -1 when it
-// does not apply; a clock skew that makes one negative counts as 0.
-func (h *Handler) lags(msg hostproto.ServiceBusMessage, out outcome) (enqueued, occurred time.Duration) {
-	enqueued, occurred = -1, -1
-	if out.httpStatus != http.StatusOK {
-		return enqueued, occurred
-	}
-	now := h.opts.Now()
-	if !msg.EnqueuedTime.IsZero() {
-		enqueued = max(now.Sub(msg.EnqueuedTime), 0)
-		h.metrics.Lag.WithLabelValues(metrics.LagEnqueuedToSettled).Observe(enqueued.Seconds())
-	}
-	if out.result == string(order.Applied) && !out.occurredAt.IsZero() {
-		occurred = max(now.Sub(out.occurredAt), 0)
-		h.metrics.Lag.WithLabelValues(metrics.LagOccurredToApplied).Observe(occurred.Seconds())
-	}
-	return enqueued, occurred
-}
-
-// subjectLabel bounds the subject label to the known subjects.
-func subjectLabel(s string) string {
-	switch s {
-	case order.SubjectStatusChanged, order.SubjectPaymentTimeout:
-		return s
-	}
-	return "other"
 }

@@ -108,3 +108,33 @@ func Do(ctx, stop context.Context, p Policy, retryable func(error) bool, op func
 		}
 	}
 }
+
+// Op is one try at an operation that yields a T.
+type Op[T any] func(context.Context) (T, error)
+
+// Wrap is Do as middleware: the op it returns calls next until it
+// succeeds, fails for good, or the budget runs out, exactly as Do. A ctx
+// marked by Once gets a single attempt.
+func Wrap[T any](stop context.Context, p Policy, retryable func(error) bool, onRetry func(Attempt)) func(next Op[T]) Op[T] {
+	return func(next Op[T]) Op[T] {
+		return func(ctx context.Context) (T, error) {
+			q := p
+			if ctx.Value(onceKey{}) != nil {
+				q.Budget = time.Nanosecond
+			}
+			var v T
+			err := Do(ctx, stop, q, retryable, func(ctx context.Context) error {
+				var err error
+				v, err = next(ctx)
+				return err
+			}, onRetry)
+			return v, err
+		}
+	}
+}
+
+type onceKey struct{}
+
+// Once marks ctx so that an op Wrap returned makes one attempt only (a
+// circuit breaker's probe, which holds the only way to a failing store).
+func Once(ctx context.Context) context.Context { return context.WithValue(ctx, onceKey{}, true) }

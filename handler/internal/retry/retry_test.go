@@ -162,3 +162,44 @@ func TestDoFirstAttemptCutShortIsReturnedAsIs(t *testing.T) {
 		t.Errorf("err = %v, want %v unchanged", err, want)
 	}
 }
+
+func TestWrap(t *testing.T) {
+	fail := errors.New("blip")
+	retryable := func(err error) bool { return errors.Is(err, fail) }
+	p := Policy{Budget: time.Second, Initial: time.Millisecond, Max: time.Millisecond}
+	tests := []struct {
+		name      string
+		once      bool
+		failFirst int // attempts that fail before one succeeds
+		wantCalls int
+		wantErr   bool
+	}{
+		{"succeeds at once", false, 0, 1, false},
+		{"retries a transient failure", false, 2, 3, false},
+		{"once: a single attempt", true, 2, 1, true},
+		{"once: a success is a success", true, 0, 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls, retries := 0, 0
+			op := Wrap[int](context.Background(), p, retryable, func(Attempt) { retries++ })(func(context.Context) (int, error) {
+				calls++
+				if calls <= tt.failFirst {
+					return 0, fail
+				}
+				return 42, nil
+			})
+			ctx := context.Background()
+			if tt.once {
+				ctx = Once(ctx)
+			}
+			v, err := op(ctx)
+			if calls != tt.wantCalls || (err != nil) != tt.wantErr || retries != calls-1 {
+				t.Fatalf("calls %d retries %d err %v; want %d calls, err %v", calls, retries, err, tt.wantCalls, tt.wantErr)
+			}
+			if err == nil && v != 42 {
+				t.Errorf("value %d, want 42", v)
+			}
+		})
+	}
+}

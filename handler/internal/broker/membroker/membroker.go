@@ -33,7 +33,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/internal/msgutil"
-	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
 )
 
 // QueueOptions are a queue's settings, named as in Service Bus. Start from

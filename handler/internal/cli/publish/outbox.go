@@ -181,7 +181,7 @@ for an operator's correction that must follow the producer's earlier messages.`,
 	c.fs.StringVar(&partition, "partition", "", "the producer's partition `key` to commit in (default: the order id)")
 	c.fs.StringVar(&status, "status", "", "an OrderStatusChanged with this `status` (with --sequence)")
 	c.fs.Int64Var(&seq, "sequence", 0, "its sequence `number`")
-	c.fs.StringVar(&occurred, "occurred-at", "", "when it happened, RFC 3339 (`time`; default now)")
+	c.fs.StringVar(&occurred, "occurred-at", "", "when it happened: RFC 3339 (`time`) or a duration ago (\"31m ago\"); default now")
 	schedule := c.fs.Bool("schedule-timeout", false, "schedule the PaymentTimeoutCheck of the order's Created (this commit's, or --created-sequence), --after the commit")
 	createdSeq := c.fs.Int64("created-sequence", 0, "the sequence `number` of the Created the check is for, when this commit has none")
 	after := c.fs.Duration("after", contract.PaymentTimeout, "the timeout's delay from the commit (a Go `duration`)")

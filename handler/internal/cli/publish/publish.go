@@ -212,7 +212,7 @@ HTTP front; against Azure pass --get-order-url.`, stdout, stderr)
 	c.fs.StringVar(&orderID, "order", "", "order `id` (the session): at most 128 characters, none of / \\ # ? or control characters")
 	c.fs.StringVar(&status, "status", "", "`status`: "+contract.StatusNames()+" (any case)")
 	c.fs.Int64Var(&seq, "sequence", 0, "the order's sequence `number` of this change, from 1 (the order owner's counter)")
-	c.fs.StringVar(&occurred, "occurred-at", "", "when it happened, RFC 3339 (`time`, e.g. 2026-11-29T10:00:00Z; default now)")
+	c.fs.StringVar(&occurred, "occurred-at", "", "when it happened: RFC 3339 (`time`, e.g. 2026-11-29T10:00:00Z) or a duration ago (\"31m ago\"); default now")
 	c.fs.StringVar(&from, "from", "", "JSON Lines `file` of status changes instead of the flags above (- for standard input)")
 	c.fs.BoolVar(&wait, "wait", false, "after sending, wait until GetOrder shows each order at the sequence sent or later; exit 1 if one does not within --wait-timeout")
 	c.fs.DurationVar(&waitTimeout, "wait-timeout", defaultWaitTimeout, "how long --wait waits, at most 1h (a Go `duration`)")
@@ -311,9 +311,9 @@ func change(orderID, status string, seq int64, occurred string, occurredSet bool
 	}
 	ch := contract.StatusChanged{OrderID: orderID, Status: st, Sequence: seq, OccurredAt: now().UTC()}
 	if occurredSet {
-		t, err := time.Parse(time.RFC3339Nano, occurred)
+		t, err := occurredAt(occurred, ch.OccurredAt)
 		if err != nil {
-			return ch, fmt.Errorf("--occurred-at %q: want an RFC 3339 time such as 2026-11-29T10:00:00Z", occurred)
+			return ch, err
 		}
 		ch.OccurredAt = t
 	}
@@ -321,6 +321,20 @@ func change(orderID, status string, seq int64, occurred string, occurredSet bool
 		return ch, flagError(err)
 	}
 	return ch, nil
+}
+
+// occurredAt parses --occurred-at: an RFC 3339 time, or a duration
+// before now written with "ago" ("31m ago"), which no shell's date
+// syntax is needed for.
+func occurredAt(v string, now time.Time) (time.Time, error) {
+	if d, ok := strings.CutSuffix(v, " ago"); ok {
+		if ago, err := time.ParseDuration(strings.TrimSpace(d)); err == nil && ago >= 0 {
+			return now.Add(-ago), nil
+		}
+	} else if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("--occurred-at %q: want an RFC 3339 time such as 2026-11-29T10:00:00Z, or a duration ago such as \"31m ago\"", v)
 }
 
 // flagError names the flag a contract error is about.

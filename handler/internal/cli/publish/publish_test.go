@@ -13,7 +13,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
-	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devrun"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	publishpkg "github.com/orderstatus/orderstatus/handler/publish"
@@ -106,6 +106,8 @@ func TestBadInputExits2(t *testing.T) {
 		{"order over 128", status("--order", strings.Repeat("a", 129), "--status", "Paid", "--sequence", "2"), "longer than 128"},
 		{"occurred-at not a time", status(append(ok, "--occurred-at", "yesterday")...), `--occurred-at "yesterday"`},
 		{"occurred-at without zone", status(append(ok, "--occurred-at", "2026-11-29T10:00:00")...), "RFC 3339"},
+		{"occurred-at a duration ago, not a duration", status(append(ok, "--occurred-at", "31x ago")...), `a duration ago such as "31m ago"`},
+		{"occurred-at a negative duration ago", status(append(ok, "--occurred-at", "-5m ago")...), `--occurred-at "-5m ago"`},
 		{"occurred-at before 1601", status(append(ok, "--occurred-at", "1600-12-31T00:00:00Z")...), "--occurred-at: occurredAt"},
 		{"bad namespace", status(append(ok, "--namespace", "not a namespace!")...), "--namespace"},
 		{"from and order", status("--from", badFile, "--order", "o-1"), "exclude each other"},
@@ -297,4 +299,29 @@ func FuzzParseLine(f *testing.F) {
 			t.Fatalf("parseLine(%q) = %+v; the handler reads %+v", line, ch, u)
 		}
 	})
+}
+
+func TestOccurredAt(t *testing.T) {
+	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in   string
+		want time.Time
+	}{
+		{"2026-11-29T10:00:00Z", time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)},
+		{"2026-11-29T11:00:00+01:00", time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)},
+		{"31m ago", now.Add(-31 * time.Minute)},
+		{"1h30m ago", now.Add(-90 * time.Minute)},
+		{"0s ago", now},
+	}
+	for _, tt := range tests {
+		got, err := occurredAt(tt.in, now)
+		if err != nil || !got.Equal(tt.want) {
+			t.Errorf("occurredAt(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "yesterday", "31m", "ago", "-1m ago", "2026-11-29T10:00:00 ago"} {
+		if _, err := occurredAt(bad, now); err == nil {
+			t.Errorf("occurredAt(%q): no error", bad)
+		}
+	}
 }

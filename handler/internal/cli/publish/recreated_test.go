@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
-	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
 )
 
 // Each Created of an order has a check of its own: scheduling the check

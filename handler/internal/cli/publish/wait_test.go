@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
-	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devrun"
 )
 

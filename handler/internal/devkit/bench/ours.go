@@ -13,8 +13,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/orderstatus/orderstatus/handler/internal/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/cpuprofile"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/order"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/scenario"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/faultproxy"
 	"github.com/orderstatus/orderstatus/handler/internal/wording"

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/funcapp"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/ncrontab"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"

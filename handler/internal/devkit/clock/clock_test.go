@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orderstatus/orderstatus/handler/internal/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
 )
 
 func TestScaledRunsFaster(t *testing.T) {

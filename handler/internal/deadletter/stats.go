@@ -1,0 +1,202 @@
+package deadletter
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+)
+
+// Stat is the depth and oldest age of one source and reason: entries of
+// the store that are not closed, plus messages still waiting on the
+// source in Service Bus (between sweeps, or that could not be stored).
+type Stat struct {
+	Source Kind   `json:"source"`
+	Reason string `json:"reason"`
+	Depth  int    `json:"depth"`
+	// OldestAgeSeconds: since the oldest reached the store (or, for one
+	// still in Service Bus, since it was enqueued).
+	OldestAgeSeconds int64 `json:"oldest_age_seconds"`
+	// InQueue of Depth are still in Service Bus.
+	InQueue int `json:"in_queue"`
+	// Left of Depth are left for a human.
+	Left int `json:"left"`
+	// Stored is how many this run drained into the store.
+	Stored int `json:"stored"`
+}
+
+// stats measures every source after the run, logs the lines and sets the
+// metrics.
+func (r *run) stats(ctx context.Context) error {
+	s := r.s
+	now := s.Now()
+	entries, err := s.store.List(ctx, dlstore.NotClosed())
+	if err != nil {
+		return fmt.Errorf("deadletter: list open entries for the stats: %w", err)
+	}
+	queued, _, err := s.peekAll(ctx)
+	if err != nil {
+		return err
+	}
+	r.rep.Stats = Stats(entries, queued, now)
+	for i, st := range r.rep.Stats {
+		r.rep.Stats[i].Stored = r.stored[statKey{st.Source, st.Reason}]
+	}
+	for key, n := range r.stored {
+		if !slices.ContainsFunc(r.rep.Stats, func(st Stat) bool { return st.Source == key.source && st.Reason == key.reason }) {
+			// Stored and closed within the run (archived at once).
+			r.rep.Stats = append(r.rep.Stats, Stat{Source: key.source, Reason: key.reason, Stored: n})
+		}
+	}
+	r.rep.Stats = sortStats(r.rep.Stats)
+	r.rep.StatsLines = s.emitStats(ctx, r.rep.RunID, r.rep.Stats)
+	s.o.Metrics.stats(r.rep.Stats)
+	return nil
+}
+
+// peekAll peeks every source. A source that cannot be read is named in
+// the second result and its error joined into the third.
+func (s *Sweeper) peekAll(ctx context.Context) (map[Kind][]broker.Received, []string, error) {
+	out := make(map[Kind][]broker.Received, len(Kinds))
+	var bad []string
+	var errs error
+	for _, k := range Kinds {
+		msgs, err := broker.PeekAll(ctx, s.b, s.o.Queues.Source(k))
+		if err != nil {
+			bad = append(bad, s.o.Queues.Source(k).String())
+			errs = errors.Join(errs, fmt.Errorf("deadletter: %s: %w", k, err))
+			continue
+		}
+		out[k] = msgs
+	}
+	return out, bad, errs
+}
+
+// Stats computes depth and oldest age per source and reason from the
+// entries that are not closed and the messages still in Service Bus,
+// sorted; a source with neither gets one entry with reason "" and depth 0.
+func Stats(entries []dlstore.Entry, queued map[Kind][]broker.Received, now time.Time) []Stat {
+	by := map[statKey]*Stat{}
+	get := func(k Kind, reason string) *Stat {
+		st := by[statKey{k, reason}]
+		if st == nil {
+			st = &Stat{Source: k, Reason: reason}
+			by[statKey{k, reason}] = st
+		}
+		return st
+	}
+	age := func(t time.Time) int64 { return int64(max(now.Sub(t), 0) / time.Second) }
+	for _, e := range entries {
+		st := get(e.Source, e.Reason)
+		st.Depth++
+		if e.State == dlstore.Left {
+			st.Left++
+		}
+		st.OldestAgeSeconds = max(st.OldestAgeSeconds, age(e.StoredAt))
+	}
+	for k, msgs := range queued {
+		for _, m := range msgs {
+			st := get(k, m.DeadLetterReason)
+			st.Depth++
+			st.InQueue++
+			st.OldestAgeSeconds = max(st.OldestAgeSeconds, age(m.EnqueuedTime))
+		}
+	}
+	out := make([]Stat, 0, len(by))
+	for _, st := range by {
+		out = append(out, *st)
+	}
+	return sortStats(out)
+}
+
+// sortStats orders stats by source (in Kinds order), then reason, with
+// the line of an empty source (reason "", depth 0) where a source has none.
+func sortStats(in []Stat) []Stat {
+	var out []Stat
+	for _, k := range Kinds {
+		start := len(out)
+		for _, st := range in {
+			if st.Source == k && (st.Reason != "" || st.Depth > 0 || st.Stored > 0) {
+				out = append(out, st)
+			}
+		}
+		if len(out) == start {
+			out = append(out, Stat{Source: k})
+			continue
+		}
+		slices.SortFunc(out[start:], func(a, b Stat) int { return cmp.Compare(a.Reason, b.Reason) })
+	}
+	return out
+}
+
+// StatsMessage is the msg of the stats line the alerts query.
+const StatsMessage = "deadletter_stats"
+
+// emitStats logs one deadletter_stats record per stat through the
+// injected logger (stdout) and returns the same records rendered as JSON
+// lines, for the invocation answer's Logs.
+func (s *Sweeper) emitStats(ctx context.Context, runID string, stats []Stat) []string {
+	var buf bytes.Buffer
+	h := slog.NewJSONHandler(&buf, nil)
+	lines := make([]string, 0, len(stats))
+	for _, st := range stats {
+		rec := slog.NewRecord(time.Now(), slog.LevelInfo, StatsMessage, 0)
+		rec.AddAttrs(slog.String("run_id", runID), slog.String("source", string(st.Source)), slog.String("reason", st.Reason),
+			slog.Int("depth", st.Depth), slog.Int64("oldest_age_seconds", st.OldestAgeSeconds),
+			slog.Int("in_queue", st.InQueue), slog.Int("left", st.Left), slog.Int("stored", st.Stored))
+		if s.log.Handler().Enabled(ctx, slog.LevelInfo) {
+			_ = s.log.Handler().Handle(ctx, rec)
+		}
+		buf.Reset()
+		_ = h.Handle(ctx, rec)
+		lines = append(lines, strings.TrimSuffix(buf.String(), "\n"))
+	}
+	return lines
+}
+
+// dryRun reports what a run would do now and writes nothing: each message
+// still in Service Bus as if stored now, and each entry that is not
+// closed. What cannot be read is named in Unreadable; the rest is still
+// reported.
+func (s *Sweeper) dryRun(ctx context.Context, rep Report) (Report, error) {
+	now := s.Now()
+	queued, bad, _ := s.peekAll(ctx)
+	rep.Unreadable = append(rep.Unreadable, bad...)
+	entries, err := s.store.List(ctx, dlstore.NotClosed())
+	if err != nil {
+		rep.Unreadable = append(rep.Unreadable, "the dead-letter store ("+err.Error()+")")
+		entries = nil
+	}
+	for _, k := range Kinds {
+		for _, m := range queued[k] {
+			e := EntryOf(k, m, now)
+			d := s.decideAt(e, now)
+			it := itemOf(e, d.Action, "would be stored now, then: "+d.Why)
+			rep.Items = append(rep.Items, it)
+			rep.Counts[d.Action]++
+		}
+	}
+	for _, e := range entries {
+		d := s.decideAt(e, now)
+		if d.Action == ActionNone && e.State == dlstore.Left {
+			d = Decision{ActionLeave, "left for a human"}
+		}
+		rep.Items = append(rep.Items, itemOf(e, d.Action, d.Why))
+		rep.Counts[d.Action]++
+	}
+	rep.Stats = Stats(entries, queued, now)
+	return rep, nil
+}
+
+func itemOf(e dlstore.Entry, a Action, why string) Item {
+	return Item{EntryID: e.ID, Source: e.Source, SequenceNumber: e.SequenceNumber, MessageID: e.MessageID, OrderID: e.OrderID,
+		Reason: e.Reason, State: string(e.State), StoredAt: e.StoredAt, Action: a, Why: why}
+}

@@ -1,0 +1,228 @@
+package dltable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+)
+
+// List returns the entries matching f, by StoredAt then ID (see
+// dlstore.Store): from the order's partition with f.OrderID (whole, one
+// partition query), else from the index when f selects only states that
+// are not closed (summaries; with f.Text each candidate's entry is read
+// for its body), else from every entry row. The service filters State, Source, Reason, Group and the
+// StoredAt range; the client the rest (Text, IDs) and, exactly, all of f.
+func (s *Store) List(ctx context.Context, f dlstore.Filter) ([]dlstore.Entry, error) {
+	out := []dlstore.Entry{}
+	if f.OnlyNotClosed() && f.OrderID == "" {
+		conds := append([]string{"PartitionKey eq " + odataString(partitionIndex)}, filterConds(f)...)
+		err := s.query(ctx, strings.Join(conds, " and "), "", func(st stored) (bool, error) {
+			e, _, err := st.entry()
+			if err != nil {
+				return false, err
+			}
+			if f.NeedsBody() {
+				whole, _, err := s.readEntry(ctx, orderKey(e.OrderID), e.ID)
+				if errors.Is(err, dlstore.ErrNotFound) {
+					return true, nil // the index row of an interrupted Put
+				}
+				if err != nil {
+					return false, err
+				}
+				e = whole // a closed one no longer matches f
+			}
+			if f.Matches(e) {
+				out = append(out, e)
+			}
+			return true, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("dltable: list not closed: %w", err)
+		}
+		dlstore.SortEntries(out)
+		return out, nil
+	}
+	conds := []string{colKind + " eq " + odataString(kindEntry)}
+	if f.OrderID != "" {
+		conds = append([]string{"PartitionKey eq " + odataString(orderKey(f.OrderID))}, conds...)
+	}
+	conds = append(conds, filterConds(f)...)
+	err := s.query(ctx, strings.Join(conds, " and "), "", func(st stored) (bool, error) {
+		e, _, err := st.entry()
+		if err != nil {
+			return false, err
+		}
+		if f.Matches(e) {
+			out = append(out, e)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dltable: list: %w", err)
+	}
+	dlstore.SortEntries(out)
+	return out, nil
+}
+
+// filterConds are the OData conditions the service can check for f. They
+// may select more than f (a StoredAt range widened by a millisecond, as
+// the service may keep less precision than the record); never less.
+func filterConds(f dlstore.Filter) []string {
+	var conds []string
+	if len(f.States) > 0 {
+		var or []string
+		for _, st := range f.States {
+			or = append(or, colState+" eq "+odataString(string(st)))
+		}
+		conds = append(conds, "("+strings.Join(or, " or ")+")")
+	}
+	for col, v := range map[string]string{colSource: string(f.Source), colReason: f.Reason, colGroup: f.Group} {
+		if v != "" && len(v) <= maxFilterColumn {
+			conds = append(conds, col+" eq "+odataString(v))
+		}
+	}
+	if !f.Since.IsZero() {
+		if lit := odataTime(f.Since.Add(-time.Millisecond)); lit != "" {
+			conds = append(conds, colStoredAt+" ge "+lit)
+		}
+	}
+	if !f.Until.IsZero() {
+		if lit := odataTime(f.Until.Add(time.Millisecond)); lit != "" {
+			conds = append(conds, colStoredAt+" lt "+lit)
+		}
+	}
+	return conds
+}
+
+// History returns the audit entries of orderID (every one when it is
+// ""), in time order.
+func (s *Store) History(ctx context.Context, orderID string) ([]dlstore.AuditEntry, error) {
+	conds := []string{colKind + " eq " + odataString(kindAudit)}
+	if orderID != "" {
+		conds = append([]string{"PartitionKey eq " + odataString(orderKey(orderID))}, conds...)
+	}
+	out := []dlstore.AuditEntry{}
+	err := s.query(ctx, strings.Join(conds, " and "), "", func(st stored) (bool, error) {
+		a, err := st.audit()
+		if err != nil {
+			return false, err
+		}
+		if orderID == "" || a.OrderID == orderID {
+			out = append(out, a)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dltable: history %q: %w", orderID, err)
+	}
+	dlstore.SortAudit(out)
+	return out, nil
+}
+
+// maxBatch is Table Storage's limit of operations in one transaction.
+const maxBatch = 100
+
+// Purge deletes up to max closed entries updated before before, each with
+// its audit rows (the entry first, If-Match its ETag, in one transaction
+// with up to 99 of its audit rows, the rest after it: an entry restored
+// meanwhile stays with its whole history), then its index and locator
+// rows; it returns how many entries it deleted. A crash after the entry's
+// delete may leave audit rows of an entry that is gone.
+func (s *Store) Purge(ctx context.Context, before time.Time, max int) (int, error) {
+	if max <= 0 {
+		return 0, nil
+	}
+	conds := []string{colKind + " eq " + odataString(kindEntry),
+		"(" + colState + " eq " + odataString(string(dlstore.Replayed)) + " or " + colState + " eq " + odataString(string(dlstore.Archived)) +
+			" or " + colState + " eq " + odataString(string(dlstore.Discarded)) + ")"}
+	if lit := odataTime(before.Add(time.Millisecond)); lit != "" {
+		conds = append(conds, colUpdatedAt+" lt "+lit)
+	}
+	var victims []dlstore.Entry
+	err := s.query(ctx, strings.Join(conds, " and "), "", func(st stored) (bool, error) {
+		e, _, err := st.entry()
+		if err != nil {
+			return false, err
+		}
+		if e.State.Closed() && e.UpdatedAt.Before(before) {
+			victims = append(victims, e)
+		}
+		return len(victims) < max, nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dltable: purge: %w", err)
+	}
+	n := 0
+	for _, e := range victims {
+		done, err := s.purgeOne(ctx, e)
+		if err != nil {
+			return n, fmt.Errorf("dltable: purge %s: %w", e.ID, err)
+		}
+		if done {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// purgeOne deletes e and its rows; done is false when e changed or went
+// meanwhile (restored, or purged by another actor).
+func (s *Store) purgeOne(ctx context.Context, e dlstore.Entry) (bool, error) {
+	pk := orderKey(e.OrderID)
+	from, to := auditRange(e.ID)
+	var keys []string
+	err := s.query(ctx, "PartitionKey eq "+odataString(pk)+" and RowKey gt "+odataString(from)+" and RowKey lt "+odataString(to),
+		"PartitionKey,RowKey", func(st stored) (bool, error) {
+			keys = append(keys, st.string("RowKey"))
+			return true, nil
+		})
+	if err != nil {
+		return false, err
+	}
+	del := func(rk string, etag azcore.ETag) aztables.TransactionAction {
+		return aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, IfMatch: &etag,
+			Entity: row{"PartitionKey": pk, "RowKey": rk}.json()}
+	}
+	if err := s.hook(pointPurgeBeforeDelete); err != nil {
+		return false, err
+	}
+	// The entry first, If-Match its ETag, with as many audit rows as fit
+	// in its transaction; the rest of its history only once it is gone.
+	first := min(len(keys), maxBatch-1)
+	batch := []aztables.TransactionAction{del(entryRowKey(e.ID), azcore.ETag(e.ETag))}
+	for _, rk := range keys[:first] {
+		batch = append(batch, del(rk, azcore.ETagAny))
+	}
+	if err := s.submit(ctx, batch); err != nil {
+		if errors.Is(err, dlstore.ErrConflict) || errors.Is(err, dlstore.ErrNotFound) {
+			return false, nil
+		}
+		return false, err
+	}
+	if err := s.hook(pointPurgeAfterEntryDeleted); err != nil {
+		return true, err
+	}
+	for keys = keys[first:]; len(keys) > 0; {
+		k := min(len(keys), maxBatch)
+		batch = batch[:0]
+		for _, rk := range keys[:k] {
+			batch = append(batch, del(rk, azcore.ETagAny))
+		}
+		if err := s.submit(ctx, batch); err != nil && !errors.Is(err, dlstore.ErrNotFound) {
+			return true, err
+		}
+		keys = keys[k:]
+	}
+	for _, pk := range []string{partitionIndex, partitionLocator} {
+		if err := s.deleteRow(ctx, pk, e.ID, string(azcore.ETagAny)); err != nil && !errors.Is(err, dlstore.ErrNotFound) {
+			return true, err
+		}
+	}
+	return true, nil
+}

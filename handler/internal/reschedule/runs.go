@@ -1,0 +1,62 @@
+package reschedule
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
+)
+
+// Runs tells, for one process, whether a store failure starts a new run
+// of failures, after which a copy's backoff starts over (Restart). The
+// hot path writes nothing shared: a success only loads, unless it ends a
+// run. The zero value is ready to use.
+type Runs struct {
+	streak  atomic.Int64 // store calls failed in a row here (each after its in-call retries)
+	endedAt atomic.Int64 // UnixNano at which a success last ended a run of failures
+}
+
+// Answered records a store call the store answered, at now.
+func (r *Runs) Answered(now time.Time) {
+	if r.streak.Load() == 0 || r.streak.Swap(0) == 0 {
+		return
+	}
+	n := now.UnixNano()
+	for {
+		if o := r.endedAt.Load(); n <= o || r.endedAt.CompareAndSwap(o, n) {
+			return
+		}
+	}
+}
+
+// Failed records a store failure and reports whether it is the first
+// since the store last answered (fresh).
+func (r *Runs) Failed() (fresh bool) { return r.streak.Add(1) == 1 }
+
+// NewRun reports whether a failure of o is one of a new run here: fresh
+// (Failed's answer), or o is a copy scheduled before a success last ended
+// a run of failures.
+func (r *Runs) NewRun(o Original, fresh bool) bool {
+	if fresh {
+		return true
+	}
+	at := StateOf(o).ScheduledAt
+	return !at.IsZero() && at.UnixNano() < r.endedAt.Load()
+}
+
+// Reschedule decides o's next copy and schedules it, its backoff started
+// over when restart (a new run, see Runs). Past the retry window it
+// schedules nothing and returns a Decision with Park set. Errors wrap the
+// broker's sentinels.
+func (r *Rescheduler) Reschedule(ctx context.Context, o Original, restart bool, lastError string) (Decision, broker.Message, error) {
+	d, err := r.Decide(o)
+	if err != nil || d.Park {
+		return d, broker.Message{}, err
+	}
+	if restart {
+		d = r.Restart(d)
+	}
+	m, err := r.Schedule(ctx, o, d, lastError)
+	return d, m, err
+}
