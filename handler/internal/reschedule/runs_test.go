@@ -1,6 +1,7 @@
 package reschedule
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -44,4 +45,52 @@ func TestRuns(t *testing.T) {
 	if !r.NewRun(copyAt(t0.Add(30*time.Second)), false) {
 		t.Error("the mark moved back")
 	}
+}
+
+func TestReschedule(t *testing.T) {
+	p := Policy{Base: 10 * time.Second, Cap: time.Minute, Window: time.Hour}
+	tests := []struct {
+		name      string
+		o         Original
+		restart   bool
+		wantPark  bool
+		wantCopy  string
+		wantUntil time.Duration // the copy is due by t0 plus this
+	}{
+		{"a first failure: its first copy", original(), false, false, "o-1:2:retry:1", 10 * time.Second},
+		{"a copy past its window: park, nothing scheduled", pastWindow(), false, true, "", 0},
+		{"a fourth copy restarted: the first backoff again", fourthCopy(), true, false, "o-1:2:retry:4", 10 * time.Second},
+		{"a fourth copy not restarted: its backoff grown", fourthCopy(), false, false, "o-1:2:retry:4", time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &dedupScheduler{seen: map[string]bool{}}
+			d, m, err := New(s, "order-status", p, at(t0)).Reschedule(context.Background(), tt.o, tt.restart, "boom")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Park != tt.wantPark || m.MessageID != tt.wantCopy || len(s.kept) != map[bool]int{true: 0, false: 1}[tt.wantPark] {
+				t.Fatalf("park %v, copy %q, %d scheduled; want park %v, copy %q", d.Park, m.MessageID, len(s.kept), tt.wantPark, tt.wantCopy)
+			}
+			if !tt.wantPark && s.at[0].After(t0.Add(tt.wantUntil)) {
+				t.Errorf("due %s, want by %s", s.at[0], t0.Add(tt.wantUntil))
+			}
+		})
+	}
+}
+
+// pastWindow is a copy whose first failure is more than the window ago.
+func pastWindow() Original {
+	o := original()
+	o.MessageID = "o-1:2:retry:3"
+	o.ApplicationProperties = map[string]any{PropRetryAttempt: int64(3), PropOriginalMessageID: "o-1:2", PropFirstFailureTime: t0.Add(-2 * time.Hour)}
+	return o
+}
+
+// fourthCopy is the third copy of a message, failing again.
+func fourthCopy() Original {
+	o := original()
+	o.MessageID = "o-1:2:retry:3"
+	o.ApplicationProperties = map[string]any{PropRetryAttempt: int64(3), PropEpisodeAttempt: int64(3), PropOriginalMessageID: "o-1:2", PropFirstFailureTime: t0.Add(-time.Minute)}
+	return o
 }
