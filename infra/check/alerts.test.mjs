@@ -323,13 +323,13 @@ test('the dead-letter count alerts fire on a message the sweeper drained within 
 });
 
 /**
- * The fields of the deadletter_stats line, read from the sweeper's Go source
+ * The fields of the deadletter_stats line, read from the sweeper's Go source (stats.go)
  * (the attributes emitStats logs), plus slog's own keys.
  */
 function statsLineFields() {
-  const go = read('handler/internal/deadletter/sweeper.go');
+  const go = read('handler/internal/deadletter/stats.go');
   const start = go.indexOf('func (s *Sweeper) emitStats(');
-  assert.ok(start >= 0, 'no emitStats in handler/internal/deadletter/sweeper.go: update this check');
+  assert.ok(start >= 0, 'no emitStats in handler/internal/deadletter/stats.go: update this check');
   const body = go.slice(start, go.indexOf('\n}\n', start));
   const fields = [...body.matchAll(/slog\.\w+\("(\w+)"/g)].map((m) => m[1]);
   assert.ok(fields.length >= 5, `found only ${fields} in emitStats`);
