@@ -29,6 +29,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/azurite"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/faultproxy"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/freeport"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/hostenc"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
@@ -154,7 +155,7 @@ type answer struct {
 
 func (p *proc) invoke(t *testing.T, m hostproto.ServiceBusMessage) (int, answer) {
 	t.Helper()
-	body, err := hostproto.EncodeServiceBus(m, "message", "OrderStatus", time.Now())
+	body, err := hostenc.EncodeServiceBus(m, "message", "OrderStatus", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +354,7 @@ func TestSIGTERMFinishesInFlightCalls(t *testing.T) {
 		a      answer
 		err    error
 	}
-	body, err := hostproto.EncodeServiceBus(statusMsg("o-1", "Created", 1, 1), "message", "OrderStatus", time.Now())
+	body, err := hostenc.EncodeServiceBus(statusMsg("o-1", "Created", 1, 1), "message", "OrderStatus", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/hostenc"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
 	"github.com/orderstatus/orderstatus/handler/internal/orderfn"
@@ -100,7 +101,7 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil || m == nil {
 				break
 			}
-			inv, err := hostproto.EncodeServiceBus(hostproto.ServiceBusMessage{
+			inv, err := hostenc.EncodeServiceBus(hostproto.ServiceBusMessage{
 				Body: m.Body, MessageID: m.MessageID, SessionID: m.SessionID, Subject: m.Subject, ContentType: m.ContentType,
 				DeliveryCount: m.DeliveryCount, SequenceNumber: m.SequenceNumber, EnqueuedTime: m.EnqueuedTime, ExpiresAt: m.ExpiresAt,
 				ApplicationProperties: m.ApplicationProperties,

@@ -1,34 +1,9 @@
 package hostproto
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"reflect"
 	"testing"
 )
-
-// TestQuoteJSONFastPath checks quoteJSON, with its shortcut for plain
-// ASCII, against the encoder it shortcuts.
-func TestQuoteJSONFastPath(t *testing.T) {
-	for _, s := range []string{
-		"", "order-42", "OrderStatusChanged", "a b<c>&d", "~!@#$%^*()_+{}|:?`", "quote\"inside",
-		`back\slash`, "tab\there", "new\nline", "del\x7f", "ünïcödé", "\u2028sep", "bad\xffutf8", "\x00",
-	} {
-		t.Run(s, func(t *testing.T) {
-			var b bytes.Buffer
-			enc := json.NewEncoder(&b)
-			enc.SetEscapeHTML(false)
-			if err := enc.Encode(s); err != nil {
-				t.Fatal(err)
-			}
-			want := string(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
-			if got := quoteJSON(s); got != want {
-				t.Errorf("quoteJSON(%q) = %s, want %s", s, got, want)
-			}
-		})
-	}
-}
 
 // TestDecodeInvocationOnePassMatchesChecked: where the one-pass scanner
 // accepts an invocation, it gives what the checked decoder gives, on the
@@ -70,17 +45,5 @@ func TestDecodeInvocationOnePassMatchesChecked(t *testing.T) {
 				t.Errorf("one pass gives %+v, the checked decoder %+v", fast, slow)
 			}
 		})
-	}
-}
-
-func TestFormatGUID(t *testing.T) {
-	for _, g := range [][]byte{
-		make([]byte, 16),
-		{0xde, 0xad, 0xbe, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x00, 0xff, 0x10, 0x7f},
-	} {
-		want := fmt.Sprintf("%x-%x-%x-%x-%x", g[0:4], g[4:6], g[6:8], g[8:10], g[10:16])
-		if got := formatGUID(g); got != want {
-			t.Errorf("formatGUID(%x) = %s, want %s", g, got, want)
-		}
 	}
 }

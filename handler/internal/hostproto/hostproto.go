@@ -1,41 +1,16 @@
 // Package hostproto decodes what the Azure Functions host POSTs to a custom
-// handler and encodes what it wants back; it also encodes invocations the
-// way the host does, for the development host.
-//
-// A non-HTTP invocation is POST /<FunctionName> with the body
-// {"Data":{...},"Metadata":{...}}. The host encodes every value by one rule:
-// byte arrays as base64 strings; DateTime and DateTimeOffset as strings
-// without fractional seconds ("2026-11-29T10:20:30", meaning UTC, or
-// "2026-11-29T10:20:30+00:00"); objects and dictionaries as nested JSON;
-// every other value (string, int, long) as a JSON string holding its JSON
-// encoding, so a SessionId o-1 arrives as "\"o-1\"" and a DeliveryCount 3 as
-// "3". Null values are left out.
-//
-// Decoding is strict where the host's behaviour is known and lenient where
-// it is not; every leniency has a test named for it:
-//   - a string value may also arrive bare ("o-1"), and an integer as a bare
-//     JSON number (3) or doubly quoted ("\"3\"");
-//   - a time may carry fractional seconds, "Z", any offset or no zone (UTC),
-//     and may itself be JSON-quoted; it is returned in UTC;
-//   - ApplicationProperties may arrive as a JSON string holding the object;
-//   - the timer's TimerInfo may arrive as a JSON string holding the object;
-//   - unknown keys are ignored, as are the host's action and client objects
-//     (MessageActions, ReceiveActions, Client, ...) and sys.
-//
-// The message body (a trigger declared with "dataType": "binary") must be
-// one standard, padded base64 string (base64.StdEncoding, strict): that is
-// what the host sends, and anything else means the trigger is misconfigured.
-//
-// All decoding failures are *DecodeError values naming the key.
+// handler and encodes what it wants back (the development host's side is
+// devkit/hostenc). A non-HTTP invocation is POST /<FunctionName> with
+// {"Data":{...},"Metadata":{...}}: byte arrays as base64, times without
+// fractional seconds, objects as nested JSON, every other value as a JSON string
+// holding its JSON ("\"o-1\"", "3"), nulls left out. Decoding is strict where the
+// host's behaviour is known and lenient where it is not (each leniency has a test
+// named for it); failures are *DecodeError values naming the key.
 package hostproto
 
 import (
 	"bytes"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -43,16 +18,14 @@ import (
 	"unicode/utf8"
 )
 
-// Invocation is the body of a non-HTTP invocation. Values are kept raw;
-// DecodeServiceBus and DecodeTimer interpret them.
+// Invocation is a non-HTTP invocation's body, values raw for DecodeServiceBus and DecodeTimer.
 type Invocation struct {
 	Data     map[string]json.RawMessage `json:"Data"`
 	Metadata map[string]json.RawMessage `json:"Metadata"`
 }
 
-// DecodeError reports a part of an invocation that could not be decoded.
-// Key names it the way the host's JSON does ("body", "Data.message",
-// "Metadata.DeliveryCount").
+// DecodeError reports a part of an invocation that could not be decoded; Key
+// names it as the host's JSON does ("body", "Metadata.DeliveryCount").
 type DecodeError struct {
 	Key string
 	Err error
@@ -67,10 +40,8 @@ func decodeErr(key, format string, args ...any) *DecodeError {
 	return &DecodeError{Key: key, Err: fmt.Errorf(format, args...)}
 }
 
-// DecodeInvocation decodes an invocation body. The top level must be one
-// JSON object; Data and Metadata may be absent or null (both are then empty,
-// never nil maps) and must otherwise be objects. Other top-level keys are
-// ignored. Errors are *DecodeError.
+// DecodeInvocation decodes an invocation body, one JSON object whose Data and
+// Metadata are objects, absent or null (then empty, not nil). Errors are *DecodeError.
 func DecodeInvocation(body []byte) (Invocation, error) {
 	trimmed := bytes.TrimLeft(body, jsonSpace)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
@@ -82,18 +53,12 @@ func DecodeInvocation(body []byte) (Invocation, error) {
 	return decodeInvocationChecked(body)
 }
 
-// decodeInvocationOnePass is DecodeInvocation's fast path, for the usual
-// invocation whose every top-level value is an object or null: one pass
-// over the body instead of two over Data and Metadata. It reports false
-// for anything else, which decodeInvocationChecked then decodes or
-// explains; where it reports true, both give the same Invocation (the
-// fuzz target checks this).
+// decodeInvocationOnePass is DecodeInvocation's fast path; on false decodeInvocationChecked decides.
 func decodeInvocationOnePass(body []byte) (Invocation, bool) {
 	if !json.Valid(body) {
 		return Invocation{}, false
 	}
-	// Valid JSON from here on: the scan below need not check the syntax.
-	// Values alias one copy of body, as Unmarshal's would alias copies.
+	// Valid JSON from here on; values alias one copy of body.
 	body = bytes.Clone(body)
 	var data, metadata []byte
 	i := skipSpace(body, 0)
@@ -124,9 +89,7 @@ func decodeInvocationOnePass(body []byte) (Invocation, bool) {
 	return inv, true
 }
 
-// rawObject splits the JSON object value (valid JSON) into its members;
-// absent or null gives an empty map. It reports false for any other value
-// and for a key with escapes.
+// rawObject splits a JSON object (absent or null: empty); false for another value or an escaped key.
 func rawObject(value []byte) (map[string]json.RawMessage, bool) {
 	m := map[string]json.RawMessage{}
 	if value == nil || string(value) == "null" {
@@ -147,9 +110,7 @@ func rawObject(value []byte) (map[string]json.RawMessage, bool) {
 	return m, ok
 }
 
-// eachMember calls f with the quoted key and the value (without the
-// whitespace around it) of each member of the object starting at b[i], in
-// order. b must be valid JSON.
+// eachMember calls f with each quoted key and value of the object at b[i] (valid JSON).
 func eachMember(b []byte, i int, f func(key, value []byte)) {
 	i = skipSpace(b, i+1)
 	if b[i] == '}' {
@@ -169,7 +130,6 @@ func eachMember(b []byte, i int, f func(key, value []byte)) {
 	}
 }
 
-// skipSpace returns the index of the first non-space byte from i.
 func skipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
 		i++
@@ -218,9 +178,7 @@ func valueEnd(b []byte, i int) int {
 	}
 }
 
-// unquoteKey returns the quoted key without its quotes, and false when it
-// holds an escape or a byte outside printable ASCII (which encoding/json
-// would unescape or replace).
+// unquoteKey strips the quotes; false for an escape or a byte outside printable ASCII.
 func unquoteKey(quoted []byte) (string, bool) {
 	k := quoted[1 : len(quoted)-1]
 	for _, c := range k {
@@ -231,8 +189,7 @@ func unquoteKey(quoted []byte) (string, bool) {
 	return string(k), true
 }
 
-// decodeInvocationChecked decodes any invocation, with an error naming
-// what is wrong.
+// decodeInvocationChecked decodes any invocation, with an error naming what is wrong.
 func decodeInvocationChecked(body []byte) (Invocation, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
@@ -282,11 +239,8 @@ func jsonString(raw []byte) (string, bool) {
 	return s, true
 }
 
-// plainString is jsonString's fast path, for the strings the host sends:
-// t is '"', then valid UTF-8 without control characters whose only escapes
-// are \" \\ and \/ (a JSON string holding a JSON string, "\"o-1\"",
-// is the common case), then '"'. Anything else returns false, and
-// json.Unmarshal decides (it gives the same string for what this accepts).
+// plainString is jsonString's fast path for a quoted valid UTF-8 string without
+// control characters whose only escapes are \" \\ and \/; false otherwise.
 func plainString(t []byte) (string, bool) {
 	if len(t) < 2 || t[0] != '"' || t[len(t)-1] != '"' {
 		return "", false
@@ -326,8 +280,6 @@ func plainString(t []byte) (string, bool) {
 	return string(out), true
 }
 
-// snippet quotes text (a body, a time, a number's text) for an error
-// message, shortened.
 func snippet(text []byte) string {
 	if len(text) == 0 {
 		return "nothing"
@@ -335,8 +287,6 @@ func snippet(text []byte) string {
 	return strconv.Quote(shorten(string(text)))
 }
 
-// snippetJSON shows a JSON value for an error message, compacted and
-// shortened.
 func snippetJSON(raw []byte) string {
 	var b bytes.Buffer
 	if json.Compact(&b, raw) == nil {
@@ -358,9 +308,7 @@ func shorten(s string) string {
 	return s[:cut] + "..."
 }
 
-// metaString decodes a string value: a JSON string holding a JSON string
-// ("\"o-1\""), or leniently a bare JSON string ("o-1") whose content is not
-// itself a JSON string. Absent and null give "".
+// metaString decodes a JSON string holding one ("\"o-1\""), leniently a bare one; absent: "".
 func metaString(md map[string]json.RawMessage, key string) (string, error) {
 	raw, ok := md[key]
 	if !ok || isNull(raw) {
@@ -376,9 +324,7 @@ func metaString(md map[string]json.RawMessage, key string) (string, error) {
 	return s, nil
 }
 
-// metaInt decodes an integer value of the given bit size: a JSON string
-// holding a decimal integer ("3"), or leniently a bare JSON number (3) or a
-// doubly quoted one ("\"3\""). Absent and null give 0.
+// metaInt decodes a JSON string holding an integer ("3"), leniently bare or doubly quoted; absent: 0.
 func metaInt(md map[string]json.RawMessage, key string, bitSize int) (int64, error) {
 	raw, ok := md[key]
 	if !ok || isNull(raw) {
@@ -398,14 +344,12 @@ func metaInt(md map[string]json.RawMessage, key string, bitSize int) (int64, err
 	return n, nil
 }
 
-// metaTime decodes a time value (see parseTime). Absent and null give the
-// zero time.
+// metaTime decodes a time value (see parseTime); absent and null give zero.
 func metaTime(md map[string]json.RawMessage, key string) (time.Time, error) {
 	return rawTime(md[key], "Metadata."+key)
 }
 
-// rawTime decodes a JSON string holding a time, leniently also a JSON
-// string holding a JSON string holding one. Absent and null give zero.
+// rawTime decodes a JSON string holding a time (leniently doubly quoted), or zero.
 func rawTime(raw json.RawMessage, key string) (time.Time, error) {
 	if isNull(raw) {
 		return time.Time{}, nil
@@ -430,9 +374,8 @@ const (
 	layoutNoZone = "2006-01-02T15:04:05.999999999"
 )
 
-// parseTime parses the host's date forms: ISO 8601 with optional
-// fractional seconds and "Z", an offset, or no zone, which means UTC. The
-// result is in UTC and within the years 1 to 9999 (what .NET represents);
+// parseTime parses ISO 8601 with optional fractional seconds and "Z", an offset or
+// no zone (UTC), into UTC within the years 1 to 9999 (what .NET represents);
 // .NET's MinValue, 0001-01-01T00:00:00, is the zero time.
 func parseTime(s string) (time.Time, error) {
 	t, err := time.Parse(layoutZoned, s)
@@ -447,122 +390,4 @@ func parseTime(s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%s is outside the years 1 to 9999", snippet([]byte(s)))
 	}
 	return t, nil
-}
-
-// Formats the host writes.
-const (
-	// formatUTCNoZone: a DateTime from the binding data (seconds only).
-	formatUTCNoZone = "2006-01-02T15:04:05"
-	// formatOffset: a DateTimeOffset from the binding data (seconds only).
-	formatOffset = "2006-01-02T15:04:05-07:00"
-	// formatNetOffset: Json.NET's DateTimeOffset or local DateTime inside a
-	// nested object (up to seven fractional digits, trailing zeros cut).
-	formatNetOffset = "2006-01-02T15:04:05.9999999-07:00"
-	// formatNetUTC: Json.NET's UTC DateTime inside a nested object.
-	formatNetUTC = "2006-01-02T15:04:05.9999999Z07:00"
-)
-
-// formatTime formats t in UTC with layout, after cutting it to the
-// precision the layout keeps (whole seconds, or .NET's 100 ns ticks).
-func formatTime(key string, t time.Time, layout string) (string, error) {
-	t = t.UTC()
-	if y := t.Year(); y < 1 || y > 9999 {
-		return "", fmt.Errorf("hostproto: %s: %v is outside the years 1 to 9999", key, t)
-	}
-	if strings.Contains(layout, ".9") {
-		t = t.Truncate(100 * time.Nanosecond)
-	} else {
-		t = t.Truncate(time.Second)
-	}
-	return t.Format(layout), nil
-}
-
-// quoteJSON returns s as the host sends a string value: the JSON encoding
-// of s (Json.NET does not escape <, > and &, so neither does this).
-func quoteJSON(s string) string {
-	if plainASCII(s) { // ids, subjects, lock tokens: nothing to escape
-		return `"` + s + `"`
-	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return strings.TrimSuffix(b.String(), "\n")
-}
-
-// plainASCII reports whether s is printable ASCII without '"' and '\\',
-// which JSON (without HTML escaping) encodes as itself between quotes.
-func plainASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
-}
-
-// marshal encodes v as the host would, without HTML escaping.
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
-// sysData is the host's "sys" metadata object.
-type sysData struct {
-	MethodName string `json:"MethodName"`
-	UtcNow     string `json:"UtcNow"`
-	RandGuid   string `json:"RandGuid"`
-}
-
-// newSys builds "sys" for functionName at now. The host's RandGuid is
-// random; here it is derived from the arguments so that an encoding is a
-// pure function of its inputs (it only feeds {rand-guid} binding
-// expressions, which custom handlers do not have).
-func newSys(functionName string, now time.Time, seed ...string) (sysData, error) {
-	if functionName == "" {
-		return sysData{}, errors.New("hostproto: function name is empty")
-	}
-	utcNow, err := formatTime("sys.UtcNow", now, formatNetUTC)
-	if err != nil {
-		return sysData{}, err
-	}
-	h := sha256.New()
-	for _, s := range append([]string{functionName, utcNow}, seed...) {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	g := h.Sum(nil)[:16]
-	g[6] = g[6]&0x0f | 0x40 // version 4
-	g[8] = g[8]&0x3f | 0x80 // RFC 4122 variant
-	guid := formatGUID(g)
-	return sysData{MethodName: functionName, UtcNow: utcNow, RandGuid: guid}, nil
-}
-
-// NewGUID returns a random version-4 GUID in the form the Functions host
-// uses for invocation ids (X-Azure-Functions-InvocationId) and worker ids
-// (FUNCTIONS_CUSTOMHANDLER_WORKER_ID).
-func NewGUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return formatGUID(b[:])
-}
-
-// formatGUID writes the 16 bytes of g as a lower-case GUID
-// (8-4-4-4-12 hex digits).
-func formatGUID(g []byte) string {
-	var out [36]byte
-	hex.Encode(out[0:8], g[0:4])
-	hex.Encode(out[9:13], g[4:6])
-	hex.Encode(out[14:18], g[6:8])
-	hex.Encode(out[19:23], g[8:10])
-	hex.Encode(out[24:36], g[10:16])
-	out[8], out[13], out[18], out[23] = '-', '-', '-', '-'
-	return string(out[:])
 }

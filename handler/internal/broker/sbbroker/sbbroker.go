@@ -1,13 +1,7 @@
-// Package sbbroker implements the broker port over Azure Service Bus
-// (azservicebus): the production broker of the handler and the CLI. It
-// caches one sender per queue and one receiver per source, maps messages
-// both ways without sharing maps or slices with the SDK, remembers received
-// messages by lock token until they are settled (the SDK settles a
-// *ReceivedMessage, the port a lock token), and classifies SDK errors once
-// into the port's sentinels.
-//
-// The conformance suite runs against a real namespace when
-// SERVICEBUS_TEST_NAMESPACE is set; see the package tests.
+// Package sbbroker implements the broker port over Azure Service Bus (azservicebus):
+// it caches a sender per queue and a receiver per source, tracks received messages by
+// lock token until settled (the SDK settles a *ReceivedMessage) and classifies SDK
+// errors once. Its conformance suite needs SERVICEBUS_TEST_NAMESPACE.
 package sbbroker
 
 import (
@@ -21,30 +15,25 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/google/uuid"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/internal/msgutil"
 )
 
-// Options tune New and NewFromConnectionString. The zero value (or nil) is
-// usable.
+// Options tune New and NewFromConnectionString; nil or the zero value is usable.
 type Options struct {
-	// Client configures the SDK client (retries, web sockets); nil means
-	// the SDK defaults.
+	// Client configures the SDK client (retries, web sockets); nil means its defaults.
 	Client *azservicebus.ClientOptions
-	// Timeout bounds every call, on top of a receive's wait (default 30 s).
-	// The caller's ctx deadline applies too, whichever is first.
+	// Timeout bounds every call beyond a receive's wait (default 30 s), as ctx does.
 	Timeout time.Duration
-	// MaxTracked bounds the received, unsettled messages remembered for
-	// Complete and Abandon (default 10 000). Past it the oldest are
-	// forgotten; settling them reports ErrLockLost.
+	// MaxTracked bounds unsettled messages remembered (default 10 000); forgotten: ErrLockLost.
 	MaxTracked int
 	// Logger receives cache evictions; nil discards them.
 	Logger *slog.Logger
 }
 
-// Broker is the Service Bus broker. Its methods are safe for concurrent
-// use.
+// Broker is the Service Bus broker; its methods are safe for concurrent use.
 type Broker struct {
 	client  *azservicebus.Client
 	borrow  bool // the client is the caller's: Close leaves it open
@@ -60,8 +49,7 @@ type Broker struct {
 	maxTrack  int
 }
 
-// receiver is a cached SDK receiver; ReceiveMessages must not run
-// concurrently on one, so recvMu serialises it.
+// receiver is a cached SDK receiver; recvMu serialises ReceiveMessages on it.
 type receiver struct {
 	r      *azservicebus.Receiver
 	recvMu sync.Mutex
@@ -76,12 +64,9 @@ type trackedMessage struct {
 
 var _ broker.Broker = (*Broker)(nil)
 
-// errClosed is returned by every call after Close.
 var errClosed = errors.New("sbbroker: broker closed")
 
-// New returns a broker for the namespace (such as
-// "orders-prod.servicebus.windows.net") authenticating with cred (in Azure,
-// the managed identity). No connection is made until the first call.
+// New returns a broker for namespace authenticating with cred; it connects on first use.
 func New(namespace string, cred azcore.TokenCredential, opts *Options) (*Broker, error) {
 	o := options(opts)
 	c, err := azservicebus.NewClient(namespace, cred, o.Client)
@@ -91,8 +76,7 @@ func New(namespace string, cred azcore.TokenCredential, opts *Options) (*Broker,
 	return newBroker(c, o), nil
 }
 
-// NewFromConnectionString returns a broker for a namespace connection
-// string (shared access keys; production disables them and uses New).
+// NewFromConnectionString returns a broker for a namespace connection string (shared access keys).
 func NewFromConnectionString(cs string, opts *Options) (*Broker, error) {
 	o := options(opts)
 	c, err := azservicebus.NewClientFromConnectionString(cs, o.Client)
@@ -103,8 +87,7 @@ func NewFromConnectionString(cs string, opts *Options) (*Broker, error) {
 	return newBroker(c, o), nil
 }
 
-// NewFromClient returns a broker over a client the caller made and owns:
-// Close closes the senders and receivers the broker made, not the client.
+// NewFromClient returns a broker over the caller's client, which Close leaves open.
 func NewFromClient(c *azservicebus.Client, opts *Options) *Broker {
 	b := newBroker(c, options(opts))
 	b.borrow = true
@@ -180,8 +163,7 @@ func (b *Broker) receiver(src broker.Source) (*receiver, error) {
 	return rc, nil
 }
 
-// forget drops a cached sender or receiver the SDK reports closed, so the
-// next call makes a new one.
+// forget drops a cached sender or receiver the SDK reports closed.
 func (b *Broker) forget(err error, queue string, src *broker.Source) {
 	var sbErr *azservicebus.Error
 	if !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeClosed {
@@ -212,12 +194,8 @@ func (b *Broker) Send(ctx context.Context, queue string, msg broker.Message) err
 	return nil
 }
 
-// SendBatch sends msgs to queue in order, in as few Service Bus message
-// batches as their size allows (one AMQP transfer each). A batch is
-// accepted or refused as a whole; when a later batch fails, the earlier
-// ones are sent (a retry resends them under the same MessageIds, which
-// duplicate detection drops). A message too large for a batch of its own
-// is ErrInvalid.
+// SendBatch sends msgs to queue in order in as few batches as fit; earlier batches stay sent
+// when a later one fails, and a message too large for a batch alone is ErrInvalid.
 func (b *Broker) SendBatch(ctx context.Context, queue string, msgs []broker.Message) error {
 	if len(msgs) == 0 {
 		return nil
@@ -250,7 +228,6 @@ func (b *Broker) SendBatch(ctx context.Context, queue string, msgs []broker.Mess
 		case batch.NumMessages() == 0:
 			return fmt.Errorf("sbbroker: send batch %s: message %s is too large for a batch: %w", queue, *m.MessageID, broker.ErrInvalid)
 		}
-		// Full: send it and start the next one with this message.
 		if err := s.SendMessageBatch(ctx, batch, nil); err != nil {
 			return fail(err, *m.MessageID)
 		}
@@ -262,8 +239,7 @@ func (b *Broker) SendBatch(ctx context.Context, queue string, msgs []broker.Mess
 	return nil
 }
 
-// Schedule enqueues msg to become visible at at and returns its sequence
-// number.
+// Schedule enqueues msg to become visible at at and returns its sequence number.
 func (b *Broker) Schedule(ctx context.Context, queue string, msg broker.Message, at time.Time) (int64, error) {
 	m := toSB(msg)
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
@@ -283,8 +259,7 @@ func (b *Broker) Schedule(ctx context.Context, queue string, msg broker.Message,
 	return seqs[0], nil
 }
 
-// CancelScheduled removes a scheduled message; ErrNotFound when the service
-// knows no scheduled message with that number.
+// CancelScheduled removes a scheduled message, or returns ErrNotFound.
 func (b *Broker) CancelScheduled(ctx context.Context, queue string, sequenceNumber int64) error {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
@@ -299,9 +274,7 @@ func (b *Broker) CancelScheduled(ctx context.Context, queue string, sequenceNumb
 	return nil
 }
 
-// Receive locks and returns up to max messages of src, waiting up to wait
-// for the first. The SDK blocks until its context ends when the source is
-// empty; the end of wait is therefore "empty", not a failure.
+// Receive locks up to max messages of src, waiting up to wait for the first; none means empty.
 func (b *Broker) Receive(ctx context.Context, src broker.Source, maxMessages int, wait time.Duration) ([]broker.Received, error) {
 	if maxMessages <= 0 {
 		return nil, fmt.Errorf("sbbroker: receive %s: max %d: %w", src, maxMessages, broker.ErrInvalid)
@@ -334,8 +307,7 @@ func (b *Broker) Receive(ctx context.Context, src broker.Source, maxMessages int
 	return out, nil
 }
 
-// Peek returns up to max messages of src from sequence number from on,
-// without locking them.
+// Peek returns up to max messages of src from sequence number from on, unlocked.
 func (b *Broker) Peek(ctx context.Context, src broker.Source, maxMessages int, from int64) ([]broker.Received, error) {
 	if maxMessages <= 0 {
 		return nil, fmt.Errorf("sbbroker: peek %s: max %d: %w", src, maxMessages, broker.ErrInvalid)
@@ -361,8 +333,7 @@ func (b *Broker) Peek(ctx context.Context, src broker.Source, maxMessages int, f
 	return out, nil
 }
 
-// track remembers a received message until it is settled, forgetting the
-// oldest past MaxTracked.
+// track remembers a received message until settled, forgetting the oldest past MaxTracked.
 func (b *Broker) track(t *trackedMessage) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -418,24 +389,21 @@ func (b *Broker) settle(ctx context.Context, op string, src broker.Source, m bro
 	return nil
 }
 
-// Complete removes a received message. ErrLockLost if its lock expired, it
-// was settled already, or it was not received through this Broker.
+// Complete removes a received message; ErrLockLost if its lock is gone or not this Broker's.
 func (b *Broker) Complete(ctx context.Context, src broker.Source, m broker.Received) error {
 	return b.settle(ctx, "complete", src, m, func(ctx context.Context, r *azservicebus.Receiver, rm *azservicebus.ReceivedMessage) error {
 		return r.CompleteMessage(ctx, rm, nil)
 	})
 }
 
-// Abandon releases a received message's lock; the service raises its
-// delivery count. ErrLockLost as for Complete.
+// Abandon releases a received message's lock, raising its delivery count; errors as Complete.
 func (b *Broker) Abandon(ctx context.Context, src broker.Source, m broker.Received) error {
 	return b.settle(ctx, "abandon", src, m, func(ctx context.Context, r *azservicebus.Receiver, rm *azservicebus.ReceivedMessage) error {
 		return r.AbandonMessage(ctx, rm, nil)
 	})
 }
 
-// Close closes every cached sender and receiver and the connection (not a
-// client given to NewFromClient). Calls after Close fail.
+// Close closes the cached senders, receivers and connection (not a NewFromClient client).
 func (b *Broker) Close(ctx context.Context) error {
 	b.mu.Lock()
 	if b.closed {
@@ -528,7 +496,7 @@ func fromSB(m *azservicebus.ReceivedMessage) broker.Received {
 		r.TimeToLive = *m.TimeToLive
 	}
 	if m.LockToken != ([16]byte{}) {
-		r.LockToken = msgutil.FormatUUID(m.LockToken)
+		r.LockToken = uuid.UUID(m.LockToken).String()
 	}
 	return msgutil.Received(r)
 }

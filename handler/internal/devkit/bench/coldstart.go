@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/freeport"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/hostenc"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
@@ -125,7 +126,7 @@ func postOrders(ctx context.Context, base, prefix string, n, concurrency int) er
 func postOne(ctx context.Context, client *http.Client, base, id string) error {
 	body := fmt.Sprintf(`{"orderId":%q,"status":%q,"sequence":1}`, id, order.Created)
 	now := time.Now().UTC()
-	inv, err := hostproto.EncodeServiceBus(hostproto.ServiceBusMessage{
+	inv, err := hostenc.EncodeServiceBus(hostproto.ServiceBusMessage{
 		Body: []byte(body), MessageID: id + ":1", SessionID: id, Subject: order.SubjectStatusChanged,
 		ContentType: "application/json", DeliveryCount: 1, SequenceNumber: 1, EnqueuedTime: now,
 		ExpiresAt: now.Add(24 * time.Hour), SessionLockedUntil: now.Add(time.Minute),

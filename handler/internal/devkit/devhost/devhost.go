@@ -9,7 +9,7 @@
 // dispatches:
 //   - serviceBusTrigger: per function, maxConcurrentSessions workers accept
 //     sessions and POST /<Function> with each message encoded as the host
-//     encodes it (hostproto); a 2xx answer completes the message, anything
+//     encodes it (hostenc); a 2xx answer completes the message, anything
 //     else, or no answer, abandons it; the session lock is renewed while a
 //     session is held, up to maxAutoLockRenewalDuration after a message was
 //     received;

@@ -10,6 +10,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/hostenc"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
@@ -64,7 +65,7 @@ func TestEncodingMatchesGolden(t *testing.T) {
 				SequenceNumber: m.SequenceNumber, DeliveryCount: m.DeliveryCount,
 				EnqueuedTime: m.EnqueuedTime, ExpiresAt: m.ExpiresAt, LockToken: m.LockToken,
 			}
-			got, err := hostproto.EncodeServiceBus(hostMessage(r, m.SessionLockedUntil, clock.Identity()), "message", "OrderStatus", now)
+			got, err := hostenc.EncodeServiceBus(hostMessage(r, m.SessionLockedUntil, clock.Identity()), "message", "OrderStatus", now)
 			if err != nil {
 				t.Fatalf("encode: %v", err)
 			}

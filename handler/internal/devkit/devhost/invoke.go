@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/child"
-	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/hostenc"
 )
 
 // readier gives the handler's base URL once it answers (child.Process).
@@ -80,7 +80,7 @@ func (iv *invoker) invoke(ctx context.Context, function string, body []byte) (an
 		ctx, cancel = context.WithTimeout(ctx, iv.timeout)
 		defer cancel()
 	}
-	id := hostproto.NewGUID()
+	id := hostenc.NewGUID()
 	var resp *http.Response
 	for {
 		base, err := iv.proc.Ready(ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/hostenc"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
@@ -387,7 +388,7 @@ func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Receive
 	// Settle even while the host shuts down: the answer is in.
 	settleCtx := context.WithoutCancel(ctx)
 
-	body, err := hostproto.EncodeServiceBus(hostMessage(*m, lockedUntil, h.view()), binding, fn, time.Now())
+	body, err := hostenc.EncodeServiceBus(hostMessage(*m, lockedUntil, h.view()), binding, fn, time.Now())
 	var a answer
 	if err == nil {
 		a, err = in.inv.invoke(ctx, fn, body)

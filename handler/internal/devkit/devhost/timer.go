@@ -10,6 +10,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/funcapp"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/ncrontab"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/hostenc"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
@@ -73,7 +74,7 @@ func (d *timerDispatcher) fire(ctx context.Context, pastDue bool) error {
 	if d.binding.Monitor() && !d.last.IsZero() {
 		info.Last, info.Next, info.LastUpdated = d.last, d.sched.Next(now), d.lastUpdated
 	}
-	body, err := hostproto.EncodeTimer(info, d.binding.Name, d.fn, now)
+	body, err := hostenc.EncodeTimer(info, d.binding.Name, d.fn, now)
 	if err != nil {
 		return fmt.Errorf("devhost: timer %s: %w", d.fn, err)
 	}

@@ -1,15 +1,14 @@
-// Package msgutil holds what every broker implementation does the same way:
-// deep copies of messages, the normalisation of application property values
-// to the types the broker port promises, the dead-letter fields read from
-// application properties, and random identifiers.
+// Package msgutil is what every broker implementation shares: deep copies of
+// messages, normalised application properties, dead-letter fields, random ids.
 package msgutil
 
 import (
-	"crypto/rand"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
@@ -27,8 +26,7 @@ func Received(r broker.Received) broker.Received {
 	return r
 }
 
-// Properties returns a normalised copy of p, nil when p is empty (Service
-// Bus does not distinguish an empty property map from none).
+// Properties returns a normalised copy of p, nil when empty (as Service Bus has it).
 func Properties(p map[string]any) map[string]any {
 	if len(p) == 0 {
 		return nil
@@ -40,10 +38,9 @@ func Properties(p map[string]any) map[string]any {
 	return out
 }
 
-// Value maps an application property value onto the types the port
-// promises: string, bool, int64, float64 and time.Time (UTC, millisecond
-// precision, as an AMQP timestamp carries it). Other integers and floats
-// widen losslessly; anything else becomes its fmt.Sprint string.
+// Value maps an application property value onto the port's types: string,
+// bool, int64, float64, time.Time (UTC, milliseconds, as AMQP carries it).
+// Other numbers widen losslessly; anything else becomes its string.
 func Value(v any) any {
 	switch x := v.(type) {
 	case string, bool, int64, float64:
@@ -75,8 +72,7 @@ func Value(v any) any {
 	}
 }
 
-// DeadLetterFields fills r's DeadLetterReason and DeadLetterErrorDescription
-// from its application properties, as the Service Bus SDKs do.
+// DeadLetterFields fills r's dead-letter reason and description from its properties.
 func DeadLetterFields(r *broker.Received) {
 	if s, ok := r.ApplicationProperties[broker.PropertyDeadLetterReason].(string); ok {
 		r.DeadLetterReason = s
@@ -86,8 +82,7 @@ func DeadLetterFields(r *broker.Received) {
 	}
 }
 
-// WithDeadLetter returns a copy of p with the dead-letter reason and
-// description set.
+// WithDeadLetter returns a copy of p with the dead-letter reason and description set.
 func WithDeadLetter(p map[string]any, reason, description string) map[string]any {
 	out := maps.Clone(p)
 	if out == nil {
@@ -98,17 +93,5 @@ func WithDeadLetter(p map[string]any, reason, description string) map[string]any
 	return out
 }
 
-// NewID returns a random RFC 4122 version 4 UUID in its canonical string
-// form, used for message ids and lock tokens.
-func NewID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])  // never fails (crypto/rand documents it)
-	b[6] = b[6]&0x0f | 0x40 // version 4
-	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
-	return FormatUUID(b)
-}
-
-// FormatUUID formats 16 bytes in the canonical 8-4-4-4-12 UUID form.
-func FormatUUID(b [16]byte) string {
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
+// NewID returns a random RFC 4122 version 4 UUID (message ids, lock tokens).
+func NewID() string { return uuid.NewString() }

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/freeport"
-	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/hostenc"
 )
 
 // Environment variables the host sets for the handler.
@@ -296,7 +296,7 @@ func (p *Process) runOnce(first chan<- error, retryPort bool) (ready bool, err e
 	cmd := exec.Command(p.opts.Path, p.opts.Args...)
 	cmd.Dir = p.opts.Dir
 	cmd.Env = append(append([]string(nil), withoutKeys(p.opts.Env, EnvPort, EnvWorkerID)...),
-		EnvPort+"="+strconv.Itoa(port), EnvWorkerID+"="+hostproto.NewGUID())
+		EnvPort+"="+strconv.Itoa(port), EnvWorkerID+"="+hostenc.NewGUID())
 	cmd.Stdout, cmd.Stderr = p.opts.Stdout, p.opts.Stderr
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
