@@ -23,6 +23,7 @@ var devPackages = []string{
 	module + "handler/internal/dlstore/dlmem",
 	module + "handler/internal/dlstore/dlstoretest",
 	module + "handler/internal/cli/",
+	module + "handler/internal/dlops",
 }
 
 // deps is `go list -deps` of the packages pattern names: every package

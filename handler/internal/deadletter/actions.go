@@ -6,32 +6,26 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
-	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
-// errSkipped: the entry changed (or was claimed) since it was listed, by
-// another actor; this one leaves it alone.
+// errSkipped: another actor changed or claimed the entry since it was listed.
 var errSkipped = errors.New("deadletter: entry changed meanwhile")
 
 // Errors of the operators' actions.
 var (
 	// ErrNoMessage: no entry with that id.
 	ErrNoMessage = errors.New("deadletter: no such message")
-	// ErrInvalidBody: the message to send would be parked again; the error
-	// says why (it wraps the *order.PoisonError).
+	// ErrInvalidBody: the message would be parked again; wraps the *order.PoisonError.
 	ErrInvalidBody = errors.New("deadletter: the message would be parked again")
-	// ErrNotActionable: the entry's state does not allow the action (a
-	// discarded entry cannot be replayed, an open one restored).
+	// ErrNotActionable: the entry's state does not allow the action.
 	ErrNotActionable = errors.New("deadletter: not possible in the entry's state")
 )
 
-// apply carries out decision d on the entry with id, as actor, at now: it
-// reads the entry (the list may be older than it), checks that the action
-// still fits its state, and changes it. A replay is claimed first, sent,
-// then recorded; every other action is one transition with its audit
-// entry. body replaces the replayed body (an operator's correction).
-func (s *Sweeper) apply(ctx context.Context, id string, d Decision, body []byte, actor string, now time.Time) (Item, error) {
+// Apply carries out d on entry id as actor at now, on the entry read again and if the
+// action still fits its state; a non-nil body replaces the replayed one.
+func (s *Sweeper) Apply(ctx context.Context, id string, d Decision, body []byte, actor string, now time.Time) (Item, error) {
 	e, err := s.store.Get(ctx, id)
 	if err != nil {
 		it := Item{EntryID: id, Action: d.Action, Why: d.Why}
@@ -64,8 +58,7 @@ func (s *Sweeper) apply(ctx context.Context, id string, d Decision, body []byte,
 	return it, nil
 }
 
-// targetOf is the state an action leaves an entry in, and the states it
-// may start from.
+// targetOf is the state action a leaves an entry in, and the states it may start from.
 func targetOf(a Action) (to dlstore.State, from []dlstore.State) {
 	switch a {
 	case ActionArchive:
@@ -77,9 +70,7 @@ func targetOf(a Action) (to dlstore.State, from []dlstore.State) {
 	case ActionRestore:
 		return dlstore.Open, []dlstore.State{dlstore.Archived, dlstore.Left}
 	case ActionReplay, ActionResubmit:
-		// Archived too: an operator corrects an archived message and
-		// replays it in one step (a restore first would race the timer,
-		// whose policy archives it again).
+		// Archived too: corrected and replayed in one step (a restore would race the timer).
 		return dlstore.Replayed, []dlstore.State{dlstore.Open, dlstore.Left, dlstore.ReplayDue, dlstore.Archived}
 	}
 	return "", nil
@@ -95,8 +86,7 @@ func allowed(e dlstore.Entry, a Action) error {
 	return fmt.Errorf("%w: entry %s (%s) is %s; %s works on %v", ErrNotActionable, e.ID, e.MessageID, e.State, a, from)
 }
 
-// transition is an action that is only a change of state: the audit entry
-// and the new state in one conditional write.
+// transition writes the new state and its audit entry in one conditional write.
 func (s *Sweeper) transition(ctx context.Context, e dlstore.Entry, d Decision, actor string, now time.Time) (dlstore.Entry, error) {
 	if err := allowed(e, d.Action); err != nil {
 		return e, err
@@ -106,17 +96,9 @@ func (s *Sweeper) transition(ctx context.Context, e dlstore.Entry, d Decision, a
 		Audit: &dlstore.AuditEntry{At: now, Action: string(d.Action), Actor: actor, Detail: d.Why}})
 }
 
-// replay claims e (so that no other actor sends it at once), sends replay
-// number e.ReplayCount+1, then records it: the audit entry and the state
-// Replayed in one conditional write. The claim (dlstore.Claim) records the
-// state it was made from and whether it carries a corrected body. A send
-// that fails releases the claim to that state. A crash after the claim
-// leaves it; once it times out, a replay of the stored body is finished by
-// any run under the same MessageId (duplicate detection drops a second
-// copy) and recorded, while a corrected one (whose body the store does not
-// keep) is released, recorded, by a replay without a body, which then
-// fails with errSkipped (releaseUnsent): what the operator saw fail never
-// happens with other content.
+// replay claims e (dlstore.Claim), sends replay e.ReplayCount+1, then records it with
+// its audit entry; a failed send releases the claim. Any run finishes a timed-out claim
+// under the same MessageId, unless corrected (releaseUnsent).
 func (s *Sweeper) replay(ctx context.Context, e dlstore.Entry, d Decision, body []byte, actor string, now time.Time) (dlstore.Entry, error) {
 	if err := allowed(e, d.Action); err != nil {
 		return e, err
@@ -129,25 +111,22 @@ func (s *Sweeper) replay(ctx context.Context, e dlstore.Entry, d Decision, body 
 	}
 	from := e.State
 	if e.State == dlstore.ReplayDue {
-		// A claim is one replay's, never an actor's: two sweeps are both
-		// "sweeper", so a fresh claim is always someone else's.
+		// A fresh claim is always another replay's (two sweeps are both "sweeper").
 		if now.Sub(e.ClaimedAt) < s.o.ClaimTimeout {
 			return e, fmt.Errorf("%w: a replay claimed by %s at %s is under way", errSkipped, e.ClaimedBy, e.ClaimedAt.UTC().Format(time.RFC3339))
 		}
-		// A stale claim: whoever made it is gone.
 		c := dlstore.ParseClaim(e.ClaimedBy)
 		if c.Corrected && body == nil {
 			return s.releaseUnsent(ctx, e, c, actor, now)
 		}
 		from = c.From
 	}
-	claimant := dlstore.Claim{By: actor + "#" + hostproto.NewGUID()[:8], From: from, Corrected: body != nil}.String()
+	claimant := dlstore.Claim{By: actor + "#" + uuid.NewString()[:8], From: from, Corrected: body != nil}.String()
 	claimed, err := s.store.Transition(ctx, e, dlstore.Transition{To: dlstore.ReplayDue, At: now, ClaimedBy: claimant})
 	if err != nil {
 		return e, fmt.Errorf("deadletter: claim %s for a replay: %w", e.ID, err)
 	}
 	if err := s.b.Send(ctx, s.o.Queues.Queue, msg); err != nil {
-		// Nothing was sent: give the entry back as it was.
 		if _, rerr := s.store.Transition(context.WithoutCancel(ctx), claimed, dlstore.Transition{To: from, At: now}); rerr != nil {
 			s.log.Warn("could not release a replay claim after a failed send; it times out", "entry_id", e.ID, "error", rerr.Error())
 		}
@@ -157,9 +136,7 @@ func (s *Sweeper) replay(ctx context.Context, e dlstore.Entry, d Decision, body 
 		Audit: &dlstore.AuditEntry{At: now, Action: string(d.Action), Actor: actor, NewMessageID: msg.MessageID, Detail: d.Why}}
 	next, err := s.store.Transition(ctx, claimed, t)
 	for try := 0; errors.Is(err, dlstore.ErrConflict) && try < 3; try++ {
-		// Someone changed it between our claim and our record (a stale
-		// claim taken over): the replay was sent all the same, so record
-		// it on whatever the entry is now.
+		// Our claim was taken over, but the replay was sent: record it on the entry as it is.
 		cur, gerr := s.store.Get(ctx, e.ID)
 		if gerr != nil {
 			err = gerr
@@ -181,17 +158,11 @@ func (s *Sweeper) replay(ctx context.Context, e dlstore.Entry, d Decision, body 
 	return next, nil
 }
 
-// AuditReleased is the audit action of the release of a corrected
-// replay's claim that timed out unrecorded.
+// AuditReleased is the audit action releasing a timed-out corrected replay's claim.
 const AuditReleased = "released"
 
-// releaseUnsent gives back e, whose corrected replay claimed as c timed out
-// unrecorded (its claimant is gone, and the correction with it), to the
-// state it was claimed from, and fails with errSkipped: nothing is sent.
-// Whether the claimant sent the correction before it stopped is unknown,
-// so the release is recorded (AuditReleased, naming the MessageId it
-// would have had) and does not raise ReplayCount: a replay by hand then
-// reuses that MessageId.
+// releaseUnsent returns e, whose corrected replay claim c timed out, to c.From, audited
+// (AuditReleased, the maybe-sent MessageId, ReplayCount kept), and fails with errSkipped.
 func (s *Sweeper) releaseUnsent(ctx context.Context, e dlstore.Entry, c dlstore.Claim, actor string, now time.Time) (dlstore.Entry, error) {
 	id := ReplayID(OriginalID(e), e.ReplayCount+1)
 	detail := fmt.Sprintf("a replay with a corrected body claimed by %s at %s was never recorded (sent as %s or not at all); %s again, the stored body not sent",
@@ -206,10 +177,8 @@ func (s *Sweeper) releaseUnsent(ctx context.Context, e dlstore.Entry, c dlstore.
 		e.ClaimedAt.UTC().Format(time.RFC3339), c.From)
 }
 
-// Allowed reports whether action a may be carried out on e in its state:
-// nil, or an error wrapping ErrNotActionable that names the states a takes.
-// It lets a dry run or a bulk action say what would be refused before
-// anything is done; the action itself checks again on the entry it reads.
+// Allowed reports whether action a may be carried out on e in its state: nil,
+// or an error wrapping ErrNotActionable naming the states a accepts.
 func Allowed(e dlstore.Entry, a Action) error {
 	if _, from := targetOf(a); from == nil {
 		return fmt.Errorf("deadletter: %s is not an action on an entry", a)

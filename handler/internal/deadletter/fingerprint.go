@@ -6,10 +6,8 @@ import (
 	"regexp"
 )
 
-// masks turn a dead-letter description into its template: the parts that
-// differ from one message of a failure to the next (times, GUIDs, quoted
-// values such as order ids, hex strings and numbers) are replaced by a
-// placeholder, in this order (a time holds numbers; a quoted id may).
+// masks replace what differs between messages of one failure (times, GUIDs,
+// quoted values, hex, numbers), in this order: a time holds numbers.
 var masks = []struct {
 	re   *regexp.Regexp
 	with string
@@ -22,8 +20,7 @@ var masks = []struct {
 	{regexp.MustCompile(`\d+(\.\d+)?`), "<n>"},
 }
 
-// Template is description with its ids, numbers and times masked: what
-// every message of one failure group shares.
+// Template is description with times, ids and numbers masked: what a failure group shares.
 func Template(description string) string {
 	for _, m := range masks {
 		description = m.re.ReplaceAllString(description, m.with)
@@ -31,10 +28,8 @@ func Template(description string) string {
 	return description
 }
 
-// Fingerprint is the failure group of a reason and description: 8 hex
-// digits of the SHA-256 of the reason and the description's Template. Two
-// messages that failed the same way (the same check, other orders, other
-// times) share it; `orderstatus deadletters groups` counts by it.
+// Fingerprint is the failure group of a reason and description (what `orderstatus
+// deadletters groups` counts by): 8 hex digits of the SHA-256 of reason and Template(description).
 func Fingerprint(reason, description string) string {
 	sum := sha256.Sum256([]byte(reason + "\n" + Template(description)))
 	return hex.EncodeToString(sum[:4])

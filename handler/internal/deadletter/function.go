@@ -13,8 +13,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
-// FunctionName is the timer function's name (functions/DeadLetterSweeper),
-// and TimerBinding its trigger binding's name.
+// FunctionName is the timer function (functions/DeadLetterSweeper), TimerBinding its trigger.
 const (
 	FunctionName = "DeadLetterSweeper"
 	TimerBinding = "timer"
@@ -29,13 +28,9 @@ type Summary struct {
 	Error   string         `json:"error,omitempty"`
 }
 
-// Function returns the http.Handler of POST /DeadLetterSweeper: it
-// decodes the timer payload, runs one sweep inside the call and answers
-// 200 with a Summary in ReturnValue and every deadletter_stats line in
-// Logs; 503 when Service Bus or the tables cannot be reached (the run
-// left what it could not finish as it was), 500 on other failures, 400 on
-// a payload that is not a timer invocation. A nil s (no Service Bus
-// configured) answers every tick 500, saying so.
+// Function returns the http.Handler of POST /DeadLetterSweeper, one sweep per timer call:
+// 200 with a Summary as ReturnValue and the stats lines as Logs, 503 when Service Bus or
+// the tables are unreachable, 500 on other failures or a nil s, 400 on a bad payload.
 func Function(s *Sweeper, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -78,9 +73,8 @@ func Function(s *Sweeper, log *slog.Logger) http.Handler {
 	})
 }
 
-// StatusFor maps a run's error to the answer: 503 when a service could
-// not be reached (retry on the next tick), 500 otherwise. The one place
-// that does.
+// StatusFor maps a run's error to its status: 503 when a service could not be
+// reached (the next tick retries), else 500.
 func StatusFor(err error) int {
 	switch {
 	case errors.Is(err, dlstore.ErrUnavailable), errors.Is(err, broker.ErrTransient),

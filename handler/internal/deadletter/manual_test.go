@@ -7,10 +7,14 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlops"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dlmem"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
+
+// ops is s with the operators' actions.
+func ops(s *deadletter.Sweeper) dlops.Ops { return dlops.Ops{Sweeper: s} }
 
 // history is the audit trail of one entry, by action, with actors.
 func (f *fixture) history(t *testing.T, orderID string) []dlstore.AuditEntry {
@@ -31,15 +35,15 @@ func TestActionsByHandAreAudited(t *testing.T) {
 	f.run(t, s)
 
 	// Replay ignores the cool-down (a human decided).
-	it, err := s.Act(f.ctx, deadletter.ActionReplay, "o-1:2", nil, "cli:ana")
+	it, err := ops(s).Act(f.ctx, deadletter.ActionReplay, "o-1:2", nil, "cli:ana")
 	if err != nil || it.NewMessageID != "o-1:2:replay:1" || !it.Done {
 		t.Fatalf("replay by hand = %+v, %v", it, err)
 	}
 	// A parked message found by its original id; a replay of it is a resubmit.
-	if it, err = s.Act(f.ctx, deadletter.ActionReplay, "o-2:1", nil, "cli:ana"); err != nil || it.Action != deadletter.ActionResubmit {
+	if it, err = ops(s).Act(f.ctx, deadletter.ActionReplay, "o-2:1", nil, "cli:ana"); err != nil || it.Action != deadletter.ActionResubmit {
 		t.Fatalf("resubmit by hand = %+v, %v", it, err)
 	}
-	if _, err = s.Act(f.ctx, deadletter.ActionDiscard, "o-3:1:parked", nil, "cli:bo"); err != nil {
+	if _, err = ops(s).Act(f.ctx, deadletter.ActionDiscard, "o-3:1:parked", nil, "cli:bo"); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -61,7 +65,7 @@ func TestActionsByHandAreAudited(t *testing.T) {
 		f.park(t, "o-9:1", "InvalidTransition")
 		f.run(t, f.sweeper(deadletter.Options{}))
 		f.mem.Fail(dlmem.OpTransition, 1)
-		if _, err := f.sweeper(deadletter.Options{}).Act(f.ctx, deadletter.ActionDiscard, "o-9:1", nil, "cli:x"); !errors.Is(err, dlstore.ErrUnavailable) {
+		if _, err := ops(f.sweeper(deadletter.Options{})).Act(f.ctx, deadletter.ActionDiscard, "o-9:1", nil, "cli:x"); !errors.Is(err, dlstore.ErrUnavailable) {
 			t.Fatalf("discard with the store failing = %v, want unavailable", err)
 		}
 		if e := f.byMessage(t)["o-9:1:parked"]; e.State != dlstore.Left {
@@ -79,37 +83,37 @@ func TestActErrors(t *testing.T) {
 	f.park(t, "o-2:1", "InvalidTransition")
 	s := f.sweeper(deadletter.Options{})
 	f.run(t, s)
-	if _, err := s.Act(f.ctx, deadletter.ActionDiscard, "nope", nil, "cli:x"); !errors.Is(err, deadletter.ErrNoMessage) {
+	if _, err := ops(s).Act(f.ctx, deadletter.ActionDiscard, "nope", nil, "cli:x"); !errors.Is(err, deadletter.ErrNoMessage) {
 		t.Errorf("discard of a missing id = %v, want ErrNoMessage", err)
 	}
-	if _, err := s.Act(f.ctx, deadletter.ActionReplay, "o-2:1", []byte(`{"orderId":"o-2","status":"Nope","sequence":1,"occurredAt":"2026-11-29T10:00:00Z"}`), "cli:x"); !errors.Is(err, deadletter.ErrInvalidBody) {
+	if _, err := ops(s).Act(f.ctx, deadletter.ActionReplay, "o-2:1", []byte(`{"orderId":"o-2","status":"Nope","sequence":1,"occurredAt":"2026-11-29T10:00:00Z"}`), "cli:x"); !errors.Is(err, deadletter.ErrInvalidBody) {
 		t.Errorf("replay with a bad body = %v, want ErrInvalidBody", err)
 	}
 	var pe *order.PoisonError
-	if _, err := s.Act(f.ctx, deadletter.ActionReplay, "o-2:1", []byte(`nope`), "cli:x"); !errors.As(err, &pe) {
+	if _, err := ops(s).Act(f.ctx, deadletter.ActionReplay, "o-2:1", []byte(`nope`), "cli:x"); !errors.As(err, &pe) {
 		t.Errorf("replay with a bad body = %v, want the contract's reason", err)
 	}
 	if e := f.byMessage(t)["o-2:1:parked"]; e.State != dlstore.Left {
 		t.Errorf("a refused replay changed the entry to %s", e.State)
 	}
-	if _, err := s.Act(f.ctx, deadletter.ActionRestore, "o-2:1", nil, "cli:x"); err != nil {
+	if _, err := ops(s).Act(f.ctx, deadletter.ActionRestore, "o-2:1", nil, "cli:x"); err != nil {
 		t.Errorf("restore of a left entry = %v, want it reopened", err)
 	}
-	if _, err := s.Act(f.ctx, deadletter.ActionRestore, "o-2:1", nil, "cli:x"); !errors.Is(err, deadletter.ErrNotActionable) {
+	if _, err := ops(s).Act(f.ctx, deadletter.ActionRestore, "o-2:1", nil, "cli:x"); !errors.Is(err, deadletter.ErrNotActionable) {
 		t.Errorf("restore of an open entry = %v, want ErrNotActionable", err)
 	}
 	// Restore an archived message, correct it and replay it.
-	if it, err := s.Act(f.ctx, deadletter.ActionRestore, "o-1:1", nil, "cli:x"); err != nil || it.State != string(dlstore.Open) {
+	if it, err := ops(s).Act(f.ctx, deadletter.ActionRestore, "o-1:1", nil, "cli:x"); err != nil || it.State != string(dlstore.Open) {
 		t.Fatalf("restore of an archived entry = %+v, %v", it, err)
 	}
 	good := []byte(`{"orderId":"o-1","status":"Created","sequence":1,"occurredAt":"2026-11-29T10:00:00Z"}`)
-	if it, err := s.Act(f.ctx, deadletter.ActionReplay, "o-1:1", good, "cli:x"); err != nil || it.NewMessageID != "o-1:1:replay:1" {
+	if it, err := ops(s).Act(f.ctx, deadletter.ActionReplay, "o-1:1", good, "cli:x"); err != nil || it.NewMessageID != "o-1:1:replay:1" {
 		t.Fatalf("replay of the restored entry = %+v, %v", it, err)
 	}
 	if r, ok := f.queued(t)["o-1:1:replay:1"]; !ok || string(r.Body) != string(good) || r.SessionID != "o-1" {
 		t.Errorf("corrected replay = %+v (found %v)", r, ok)
 	}
-	if _, err := s.Act(f.ctx, deadletter.ActionDiscard, "o-1:1", nil, "cli:x"); !errors.Is(err, deadletter.ErrNotActionable) {
+	if _, err := ops(s).Act(f.ctx, deadletter.ActionDiscard, "o-1:1", nil, "cli:x"); !errors.Is(err, deadletter.ErrNotActionable) {
 		t.Errorf("discard of a replayed entry = %v, want ErrNotActionable", err)
 	}
 }
@@ -121,7 +125,7 @@ func TestBulkWorksOnTheSetFixedAtTheStart(t *testing.T) {
 	}
 	s := f.sweeper(deadletter.Options{})
 	f.run(t, s)
-	set, err := s.Select(f.ctx, dlstore.Filter{Reason: "InvalidTransition", States: []dlstore.State{dlstore.Left}})
+	set, err := ops(s).Select(f.ctx, dlstore.Filter{Reason: "InvalidTransition", States: []dlstore.State{dlstore.Left}})
 	if err != nil || len(set) != 6 {
 		t.Fatalf("Select = %d, %v", len(set), err)
 	}
@@ -131,7 +135,7 @@ func TestBulkWorksOnTheSetFixedAtTheStart(t *testing.T) {
 	}
 	f.run(t, s)
 	var progressed int
-	rep, err := s.Bulk(f.ctx, deadletter.ActionDiscard, set, "cli:ana", func(done int, _ deadletter.Item) { progressed = done })
+	rep, err := ops(s).Bulk(f.ctx, deadletter.ActionDiscard, set, "cli:ana", func(done int, _ deadletter.Item) { progressed = done })
 	if err != nil || rep.Done != 6 || rep.Failed != 0 || progressed != 6 {
 		t.Fatalf("Bulk = %+v, %v (progress %d)", rep, err, progressed)
 	}
@@ -146,13 +150,13 @@ func TestBulkWorksOnTheSetFixedAtTheStart(t *testing.T) {
 		o := f.options(deadletter.Options{})
 		o.Now = func() time.Time { return f.clk.Now().Add(-time.Hour) }
 		behind := deadletter.New(f.mb, f.store, o)
-		got, err := behind.Select(f.ctx, dlstore.Filter{Reason: "InvalidTransition", States: []dlstore.State{dlstore.Left}})
+		got, err := ops(behind).Select(f.ctx, dlstore.Filter{Reason: "InvalidTransition", States: []dlstore.State{dlstore.Left}})
 		if err != nil || len(got) != 3 {
 			t.Errorf("Select on a clock an hour behind = %d entries, %v; want the 3 left ones the store lists", len(got), err)
 		}
 	})
 	t.Run("an entry changed meanwhile is reported and the rest go on", func(t *testing.T) {
-		again, err := s.Bulk(f.ctx, deadletter.ActionDiscard, set[:2], "cli:ana", nil)
+		again, err := ops(s).Bulk(f.ctx, deadletter.ActionDiscard, set[:2], "cli:ana", nil)
 		if err != nil || again.Failed != 2 || again.Done != 0 {
 			t.Errorf("discarding discarded entries = %+v, %v; want 2 failed, reported", again, err)
 		}
@@ -167,7 +171,7 @@ func TestGroupsAndOrder(t *testing.T) {
 	f.deadLetter(t, "o-1:2", "o-1")
 	s := f.sweeper(deadletter.Options{})
 	f.run(t, s)
-	groups, err := s.Groups(f.ctx, dlstore.Filter{})
+	groups, err := ops(s).Groups(f.ctx, dlstore.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,10 +182,10 @@ func TestGroupsAndOrder(t *testing.T) {
 	if g := groups[1]; g.Count != 1 || g.Action != deadletter.ActionWait || g.Source != deadletter.DLQ {
 		t.Errorf("second group = %+v", g)
 	}
-	if _, err := s.Act(f.ctx, deadletter.ActionReplay, "o-1:2", nil, "cli:ana"); err != nil {
+	if _, err := ops(s).Act(f.ctx, deadletter.ActionReplay, "o-1:2", nil, "cli:ana"); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := s.Order(f.ctx, "o-1")
+	rep, err := ops(s).Order(f.ctx, "o-1")
 	if err != nil || len(rep.Entries) != 2 {
 		t.Fatalf("Order = %d entries, %v; want the parked copy and the dead letter of o-1", len(rep.Entries), err)
 	}

@@ -6,10 +6,8 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
 )
 
-// Metrics are the sweeper's instruments. Labels are low-cardinality:
-// source, reason and action, where reason is bounded by metrics.Reason (a
-// reason another tool chose is "other"). A nil *Metrics records nothing
-// (the CLI).
+// Metrics are the sweeper's instruments, labelled by source, action and reason
+// (bounded by metrics.Reason). A nil *Metrics records nothing (the CLI).
 type Metrics struct {
 	Depth     *prometheus.GaugeVec   // source, reason
 	OldestAge *prometheus.GaugeVec   // source, reason
@@ -17,8 +15,7 @@ type Metrics struct {
 	Purged    prometheus.Counter
 }
 
-// NewMetrics registers the instruments on reg (the handler's one
-// registry).
+// NewMetrics registers the instruments on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -52,8 +49,7 @@ func (m *Metrics) stats(st []Stat) {
 	if m == nil {
 		return
 	}
-	// Several reasons may share the label "other": their depths add up and
-	// the oldest age is the largest of theirs.
+	// Reasons folded into "other" add their depths and keep the oldest age.
 	type key struct{ source, reason string }
 	depth := map[key]int{}
 	oldest := map[key]int64{}

@@ -1,32 +1,8 @@
-// Package deadletter owns what happens to messages that automatic
-// processing could not finish: the policy (replay, archive, or leave for a
-// human, by source and reason), the sweeper that drains every dead-letter
-// source into the dead-letter store (package dlstore) and applies the policy
-// to its entries within a deadline and a rate, the retention purge, the
-// deadletter_stats line and metrics, and the operators' actions on entries
-// (find, groups, replay, discard, archive, restore, one by one or in bulk).
-// The DeadLetterSweeper timer function and `orderstatus deadletters` both call
-// it, so the timer and the runbooks act alike.
-//
-// The sources, drained in this order:
-//
-//	dlq         order-status/$DeadLetterQueue (MaxDeliveryCountExceeded, TTLExpiredException)
-//	poison      order-status-poison, where the handler parks poison copies
-//	poison-dlq  order-status-poison/$DeadLetterQueue (a parked message expired or failed 10 deliveries)
-//
-// Nothing is deferred: Service Bus deferral fails in the dead-letter queue
-// of a session-enabled queue when another receiver reads the message back
-// (SessionLockLost, Azure/azure-sdk-for-net #34662), and deferred messages
-// never expire. A drain receives a message, stores it insert-if-absent,
-// then completes it; a crash between the two repeats the insert (already
-// there) and completes. It abandons only what it received and could not
-// store, and receives nothing while the store is down (every abandon spends
-// a delivery: see Sweeper). Every action after that is a
-// conditional change of the entry with its audit entry in the same atomic
-// write, and a replay is sent before it is recorded: a crash may repeat an
-// action (duplicate detection drops a replay sent twice under the same
-// MessageId; the sequence rule absorbs it after the window), never leave one
-// unrecorded.
+// Package deadletter owns what happens to messages automatic processing could not
+// finish: the policy (replay, archive, or leave for a human), the sweeper draining the
+// dead-letter sources into dlstore, the retention purge, the stats and the operators'
+// actions. Nothing is deferred (SessionLockLost, Azure/azure-sdk-for-net #34662); each
+// action is a conditional write with its audit entry, so a crash never loses its record.
 package deadletter
 
 import (
@@ -36,10 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/contract/tracectx"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
-	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
 )
@@ -56,9 +32,6 @@ const (
 
 // Kinds lists every source.
 var Kinds = dlstore.Sources
-
-// ParseKind reads a --source value.
-func ParseKind(s string) (Kind, bool) { return dlstore.ParseSource(s) }
 
 // Queues names the two queues the sources live on.
 type Queues struct {
@@ -86,9 +59,8 @@ const (
 // Action is what the policy or an operator does with an entry.
 type Action string
 
-// Actions, as they appear in audit entries, reports and the
-// orderstatus_deadletter_actions_total metric. Stored is a message drained
-// into the store; Wait an entry in its cool-down (nothing written).
+// Actions, as audit entries, reports and metrics name them. Stored is a message
+// drained into the store; Wait an entry in its cool-down (nothing written).
 const (
 	ActionStored    Action = dlstore.ActionStored
 	ActionWait      Action = "wait"
@@ -104,33 +76,23 @@ const (
 	ActionUntouched Action = "untouched"
 )
 
-// ReasonRetryWindowExceeded is the parking reason the policy replays: a
-// message whose transient failures outlasted the handler's retry window is
-// good data that met a bad moment (package order defines it).
+// ReasonRetryWindowExceeded is the parking reason the policy replays (good data).
 const ReasonRetryWindowExceeded = order.ReasonRetryWindowExceeded
 
-// Policy holds the knobs of the decision (app settings
-// DEAD_LETTER_REPLAY_COOLDOWN and DEAD_LETTER_MAX_REPLAYS).
+// Policy holds the decision's knobs (DEAD_LETTER_REPLAY_COOLDOWN, DEAD_LETTER_MAX_REPLAYS).
 type Policy struct {
-	// Cooldown is how long after an entry reached the store it may be
-	// replayed (its StoredAt: the drain stores a message within one sweep
-	// period of its dead-lettering).
+	// Cooldown is how long after StoredAt an entry may be replayed.
 	Cooldown time.Duration
-	// MaxReplays: an entry replayed that many times already is left for a
-	// human.
+	// MaxReplays: an entry replayed that many times is left for a human.
 	MaxReplays int
 }
 
-// Decision is the policy's verdict on one entry, with the reason in words
-// for `sweep --dry-run` and the logs.
+// Decision is the policy's verdict on one entry, with the reason in words.
 type Decision struct {
 	Action Action
 	Why    string
 }
 
-// replayable reports whether the policy replays entries of source k with
-// reason: the broker's own dead-lettering of a message that failed or
-// expired, and a parked message whose retry window ran out.
 func replayable(k Kind, reason string) bool {
 	switch k {
 	case DLQ:
@@ -141,8 +103,8 @@ func replayable(k Kind, reason string) bool {
 	return false
 }
 
-// Decide applies the policy to entry e at now (the broker's clock). It is
-// a pure function: the sweeper, the dry run and the tests call it alike.
+// Decide applies the policy to entry e at now (the broker's clock); it is pure.
+// A closed or left entry gets ActionNone; otherwise:
 //
 //	dlq, MaxDeliveryCountExceeded or TTLExpiredException,
 //	poison, RetryWindowExceeded:
@@ -151,8 +113,6 @@ func replayable(k Kind, reason string) bool {
 //	    otherwise                          -> replayed
 //	poison, InvalidPayload or UnknownSubject -> archived
 //	anything else (InvalidTransition, poison-dlq, no reason) -> left
-//
-// An entry that is closed, or left already, gets ActionNone.
 func (p Policy) Decide(e dlstore.Entry, now time.Time) Decision {
 	if e.State.Closed() || e.State == dlstore.Left {
 		return Decision{ActionNone, "already " + string(e.State)}
@@ -197,10 +157,8 @@ func ReplayCount(props map[string]any) int {
 	return 0
 }
 
-// OriginalID is the id a replay's MessageId is built from: the
-// OriginalMessageId a parked copy or a rescheduled retry carries, else the
-// entry's own MessageId without a `:replay:<n>` suffix it got from an
-// earlier replay.
+// OriginalID is the id a replay's MessageId is built from: the OriginalMessageId
+// of a parked copy or retry, else the MessageId without its `:replay:<n>`.
 func OriginalID(e dlstore.Entry) string {
 	if s, ok := e.Properties[parking.PropOriginalMessageID].(string); ok && s != "" {
 		return s
@@ -212,35 +170,23 @@ func OriginalID(e dlstore.Entry) string {
 	return id
 }
 
-// ReplayID is the MessageId of replay n of the message whose original id
-// is original: `<original>:replay:<n>`, kept within 128 characters by
-// msgid.Derive. It is the same for the same n, so a replay sent twice (a
-// crash between send and record) is dropped by duplicate detection.
+// ReplayID is the MessageId of replay n of original: `<original>:replay:<n>`
+// within 128 characters (contract.DeriveMessageID), so duplicate detection drops a resend.
 func ReplayID(original string, n int) string {
-	return msgid.Derive(original, ":replay:"+strconv.Itoa(n))
+	return contract.DeriveMessageID(original, ":replay:"+strconv.Itoa(n))
 }
 
-// strippedProperties are the application properties a replay drops: the
-// dead-letter reason and description (a copy that kept them would read as
-// dead-lettered), what parking added but OriginalEnqueuedTime (which says
-// when the message first sent was enqueued), and what a rescheduled retry
-// carried (a replay starts a fresh retry window).
+// strippedProperties are what a replay drops: dead-letter, parking (but OriginalEnqueuedTime), retry.
 var strippedProperties = []string{
 	broker.PropertyDeadLetterReason, broker.PropertyDeadLetterErrorDescription,
 	parking.PropOriginalMessageID, parking.PropOriginalSessionID, parking.PropOriginalSequenceNumber,
 	parking.PropOriginalSubject, parking.PropDeliveryCount,
-	// reschedule.Properties but OriginalMessageId (listed above), by name:
-	// reschedule's tests import this package, so it cannot import that one.
-	// TestReplayStripsEveryRetryProperty fails when one of its names is missing.
+	// reschedule.Properties by name; TestReplayStripsEveryRetryProperty checks them.
 	"RetryAttempt", "FirstFailureTime", "LastError", "RetryScheduledAt", "RetryEpisodeAttempt",
 }
 
-// ReplayMessage builds replay number e.ReplayCount+1 of e: same session,
-// body, subject, content type, correlation id and application properties
-// (without the dead-letter, parking and retry properties), a new MessageId
-// (ReplayID), and ReplayedFromDeadLetter (the reason) and ReplayCount set.
-// A parked copy goes back to its original session and subject. body, when
-// not nil, replaces the body (an operator's correction).
+// ReplayMessage builds replay e.ReplayCount+1 of e (a parked copy's original session
+// and subject), MessageId ReplayID; a non-nil body replaces e's.
 func ReplayMessage(e dlstore.Entry, body []byte) broker.Message {
 	n := e.ReplayCount + 1
 	props := maps.Clone(e.Properties)
@@ -253,8 +199,7 @@ func ReplayMessage(e dlstore.Entry, body []byte) broker.Message {
 	props[PropReplayedFrom] = e.Reason
 	props[PropReplayCount] = int64(n)
 	if _, ok := props[parking.PropOriginalEnqueuedTime]; !ok && !e.EnqueuedTime.IsZero() {
-		// When the message first sent was enqueued travels on: a change
-		// without an occurredAt is judged by it (order.Decide).
+		// order.Decide judges a change without occurredAt by it.
 		props[parking.PropOriginalEnqueuedTime] = e.EnqueuedTime.UTC()
 	}
 	tracectx.Hop(props) // the same trace, a span of the replay's own, linked
@@ -279,9 +224,8 @@ func ReplayMessage(e dlstore.Entry, body []byte) broker.Message {
 	return out
 }
 
-// Validate checks a message about to be sent to the order-status queue
-// against the message contract (package order), as the handler will: nil,
-// or a *order.PoisonError saying why it would be parked again.
+// Validate checks msg against the message contract (package order) as the
+// handler will: nil, or a *order.PoisonError saying why it would be parked.
 func Validate(msg broker.Message) error {
 	switch msg.Subject {
 	case order.SubjectStatusChanged:
@@ -294,9 +238,7 @@ func Validate(msg broker.Message) error {
 	return &order.PoisonError{Reason: order.ReasonUnknownSubject, Description: fmt.Sprintf("no handler for subject %q", msg.Subject)}
 }
 
-// EntryOf is the store entry of message m received from source k at now
-// (the broker's clock): every field of the message, its id, order, replay
-// count and failure group.
+// EntryOf is the Open store entry of message m received from source k at now.
 func EntryOf(k Kind, m broker.Received, now time.Time) dlstore.Entry {
 	return dlstore.Entry{
 		ID:             dlstore.EntryID(k, m.SequenceNumber, m.MessageID),
@@ -321,11 +263,7 @@ func EntryOf(k Kind, m broker.Received, now time.Time) dlstore.Entry {
 	}
 }
 
-// normalProperties returns props with every value in the types the store
-// keeps exactly (string, bool, int64, float64, time.Time): other integer
-// and float widths are widened, anything else is written as text. The
-// broker port promises these types already; this keeps a message from
-// an adapter that does not from being refused by the store.
+// normalProperties converts props to the store's types: numbers widened, else text.
 func normalProperties(props map[string]any) map[string]any {
 	if props == nil {
 		return nil
@@ -358,8 +296,7 @@ func normalProperties(props map[string]any) map[string]any {
 	return out
 }
 
-// sessionOf is the order a message belongs to: a parked copy's original
-// session, else its own.
+// sessionOf is m's order: a parked copy's original session, else its own.
 func sessionOf(m broker.Received) string {
 	if s, ok := m.ApplicationProperties[parking.PropOriginalSessionID].(string); ok && s != "" {
 		return s

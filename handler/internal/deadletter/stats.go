@@ -15,15 +15,13 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
-// Stat is the depth and oldest age of one source and reason: entries of
-// the store that are not closed, plus messages still waiting on the
-// source in Service Bus (between sweeps, or that could not be stored).
+// Stat is the depth and oldest age of one source and reason: store entries not
+// closed plus messages still waiting on the source in Service Bus.
 type Stat struct {
 	Source Kind   `json:"source"`
 	Reason string `json:"reason"`
 	Depth  int    `json:"depth"`
-	// OldestAgeSeconds: since the oldest reached the store (or, for one
-	// still in Service Bus, since it was enqueued).
+	// OldestAgeSeconds: since the oldest reached the store (or was enqueued).
 	OldestAgeSeconds int64 `json:"oldest_age_seconds"`
 	// InQueue of Depth are still in Service Bus.
 	InQueue int `json:"in_queue"`
@@ -33,8 +31,7 @@ type Stat struct {
 	Stored int `json:"stored"`
 }
 
-// stats measures every source after the run, logs the lines and sets the
-// metrics.
+// stats measures every source after the run, logs the lines and sets the metrics.
 func (r *run) stats(ctx context.Context) error {
 	s := r.s
 	now := s.Now()
@@ -42,7 +39,7 @@ func (r *run) stats(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("deadletter: list open entries for the stats: %w", err)
 	}
-	queued, _, err := s.peekAll(ctx)
+	queued, _, err := s.PeekSources(ctx)
 	if err != nil {
 		return err
 	}
@@ -62,9 +59,8 @@ func (r *run) stats(ctx context.Context) error {
 	return nil
 }
 
-// peekAll peeks every source. A source that cannot be read is named in
-// the second result and its error joined into the third.
-func (s *Sweeper) peekAll(ctx context.Context) (map[Kind][]broker.Received, []string, error) {
+// PeekSources peeks every source without settling; one that cannot be read is named and its error joined.
+func (s *Sweeper) PeekSources(ctx context.Context) (map[Kind][]broker.Received, []string, error) {
 	out := make(map[Kind][]broker.Received, len(Kinds))
 	var bad []string
 	var errs error
@@ -80,9 +76,8 @@ func (s *Sweeper) peekAll(ctx context.Context) (map[Kind][]broker.Received, []st
 	return out, bad, errs
 }
 
-// Stats computes depth and oldest age per source and reason from the
-// entries that are not closed and the messages still in Service Bus,
-// sorted; a source with neither gets one entry with reason "" and depth 0.
+// Stats computes Stat per source and reason from entries not closed and messages
+// still queued, sorted; an empty source gets one Stat with reason "" and depth 0.
 func Stats(entries []dlstore.Entry, queued map[Kind][]broker.Received, now time.Time) []Stat {
 	by := map[statKey]*Stat{}
 	get := func(k Kind, reason string) *Stat {
@@ -117,8 +112,7 @@ func Stats(entries []dlstore.Entry, queued map[Kind][]broker.Received, now time.
 	return sortStats(out)
 }
 
-// sortStats orders stats by source (in Kinds order), then reason, with
-// the line of an empty source (reason "", depth 0) where a source has none.
+// sortStats orders stats by source (Kinds order) then reason, adding empty sources.
 func sortStats(in []Stat) []Stat {
 	var out []Stat
 	for _, k := range Kinds {
@@ -140,9 +134,7 @@ func sortStats(in []Stat) []Stat {
 // StatsMessage is the msg of the stats line the alerts query.
 const StatsMessage = "deadletter_stats"
 
-// emitStats logs one deadletter_stats record per stat through the
-// injected logger (stdout) and returns the same records rendered as JSON
-// lines, for the invocation answer's Logs.
+// emitStats logs a deadletter_stats record per stat and returns them as JSON lines.
 func (s *Sweeper) emitStats(ctx context.Context, runID string, stats []Stat) []string {
 	var buf bytes.Buffer
 	h := slog.NewJSONHandler(&buf, nil)
@@ -162,13 +154,10 @@ func (s *Sweeper) emitStats(ctx context.Context, runID string, stats []Stat) []s
 	return lines
 }
 
-// dryRun reports what a run would do now and writes nothing: each message
-// still in Service Bus as if stored now, and each entry that is not
-// closed. What cannot be read is named in Unreadable; the rest is still
-// reported.
+// dryRun reports what a run would do now and writes nothing; Unreadable lists what failed.
 func (s *Sweeper) dryRun(ctx context.Context, rep Report) (Report, error) {
 	now := s.Now()
-	queued, bad, _ := s.peekAll(ctx)
+	queued, bad, _ := s.PeekSources(ctx)
 	rep.Unreadable = append(rep.Unreadable, bad...)
 	entries, err := s.store.List(ctx, dlstore.NotClosed())
 	if err != nil {
@@ -178,14 +167,14 @@ func (s *Sweeper) dryRun(ctx context.Context, rep Report) (Report, error) {
 	for _, k := range Kinds {
 		for _, m := range queued[k] {
 			e := EntryOf(k, m, now)
-			d := s.decideAt(e, now)
+			d := s.DecideAt(e, now)
 			it := itemOf(e, d.Action, "would be stored now, then: "+d.Why)
 			rep.Items = append(rep.Items, it)
 			rep.Counts[d.Action]++
 		}
 	}
 	for _, e := range entries {
-		d := s.decideAt(e, now)
+		d := s.DecideAt(e, now)
 		if d.Action == ActionNone && e.State == dlstore.Left {
 			d = Decision{ActionLeave, "left for a human"}
 		}

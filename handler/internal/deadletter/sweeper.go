@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
-	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
 // Broker is the part of the broker port the sweeper uses.
@@ -26,29 +26,16 @@ var _ Broker = broker.Broker(nil)
 // Store is the dead-letter store the sweeper drains into (dlstore.Store).
 type Store = dlstore.Store
 
-// Defaults of the bounds (app settings DEAD_LETTER_SWEEP_RATE,
-// DEAD_LETTER_RETENTION) and of the policy.
+// Defaults of the bounds (DEAD_LETTER_SWEEP_RATE, DEAD_LETTER_RETENTION) and the policy.
 const (
 	DefaultRate       = 10.0
 	DefaultCooldown   = 10 * time.Minute
 	DefaultMaxReplays = 3
 	DefaultRetention  = 30 * 24 * time.Hour
-	// DefaultBudget lets a run drain and act for nearly its whole
-	// interval (the timer fires every 5 minutes, DEAD_LETTER_SWEEP_SCHEDULE)
-	// and keeps it well inside host.json's functionTimeout of 5 minutes:
-	// the minute left covers the action under way, the stats and the
-	// answer. Runs never overlap: "only a single instance of a
-	// timer-triggered function is run across all instances. It will not
-	// trigger again if there is an outstanding invocation still running"
-	// (Microsoft Learn, *Timer trigger for Azure Functions*, "Scale-out").
-	// So a run acts on up to rate × 240 entries (2,400 at the default
-	// rate), and after an incident N due entries are replayed in about
-	// N / rate seconds up to that, beyond it at 4/5 of the rate: about
-	// N / (0.8 × rate) seconds over successive runs.
-	// TestDefaultBudgetFitsTheTimerAndTheFunctionTimeout keeps it so.
+	// DefaultBudget fits a run in its 5-minute interval and host.json's functionTimeout;
+	// runs never overlap (Microsoft Learn, *Timer trigger for Azure Functions*, "Scale-out").
 	DefaultBudget = 4 * time.Minute
-	// DefaultClaimTimeout is how long a replay claim holds before anyone
-	// may finish it (a crash between the claim and the record).
+	// DefaultClaimTimeout is how long a replay claim holds before anyone may finish it.
 	DefaultClaimTimeout = 5 * time.Minute
 	// DefaultPurgeBatch bounds the entries one run purges.
 	DefaultPurgeBatch = 200
@@ -58,20 +45,17 @@ const (
 type Options struct {
 	Queues Queues
 	Policy Policy
-	// RatePerSecond bounds the actions per second (replays, archives,
-	// leaves); draining is bounded by Budget only.
+	// RatePerSecond bounds actions per second; draining is bounded by Budget only.
 	RatePerSecond float64
 	// Budget is how long a run may drain and act; it stops cleanly after.
 	Budget time.Duration
-	// Retention: closed entries older than it are purged (0: the
-	// default; negative: never).
+	// Retention: closed entries older are purged (0: default; negative: never).
 	Retention time.Duration
 	// PurgeBatch bounds the entries one run purges.
 	PurgeBatch int
 	// ClaimTimeout: see DefaultClaimTimeout.
 	ClaimTimeout time.Duration
-	// ReceiveWait is how long a drain's receive waits for a first message
-	// (default 1 s): an empty source costs that once per run.
+	// ReceiveWait is how long a receive waits for a first message (default 1 s).
 	ReceiveWait time.Duration
 	Metrics     *Metrics
 	Logger      *slog.Logger
@@ -79,20 +63,8 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Sweeper drains the three sources into the store and applies the policy
-// to its entries. Safe for concurrent use; two runs at once (two
-// instances' timers, the CLI's sweep during the timer's) never both act on
-// one entry: every change is conditional on the entry's ETag.
-//
-// While the store is down a run receives nothing: it reads the store once
-// (a probe) before its first receive and, when that fails, leaves every
-// source as it is and returns dlstore.ErrUnavailable (the function answers
-// 503), so an outage of any length spends no delivery count and moves
-// nothing to poison-dlq. A store that fails between the probe and a write
-// costs the messages in hand one delivery each (one message when it fails
-// the run's first write) and ends every receive of the run. The messages
-// wait on their sources, and the first run after the store is back drains
-// them.
+// Sweeper drains the three sources into the store and applies the policy; it is safe for
+// concurrent use. While the store's probe read fails a run receives nothing (dlstore.ErrUnavailable).
 type Sweeper struct {
 	b     Broker
 	store Store
@@ -141,6 +113,9 @@ func (s *Sweeper) Store() Store { return s.store }
 // Now is the sweeper's clock (Options.Now).
 func (s *Sweeper) Now() time.Time { return s.o.Now() }
 
+// RatePerSecond bounds actions per second (Options.RatePerSecond).
+func (s *Sweeper) RatePerSecond() float64 { return s.o.RatePerSecond }
+
 // Item is one message or entry a run or an operator looked at.
 type Item struct {
 	EntryID        string    `json:"entry_id,omitempty"`
@@ -154,8 +129,7 @@ type Item struct {
 	Action         Action    `json:"action"`
 	Why            string    `json:"why"`
 	NewMessageID   string    `json:"new_message_id,omitempty"`
-	// Done: the action was carried out (false in a dry run, or when it
-	// failed: Error says why).
+	// Done: the action was carried out (false in a dry run, or on Error).
 	Done  bool   `json:"done"`
 	Error string `json:"error,omitempty"`
 }
@@ -167,21 +141,14 @@ type Report struct {
 	Stats  []Stat         `json:"stats"`
 	Items  []Item         `json:"items"`
 	Counts map[Action]int `json:"counts"`
-	// Stopped says why a run ended before it ran out of work (its time
-	// budget).
+	// Stopped says why a run ended before its work did (its time budget).
 	Stopped string `json:"stopped,omitempty"`
-	// LockLost counts messages whose lock expired before the drain
-	// completed them: each is back on its source, stored already, and the
-	// next run completes it (its Put finds the entry there).
+	// LockLost counts messages stored whose lock expired first; the next run completes them.
 	LockLost int `json:"lock_lost,omitempty"`
-	// Failed counts messages that could not be stored and entries that
-	// could not be acted on; each is an Item with Error set and never
-	// stops the others.
+	// Failed counts messages not stored and entries not acted on (Items with Error).
 	Failed int `json:"failed,omitempty"`
-	// Purged counts the closed entries the retention removed.
 	Purged int `json:"purged,omitempty"`
-	// Unreadable names what a dry run could not read (a source, the
-	// store); it still reports the rest.
+	// Unreadable names what a dry run could not read (a source, the store).
 	Unreadable []string `json:"unreadable,omitempty"`
 	// StatsLines are the deadletter_stats JSON lines, as logged.
 	StatsLines []string `json:"-"`
@@ -189,8 +156,7 @@ type Report struct {
 
 // RunOptions tune one run.
 type RunOptions struct {
-	// DryRun reads only: it reports what a run would do now to every
-	// message and entry, and writes nothing (no table is created either).
+	// DryRun reports what a run would do now and writes nothing (creates no table).
 	DryRun bool
 	// Actor names who acts in audit entries: "sweeper" or "cli:<user>".
 	Actor string
@@ -201,27 +167,18 @@ type RunOptions struct {
 // ActorSweeper is the Actor of the timer function.
 const ActorSweeper = "sweeper"
 
-// Run sweeps once: it drains every source into the store, applies the
-// policy to the entries that are not closed (at the rate, within the
-// budget, oldest first), purges what the retention lets go, then logs one
-// deadletter_stats line per source and reason (one with reason "" and
-// depth 0 for a source with nothing) and sets the metrics. One message or
-// entry that fails is counted and reported and never stops the others;
-// the run returns an error (wrapping dlstore.ErrUnavailable or a broker
-// sentinel) only when a source or the store cannot be reached at all.
+// Run sweeps once (drain, act, purge, log the stats); a failing item never stops the others.
+// It errs (wrapping dlstore.ErrUnavailable or a broker sentinel) only if a source or the store is down.
 func (s *Sweeper) Run(ctx context.Context, ro RunOptions) (Report, error) {
 	if ro.Actor == "" {
 		ro.Actor = ActorSweeper
 	}
-	rep := Report{RunID: hostproto.NewGUID(), DryRun: ro.DryRun, Counts: map[Action]int{}, Items: []Item{}}
+	rep := Report{RunID: uuid.NewString(), DryRun: ro.DryRun, Counts: map[Action]int{}, Items: []Item{}}
 	if ro.DryRun {
 		return s.dryRun(ctx, rep)
 	}
 	r := &run{s: s, ro: ro, rep: &rep, deadline: time.Now().Add(s.o.Budget), stored: map[statKey]int{}}
 	var runErr error
-	// Nothing is received unless the store answers first: a received
-	// message that cannot be stored goes back with one more delivery, and
-	// the poison queue dead-letters a message after 10 (see drain).
 	if err := s.probe(ctx); err != nil {
 		runErr = err
 	} else {
@@ -241,14 +198,10 @@ func (s *Sweeper) Run(ctx context.Context, ro RunOptions) (Report, error) {
 	return rep, runErr
 }
 
-// probeID is the id of the store's probe read: never an entry's
-// (EntryID is `<source>-<seq>-<hash>`), and a legal table key.
+// probeID is the probe read's id: a legal table key, never an EntryID.
 const probeID = "sweeper-probe"
 
-// probe checks with one cheap read (the Get of an entry that does not
-// exist: one point query on Table Storage) that the store answers, so
-// that a run receives nothing while the store is down. It returns nil when
-// the store answers, found or not.
+// probe checks with one point read of a missing entry that the store answers.
 func (s *Sweeper) probe(ctx context.Context) error {
 	if _, err := s.store.Get(ctx, probeID); err != nil && !errors.Is(err, dlstore.ErrNotFound) {
 		return fmt.Errorf("deadletter: the store does not answer, nothing received: %w", err)
@@ -256,14 +209,11 @@ func (s *Sweeper) probe(ctx context.Context) error {
 	return nil
 }
 
-// drainAll drains every source in Kinds order, and stops receiving from
-// every source at the first store failure.
+// drainAll drains every source in Kinds order, stopping at the first store failure.
 func (r *run) drainAll(ctx context.Context) error {
 	s := r.s
 	var runErr error
-	// A peek answers at once; a receive on an empty source waits
-	// ReceiveWait. So an idle run (every run, mostly) drains nothing and
-	// costs a few milliseconds instead of seconds of billed execution.
+	// Peek first: a receive on an empty source waits ReceiveWait.
 	for _, k := range Kinds {
 		head, err := s.b.Peek(ctx, s.o.Queues.Source(k), 1, 0)
 		if err != nil {
@@ -283,7 +233,6 @@ func (r *run) drainAll(ctx context.Context) error {
 	return runErr
 }
 
-// run is the state of one acting run.
 type run struct {
 	s        *Sweeper
 	ro       RunOptions
@@ -309,8 +258,8 @@ func (r *run) overBudget() bool {
 	return false
 }
 
-// pace waits for the next slot of the rate limit.
-func pace(ctx context.Context, next *time.Time, rate float64) error {
+// Pace waits for the next slot of the rate limit.
+func Pace(ctx context.Context, next *time.Time, rate float64) error {
 	now := time.Now()
 	if wait := next.Sub(now); wait > 0 {
 		t := time.NewTimer(wait)
@@ -329,32 +278,11 @@ func pace(ctx context.Context, next *time.Time, rate float64) error {
 // maxBatch bounds one receive of a drain.
 const maxBatch = 20
 
-// drain receives every message of source k and stores it, then completes
-// it.
-//
-// A received message that is not completed goes back to its source with
-// its delivery count raised by one, whether it is abandoned or its lock is
-// left to expire ("the count is incremented when a message lock expires,
-// or the message is explicitly abandoned by the receiver": Microsoft
-// Learn, ServiceBusReceivedMessage.DeliveryCount; *Message transfers,
-// locks, and settlement*), and a queue dead-letters a message whose count
-// reaches its maxDeliveryCount (*Service Bus dead-letter queues*, "Maximum
-// delivery count"): 10 on the poison queue, which would move a parked
-// message to poison-dlq with its reason overwritten. So a drain spends as
-// few deliveries as it can on what it cannot store:
-//   - Run receives nothing unless the store answered its probe;
-//   - the first receive takes one message and each next one twice as
-//     many, up to maxBatch, so a store that fails its first write costs
-//     one delivery of one message;
-//   - a write that fails because the store cannot be reached
-//     (dlstore.ErrUnavailable) ends the drain and the run's every receive,
-//     the messages in hand given back (abandoned: the count grows the same
-//     as if their locks expired, and they are available again at once).
-//
-// A message that cannot be stored for itself (too large, say) is held
-// (its lock kept, never settled) until the drain ends, so the receive goes
-// on past it, and then given back: it is counted and reported, and the
-// next run tries it again.
+// drain receives every message of source k in batches growing to maxBatch, stores it,
+// then completes it. An uncompleted message's delivery count rises (Microsoft Learn,
+// ServiceBusReceivedMessage.DeliveryCount; *Message transfers, locks, and settlement*) to
+// maxDeliveryCount (*Service Bus dead-letter queues*, "Maximum delivery count"), so
+// dlstore.ErrUnavailable stops receiving; an unstorable message is held, then abandoned.
 func (r *run) drain(ctx context.Context, k Kind) error {
 	s := r.s
 	src := s.o.Queues.Source(k)
@@ -398,8 +326,6 @@ func (r *run) drain(ctx context.Context, k Kind) error {
 			}
 			if err := s.b.Complete(ctx, src, m); err != nil {
 				if errors.Is(err, broker.ErrLockLost) {
-					// Stored: the next run receives it again, finds the
-					// entry there and completes it.
 					r.rep.LockLost++
 					s.log.Warn("dead-letter message lock expired before the drain completed it; it is stored, and the next run completes it",
 						"run_id", r.rep.RunID, "source", string(k), "sequence", m.SequenceNumber, "message_id", m.MessageID)
@@ -423,8 +349,7 @@ func (r *run) fail(it Item, err error) {
 		"sequence", it.SequenceNumber, "message_id", it.MessageID, "entry_id", it.EntryID, "action", string(it.Action), "error", it.Error)
 }
 
-// act applies the policy to every entry that is not closed, oldest first,
-// at the rate, until the budget ends.
+// act applies the policy to entries not closed, oldest first, at the rate, within the budget.
 func (r *run) act(ctx context.Context) error {
 	s := r.s
 	entries, err := s.store.List(ctx, dlstore.NotClosed())
@@ -436,7 +361,7 @@ func (r *run) act(ctx context.Context) error {
 		if r.overBudget() {
 			return nil
 		}
-		d := s.decideAt(e, now)
+		d := s.DecideAt(e, now)
 		if s.unsentCorrection(e, now) {
 			// A replay without a body releases it (Sweeper.replay).
 			d.Action = ActionReplay
@@ -447,17 +372,16 @@ func (r *run) act(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := pace(ctx, &r.next, s.o.RatePerSecond); err != nil {
+		if err := Pace(ctx, &r.next, s.o.RatePerSecond); err != nil {
 			return err
 		}
-		it, err := s.apply(ctx, e.ID, d, nil, r.ro.Actor, now)
+		it, err := s.Apply(ctx, e.ID, d, nil, r.ro.Actor, now)
 		if err != nil {
 			if errors.Is(err, dlstore.ErrUnavailable) {
 				return err
 			}
 			if errors.Is(err, errSkipped) || errors.Is(err, ErrNotActionable) {
-				// Changed, claimed or closed by another actor (another
-				// instance's sweep, the CLI) since the list: theirs.
+				// Changed, claimed or closed by another actor since the list.
 				continue
 			}
 			r.fail(it, err)
@@ -468,7 +392,6 @@ func (r *run) act(ctx context.Context) error {
 	return nil
 }
 
-// done records a carried-out action in the report, the metrics and the log.
 func (r *run) done(it Item) {
 	r.rep.Items = append(r.rep.Items, it)
 	r.rep.Counts[it.Action]++
@@ -477,10 +400,9 @@ func (r *run) done(it Item) {
 	}
 }
 
-// decideAt is the policy's decision, with a replay claimed by another
-// actor whose claim has not timed out left alone, and a stale claim of a
-// corrected replay (unsentCorrection) left to be released, not finished.
-func (s *Sweeper) decideAt(e dlstore.Entry, now time.Time) Decision {
+// DecideAt is the policy's decision, except for a claimed replay: a live claim
+// is left alone, a stale one finished, a stale corrected one released.
+func (s *Sweeper) DecideAt(e dlstore.Entry, now time.Time) Decision {
 	if e.State == dlstore.ReplayDue {
 		if now.Sub(e.ClaimedAt) < s.o.ClaimTimeout {
 			return Decision{ActionNone, fmt.Sprintf("a replay claimed by %s at %s is under way", e.ClaimedBy, e.ClaimedAt.UTC().Format(time.RFC3339))}
@@ -494,14 +416,12 @@ func (s *Sweeper) decideAt(e dlstore.Entry, now time.Time) Decision {
 	return s.o.Policy.Decide(e, now)
 }
 
-// unsentCorrection reports whether e holds a stale claim of a corrected
-// replay: one to release, never to finish with the stored body.
+// unsentCorrection reports whether e holds a stale claim of a corrected replay.
 func (s *Sweeper) unsentCorrection(e dlstore.Entry, now time.Time) bool {
 	return e.State == dlstore.ReplayDue && now.Sub(e.ClaimedAt) >= s.o.ClaimTimeout && dlstore.ParseClaim(e.ClaimedBy).Corrected
 }
 
-// purge removes closed entries older than the retention, in one bounded
-// batch, counted and logged. A failure is logged and left to the next run.
+// purge removes one bounded batch of closed entries past the retention.
 func (r *run) purge(ctx context.Context) {
 	s := r.s
 	if s.o.Retention < 0 || r.overBudget() {

@@ -671,7 +671,7 @@ func TestLargeMessageStoredAndReplayedByteForByte(t *testing.T) {
 	f.deadLetterMsg(t, broker.Message{MessageID: "o-1:2", SessionID: "o-1", Subject: "OrderStatusChanged", Body: body, ApplicationProperties: props})
 	s := f.sweeper(deadletter.Options{})
 	f.run(t, s)
-	if _, err := s.Act(f.ctx, deadletter.ActionReplay, "o-1:2", nil, "cli:test"); err != nil {
+	if _, err := ops(s).Act(f.ctx, deadletter.ActionReplay, "o-1:2", nil, "cli:test"); err != nil {
 		t.Fatal(err)
 	}
 	r, ok := f.queued(t)["o-1:2:replay:1"]

@@ -15,6 +15,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/connect"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlops"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
@@ -129,7 +130,7 @@ const (
 // with the policy settings.
 type session struct {
 	*Backend
-	sw *deadletter.Sweeper
+	sw dlops.Ops
 }
 
 func (s *session) close() {
@@ -174,14 +175,14 @@ func (c *cli) open(u use) (*session, error) {
 		at := now()
 		bus, now = &waitOnce{Broker: bus}, func() time.Time { return at }
 	}
-	s.sw = deadletter.New(bus, b.Store, deadletter.Options{
+	s.sw = dlops.Ops{Sweeper: deadletter.New(bus, b.Store, deadletter.Options{
 		Queues:        b.Queues,
 		Policy:        deadletter.Policy{Cooldown: dl.Cooldown, MaxReplays: dl.MaxReplays},
 		RatePerSecond: dl.SweepRate,
 		Retention:     retention,
 		ReceiveWait:   b.ReceiveWait,
 		Now:           now,
-	})
+	})}
 	return s, nil
 }
 

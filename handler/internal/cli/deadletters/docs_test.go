@@ -14,6 +14,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlops"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
@@ -197,7 +198,7 @@ func TestDocumentedJSONKeys(t *testing.T) {
 	}
 	for row, typ := range map[string]reflect.Type{
 		"`stats`":                reflect.TypeFor[deadletter.Stat](),
-		"`groups`":               reflect.TypeFor[deadletter.Group](),
+		"`groups`":               reflect.TypeFor[dlops.Group](),
 		"`list`, find's `entry`": reflect.TypeFor[entryOut](),
 		"find's `order`":         reflect.TypeFor[orderRow](),
 		"find's `audit`":         reflect.TypeFor[auditOut](),

@@ -1,0 +1,238 @@
+// Package dlops holds what operators do by hand with the dead-letter
+// store: find an entry, select a set, act on one or in bulk, group the
+// failures, tell one order's story, measure the sources. The CLI (bin/orderstatus
+// deadletters) calls it; the deployed sweeper never does, so it is not linked
+// into bin/handler. Every action goes through the sweeper's own Apply, with
+// its audit.
+package dlops
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+)
+
+// Ops is a sweeper with the operators' actions.
+type Ops struct{ *deadletter.Sweeper }
+
+// Find returns the entry an operator names: by entry id, or by MessageId
+// (its own, or the OriginalMessageId of a parked copy or a retry), the
+// newest when several match. deadletter.ErrNoMessage when none does.
+func (s Ops) Find(ctx context.Context, id string) (dlstore.Entry, error) {
+	e, err := s.Store().Get(ctx, id)
+	if err == nil {
+		return e, nil
+	}
+	if !errors.Is(err, dlstore.ErrNotFound) {
+		return dlstore.Entry{}, err
+	}
+	all, err := s.Store().List(ctx, dlstore.Filter{Text: id})
+	if err != nil {
+		return dlstore.Entry{}, err
+	}
+	var found []dlstore.Entry
+	for _, e := range all {
+		if e.MessageID == id || deadletter.OriginalID(e) == id {
+			found = append(found, e)
+		}
+	}
+	if len(found) == 0 {
+		return dlstore.Entry{}, fmt.Errorf("%w: %q is neither an entry id nor the MessageId of a stored dead letter", deadletter.ErrNoMessage, id)
+	}
+	return s.Store().Get(ctx, found[len(found)-1].ID)
+}
+
+// Select returns the entries a bulk action will work on: those the store
+// lists for f now, exactly as List(f) does. The set is fixed here, by the
+// entries listed: those stored later are not in it, and no StoredAt is
+// compared with this sweeper's clock (the clock that stamped it may be
+// ahead: a development host's that skipped idle time, another instance's).
+func (s Ops) Select(ctx context.Context, f dlstore.Filter) ([]dlstore.Entry, error) {
+	return s.Store().List(ctx, f)
+}
+
+// Act carries out action a (replayed, archived, discarded, restored) on
+// one entry by hand, as actor: replay ignores the cool-down and the replay
+// cap (a human decided), and with body sends it instead of the stored one
+// (checked against the contract first: ErrInvalidBody, nothing changes). A
+// replay of a parked message is recorded as resubmitted.
+func (s Ops) Act(ctx context.Context, a deadletter.Action, id string, body []byte, actor string) (deadletter.Item, error) {
+	e, err := s.Find(ctx, id)
+	if err != nil {
+		return deadletter.Item{MessageID: id, Action: a}, err
+	}
+	now := s.Now()
+	if a == deadletter.ActionReplay && e.Source != deadletter.DLQ {
+		a = deadletter.ActionResubmit
+	}
+	d := deadletter.Decision{Action: a, Why: byHand(a, body != nil)}
+	return s.Apply(ctx, e.ID, d, body, actor, now)
+}
+
+func byHand(a deadletter.Action, corrected bool) string {
+	switch {
+	case corrected:
+		return string(a) + " by hand with a corrected body"
+	default:
+		return string(a) + " by hand"
+	}
+}
+
+// BulkReport is what a bulk action did.
+type BulkReport struct {
+	Action deadletter.Action `json:"action"`
+	Total  int               `json:"total"`
+	Done   int               `json:"done"`
+	Failed int               `json:"failed"`
+	Counts map[string]int    `json:"counts"`
+	Items  []deadletter.Item `json:"items"`
+}
+
+// Bulk carries out action a on the entries of set (from Select) by hand,
+// at the sweeper's rate, calling progress after each. One entry that
+// fails (changed meanwhile, not possible in its state) is reported and
+// never stops the others; an unreachable store or broker ends it with an
+// error, the report saying how far it got.
+func (s Ops) Bulk(ctx context.Context, a deadletter.Action, set []dlstore.Entry, actor string, progress func(done int, it deadletter.Item)) (BulkReport, error) {
+	rep := BulkReport{Action: a, Total: len(set), Counts: map[string]int{}, Items: []deadletter.Item{}}
+	var next time.Time
+	for i, e := range set {
+		if err := deadletter.Pace(ctx, &next, s.RatePerSecond()); err != nil {
+			return rep, err
+		}
+		act := a
+		if act == deadletter.ActionReplay && e.Source != deadletter.DLQ {
+			act = deadletter.ActionResubmit
+		}
+		now := s.Now()
+		it, err := s.Apply(ctx, e.ID, deadletter.Decision{Action: act, Why: byHand(act, false) + " (bulk)"}, nil, actor, now)
+		if err != nil {
+			it.Error = err.Error()
+			rep.Failed++
+			rep.Counts["failed"]++
+		} else {
+			rep.Done++
+			rep.Counts[string(it.Action)]++
+		}
+		rep.Items = append(rep.Items, it)
+		if progress != nil {
+			progress(i+1, it)
+		}
+		if err != nil && (errors.Is(err, dlstore.ErrUnavailable) || ctx.Err() != nil) {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// Group is one failure group: the entries that share a source, a reason
+// and a Fingerprint of their description.
+type Group struct {
+	ID       string          `json:"group"`
+	Source   deadletter.Kind `json:"source"`
+	Reason   string          `json:"reason"`
+	Template string          `json:"template"`
+	Count    int             `json:"count"`
+	Orders   int             `json:"orders"`
+	First    time.Time       `json:"first_seen"`
+	Last     time.Time       `json:"last_seen"`
+	// States counts the group's entries by state.
+	States map[string]int `json:"states"`
+	// Action is what the policy does with the group's entries now.
+	Action deadletter.Action `json:"action"`
+}
+
+// Groups returns the failure groups of the entries matching f (by default
+// the ones that are not closed), largest first.
+func (s Ops) Groups(ctx context.Context, f dlstore.Filter) ([]Group, error) {
+	if len(f.States) == 0 {
+		f.States = dlstore.NotClosed().States
+	}
+	entries, err := s.Store().List(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	now := s.Now()
+	type key struct {
+		src            deadletter.Kind
+		reason, finger string
+	}
+	by := map[key]*Group{}
+	orders := map[key]map[string]bool{}
+	for _, e := range entries {
+		k := key{e.Source, e.Reason, e.Group}
+		g := by[k]
+		if g == nil {
+			d := s.DecideAt(e, now)
+			if d.Action == deadletter.ActionNone && e.State == dlstore.Left {
+				d.Action = deadletter.ActionLeave // as the dry run says: left for a human
+			}
+			g = &Group{ID: e.Group, Source: e.Source, Reason: e.Reason, Template: deadletter.Template(e.Description), First: e.StoredAt,
+				States: map[string]int{}, Action: d.Action}
+			by[k] = g
+			orders[k] = map[string]bool{}
+		}
+		g.Count++
+		g.States[string(e.State)]++
+		orders[k][e.OrderID] = true
+		if e.StoredAt.Before(g.First) {
+			g.First = e.StoredAt
+		}
+		if e.StoredAt.After(g.Last) {
+			g.Last = e.StoredAt
+		}
+	}
+	out := make([]Group, 0, len(by))
+	for k, g := range by {
+		g.Orders = len(orders[k])
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b Group) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Source, b.Source), cmp.Compare(a.Reason, b.Reason), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// OrderReport is everything the dead-letter store knows of one order.
+type OrderReport struct {
+	OrderID string               `json:"order_id"`
+	Entries []dlstore.Entry      `json:"entries"`
+	History []dlstore.AuditEntry `json:"history"`
+}
+
+// Order returns one order's entries (every state) and audit entries, in
+// time order.
+func (s Ops) Order(ctx context.Context, orderID string) (OrderReport, error) {
+	entries, err := s.Store().List(ctx, dlstore.Filter{OrderID: orderID})
+	if err != nil {
+		return OrderReport{}, err
+	}
+	hist, err := s.Store().History(ctx, orderID)
+	if err != nil {
+		return OrderReport{}, err
+	}
+	return OrderReport{OrderID: orderID, Entries: entries, History: hist}, nil
+}
+
+// Stats measures every source now without draining or acting (the CLI's
+// stats): the store's entries that are not closed and what waits in
+// Service Bus. What cannot be read is named in the second result; the
+// rest is still measured.
+func (s Ops) Stats(ctx context.Context) ([]deadletter.Stat, []string, error) {
+	now := s.Now()
+	queued, bad, _ := s.PeekSources(ctx)
+	entries, err := s.Store().List(ctx, dlstore.NotClosed())
+	if err != nil {
+		bad = append(bad, "the dead-letter store ("+err.Error()+")")
+	}
+	if len(bad) == len(deadletter.Kinds)+1 {
+		return nil, bad, fmt.Errorf("deadletter: nothing could be read: %v", bad)
+	}
+	return deadletter.Stats(entries, queued, now), bad, nil
+}
