@@ -101,7 +101,7 @@ fuzz:
 	$(GO) test ./handler/internal/order -run '^$$' -fuzz FuzzParseUpdate -fuzztime $(FUZZTIME)
 	$(GO) test ./handler/publish/outbox -run '^$$' -fuzz FuzzStatusChange -fuzztime $(FUZZTIME)
 	$(GO) test ./handler/internal/dlstore/dltable -run '^$$' -fuzz FuzzDecodeEntry -fuzztime $(FUZZTIME)
-	$(GO) test ./handler/internal/dlstore/dltable -run '^$$' -fuzz FuzzBatchFailure -fuzztime $(FUZZTIME)
+	$(GO) test ./handler/tableerr -run '^$$' -fuzz FuzzBatchFailure -fuzztime $(FUZZTIME)
 	$(GO) test ./handler/internal/logging -run '^$$' -fuzz FuzzLineIsSlogsLine -fuzztime $(FUZZTIME)
 	$(GO) test ./handler/internal/logging -run '^$$' -fuzz FuzzNoWarnKeepsJSON -fuzztime $(FUZZTIME)
 
@@ -118,10 +118,13 @@ bench: tools build
 
 ## soak: the simulation with thousands of schedules (SIM_SCHEDULES, default 2000;
 ## SIM_FIRST_SEED and SIM_PARALLEL as in make test); prints the fault-mix totals.
-soak: tools
+## Then the README walkthrough after the demo, typed a line every README_PACE (10s).
+soak: tools build
 	set -o pipefail; SIM_SCHEDULES=$${SIM_SCHEDULES:-2000} ORDERSTATUS_REQUIRE_AZURITE=1 \
 	  $(GO) test $(GOFLAGS_TEST) -timeout 6h -run '^TestSimulation$$' -v ./handler/internal/devkit/sim/ \
 	  | grep -v -E '^(=== (RUN|NAME|PAUSE|CONT) |    --- PASS: )'
+	ORDERSTATUS_README_PACE=$${README_PACE:-10s} ORDERSTATUS_REQUIRE_AZURITE=1 \
+	  $(GO) test -count=1 -v -run '^TestReadmeWalkthrough$$' ./handler/internal/cli/publish/
 
 clean:
 	rm -rf bin dist dist.zip .run

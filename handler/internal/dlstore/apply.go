@@ -13,8 +13,7 @@ func SortEntries(es []Entry) {
 	})
 }
 
-// Apply is the entry after t (without a new ETag): the one statement of
-// what a transition changes, for backends to share.
+// Apply is cur after t (without a new ETag), for backends to share.
 func Apply(cur Entry, t Transition) Entry {
 	next := cur
 	next.State, next.UpdatedAt = t.To, t.At
@@ -47,8 +46,7 @@ func AuditFor(cur Entry, t Transition) AuditEntry {
 	return a
 }
 
-// SortAudit orders audit entries as History does: by time, then entry and
-// number.
+// SortAudit orders audit entries as History does: by time, entry and number.
 func SortAudit(as []AuditEntry) {
 	slices.SortFunc(as, func(a, b AuditEntry) int {
 		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.EntryID, b.EntryID), cmp.Compare(a.N, b.N))

@@ -5,8 +5,7 @@ import (
 	"strings"
 )
 
-// matchText is the --text match: a case-insensitive substring of the
-// MessageId, the order id, the description or the body.
+// matchText is the --text match (Filter.Text).
 func matchText(text string, e Entry) bool {
 	t := strings.ToLower(text)
 	for _, s := range []string{e.MessageID, e.OrderID, e.Description} {
@@ -17,7 +16,6 @@ func matchText(text string, e Entry) bool {
 	return bytes.Contains(bytes.ToLower(e.Body), []byte(t))
 }
 
-// NeedsBody reports whether f needs an entry's body to be decided (a
-// --text filter), so a backend listing from a summary index reads the
-// entry itself.
+// NeedsBody reports whether f needs an entry's body (a --text filter), which a
+// summary index lacks.
 func (f Filter) NeedsBody() bool { return f.Text != "" }

@@ -18,6 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/tableerr"
 )
 
 // Limits of one Commit: those of a Table Storage entity-group transaction
@@ -748,10 +749,8 @@ func isTimeoutDelete(a aztables.TransactionAction) bool {
 }
 
 func (t *Table) call(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, t.timeout, errCallTimeout)
+	return context.WithTimeoutCause(ctx, t.timeout, tableerr.ErrCallTimeout)
 }
-
-var errCallTimeout = errors.New("outbox: storage call timed out")
 
 func int64Prop(v any) int64 {
 	switch v := v.(type) {

@@ -10,19 +10,11 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
-// The data of every row (an entry whole, an entry's summary in the index,
-// an audit entry) is one binary record, split across Edm.Binary columns
-// (dataChunk bytes each, below Table Storage's 64 KiB per property) so
-// that nothing Service Bus allows is refused: a string column holds at
-// most 32K UTF-16 characters, while a body is 256 KB of any bytes and
-// application properties are 64 KB of typed values. The record keeps
-// every byte and every property's type; its columns beside it exist only
-// for the service's filters.
-//
-// A record is a format byte, then fields in a fixed order: strings and
-// byte slices as a uvarint length and the bytes, integers as varints,
-// times as a presence byte, varint Unix seconds and uvarint nanoseconds
-// (UTC on reading), floats as their 8 IEEE 754 bytes.
+// Every row's data (an entry, its index summary, an audit entry) is one binary
+// record split across Edm.Binary columns (dataChunk), since a string column holds
+// at most 32K UTF-16 characters: a format byte, then fields in a fixed order
+// (strings and bytes as uvarint length and bytes, integers as varints, times as a
+// presence byte, varint Unix seconds and uvarint nanoseconds, floats as IEEE 754).
 
 // Record formats.
 const (
@@ -40,8 +32,7 @@ const (
 	propTime   byte = 't'
 )
 
-// errCorrupt is the cause of a record that does not decode: someone else
-// wrote the row, or it was cut.
+// errCorrupt is the cause of a record that does not decode.
 var errCorrupt = errors.New("corrupt record")
 
 type writer struct{ b []byte }
@@ -141,8 +132,7 @@ func (r *reader) time() time.Time {
 	return time.Unix(sec, int64(ns)).UTC()
 }
 
-// encodeEntry is the record of e at version (whole: with body and
-// properties). Properties of a type dlstore does not name are refused.
+// encodeEntry is e's record at version (whole or summary), refusing unknown property types.
 func encodeEntry(e dlstore.Entry, version int64, whole bool) ([]byte, error) {
 	w := &writer{b: make([]byte, 0, 256+len(e.Body)+dlstore.PropertiesSize(e.Properties)+8*len(e.Properties))}
 	if whole {
@@ -202,8 +192,7 @@ func encodeEntry(e dlstore.Entry, version int64, whole bool) ([]byte, error) {
 	return w.b, nil
 }
 
-// decodeEntry reads a record of encodeEntry (either format) and the
-// version it was written at.
+// decodeEntry reads a record of encodeEntry and its version.
 func decodeEntry(b []byte) (dlstore.Entry, int64, error) {
 	r := &reader{b: b}
 	format := r.byte()

@@ -1,51 +1,10 @@
-// Package dltable is the Table Storage backend of the dead-letter store
-// (dlstore.Store), in one table (default "deadletters", app setting
-// DEAD_LETTER_TABLE) that infra creates and the app holds a table-scoped
-// role on.
-//
-// Keys (rows.go): an order's entries and their audit entries share one
-// partition, the order key, so "everything about order X" is one
-// partition query and a change of state is one entity-group transaction
-// with its audit entry: the entry's Replace with If-Match its ETag plus
-// the audit row's insert, all or nothing, a 412 anywhere being
-// dlstore.ErrConflict. The bounded "not closed" query reads an index
-// partition that holds the summary of every entry that is not closed; a
-// locator partition maps an entry id to its order key for Get.
-//
-// The index lives in another partition, so it cannot be in the entry's
-// transaction. The order of writes keeps it on the safe side: Put writes
-// the locator and the index row first, then the entry (a crash between
-// them leaves an index row whose entry is missing: the sweeper repeats
-// the Put, as it completes a message only after Put); a transition writes
-// the entry first, then updates the index row or, to a closed state,
-// deletes it; from a closed state to one not closed (a restore, a claim)
-// it writes the index row first, at the version read, then the entry
-// (a crash between either pair leaves an index row that says more than
-// the truth, never one missing). Index writes are conditional on the
-// index row's ETag and carry the entry's version, so a late writer never
-// replaces a newer summary. Get repairs the index row of the entry it
-// reads when it can prove it stale: the entry is closed (at a newer
-// version than the row's, or at the row's and the row older than
-// Options.IndexGrace), its version is newer, or the entry is missing and
-// the index row older than Options.IndexGrace.
-//
-// Sizes: the body and the typed application properties are kept in a
-// binary record split across Edm.Binary columns (codec.go), so a 256 KB
-// body with 64 KB of properties (Service Bus Standard's limits) is stored
-// byte for byte; anything beyond is dlstore.ErrTooLarge.
-//
-// Errors are classified once (errors.go) into the dlstore sentinels, and
-// every SDK call has a deadline (Options.CallTimeout).
-//
-// Round trips, for the sweeper's budget: Put is three (locator, index
-// row, the transaction), two or three more when the entry existed (its index row brought up to date); Get three
-// reads (locator, entry, index row), plus a write when it repairs;
-// Transition five (read, the transaction, index read and write, and a
-// read for the new ETag, which a transaction's answer does not carry),
-// two more from a closed state to one not closed (the index row first);
-// List one query per page; Purge one query, then per entry a query of
-// its audit rows, a transaction (one more per further 100 audit rows)
-// and two deletes.
+// Package dltable is the Table Storage backend of dlstore.Store, in one table
+// (default "deadletters", DEAD_LETTER_TABLE). An order's entries and audit rows
+// share a partition (rows.go), so a change and its audit row are one entity-group
+// transaction If-Match the entry's ETag (a 412 is dlstore.ErrConflict). An index
+// partition summarises every entry not closed; a crash leaves an index row saying
+// more than the truth, never one missing, which Get repairs. Entries are kept byte
+// for byte (codec.go); errors map to dlstore sentinels (errors.go).
 package dltable
 
 import (
@@ -61,10 +20,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+	"github.com/orderstatus/orderstatus/handler/tableerr"
 )
 
-// DefaultTable is the table's name unless DEAD_LETTER_TABLE says
-// otherwise.
+// DefaultTable is the table's name unless DEAD_LETTER_TABLE says otherwise.
 const DefaultTable = "deadletters"
 
 // Defaults of Options.
@@ -75,26 +34,19 @@ const (
 
 // Options tune a Store. A nil *Options or the zero value gives defaults.
 type Options struct {
-	// CallTimeout bounds each SDK call, its retries included; exceeding
-	// it is dlstore.ErrUnavailable. 0 means DefaultCallTimeout.
+	// CallTimeout bounds each SDK call with its retries; 0 means DefaultCallTimeout.
 	CallTimeout time.Duration
-	// IndexGrace is how old an index row whose entry is missing must be
-	// before Get deletes it (younger, a Put may be between its two
-	// writes). 0 means DefaultIndexGrace.
+	// IndexGrace: Get deletes a missing entry's index row once this old (0: DefaultIndexGrace).
 	IndexGrace time.Duration
-	// ClientOptions are passed to the SDK; a zero Retry retries at most
-	// twice with short delays, so that the caller's schedule governs.
+	// ClientOptions go to the SDK; a zero Retry retries at most twice, briefly.
 	ClientOptions *aztables.ClientOptions
-	// Logger receives the index updates that failed after the entry was
-	// written (the change took effect; Get repairs the index later). nil
-	// logs nothing.
+	// Logger, if not nil, receives index updates that failed after the entry's write.
 	Logger *slog.Logger
 	// Now is the clock IndexGrace is measured with; nil is time.Now.
 	Now func() time.Time
 }
 
-// Store is the dead-letter store on one table. It is safe for concurrent
-// use.
+// Store is the dead-letter store on one table. It is safe for concurrent use.
 type Store struct {
 	table   *aztables.Client
 	name    string
@@ -102,9 +54,7 @@ type Store struct {
 	grace   time.Duration
 	log     *slog.Logger
 	now     func() time.Time
-	// crash, when set (tests only), is called at the points between the
-	// writes of one operation; an error it returns ends the operation
-	// there, as a crash would.
+	// crash (tests only) is called between writes; an error ends the operation there.
 	crash func(point string) error
 }
 
@@ -119,9 +69,7 @@ const (
 	pointPurgeAfterEntryDeleted = "purge: after the entry, before the index and locator rows"
 )
 
-// NewFromConnectionString returns a Store for table (DefaultTable if
-// empty) in the account of the connection string cs (Azurite, tests). It
-// does not contact the service.
+// NewFromConnectionString returns a Store for table ("": DefaultTable) in cs's account, not contacting it.
 func NewFromConnectionString(cs, table string, opts *Options) (*Store, error) {
 	svc, err := aztables.NewServiceClientFromConnectionString(cs, clientOptions(opts))
 	if err != nil {
@@ -131,9 +79,7 @@ func NewFromConnectionString(cs, table string, opts *Options) (*Store, error) {
 }
 
 // NewWithCredential returns a Store for table (DefaultTable if empty) at
-// serviceURL (https://<account>.table.core.windows.net), authenticated
-// with cred (the app's managed identity). It does not contact the
-// service.
+// serviceURL (https://<account>.table.core.windows.net) with cred, without contacting it.
 func NewWithCredential(serviceURL, table string, cred azcore.TokenCredential, opts *Options) (*Store, error) {
 	if u, err := url.Parse(serviceURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("dltable: service URL %q: want https://<account>.table.core.windows.net", serviceURL)
@@ -179,12 +125,8 @@ func newStore(svc *aztables.ServiceClient, table string, opts *Options) *Store {
 // Table is the table's name.
 func (s *Store) Table() string { return s.name }
 
-// EnsureTable creates the table if it does not exist, best effort: with
-// a table-scoped role (as infra grants) the service may refuse CreateTable
-// with 403 even when the table exists, so a caller logs the error and
-// goes on; the first real read or write then fails clearly if the table
-// is missing (dlstore.ErrUnavailable, "table ... does not exist; infra
-// creates it"). An existing table is success.
+// EnsureTable creates the table unless it exists. A table-scoped role may get
+// 403 even when it exists, so callers log the error and go on.
 func (s *Store) EnsureTable(ctx context.Context) error {
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
@@ -200,7 +142,7 @@ func (s *Store) EnsureTable(ctx context.Context) error {
 }
 
 func (s *Store) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, s.timeout, errCallTimeout)
+	return context.WithTimeoutCause(ctx, s.timeout, tableerr.ErrCallTimeout)
 }
 
 func (s *Store) hook(point string) error {
@@ -252,9 +194,7 @@ func (s *Store) submit(ctx context.Context, actions []aztables.TransactionAction
 	return classify(callCtx, s.name, err)
 }
 
-// query returns every row matching filter (OData), reading page by page,
-// each page within the call timeout; yield may stop it by returning
-// false.
+// query yields every row matching filter (OData), page by page; yield returns false to stop.
 func (s *Store) query(ctx context.Context, filter, sel string, yield func(stored) (bool, error)) error {
 	opts := &aztables.ListEntitiesOptions{Filter: &filter}
 	if sel != "" {
@@ -283,12 +223,8 @@ func (s *Store) query(ctx context.Context, filter, sel string, yield func(stored
 	return nil
 }
 
-// --- the port.
-
-// Put stores e in state Open with its "stored" audit entry, unless an
-// entry with e.ID exists (see dlstore.Store). It writes the locator and
-// the index row first (either may exist: a repeated Put), then the entry
-// and its audit row in one transaction.
+// Put stores e as Open with its "stored" audit entry unless e.ID exists: the
+// locator and index rows first, then the entry and audit row in one transaction.
 func (s *Store) Put(ctx context.Context, e dlstore.Entry, actor string) (bool, error) {
 	if e.ID == "" || e.Source == "" || e.StoredAt.IsZero() {
 		return false, fmt.Errorf("dltable: put: id, source and stored-at are required")
@@ -329,8 +265,6 @@ func (s *Store) Put(ctx context.Context, e dlstore.Entry, actor string) (bool, e
 	case err == nil:
 		return true, nil
 	case exists(err):
-		// Stored before (a repeated Put): the index row this Put found or
-		// wrote may be older than the entry; bring it up to date.
 		cur, version, gerr := s.readEntry(ctx, orderKey(e.OrderID), e.ID)
 		if gerr != nil {
 			return false, fmt.Errorf("dltable: put %s: exists; read it: %w", e.ID, gerr)
@@ -343,9 +277,6 @@ func (s *Store) Put(ctx context.Context, e dlstore.Entry, actor string) (bool, e
 	return false, fmt.Errorf("dltable: put %s: %w", e.ID, err)
 }
 
-// exists reports an insert that found the row there.
-func exists(err error) bool { return codeOf(err) == string(aztables.EntityAlreadyExists) }
-
 // fits refuses rows Table Storage would refuse for their size.
 func fits(rows ...row) error {
 	for _, r := range rows {
@@ -356,7 +287,6 @@ func fits(rows ...row) error {
 	return nil
 }
 
-// readEntry reads the entry row id in partition pk.
 func (s *Store) readEntry(ctx context.Context, pk, id string) (dlstore.Entry, int64, error) {
 	st, err := s.getRow(ctx, pk, entryRowKey(id))
 	if err != nil {
@@ -365,8 +295,7 @@ func (s *Store) readEntry(ctx context.Context, pk, id string) (dlstore.Entry, in
 	return st.entry()
 }
 
-// Get returns the whole entry id, and repairs its index row when it can
-// prove it stale (see the package doc).
+// Get returns the whole entry id and repairs its index row when provably stale.
 func (s *Store) Get(ctx context.Context, id string) (dlstore.Entry, error) {
 	if !legalKey(id) {
 		return dlstore.Entry{}, fmt.Errorf("dltable: get %q: %w", id, dlstore.ErrNotFound)
@@ -388,9 +317,7 @@ func (s *Store) Get(ctx context.Context, id string) (dlstore.Entry, error) {
 	return e, nil
 }
 
-// repairMissing removes the index and locator rows of an entry that is
-// missing, once they are older than the grace (younger, a Put may be
-// between its writes).
+// repairMissing removes a missing entry's index and locator rows once older than the grace.
 func (s *Store) repairMissing(ctx context.Context, id string, loc stored) {
 	cutoff := s.now().Add(-s.grace)
 	idx, err := s.getRow(ctx, partitionIndex, id)
@@ -413,10 +340,8 @@ func (s *Store) repairMissing(ctx context.Context, id string, loc stored) {
 	}
 }
 
-// syncIndex brings the index row of e (stored at version) up to date: a
-// summary of e when it is not closed, no row when it is. A row of a newer
-// version is left alone; every write is conditional, and a lost race is
-// read again (a few times).
+// syncIndex brings e's index row up to date (a summary, or none when e is
+// closed), leaving a newer version's row; a lost race is retried a few times.
 func (s *Store) syncIndex(ctx context.Context, e dlstore.Entry, version int64) error {
 	for range 4 {
 		idx, err := s.getRow(ctx, partitionIndex, e.ID)
@@ -425,10 +350,7 @@ func (s *Store) syncIndex(ctx context.Context, e dlstore.Entry, version int64) e
 			return err
 		}
 		if found {
-			// A row of a newer version is a later writer's; one of the
-			// same version beside a closed entry is the index row of a
-			// reopening that did not happen, once it is older than the
-			// grace (younger, the reopening may be under way).
+			// The same version beside a closed entry, past the grace: a reopening that did not happen.
 			if _, v, derr := idx.entry(); derr == nil && (v > version || v == version && (!e.State.Closed() || !idx.timestamp.Before(s.now().Add(-s.grace)))) {
 				return nil
 			}
@@ -453,11 +375,8 @@ func (s *Store) syncIndex(ctx context.Context, e dlstore.Entry, version int64) e
 	return fmt.Errorf("index row of %s: changed at every try: %w", e.ID, dlstore.ErrConflict)
 }
 
-// reopenIndex writes the index row of e, about to be reopened from
-// version, before the entry: a row of a newer version is a later
-// writer's and stays; any other is replaced, so that its Timestamp is
-// this write's and no Get takes it for the row of an old reopening that
-// did not happen (see syncIndex).
+// reopenIndex writes e's index row before e is reopened from version, keeping
+// a newer row; a fresh Timestamp keeps syncIndex from taking it for a stale one.
 func (s *Store) reopenIndex(ctx context.Context, e dlstore.Entry, version int64) error {
 	for range 4 {
 		idx, err := s.getRow(ctx, partitionIndex, e.ID)
@@ -488,10 +407,8 @@ func (s *Store) logIndex(op, id string, err error) {
 	}
 }
 
-// Transition changes e as t says, conditional on e.ETag, with t.Audit in
-// the same transaction (see dlstore.Store). It reads the entry first, so
-// the body and properties written are the stored ones, whatever e holds
-// (an entry listed from the index has none).
+// Transition changes e as t says (see dlstore.Store), keeping the stored body and
+// properties. The index row is written after the entry, or before it on a reopen.
 func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Transition) (dlstore.Entry, error) {
 	if t.Audit == nil && !dlstore.NeedsNoAudit(e.State, t.To) {
 		return dlstore.Entry{}, fmt.Errorf("dltable: transition %s to %s: an audit entry is required", e.ID, t.To)
@@ -507,10 +424,7 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 	if err != nil {
 		return dlstore.Entry{}, fmt.Errorf("dltable: transition %s: %w", e.ID, err)
 	}
-	// No comparison of cur.ETag with e.ETag here: the transaction's
-	// If-Match e.ETag decides (an ETag read from a query's body and one
-	// from a read's header name the same version but need not be spelled
-	// alike), and when it holds, cur is the version e was read at.
+	// If-Match e.ETag decides, not cur.ETag: a query's and a read's may be spelled apart.
 	next := dlstore.Apply(cur, t)
 	next.ETag = ""
 	entry, err := entryRow(next, version+1)
@@ -530,9 +444,6 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 		actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: audit.json()})
 	}
 	if cur.State.Closed() && !next.State.Closed() {
-		// Reopened: its index row first (it has none), so that no crash
-		// or failure leaves it out of the index. The row carries the
-		// version read; the transaction's entry is newer.
 		if err := s.reopenIndex(ctx, next, version); err != nil {
 			return dlstore.Entry{}, fmt.Errorf("dltable: transition %s to %s: its index row: %w", e.ID, t.To, err)
 		}
@@ -542,7 +453,6 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 	}
 	if err := s.submit(ctx, actions); err != nil {
 		if exists(err) {
-			// The audit row is there: another actor wrote this number.
 			err = fmt.Errorf("audit row %d exists: %w", cur.Actions+1, dlstore.ErrConflict)
 		}
 		return dlstore.Entry{}, fmt.Errorf("dltable: transition %s to %s: %w", e.ID, t.To, err)
@@ -553,8 +463,7 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 	if err := s.syncIndex(ctx, next, version+1); err != nil {
 		s.logIndex("transition", e.ID, err)
 	}
-	// The transaction's answer carries no ETag: read it, and hand it out
-	// only if nobody changed the entry since.
+	// A transaction's answer has no ETag: read it, if the entry is unchanged.
 	if after, v, err := s.readEntry(ctx, pk, e.ID); err == nil && v == version+1 {
 		next.ETag = after.ETag
 	}

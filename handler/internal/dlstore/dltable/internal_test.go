@@ -15,6 +15,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
+	"github.com/orderstatus/orderstatus/handler/tableerr"
 )
 
 func TestOrderKey(t *testing.T) {
@@ -45,7 +46,7 @@ func TestOrderKey(t *testing.T) {
 	}
 }
 
-func TestStatusKind(t *testing.T) {
+func TestClassifyStatus(t *testing.T) {
 	tests := []struct {
 		status int
 		code   string
@@ -64,68 +65,15 @@ func TestStatusKind(t *testing.T) {
 		{400, "EntityTooLarge", dlstore.ErrTooLarge},
 		{400, "PropertyValueTooLarge", dlstore.ErrTooLarge},
 		{400, "InvalidInput", ErrStorage},
-		{409, "TableBeingDeleted", ErrStorage},
+		{409, "TableBeingDeleted", dlstore.ErrUnavailable},
+		{409, "SomethingElse", ErrStorage},
 	}
 	for _, tt := range tests {
-		if got, _ := statusKind(tt.status, tt.code, "deadletters"); got != tt.want {
-			t.Errorf("statusKind(%d, %s) = %v, want %v", tt.status, tt.code, got, tt.want)
+		err := classify(t.Context(), "deadletters", &azcore.ResponseError{StatusCode: tt.status, ErrorCode: tt.code})
+		if !errors.Is(err, tt.want) {
+			t.Errorf("classify(HTTP %d %s) = %v, want %v", tt.status, tt.code, err, tt.want)
 		}
 	}
-}
-
-// A failed transaction's answer as the service documents it
-// ("Performing entity group transactions", Sample error response).
-const failedBatch = "--batchresponse_e69b1c6c-64d9-4b2a-9b20-9c4b0e3f3b4a\r\n" +
-	"Content-Type: multipart/mixed; boundary=changesetresponse_0d9a5b7c-1c6e-4f3a-a1c8-7b9fbe1b8c6e\r\n\r\n" +
-	"--changesetresponse_0d9a5b7c-1c6e-4f3a-a1c8-7b9fbe1b8c6e\r\n" +
-	"Content-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n" +
-	"HTTP/1.1 412 Precondition Failed\r\nContent-ID: 1\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-cache\r\n" +
-	"DataServiceVersion: 3.0;\r\nContent-Type: application/json;odata=minimalmetadata;streaming=true;charset=utf-8\r\n\r\n" +
-	`{"odata.error":{"code":"UpdateConditionNotSatisfied","message":{"lang":"en-US","value":"0:The update condition specified in the request was not satisfied.\nRequestId:1\nTime:2026-12-01T09:00:00.0000000Z"}}}` + "\r\n" +
-	"--changesetresponse_0d9a5b7c-1c6e-4f3a-a1c8-7b9fbe1b8c6e--\r\n" +
-	"--batchresponse_e69b1c6c-64d9-4b2a-9b20-9c4b0e3f3b4a--\r\n"
-
-const okBatch = "--batchresponse_1\r\nContent-Type: multipart/mixed; boundary=changesetresponse_2\r\n\r\n" +
-	"--changesetresponse_2\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n" +
-	"HTTP/1.1 204 No Content\r\nContent-ID: 1\r\nETag: W/\"datetime'2026-12-01T09%3A00%3A00.0000000Z'\"\r\n\r\n\r\n" +
-	"--changesetresponse_2\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n" +
-	"HTTP/1.1 201 Created\r\nContent-ID: 2\r\n\r\n\r\n--changesetresponse_2--\r\n--batchresponse_1--\r\n"
-
-func TestBatchFailure(t *testing.T) {
-	tests := []struct {
-		name   string
-		body   string
-		status int
-		code   string
-		ok     bool
-	}{
-		{"documented 412", failedBatch, 412, "UpdateConditionNotSatisfied", true},
-		{"LF only", strings.ReplaceAll(failedBatch, "\r\n", "\n"), 412, "UpdateConditionNotSatisfied", true},
-		{"error code header", strings.Replace(failedBatch, "Content-ID: 1\r\n", "Content-ID: 1\r\nx-ms-error-code: EntityAlreadyExists\r\n", 1), 412, "EntityAlreadyExists", true},
-		{"every operation succeeded", okBatch, 0, "", false},
-		{"not a batch", `{"odata.error":{"code":"InvalidInput"}}`, 0, "", false},
-		{"empty", "", 0, "", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			status, code, ok := batchFailure([]byte(tt.body))
-			if status != tt.status || code != tt.code || ok != tt.ok {
-				t.Errorf("batchFailure = %d, %q, %t; want %d, %q, %t", status, code, ok, tt.status, tt.code, tt.ok)
-			}
-		})
-	}
-}
-
-func FuzzBatchFailure(f *testing.F) {
-	f.Add([]byte(failedBatch))
-	f.Add([]byte(okBatch))
-	f.Add([]byte("HTTP/1.1 409 Conflict\r\n\r\n{"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		status, _, ok := batchFailure(b)
-		if ok != (status >= 400) {
-			t.Fatalf("batchFailure = %d, ok %t", status, ok)
-		}
-	})
 }
 
 // TestTransactionErrorsOnAzurite checks that the failures of real
@@ -164,8 +112,8 @@ func TestTransactionErrorsOnAzurite(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := s.submit(ctx, tt.actions)
-			if !errors.Is(err, tt.want) || (tt.code != "" && codeOf(err) != tt.code) {
-				t.Fatalf("submit: %v (code %q); want %v, code %q", err, codeOf(err), tt.want, tt.code)
+			if !errors.Is(err, tt.want) || (tt.code != "" && tableerr.CodeOf(err) != tt.code) {
+				t.Fatalf("submit: %v (code %q); want %v, code %q", err, tableerr.CodeOf(err), tt.want, tt.code)
 			}
 			// All or nothing: the other row of the transaction is not there.
 			if _, err := s.getRow(ctx, "p", "s"); !errors.Is(err, dlstore.ErrNotFound) {

@@ -12,12 +12,9 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
-// List returns the entries matching f, by StoredAt then ID (see
-// dlstore.Store): from the order's partition with f.OrderID (whole, one
-// partition query), else from the index when f selects only states that
-// are not closed (summaries; with f.Text each candidate's entry is read
-// for its body), else from every entry row. The service filters State, Source, Reason, Group and the
-// StoredAt range; the client the rest (Text, IDs) and, exactly, all of f.
+// List returns the entries matching f, by StoredAt then ID (see dlstore.Store),
+// from f.OrderID's partition, else the index when f.OnlyNotClosed, else every
+// entry row; the service filters what it can (filterConds), the client all of f.
 func (s *Store) List(ctx context.Context, f dlstore.Filter) ([]dlstore.Entry, error) {
 	out := []dlstore.Entry{}
 	if f.OnlyNotClosed() && f.OrderID == "" {
@@ -70,9 +67,7 @@ func (s *Store) List(ctx context.Context, f dlstore.Filter) ([]dlstore.Entry, er
 	return out, nil
 }
 
-// filterConds are the OData conditions the service can check for f. They
-// may select more than f (a StoredAt range widened by a millisecond, as
-// the service may keep less precision than the record); never less.
+// filterConds are OData conditions for f, never narrower (StoredAt widened by 1 ms).
 func filterConds(f dlstore.Filter) []string {
 	var conds []string
 	if len(f.States) > 0 {
@@ -100,8 +95,7 @@ func filterConds(f dlstore.Filter) []string {
 	return conds
 }
 
-// History returns the audit entries of orderID (every one when it is
-// ""), in time order.
+// History returns the audit entries of orderID (all when ""), in time order.
 func (s *Store) History(ctx context.Context, orderID string) ([]dlstore.AuditEntry, error) {
 	conds := []string{colKind + " eq " + odataString(kindAudit)}
 	if orderID != "" {
@@ -128,12 +122,8 @@ func (s *Store) History(ctx context.Context, orderID string) ([]dlstore.AuditEnt
 // maxBatch is Table Storage's limit of operations in one transaction.
 const maxBatch = 100
 
-// Purge deletes up to max closed entries updated before before, each with
-// its audit rows (the entry first, If-Match its ETag, in one transaction
-// with up to 99 of its audit rows, the rest after it: an entry restored
-// meanwhile stays with its whole history), then its index and locator
-// rows; it returns how many entries it deleted. A crash after the entry's
-// delete may leave audit rows of an entry that is gone.
+// Purge deletes up to max closed entries updated before before, with their audit,
+// index and locator rows (a crash may leave audit rows behind), and returns how many.
 func (s *Store) Purge(ctx context.Context, before time.Time, max int) (int, error) {
 	if max <= 0 {
 		return 0, nil
@@ -171,8 +161,7 @@ func (s *Store) Purge(ctx context.Context, before time.Time, max int) (int, erro
 	return n, nil
 }
 
-// purgeOne deletes e and its rows; done is false when e changed or went
-// meanwhile (restored, or purged by another actor).
+// purgeOne deletes e and its rows; done is false when e changed or went meanwhile.
 func (s *Store) purgeOne(ctx context.Context, e dlstore.Entry) (bool, error) {
 	pk := orderKey(e.OrderID)
 	from, to := auditRange(e.ID)
@@ -192,8 +181,8 @@ func (s *Store) purgeOne(ctx context.Context, e dlstore.Entry) (bool, error) {
 	if err := s.hook(pointPurgeBeforeDelete); err != nil {
 		return false, err
 	}
-	// The entry first, If-Match its ETag, with as many audit rows as fit
-	// in its transaction; the rest of its history only once it is gone.
+	// The entry first, If-Match its ETag, with as many audit rows as fit; the
+	// rest only once it is gone, so a restored entry keeps its whole history.
 	first := min(len(keys), maxBatch-1)
 	batch := []aztables.TransactionAction{del(entryRowKey(e.ID), azcore.ETag(e.ETag))}
 	for _, rk := range keys[:first] {

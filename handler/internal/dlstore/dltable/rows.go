@@ -15,19 +15,14 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
-// The rows of the one table.
+// The rows of the one table: an order's entries and history share a partition (one
+// transaction per change); everything not closed is one partition, as small as the backlog.
 //
-//	PartitionKey       RowKey                  Kind   what
-//	o~<order id>       e~<entry id>            entry  the entry whole (h~<SHA-256> for an order id that is no key)
-//	o~<order id>       e~<entry id>~a~000001   audit  its audit entries, numbered from 1
-//	index~notclosed    <entry id>              index  the summary of every entry that is not closed
+//	PartitionKey       RowKey                  Kind     what
+//	o~<order id>       e~<entry id>            entry    the entry whole (h~<SHA-256> for an order id that is no key)
+//	o~<order id>       e~<entry id>~a~000001   audit    its audit entries, numbered from 1
+//	index~notclosed    <entry id>              index    the summary of every entry that is not closed
 //	index~ids          <entry id>              locator  the PartitionKey of the entry, for Get by id
-//
-// Why these keys: "everything about order X" (entries and history) is one
-// partition query; one entry's history is a RowKey range in it; an entry
-// and its audit entry share a partition, so a change of state and its
-// record are one entity-group transaction; "everything not closed" is one
-// partition, as small as the backlog, whatever the retention keeps.
 const (
 	partitionIndex   = "index~notclosed"
 	partitionLocator = "index~ids"
@@ -52,24 +47,17 @@ const (
 	colChunks    = "DN"
 )
 
-// dataChunk is the size of one Edm.Binary column, below the 64 KiB Table
-// Storage allows a property ("Understanding the Table service data
-// model", Property types).
+// dataChunk is the size of one Edm.Binary column, below Table Storage's 64 KiB
+// per property ("Understanding the Table service data model", Property types).
 const dataChunk = 60 << 10
 
-// maxFilterColumn bounds the string columns kept for filters (a UTF-16
-// string column holds 32K characters); a longer value is left out of its
-// column and filtered on the client.
+// maxFilterColumn bounds filter columns; a longer value is filtered on the client.
 const maxFilterColumn = 1024
 
-// maxEntity is Table Storage's limit on one entity (1 MiB, counted as
-// entitySize does).
+// maxEntity is Table Storage's limit on one entity (1 MiB, counted as size does).
 const maxEntity = 1 << 20
 
-// orderKey is the PartitionKey of orderID's rows: o~<order id> when the
-// order id is a legal key, else h~<hex SHA-256 of it> (a poison message's
-// order id may be empty, long, or hold / \ # ? or control characters,
-// which Table Storage refuses in keys).
+// orderKey is orderID's PartitionKey: o~<order id>, or h~<hex SHA-256 of it> if no legal key.
 func orderKey(orderID string) string {
 	if legalKey(orderID) {
 		return "o~" + orderID
@@ -78,10 +66,8 @@ func orderKey(orderID string) string {
 	return "h~" + hex.EncodeToString(sum[:])
 }
 
-// legalKey reports whether s may be part of a key: not empty, valid UTF-8,
-// at most 256 bytes (keys hold 1 KiB), none of / \ # ? and no control
-// character (U+0000-U+001F, U+007F-U+009F) ("Understanding the Table
-// service data model", Characters disallowed in key fields).
+// legalKey reports whether s may be in a key: 1 to 256 bytes of UTF-8 without / \ # ? or
+// controls ("Understanding the Table service data model", Characters disallowed in key fields).
 func legalKey(s string) bool {
 	if s == "" || len(s) > 256 || !utf8.ValidString(s) {
 		return false
@@ -137,9 +123,7 @@ func (r row) int64(col string, v int64) {
 
 func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.0000000Z") }
 
-// size is the entity's size as Table Storage counts it ("Understanding
-// the Table service data model", Entity size): 4 bytes, the keys in
-// UTF-16, and per property 8 bytes, its name in UTF-16 and its value.
+// size is as Table Storage counts it ("Understanding the Table service data model", Entity size).
 func (r row) size() int {
 	n := 4
 	for k, v := range r {
@@ -182,7 +166,6 @@ func (r row) json() []byte {
 	return b
 }
 
-// entryRow is the entry row of e at version.
 func entryRow(e dlstore.Entry, version int64) (row, error) {
 	data, err := encodeEntry(e, version, true)
 	if err != nil {
@@ -211,7 +194,6 @@ func (r row) filterColumns(e dlstore.Entry, version int64) {
 	r.int64(colVersion, version)
 }
 
-// auditRow is the row of audit entry a.
 func auditRow(a dlstore.AuditEntry) row {
 	r := newRow(orderKey(a.OrderID), auditRowKey(a.EntryID, a.N), kindAudit, encodeAudit(a))
 	r.time("At", a.At)
@@ -224,8 +206,7 @@ func locatorRow(e dlstore.Entry) row {
 	return r
 }
 
-// stored is an entity as read: its columns (JSON values), its ETag and
-// the service's Timestamp.
+// stored is an entity as read: its columns, ETag and the service's Timestamp.
 type stored struct {
 	cols      map[string]json.RawMessage
 	etag      string
@@ -254,7 +235,6 @@ func (s stored) string(col string) string {
 	return v
 }
 
-// data joins the entity's data chunks.
 func (s stored) data() ([]byte, error) {
 	var n int
 	if err := json.Unmarshal(s.cols[colChunks], &n); err != nil || n < 1 || n > 100 {
@@ -297,11 +277,9 @@ func (s stored) audit() (dlstore.AuditEntry, error) {
 
 func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
-// odataString quotes s as an OData string literal.
 func odataString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// odataTime is t as an OData datetime literal, or "" outside Table
-// Storage's range of dates.
+// odataTime is t as an OData datetime literal, or "" outside Table Storage's dates.
 func odataTime(t time.Time) string {
 	if t.Year() < 1601 || t.Year() > 9999 {
 		return ""

@@ -22,6 +22,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/freeport"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/tableerr"
 )
 
 var sentinels = []error{store.ErrConflict, store.ErrNotFound, store.ErrTransient}
@@ -51,7 +52,7 @@ func TestClassifyResponseErrors(t *testing.T) {
 		want   error
 	}{
 		{OpInsert, 409, string(aztables.EntityAlreadyExists), store.ErrConflict},
-		{OpInsert, 409, string(aztables.TableBeingDeleted), nil},
+		{OpInsert, 409, string(aztables.TableBeingDeleted), store.ErrTransient}, // retried until the table is gone or back
 		{OpReplace, 409, "SomethingElse", nil},
 		{OpReplace, 412, string(aztables.UpdateConditionNotSatisfied), store.ErrConflict},
 		{OpGet, 404, string(aztables.ResourceNotFound), store.ErrNotFound},
@@ -81,15 +82,15 @@ func TestClassifyResponseErrors(t *testing.T) {
 }
 
 func TestClassifyOtherErrors(t *testing.T) {
-	timedOut, cancel := context.WithTimeoutCause(context.Background(), 0, errCallTimeout)
+	timedOut, cancel := context.WithTimeoutCause(context.Background(), 0, tableerr.ErrCallTimeout)
 	defer cancel()
 	canceledParent, cancelParent := context.WithCancel(context.Background())
 	cancelParent()
-	callerCanceled, cancel2 := context.WithTimeoutCause(canceledParent, time.Hour, errCallTimeout)
+	callerCanceled, cancel2 := context.WithTimeoutCause(canceledParent, time.Hour, tableerr.ErrCallTimeout)
 	defer cancel2()
 	expiredParent, cancel3 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel3()
-	callerExpired, cancel4 := context.WithTimeoutCause(expiredParent, time.Hour, errCallTimeout)
+	callerExpired, cancel4 := context.WithTimeoutCause(expiredParent, time.Hour, tableerr.ErrCallTimeout)
 	defer cancel4()
 
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("connect: %w", syscall.ECONNREFUSED)}

@@ -1,8 +1,7 @@
-// Package tablestore is the Azure Table Storage backend of the order rows:
-// one entity per order (PartitionKey = order id, RowKey "status") in table
-// "orderstatus", written only with conditions (insert-if-absent, replace
-// If-Match ETag). It classifies SDK errors once into the store sentinels and
-// bounds every SDK call with a deadline.
+// Package tablestore is the Azure Table Storage backend of the order rows: one
+// entity per order (PartitionKey = order id, RowKey "status"), written only
+// conditionally (insert-if-absent, replace If-Match ETag). It classifies SDK
+// errors once into the store sentinels and bounds every SDK call with a deadline.
 package tablestore
 
 import (
@@ -22,6 +21,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/tableerr"
 )
 
 // Names of the table, the row key and the columns.
@@ -36,8 +36,7 @@ const (
 	colDeadline     = "PaymentDeadline"
 )
 
-// DefaultCallTimeout bounds each SDK call (its retries included) unless
-// Options.CallTimeout says otherwise.
+// DefaultCallTimeout bounds each SDK call, its retries included (Options.CallTimeout).
 const DefaultCallTimeout = 5 * time.Second
 
 // Operation names passed to Options.Observe.
@@ -59,40 +58,25 @@ const (
 
 // Options tune a Store. A nil *Options or the zero value gives defaults.
 type Options struct {
-	// CallTimeout bounds each SDK call, including the SDK's own retries.
-	// Exceeding it is a transient failure. 0 means DefaultCallTimeout.
+	// CallTimeout bounds each SDK call with its retries (0: DefaultCallTimeout); past it is transient.
 	CallTimeout time.Duration
-	// ClientOptions are passed to the SDK. If nil, or if its Retry field
-	// is the zero value, the SDK retries at most twice with short delays
-	// (100 ms, then 200 ms; at most 1 s), so that the caller's retry budget,
-	// not the SDK's, governs. If its Transport is nil, the Store keeps up
-	// to MaxIdleConnsPerHost connections open (see there).
+	// ClientOptions go to the SDK. A zero Retry means at most two short retries, so
+	// the caller's budget governs; a nil Transport keeps MaxIdleConnsPerHost idle.
 	ClientOptions *aztables.ClientOptions
-	// Observe, if set, is called once per storage call (Get, Insert or
-	// Replace) after it ends, with the operation (OpGet, OpInsert,
-	// OpReplace), its outcome (OutcomeOK, ...) and its duration. SDK
-	// retries inside one call are not counted separately. It must be safe
-	// for concurrent use and quick.
+	// Observe, if set, gets each call's op, outcome and duration; quick and concurrency-safe.
 	Observe func(op, outcome string, d time.Duration)
 }
 
-// Store reads and writes order rows in one table. It is safe for concurrent
-// use.
-//
-// The SDK retries a failed request a few times inside one call. A write
-// whose answer was lost and that the SDK then retried reports
-// store.ErrConflict (its own earlier attempt changed the ETag or created
-// the row): callers reread and decide again, as orderstate does, and find
-// the message already applied.
+// Store reads and writes order rows in one table, safe for concurrent use. A retried write
+// whose answer was lost reports store.ErrConflict: callers reread and decide again.
 type Store struct {
 	table   *aztables.Client
 	timeout time.Duration
 	observe func(op, outcome string, d time.Duration)
 }
 
-// NewFromConnectionString returns a Store for table (DefaultTable if empty)
-// in the account of the connection string cs (shared key or SAS). It does
-// not contact the service.
+// NewFromConnectionString returns a Store for table (DefaultTable if empty) in
+// the account of cs (shared key or SAS), without contacting the service.
 func NewFromConnectionString(cs, table string, opts *Options) (*Store, error) {
 	svc, err := aztables.NewServiceClientFromConnectionString(cs, clientOptions(opts))
 	if err != nil {
@@ -103,8 +87,7 @@ func NewFromConnectionString(cs, table string, opts *Options) (*Store, error) {
 }
 
 // NewWithCredential returns a Store for table (DefaultTable if empty) at
-// serviceURL (https://<account>.table.core.windows.net), authenticated with
-// cred (a managed identity in production). It does not contact the service.
+// serviceURL, authenticated with cred, without contacting the service.
 func NewWithCredential(serviceURL, table string, cred azcore.TokenCredential, opts *Options) (*Store, error) {
 	if u, err := url.Parse(serviceURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("tablestore: service URL %q: want https://<account>.table.core.windows.net", serviceURL)
@@ -116,25 +99,16 @@ func NewWithCredential(serviceURL, table string, cred azcore.TokenCredential, op
 	return newStore(svc, table, opts), nil
 }
 
-// NewFromService returns a Store for table (DefaultTable if empty) on a
-// service client the caller built (the CLI's, from package connect): its
-// client options are the caller's; opts sets the call timeout and Observe.
-// It does not contact the service.
+// NewFromService is NewWithCredential on the caller's service client (opts: timeout, Observe).
 func NewFromService(svc *aztables.ServiceClient, table string, opts *Options) *Store {
 	return newStore(svc, table, opts)
 }
 
-// MaxIdleConnsPerHost is how many idle connections to the table service
-// a Store keeps. The SDK's default transport keeps 10, so with more calls
-// in flight (one per session slot: host.json's maxConcurrentSessions) every
-// burst closed connections and opened new ones, each a TCP and TLS
-// handshake for the handler and the service (Table Storage speaks HTTP/1.1,
-// one call per connection at a time). It is kept above any sensible
-// maxConcurrentSessions.
+// MaxIdleConnsPerHost is a Store's idle connections to the table service, above any sensible
+// maxConcurrentSessions: Table Storage is HTTP/1.1 and the SDK's default keeps 10.
 const MaxIdleConnsPerHost = 256
 
-// newTransport is the SDK's default transport (timeouts, TLS 1.2 at least,
-// proxy from the environment) with MaxIdleConnsPerHost idle connections.
+// newTransport is the SDK's default transport with MaxIdleConnsPerHost idle connections.
 func newTransport() *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
@@ -181,8 +155,7 @@ func newStore(svc *aztables.ServiceClient, table string, opts *Options) *Store {
 	return s
 }
 
-// EnsureTable creates the table if it does not exist. It is idempotent and
-// meant for startup and tests; production provisions the table.
+// EnsureTable creates the table if absent (idempotent; infra provisions it in production).
 func (s *Store) EnsureTable(ctx context.Context) error {
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
@@ -197,8 +170,7 @@ func (s *Store) EnsureTable(ctx context.Context) error {
 	return nil
 }
 
-// Get reads the row of orderID. A missing row fails with an error wrapping
-// store.ErrNotFound; retryable failures wrap store.ErrTransient.
+// Get reads orderID's row; missing: store.ErrNotFound, retryable: store.ErrTransient.
 func (s *Store) Get(ctx context.Context, orderID string) (store.Row, error) {
 	start := time.Now()
 	callCtx, cancel := s.callContext(ctx)
@@ -217,8 +189,7 @@ func (s *Store) Get(ctx context.Context, orderID string) (store.Row, error) {
 	return row, nil
 }
 
-// Insert adds the row of orderID with state st and returns its ETag. If the
-// row exists the error wraps store.ErrConflict and nothing changes.
+// Insert adds orderID's row with state st and returns its ETag; store.ErrConflict if it exists.
 func (s *Store) Insert(ctx context.Context, orderID string, st order.State) (store.ETag, error) {
 	body, err := encode(orderID, st)
 	if err != nil {
@@ -236,11 +207,8 @@ func (s *Store) Insert(ctx context.Context, orderID string, st order.State) (sto
 	return store.ETag(resp.ETag), nil
 }
 
-// Replace overwrites the row of orderID with state st if its ETag is still
-// etag (If-Match), and returns the new ETag. A changed row fails with
-// store.ErrConflict, a missing one with store.ErrNotFound. The empty ETag and
-// "*" are refused without calling the service: there is no unconditional
-// write.
+// Replace overwrites orderID's row with st If-Match etag and returns the new ETag;
+// store.ErrConflict if changed, ErrNotFound if missing; "" and "*" are refused.
 func (s *Store) Replace(ctx context.Context, orderID string, st order.State, etag store.ETag) (store.ETag, error) {
 	if etag == "" || etag == "*" {
 		return "", fmt.Errorf("tablestore: replace %s: %w", orderID, errUnconditional)
@@ -264,12 +232,8 @@ func (s *Store) Replace(ctx context.Context, orderID string, st order.State, eta
 
 var errUnconditional = errors.New("unconditional write refused: an ETag from a read or write is required")
 
-// errCallTimeout is the cause of a per-call deadline, so that classify can
-// tell it from the caller's own deadline.
-var errCallTimeout = errors.New("call timeout")
-
 func (s *Store) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, s.timeout, errCallTimeout)
+	return context.WithTimeoutCause(ctx, s.timeout, tableerr.ErrCallTimeout)
 }
 
 func (s *Store) done(op string, err error, start time.Time) {
@@ -293,12 +257,8 @@ type entity struct {
 	DeadlineType     string                `json:"PaymentDeadline@odata.type,omitempty"`
 }
 
-// encode builds the entity JSON: the keys as they are (aztables.EDMEntity
-// would double single quotes in them, storing a different key than the one
-// read back), times as Edm.DateTime in UTC (a zero time is left out: Table
-// Storage dates start in 1601), the sequence as Edm.Int64 so that it reads
-// back as a 64-bit integer. A struct, not a map: it is on every write's
-// path.
+// encode builds the entity JSON: keys as they are (aztables.EDMEntity doubles single
+// quotes), times as UTC Edm.DateTime (zero left out), the sequence as Edm.Int64.
 func encode(orderID string, st order.State) ([]byte, error) {
 	e := entity{PartitionKey: orderID, RowKey: RowKey, Status: string(st.Status),
 		LastSequence: aztables.EDMInt64(st.LastSequence), LastSequenceType: "Edm.Int64"}
@@ -317,8 +277,7 @@ func encode(orderID string, st order.State) ([]byte, error) {
 	return json.Marshal(e)
 }
 
-// decode reads an entity written by encode. A row that does not have that
-// shape is an error (not a sentinel): someone else wrote it.
+// decode reads an entity written by encode; any other shape is an error (not a sentinel).
 func decode(orderID string, body []byte, etag store.ETag) (store.Row, error) {
 	var e aztables.EDMEntity
 	if err := json.Unmarshal(body, &e); err != nil {
