@@ -1,8 +1,6 @@
-// Package order owns the order-status domain: the decoding and validation
-// of the message contract (whose types and rules live in the public
-// package contract, aliased here), and the pure
-// rules that decide what a message does to an order's state. It performs no
-// I/O; the store and the function handler build on it.
+// Package order owns the order-status domain: decoding and validating the
+// message contract (package contract, aliased here) and the pure rules that
+// decide what a message does to an order's state. It performs no I/O.
 package order
 
 import (
@@ -21,20 +19,17 @@ const (
 	SubjectPaymentTimeout = contract.SubjectPaymentTimeout
 )
 
-// Subjects lists the subjects the handler knows; any other is poison with
-// reason UnknownSubject. The Messages section of docs/messages.md is
-// checked against it.
+// Subjects lists the known subjects; any other is poison (UnknownSubject). The
+// Messages section of docs/messages.md is checked against it.
 var Subjects = []string{SubjectStatusChanged, SubjectPaymentTimeout}
 
 // MaxIDLength is the longest order id accepted (characters).
 const MaxIDLength = contract.MaxIDLength
 
-// Status is an order's lifecycle state (package contract). Its JSON form
-// is the name.
+// Status is an order's lifecycle state (package contract), named in JSON.
 type Status = contract.Status
 
-// The statuses an order can have; contract.Transitions says which may
-// follow which. Delivered and Cancelled are terminal.
+// The statuses; contract.Transitions says which may follow which.
 const (
 	Created   = contract.Created
 	Paid      = contract.Paid
@@ -45,10 +40,6 @@ const (
 
 // Statuses lists every known status in lifecycle order.
 var Statuses = contract.Statuses
-
-// ParseStatus returns the known status whose name equals name ignoring the
-// case of ASCII letters; see contract.ParseStatus.
-func ParseStatus(name string) (Status, bool) { return contract.ParseStatus(name) }
 
 // Update is the body of an OrderStatusChanged message.
 type Update = contract.StatusChanged
@@ -62,10 +53,7 @@ type State struct {
 	LastSequence int64
 	OccurredAt   time.Time
 	UpdatedAt    time.Time
-	// Deadline is set on a row the payment timeout cancelled: the
-	// Created's OccurredAt plus the payment timeout. A change that proves
-	// payment (contract.Rules.ProvesPayment) and occurred by it
-	// supersedes the cancellation (see Decide). Zero on every other row.
+	// Deadline (payment-timeout cancellations only) is the Created's OccurredAt plus the timeout.
 	Deadline time.Time
 }
 
@@ -74,19 +62,14 @@ func (st *State) TimedOut() bool {
 	return st != nil && st.Status == Cancelled && !st.Deadline.IsZero()
 }
 
-// Poison reasons. They are stable: alerts, the sweeper policy and runbooks
-// match on them.
+// Poison reasons, stable: alerts, the sweeper policy and runbooks match them.
 const (
 	ReasonInvalidPayload    = "InvalidPayload"
 	ReasonUnknownSubject    = "UnknownSubject"
 	ReasonInvalidTransition = "InvalidTransition"
-	// ReasonRetryWindowExceeded: a message whose transient failures
-	// outlasted the retry window (ORDER_STATUS_RETRY_WINDOW), parked with
-	// its last error; the dead-letter policy replays it after the
-	// cool-down, like MaxDeliveryCountExceeded.
+	// ReasonRetryWindowExceeded: failures outlasted the retry window; replayed after the cool-down.
 	ReasonRetryWindowExceeded = "RetryWindowExceeded"
-	// ReasonOrderNeverCreated: a PaymentTimeoutCheck whose order never
-	// appeared within the retry window; parked and left for a human.
+	// ReasonOrderNeverCreated: a check's order never appeared; a human looks.
 	ReasonOrderNeverCreated = "OrderNeverCreated"
 )
 
@@ -94,8 +77,7 @@ const (
 var Reasons = []string{ReasonInvalidPayload, ReasonUnknownSubject, ReasonInvalidTransition,
 	ReasonRetryWindowExceeded, ReasonOrderNeverCreated}
 
-// PoisonError marks a message that no retry can fix. Reason is one of the
-// Reason constants; Description is for humans.
+// PoisonError marks a message no retry can fix; Reason is a Reason constant.
 type PoisonError struct {
 	Reason      string
 	Description string
@@ -107,10 +89,7 @@ func poison(reason, format string, args ...any) *PoisonError {
 	return &PoisonError{Reason: reason, Description: fmt.Sprintf(format, args...)}
 }
 
-// ValidateID checks that id is usable as an order id and Table Storage
-// PartitionKey (contract.ValidateOrderID): non-empty, valid UTF-8, at most
-// MaxIDLength characters, none of / \ # ? and no control characters. It
-// returns a *PoisonError with reason InvalidPayload.
+// ValidateID is contract.ValidateOrderID; failures are *PoisonError, InvalidPayload.
 func ValidateID(id string) error {
 	if err := contract.ValidateOrderID(id); err != nil {
 		return poison(ReasonInvalidPayload, "%s", err.Error())
@@ -118,14 +97,9 @@ func ValidateID(id string) error {
 	return nil
 }
 
-// ParseUpdate decodes and validates an OrderStatusChanged body received in
-// session sessionID. Every failure is a *PoisonError with reason
-// InvalidPayload: the body must be one JSON object of the contract's shape in
-// valid UTF-8 (unknown fields are ignored, field names match in any case),
-// the orderId legal and equal to sessionID, the status known (in any ASCII
-// case; the result holds the canonical name), the sequence a JSON integer of
-// at least 1, and occurredAt, when present, an RFC 3339 time between the
-// years 1601 and 9999 (UTC).
+// ParseUpdate decodes and validates an OrderStatusChanged body of session sessionID:
+// orderId equal to sessionID, a known status, a sequence >= 1, an optional RFC 3339
+// occurredAt in 1601-9999. Failures are *PoisonError, InvalidPayload.
 func ParseUpdate(body []byte, sessionID string) (Update, error) {
 	return Rules{}.ParseUpdate(body, sessionID)
 }
@@ -183,10 +157,8 @@ func (r Rules) ParseUpdate(body []byte, sessionID string) (Update, error) {
 	return u, nil
 }
 
-// ParseTimeoutCheck decodes and validates a PaymentTimeoutCheck body received
-// in session sessionID, with the same rules as ParseUpdate for the orderId;
-// createdSequence, when present, must be a JSON integer of at least 1 (it
-// is absent from a check that names no Created).
+// ParseTimeoutCheck decodes and validates a PaymentTimeoutCheck body as
+// ParseUpdate does; createdSequence, when present, must be an integer >= 1.
 func ParseTimeoutCheck(body []byte, sessionID string) (TimeoutCheck, error) {
 	var raw struct {
 		OrderID         *string          `json:"orderId"`
@@ -216,9 +188,7 @@ func ParseTimeoutCheck(body []byte, sessionID string) (TimeoutCheck, error) {
 	return c, nil
 }
 
-// decodeObject decodes body, which must be exactly one JSON object in valid
-// UTF-8 (as RFC 8259 and .NET's reader require), into v. Only JSON
-// whitespace may surround it.
+// decodeObject decodes body, one JSON object in valid UTF-8 (RFC 8259), into v.
 func decodeObject(body []byte, v any) error {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	switch {
@@ -252,8 +222,7 @@ func truncate(s string) string {
 // Result is the outcome of applying a message to an order.
 type Result string
 
-// The results. Applied changed the state; Duplicate and Stale changed nothing
-// and are settled as success; InvalidTransition is poison.
+// The results: Applied changed the state, Duplicate and Stale settle as success; InvalidTransition is poison.
 const (
 	Applied           Result = "Applied"
 	Duplicate         Result = "Duplicate"
@@ -269,17 +238,14 @@ type Decision struct {
 	Result Result
 	// Next is the state to write when Result is Applied.
 	Next State
-	// Gap is how many sequence numbers were skipped (0 when none): an
-	// update whose sequence jumps by more than one is still applied.
+	// Gap is how many sequence numbers were skipped (still applied).
 	Gap int64
 	// Poison explains an InvalidTransition.
 	Poison *PoisonError
 }
 
-// Rules runs the decisions on a transition table. The zero Rules uses
-// contract.Transitions, as the package-level Decide and ParseUpdate do.
+// Rules runs the decisions on Table; the zero Rules uses contract.Transitions.
 type Rules struct {
-	// Table is the transition table; nil means contract.Transitions.
 	Table contract.Rules
 }
 
@@ -290,23 +256,14 @@ func (r Rules) table() contract.Rules {
 	return r.Table
 }
 
-// Decide applies u to the current state (nil when the order is unknown) at
-// time now, without side effects, with the rules of contract.Transitions:
-//   - sequence equal to LastSequence: Duplicate; lower: Stale;
-//   - on a row the payment timeout cancelled (State.TimedOut), a change
-//     that proves payment and occurred by the deadline (its OccurredAt,
-//     which the caller fills with the message's first enqueue time when
-//     the producer sent none) is judged as if the order were still
-//     Created: the cancellation is superseded;
-//   - a move the table has no row for (from Delivered or Cancelled, the
-//     terminal statuses): InvalidTransition, its poison naming why;
-//   - otherwise Applied, with Next carrying the new status and sequence.
+// Decide applies u to current (nil: unknown order) at now by contract.Transitions:
+// equal to LastSequence is Duplicate, lower Stale; a proof of payment by a timed-out
+// row's Deadline is judged as from Created; a move the table lacks is InvalidTransition.
 func Decide(current *State, u Update, now time.Time) Decision {
 	return Rules{}.Decide(current, u, now)
 }
 
-// Decide is the package's Decide on r.Table: the move from the current
-// status ("" for an unknown order) to u.Status must have a row.
+// Decide is the package's Decide on r.Table.
 func (r Rules) Decide(current *State, u Update, now time.Time) Decision {
 	table := r.table()
 	var last int64
@@ -343,7 +300,6 @@ func (r Rules) Decide(current *State, u Update, now time.Time) Decision {
 	return d
 }
 
-// occurredText names when an update occurred, for a poison description.
 func occurredText(t time.Time) string {
 	if t.IsZero() {
 		return "at an unknown time"
@@ -359,10 +315,8 @@ func orNew(s Status) string {
 	return string(s)
 }
 
-// DecideExpire decides a PaymentTimeoutCheck: only an order still Created
-// becomes Cancelled (LastSequence kept), its Deadline the Created's
-// OccurredAt plus timeout; anything else, an unknown order included, is
-// Stale.
+// DecideExpire decides a PaymentTimeoutCheck: an order still Created becomes
+// Cancelled (LastSequence kept, Deadline set); anything else is Stale.
 func DecideExpire(current *State, timeout time.Duration, now time.Time) Decision {
 	if current == nil || current.Status != Created {
 		return Decision{Result: Stale}
@@ -371,20 +325,12 @@ func DecideExpire(current *State, timeout time.Duration, now time.Time) Decision
 		OccurredAt: now.UTC(), UpdatedAt: now.UTC(), Deadline: current.OccurredAt.Add(timeout).UTC()}}
 }
 
-// CheckApplies reports whether the check c concerns the order's current
-// state: only while the Created it names is the order's last change
-// (LastSequence equal to CreatedSequence), so that a check of an older
-// Created, the order created again since, does nothing. A check of the
-// older form, which names no Created (CreatedSequence 0), concerns
-// whichever state is current; the handler takes it for the Created in
-// effect only once that Created is due (see orderfn).
+// CheckApplies reports whether check c concerns current: it names its last change, or none.
 func CheckApplies(current *State, c TimeoutCheck) bool {
 	return c.CreatedSequence == 0 || current != nil && current.LastSequence == c.CreatedSequence
 }
 
-// DecideExpireOf is DecideExpire for the check c: Stale when the check
-// does not concern the current state (CheckApplies). It is the rule a
-// fold of an order's messages applies to its checks.
+// DecideExpireOf is DecideExpire for check c: Stale unless CheckApplies.
 func DecideExpireOf(current *State, c TimeoutCheck, timeout time.Duration, now time.Time) Decision {
 	if !CheckApplies(current, c) {
 		return Decision{Result: Stale}

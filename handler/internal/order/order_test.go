@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/orderstatus/orderstatus/handler/contract"
 )
 
 // wantPoison reports whether err is a *PoisonError with the given reason.
@@ -190,7 +192,7 @@ func TestParseStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got, ok := ParseStatus(tt.in)
+			got, ok := contract.ParseStatus(tt.in)
 			if got != tt.want || ok != tt.wantOK {
 				t.Errorf("ParseStatus(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.wantOK)
 			}

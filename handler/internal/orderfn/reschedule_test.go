@@ -17,11 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/circuit"
 	"github.com/orderstatus/orderstatus/handler/internal/logging"
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
-	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
@@ -547,12 +547,12 @@ func TestLongestIDs(t *testing.T) {
 	r := newOutageRig(t, policy, nil)
 	r.backend.down.Store(true)
 	m := statusMsg(id, 2, order.Paid)
-	m.MessageID = strings.Repeat("m", msgid.MaxLength)
+	m.MessageID = strings.Repeat("m", contract.MaxServiceBusIDLength)
 	if code, a := r.post(t, hostInvocation(m, 1)); code != 200 || a.ReturnValue["result"] != ResultRescheduled {
 		t.Fatalf("%d %v", code, a.ReturnValue)
 	}
 	c := r.bus.kept[0]
-	if len(c.MessageID) > msgid.MaxLength || c.SessionID != id || c.ApplicationProperties[reschedule.PropOriginalMessageID] != m.MessageID {
+	if len(c.MessageID) > contract.MaxServiceBusIDLength || c.SessionID != id || c.ApplicationProperties[reschedule.PropOriginalMessageID] != m.MessageID {
 		t.Errorf("copy id %q (%d), session %d characters", c.MessageID, len(c.MessageID), len(c.SessionID))
 	}
 	c.ApplicationProperties[reschedule.PropFirstFailureTime] = now0.Add(-2 * time.Hour)
@@ -560,7 +560,7 @@ func TestLongestIDs(t *testing.T) {
 		t.Fatalf("past the window: %v", a.ReturnValue)
 	}
 	p := parking.Message(r.parker.calls[0].orig, order.ReasonRetryWindowExceeded, "x")
-	if len(p.MessageID) > msgid.MaxLength || p.ApplicationProperties[parking.PropOriginalMessageID] != m.MessageID {
+	if len(p.MessageID) > contract.MaxServiceBusIDLength || p.ApplicationProperties[parking.PropOriginalMessageID] != m.MessageID {
 		t.Errorf("parked id %q (%d characters), original %v", p.MessageID, len(p.MessageID), p.ApplicationProperties[parking.PropOriginalMessageID])
 	}
 	r.backend.down.Store(false)
@@ -569,7 +569,7 @@ func TestLongestIDs(t *testing.T) {
 		t.Fatalf("Created: %v", a.ReturnValue)
 	}
 	tc := r.bus.kept[len(r.bus.kept)-1]
-	if tc.Subject != order.SubjectPaymentTimeout || len(tc.MessageID) > msgid.MaxLength || tc.SessionID != id {
+	if tc.Subject != order.SubjectPaymentTimeout || len(tc.MessageID) > contract.MaxServiceBusIDLength || tc.SessionID != id {
 		t.Errorf("timeout check id %q (%d characters)", tc.MessageID, len(tc.MessageID))
 	}
 	if code, a := r.post(t, hostInvocation(tc, 1)); code != 200 || a.ReturnValue["result"] != "Applied" {

@@ -1,8 +1,6 @@
 // Package parking copies poison messages to the poison queue with the reason
-// and the original's identity, so a custom handler (which cannot dead-letter)
-// can answer 200 and let the host complete the original. The copy's
-// MessageId is stable (see ParkedID), so a re-park after a lost answer is
-// dropped by the poison queue's duplicate detection.
+// and the original's identity, so that a custom handler, which cannot
+// dead-letter, can answer 200. The copy's MessageId is stable (ParkedID).
 package parking
 
 import (
@@ -14,9 +12,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/contract/tracectx"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
-	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 )
 
 // Application property names on a parked message.
@@ -32,22 +30,17 @@ const (
 )
 
 // MaxMessageIDLength is Service Bus's limit on MessageId.
-const MaxMessageIDLength = msgid.MaxLength
+const MaxMessageIDLength = contract.MaxServiceBusIDLength
 
-// ParkedID is the parked copy's MessageId: stable across redeliveries of
-// the same original, so that the poison queue's duplicate detection drops
-// a re-park, and distinct for distinct originals:
-//   - `<MessageId>:parked`;
-//   - with no MessageId (the host leaves nulls out), `seq-<SequenceNumber>:parked`,
-//     since sequence numbers are unique in a queue;
-//   - when that would pass 128 characters, `sha256-<hex of the id>:parked`
-//     (OriginalMessageId still carries the real id).
+// ParkedID is the parked copy's MessageId, stable across redeliveries so that
+// duplicate detection drops a re-park: `<MessageId>:parked`, else
+// `seq-<SequenceNumber>:parked`; past 128 characters, `sha256-<hex>:parked`.
 func ParkedID(o Original) string {
 	id := o.MessageID
 	if id == "" {
 		id = fmt.Sprintf("seq-%d", o.SequenceNumber)
 	}
-	return msgid.Derive(id, ":parked")
+	return contract.DeriveMessageID(id, ":parked")
 }
 
 // MaxDescription bounds DeadLetterErrorDescription (characters).
@@ -60,8 +53,7 @@ type Sender interface {
 
 var _ Sender = broker.Broker(nil)
 
-// ErrNotConfigured is returned by Park when no Service Bus is configured:
-// the message cannot be parked and must not be completed.
+// ErrNotConfigured is returned by Park when no Service Bus is configured.
 var ErrNotConfigured = errors.New("parking: no Service Bus configured, cannot park")
 
 // Original is what parking keeps of the message it parks.
@@ -78,8 +70,7 @@ type Original struct {
 	ApplicationProperties map[string]any
 }
 
-// Parker sends parked copies to one queue. A nil sender makes every Park
-// fail with ErrNotConfigured.
+// Parker sends parked copies to one queue (nil sender: ErrNotConfigured).
 type Parker struct {
 	sender Sender
 	queue  string
@@ -88,12 +79,8 @@ type Parker struct {
 // New returns a Parker that sends to queue through s (nil: not configured).
 func New(s Sender, queue string) *Parker { return &Parker{sender: s, queue: queue} }
 
-// Message builds the parked copy: body, subject and content type unchanged,
-// no SessionId (the poison queue has no sessions), the original application
-// properties kept, and the parking properties set over them. An existing
-// OriginalMessageId (a rescheduled copy's, see package reschedule) is kept,
-// so the parked copy names the message first sent; a trace context is
-// carried on as the next hop of the same trace (tracectx.Hop).
+// Message builds the parked copy: o without SessionId, the parking properties
+// set (keeping an OriginalMessageId), and the next trace hop (tracectx.Hop).
 func Message(o Original, reason, description string) broker.Message {
 	props := Properties(o.ApplicationProperties)
 	if props == nil {
@@ -134,8 +121,7 @@ func (p *Parker) Park(ctx context.Context, o Original, reason, description strin
 	return nil
 }
 
-// Properties returns a copy of p with every value converted by
-// propertyValue, nil when p is empty.
+// Properties returns p converted by propertyValue (nil when p is empty).
 func Properties(p map[string]any) map[string]any {
 	if len(p) == 0 {
 		return nil
@@ -147,9 +133,8 @@ func Properties(p map[string]any) map[string]any {
 	return out
 }
 
-// propertyValue converts a value decoded from the host's JSON into a type
-// every broker implementation carries: json.Number becomes int64 or
-// float64; objects and arrays become their JSON text.
+// propertyValue converts a value of the host's JSON to a type every broker
+// carries: json.Number to int64 or float64, objects and arrays to JSON text.
 func propertyValue(v any) any {
 	switch x := v.(type) {
 	case json.Number:

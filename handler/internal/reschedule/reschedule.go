@@ -1,22 +1,8 @@
-// Package reschedule turns a transient failure into a delay: it schedules a
-// copy of the failing message to the queue it came from, at now plus an
-// exponential backoff with full jitter, and says when a message has been
-// failing for longer than the retry window and must be parked instead.
-//
-// A custom handler cannot abandon a message with a delay (the host
-// abandons on any non-2xx answer, and Service Bus redelivers at once, up to
-// the max delivery count), so "retry later" is built from what it can do:
-// schedule a message, then answer 200. The copy is a new message of the
-// same session with the same subject, body, content type, correlation id
-// and application properties, plus the properties named below; its
-// MessageId is derived from the original MessageId and the attempt
-// (msgid.Derive), so the copy scheduled again after a lost answer has the
-// same id as the first. Whether Service Bus's duplicate detection drops
-// that second copy or not, applying it changes nothing: the sequence rule
-// makes it Duplicate or Stale, and a second PaymentTimeoutCheck re-reads
-// the state.
-//
-// Times are on the local clock (Options.Now).
+// Package reschedule turns a transient failure into a delay: a copy of the
+// message scheduled at now plus an exponential backoff with full jitter, then a
+// 200; past the retry window the message is parked instead. A copy's MessageId
+// derives from the original's and the attempt (contract.DeriveMessageID), so
+// applying a copy twice changes nothing. Times are on the local clock.
 package reschedule
 
 import (
@@ -33,74 +19,49 @@ import (
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/contract/tracectx"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
-	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
 )
 
-// Application properties a rescheduled copy carries. The dead-letter
-// sweeper strips them (Properties lists them) before a replay, so that a
-// replayed message starts a fresh retry window.
+// Application properties a rescheduled copy carries (see Properties).
 const (
-	// PropRetryAttempt (int64) is 1 on the first copy, 2 on the copy of
-	// the copy, and so on.
+	// PropRetryAttempt (int64) is 1 on the first copy, 2 on its copy, and so on.
 	PropRetryAttempt = "RetryAttempt"
-	// PropFirstFailureTime (time.Time, UTC) is when the first transient
-	// failure of the original was seen, on the broker's clock.
+	// PropFirstFailureTime (time.Time, UTC) is when the original first failed.
 	PropFirstFailureTime = "FirstFailureTime"
-	// PropOriginalMessageID (string) is the MessageId of the message first
-	// sent; the same name parking uses, and parking keeps it.
+	// PropOriginalMessageID (string) is the first message's MessageId.
 	PropOriginalMessageID = parking.PropOriginalMessageID
-	// PropLastError (string, at most MaxLastError characters) is why the
-	// last attempt failed.
+	// PropLastError (string, at most MaxLastError characters): the last error.
 	PropLastError = "LastError"
-	// PropScheduledAt (time.Time, UTC) is when the copy was scheduled: a
-	// copy scheduled before the store last answered starts its backoff
-	// over (see Rescheduler.Restart).
+	// PropScheduledAt (time.Time, UTC) is when the copy was scheduled.
 	PropScheduledAt = "RetryScheduledAt"
-	// PropEpisodeAttempt (int64) is the attempt within the present run
-	// of failures: what the backoff grows with. It equals RetryAttempt
-	// until a Restart (the store answered in between) sets it back to 1.
+	// PropEpisodeAttempt (int64) is the backoff's attempt: RetryAttempt until Restart sets it to 1.
 	PropEpisodeAttempt = "RetryEpisodeAttempt"
 )
 
-// PropOriginalEnqueuedTime (time.Time, UTC) is when the message first
-// sent was enqueued: Copy sets it from the original's EnqueuedTime when it
-// is absent, and parking and dead-letter replays keep it, so that a
-// change without an occurredAt is still known to have occurred by then
-// (see order.Decide).
+// PropOriginalEnqueuedTime (time.Time, UTC) is the first enqueue; Copy sets it, parking and replays keep it.
 const PropOriginalEnqueuedTime = parking.PropOriginalEnqueuedTime
 
-// Properties lists the properties Copy sets that the dead-letter sweeper
-// strips before a replay (a replay starts a fresh retry window; it keeps
-// PropOriginalEnqueuedTime).
+// Properties lists what Copy sets that the sweeper strips before a replay.
 var Properties = []string{PropRetryAttempt, PropFirstFailureTime, PropOriginalMessageID, PropLastError, PropScheduledAt, PropEpisodeAttempt}
 
 // MaxLastError bounds PropLastError (characters).
 const MaxLastError = 256
 
-// Defaults of Policy; docs/outages.md ("The defaults and their reasons")
-// gives the reasons.
+// Defaults of Policy; docs/outages.md, "The defaults and their reasons".
 const (
 	// DefaultBase is the first backoff's upper bound.
 	DefaultBase = 10 * time.Second
-	// DefaultCap bounds every backoff: half the queue's 10-minute
-	// duplicate detection window, so that two copies of one attempt (a
-	// lost answer) schedule their next copy within the window of each
-	// other, and a recovered store is seen within the cap.
+	// DefaultCap bounds every backoff: half the duplicate detection window.
 	DefaultCap = 5 * time.Minute
-	// DefaultWindow is how long a message may keep failing before it is
-	// parked: long enough for a regional storage incident, far below
-	// the queue's 7-day time to live.
+	// DefaultWindow is how long a message may keep failing before it is parked.
 	DefaultWindow = 24 * time.Hour
 )
 
 // Policy bounds rescheduling. The zero value gives the defaults.
 type Policy struct {
-	// Base is the first backoff's upper bound; each next one doubles, up
-	// to Cap.
+	// Base is the first backoff's bound; each next one doubles, up to Cap.
 	Base, Cap time.Duration
-	// Window is how long after the first failure a message is still
-	// rescheduled; after it, Decide says park.
+	// Window is how long after its first failure a message is rescheduled.
 	Window time.Duration
 }
 
@@ -121,8 +82,7 @@ func (p Policy) WithDefaults() Policy {
 	return p
 }
 
-// Ceiling is the upper bound of the backoff of attempt (1-based):
-// min(Cap, Base * 2^(attempt-1)).
+// Ceiling is attempt's backoff bound: min(Cap, Base * 2^(attempt-1)).
 func (p Policy) Ceiling(attempt int64) time.Duration {
 	p = p.WithDefaults()
 	d := p.Base
@@ -132,16 +92,11 @@ func (p Policy) Ceiling(attempt int64) time.Duration {
 	return min(d, p.Cap)
 }
 
-// Backoff is the delay of attempt with "full jitter" (uniform in
-// [0, Ceiling(attempt)]), which spreads the copies of many messages that
-// failed together, so a recovered store is not hit by all of them at once.
-// r is a float in [0, 1); nil means math/rand/v2.
+// Backoff is attempt's delay, uniform up to Ceiling(attempt); r (nil: math/rand/v2) gives [0, 1).
 func (p Policy) Backoff(attempt int64, r func() float64) time.Duration {
 	return uniform(p.Ceiling(attempt), r)
 }
 
-// uniform is a duration uniform in [0, bound): r's float (nil:
-// math/rand/v2) times bound.
 func uniform(bound time.Duration, r func() float64) time.Duration {
 	if r == nil {
 		r = rand.Float64
@@ -160,8 +115,7 @@ type Original struct {
 	// EnqueuedTime is the message's EnqueuedTimeUtc (zero: unknown).
 	EnqueuedTime time.Time
 	Body         []byte
-	// ApplicationProperties as the host decoded them (json.Number for
-	// numbers) or as a broker returned them.
+	// ApplicationProperties as the host (json.Number) or a broker decoded them.
 	ApplicationProperties map[string]any
 }
 
@@ -171,8 +125,7 @@ type State struct {
 	Attempt int64
 	// FirstFailure is FirstFailureTime (zero for the original).
 	FirstFailure time.Time
-	// OriginalMessageID is OriginalMessageId, else the message's own id,
-	// else seq-<SequenceNumber>.
+	// OriginalMessageID is OriginalMessageId, else MessageID, else seq-<SequenceNumber>.
 	OriginalMessageID string
 	// ScheduledAt is RetryScheduledAt (zero when absent).
 	ScheduledAt time.Time
@@ -180,8 +133,7 @@ type State struct {
 	EpisodeAttempt int64
 }
 
-// StateOf reads the retry properties of o. Unreadable values count as
-// absent: such a message starts a new window rather than failing.
+// StateOf reads o's retry properties; unreadable values count as absent.
 func StateOf(o Original) State {
 	s := State{OriginalMessageID: o.MessageID}
 	if s.OriginalMessageID == "" {
@@ -207,8 +159,7 @@ func StateOf(o Original) State {
 	return s
 }
 
-// FirstEnqueued is when the message first sent as o was enqueued: its
-// PropOriginalEnqueuedTime, else its own EnqueuedTime (zero: unknown).
+// FirstEnqueued is o's PropOriginalEnqueuedTime, else its EnqueuedTime.
 func FirstEnqueued(o Original) time.Time {
 	if t, ok := timeValue(o.ApplicationProperties[PropOriginalEnqueuedTime]); ok {
 		return t
@@ -218,14 +169,12 @@ func FirstEnqueued(o Original) time.Time {
 
 // Decision is what to do with a message that failed transiently.
 type Decision struct {
-	// Park is true when the window is over: park the message with its
-	// last error instead of scheduling it again.
+	// Park: the window is over; park the message with its last error.
 	Park bool
 	// Attempt is the copy's RetryAttempt, At when it becomes visible.
 	Attempt int64
 	At      time.Time
-	// Episode is the copy's RetryEpisodeAttempt: the attempt its backoff
-	// was drawn for.
+	// Episode is the copy's RetryEpisodeAttempt, its backoff's attempt.
 	Episode int64
 	// FirstFailure is the first failure's time (now for the original).
 	FirstFailure time.Time
@@ -235,10 +184,8 @@ type Decision struct {
 	Now time.Time
 }
 
-// Decide says what to do with o, failing at now: park it when now is more
-// than the window after its first failure, else schedule copy number
-// attempt+1 at now plus the backoff of its next episode attempt (see
-// PropEpisodeAttempt and Restart).
+// Decide says what to do with o failing at now: park past the window, else
+// schedule copy attempt+1 at now plus the backoff of its next episode attempt.
 func (p Policy) Decide(o Original, now time.Time, r func() float64) Decision {
 	p = p.WithDefaults()
 	s := StateOf(o)
@@ -255,17 +202,12 @@ func (p Policy) Decide(o Original, now time.Time, r func() float64) Decision {
 	return d
 }
 
-// CopyID is the MessageId of copy number attempt of the message first sent
-// as original: `<original>:retry:<attempt>`, within 128 characters.
+// CopyID is the MessageId of copy attempt: `<original>:retry:<attempt>`.
 func CopyID(original string, attempt int64) string {
-	return msgid.Derive(original, ":retry:"+strconv.FormatInt(attempt, 10))
+	return contract.DeriveMessageID(original, ":retry:"+strconv.FormatInt(attempt, 10))
 }
 
-// Copy builds the scheduled copy of o for decision d: the same session,
-// subject, body, content type, correlation id and application properties
-// (normalised to the broker's types), with the retry properties set over
-// them and MessageId CopyID; a trace context is carried on as the next hop
-// of the same trace (tracectx.Hop).
+// Copy builds o's copy for d: the retry properties set, MessageId CopyID, the trace's next hop.
 func Copy(o Original, d Decision, lastError string) broker.Message {
 	s := StateOf(o)
 	props := parking.Properties(o.ApplicationProperties)
@@ -308,8 +250,7 @@ type Scheduler interface {
 
 var _ Scheduler = broker.Broker(nil)
 
-// ErrNotConfigured is returned when no Service Bus is configured: nothing
-// can be scheduled, and the message must not be completed.
+// ErrNotConfigured is returned when no Service Bus is configured.
 var ErrNotConfigured = errors.New("reschedule: no Service Bus configured, cannot reschedule")
 
 // Rescheduler schedules copies to one queue.
@@ -324,17 +265,14 @@ type Rescheduler struct {
 
 // Options tune New. nil means defaults.
 type Options struct {
-	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Rand returns floats in [0, 1) for the jitter (nil: math/rand/v2).
 	Rand func() float64
-	// PaymentTimeout is how long after its Created an order's own check is
-	// due (zero: contract.PaymentTimeout).
+	// PaymentTimeout delays an order's own check (0: contract.PaymentTimeout).
 	PaymentTimeout time.Duration
 }
 
-// New returns a Rescheduler that schedules to queue through s (nil: not
-// configured, every Reschedule fails with ErrNotConfigured).
+// New returns a Rescheduler to queue through s (nil: ErrNotConfigured).
 func New(s Scheduler, queue string, p Policy, opts *Options) *Rescheduler {
 	var o Options
 	if opts != nil {
@@ -360,15 +298,8 @@ func (r *Rescheduler) Decide(o Original) (Decision, error) {
 	return r.policy.Decide(o, r.now(), r.rand), nil
 }
 
-// Restart returns d with its backoff started over: episode attempt 1,
-// due the first backoff (with its jitter) after d.Now, whatever
-// d.Attempt; the copies after it grow again from there. The caller
-// restarts a failure when the store answered it since the message last
-// failed (a new run of failures, not the same one): the exponential growth
-// is for a store that keeps failing, and a copy back from a long outage
-// that meets one slow call, or a circuit that opens again for seconds,
-// would otherwise wait a whole cap again. The attempt number, and with it
-// the copy's MessageId, does not restart.
+// Restart returns d with its backoff started over (episode 1, one first backoff
+// after d.Now) for a new run; the attempt number, and the MessageId, go on.
 func (r *Rescheduler) Restart(d Decision) Decision {
 	if d.Park || d.Now.IsZero() {
 		return d
@@ -378,8 +309,7 @@ func (r *Rescheduler) Restart(d Decision) Decision {
 	return d
 }
 
-// Schedule schedules the copy of o that d describes. It returns nil only
-// when the broker accepted it; errors wrap the broker's sentinels.
+// Schedule schedules d's copy of o; errors wrap the broker's sentinels.
 func (r *Rescheduler) Schedule(ctx context.Context, o Original, d Decision, lastError string) (broker.Message, error) {
 	if r == nil || r.s == nil {
 		return broker.Message{}, ErrNotConfigured
@@ -420,8 +350,7 @@ func intValue(v any) (int64, bool) {
 	return 0, false
 }
 
-// timeLayouts are the forms a time property arrives in: RFC 3339 from a
-// broker, and the Functions host's DateTime form without a zone (UTC).
+// timeLayouts: RFC 3339 from a broker; the Functions host's zone-less DateTime.
 var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05.9999999", "2006-01-02T15:04:05"}
 
 func timeValue(v any) (time.Time, bool) {

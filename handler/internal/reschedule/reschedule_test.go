@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"slices"
+
+	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
-	"github.com/orderstatus/orderstatus/handler/internal/msgid"
-	"slices"
 )
 
 func TestCeilingDoublesUpToTheCap(t *testing.T) {
@@ -148,10 +149,10 @@ func TestStateOfIgnoresUnreadableValues(t *testing.T) {
 }
 
 func TestCopyIDWithin128(t *testing.T) {
-	id := strings.Repeat("x", msgid.MaxLength)
+	id := strings.Repeat("x", contract.MaxServiceBusIDLength)
 	for _, a := range []int64{1, 99, 1 << 62} {
 		got := CopyID(id, a)
-		if len(got) > msgid.MaxLength {
+		if len(got) > contract.MaxServiceBusIDLength {
 			t.Errorf("CopyID(128 chars, %d) has %d characters", a, len(got))
 		}
 		if got == CopyID(id, a+1) {
@@ -241,8 +242,8 @@ func TestTimeoutCheck(t *testing.T) {
 	if m := TimeoutCheck("o-1", 0); m.MessageID != "o-1:payment-timeout" || string(m.Body) != `{"orderId":"o-1"}` {
 		t.Errorf("TimeoutCheck naming no Created = %+v, want the older id and body", m)
 	}
-	long := strings.Repeat("o", msgid.MaxLength)
-	if id := TimeoutCheckID(long, 1); len(id) > msgid.MaxLength || !msgid.Hashed(id) {
+	long := strings.Repeat("o", contract.MaxServiceBusIDLength)
+	if id := TimeoutCheckID(long, 1); len(id) > contract.MaxServiceBusIDLength || !contract.HashedMessageID(id) {
 		t.Errorf("TimeoutCheckID(128 chars) = %q (%d characters), want a hashed id within 128", id, len(id))
 	}
 	created := t0.Add(-10 * time.Minute)

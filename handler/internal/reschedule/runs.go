@@ -8,10 +8,8 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
 
-// Runs tells, for one process, whether a store failure starts a new run
-// of failures, after which a copy's backoff starts over (Restart). The
-// hot path writes nothing shared: a success only loads, unless it ends a
-// run. The zero value is ready to use.
+// Runs tells whether a store failure starts a new run, whose copies' backoff
+// starts over (Restart). Safe for concurrent use; the zero value is ready.
 type Runs struct {
 	streak  atomic.Int64 // store calls failed in a row here (each after its in-call retries)
 	endedAt atomic.Int64 // UnixNano at which a success last ended a run of failures
@@ -30,13 +28,11 @@ func (r *Runs) Answered(now time.Time) {
 	}
 }
 
-// Failed records a store failure and reports whether it is the first
-// since the store last answered (fresh).
+// Failed records a store failure; fresh: the first since the store answered.
 func (r *Runs) Failed() (fresh bool) { return r.streak.Add(1) == 1 }
 
-// NewRun reports whether a failure of o is one of a new run here: fresh
-// (Failed's answer), or o is a copy scheduled before a success last ended
-// a run of failures.
+// NewRun reports whether a failure of o starts a new run: fresh, or o was
+// scheduled before a success last ended a run.
 func (r *Runs) NewRun(o Original, fresh bool) bool {
 	if fresh {
 		return true
@@ -45,10 +41,8 @@ func (r *Runs) NewRun(o Original, fresh bool) bool {
 	return !at.IsZero() && at.UnixNano() < r.endedAt.Load()
 }
 
-// Reschedule decides o's next copy and schedules it, its backoff started
-// over when restart (a new run, see Runs). Past the retry window it
-// schedules nothing and returns a Decision with Park set. Errors wrap the
-// broker's sentinels.
+// Reschedule schedules o's next copy (Decide, then Restart when restart), or
+// past the window returns a Decision with Park set. Errors wrap the broker's.
 func (r *Rescheduler) Reschedule(ctx context.Context, o Original, restart bool, lastError string) (Decision, broker.Message, error) {
 	d, err := r.Decide(o)
 	if err != nil || d.Park {

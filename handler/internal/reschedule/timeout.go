@@ -10,31 +10,23 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
 
-// TimeoutCheckID is the MessageId of the PaymentTimeoutCheck of orderID's
-// Created of sequence createdSeq as the handler schedules it: the
-// producer's own, contract.TimeoutMessageID
-// (<order>:payment-timeout-<createdSeq>, hashed within 128 characters for
-// a long order id), so that a producer's check of that Created and the
-// handler's are the same message to duplicate detection when both are
-// sent within its window, and each Created has a check of its own. A
-// createdSeq of 0 gives the id of a check that names no Created.
+// TimeoutCheckID is the MessageId of the check of orderID's Created of sequence
+// createdSeq (0: none named): the producer's own, contract.TimeoutMessageID, so
+// duplicate detection sees one message.
 func TimeoutCheckID(orderID string, createdSeq int64) string {
 	return contract.TimeoutMessageID(orderID, createdSeq)
 }
 
-// TimeoutCheck builds the PaymentTimeoutCheck of orderID's Created of
-// sequence createdSeq (0: none named): the contract's body, subject and
-// content type, in the order's session.
+// TimeoutCheck builds the PaymentTimeoutCheck of orderID's Created of sequence
+// createdSeq (0: none named), in the order's session.
 func TimeoutCheck(orderID string, createdSeq int64) broker.Message {
 	body, _ := json.Marshal(contract.PaymentTimeoutCheck{OrderID: orderID, CreatedSequence: createdSeq}) // a struct of a string and an int cannot fail
 	return broker.Message{MessageID: TimeoutCheckID(orderID, createdSeq), SessionID: orderID,
 		Subject: contract.SubjectPaymentTimeout, ContentType: contract.ContentType, Body: body}
 }
 
-// TimeoutDue is when an order created at occurredAt is checked, for a
-// payment timeout of timeout: occurredAt + timeout, or now when that has
-// passed, and never later than now + timeout (an occurredAt ahead of now,
-// a producer's clock running fast, counts from now).
+// TimeoutDue is when an order created at occurredAt is checked: occurredAt +
+// timeout, within [now, now + timeout].
 func TimeoutDue(occurredAt, now time.Time, timeout time.Duration) time.Time {
 	if occurredAt.After(now) {
 		occurredAt = now
@@ -50,20 +42,13 @@ func TimeoutDue(occurredAt, now time.Time, timeout time.Duration) time.Time {
 type CheckScheduled struct {
 	// At is when the check is due.
 	At time.Time
-	// Skew is how far the Created's occurredAt was ahead of now (zero
-	// when it was not): the check was counted from now instead.
+	// Skew is how far occurredAt was ahead of now (the check counts from now).
 	Skew time.Duration
 }
 
-// ScheduleCreatedCheck makes sure the PaymentTimeoutCheck of orderID's
-// Created of sequence createdSeq (TimeoutCheck), created at occurredAt
-// (zero: now), is scheduled: at TimeoutDue for the payment timeout
-// (Options.PaymentTimeout), at once for a late Created. A check due at once
-// may cancel an order whose Paid is still on its way; that Paid, paid by
-// the deadline, supersedes the cancellation (order.Decide). A check that
-// already exists (the producer's, or ours from an earlier delivery) is
-// harmless: the check re-reads the order and cancels it only if it is
-// still Created.
+// ScheduleCreatedCheck schedules the PaymentTimeoutCheck of orderID's Created
+// createdSeq, occurred at occurredAt (zero: now), at TimeoutDue. A Paid by the
+// deadline supersedes its cancellation (order.Decide).
 func (r *Rescheduler) ScheduleCreatedCheck(ctx context.Context, orderID string, createdSeq int64, occurredAt time.Time) (CheckScheduled, error) {
 	if r == nil || r.s == nil {
 		return CheckScheduled{}, ErrNotConfigured

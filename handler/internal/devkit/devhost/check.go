@@ -10,7 +10,6 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
-	"github.com/orderstatus/orderstatus/handler/internal/msgid"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
@@ -194,7 +193,7 @@ func Check(in CheckInput) []string {
 	}
 	var superseded []pending
 	for _, c := range in.Completions {
-		if c.Result == resultRescheduled || (c.Result == resultParked && windowParked[msgid.Derive(c.MessageID, ":parked")]) {
+		if c.Result == resultRescheduled || (c.Result == resultParked && windowParked[contract.DeriveMessageID(c.MessageID, ":parked")]) {
 			continue
 		}
 		e := folds[c.SessionID]
@@ -253,12 +252,12 @@ func Check(in CheckInput) []string {
 	}
 	wantByParkedID := map[string]bool{}
 	for id := range wantParked {
-		wantByParkedID[msgid.Derive(id, ":parked")] = true
+		wantByParkedID[contract.DeriveMessageID(id, ":parked")] = true
 	}
 	for _, id := range slices.Sorted(maps.Keys(wantParked)) {
 		ps := parkedAs[id]
 		if len(ps) == 0 {
-			ps = byParkedID[msgid.Derive(id, ":parked")] // a rescheduled copy, parked under its original
+			ps = byParkedID[contract.DeriveMessageID(id, ":parked")] // a rescheduled copy, parked under its original
 		}
 		switch {
 		case len(ps) == 0:
