@@ -569,6 +569,33 @@ func TestReadmeInterruptUnderMake(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte(recipe), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// GNU Make 4.3's SIGINT handler can race its own reaping of the
+	// recipe and stop with "wait: No child processes" (make's bug, seen
+	// under load): such a run is tried again, up to three times.
+	var rest []string
+	var stderr string
+	var state *os.ProcessState
+	for try := 1; try <= 3; try++ {
+		rest, stderr, state = interruptMake(t, mk, dir)
+		if !strings.Contains(stderr, "wait: No child processes") {
+			break
+		}
+		t.Logf("try %d: make raced its own reaping (%q): again", try, stderr)
+	}
+	if !slices.Equal(rest, []string{"stopped"}) || stderr != "" {
+		t.Errorf("after Ctrl-C: stdout %q, stderr %q; want only the recipe's own line", rest, stderr)
+	}
+	ws, ok := state.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Errorf("make ended %v: want killed by SIGINT, which a shell reports as exit status 130", state)
+	}
+}
+
+// interruptMake runs `make run` in dir as a top-level make in its own
+// process group, sends the group SIGINT once the recipe is ready, and
+// returns what followed on stdout, stderr and how make ended.
+func interruptMake(t *testing.T, mk, dir string) ([]string, string, *os.ProcessState) {
+	t.Helper()
 	cmd := exec.Command(mk, "--no-print-directory", "-C", dir, "run")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Not a sub-make of the make that may run this test: no inherited
@@ -600,13 +627,7 @@ func TestReadmeInterruptUnderMake(t *testing.T) {
 		rest = append(rest, sc.Text())
 	}
 	_ = cmd.Wait()
-	if !slices.Equal(rest, []string{"stopped"}) || stderr.Len() != 0 {
-		t.Errorf("after Ctrl-C: stdout %q, stderr %q; want only the recipe's own line", rest, stderr.String())
-	}
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
-		t.Errorf("make ended %v: want killed by SIGINT, which a shell reports as exit status 130", cmd.ProcessState)
-	}
+	return rest, stderr.String(), cmd.ProcessState
 }
 
 // TestReadmeConfirmations: where the README's dead-letter commands change

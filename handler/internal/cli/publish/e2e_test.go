@@ -14,7 +14,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,11 +44,16 @@ type liveHost struct {
 	app, handlerLog string
 	ep              devrun.Endpoints
 	broker          *loopback.Client
+	out             *lockedBuffer // the host's stdout
 }
 
 // startLiveHost starts the host with its broker clock scale times faster
-// than real time (1: real time, as `make run`).
-func startLiveHost(t *testing.T, scale float64) *liveHost {
+// than real time (1: real time, as `make run`), with no workload.
+func startLiveHost(t *testing.T, scale float64) *liveHost { return startHost(t, scale, false) }
+
+// startHost starts the host; with demo it plays the built-in demo, as
+// `make run` does, instead of no workload.
+func startHost(t *testing.T, scale float64, demo bool) *liveHost {
 	t.Helper()
 	handler := testenv.Handler(t, repoRoot)
 	root := filepath.Dir(filepath.Dir(handler))
@@ -92,16 +99,17 @@ func startLiveHost(t *testing.T, scale float64) *liveHost {
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := &liveHost{app: app, handlerLog: filepath.Join(t.TempDir(), "handler.log")}
+	h := &liveHost{app: app, handlerLog: filepath.Join(t.TempDir(), "handler.log"), out: &lockedBuffer{}}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var out, errOut strings.Builder
-	go func() {
-		done <- devhost.Main(ctx, []string{"--app-root", app, "--scenario", empty, "--time-scale", fmt.Sprint(scale),
-			"--lock-duration", "5m", "--http-addr", "127.0.0.1:0", "--handler-log", h.handlerLog, "--quiet"},
-			syncWriter{&out}, syncWriter{&errOut})
-	}()
+	errOut := &lockedBuffer{}
+	args := []string{"--app-root", app, "--time-scale", fmt.Sprint(scale),
+		"--lock-duration", "5m", "--http-addr", "127.0.0.1:0", "--handler-log", h.handlerLog, "--quiet"}
+	if !demo {
+		args = append(args, "--scenario", empty)
+	}
+	go func() { done <- devhost.Main(ctx, args, h.out, errOut) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -143,6 +151,44 @@ var appFiles = []string{"host.json", "local.settings.json.template", "functions"
 type syncWriter struct{ b *strings.Builder }
 
 func (w syncWriter) Write(p []byte) (int, error) { return w.b.Write(p) }
+
+// lockedBuffer is a strings.Builder the host writes to while a test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// demoCount is the number on the summary line that starts with label
+// (two-space indented, as the host prints it), 0 if there is none.
+func demoCount(out, label string) int {
+	for _, l := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(l, "  "+label+" "); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(rest))
+			return n
+		}
+	}
+	return 0
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
 
 // publish runs `bin/orderstatus publish args...` in the app root, as a user
 // in the checkout would, with no Service Bus setting.
@@ -406,9 +452,36 @@ func TestEndToEndDevHost(t *testing.T) {
 }
 
 // TestReadmeWalkthrough runs the README's walkthrough against a host in
-// real time, as `make run` leaves it: what a person types at any pace.
+// real time, as `make run` leaves it: after the built-in demo. Lines are
+// typed at once, or ORDERSTATUS_README_PACE apart (a person's pace, e.g.
+// 10s: `make soak` runs it so); every comment must hold either way.
 func TestReadmeWalkthrough(t *testing.T) {
-	runReadme(t, startLiveHost(t, 1))
+	var pace time.Duration
+	if v := os.Getenv("ORDERSTATUS_README_PACE"); v != "" {
+		var err error
+		if pace, err = time.ParseDuration(v); err != nil || pace < 0 {
+			t.Fatalf("ORDERSTATUS_README_PACE=%q: want a duration such as 10s", v)
+		}
+	}
+	h := startHost(t, 1, true)
+	deadline := time.Now().Add(3 * time.Minute)
+	for !strings.Contains(h.out.String(), "invariants: ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo did not end within 3 minutes:\n%s", tail(h.out.String(), 3000))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(h.out.String(), "invariants: all hold") {
+		t.Fatalf("the demo broke an invariant:\n%s", tail(h.out.String(), 3000))
+	}
+	// The demo stays calm on a loaded machine (make test runs packages side
+	// by side): at most 2% of its workload rescheduled.
+	sent, rescheduled := demoCount(h.out.String(), "sent by the workload"), demoCount(h.out.String(), "Rescheduled")
+	if sent < 1000 || rescheduled*50 > sent {
+		t.Errorf("the demo sent %d workload messages and rescheduled %d, want at most 2%%:\n%s", sent, rescheduled, tail(h.out.String(), 3000))
+	}
+	t.Logf("the demo: %d workload messages, %d rescheduled", sent, rescheduled)
+	runReadme(t, h, pace)
 }
 
 // runReadme runs the README's publish walkthrough line by line against
@@ -423,7 +496,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 // on this machine may be too short on a loaded one); the walkthrough
 // waits with `publish wait`, which exits 1 when what it waits for does not
 // come.
-func runReadme(t *testing.T, h *liveHost) {
+func runReadme(t *testing.T, h *liveHost, pace time.Duration) {
 	lines := readmeWalkthrough(t)
 	if bad := sleepLines(lines); len(bad) > 0 {
 		t.Fatalf("the README walkthrough pauses with sleep (%q): wait with 'bin/orderstatus publish wait --order ID --status S' (or --sequence N) instead, which fails when it does not come", bad)
@@ -438,9 +511,11 @@ func runReadme(t *testing.T, h *liveHost) {
 		if i := strings.Index(l, "  # "); i > 0 && !strings.HasPrefix(l, "curl ") {
 			l, comment = strings.TrimSpace(l[:i]), strings.TrimSpace(l[i+len("  # "):])
 		}
-		switch {
-		case l == "" || strings.HasPrefix(l, "#") || l == "make run":
+		if l == "" || strings.HasPrefix(l, "#") || l == "make run" {
 			continue
+		}
+		time.Sleep(pace)
+		switch {
 		case curl.MatchString(l):
 			m := curl.FindStringSubmatch(l)
 			want := strings.Split(m[2], ", ")
