@@ -1,14 +1,13 @@
-// Command handler is the orderstatus Azure Functions custom handler: the
-// one binary `make package` zips and `azd up` deploys.
+// Command handler is the orderstatus Azure Functions custom handler, the
+// binary `make package` zips and `azd up` deploys.
 //
 //	handler [serve]   serve the functions for the Functions host (default)
 //	handler version   print the version
 //
-// Serving reads its settings from the environment (the Configuration table
-// of docs/configuration.md), listens on 127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT,
-// and on SIGTERM stops accepting, finishes in-flight calls and exits 0. It
-// links the product only: the operators' tools are bin/orderstatus, the
-// dev kit bin/orderstatus-dev (README, "Layout").
+// Serving reads its settings from the environment (docs/configuration.md),
+// listens on 127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT, and on SIGTERM
+// finishes in-flight calls and exits 0. The operators' tools are separate
+// binaries (README, "Layout").
 package main
 
 import (
@@ -17,8 +16,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/app"
 )
 
-// version and revision are set at build time with
-// -ldflags "-X main.version=... -X main.revision=...".
+// version and revision are set by -ldflags "-X main.version=... -X main.revision=...".
 var (
 	version  = "dev"
 	revision = ""

@@ -1,17 +1,8 @@
-// Package contract is the message contract of the order-status queue, the
-// one source of truth for producers (package publish) and for the handler
-// (package internal/order, which aliases these types): the subjects, the
-// statuses and the transition table of the moves between them
-// (Transitions), the bodies in their camelCase JSON form, the Service Bus ids
-// (SessionId = order id, MessageId = <order>:<sequence> and
-// <order>:payment-timeout-<Created's sequence>, hashed within 128
-// characters when needed: DeriveMessageID, the one rule every derived
-// MessageId of the project follows) and the validation rules a message
-// must pass.
-//
-// A message that breaks a rule is parked by the handler as InvalidPayload;
-// producers check the same rules before sending (Validate, ValidateOrderID).
-// Nothing here performs I/O.
+// Package contract is the message contract of the order-status queue, the one
+// source of truth for producers (package publish) and the handler (internal/order
+// aliases its types): subjects, statuses and Transitions, the camelCase JSON bodies,
+// the Service Bus ids (SessionId = order id, MessageIds by DeriveMessageID) and the
+// validation a message must pass, else the handler parks it. It performs no I/O.
 package contract
 
 import (
@@ -34,28 +25,20 @@ const (
 // ContentType is the content type of every contract message.
 const ContentType = "application/json"
 
-// MaxIDLength is the longest order id accepted (characters): an order id is
-// the SessionId, which Service Bus limits to 128 characters ("Service Bus
-// quotas", learn.microsoft.com: "Maximum size of MessageId, SessionId:
-// 128"). Table Storage's 1 KiB keys allow more. The MessageIds derived
-// from an order id (StatusMessageID, TimeoutMessageID) stay within 128
-// whatever its length: DeriveMessageID hashes the order id when the suffix
-// would not fit.
+// MaxIDLength is the longest order id, as it is the SessionId (learn.microsoft.com,
+// "Service Bus quotas": "Maximum size of MessageId, SessionId: 128").
 const MaxIDLength = MaxServiceBusIDLength
 
-// MaxServiceBusIDLength is the longest SessionId or MessageId Service Bus
-// accepts (characters, as ServiceBusLength counts them).
+// MaxServiceBusIDLength is the longest SessionId or MessageId, in ServiceBusLength.
 const MaxServiceBusIDLength = 128
 
-// PaymentTimeout is the walkthrough's payment timeout: an order still
-// Created this long after creation is cancelled.
+// PaymentTimeout is how long after creation an order still Created is cancelled.
 const PaymentTimeout = 30 * time.Minute
 
 // Status is an order's lifecycle state. Its JSON form is the name.
 type Status string
 
-// The statuses an order can have; the transition table (Transitions)
-// says which may follow which. Delivered and Cancelled are terminal.
+// The statuses an order can have (see Transitions); Delivered and Cancelled are terminal.
 const (
 	Created   Status = "Created"
 	Paid      Status = "Paid"
@@ -64,23 +47,17 @@ const (
 	Cancelled Status = "Cancelled"
 )
 
-// Valid reports whether s is a status of Transitions, in its canonical
-// spelling.
+// Valid reports whether s is a status of Transitions, canonically spelled.
 func (s Status) Valid() bool { return Transitions.Valid(s) }
 
-// Terminal reports whether no further change may be applied after s: no
-// row of Transitions leaves it.
+// Terminal reports whether no row of Transitions leaves s.
 func (s Status) Terminal() bool { return Transitions.Terminal(s) }
 
-// ParseStatus returns the known status whose name equals name ignoring the
-// case of ASCII letters ("paid" and "PAID" are Paid), as .NET's
-// JsonStringEnumConverter reads it. The result is always the canonical
-// name. It reports false when name is not a status of Transitions.
+// ParseStatus returns the canonical status whose name equals name ignoring
+// ASCII case, as .NET's JsonStringEnumConverter reads it, or false.
 func ParseStatus(name string) (Status, bool) { return Transitions.Parse(name) }
 
-// asciiEqualFold is strings.EqualFold restricted to ASCII letters, so that
-// no Unicode folding (the Kelvin sign, the long s) makes an odd spelling
-// name a status.
+// asciiEqualFold is strings.EqualFold for ASCII only (no Kelvin sign makes a status).
 func asciiEqualFold(a, b string) bool {
 	if len(a) != len(b) {
 		return false
@@ -100,12 +77,8 @@ func asciiEqualFold(a, b string) bool {
 	return true
 }
 
-// StatusChanged is the body of an OrderStatusChanged message:
-//
-//	{"orderId":"o-1","status":"Paid","sequence":2,"occurredAt":"2026-11-29T10:00:00Z"}
-//
-// A zero OccurredAt is left out of the JSON; the handler then records the
-// time it applied the change.
+// StatusChanged is the body of an OrderStatusChanged message; a zero OccurredAt is
+// omitted and the handler records when it applied it.
 type StatusChanged struct {
 	OrderID    string    `json:"orderId"`
 	Status     Status    `json:"status"`
@@ -113,12 +86,8 @@ type StatusChanged struct {
 	OccurredAt time.Time `json:"occurredAt,omitzero"`
 }
 
-// PaymentTimeoutCheck is the body of a PaymentTimeoutCheck message:
-// {"orderId":"o-1","createdSequence":1}. CreatedSequence is the sequence
-// of the Created the check belongs to: it cancels the order only while
-// that Created is the order's last change. Zero (absent) is the older
-// form, {"orderId":"o-1"}, which names no Created: it is taken for the
-// check of the Created in effect once that Created is due.
+// PaymentTimeoutCheck is the body of a PaymentTimeoutCheck message: it cancels the order
+// only while Created CreatedSequence is its last change (0, the older form: the one in effect).
 type PaymentTimeoutCheck struct {
 	OrderID         string `json:"orderId"`
 	CreatedSequence int64  `json:"createdSequence,omitzero"`
@@ -127,8 +96,7 @@ type PaymentTimeoutCheck struct {
 // ErrInvalid is wrapped by every validation error of this package.
 var ErrInvalid = errors.New("invalid")
 
-// invalid returns an error wrapping ErrInvalid whose text is the
-// description alone.
+// invalid returns an error wrapping ErrInvalid whose text is the description alone.
 func invalid(format string, args ...any) error {
 	return &invalidError{msg: fmt.Sprintf(format, args...)}
 }
@@ -138,9 +106,7 @@ type invalidError struct{ msg string }
 func (e *invalidError) Error() string { return e.msg }
 func (e *invalidError) Unwrap() error { return ErrInvalid }
 
-// ServiceBusLength is the length of s as Service Bus counts it: .NET
-// characters (UTF-16 code units), so a character outside the Basic
-// Multilingual Plane (an emoji) counts two.
+// ServiceBusLength is s's length as Service Bus counts it: UTF-16 units (an emoji is two).
 func ServiceBusLength(s string) int {
 	n := 0
 	for _, r := range s {
@@ -149,10 +115,9 @@ func ServiceBusLength(s string) int {
 	return n
 }
 
-// ValidateOrderID checks that id is usable as an order id (a SessionId)
-// and Table Storage PartitionKey: non-empty, valid UTF-8, at most
-// MaxIDLength characters as Service Bus counts them (ServiceBusLength), none of / \ # ? and no control characters. The error wraps
-// ErrInvalid and describes the problem in one phrase.
+// ValidateOrderID checks that id is usable as a SessionId and PartitionKey:
+// non-empty, valid UTF-8, at most MaxIDLength (ServiceBusLength), none of
+// / \ # ? and no control characters. The error wraps ErrInvalid.
 func ValidateOrderID(id string) error {
 	switch {
 	case id == "":
@@ -169,15 +134,13 @@ func ValidateOrderID(id string) error {
 	return nil
 }
 
-// Bounds of OccurredAt: the range of an Edm.DateTime in Table Storage, which
-// rejects anything outside it with a 400 that no retry can fix.
+// Bounds of OccurredAt: Table Storage's Edm.DateTime range (outside it, a 400).
 var (
 	MinOccurredAt = time.Date(1601, time.January, 1, 0, 0, 0, 0, time.UTC)
 	MaxOccurredAt = time.Date(9999, time.December, 31, 23, 59, 59, 999999900, time.UTC)
 )
 
-// ValidateOccurredAt checks that t is zero (absent) or within
-// [MinOccurredAt, MaxOccurredAt].
+// ValidateOccurredAt checks that t is zero or within [MinOccurredAt, MaxOccurredAt].
 func ValidateOccurredAt(t time.Time) error {
 	if t.IsZero() {
 		return nil
@@ -188,9 +151,7 @@ func ValidateOccurredAt(t time.Time) error {
 	return nil
 }
 
-// Validate checks c as the handler will: a legal order id, a known status
-// in its canonical spelling, a sequence of at least 1 and an occurredAt
-// that is absent or within the years 1601 to 9999.
+// Validate checks c as the handler will: order id, status, sequence >= 1, occurredAt.
 func (c StatusChanged) Validate() error {
 	if err := ValidateOrderID(c.OrderID); err != nil {
 		return err
@@ -204,8 +165,7 @@ func (c StatusChanged) Validate() error {
 	return ValidateOccurredAt(c.OccurredAt)
 }
 
-// Validate checks the order id of a timeout check and that its
-// CreatedSequence is not negative.
+// Validate checks the order id and that CreatedSequence is not negative.
 func (c PaymentTimeoutCheck) Validate() error {
 	if err := ValidateOrderID(c.OrderID); err != nil {
 		return err
@@ -216,26 +176,15 @@ func (c PaymentTimeoutCheck) Validate() error {
 	return nil
 }
 
-// StatusMessageID is the MessageId of an OrderStatusChanged:
-// <order>:<sequence>, or, when that would pass Service Bus's 128
-// characters, sha256-<hash of the order id>:<sequence> (DeriveMessageID).
-// Resending the same change reuses it, so Service Bus's duplicate
-// detection drops a producer's retry.
+// StatusMessageID is DeriveMessageID(orderID, ":<sequence>"), the MessageId of an
+// OrderStatusChanged: a resend keeps it, so duplicate detection drops it.
 func StatusMessageID(orderID string, sequence int64) string {
 	return DeriveMessageID(orderID, ":"+strconv.FormatInt(sequence, 10))
 }
 
-// TimeoutMessageID is the MessageId of the PaymentTimeoutCheck of the
-// order's Created of sequence createdSequence:
-// <order>:payment-timeout-<createdSequence>, or sha256-<hash of the order
-// id>:payment-timeout-<createdSequence> when that would pass 128
-// characters (DeriveMessageID). The handler's own check of that Created
-// has the same MessageId, so duplicate detection makes the two one
-// message, and each Created of an order has a check of its own. The
-// suffix ends in a number after a hyphen, so no StatusMessageID (a number
-// after a colon) and no older check's id equals it. A createdSequence of
-// 0 gives <order>:payment-timeout, the id of the older form that names no
-// Created.
+// TimeoutMessageID is DeriveMessageID(orderID, ":payment-timeout-<createdSequence>")
+// (0: the older form's ":payment-timeout"), shared by the handler's own check so
+// duplicate detection makes them one; no StatusMessageID equals it.
 func TimeoutMessageID(orderID string, createdSequence int64) string {
 	if createdSequence == 0 {
 		return DeriveMessageID(orderID, ":payment-timeout")

@@ -5,27 +5,20 @@ import (
 	"strings"
 )
 
-// Transition is one move a status change may make: an order whose status
-// is From may take status To. From is "" for an order that has no row yet.
-// Why says, for a reader of the table and of a poison description, why the
-// move is allowed.
+// Transition is one allowed move: status From ("" for a new order) may become
+// To; Why explains it to a reader of the table or of a poison description.
 type Transition struct {
 	From Status
 	To   Status
 	Why  string
 }
 
-// Rules is a transition table: every allowed move, one row each; a move
-// with no row is refused (InvalidTransition). The statuses are those the
-// rows name, in the order they first appear, which is the lifecycle
-// order; a known status with no row leaving it is terminal. Sequence
-// numbers, not the table, order the changes of an order. A copy with more
-// rows (another status) is a table of its own: its methods read only it.
+// Rules is a transition table, one row per allowed move (any other is InvalidTransition);
+// its statuses are those the rows name, in lifecycle order; one no row leaves is terminal.
 type Rules []Transition
 
-// Transitions is the order-status transition table the handler applies
-// and producers validate against. docs/messages.md shows it
-// (TestTransitionsDoc keeps the two equal).
+// Transitions is the order-status transition table the handler applies and
+// producers validate against; docs/messages.md shows it (TestTransitionsDoc).
 var Transitions = Rules{
 	{From: "", To: Created, Why: "an order begins"},
 	{From: "", To: Paid, Why: "its Created is late"},
@@ -53,11 +46,9 @@ var Transitions = Rules{
 	// Delivered and Cancelled: no row leaves them; they are terminal.
 }
 
-// Statuses lists every known status in lifecycle order
-// (Transitions.Statuses).
+// Statuses lists every known status in lifecycle order.
 var Statuses = Transitions.Statuses()
 
-// row returns the row of the move from -> to, or nil.
 func (r Rules) row(from, to Status) *Transition {
 	for i := range r {
 		if r[i].From == from && r[i].To == to {
@@ -67,13 +58,10 @@ func (r Rules) row(from, to Status) *Transition {
 	return nil
 }
 
-// Allows reports whether the table has a row for the move from -> to
-// (from "" for an order with no row).
+// Allows reports whether the table has a row for from -> to ("" for a new order).
 func (r Rules) Allows(from, to Status) bool { return r.row(from, to) != nil }
 
-// Why returns the reason of the move from -> to: its row's Why, or, when
-// the table has no row for it, a phrase saying so ("no move from
-// Delivered to Shipped (Delivered is terminal)").
+// Why returns the row's Why for from -> to, or a phrase saying there is no such move.
 func (r Rules) Why(from, to Status) string {
 	if t := r.row(from, to); t != nil {
 		return t.Why
@@ -89,8 +77,7 @@ func (r Rules) Why(from, to Status) string {
 	return why
 }
 
-// Statuses returns the statuses the table names, in the order they first
-// appear in it (From or To; "" is not a status).
+// Statuses returns the statuses the rows name, in order of first appearance.
 func (r Rules) Statuses() []Status {
 	var out []Status
 	for _, t := range r {
@@ -103,8 +90,7 @@ func (r Rules) Statuses() []Status {
 	return out
 }
 
-// Valid reports whether s is a status of the table, in its canonical
-// spelling.
+// Valid reports whether s is a status of the table, canonically spelled.
 func (r Rules) Valid(s Status) bool {
 	if s == "" {
 		return false
@@ -117,8 +103,7 @@ func (r Rules) Valid(s Status) bool {
 	return false
 }
 
-// Terminal reports whether s is a status of the table that no row leaves:
-// no further change may be applied after it.
+// Terminal reports whether s is a status of the table that no row leaves.
 func (r Rules) Terminal(s Status) bool {
 	if !r.Valid(s) {
 		return false
@@ -131,11 +116,9 @@ func (r Rules) Terminal(s Status) bool {
 	return true
 }
 
-// ProvesPayment reports whether an order that took status s must have
-// been paid: s is Paid, or a status the table reaches from Paid without
-// passing through Created (created again) or Cancelled. Such a change,
-// occurred by the payment deadline, supersedes a payment-timeout
-// cancellation (see docs/messages.md, "Payment timeout").
+// ProvesPayment reports whether status s implies payment: s is Paid or is
+// reached from Paid without Created or Cancelled. Such a change by the
+// deadline supersedes a timeout cancellation (docs/messages.md, "Payment timeout").
 func (r Rules) ProvesPayment(s Status) bool {
 	seen := map[Status]bool{Paid: true}
 	next := []Status{Paid}
@@ -152,8 +135,7 @@ func (r Rules) ProvesPayment(s Status) bool {
 	return seen[s] && r.Valid(s)
 }
 
-// Parse returns the status of the table whose name equals name ignoring
-// the case of ASCII letters, in its canonical spelling, or false.
+// Parse returns the canonical status whose name equals name ignoring ASCII case, or false.
 func (r Rules) Parse(name string) (Status, bool) {
 	for _, s := range r.Statuses() {
 		if asciiEqualFold(name, string(s)) {
@@ -163,8 +145,7 @@ func (r Rules) Parse(name string) (Status, bool) {
 	return "", false
 }
 
-// Names returns the table's statuses in lifecycle order for a message:
-// "Created, Paid, Shipped, Delivered or Cancelled".
+// Names returns the statuses for a message: "Created, Paid, Shipped, Delivered or Cancelled".
 func (r Rules) Names() string {
 	ss := r.Statuses()
 	names := make([]string, len(ss))
@@ -177,8 +158,7 @@ func (r Rules) Names() string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// Markdown renders the table as a Markdown table (from, to, why), one row
-// per move, as docs/messages.md shows it.
+// Markdown renders the table (from, to, why) as docs/messages.md shows it.
 func (r Rules) Markdown() string {
 	var b strings.Builder
 	b.WriteString("| from | to | why |\n|---|---|---|\n")
@@ -193,6 +173,5 @@ func (r Rules) Markdown() string {
 	return b.String()
 }
 
-// StatusNames returns the known statuses for a message (Transitions.Names):
-// "Created, Paid, Shipped, Delivered or Cancelled".
+// StatusNames returns the known statuses for a message (Transitions.Names).
 func StatusNames() string { return Transitions.Names() }

@@ -1,14 +1,8 @@
-// Package tracectx is W3C trace context as it travels on a Service Bus
-// message: the traceparent value (read in any version, written as version
-// 00), carried in the application properties the Azure SDKs use. It owns parsing, formatting and minting;
-// the publisher stamps messages with it and the handler logs its trace id.
-//
-// The Azure SDKs' messaging diagnostics (azure-sdk-for-net,
-// sdk/core/Azure.Core/src/Shared/MessagingClientDiagnostics.cs) write the
-// producer's span as both "Diagnostic-Id" and "traceparent" (plus
-// "tracestate") when they send, and read "traceparent" first, then
-// "Diagnostic-Id", when they receive; FromProperties reads them in the
-// same order, and Properties writes both.
+// Package tracectx is W3C trace context on a Service Bus message: parsing,
+// formatting and minting traceparent values (any version read, 00 written) in the
+// application properties the Azure SDKs use (azure-sdk-for-net,
+// sdk/core/Azure.Core/src/Shared/MessagingClientDiagnostics.cs: "Diagnostic-Id" and
+// "traceparent" sent, "traceparent" read first, as FromProperties does).
 package tracectx
 
 import (
@@ -24,8 +18,7 @@ const (
 	PropDiagnosticID = "Diagnostic-Id"
 )
 
-// TraceParent is one W3C traceparent: a trace, the span that is the parent
-// of what follows, and the trace flags.
+// TraceParent is one W3C traceparent: trace id, parent span id and flags.
 type TraceParent struct {
 	TraceID [16]byte
 	SpanID  [8]byte
@@ -35,15 +28,10 @@ type TraceParent struct {
 // ErrInvalid: the text is not a traceparent this package can read.
 var ErrInvalid = errors.New("tracectx: not a W3C traceparent (<version>-<32 hex>-<16 hex>-<2 hex>)")
 
-// Parse reads a traceparent as the W3C Trace Context recommendation
-// (w3c/trace-context, spec/20-http_request_header_format.md) defines it:
-// "<version>-<trace id>-<span id>-<flags>", lower-case hex, neither id all
-// zeros. Version 00 is exactly that, 55 characters ("traceparent Header
-// Field Values"). A higher version is read by its first four fields when
-// the flags end the value or a '-' follows them; what comes after is not
-// read ("Versioning of traceparent"). Version ff is invalid. String writes
-// the result as version 00, the highest version this package knows, as
-// the recommendation asks of a vendor that passes the trace on.
+// Parse reads a traceparent (w3c/trace-context, spec/20-http_request_header_format.md,
+// "traceparent Header Field Values"): lower-case hex "<version>-<trace id>-<span id>-<flags>",
+// neither id zero, 55 characters in version 00, a higher version read by its first four
+// fields ("Versioning of traceparent"); ff is invalid.
 func Parse(s string) (TraceParent, error) {
 	var t TraceParent
 	if len(s) < 55 || !lowerHex(s[0:2]) || s[2] != '-' || s[35] != '-' || s[52] != '-' {
@@ -71,8 +59,7 @@ func Parse(s string) (TraceParent, error) {
 	return t, nil
 }
 
-// lowerHex reports whether s is lower-case hex digits only (the
-// recommendation's HEXDIGLC).
+// lowerHex reports whether s is lower-case hex only (the spec's HEXDIGLC).
 func lowerHex(s string) bool {
 	for i := range len(s) {
 		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
@@ -98,16 +85,13 @@ func (t TraceParent) String() string {
 	return fmt.Sprintf("00-%s-%s-%02x", hex.EncodeToString(t.TraceID[:]), hex.EncodeToString(t.SpanID[:]), t.Flags)
 }
 
-// TraceIDString is the trace id in hex: what Application Insights calls
-// operation_Id.
+// TraceIDString is the trace id in hex (Application Insights' operation_Id).
 func (t TraceParent) TraceIDString() string { return hex.EncodeToString(t.TraceID[:]) }
 
 // IsZero reports whether t is the zero value (no trace).
 func (t TraceParent) IsZero() bool { return t.TraceID == [16]byte{} }
 
-// FromProperties reads the trace context of a message's application
-// properties: traceparent, else Diagnostic-Id, as the Azure SDKs do. ok is
-// false when neither holds a valid traceparent.
+// FromProperties reads props' trace context, traceparent before Diagnostic-Id; false if neither is valid.
 func FromProperties(props map[string]any) (t TraceParent, ok bool) {
 	for _, k := range []string{PropTraceParent, PropDiagnosticID} {
 		if s, isString := props[k].(string); isString {
@@ -119,9 +103,8 @@ func FromProperties(props map[string]any) (t TraceParent, ok bool) {
 	return TraceParent{}, false
 }
 
-// Stamp sets both properties to t on props (creating the map when nil),
-// unless props already carries a valid trace context, which it keeps; it
-// returns the map and the trace context the message carries.
+// Stamp sets both properties of props (made when nil) to t unless props
+// already carries a valid trace context; it returns props and the context.
 func Stamp(props map[string]any, t TraceParent) (map[string]any, TraceParent) {
 	if have, ok := FromProperties(props); ok {
 		return props, have
@@ -134,16 +117,11 @@ func Stamp(props map[string]any, t TraceParent) (map[string]any, TraceParent) {
 	return props, t
 }
 
-// PropLinkedFrom names the traceparent a copy was made from: a parked
-// copy's original, a replay's dead-lettered or parked message.
+// PropLinkedFrom holds the traceparent a copy (parked, replayed) was made from.
 const PropLinkedFrom = "TraceLinkedFrom"
 
-// Hop marks props, the application properties of a copy of a message
-// (parked, replayed, rescheduled), as the next hop of the same trace: the
-// trace id stays, so one query by trace id finds every hop; the copy gets
-// a span of its own as its traceparent and Diagnostic-Id, and
-// PropLinkedFrom holds the traceparent it came from. Properties without a
-// trace context are left as they are. props is changed in place.
+// Hop marks a copy's props in place as the next hop of its trace: same trace id, a new
+// span as traceparent and Diagnostic-Id, PropLinkedFrom the old one; no trace, no change.
 func Hop(props map[string]any) {
 	from, ok := FromProperties(props)
 	if !ok {

@@ -1,11 +1,9 @@
 // Package api routes the handler's HTTP surface: the readiness probe the
-// Functions host polls (GET /), forwarded HTTP functions (GET
-// /api/orders/{orderId}, GET /api/metrics) and invocations of non-HTTP
-// functions (POST /<FunctionName>). Every answer is JSON except the
-// Prometheus text of /api/metrics: an invocation's answer is the host
-// protocol's (hostproto), and every error of the HTTP surface is an
-// ErrorBody with its status (400 bad input, 404 no such route or order,
-// 405 a route's wrong method with Allow set, 503 the store unavailable).
+// Functions host polls (GET /), GET /api/orders/{orderId}, GET /api/metrics
+// (Prometheus text) and invocations of non-HTTP functions (POST
+// /<FunctionName>, answered in the host protocol, hostproto). Other answers
+// are JSON; an error is an ErrorBody (400 bad input, 404 no route or order,
+// 405 wrong method with Allow set, 503 store unavailable).
 package api
 
 import (
@@ -36,8 +34,7 @@ type OrderReader interface {
 type Options struct {
 	Orders   OrderReader
 	Gatherer prometheus.Gatherer
-	// Functions maps a non-HTTP function name (the folder of its
-	// function.json) to its handler, served at POST /<name>.
+	// Functions maps a non-HTTP function name to its handler, served at POST /<name>.
 	Functions map[string]http.Handler
 	Logger    *slog.Logger
 	// ReadTimeout bounds GetOrder's storage read (default 10 s).
@@ -57,8 +54,7 @@ func New(o Options) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})))
 	orders := getOrder{orders: o.Orders, log: o.Logger, timeout: o.ReadTimeout}
-	// The order id is read from the escaped path by GetOrder itself, so
-	// that an escaped / (%2F) is named as such, not cleaned away.
+	// GetOrder reads the id from the escaped path, so %2F is named, not cleaned away.
 	mux.Handle("/api/orders/", only(http.MethodGet, orders))
 	mux.Handle("/api/orders", notFound{})
 	mux.Handle("/api/metrics", only(http.MethodGet, promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelError)})))
@@ -69,9 +65,7 @@ func New(o Options) http.Handler {
 	return mux
 }
 
-// ErrorBody is every error answer of the HTTP surface (GetOrder, Metrics,
-// the readiness probe, unknown routes); the development host's front
-// answers its own errors in it too.
+// ErrorBody is every error answer of the HTTP surface and of the dev host's front.
 type ErrorBody struct {
 	// Error says what is wrong, in a sentence.
 	Error string `json:"error"`
@@ -86,8 +80,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, status int, msg, orderID
 	writeJSON(w, status, ErrorBody{Error: msg, Path: r.URL.EscapedPath(), OrderID: orderID})
 }
 
-// only serves h for method (GET includes HEAD) and answers 405 with Allow
-// otherwise.
+// only serves h for method (GET includes HEAD), else answers 405 with Allow.
 func only(method string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == method || (method == http.MethodGet && r.Method == http.MethodHead) {
@@ -99,9 +92,8 @@ func only(method string, h http.Handler) http.Handler {
 	})
 }
 
-// notFound answers a path no route serves: an ErrorBody, except for a
-// POST outside /api/, which is the Functions host invoking a function
-// this app does not have and gets the host protocol's answer.
+// notFound answers 404 with an ErrorBody, except a POST outside /api/ (the
+// host invoking a function this app lacks), answered in the host protocol.
 type notFound struct{}
 
 func (notFound) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -1,7 +1,6 @@
-// Package app is what every binary of orderstatus shares: the command
-// dispatch, the exit codes, `version`, and `serve`, the custom handler's
-// wiring from its settings. The deployed binary (package main in handler)
-// opens Service Bus only; the dev kit's binary passes an opener that also
+// Package app is what every orderstatus binary shares: command dispatch,
+// exit codes, `version`, and `serve`, the custom handler wired from its
+// settings. The deployed binary opens Service Bus only; the dev kit's also
 // reaches the development host's broker.
 package app
 
@@ -21,25 +20,22 @@ const (
 	ExitUsage   = 2 // a bad command, flag or input: one line on stderr says what
 )
 
-// Command is one subcommand of a binary. Run gets the arguments after the
-// command's name and returns the exit code; it parses its own flags and
-// answers its own --help.
+// Command is one subcommand. Run gets the arguments after its name, parses
+// its own flags, answers its own --help and returns the exit code.
 type Command struct {
 	Name, Summary string
 	Run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
-// Program is a binary: its name, what it is, its commands, and the one
-// run when none is named ("" for none: then a command is required).
+// Program is a binary; Default is the command run when none is named ("" requires one).
 type Program struct {
 	Name, About string
 	Commands    []Command
 	Default     string
 }
 
-// Main dispatches args (without the program name) to a command under a
-// context cancelled on SIGTERM or SIGINT; a second signal ends the process
-// at once.
+// Main dispatches args (without the program name) under a context cancelled
+// on SIGTERM or SIGINT; a second signal ends the process at once.
 func (p Program) Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -91,8 +87,7 @@ exit codes: %d success, %d failure (a bad setting, a service that failed), %d us
 `, ExitOK, ExitFailure, ExitUsage)
 }
 
-// Build is what the linker stamps into a binary
-// (-ldflags "-X main.version=... -X main.revision=...").
+// Build is what the linker stamps (-ldflags "-X main.version=... -X main.revision=...").
 type Build struct {
 	Version, revision string
 }
@@ -100,8 +95,7 @@ type Build struct {
 // NewBuild returns the build info of the linker's values.
 func NewBuild(version, revision string) Build { return Build{Version: version, revision: revision} }
 
-// Revision is the VCS revision: the linker's, else the one the go command
-// stamped, else "unknown".
+// Revision is the VCS revision: the linker's, else the go command's, else "unknown".
 func (b Build) Revision() string {
 	if b.revision != "" {
 		return b.revision

@@ -36,15 +36,10 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
 )
 
-// BrokerOpener returns the Service Bus port the settings name, or nil
-// when they name none (poison messages are then answered 5xx, and nothing
-// is rescheduled).
+// BrokerOpener returns the Service Bus port the settings name, or nil (poison then gets 5xx).
 type BrokerOpener func(config.Config, azcore.TokenCredential) (broker.Broker, error)
 
-// ServiceBus is the deployed opener: the namespace of
-// ServiceBusConnection__fullyQualifiedNamespace through the credential. A
-// development-host broker URL is refused: only the dev kit's binary
-// reaches it.
+// ServiceBus is the deployed opener (the namespace, with cred); it refuses a dev-host broker URL.
 func ServiceBus(cfg config.Config, cred azcore.TokenCredential) (broker.Broker, error) {
 	switch {
 	case cfg.DevBrokerURL != "":
@@ -60,8 +55,7 @@ type ServeOptions struct {
 	Program    string // the binary's name, in messages
 	Build      Build
 	OpenBroker BrokerOpener
-	// Before runs first, with the environment (the dev kit starts its
-	// CPU profile); the function it returns runs on the way out.
+	// Before runs first (the dev kit starts its CPU profile); its result runs on the way out.
 	Before func(getenv func(string) string) (func(), error)
 }
 
@@ -115,14 +109,10 @@ func serve(ctx context.Context, stdout, stderr io.Writer, o ServeOptions) int {
 		fmt.Fprintln(stderr, o.Program+":", err)
 		return ExitFailure
 	}
-	// Each line names the instance, so that a scaled-out app's logs can be
-	// grouped by instance in Application Insights.
 	log := logging.WithInstance(logging.New(stdout, stderr, cfg.LogLevel), logging.InstanceID(os.Getenv))
 
 	reg := prometheus.NewRegistry()
 	m := metrics.NewWithOptions(reg, o.Build.Version, &metrics.Options{Revision: o.Build.Revision()})
-	// Fleet-wide figures in Azure: this instance's counter increases, one
-	// line a minute and a last one on the way out (after the calls drained).
 	fleet := fleetmetrics.New(reg, log, nil)
 	defer fleet.Flush()
 
@@ -155,10 +145,6 @@ func serve(ctx context.Context, stdout, stderr io.Writer, o ServeOptions) int {
 			"setting", config.EnvServiceBusNamespace)
 	}
 
-	// Adaptive trust in the cache: with one instance, or a backlog drained
-	// session by session, it bets on every cached ETag (one round trip per
-	// applied message); when scaled-out instances keep taking each other's
-	// sessions and those bets mostly lose, it reads first instead.
 	orders := orderstate.New(tables, &orderstate.Options{CacheTrust: orderstate.TrustAdaptive, PaymentTimeout: cfg.PaymentTimeout})
 	// stopping ends in-call retry waits at shutdown: those calls answer 5xx.
 	stopping, cancelStopping := context.WithCancel(context.Background())
@@ -173,14 +159,9 @@ func serve(ctx context.Context, stdout, stderr io.Writer, o ServeOptions) int {
 		log.Warn("no Service Bus configured: transient failures are answered 5xx after the budget instead of rescheduled, and no payment timeout is scheduled",
 			"setting", config.EnvRetryReschedule)
 	case cfg.Retry.Reschedule:
-		// Outages become delays: a scheduled copy after the budget, and a
-		// breaker that keeps a failing store from being hammered.
 		fnOpts.Reschedule = reschedule.New(bus, cfg.Queue,
 			reschedule.Policy{Base: cfg.Retry.Base, Cap: cfg.Retry.Cap, Window: cfg.Retry.Window},
 			&reschedule.Options{PaymentTimeout: cfg.PaymentTimeout})
-		// One probe per 5 s, or per backoff cap when that is shorter (a
-		// probe less often than copies come back would only delay the
-		// recovery of short-capped development and test runs).
 		fnOpts.Breaker = orderfn.NewBreaker(m, log, circuit.Options{ProbeInterval: min(circuit.DefaultProbeInterval, cfg.Retry.Cap)})
 	}
 	orderStatus := orderfn.New(orders, parking.New(sender, cfg.PoisonQueue), m, log, fnOpts)
@@ -214,9 +195,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer, o ServeOptions) int {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	// Listen first, so the host's readiness probe is answered at once; a
-	// message that arrives before the table exists fails transiently and
-	// is retried.
+	// Listen first for the readiness probe; a message before the table exists is retried.
 	go ensureTable(stopping, tables, cfg.StoreTable, log)
 	go fleet.Run(stopping)
 	log.Info("handler listening", "addr", addr, "queue", cfg.Queue, "poison_queue", cfg.PoisonQueue,
@@ -241,8 +220,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer, o ServeOptions) int {
 	return ExitOK
 }
 
-// credential returns the Entra ID credential for managed identity (or a
-// developer's az login), or nil when no setting needs one.
+// credential returns the Entra ID credential, or nil when no setting needs one.
 func credential(cfg config.Config) (azcore.TokenCredential, error) {
 	if cfg.StoreServiceURI == "" && cfg.ServiceBusNamespace == "" {
 		return nil, nil
@@ -265,16 +243,9 @@ func newTableStore(cfg config.Config, cred azcore.TokenCredential, m *metrics.Me
 	return tablestore.NewWithCredential(cfg.StoreServiceURI, cfg.StoreTable, cred, opts)
 }
 
-// ensureTable creates the table if absent, retrying transient failures
-// (an outage, throttling) with backoff until it succeeds, fails for good,
-// or ctx ends. A create refused with 403 AuthorizationPermissionMismatch or
-// AuthorizationFailure ("This request is not authorized to perform this
-// operation": Microsoft Learn, Azure Storage "Common REST API error
-// codes") means this identity may not create tables, as under a role
-// assigned on the table alone (infra/app/storage.bicep): infra owns the
-// table, so that is one line and no retry. Failures are logged; serving
-// goes on either way (writes then fail transiently and messages are
-// retried).
+// ensureTable creates the table if absent, retrying transient failures until done or ctx
+// ends; a 403 createRefused (Microsoft Learn, Azure Storage "Common REST API error codes")
+// means infra owns the table (infra/app/storage.bicep): one line, no retry.
 func ensureTable(ctx context.Context, s *tablestore.Store, table string, log *slog.Logger) {
 	err := retry.Do(ctx, ctx, retry.Policy{Budget: 10 * time.Minute, Initial: 500 * time.Millisecond, Max: 30 * time.Second},
 		func(err error) bool { return errors.Is(err, store.ErrTransient) && !createRefused(err) }, s.EnsureTable,
@@ -290,17 +261,14 @@ func ensureTable(ctx context.Context, s *tablestore.Store, table string, log *sl
 	}
 }
 
-// createRefused reports whether err is the service refusing this
-// identity the create (403 AuthorizationPermissionMismatch or
-// AuthorizationFailure), not a credential that failed to authenticate.
+// createRefused reports a 403 AuthorizationPermissionMismatch or AuthorizationFailure: a refused create.
 func createRefused(err error) bool {
 	var re *azcore.ResponseError
 	return errors.As(err, &re) && re.StatusCode == http.StatusForbidden &&
 		(re.ErrorCode == "AuthorizationPermissionMismatch" || re.ErrorCode == "AuthorizationFailure")
 }
 
-// newSweeper builds the dead-letter sweeper on the broker and the
-// account of the order table.
+// newSweeper builds the dead-letter sweeper on bus and the order table's account.
 func newSweeper(cfg config.Config, cred azcore.TokenCredential, bus broker.Broker, reg prometheus.Registerer, log *slog.Logger) (*deadletter.Sweeper, error) {
 	var (
 		svc *aztables.ServiceClient
@@ -316,9 +284,6 @@ func newSweeper(cfg config.Config, cred azcore.TokenCredential, bus broker.Broke
 	}
 	dl := cfg.DeadLetter
 	st := dltable.New(svc, dl.Table, &dltable.Options{Logger: log})
-	// Infra creates the table; with a table-scoped role the create may be
-	// refused (403) while the table exists, so a failure here is logged
-	// only: the first real read or write fails clearly instead.
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -1,11 +1,7 @@
-// Package circuit is a per-process circuit breaker in front of the order
-// store. After Threshold store failures in a row it opens: calls are
-// refused (the caller reschedules the message at once, without touching
-// the store), except one probe at a time, at most one per ProbeInterval.
-// A probe that succeeds closes it; one that fails keeps it open.
-//
-// It is per instance on purpose: every instance sees the store itself, and
-// needs no shared state (which would live in the store that is failing).
+// Package circuit is a per-process circuit breaker in front of the order store:
+// after Threshold store failures in a row it opens and refuses calls, except
+// one probe at a time, at most one per ProbeInterval; a probe that succeeds
+// closes it. It is per instance: shared state would live in the failing store.
 package circuit
 
 import (
@@ -18,8 +14,7 @@ import (
 // State is the breaker's state.
 type State int
 
-// The states. Their String values are the state label of the
-// orderstatus_circuit_state and orderstatus_circuit_changes_total series.
+// The states; String gives the state label of orderstatus_circuit_state and _changes_total.
 const (
 	Closed   State = 0
 	Open     State = 1
@@ -43,11 +38,9 @@ func (s State) String() string {
 
 // Defaults of Options.
 const (
-	// DefaultThreshold: five failed calls in a row (each already retried
-	// within its in-call budget) are not a blip.
+	// DefaultThreshold: five failed calls in a row (each retried) are not a blip.
 	DefaultThreshold = 5
-	// DefaultProbeInterval: at most one probe every 5 s, so a failing
-	// store sees a trickle from each instance instead of every message.
+	// DefaultProbeInterval: a failing store sees a trickle from each instance.
 	DefaultProbeInterval = 5 * time.Second
 )
 
@@ -55,11 +48,9 @@ const (
 type Options struct {
 	Threshold     int
 	ProbeInterval time.Duration
-	// Now is the clock (nil: time.Now). It is read only while the breaker
-	// is open and after failed calls, never under the breaker's lock.
+	// Now is the clock (nil: time.Now), never read under the breaker's lock.
 	Now func() time.Time
-	// OnChange, if set, is called after every state change, outside the
-	// breaker's lock, with the old and new states.
+	// OnChange, if set, is called after each state change, outside the lock.
 	OnChange func(from, to State)
 }
 
@@ -87,8 +78,7 @@ func New(o Options) *Breaker {
 	return &Breaker{o: o}
 }
 
-// Ticket is the permission Allow gives; report the call's outcome on it
-// exactly once with Done.
+// Ticket is the permission Allow gives; report its outcome once with Done.
 type Ticket struct {
 	b     *Breaker
 	probe bool
@@ -97,11 +87,8 @@ type Ticket struct {
 // Probe reports whether the call is the breaker's probe.
 func (t Ticket) Probe() bool { return t.probe }
 
-// Allow reports whether a call may go to the store. When closed, every
-// call may. When open, one call may probe if none is under way and the
-// last failure (the one that opened it, or the last probe's) is at
-// least ProbeInterval ago; every other call is
-// refused (ok false).
+// Allow reports whether a call may go to the store: always when closed; when
+// open, one probe at a time, ProbeInterval after the last failure.
 func (b *Breaker) Allow() (t Ticket, ok bool) {
 	b.mu.Lock()
 	closed := b.state == Closed
@@ -127,9 +114,8 @@ func (b *Breaker) Allow() (t Ticket, ok bool) {
 	return Ticket{b: b, probe: true}, true
 }
 
-// Done reports the outcome of an allowed call: failed is true when the
-// store failed (a transient failure), false when it answered (whatever the
-// answer). A nil Ticket's Done does nothing.
+// Done reports an allowed call's outcome: failed if the store failed, else it
+// answered (closing the breaker). A nil Ticket's Done does nothing.
 func (t Ticket) Done(failed bool) {
 	if t.b == nil {
 		return
@@ -146,11 +132,8 @@ func (t Ticket) Done(failed bool) {
 	}
 	switch {
 	case !failed:
-		// The store answered (a probe, or a call allowed while closed
-		// that ends after the breaker opened): close.
 		b.failures, b.state = 0, Closed
 	case t.probe:
-		// The interval counts from the failed probe's end.
 		b.state, b.lastProbe = Open, now
 	case b.state == Closed:
 		if b.failures++; b.failures >= b.o.Threshold {
@@ -162,9 +145,8 @@ func (t Ticket) Done(failed bool) {
 	b.notify(from, to)
 }
 
-// Abort ends an allowed call whose outcome says nothing about the store
-// (it was cut short, say at shutdown): a probe's slot is freed and the
-// next call may probe at once; nothing else changes. A nil Ticket's Abort does nothing.
+// Abort ends an allowed call whose outcome says nothing about the store (cut
+// short): a probe's slot is freed at once. A nil Ticket's Abort does nothing.
 func (t Ticket) Abort() {
 	if t.b == nil || !t.probe {
 		return
@@ -198,12 +180,8 @@ func (b *Breaker) notify(from, to State) {
 // ErrOpen is the error of a call Guard refused: the breaker is open.
 var ErrOpen = errors.New("circuit open: the order store is failing")
 
-// Guard is the breaker as middleware around next. A call it refuses
-// fails with ErrOpen without calling next. A probe's context goes through
-// single first, so that the probe makes one attempt (retry.Once). Each
-// allowed call's outcome is reported: failed says whether an error is a
-// store failure, aborted whether it says nothing about the store (a call
-// cut short). A nil b guards nothing.
+// Guard wraps next in b (nil: no-op): a refused call fails with ErrOpen, a probe makes one
+// attempt (single); failed tells a store failure, aborted an error saying nothing of the store.
 func Guard[T any](b *Breaker, failed, aborted func(error) bool, single func(context.Context) context.Context) func(next func(context.Context) (T, error)) func(context.Context) (T, error) {
 	return func(next func(context.Context) (T, error)) func(context.Context) (T, error) {
 		if b == nil {
@@ -233,7 +211,6 @@ func Guard[T any](b *Breaker, failed, aborted func(error) bool, single func(cont
 
 type forceKey struct{}
 
-// Force marks ctx so that Guard lets the call through while open, as one
-// attempt that is not a probe: for a caller that must not act on the
-// breaker's word alone (one about to park a message past its window).
+// Force marks ctx so that Guard lets one attempt through while open, not as a
+// probe: for a caller that must not act on the breaker's word alone.
 func Force(ctx context.Context) context.Context { return context.WithValue(ctx, forceKey{}, true) }

@@ -1,7 +1,5 @@
-// Package config reads and validates the handler's settings from the
-// environment (the Functions host passes app settings as environment
-// variables). Names are those in local.settings.json.template. A missing or
-// invalid setting is an error that names it.
+// Package config reads and validates the handler's settings from the environment
+// (names as in local.settings.json.template); an error names the bad setting.
 package config
 
 import (
@@ -36,8 +34,7 @@ const (
 	EnvRetryBase       = "ORDER_STATUS_RETRY_BASE"
 	EnvRetryCap        = "ORDER_STATUS_RETRY_CAP"
 	EnvRetryWindow     = "ORDER_STATUS_RETRY_WINDOW"
-	// EnvPaymentTimeout is how long after its Created an unpaid order is
-	// cancelled (docs/messages.md, "Payment timeout").
+	// EnvPaymentTimeout is the payment timeout (docs/messages.md, "Payment timeout").
 	EnvPaymentTimeout = "ORDER_STATUS_PAYMENT_TIMEOUT"
 	EnvLogLevel       = "LOG_LEVEL"
 
@@ -46,9 +43,7 @@ const (
 	EnvDeadLetterCooldown      = "DEAD_LETTER_REPLAY_COOLDOWN"
 	EnvDeadLetterMaxReplays    = "DEAD_LETTER_MAX_REPLAYS"
 	EnvDeadLetterSweepRate     = "DEAD_LETTER_SWEEP_RATE"
-	// The dead-letter store (handler/internal/dlstore/dltable), which
-	// replaces the archive and audit tables: its one table, and how long
-	// closed entries (replayed, archived, discarded) are kept.
+	// The dead-letter store's table and how long it keeps closed entries (dlstore/dltable).
 	EnvDeadLetterTable     = "DEAD_LETTER_TABLE"
 	EnvDeadLetterRetention = "DEAD_LETTER_RETENTION"
 )
@@ -58,28 +53,22 @@ const (
 	DefaultQueue       = "order-status"
 	DefaultPoisonQueue = "order-status-poison"
 	DefaultTable       = "orderstatus"
-	// DefaultRetryBudget is the in-call budget with rescheduling on: a
-	// blip is retried in the call, anything longer becomes a scheduled
-	// copy. DefaultRetryBudgetNoReschedule is today's policy's (rescheduling
-	// off): as long as the lock allows with room to spare.
+	// DefaultRetryBudget(NoReschedule) is the in-call budget with rescheduling on (off).
 	DefaultRetryBudget             = 5 * time.Second
 	DefaultRetryBudgetNoReschedule = 20 * time.Second
 	// MaxRetryBudget keeps the in-call retries well below the 1 min lock.
 	MaxRetryBudget = 45 * time.Second
 
-	// Rescheduling defaults; docs/outages.md ("The defaults and their
-	// reasons") gives the reasons (package reschedule holds the same values).
+	// Rescheduling defaults (package reschedule): docs/outages.md, "The defaults and their reasons".
 	DefaultRetryReschedule = true
 	DefaultRetryBase       = reschedule.DefaultBase
 	DefaultRetryCap        = reschedule.DefaultCap
 	DefaultRetryWindow     = reschedule.DefaultWindow
-	// MaxRetryCap keeps two copies of one attempt within the queue's
-	// 10-minute duplicate detection window of each other.
+	// MaxRetryCap keeps two copies of an attempt within the 10-minute duplicate detection window.
 	MaxRetryCap = 10 * time.Minute
 	// MaxRetryWindow stays below the queue's 7-day time to live.
 	MaxRetryWindow = 6 * 24 * time.Hour
-	// DefaultPaymentTimeout is the payment timeout; MaxPaymentTimeout
-	// keeps an order's check within the queue's 7-day time to live.
+	// DefaultPaymentTimeout is the payment timeout; MaxPaymentTimeout stays within the 7-day TTL.
 	DefaultPaymentTimeout = contract.PaymentTimeout
 	MaxPaymentTimeout     = 6 * 24 * time.Hour
 
@@ -89,35 +78,28 @@ const (
 	DefaultDeadLetterSweepRate     = 10.0
 	DefaultDeadLetterTable         = "deadletters"
 	DefaultDeadLetterRetention     = 30 * 24 * time.Hour
-	// MinDeadLetterRetention and MaxDeadLetterRetention bound
-	// DEAD_LETTER_RETENTION: an hour at least (a purge never races the
-	// action that closed an entry), a year at most.
+	// DEAD_LETTER_RETENTION's bounds: an hour (no purge races a closing action) to a year.
 	MinDeadLetterRetention = time.Hour
 	MaxDeadLetterRetention = 365 * 24 * time.Hour
 )
 
 // DeadLetter is the sweeper's part of the configuration.
 type DeadLetter struct {
-	// Schedule is the timer's NCRONTAB expression; the host reads it, the
-	// handler only checks its shape.
+	// Schedule is the timer's NCRONTAB expression; the handler checks only its shape.
 	Schedule   string
 	Cooldown   time.Duration
 	MaxReplays int
 	SweepRate  float64
-	// Table is the dead-letter store's table; Retention how long its
-	// closed entries are kept before the sweeper purges them.
+	// Table is the dead-letter store's table; Retention how long closed entries are kept.
 	Table     string
 	Retention time.Duration
 }
 
 // Retry is the rescheduling part of the configuration.
 type Retry struct {
-	// Reschedule: a message still failing after the in-call budget is
-	// scheduled again as a copy; false is the policy before rescheduling
-	// (answer 5xx, Service Bus redelivers at once, dead-letters after 5).
+	// Reschedule reschedules a copy of a message failing past the budget; false answers 5xx.
 	Reschedule bool
-	// Base and Cap bound the full-jitter backoff; Window is how long a
-	// message is rescheduled before it is parked (RetryWindowExceeded).
+	// Base and Cap bound the full-jitter backoff; Window is the time until RetryWindowExceeded.
 	Base, Cap, Window time.Duration
 }
 
@@ -127,9 +109,7 @@ type Config struct {
 	Queue       string
 	PoisonQueue string
 
-	// Service Bus: the namespace (managed identity), or the development
-	// host's loopback broker URL. Neither: poison cannot be parked and is
-	// answered 5xx.
+	// Service Bus: the namespace or the dev host's broker URL; with neither, poison gets 5xx.
 	ServiceBusNamespace string
 	ServiceBusClientID  string
 	DevBrokerURL        string
@@ -142,12 +122,10 @@ type Config struct {
 	// ClientID is the user-assigned identity for azidentity (may be empty).
 	ClientID    string
 	RetryBudget time.Duration
-	// PaymentTimeout is how long after its Created an unpaid order is
-	// cancelled.
+	// PaymentTimeout is how long after its Created an unpaid order is cancelled.
 	PaymentTimeout time.Duration
 	LogLevel       slog.Level
 
-	// Retry is how transient failures past the budget are handled.
 	Retry Retry
 
 	DeadLetter DeadLetter
@@ -159,8 +137,7 @@ var (
 	hostName  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)+$`)
 )
 
-// Load reads the configuration through getenv (os.Getenv in main). It
-// returns the first problem as an error naming the setting.
+// Load reads the configuration through getenv; the error names the first bad setting.
 func Load(getenv func(string) string) (Config, error) {
 	get := func(k, def string) string {
 		if v := strings.TrimSpace(getenv(k)); v != "" {
@@ -278,7 +255,6 @@ func Load(getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
-// loadRetry reads the rescheduling settings.
 func loadRetry(get func(k, def string) string) (Retry, error) {
 	r := Retry{Reschedule: DefaultRetryReschedule, Base: DefaultRetryBase, Cap: DefaultRetryCap, Window: DefaultRetryWindow}
 	if s := get(EnvRetryReschedule, ""); s != "" {
@@ -315,9 +291,7 @@ func loadRetry(get func(k, def string) string) (Retry, error) {
 	return r, nil
 }
 
-// LoadDeadLetter reads the sweeper's settings (the CLI reads them too,
-// without the serving ones); the first problem is an error naming the
-// setting.
+// LoadDeadLetter reads the sweeper's settings (the CLI too); the error names the first bad one.
 func LoadDeadLetter(getenv func(string) string) (DeadLetter, error) {
 	get := func(k, def string) string {
 		if v := strings.TrimSpace(getenv(k)); v != "" {
@@ -379,12 +353,9 @@ func LoadDeadLetter(getenv func(string) string) (DeadLetter, error) {
 	return d, nil
 }
 
-// fmtHours writes a whole number of hours as "<n>h".
 func fmtHours(d time.Duration) string { return strconv.Itoa(int(d/time.Hour)) + "h" }
 
-// DevelopmentStorage is what UseDevelopmentStorage=true stands for:
-// Azurite's Table service on its default port with the well-known
-// development account (public, not a secret).
+// DevelopmentStorage is UseDevelopmentStorage=true: Azurite with its public well-known account.
 const DevelopmentStorage = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;" +
 	"AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;" +
 	"TableEndpoint=http://127.0.0.1:10002/devstoreaccount1;"

@@ -1,18 +1,8 @@
-// Package fleetmetrics reports this process's Prometheus counters and
-// histograms as JSON log lines that Azure Monitor can add up across every
-// instance of the app.
-//
-// Why log lines: on Flex Consumption each non-HTTP function scales on its
-// own instances and HTTP functions on theirs, so GET /api/metrics (an HTTP
-// function) is answered by an instance that never runs OrderStatus or the
-// sweeper. What every instance can do is write to stdout, which the
-// Functions host sends to Application Insights as traces. So each process
-// logs, every Interval and once more when it stops, one "fleet_metrics"
-// line (more when long) with the increase of every counter and histogram
-// since its previous line, its instance id on it as on every line. Being
-// increases, not running totals, the lines of all instances sum in KQL
-// over any window with no counter-reset arithmetic. docs/observability.md
-// has the queries and says why this route rather than OTLP or remote write.
+// Package fleetmetrics reports this process's Prometheus counters and histograms as
+// JSON log lines Azure Monitor can sum across instances (on Flex Consumption GET
+// /api/metrics may reach an instance that never runs OrderStatus): every Interval and
+// when it stops, "fleet_metrics" lines with each series' increase since the last
+// report. docs/observability.md has the queries and the reasons.
 package fleetmetrics
 
 import (
@@ -36,15 +26,12 @@ const Msg = "fleet_metrics"
 // DefaultInterval is how often a process reports when Options leave it zero.
 const DefaultInterval = time.Minute
 
-// MaxLineBytes bounds the series JSON of one line: Application Insights
-// keeps the first 32,768 characters of a trace message, so a report with
-// more series is split into several lines (part, parts) well below that.
+// MaxLineBytes bounds the series JSON of one line, well below the 32,768
+// characters of a trace message Application Insights keeps.
 const MaxLineBytes = 16 << 10
 
-// Series is the increase of one time series over the reported interval.
-// A counter has Value; a histogram Count, Sum and Buckets (upper bound as
-// Prometheus writes it, "+Inf" included, to the observations at or below
-// it, cumulative like Prometheus' le buckets).
+// Series is one time series' increase over the interval: Value for a counter;
+// Count, Sum and cumulative Buckets by upper bound ("+Inf" too) for a histogram.
 type Series struct {
 	Name    string            `json:"name"`
 	Labels  map[string]string `json:"labels,omitempty"`
@@ -56,12 +43,10 @@ type Series struct {
 
 // Options tune New. The zero value (or nil) is usable.
 type Options struct {
-	// Interval between reports (default DefaultInterval).
 	Interval time.Duration
 	// Now measures interval_s (default time.Now).
 	Now func() time.Time
-	// Prefix selects the metric families reported by name (default
-	// "orderstatus_"): the Go runtime and process collectors stay local.
+	// Prefix selects the families reported by name (default "orderstatus_").
 	Prefix string
 }
 
@@ -76,8 +61,7 @@ type Reporter struct {
 	lastAt time.Time
 }
 
-// New returns a Reporter of what g gathers, writing to log (which carries
-// the instance id).
+// New returns a Reporter of what g gathers, writing to log (with the instance id).
 func New(g prometheus.Gatherer, log *slog.Logger, opts *Options) *Reporter {
 	var o Options
 	if opts != nil {
@@ -95,8 +79,7 @@ func New(g prometheus.Gatherer, log *slog.Logger, opts *Options) *Reporter {
 	return &Reporter{g: g, log: log, opts: o, last: map[string]Series{}, lastAt: o.Now()}
 }
 
-// Run reports every Interval until ctx ends. It does not report at the
-// end: call Flush once the last call has been answered.
+// Run reports every Interval until ctx ends; call Flush after the last answer.
 func (r *Reporter) Run(ctx context.Context) {
 	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
@@ -110,9 +93,8 @@ func (r *Reporter) Run(ctx context.Context) {
 	}
 }
 
-// Flush logs the increase of every series since the previous report: no
-// line when nothing changed, several when the series do not fit in
-// MaxLineBytes. A gather error is logged and reported next time.
+// Flush logs each series' increase since the previous report: no line when
+// nothing changed, several past MaxLineBytes; after a gather error, next time.
 func (r *Reporter) Flush() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -213,8 +195,7 @@ func key(s Series) string {
 	return b.String()
 }
 
-// split cuts series into parts whose JSON stays under MaxLineBytes (a
-// single series larger than that still gets a part of its own).
+// split cuts series into parts whose JSON stays under MaxLineBytes (an oversized series alone).
 func split(series []Series) [][]Series {
 	var parts [][]Series
 	var cur []Series

@@ -10,19 +10,12 @@ import (
 	"unicode/utf8"
 )
 
-// Line is one record built field by field and written as the exact bytes
-// slog's JSON handler writes for the same record (time, level, msg, the
-// logger's With attributes, then the fields in the order added), on the
-// same stream and under the same lock as the logger's other records, with
-// one Write that returns before Write does: nothing is buffered past it.
-// It is for a line written per message (orderfn's settled line): on a
-// logger from New it needs no slog.Record, no attribute values and, in
-// the steady state, no allocation; on any other logger it logs the same
-// record through slog.
-//
-// Begin returns nil when the logger does not log at the level, and every
-// method of a nil *Line does nothing, so a disabled line costs one check.
-// A Line belongs to one goroutine and must not be used after Write.
+// Line is one record built field by field and written with the exact bytes
+// slog's JSON handler writes for it (time, level, msg, With attributes, then
+// the fields in order), on the same stream and lock, in one Write. On a logger
+// from New it needs no slog.Record and, steadily, no allocation; on another
+// logger it goes through slog. Begin returns nil when the level is off, and a
+// nil *Line does nothing. A Line belongs to one goroutine until Write.
 type Line struct {
 	log   *slog.Logger
 	h     *handler // nil: through slog (attrs)
@@ -37,12 +30,10 @@ var now = time.Now
 
 var linePool = sync.Pool{New: func() any { return &Line{buf: make([]byte, 0, 1024)} }}
 
-// maxPooled bounds the buffers kept for reuse, as slog does, so that one
-// huge line does not stay allocated.
+// maxPooled bounds the buffers kept for reuse, as slog does.
 const maxPooled = 16 << 10
 
-// Begin starts a record at level with message msg on log; nil when log
-// does not log at level.
+// Begin starts a record at level with message msg on log; nil when level is off.
 func Begin(log *slog.Logger, level slog.Level, msg string) *Line {
 	if !log.Enabled(context.Background(), level) {
 		return nil
@@ -90,9 +81,7 @@ func (l *Line) Int(key string, v int64) *Line {
 	return l
 }
 
-// Float adds the number field key, written as encoding/json writes a
-// float64 (as slog does); NaN and infinities as slog writes them, an
-// "!ERROR:" string.
+// Float adds the number field key, written as slog writes a float64 (NaN and ±Inf included).
 func (l *Line) Float(key string, v float64) *Line {
 	switch {
 	case l == nil:
@@ -116,8 +105,7 @@ func (l *Line) Bool(key string, v bool) *Line {
 	return l
 }
 
-// Write writes the line (one Write on its level's stream, errors ignored
-// as slog.Logger ignores them) and releases it.
+// Write writes the line in one Write (errors ignored, as slog does) and releases it.
 func (l *Line) Write() {
 	if l == nil {
 		return
@@ -139,8 +127,7 @@ func (l *Line) key(k string) []byte {
 	return append(appendString(append(l.buf, ','), k), ':')
 }
 
-// appendAttr appends a With attribute as slog's JSON handler preformats
-// it (with its leading comma); false for a kind Line does not encode.
+// appendAttr appends a With attribute as slog preformats it; false for a kind Line does not encode.
 func appendAttr(b []byte, a slog.Attr) ([]byte, bool) {
 	v := a.Value.Resolve()
 	if a.Equal(slog.Attr{}) {
@@ -162,8 +149,7 @@ func appendAttr(b []byte, a slog.Attr) ([]byte, bool) {
 	return b, false
 }
 
-// appendFloat is encoding/json's float64 encoding (floatEncoder), which
-// slog's JSON handler uses; a NaN or an infinity is slog's error string.
+// appendFloat is encoding/json's floatEncoder, as slog uses it (NaN, ±Inf: slog's error string).
 func appendFloat(b []byte, f float64) []byte {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return appendString(b, "!ERROR:json: unsupported value: "+strconv.FormatFloat(f, 'g', -1, 64))
@@ -185,10 +171,8 @@ func appendFloat(b []byte, f float64) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s quoted as slog's JSON handler quotes strings
-// (its appendEscapedJSONString): ", \ and control characters escaped
-// (\n, \r, \t by name), invalid UTF-8 as \ufffd, U+2028 and U+2029
-// escaped; <, > and & as they are.
+// appendString appends s quoted as slog's JSON handler does (appendEscapedJSONString):
+// invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped, <, > and & as they are.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0

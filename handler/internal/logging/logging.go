@@ -1,27 +1,10 @@
-// Package logging builds the handler's one slog.Logger: JSON lines, each
-// written once, to the stream from which the Functions host gives it the
-// record's level, and the instance id the host itself reads (see
-// InstanceID).
-//
-// How the host classifies a custom handler's output (Azure/azure-functions-host,
-// src/WebJobs.Script/Workers/ProcessManagement/WorkerProcess.cs,
-// OnOutputDataReceived and ParseErrorMessageAndLog; HttpWorkerDescription
-// sets UseStdErrorStreamForErrorsOnly to true for custom handlers): every
-// stdout line is logged at Information; a stderr line is logged at Warning
-// if it contains "warn" in any case, else at Error. Both reach Application
-// Insights as traces (category Host.Function.Console, the line in
-// traces.message), so a line written to both streams is counted twice.
-// New therefore writes:
-//
-//   - Debug and Info records to stdout (Information);
-//   - Warn records to stderr; their "level":"WARN" makes them Warning;
-//   - Error records to stderr with every "warn" (any case) inside their
-//     JSON strings written as "\u0077arn", which a JSON reader decodes to
-//     the same text but the host's substring test does not match, so that
-//     an error whose message says "warning" is still logged as an Error.
-//
-// Line writes a record with the same bytes, on the same stream, without
-// slog's per-record work: for the line the handler writes per message.
+// Package logging builds the handler's slog.Logger: JSON lines, each written once,
+// with the instance id the host reads (InstanceID). The Functions host logs stdout at
+// Information and stderr at Warning if the line contains "warn" in any case, else Error
+// (Azure/azure-functions-host, src/WebJobs.Script/Workers/ProcessManagement/WorkerProcess.cs,
+// OnOutputDataReceived, ParseErrorMessageAndLog; HttpWorkerDescription's
+// UseStdErrorStreamForErrorsOnly), so Warn and Error go to stderr, Error with "warn"
+// written "\u0077arn". Line writes the same bytes faster.
 package logging
 
 import (
@@ -34,10 +17,8 @@ import (
 	"sync"
 )
 
-// New returns a JSON logger writing records at level or above: Debug and
-// Info to out, Warn and Error to errOut, each record exactly once, each
-// with one Write. With a nil errOut every record goes to out. Its lines
-// are slog's JSON handler's; Line writes the same bytes faster.
+// New returns a JSON logger for records at level or above: Debug and Info to
+// out, Warn and Error to errOut (out when nil), each record in one Write.
 func New(out, errOut io.Writer, level slog.Leveler) *slog.Logger {
 	if level == nil {
 		level = slog.LevelInfo
@@ -59,32 +40,15 @@ func New(out, errOut io.Writer, level slog.Leveler) *slog.Logger {
 	return slog.New(h)
 }
 
-// HostLevel is the level the Functions host gives a line a custom handler
-// wrote, by the rule of WorkerProcess.ParseErrorMessageAndLog (see the
-// package comment): stdout is Information; stderr is Warning when the line
-// contains "warn" in any case, else Error.
-func HostLevel(line string, stderr bool) slog.Level {
-	switch {
-	case !stderr:
-		return slog.LevelInfo
-	case containsWarn([]byte(line)):
-		return slog.LevelWarn
-	default:
-		return slog.LevelError
-	}
-}
-
-// Environment variables that hold the instance id. `orderstatus-dev dev` sets
-// CONTAINER_NAME for each instance it runs.
+// Environment variables holding the instance id (`orderstatus-dev dev` sets CONTAINER_NAME).
 const (
 	EnvWebsitePodName    = "WEBSITE_POD_NAME"
 	EnvContainerName     = "CONTAINER_NAME"
 	EnvWebsiteInstanceID = "WEBSITE_INSTANCE_ID"
 )
 
-// Environment variables that tell the host which plan it runs on
-// (Azure/azure-functions-host, src/WebJobs.Script/Environment/
-// EnvironmentSettingNames.cs).
+// Environment variables naming the plan (Azure/azure-functions-host,
+// src/WebJobs.Script/Environment/EnvironmentSettingNames.cs).
 const (
 	envWebsiteSKU         = "WEBSITE_SKU"
 	envLegionServiceHost  = "LEGION_SERVICE_HOST"
@@ -95,13 +59,9 @@ const (
 // KeyInstanceID is the log key of the instance id.
 const KeyInstanceID = "instance_id"
 
-// InstanceID returns the id of the Functions host instance this process
-// runs on, read as the host reads it (Azure/azure-functions-host,
-// src/WebJobs.Script/Environment/EnvironmentExtensions.cs,
-// GetInstanceId): on Linux Consumption and Flex Consumption
-// (IsAnyLinuxConsumption) WEBSITE_POD_NAME, else CONTAINER_NAME, never
-// WEBSITE_INSTANCE_ID; on every other plan WEBSITE_INSTANCE_ID only. ""
-// when the plan's variables are not set (a plain local run).
+// InstanceID returns the host instance id as the host reads it (Azure/azure-functions-host,
+// src/WebJobs.Script/Environment/EnvironmentExtensions.cs, GetInstanceId), or "": on Linux
+// and Flex Consumption WEBSITE_POD_NAME, else CONTAINER_NAME; elsewhere WEBSITE_INSTANCE_ID.
 func InstanceID(getenv func(string) string) string {
 	if anyLinuxConsumption(getenv) {
 		if id := getenv(EnvWebsitePodName); id != "" {
@@ -112,12 +72,8 @@ func InstanceID(getenv func(string) string) string {
 	return getenv(EnvWebsiteInstanceID)
 }
 
-// anyLinuxConsumption is the host's IsAnyLinuxConsumption (same file):
-// Linux Consumption on Atlas or Flex Consumption, outside a managed (Container
-// Apps) environment. Atlas: not App Service (no WEBSITE_INSTANCE_ID), a
-// CONTAINER_NAME, no LEGION_SERVICE_HOST. Flex (IsFlexConsumptionSku):
-// WEBSITE_SKU FlexConsumption in any case, or Legion: not App Service, a
-// CONTAINER_NAME or WEBSITE_POD_NAME, and a LEGION_SERVICE_HOST.
+// anyLinuxConsumption is the host's IsAnyLinuxConsumption (same file): Atlas or Flex
+// (IsFlexConsumptionSku, or Legion) outside a managed (Container Apps) environment.
 func anyLinuxConsumption(getenv func(string) string) bool {
 	set := func(k string) bool { return getenv(k) != "" }
 	appService := set(EnvWebsiteInstanceID)
@@ -127,8 +83,7 @@ func anyLinuxConsumption(getenv func(string) string) bool {
 	return (atlas || flex) && !set(envManagedEnvironment)
 }
 
-// WithInstance returns log with the instance_id attribute on every record,
-// or log itself when id is "".
+// WithInstance returns log with instance_id on every record, or log when id is "".
 func WithInstance(log *slog.Logger, id string) *slog.Logger {
 	if id == "" {
 		return log
@@ -136,22 +91,16 @@ func WithInstance(log *slog.Logger, id string) *slog.Logger {
 	return log.With(KeyInstanceID, id)
 }
 
-// handler is the logger's slog.Handler: it sends each record to the sink
-// of its level, and holds what Line needs to write a record without slog
-// (see line.go).
+// handler sends each record to the sink of its level and holds what Line needs.
 type handler struct {
 	level           slog.Leveler
 	info, warn, err sink
-	// pre is the logger's With attributes as slog's JSON handler writes
-	// them, each with its leading comma; fast is false once one of them
-	// (or a group) is something Line does not encode, and then Line
-	// goes through slog.
+	// pre is the With attributes as slog's JSON writes them; fast is false when Line can't.
 	pre  []byte
 	fast bool
 }
 
-// sink is one stream: slog's JSON handler on it and, for Line, the
-// writer under it (the same lock, and for errors the same rewrite).
+// sink is one stream: slog's JSON handler on it and, for Line, its writer.
 type sink struct {
 	json slog.Handler
 	w    io.Writer
@@ -200,12 +149,10 @@ func (h *handler) WithGroup(name string) slog.Handler {
 	return &h2
 }
 
-// Locked returns w with its Writes serialized: each Write is whole, never
-// interleaved with another's, whichever goroutines call it.
+// Locked returns w with its Writes serialized, each whole, never interleaved.
 func Locked(w io.Writer) io.Writer { return &lockedWriter{w: w} }
 
-// lockedWriter serializes the Writes of slog's handlers and of Line on
-// one stream: each line is one Write, never interleaved with another.
+// lockedWriter serializes the Writes of slog's handlers and of Line on one stream.
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
@@ -217,19 +164,14 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// sameWriter reports whether a and b are the same writer (then one lock
-// guards both streams).
+// sameWriter reports whether a and b are the same writer (one lock for both).
 func sameWriter(a, b io.Writer) bool {
 	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
 	return ta == tb && ta.Comparable() && a == b
 }
 
-// noWarn writes JSON lines with the w or W of every "warn" (any case)
-// escaped as \u0077 or \u0057. In a JSON line a letter can only stand
-// inside a string (keys included) or in true, false and null, and no
-// escape sequence contains a w, so the rewrite keeps the line valid JSON
-// with the same decoded content. slog's JSON handler and Line write each
-// record with one Write, so a "warn" never straddles two calls.
+// noWarn escapes the w or W of every "warn" (any case) as \u0077 or \u0057, keeping
+// the JSON's decoded content; a record is one Write, so no "warn" straddles two.
 type noWarn struct{ w io.Writer }
 
 func (n noWarn) Write(p []byte) (int, error) {
@@ -263,8 +205,7 @@ func containsWarn(p []byte) bool {
 	return false
 }
 
-// isWarnAt reports whether p[i:] starts with "warn" in any case (ASCII, as
-// the host's OrdinalIgnoreCase comparison of these letters).
+// isWarnAt reports whether p[i:] starts with "warn" in any ASCII case (OrdinalIgnoreCase).
 func isWarnAt(p []byte, i int) bool {
 	if i+4 > len(p) {
 		return false

@@ -1,8 +1,6 @@
-// Package metrics defines the handler's Prometheus instruments on an
-// injected registry. Labels are low-cardinality by contract: subject,
-// result, reason, operation, outcome, state; never an order or message
-// id, and never a value from outside that is not one of a known few (a
-// dead-letter reason goes through Reason).
+// Package metrics defines the handler's Prometheus instruments on an injected
+// registry. Labels are low-cardinality by contract: never an order or message
+// id, and a value from outside only through a known set (Reason).
 package metrics
 
 import (
@@ -24,38 +22,25 @@ type Metrics struct {
 	Duration        *prometheus.HistogramVec // subject
 	DeliveryCount   prometheus.Histogram
 	StoreRoundTrips *prometheus.CounterVec // operation, outcome
-	// MessageRoundTrips sums the store round trips of each settled
-	// message by its subject and result, so that round trips per
-	// Applied, Duplicate or Stale message can be read off.
+	// MessageRoundTrips sums each settled message's store round trips, by subject and result.
 	MessageRoundTrips *prometheus.CounterVec // subject, result
 	StoreLatency      *prometheus.HistogramVec
 	ETagConflicts     prometheus.Counter
 	CacheHits         prometheus.Counter
 	SequenceGaps      prometheus.Counter
 	SkippedSequence   prometheus.Counter
-	// Parked counts the messages parked on the poison queue, by reason
-	// (through Reason: use CountParked).
+	// Parked counts messages parked on the poison queue, by reason (use CountParked).
 	Parked  *prometheus.CounterVec // reason
 	Retries *prometheus.CounterVec // operation
-	// Rescheduled counts messages scheduled again as a copy instead of
-	// being answered 5xx, by reason (transient, circuit_open,
-	// order_not_found).
+	// Rescheduled counts messages scheduled again as a copy instead of answered 5xx, by reason.
 	Rescheduled *prometheus.CounterVec // reason
-	// CircuitState is the store circuit breaker's state as a state set:
-	// one series per state (circuit.States), 1 for the current one and 0
-	// for the others (use SetCircuitState).
+	// CircuitState is the store breaker's state as a state set (use SetCircuitState).
 	CircuitState *prometheus.GaugeVec // state
-	// CircuitChanges counts the breaker's state changes, by the state
-	// entered.
+	// CircuitChanges counts the breaker's state changes, by the state entered.
 	CircuitChanges *prometheus.CounterVec // state
-	// TimeoutChecks counts the PaymentTimeoutChecks the handler scheduled
-	// itself on applying an order's Created, by outcome (scheduled,
-	// failed): each "scheduled" is one Service Bus operation per order
-	// beyond what the producers send.
+	// TimeoutChecks counts the handler's own PaymentTimeoutChecks, by outcome.
 	TimeoutChecks *prometheus.CounterVec // outcome
-	// Lag is the read model's freshness, by kind: LagEnqueuedToSettled
-	// (the message's EnqueuedTimeUtc to its 200 answer) and
-	// LagOccurredToApplied (the update's occurredAt to its write).
+	// Lag is the read model's freshness, by kind (LagEnqueuedToSettled, LagOccurredToApplied).
 	Lag       *prometheus.HistogramVec // kind
 	BuildInfo *prometheus.GaugeVec
 }
@@ -66,29 +51,22 @@ const (
 	LagOccurredToApplied = "occurred_to_applied"
 )
 
-// LagBuckets are orderstatus_lag_seconds' upper bounds: from a warm
-// instance's second through Flex Consumption's cold start after idle (up
-// to about two minutes) and the in-call retry budget, to outages waited
-// out over hours.
+// LagBuckets are orderstatus_lag_seconds' upper bounds, from a warm second through
+// a Flex Consumption cold start (about two minutes) to outages of hours.
 var LagBuckets = []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600}
 
 // Options tune NewWithOptions. The zero value (or nil) is usable.
 type Options struct {
-	// Revision is the source revision build_info carries: the one the
-	// build passed to the linker (main.revision). Empty means the one the
-	// go command stamped (vcs.revision), else "unknown".
+	// Revision is build_info's revision (main.revision); empty means vcs.revision, else "unknown".
 	Revision string
 }
 
-// New is NewWithOptions with no options: build_info's revision is the one
-// the go command stamped, if any.
+// New is NewWithOptions with no options.
 func New(reg prometheus.Registerer, version string) *Metrics {
 	return NewWithOptions(reg, version, nil)
 }
 
-// NewWithOptions registers the instruments, Go runtime and process
-// collectors on reg and sets build_info from version, the revision (see
-// Options.Revision) and the Go version the binary was built with.
+// NewWithOptions registers the instruments and the Go and process collectors on reg; sets build_info.
 func NewWithOptions(reg prometheus.Registerer, version string, opts *Options) *Metrics {
 	if opts == nil {
 		opts = &Options{}
@@ -193,12 +171,8 @@ func NewWithOptions(reg prometheus.Registerer, version string, opts *Options) *M
 	return m
 }
 
-// SetCircuitState records s as the breaker's state: its series 1, every
-// other state's 0. An enum is exposed as a state set, one series per state
-// with exactly one of them 1 (OpenMetrics specification, prometheus/OpenMetrics
-// specification/OpenMetrics.md, "StateSet": "If encoded as a StateSet,
-// ENUMs MUST have exactly one Boolean which is true"), rather than as a
-// number that cannot be summed, averaged or matched by name.
+// SetCircuitState sets s's series to 1 and the others to 0 (prometheus/OpenMetrics
+// specification/OpenMetrics.md, "StateSet": "ENUMs MUST have exactly one Boolean which is true").
 func (m *Metrics) SetCircuitState(s circuit.State) {
 	for _, st := range circuit.States {
 		v := 0.0
@@ -209,24 +183,15 @@ func (m *Metrics) SetCircuitState(s circuit.State) {
 	}
 }
 
-// ReasonOther is the reason label of every reason that is not one of the
-// project's own (KnownReasons).
+// ReasonOther is the reason label of every reason not in KnownReasons.
 const ReasonOther = "other"
 
-// KnownReasons are the dead-letter reasons a reason label may take: the
-// handler's poison reasons (order.Reasons) and the two Service Bus gives
-// that the sweeper acts on (broker.ReasonMaxDeliveryCountExceeded,
-// broker.ReasonTTLExpired).
+// KnownReasons are order.Reasons and the two Service Bus reasons the sweeper acts on.
 var KnownReasons = append(slices.Clone(order.Reasons), broker.ReasonMaxDeliveryCountExceeded, broker.ReasonTTLExpired)
 
-// Reason is the label value of a dead-letter reason: the reason itself
-// when it is one of KnownReasons, else ReasonOther. A DeadLetterReason is
-// any string another tool chose; as a label it would make the series
-// unbounded ("Do not use labels to store dimensions with high cardinality
-// (many different label values), such as user IDs, email addresses, or
-// other unbounded sets of values": Prometheus documentation, "Metric and
-// label naming", prometheus/docs content/docs/practices/naming.md, Labels).
-// The reason itself stays in the log lines.
+// Reason is the label value of a dead-letter reason: itself if in KnownReasons, else
+// ReasonOther, keeping the series bounded (Prometheus documentation, "Metric and label
+// naming", prometheus/docs content/docs/practices/naming.md, Labels).
 func Reason(reason string) string {
 	if slices.Contains(KnownReasons, reason) {
 		return reason
@@ -239,8 +204,7 @@ func (m *Metrics) CountParked(reason string) {
 	m.Parked.WithLabelValues(Reason(reason)).Inc()
 }
 
-// ObserveStore records one storage round trip; it fits the store adapters'
-// observer hook.
+// ObserveStore records one storage round trip (the store adapters' observer hook).
 func (m *Metrics) ObserveStore(operation, outcome string, d time.Duration) {
 	m.StoreRoundTrips.WithLabelValues(operation, outcome).Inc()
 	m.StoreLatency.WithLabelValues(operation).Observe(d.Seconds())

@@ -8,11 +8,9 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
 )
 
-// NewBreaker returns the store's circuit breaker with its state changes
-// logged (a warning when it opens, info when it closes) and counted:
-// orderstatus_circuit_state is the state (one series per state, 1 for the
-// current one), orderstatus_circuit_changes_total counts the changes by
-// the state entered. o.OnChange is called too.
+// NewBreaker returns the store's circuit breaker with its state changes logged,
+// counted (orderstatus_circuit_state, orderstatus_circuit_changes_total) and
+// passed on to o.OnChange.
 func NewBreaker(m *metrics.Metrics, log *slog.Logger, o circuit.Options) *circuit.Breaker {
 	next := o.OnChange
 	o.OnChange = func(from, to circuit.State) {

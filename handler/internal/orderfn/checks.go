@@ -14,21 +14,15 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
-// createdHere reports whether the outcome leaves u's order Created at u's
-// sequence: u is the order's Created, applied now or before (a
-// redelivery, Duplicate, whose earlier answer may have failed before its
-// check was scheduled).
+// createdHere reports whether res leaves u, the order's Created, in effect:
+// applied now, or before (a Duplicate, whose check may not be scheduled yet).
 func createdHere(u order.Update, res orderstate.Outcome) bool {
 	return u.Status == order.Created && (res.Result == order.Applied || res.Result == order.Duplicate) &&
 		res.State.Status == order.Created && res.State.LastSequence == u.Sequence
 }
 
-// ensureTimeout makes sure the PaymentTimeoutCheck of u (the order's
-// Created, MessageId <order>:payment-timeout-<u's sequence>), occurred at
-// occurredAt, is scheduled. The row is durable already; if the schedule
-// fails the call is answered 5xx, and the redelivery (Duplicate) schedules
-// it again. One whose occurredAt is ahead of the clock has its check
-// counted from now, and a warning line says by how much.
+// ensureTimeout makes sure u's PaymentTimeoutCheck is scheduled (counted from
+// occurredAt, or now if that is ahead), else answers 5xx.
 func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMessage, out outcome, u order.Update, occurredAt time.Time) outcome {
 	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
 	defer cancel()
@@ -54,13 +48,9 @@ func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMe
 	return out
 }
 
-// checkOnce is one attempt at a PaymentTimeoutCheck c: ExpireIfUnpaid,
-// which cancels the order only while the Created c names is in effect.
-// With rescheduling on, a check of the older form (CreatedSequence 0)
-// reads the row first, and is resultNotDue while the Created in effect is
-// not due (notDue). ExpireIfUnpaid decides again on the row it writes
-// over: a Created applied in between (by another instance, after this one
-// lost the session's lock) makes it Stale, never cancelled.
+// checkOnce is one attempt at check c: ExpireIfUnpaid, which decides again on
+// the row it writes over. With rescheduling on, a check of the older form
+// (CreatedSequence 0) is resultNotDue while the Created in effect is notDue.
 func (h *Handler) checkOnce(ctx context.Context, c order.TimeoutCheck) (orderstate.Outcome, error) {
 	if c.CreatedSequence == 0 && h.opts.Reschedule != nil {
 		row, err := h.applier.Get(ctx, c.OrderID)
@@ -79,25 +69,18 @@ func (h *Handler) checkOnce(ctx context.Context, c order.TimeoutCheck) (ordersta
 	return h.applier.ExpireIfUnpaid(ctx, c.OrderID, c.CreatedSequence)
 }
 
-// OlderCheckSlack is how long before the Created in effect is due a check
-// of the older form (one that names no Created) may come and still be
-// taken for that Created's check: more than the clocks of a producer,
-// the handler and the broker differ by. An earlier one belongs to an
-// earlier Created of the order, created again since (or was scheduled
-// sooner than the payment timeout): it cancels nothing.
+// OlderCheckSlack is how early a check of the older form may come before the
+// Created in effect is due and still be taken for its check: more than the
+// clocks of a producer, the handler and the broker differ by.
 const OlderCheckSlack = time.Minute
 
-// notDue reports whether the Created in effect, of state st, is due more
-// than OlderCheckSlack after now.
+// notDue reports if st's Created is due later than OlderCheckSlack from now.
 func (h *Handler) notDue(st order.State) bool {
 	return st.OccurredAt.Add(h.opts.PaymentTimeout - OlderCheckSlack).After(h.opts.Reschedule.Now())
 }
 
-// ownCheck answers a check of the older form that found the Created in
-// effect, of state st, not due (resultNotDue): Stale, once that Created's
-// own check is scheduled (the one the handler scheduled when it applied
-// it, or, for a Created an older handler applied, the first), due when
-// that Created is (reschedule.Rescheduler.ScheduleCreatedCheck).
+// ownCheck answers a resultNotDue check Stale once the Created in effect, of
+// state st, has its own check scheduled (ensureTimeout).
 func (h *Handler) ownCheck(call context.Context, msg hostproto.ServiceBusMessage, out outcome, st order.State) outcome {
 	u := order.Update{OrderID: out.orderID, Status: order.Created, Sequence: st.LastSequence, OccurredAt: st.OccurredAt}
 	out = h.ensureTimeout(call, msg, out, u, st.OccurredAt)

@@ -1,21 +1,8 @@
-// Package orderfn is the OrderStatus function: it decodes the Functions
-// host's invocation, applies the message to the store (or parks it), and
-// answers so that the host settles the message correctly.
-//
-// The answer is the settlement. 200 completes the message, so it is given
-// only when the effect is durable: applied, proven duplicate or stale,
-// parked on the poison queue, or rescheduled as a copy for later. All else
-// (a failed park or schedule, shutdown, a malformed invocation) is
-// answered 5xx: the host abandons, and Service Bus redelivers or, past
-// the max delivery count, dead-letters.
-//
-// The core apply is wrapped in middleware, each in its own package:
-// in-call retries (retry.Wrap) behind the store's circuit breaker
-// (circuit.Guard); a failure that outlasts them becomes a scheduled copy
-// (reschedule), parked past the retry window. Applying a Created makes
-// sure its PaymentTimeoutCheck is scheduled (checks.go), so every unpaid
-// order expires whatever its producers did. The log line, the metrics and
-// the host's answer are written in report.go.
+// Package orderfn is the OrderStatus function: it decodes the Functions host's
+// invocation, applies the message to the store, and answers 200 (completing the
+// message) only when the effect is durable: applied, proven duplicate or stale,
+// parked, or rescheduled as a copy; anything else is 5xx and the host abandons.
+// The apply runs behind in-call retries (retry.Wrap) and the breaker (circuit.Guard).
 package orderfn
 
 import (
@@ -41,15 +28,11 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
-// Applier applies messages to the order store (orderstate.Service). The
-// lock is the session lock the message came under (from
-// SessionActions.SessionLockedUntil; zero when the host sent none), which
-// tells the cache whether another instance may have written since.
+// Applier applies messages to the order store (orderstate.Service).
 type Applier interface {
 	ApplyUnder(ctx context.Context, u order.Update, lock orderstate.Lock) (orderstate.Outcome, error)
 	ExpireIfUnpaid(ctx context.Context, orderID string, createdSeq int64) (orderstate.Outcome, error)
-	// Get reads the stored row (an error wrapping store.ErrNotFound when
-	// there is none).
+	// Get reads the stored row (an error wrapping store.ErrNotFound if none).
 	Get(ctx context.Context, orderID string) (store.Row, error)
 }
 
@@ -58,17 +41,13 @@ type Parker interface {
 	Park(ctx context.Context, o parking.Original, reason, description string) error
 }
 
-// Rescheduler schedules a copy of a failing message for later, and an
-// order's PaymentTimeoutCheck (reschedule.Rescheduler).
+// Rescheduler schedules later copies and checks (reschedule.Rescheduler).
 type Rescheduler interface {
-	// Decide tells, among the rest, whether o is past its retry window.
+	// Decide reports, among the rest, whether o is past its retry window.
 	Decide(o reschedule.Original) (reschedule.Decision, error)
-	// Reschedule schedules o's next copy (its backoff started over when
-	// restart), or, past the window, says to park it.
+	// Reschedule schedules o's next copy or, past the window, says to park it.
 	Reschedule(ctx context.Context, o reschedule.Original, restart bool, lastError string) (reschedule.Decision, broker.Message, error)
-	// ScheduleCreatedCheck schedules the PaymentTimeoutCheck of an
-	// order's Created of sequence createdSeq, occurred at occurredAt
-	// (reschedule.Rescheduler.ScheduleCreatedCheck).
+	// ScheduleCreatedCheck schedules the PaymentTimeoutCheck of a Created.
 	ScheduleCreatedCheck(ctx context.Context, orderID string, createdSeq int64, occurredAt time.Time) (reschedule.CheckScheduled, error)
 	// Now is the clock rescheduling runs on.
 	Now() time.Time
@@ -80,79 +59,56 @@ var (
 	_ Rescheduler = (*reschedule.Rescheduler)(nil)
 )
 
-// ResultParked is the result reported for a message copied to the poison
-// queue; ResultRescheduled for one scheduled again as a copy; ResultFailed
-// for one answered 5xx.
+// ResultParked, ResultRescheduled, ResultFailed: a park, a copy, a 5xx.
 const (
 	ResultParked      = "Parked"
 	ResultRescheduled = "Rescheduled"
 	ResultFailed      = "Failed"
 )
 
-// Reasons a message is rescheduled (the orderstatus_rescheduled_total
-// label).
+// Reasons a message is rescheduled (the orderstatus_rescheduled_total label).
 const (
 	// RescheduleTransient: the store still failed after the in-call budget.
 	RescheduleTransient = "transient"
-	// RescheduleCircuitOpen: the circuit breaker is open; the store was
-	// not called.
+	// RescheduleCircuitOpen: the breaker is open; the store was not called.
 	RescheduleCircuitOpen = "circuit_open"
-	// RescheduleOrderNotFound: a PaymentTimeoutCheck for an order with no
-	// row yet (its Created is late).
+	// RescheduleOrderNotFound: a PaymentTimeoutCheck whose order has no row.
 	RescheduleOrderNotFound = "order_not_found"
 )
 
-// resultNotDue is the internal result of a check of the older form that
-// found the Created in effect not due (answered Stale, see ownCheck).
+// resultNotDue: a check of the older form found the Created in effect not due.
 const resultNotDue order.Result = "NotDue"
 
-// DefaultRetryBudget is the in-call retry budget when Options leave it zero
-// and rescheduling is off: well below the 1 minute lock of the
-// order-status queue. DefaultRescheduleBudget is the budget with
-// rescheduling on: long enough for a blip (a throttled request, one lost
-// connection), short because a longer failure is cheaper as a scheduled
-// copy than as a call holding the session.
+// DefaultRetryBudget is the in-call budget without rescheduling, well below the
+// 1 minute lock; DefaultRescheduleBudget, with it, covers a blip only.
 const (
 	DefaultRetryBudget      = 20 * time.Second
 	DefaultRescheduleBudget = 5 * time.Second
 )
 
-// DefaultScheduleBudget bounds the Service Bus calls that follow the
-// in-call budget (the copy, the timeout check, a park after the window),
-// so that the whole call stays well within the 1 minute lock.
+// DefaultScheduleBudget bounds the Service Bus calls after the in-call budget.
 const DefaultScheduleBudget = 15 * time.Second
 
-// MaxInvocationBytes bounds the request body (a 256 KiB Standard-tier
-// message, base64-encoded, plus metadata, with room to spare).
+// MaxInvocationBytes bounds the request body; a base64 256 KiB message fits.
 const MaxInvocationBytes = 4 << 20
 
 // Options configure a Handler.
 type Options struct {
 	// Binding is the trigger binding name in function.json (default "message").
 	Binding string
-	// Retry bounds in-call retries of transient failures; Retry.Budget
-	// (default DefaultRetryBudget) is the deadline of the whole call.
+	// Retry bounds in-call retries; Retry.Budget is the whole call's deadline.
 	Retry retry.Policy
-	// Stop, when done, ends retry waits at once (shutdown): the call is
-	// answered 5xx. nil means never.
+	// Stop, when done, ends retry waits at once (shutdown); nil means never.
 	Stop context.Context
-	// Reschedule, when set, turns a transient failure after the budget
-	// into a scheduled copy (answered 200), reschedules a
-	// PaymentTimeoutCheck whose order has no row yet, and schedules a
-	// PaymentTimeoutCheck for every order whose Created it applies. nil
-	// is today's policy: answer 5xx after the budget.
+	// Reschedule (nil: 5xx) reschedules failures past the budget and Created checks.
 	Reschedule Rescheduler
 	// Breaker, when set with Reschedule, is the store's circuit breaker.
 	Breaker *circuit.Breaker
-	// PaymentTimeout is the payment timeout (default
-	// contract.PaymentTimeout): a check of the older form is taken for the
-	// Created in effect once that Created is this old (see notDue).
+	// PaymentTimeout (default contract.PaymentTimeout) is what notDue counts.
 	PaymentTimeout time.Duration
-	// ScheduleBudget bounds the Service Bus calls after the in-call
-	// budget (default DefaultScheduleBudget).
+	// ScheduleBudget bounds the Service Bus calls after the in-call budget.
 	ScheduleBudget time.Duration
-	// Now is the clock the freshness lags are measured on (default
-	// time.Now).
+	// Now is the clock the freshness lags are measured on (default time.Now).
 	Now func() time.Time
 }
 
@@ -163,8 +119,7 @@ type Handler struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	opts    Options
-	// runs tells when a failure starts a new run of store failures: its
-	// copy's backoff starts over.
+	// runs tells when a failure starts a new run (its copy's backoff restarts).
 	runs reschedule.Runs
 }
 
@@ -210,9 +165,7 @@ type outcome struct {
 	cacheHit    bool
 	conflicts   int
 	retries     int
-	// fresh: the store call failed after this process's previous one
-	// succeeded (a blip, not a run of failures): its copy's backoff
-	// starts over (Rescheduler.Restart).
+	// fresh: the store failed after its last success here (a new run).
 	fresh bool
 	// rescheduled: the copy's MessageId, when it is due and why.
 	rescheduled   string
@@ -227,15 +180,11 @@ type outcome struct {
 	invocationID string
 	// occurredAt is the update's occurredAt (zero when absent).
 	occurredAt time.Time
-	// traceID is the producer's trace (the message's traceparent or
-	// Diagnostic-Id); operationID the trace of the host's invocation (the
-	// request's traceparent header). Empty when absent.
+	// traceID: the producer's trace; operationID: the host invocation's.
 	traceID, operationID string
 }
 
-// ServeHTTP handles one invocation. The whole call, parking included, has
-// one deadline: the retry budget from the moment the request arrived, so
-// that the answer comes well within the message lock.
+// ServeHTTP handles one invocation within the retry budget, parking included.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if r.Method != http.MethodPost {
@@ -251,12 +200,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		msg, err = hostproto.DecodeServiceBus(body, h.opts.Binding)
 	}
 	var out outcome
-	// The trace ids go on every line of the message, the retries' too.
 	traceID, operationID := traceIDs(msg, r)
 	if err != nil {
-		// Not the message's fault but a host/handler protocol mismatch:
-		// fail so nothing is lost; the broker dead-letters it after the
-		// max delivery count, where the sweeper and runbooks see it.
+		// A protocol mismatch, not the message's fault: 5xx, nothing is lost.
 		out = outcome{result: ResultFailed, err: fmt.Errorf("decode invocation: %w", err), httpStatus: http.StatusInternalServerError}
 	} else {
 		h.metrics.DeliveryCount.Observe(float64(msg.DeliveryCount))
@@ -270,9 +216,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.finish(w, msg, out, time.Since(start))
 }
 
-// handle decides msg. ctx carries the in-call budget; call is the whole
-// request's context, from which the Service Bus calls after the budget
-// (rescheduling, the timeout check) get Options.ScheduleBudget of their own.
+// handle decides msg: ctx holds the in-call budget, call the whole request's.
 func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMessage, traceID, operationID string) outcome {
 	base := outcome{orderID: msg.SessionID, traceID: traceID, operationID: operationID}
 	switch msg.Subject {
@@ -284,8 +228,7 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		out := base
 		out.orderID, out.sequence, out.occurredAt = u.OrderID, u.Sequence, u.OccurredAt
 		if u.OccurredAt.IsZero() {
-			// When it occurred, as far as anyone can tell: when its
-			// first message was enqueued (a copy's and a replay's carry it).
+			// No occurredAt: it occurred by its first message's enqueue time.
 			u.OccurredAt = reschedule.FirstEnqueued(original(msg))
 		}
 		lock := orderstate.Lock{Until: msg.SessionLockedUntil}
@@ -315,13 +258,10 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 		switch {
 		case h.opts.Reschedule == nil || out.httpStatus != http.StatusOK:
 		case out.result == string(order.Stale) && res.State == (order.State{}):
-			// No row: the order's Created is late (or never comes).
-			// Check again later; past the window, a human looks.
+			// No row, or one behind the Created: it is late (or never comes); check later.
 			return h.reschedule(call, msg, out, RescheduleOrderNotFound, order.ReasonOrderNeverCreated,
 				fmt.Sprintf("order %s has no row", c.OrderID))
 		case out.result == string(order.Stale) && c.CreatedSequence > res.State.LastSequence && !res.State.Status.Terminal():
-			// The row is behind the Created the check names: that
-			// Created is late. As for no row.
 			return h.reschedule(call, msg, out, RescheduleOrderNotFound, order.ReasonOrderNeverCreated,
 				fmt.Sprintf("order %s has no Created of sequence %d yet (its row is at sequence %d)", c.OrderID, c.CreatedSequence, res.State.LastSequence))
 		case out.result == string(resultNotDue):
@@ -334,7 +274,6 @@ func (h *Handler) handle(ctx, call context.Context, msg hostproto.ServiceBusMess
 	}
 }
 
-// retryLog logs one failed attempt that will be retried.
 func (h *Handler) retryLog(operation string, msg hostproto.ServiceBusMessage, out *outcome, a retry.Attempt) {
 	out.retries++
 	h.metrics.Retries.WithLabelValues(operation).Inc()
@@ -344,10 +283,7 @@ func (h *Handler) retryLog(operation string, msg hostproto.ServiceBusMessage, ou
 	h.log.Warn("transient failure, retrying", append(attrs, traceAttrs(*out)...)...)
 }
 
-// traceIDs reads the producer's trace id from the message's application
-// properties (tracectx.FromProperties: traceparent, else Diagnostic-Id)
-// and the host's operation id from the request's traceparent header, when
-// the host sends one (lenient: either may be absent).
+// traceIDs returns the producer's trace id (tracectx.FromProperties) and the host's (traceparent).
 func traceIDs(msg hostproto.ServiceBusMessage, r *http.Request) (traceID, operationID string) {
 	if t, ok := tracectx.FromProperties(msg.ApplicationProperties); ok {
 		traceID = t.TraceIDString()
@@ -370,7 +306,6 @@ func traceAttrs(out outcome) []any {
 	return attrs
 }
 
-// original is what rescheduling keeps of msg.
 func original(msg hostproto.ServiceBusMessage) reschedule.Original {
 	return reschedule.Original{
 		MessageID: msg.MessageID, SessionID: msg.SessionID, SequenceNumber: msg.SequenceNumber,
@@ -379,16 +314,13 @@ func original(msg hostproto.ServiceBusMessage) reschedule.Original {
 	}
 }
 
-// pastWindow reports whether msg has been failing for longer than the
-// retry window (false when that cannot be told).
+// pastWindow reports whether msg is past its retry window (false when unknown).
 func (h *Handler) pastWindow(msg hostproto.ServiceBusMessage) bool {
 	d, err := h.opts.Reschedule.Decide(original(msg))
 	return err == nil && d.Park
 }
 
-// storeFailure reports whether err says the store failed (what the
-// circuit breaker counts): a transient storage error or a call cut off by
-// its deadline, not a lost race (contention) nor shutdown.
+// storeFailure reports whether the breaker counts err: transient or timed out.
 func storeFailure(err error) bool {
 	if err == nil || errors.Is(err, orderstate.ErrContention) {
 		return false
@@ -396,14 +328,10 @@ func storeFailure(err error) bool {
 	return errors.Is(err, store.ErrTransient) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// apply runs op, the core apply, wrapped in its middleware: in-call
-// retries of transient failures until ctx's deadline (retry.Wrap) behind
-// the circuit breaker (circuit.Guard); with rescheduling on, a transient
-// failure (or an open breaker) becomes a scheduled copy.
+// apply runs op behind retry.Wrap and circuit.Guard; with rescheduling, a failure becomes a copy.
 func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessage, out outcome, op retry.Op[orderstate.Outcome]) outcome {
 	counted := func(ctx context.Context) (orderstate.Outcome, error) {
 		res, err := op(ctx)
-		// Count every attempt's storage work, failed ones included.
 		out.roundTrips += res.RoundTrips
 		out.conflicts += res.Conflicts
 		out.cacheHit = out.cacheHit || res.CacheHit
@@ -417,8 +345,7 @@ func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessa
 		if !h.pastWindow(msg) {
 			return h.reschedule(call, msg, out, RescheduleCircuitOpen, order.ReasonRetryWindowExceeded, err.Error())
 		}
-		// Past its window a message is parked, but never on the
-		// breaker's word alone: it tries the store once itself.
+		// Past its window: try the store once before parking (circuit.Force).
 		res, err = guarded(circuit.Force(ctx))
 	}
 	switch {
@@ -450,10 +377,8 @@ func (h *Handler) apply(ctx, call context.Context, msg hostproto.ServiceBusMessa
 	return out
 }
 
-// reschedule schedules a copy of msg for later (why is the metric's
-// reason, lastError the copy's LastError), or, past the retry window,
-// parks msg with parkReason. It answers 200 only once the copy (or the
-// park) was accepted; 5xx otherwise, so nothing is lost.
+// reschedule schedules a copy of msg (why: the metric's reason) or, past the
+// window, parks it; 200 only once the broker accepted one, else 5xx.
 func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessage, out outcome, why, parkReason, lastError string) outcome {
 	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
 	defer cancel()
@@ -461,10 +386,6 @@ func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessa
 	var d reschedule.Decision
 	var copied broker.Message
 	forStore := why == RescheduleTransient || why == RescheduleCircuitOpen
-	// The store answered this process since the message last failed
-	// (a new run): the backoff starts over, whatever the message's
-	// attempt (a copy back from a long outage would wait a whole cap
-	// again, and every check with it).
 	restart := forStore && h.runs.NewRun(orig, out.fresh)
 	err := retry.Do(ctx, h.opts.Stop, retry.Policy{Budget: h.opts.ScheduleBudget}, transient, func(ctx context.Context) error {
 		var err error
@@ -488,9 +409,7 @@ func (h *Handler) reschedule(call context.Context, msg hostproto.ServiceBusMessa
 	return out
 }
 
-// park copies msg to the poison queue for the reason in cause (a
-// *order.PoisonError), with in-call retries of transient send failures
-// until ctx's deadline. out carries what is known of the message so far.
+// park copies msg to the poison queue for cause, retrying until ctx's deadline.
 func (h *Handler) park(ctx context.Context, msg hostproto.ServiceBusMessage, out outcome, cause error) outcome {
 	var pe *order.PoisonError
 	if !errors.As(cause, &pe) {
@@ -520,9 +439,7 @@ func transient(err error) bool {
 	return errors.Is(err, store.ErrTransient) || errors.Is(err, broker.ErrTransient)
 }
 
-// statusFor is the one mapping from a failure to the host answer: 503 for
-// what a redelivery may fix (outages, shutdown), 500 otherwise. Both make
-// the host abandon the message.
+// statusFor is a failure's answer (both abandon): 503 if a redelivery may fix it, else 500.
 func statusFor(err error) int {
 	switch {
 	case transient(err), errors.Is(err, retry.ErrBudgetExhausted),

@@ -48,16 +48,14 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 	case out.gap > 0:
 		level, text = slog.LevelWarn, "sequence gap: update applied after missing sequence numbers"
 	}
-	// One line per attempt, written before the answer: a process killed
-	// after answering leaves no completed message without its line.
-	// logging.Line writes what slog would, without its per-record cost.
+	// One line per attempt, written before the answer so that no completed
+	// message lacks it; logging.Line writes what slog would, cheaper.
 	l := logging.Begin(h.log, level, text).
 		Str("order_id", out.orderID).Str("message_id", msg.MessageID).Int("delivery_count", int64(msg.DeliveryCount)).
 		Int("sequence", out.sequence).Str("subject", msg.Subject).Str("result", out.result).
 		Float("duration_ms", float64(d.Microseconds())/1000).Int("round_trips", int64(out.roundTrips))
 	if out.status != "" {
-		// The status applied: the scheduled-surge runbook (step 2)
-		// counts the orders Created in the last 30 minutes by it.
+		// The scheduled-surge runbook (step 2) counts Created orders by it.
 		l.Str("status", string(out.status))
 	}
 	if out.cacheHit {
@@ -109,11 +107,8 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 	l.Write()
 
 	rv := invocationResult{Result: out.result, OrderID: out.orderID, Sequence: out.sequence, Status: string(out.status), Gap: out.gap}
-	// The stdout line above is the record of every attempt. A success's
-	// answer carries no Logs line: the host would log it on
-	// Function.OrderStatus.User, which host.json drops (docs/cost.md,
-	// Telemetry). A failure's says why, for the dev host's warning (in
-	// Azure the host ingests Logs only on success).
+	// No Logs on success: the host would log them on Function.OrderStatus.User,
+	// which host.json drops (docs/cost.md, Telemetry).
 	var logs []string
 	switch {
 	case out.err != nil:
@@ -127,8 +122,7 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 	hostproto.WriteResponse(w, out.httpStatus, hostproto.Response{Logs: logs, ReturnValue: rv})
 }
 
-// invocationResult is the ReturnValue of an OrderStatus invocation: the result, and
-// what is known of the message.
+// invocationResult is the ReturnValue of an OrderStatus invocation.
 type invocationResult struct {
 	Result      string `json:"result"`
 	OrderID     string `json:"orderId,omitempty"`
@@ -137,17 +131,14 @@ type invocationResult struct {
 	Gap         int64  `json:"gap,omitempty"`
 	Reason      string `json:"reason,omitempty"`
 	Description string `json:"description,omitempty"`
-	// Rescheduled is the MessageId of the copy scheduled for later, due
-	// at Due (RFC 3339), for a Rescheduled answer.
+	// Rescheduled is the MessageId of the copy, due at Due (RFC 3339).
 	Rescheduled string `json:"rescheduled,omitempty"`
 	Due         string `json:"due,omitempty"`
 	Error       string `json:"error,omitempty"`
 }
 
-// lags measures, for a settled message (answered 200), how old the read
-// model is: from the message's EnqueuedTimeUtc to now, and for an applied
-// update with an occurredAt, from occurredAt to now. Each is -1 when it
-// does not apply; a clock skew that makes one negative counts as 0.
+// lags measures, for a message answered 200, the lags from its EnqueuedTimeUtc
+// and (applied) its occurredAt to now: at least 0, or -1 if not applicable.
 func (h *Handler) lags(msg hostproto.ServiceBusMessage, out outcome) (enqueued, occurred time.Duration) {
 	enqueued, occurred = -1, -1
 	if out.httpStatus != http.StatusOK {

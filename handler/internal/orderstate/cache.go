@@ -8,23 +8,18 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
-// cached is what the cache remembers of one order: the version last seen
-// and its state. Only State.LastSequence (a lower bound, since it never
-// decreases) and ETag (a guess at the current version, checked by the
-// store) are trusted.
+// cached is an order's cache entry; only State.LastSequence (a lower bound) and
+// ETag (checked by the store) are trusted.
 type cached struct {
 	ETag  store.ETag
 	State order.State
-	// Lock is the session lock the entry was written or read under (the
-	// zero Lock when unknown).
+	// Lock is the session lock the entry was written or read under.
 	Lock Lock
-	// Unsure marks an order whose last write failed with an unknown
-	// effect: nothing above is known, and the next call must read first.
+	// Unsure: the last write's effect is unknown; read before anything else.
 	Unsure bool
 }
 
-// lru is a bounded least-recently-used map from order id to cached. It is
-// safe for concurrent use. A nil *lru caches nothing.
+// lru is a bounded, concurrency-safe LRU map; a nil *lru caches nothing.
 type lru struct {
 	mu    sync.Mutex
 	max   int
@@ -58,9 +53,8 @@ func (c *lru) get(key string) (cached, bool) {
 	return el.Value.(*lruItem).val, true
 }
 
-// put records val for key, evicting the least recently used entry when
-// full. An entry with a higher LastSequence than val is kept: it is the
-// better lower bound, and val is then an older version.
+// put records val for key, evicting the least recently used entry when full; an
+// entry with a higher LastSequence (the better lower bound) is kept instead.
 func (c *lru) put(key string, val cached) {
 	if c == nil {
 		return
@@ -78,8 +72,7 @@ func (c *lru) put(key string, val cached) {
 	c.addLocked(key, val)
 }
 
-// addLocked adds an entry for a key not cached, evicting the least
-// recently used one when full. c.mu is held.
+// addLocked adds an uncached key, evicting when full; c.mu is held.
 func (c *lru) addLocked(key string, val cached) {
 	c.items[key] = c.order.PushFront(&lruItem{key: key, val: val})
 	if c.order.Len() > c.max {
@@ -89,10 +82,8 @@ func (c *lru) addLocked(key string, val cached) {
 	}
 }
 
-// markUnsure replaces what is cached of key, if anything, with an Unsure
-// entry, so that the next call reads before it writes (a dropped entry
-// would let a sequence-1 update insert at once, costing a 409 and a read
-// when the lost write took effect).
+// markUnsure replaces key's entry with an Unsure one, so that the next call
+// reads before it writes (even a sequence-1 insert).
 func (c *lru) markUnsure(key string) {
 	if c == nil {
 		return

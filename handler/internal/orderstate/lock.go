@@ -9,42 +9,26 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
-// Lock names the session lock a message was delivered under, as the
-// handler sees it: the host's SessionActions.SessionLockedUntil. Two
-// messages of one order with the same Lock were delivered while one
-// instance held the order's session without a break in between, so no
-// other instance can have written the order's row since the first (short
-// of a lock lost mid-call, which the ETag still catches). A renewal moves
-// the time, and so starts a new Lock. The zero Lock is unknown.
+// Lock is the session lock a message was delivered under, the host's
+// SessionActions.SessionLockedUntil: messages under one Lock came while one
+// instance held the session, so no other wrote since. The zero Lock is unknown.
 type Lock struct{ Until time.Time }
 
 // IsZero reports whether the lock is unknown.
 func (l Lock) IsZero() bool { return l.Until.IsZero() }
 
-// CacheTrust says when Apply writes with a cached ETag instead of reading
-// the row first. A cached LastSequence settles duplicates and stale
-// messages without a round trip under every policy, since it is a lower
-// bound of the stored one; what differs is the bet on the cached ETag,
-// which wins one round trip when no other instance wrote since (one
-// write) and loses two when one did (the failed write and a reread, then
-// the write) against reading first (a read and a write).
+// CacheTrust says when Apply bets on a cached ETag instead of reading first: it
+// wins a round trip if no other instance wrote since, loses two if one did.
 type CacheTrust int
 
 const (
-	// TrustAlways bets on every cached ETag. Best with one instance,
-	// where the cache is never stale.
+	// TrustAlways bets on every cached ETag: best with one instance.
 	TrustAlways CacheTrust = iota
-	// TrustWithinLock bets only on an ETag cached under the message's
-	// own session lock, and reads first otherwise. It never pays for a
-	// stale cache, but also reads first when the session came back to
-	// the same instance, so it costs a round trip per session pick-up on
-	// one instance.
+	// TrustWithinLock bets only within the message's own session lock: never
+	// pays for a stale cache, but reads on every session pick-up.
 	TrustWithinLock
-	// TrustAdaptive bets within the lock, and across locks while the
-	// bets across locks this process made lately lost less than half
-	// the time (an exponentially weighted rate over about the last 32);
-	// while they lose more often, it reads first, and still bets once in
-	// 16 times to notice when that changes.
+	// TrustAdaptive bets across locks while such bets lost less than half the
+	// time lately, and otherwise once in 16 to notice a change.
 	TrustAdaptive
 )
 
@@ -60,11 +44,8 @@ func (c CacheTrust) String() string {
 	return fmt.Sprintf("CacheTrust(%d)", int(c))
 }
 
-// ApplyUnder is Apply for a message delivered under lock: the cache
-// remembers the lock each entry was written or read under, and the
-// Options.CacheTrust policy decides from it whether the cached ETag is
-// worth a write. Apply is ApplyUnder with the zero Lock, under which every
-// policy bets as TrustAlways does.
+// ApplyUnder is Apply for a message delivered under lock, weighed against the
+// cached entry's lock by Options.CacheTrust; Apply uses the zero Lock.
 func (s *Service) ApplyUnder(ctx context.Context, u order.Update, lock Lock) (Outcome, error) {
 	return s.apply(ctx, u, lock)
 }
@@ -79,8 +60,7 @@ type betStats struct {
 // betWeight is the weight of the newest bet in the loss rate.
 const betWeight = 1.0 / 32
 
-// bet reports whether to write with an ETag cached under another lock
-// than the message's.
+// bet reports whether to write with an ETag cached under another lock.
 func (s *Service) bet(cachedUnder, lock Lock) bool {
 	if lock.IsZero() || cachedUnder == lock {
 		return true

@@ -1,21 +1,7 @@
-// Package orderstate applies order messages to the stored order rows: it
-// reads, decides with the pure rules of package order, and writes with ETag
-// conditions, looping on lost races. It keeps a bounded per-process cache so
-// that the steady state costs one storage round trip per applied message and
-// duplicates or stale messages cost none, and it inserts an order's first
-// message without reading (one round trip; a 409 falls back to a read).
-//
-// The cache is trusted for two things only: a cached LastSequence is a lower
-// bound of the stored one (sequences never decrease), and a cached ETag is a
-// guess the store checks on every write. Anything consequential concluded
-// from cached state (an InvalidTransition, which parks the message) is
-// confirmed by a fresh read first.
-//
-// When the app runs on several instances, a session can move to another
-// instance and back, leaving this process's entry stale: a write with its
-// ETag then loses (a conflict) and costs a reread. ApplyUnder knows the
-// session lock a message came under, and Options.CacheTrust decides whether
-// an ETag cached under an earlier lock is worth that bet (see CacheTrust).
+// Package orderstate applies order messages to the stored order rows: it reads,
+// decides with package order's rules, and writes with ETag conditions, rereading
+// on lost races. A bounded per-process cache is trusted only for lower bounds of
+// LastSequence and for ETags the store checks; an InvalidTransition from it is reread.
 package orderstate
 
 import (
@@ -29,12 +15,9 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
-// Backend is the order-row storage the Service needs. memstore.Store and
-// tablestore.Store implement it. Implementations classify their failures
-// into the store sentinels: Insert of an existing row and Replace with a
-// stale ETag fail with store.ErrConflict, Get and Replace of a missing row
-// with store.ErrNotFound, and retryable failures wrap store.ErrTransient.
-// Replace never writes unconditionally.
+// Backend is the order-row storage (memstore.Store, tablestore.Store). Insert of an
+// existing row and Replace with a stale ETag fail with store.ErrConflict, a missing
+// row with store.ErrNotFound; retryable failures wrap store.ErrTransient.
 type Backend interface {
 	Get(ctx context.Context, orderID string) (store.Row, error)
 	Insert(ctx context.Context, orderID string, s order.State) (store.ETag, error)
@@ -49,59 +32,40 @@ const (
 
 // Options tune a Service. A nil *Options or the zero value gives defaults.
 type Options struct {
-	// CacheSize bounds the cache (entries, least recently used evicted
-	// first). 0 means DefaultCacheSize; a negative value disables the
-	// cache, so every call starts with a read.
+	// CacheSize bounds the LRU cache (0: DefaultCacheSize; < 0: no cache).
 	CacheSize int
-	// MaxConflicts bounds how often one call rereads after a lost
-	// conditional write (or a row that vanished) before giving up with
-	// ErrContention. 0 means DefaultMaxConflicts.
+	// MaxConflicts bounds rereads after lost writes (0: DefaultMaxConflicts).
 	MaxConflicts int
-	// Now returns the current time, used for UpdatedAt (and OccurredAt when
-	// a message has none). nil means time.Now.
+	// Now is the clock for UpdatedAt and missing OccurredAt (nil: time.Now).
 	Now func() time.Time
-	// CacheTrust is when ApplyUnder writes with a cached ETag (default
-	// TrustAlways; see CacheTrust).
+	// CacheTrust is when ApplyUnder bets on a cached ETag (0: TrustAlways).
 	CacheTrust CacheTrust
-	// PaymentTimeout is how long after its Created an order may be paid
-	// (default contract.PaymentTimeout): ExpireIfUnpaid records the
-	// Created's OccurredAt plus it as the cancellation's Deadline.
+	// PaymentTimeout (default contract.PaymentTimeout) sets a timeout cancellation's Deadline.
 	PaymentTimeout time.Duration
 }
 
-// ErrContention is returned, wrapped, when a call lost more than
-// Options.MaxConflicts conditional writes in a row. The error also matches
-// store.ErrConflict and store.ErrTransient: nothing was decided, and the
-// caller should retry the message like any transient failure.
+// ErrContention (with store.ErrConflict and ErrTransient) follows over MaxConflicts lost writes in a row.
 var ErrContention = errors.New("orderstate: too many conflicting writes")
 
 // Outcome reports what Apply or ExpireIfUnpaid did.
 type Outcome struct {
-	// Result is Applied, Duplicate, Stale or InvalidTransition.
 	Result order.Result
 	// Gap is how many sequence numbers an applied update skipped.
 	Gap int64
-	// State is the state written (Applied) or the stored state the decision
-	// was made against; for Duplicate and Stale settled from the cache it
-	// is the cached state. The zero State means the order has no row.
+	// State is the state written (Applied) or decided against; zero: no row.
 	State order.State
-	// RoundTrips counts the storage calls made (reads and writes, failed
-	// ones included).
+	// RoundTrips counts the storage calls made, failed ones included.
 	RoundTrips int
 	// CacheHit reports that the order was in the cache when the call began.
 	CacheHit bool
-	// Conflicts counts conditional writes lost to another writer (HTTP 409
-	// or 412), each followed by a reread.
+	// Conflicts counts conditional writes lost to other writers (409, 412).
 	Conflicts int
-	// Poison explains an InvalidTransition; nil otherwise. It is returned as
-	// an outcome, not an error: the message must be parked, not retried.
+	// Poison explains an InvalidTransition: park the message, do not retry.
 	Poison *order.PoisonError
 }
 
-// Service applies messages to order rows. It is safe for concurrent use,
-// also by several goroutines on the same order and by several processes on
-// the same storage: every write is conditional, so a lost race costs a
-// reread, never a wrong write.
+// Service applies messages to order rows. It is safe for concurrent use, also
+// by processes sharing the storage: every write is conditional.
 type Service struct {
 	backend      Backend
 	cache        *lru
@@ -134,22 +98,9 @@ func New(backend Backend, opts *Options) *Service {
 	return &Service{backend: backend, cache: newLRU(size), maxConflicts: o.MaxConflicts, now: o.Now, trust: o.CacheTrust, timeout: o.PaymentTimeout}
 }
 
-// Apply applies the validated update u (see order.ParseUpdate) to its order
-// and reports the outcome. It does not retry transient failures: an error
-// is a storage error (errors.Is matches store.ErrTransient when a retry may
-// succeed) or the context's error, and the message's effect is then unknown
-// until a retry settles it; a retry after a write whose answer was lost
-// settles as Duplicate. An InvalidTransition is an Outcome with Poison set,
-// never an error.
-//
-// With u.Sequence at or below the cached LastSequence, Apply answers
-// Duplicate or Stale without any storage call. Otherwise it decides against
-// the cached state and writes with the cached ETag (one round trip). With
-// nothing cached, an update with sequence 1 (an order's first message, as a
-// rule) is inserted if absent straight away, and anything else reads first;
-// after a failed write of unknown effect the next call reads first. A lost
-// conditional write (an insert answered 409 included) is followed by a
-// reread and a new decision, at most Options.MaxConflicts times.
+// Apply applies the validated update u to its order, without retrying: after an
+// error (store.ErrTransient if a retry may help, or ctx's) the effect is
+// unknown. An InvalidTransition is an Outcome with Poison set.
 func (s *Service) Apply(ctx context.Context, u order.Update) (Outcome, error) {
 	return s.apply(ctx, u, Lock{})
 }
@@ -162,8 +113,7 @@ func (s *Service) apply(ctx context.Context, u order.Update, lock Lock) (Outcome
 		known  bool      // row and exists are set
 		fresh  bool      // row was read by this call
 		lost   int       // writes lost to other writers
-		// betting: the first write uses an ETag cached under an
-		// earlier lock (its outcome feeds TrustAdaptive).
+		// betting: the first write bets on an ETag cached under an earlier lock.
 		betting bool
 	)
 	c, ok := s.cache.get(u.OrderID)
@@ -185,9 +135,7 @@ func (s *Service) apply(ctx context.Context, u order.Update, lock Lock) (Outcome
 			betting = !lock.IsZero() && c.Lock != lock
 		}
 	case u.Sequence == 1:
-		// Most likely the order's first message: try insert-if-absent at
-		// once (one round trip, as a new order costs at the floor), and
-		// on 409 read and decide like after any lost write.
+		// Likely the first message: insert at once (a 409 rereads).
 		exists, known = false, true
 	}
 	for {
@@ -209,8 +157,7 @@ func (s *Service) apply(ctx context.Context, u order.Update, lock Lock) (Outcome
 			return out, nil
 		case order.InvalidTransition:
 			if !fresh {
-				// Parking a message is consequential: confirm with the
-				// stored row rather than the cached one.
+				// Parking is consequential: confirm on the stored row.
 				known = false
 				continue
 			}
@@ -229,29 +176,21 @@ func (s *Service) apply(ctx context.Context, u order.Update, lock Lock) (Outcome
 			out.Result, out.State, out.Gap = order.Applied, d.Next, d.Gap
 			return out, nil
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
-			// Someone else wrote (409/412) or removed the row (404): reread.
 			s.cache.drop(u.OrderID)
 			known = false
 			if lost++; lost > s.maxConflicts {
 				return out, s.contention("apply", u.OrderID, u.Sequence, lost)
 			}
 		default:
-			// The write may or may not have happened: the next attempt
-			// must read first (not even insert-first).
 			s.cache.markUnsure(u.OrderID)
 			return out, fmt.Errorf("orderstate: apply %s seq %d: %w", u.OrderID, u.Sequence, err)
 		}
 	}
 }
 
-// ExpireIfUnpaid handles a PaymentTimeoutCheck of the Created with
-// sequence createdSeq (0: a check of the older form, which names none): an
-// order still at that Created becomes Cancelled (LastSequence kept) with
-// one conditional write, so a Created applied since (the order created
-// again) is never cancelled by an older check; any other order, an unknown
-// one included, is Stale and nothing is written (order.DecideExpireOf). It
-// always reads the stored row first, because a cached status is not a lower
-// bound of anything. Errors are as for Apply.
+// ExpireIfUnpaid reads, then cancels an order still at the Created of sequence createdSeq
+// (0: the one in effect) with one conditional write; else Stale (order.DecideExpireOf).
+// Errors are as for Apply.
 func (s *Service) ExpireIfUnpaid(ctx context.Context, orderID string, createdSeq int64) (Outcome, error) {
 	var out Outcome
 	if c, ok := s.cache.get(orderID); ok && !c.Unsure {
@@ -289,8 +228,7 @@ func (s *Service) ExpireIfUnpaid(ctx context.Context, orderID string, createdSeq
 	}
 }
 
-// Get reads the stored row of orderID (never the cache, which it refreshes).
-// A missing order fails with an error wrapping store.ErrNotFound.
+// Get reads orderID's stored row, never the cache (store.ErrNotFound if none).
 func (s *Service) Get(ctx context.Context, orderID string) (store.Row, error) {
 	var out Outcome
 	row, found, err := s.read(ctx, orderID, &out)
@@ -303,8 +241,7 @@ func (s *Service) Get(ctx context.Context, orderID string) (store.Row, error) {
 	return row, nil
 }
 
-// read fetches the stored row and refreshes the cache. found is false when
-// the order has no row; err is any other failure.
+// read fetches the stored row and refreshes the cache (found false: no row).
 func (s *Service) read(ctx context.Context, orderID string, out *Outcome) (row store.Row, found bool, err error) {
 	return s.readUnder(ctx, orderID, Lock{}, out)
 }

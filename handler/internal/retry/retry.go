@@ -1,6 +1,5 @@
-// Package retry runs an operation again after transient failures, with
-// exponential backoff and jitter, inside a fixed time budget. It owns nothing
-// else: what counts as transient is the caller's decision.
+// Package retry retries an operation with exponential backoff and jitter within
+// a time budget; the caller decides which failures are transient.
 package retry
 
 import (
@@ -13,8 +12,7 @@ import (
 
 // Policy bounds the retries of one logical operation.
 type Policy struct {
-	// Budget is the total time from the first attempt after which no new
-	// attempt starts. It must stay well below the message lock duration.
+	// Budget: no attempt starts after it; keep it well below the message lock.
 	Budget time.Duration
 	// Initial is the first backoff (default 100 ms); each next one is
 	// Multiplier (default 2) times longer, capped at Max (default 2 s).
@@ -35,8 +33,8 @@ func (p Policy) withDefaults() Policy {
 	return p
 }
 
-// Backoff returns the wait before retry number attempt (1-based), with
-// "equal jitter": between half and all of the exponential value.
+// Backoff returns the wait before retry attempt (1-based), with equal jitter:
+// between half and all of the exponential value.
 func (p Policy) Backoff(attempt int) time.Duration {
 	p = p.withDefaults()
 	d := float64(p.Initial)
@@ -58,21 +56,13 @@ type Attempt struct {
 	Wait   time.Duration // backoff before the next attempt
 }
 
-// Do calls op until it succeeds, fails with an error for which retryable is
-// false, or the budget would be exceeded by the next wait. The budget ends
-// at p.Budget from now or at ctx's deadline, whichever is first, so callers
-// that share one deadline across several Do calls set it on ctx. It sleeps between
-// attempts on stop: when stop (or ctx) is done, Do returns at once with the
-// last error joined to stop's cause. op receives ctx, never stop, so an
-// attempt under way is never cut short by stop. onRetry, if not nil, is
-// called before each wait.
-//
-// On giving up, the result wraps the last error (errors.Is still finds its
-// sentinel) and ErrBudgetExhausted or the context's error, in one line.
-// When ctx ended during an attempt, that attempt's error says only that
-// (context deadline exceeded): the result then leads with the error of
-// the attempt before it, the last underlying cause (connection refused),
-// and wraps ctx's cause too.
+// Do calls op until it succeeds, fails with an error retryable rejects, or the
+// next wait would pass the budget: p.Budget from now or ctx's deadline, if
+// sooner. A wait ends at once when ctx or stop is done; op gets ctx, never
+// stop, so stop cuts no attempt short. onRetry, if set, is called before each
+// wait. On giving up it wraps the last error (for errors.Is) and
+// ErrBudgetExhausted or the context's cause; an attempt cut short by ctx yields
+// to the error of the one before.
 func Do(ctx, stop context.Context, p Policy, retryable func(error) bool, op func(context.Context) error, onRetry func(Attempt)) error {
 	p = p.withDefaults()
 	deadline := time.Now().Add(p.Budget)
@@ -112,9 +102,7 @@ func Do(ctx, stop context.Context, p Policy, retryable func(error) bool, op func
 // Op is one try at an operation that yields a T.
 type Op[T any] func(context.Context) (T, error)
 
-// Wrap is Do as middleware: the op it returns calls next until it
-// succeeds, fails for good, or the budget runs out, exactly as Do. A ctx
-// marked by Once gets a single attempt.
+// Wrap is Do as middleware around next; a ctx marked by Once gets one attempt.
 func Wrap[T any](stop context.Context, p Policy, retryable func(error) bool, onRetry func(Attempt)) func(next Op[T]) Op[T] {
 	return func(next Op[T]) Op[T] {
 		return func(ctx context.Context) (T, error) {
@@ -135,6 +123,5 @@ func Wrap[T any](stop context.Context, p Policy, retryable func(error) bool, onR
 
 type onceKey struct{}
 
-// Once marks ctx so that an op Wrap returned makes one attempt only (a
-// circuit breaker's probe, which holds the only way to a failing store).
+// Once marks ctx so an op Wrap returned makes one attempt (a breaker's probe).
 func Once(ctx context.Context) context.Context { return context.WithValue(ctx, onceKey{}, true) }

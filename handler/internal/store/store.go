@@ -1,10 +1,6 @@
 // Package store defines what every order-row backend shares: the row, the
-// opaque ETag, and the sentinel errors that adapters classify their SDK
-// errors into once, so callers only ever use errors.Is.
-//
-// Backends (memstore, tablestore) return concrete types; their consumers
-// declare the small interfaces they need. The conformance suite in storetest
-// runs against every backend.
+// opaque ETag and the sentinel errors adapters classify SDK errors into, so
+// callers use errors.Is. Every backend passes the storetest conformance suite.
 package store
 
 import (
@@ -15,13 +11,11 @@ import (
 
 // Sentinel errors. Adapters wrap them with %w and the operation and key.
 var (
-	// ErrConflict: a conditional write lost: insert of a row that exists
-	// (HTTP 409) or replace with an ETag that no longer matches (HTTP 412).
+	// ErrConflict: a conditional write lost (409 on insert, 412 on replace).
 	ErrConflict = errors.New("store: condition failed")
 	// ErrNotFound: the row does not exist.
 	ErrNotFound = errors.New("store: not found")
-	// ErrTransient: a timeout, throttling, 5xx or connection failure; the
-	// same call may succeed later.
+	// ErrTransient: timeout, throttling, 5xx or connection failure; retry later.
 	ErrTransient = errors.New("store: transient failure")
 )
 

@@ -11,24 +11,14 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
 
-// classify maps an SDK error onto the port's sentinels, keeping the SDK
-// error in the chain: the only place that reads SDK errors.
-//
-//   - CodeLockLost: ErrLockLost.
-//   - CodeNotFound, an AMQP not-found condition: ErrNotFound (no such
-//     queue, no such scheduled message).
-//   - CodeTimeout, CodeConnectionLost, CodeClosed, server-busy, a full
-//     queue, and a deadline (ours or the caller's): ErrTransient.
-//   - ErrMessageTooLarge, the AMQP conditions of a request the service
-//     refuses (not-allowed: a message without SessionId for a session queue,
-//     a receiver without session on one; invalid-field; size exceeded;
-//     argument errors): ErrInvalid.
-//   - CodeUnauthorizedAccess: ErrTransient, as a fresh role assignment takes
-//     minutes to propagate; a lasting one ends, after the in-call retries
-//     and the redeliveries, in the dead-letter queue and its alert;
-//   - anything else: unchanged, not transient.
-//
-// The caller's cancellation stays context.Canceled, not transient.
+// classify maps an SDK error onto the port's sentinels, keeping it in the
+// chain (the only place that reads SDK errors): CodeLockLost is ErrLockLost;
+// CodeNotFound and AMQP not-found are ErrNotFound; CodeTimeout,
+// CodeConnectionLost, CodeClosed, server-busy, a full queue, a deadline and
+// CodeUnauthorizedAccess (a new role assignment takes minutes to propagate)
+// are ErrTransient; ErrMessageTooLarge and a refused request's AMQP conditions
+// (not-allowed, invalid-field, size exceeded, argument errors) are
+// ErrInvalid. Anything else, the caller's cancellation too, is unchanged.
 func classify(err error) error {
 	if err == nil {
 		return nil
