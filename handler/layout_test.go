@@ -74,14 +74,19 @@ func TestPublicPackagesImportNothingInternal(t *testing.T) {
 // packages: a file longer than this does more than one thing.
 const MaxDeployedFileLines = 600
 
+// MaxDeployedLines bounds the deployed packages' own code, comments and
+// blank lines included: what Azure runs stays small enough to read.
+const MaxDeployedLines = 10000
+
 // scaledClockWords name the development host's scaled clock and the
 // headers it once sent: none may appear in the deployed packages' code,
 // which runs in real time only (docs/outages.md, "Real time only").
 var scaledClockWords = []string{"X-Orderstatus", "ClockRate", "Clock-Rate", "TimeScale", "ScaledClock", "Scaled("}
 
 // TestDeployedPackagesSize: no file of the packages the deployed binary
-// links is over MaxDeployedFileLines, and none names the scaled clock. It
-// logs the packages' own lines, comments included (go test -v -run
+// links is over MaxDeployedFileLines, all of them together hold at most
+// MaxDeployedLines, and none names the scaled clock. It logs the packages'
+// own lines, comments included (go test -v -run
 // TestDeployedPackagesSize ./handler/).
 func TestDeployedPackagesSize(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}|{{.Dir}}|{{join .GoFiles \" \"}}{{end}}", ".").Output()
@@ -114,6 +119,9 @@ func TestDeployedPackagesSize(t *testing.T) {
 	}
 	if files < 20 {
 		t.Fatalf("go list found %d files in the deployed packages: the check saw nothing", files)
+	}
+	if total > MaxDeployedLines {
+		t.Errorf("the deployed packages hold %d lines, over %d: move what only the dev kit or the operators' tools use out of them", total, MaxDeployedLines)
 	}
 	t.Logf("the deployed packages: %d files, %d lines", files, total)
 }

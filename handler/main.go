@@ -1,13 +1,11 @@
-// Command handler is the orderstatus Azure Functions custom handler, the
-// binary `make package` zips and `azd up` deploys.
+// Command handler is the orderstatus Azure Functions custom handler `azd up` deploys.
 //
 //	handler [serve]   serve the functions for the Functions host (default)
 //	handler version   print the version
 //
-// Serving reads its settings from the environment (docs/configuration.md),
-// listens on 127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT, and on SIGTERM
-// finishes in-flight calls and exits 0. The operators' tools are separate
-// binaries (README, "Layout").
+// Serving reads its settings from the environment (docs/configuration.md), listens on
+// 127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT, and on SIGTERM finishes in-flight calls and
+// exits 0. The operators' tools are separate binaries (README, "Layout").
 package main
 
 import (

@@ -158,20 +158,5 @@ func (r Rules) Names() string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// Markdown renders the table (from, to, why) as docs/messages.md shows it.
-func (r Rules) Markdown() string {
-	var b strings.Builder
-	b.WriteString("| from | to | why |\n|---|---|---|\n")
-	cell := strings.NewReplacer("|", `\|`, "\n", " ")
-	for _, t := range r {
-		from := "(no row yet)"
-		if t.From != "" {
-			from = "`" + string(t.From) + "`"
-		}
-		b.WriteString("| " + from + " | `" + string(t.To) + "` | " + cell.Replace(t.Why) + " |\n")
-	}
-	return b.String()
-}
-
 // StatusNames returns the known statuses for a message (Transitions.Names).
 func StatusNames() string { return Transitions.Names() }

@@ -17,8 +17,7 @@ import (
 type Kind int
 
 const (
-	// Refused: the service refused the request for good (400, 401, ...),
-	// or a local failure of the SDK.
+	// Refused: refused for good (400, 401, ...), or a local failure of the SDK.
 	Refused Kind = iota
 	// Conflict: 412, the entity's ETag no longer matches.
 	Conflict
@@ -30,8 +29,7 @@ const (
 	TableNotFound
 	// Forbidden: 403; the app's role is missing or still propagating.
 	Forbidden
-	// Unavailable: 408, 429, 5xx, 409 TableBeingDeleted, the call's own
-	// deadline (ErrCallTimeout) or a connection failure: worth retrying.
+	// Unavailable: 408, 429, 5xx, 409 TableBeingDeleted, ErrCallTimeout or a connection failure.
 	Unavailable
 	// TooLarge: 413, or 400 EntityTooLarge, PropertyValueTooLarge or RequestBodyTooLarge.
 	TooLarge
@@ -39,12 +37,10 @@ const (
 	Canceled
 )
 
-// ErrCallTimeout is the cause an adapter gives its per-call deadline
-// (context.WithTimeoutCause), so that Classify tells it from the caller's.
+// ErrCallTimeout is the cause of an adapter's per-call deadline (context.WithTimeoutCause).
 var ErrCallTimeout = errors.New("no answer within the call timeout")
 
-// Error is a classified failure. Its text is one line without the
-// request's query string (a SAS token); it unwraps to the SDK's error.
+// Error is a classified failure; its one-line text omits the request's query string.
 type Error struct {
 	Kind   Kind
 	Status int    // HTTP status, of the failed operation inside a transaction; 0 if none
@@ -56,8 +52,7 @@ type Error struct {
 func (e *Error) Error() string { return e.Detail }
 func (e *Error) Unwrap() error { return e.Err }
 
-// Wrap returns e as an error that matches sentinel (and also, if given) with
-// errors.Is, and e and the SDK's error with errors.As: "sentinel (detail)".
+// Wrap returns e as "sentinel (detail)", matching sentinel and also with errors.Is.
 func (e *Error) Wrap(sentinel error, also ...error) error {
 	return &matched{kinds: append([]error{sentinel}, also...), e: e}
 }
@@ -70,13 +65,9 @@ type matched struct {
 func (m *matched) Error() string   { return m.kinds[0].Error() + " (" + m.e.Detail + ")" }
 func (m *matched) Unwrap() []error { return append(append([]error{}, m.kinds...), m.e) }
 
-// Classify sorts err, the result of an aztables call on table ("" if
-// unknown) made with callCtx, into a Kind; nil for nil. It is the one place that reads the
-// SDK's errors. A failed entity-group transaction is answered 202 with the
-// failed operation's response inside the multipart body, which the SDK
-// returns as an *azcore.ResponseError with the outer status
-// (https://learn.microsoft.com/rest/api/storageservices/performing-entity-group-transactions#sample-error-response;
-// Azure/azure-sdk-for-go #17244): Classify reads the inner status and code.
+// Classify sorts err, from an aztables call on table ("" if unknown) under callCtx, into a
+// Kind; nil for nil. It reads a failed transaction's inner status (Azure/azure-sdk-for-go #17244;
+// https://learn.microsoft.com/rest/api/storageservices/performing-entity-group-transactions#sample-error-response).
 func Classify(callCtx context.Context, table string, err error) *Error {
 	if err == nil {
 		return nil
@@ -157,10 +148,8 @@ func CodeOf(err error) string {
 	return ""
 }
 
-// BatchFailure reads the body of an entity-group transaction's answer
-// (multipart/mixed: a changeset of HTTP responses) and returns the first
-// failed operation's status and error code; ok is false when no operation
-// failed or the body is no such answer.
+// BatchFailure returns the first failed operation's status and error code from an
+// entity-group transaction's multipart answer; ok is false if none failed.
 func BatchFailure(body []byte) (status int, code string, ok bool) {
 	for rest := body; len(rest) > 0; {
 		line, next, _ := bytes.Cut(rest, []byte("\n"))

@@ -1,12 +1,6 @@
-// Package tableerr holds the failure descriptions every Table Storage
-// adapter in this module shares: which errors are the connection's rather
-// than the service's, and how to describe an error without leaking the SAS
-// token a request URL may carry.
-//
-// It is public because the producers' outbox (package outbox) shares it;
-// the adapters (the order store, the dead-letter store, the producers'
-// outbox) each map service answers to their own port's sentinels; only
-// these two questions are the same for all of them.
+// Package tableerr classifies Table Storage failures for every table adapter
+// (order store, dead-letter store, producers' outbox): Classify sorts an SDK error
+// into a Kind, and no description carries the SAS token a request URL may hold.
 package tableerr
 
 import (
@@ -19,8 +13,7 @@ import (
 )
 
 // IsConnection reports failures below HTTP: refused or reset connections,
-// timeouts, DNS, a connection closed mid-answer. Such a failure says
-// nothing about the request, so callers treat it as retryable.
+// timeouts, DNS, a connection closed mid-answer; callers retry them.
 func IsConnection(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) ||
@@ -29,8 +22,7 @@ func IsConnection(err error) bool {
 }
 
 // Redact describes err on one line without the request URL's query string,
-// fragment or user info, where a SAS token or credentials would be: a
-// *url.Error becomes "Op scheme://host/path: cause".
+// fragment or user info: a *url.Error becomes "Op scheme://host/path: cause".
 func Redact(err error) string {
 	var ue *url.Error
 	if !errors.As(err, &ue) {

@@ -1,9 +1,6 @@
-// Package api routes the handler's HTTP surface: the readiness probe the
-// Functions host polls (GET /), GET /api/orders/{orderId}, GET /api/metrics
-// (Prometheus text) and invocations of non-HTTP functions (POST
-// /<FunctionName>, answered in the host protocol, hostproto). Other answers
-// are JSON; an error is an ErrorBody (400 bad input, 404 no route or order,
-// 405 wrong method with Allow set, 503 store unavailable).
+// Package api routes the handler's HTTP surface: GET / (readiness), GET /api/orders/{orderId},
+// GET /api/metrics and POST /<FunctionName> (hostproto). Errors are an ErrorBody: 400 bad
+// input, 404 no route or order, 405 wrong method (Allow set), 503 store unavailable.
 package api
 
 import (
@@ -92,8 +89,7 @@ func only(method string, h http.Handler) http.Handler {
 	})
 }
 
-// notFound answers 404 with an ErrorBody, except a POST outside /api/ (the
-// host invoking a function this app lacks), answered in the host protocol.
+// notFound answers 404: an ErrorBody, or in the host protocol to a POST outside /api/.
 type notFound struct{}
 
 func (notFound) ServeHTTP(w http.ResponseWriter, r *http.Request) {

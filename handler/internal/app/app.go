@@ -1,7 +1,5 @@
-// Package app is what every orderstatus binary shares: command dispatch,
-// exit codes, `version`, and `serve`, the custom handler wired from its
-// settings. The deployed binary opens Service Bus only; the dev kit's also
-// reaches the development host's broker.
+// Package app is what every orderstatus binary shares: command dispatch, exit
+// codes, `version`, and `serve`, the custom handler wired from its settings.
 package app
 
 import (
@@ -15,7 +13,7 @@ import (
 
 // Exit codes shared by every command.
 const (
-	ExitOK      = 0 // success
+	ExitOK      = 0
 	ExitFailure = 1 // a runtime failure (a bad setting at start-up, a service that failed)
 	ExitUsage   = 2 // a bad command, flag or input: one line on stderr says what
 )

@@ -145,7 +145,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer, o ServeOptions) int {
 			"setting", config.EnvServiceBusNamespace)
 	}
 
-	orders := orderstate.New(tables, &orderstate.Options{CacheTrust: orderstate.TrustAdaptive, PaymentTimeout: cfg.PaymentTimeout})
+	orders := orderstate.New(tables, &orderstate.Options{PaymentTimeout: cfg.PaymentTimeout})
 	// stopping ends in-call retry waits at shutdown: those calls answer 5xx.
 	stopping, cancelStopping := context.WithCancel(context.Background())
 	defer cancelStopping()

@@ -1,7 +1,6 @@
 // Package circuit is a per-process circuit breaker in front of the order store:
-// after Threshold store failures in a row it opens and refuses calls, except
-// one probe at a time, at most one per ProbeInterval; a probe that succeeds
-// closes it. It is per instance: shared state would live in the failing store.
+// after Threshold failures in a row it opens and refuses calls but one probe at a
+// time, at most one per ProbeInterval; a probe that succeeds closes it.
 package circuit
 
 import (
@@ -87,8 +86,7 @@ type Ticket struct {
 // Probe reports whether the call is the breaker's probe.
 func (t Ticket) Probe() bool { return t.probe }
 
-// Allow reports whether a call may go to the store: always when closed; when
-// open, one probe at a time, ProbeInterval after the last failure.
+// Allow reports whether a call may go to the store: always when closed, else one probe at a time.
 func (b *Breaker) Allow() (t Ticket, ok bool) {
 	b.mu.Lock()
 	closed := b.state == Closed
@@ -211,6 +209,5 @@ func Guard[T any](b *Breaker, failed, aborted func(error) bool, single func(cont
 
 type forceKey struct{}
 
-// Force marks ctx so that Guard lets one attempt through while open, not as a
-// probe: for a caller that must not act on the breaker's word alone.
+// Force marks ctx so that Guard lets one attempt through while open, not as a probe.
 func Force(ctx context.Context) context.Context { return context.WithValue(ctx, forceKey{}, true) }

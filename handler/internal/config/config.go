@@ -221,21 +221,12 @@ func Load(getenv func(string) string) (Config, error) {
 	if !r.Reschedule {
 		c.RetryBudget = DefaultRetryBudgetNoReschedule
 	}
-	if s := get(EnvRetryBudget, ""); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 || d > MaxRetryBudget {
-			return c, invalid(EnvRetryBudget, s, fmt.Sprintf("want a Go duration above 0 and at most %s (well below the 1 min lock)", MaxRetryBudget))
-		}
-		c.RetryBudget = d
+	if err := duration(get, EnvRetryBudget, &c.RetryBudget, time.Nanosecond, MaxRetryBudget, "well below the 1 min lock"); err != nil {
+		return c, err
 	}
-
 	c.PaymentTimeout = DefaultPaymentTimeout
-	if s := get(EnvPaymentTimeout, ""); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 || d > MaxPaymentTimeout {
-			return c, invalid(EnvPaymentTimeout, s, fmt.Sprintf("want a Go duration above 0 and at most %s, such as 30m", MaxPaymentTimeout))
-		}
-		c.PaymentTimeout = d
+	if err := duration(get, EnvPaymentTimeout, &c.PaymentTimeout, time.Nanosecond, MaxPaymentTimeout, "such as 30m"); err != nil {
+		return c, err
 	}
 
 	c.LogLevel = slog.LevelInfo
@@ -264,7 +255,7 @@ func loadRetry(get func(k, def string) string) (Retry, error) {
 		}
 		r.Reschedule = v
 	}
-	durations := []struct {
+	for _, d := range []struct {
 		name     string
 		dst      *time.Duration
 		min, max time.Duration
@@ -272,14 +263,9 @@ func loadRetry(get func(k, def string) string) (Retry, error) {
 		{EnvRetryBase, &r.Base, time.Millisecond, time.Hour},
 		{EnvRetryCap, &r.Cap, time.Millisecond, MaxRetryCap},
 		{EnvRetryWindow, &r.Window, time.Millisecond, MaxRetryWindow},
-	}
-	for _, d := range durations {
-		if s := get(d.name, ""); s != "" {
-			v, err := time.ParseDuration(s)
-			if err != nil || v < d.min || v > d.max {
-				return r, invalid(d.name, s, fmt.Sprintf("want a Go duration from %s to %s", d.min, d.max))
-			}
-			*d.dst = v
+	} {
+		if err := duration(get, d.name, d.dst, d.min, d.max, ""); err != nil {
+			return r, err
 		}
 	}
 	switch {
@@ -310,28 +296,15 @@ func LoadDeadLetter(getenv func(string) string) (DeadLetter, error) {
 	if n := len(strings.Fields(d.Schedule)); n != 6 {
 		return d, invalid(EnvDeadLetterSweepSchedule, d.Schedule, "want a six-field NCRONTAB expression such as \"0 */5 * * * *\"")
 	}
-	if s := get(EnvDeadLetterCooldown, ""); s != "" {
-		v, err := time.ParseDuration(s)
-		if err != nil || v < 0 || v > 7*24*time.Hour {
-			return d, invalid(EnvDeadLetterCooldown, s, "want a Go duration from 0s to 168h, such as 10m")
-		}
-		d.Cooldown = v
+	if err := duration(get, EnvDeadLetterCooldown, &d.Cooldown, 0, 7*24*time.Hour, "such as 10m"); err != nil {
+		return d, err
 	}
-	ints := []struct {
-		name     string
-		dst      *int
-		min, max int
-	}{
-		{EnvDeadLetterMaxReplays, &d.MaxReplays, 0, 100},
-	}
-	for _, n := range ints {
-		if s := get(n.name, ""); s != "" {
-			v, err := strconv.Atoi(s)
-			if err != nil || v < n.min || v > n.max {
-				return d, invalid(n.name, s, fmt.Sprintf("want a whole number from %d to %d", n.min, n.max))
-			}
-			*n.dst = v
+	if s := get(EnvDeadLetterMaxReplays, ""); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 || v > 100 {
+			return d, invalid(EnvDeadLetterMaxReplays, s, "want a whole number from 0 to 100")
 		}
+		d.MaxReplays = v
 	}
 	if s := get(EnvDeadLetterSweepRate, ""); s != "" {
 		v, err := strconv.ParseFloat(s, 64)
@@ -340,12 +313,8 @@ func LoadDeadLetter(getenv func(string) string) (DeadLetter, error) {
 		}
 		d.SweepRate = v
 	}
-	if s := get(EnvDeadLetterRetention, ""); s != "" {
-		v, err := time.ParseDuration(s)
-		if err != nil || v < MinDeadLetterRetention || v > MaxDeadLetterRetention {
-			return d, invalid(EnvDeadLetterRetention, s, fmt.Sprintf("want a Go duration from %s to %s, such as 720h (30 days)", fmtHours(MinDeadLetterRetention), fmtHours(MaxDeadLetterRetention)))
-		}
-		d.Retention = v
+	if err := duration(get, EnvDeadLetterRetention, &d.Retention, MinDeadLetterRetention, MaxDeadLetterRetention, "such as 720h (30 days)"); err != nil {
+		return d, err
 	}
 	if !tableName.MatchString(d.Table) {
 		return d, invalid(EnvDeadLetterTable, d.Table, "want 3-63 letters and digits, starting with a letter")
@@ -353,7 +322,38 @@ func LoadDeadLetter(getenv func(string) string) (DeadLetter, error) {
 	return d, nil
 }
 
-func fmtHours(d time.Duration) string { return strconv.Itoa(int(d/time.Hour)) + "h" }
+// duration sets *dst from setting name when it is set: a Go duration from
+// min to max (above 0 when min is 1ns), or an error naming the setting.
+func duration(get func(k, def string) string, name string, dst *time.Duration, min, max time.Duration, example string) error {
+	s := get(name, "")
+	if s == "" {
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err == nil && v >= min && v <= max {
+		*dst = v
+		return nil
+	}
+	want := fmt.Sprintf("want a Go duration from %s to %s", fmtDuration(min), fmtDuration(max))
+	if min == time.Nanosecond {
+		want = "want a Go duration above 0 and at most " + fmtDuration(max)
+	}
+	if example != "" {
+		want += ", " + example
+	}
+	return invalid(name, s, want)
+}
+
+// fmtDuration writes whole hours as "168h", and the rest as Go does.
+func fmtDuration(d time.Duration) string {
+	if d >= time.Hour && d%time.Hour == 0 {
+		return strconv.Itoa(int(d/time.Hour)) + "h"
+	}
+	if d == 0 {
+		return "0s"
+	}
+	return d.String()
+}
 
 // DevelopmentStorage is UseDevelopmentStorage=true: Azurite with its public well-known account.
 const DevelopmentStorage = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;" +

@@ -226,7 +226,7 @@ func TestReadmeConfigurationTable(t *testing.T) {
 			t.Errorf("docs/configuration.md row of %s = %q, want the default `%s`", name, rows[name], def)
 		}
 	}
-	if got := fmtHours(DefaultDeadLetterRetention); got != "720h" {
+	if got := fmtDuration(DefaultDeadLetterRetention); got != "720h" {
 		t.Errorf("default retention %s, want docs/configuration.md's 720h", got)
 	}
 }

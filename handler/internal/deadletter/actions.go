@@ -34,7 +34,7 @@ func (s *Sweeper) Apply(ctx context.Context, id string, d Decision, body []byte,
 		}
 		return it, err
 	}
-	it := itemOf(e, d.Action, d.Why)
+	it := ItemOf(e, d.Action, d.Why)
 	var next dlstore.Entry
 	switch d.Action {
 	case ActionReplay, ActionResubmit:

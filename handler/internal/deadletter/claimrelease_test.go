@@ -111,7 +111,7 @@ func TestACorrectedReplayKilledBeforeItsSendIsReleasedNotFinished(t *testing.T) 
 			}
 			// Once the claim has timed out a dry run plans no replay of it.
 			f.clk.Advance(deadletter.DefaultClaimTimeout + time.Second)
-			rep, err := f.sweeper(deadletter.Options{}).Run(f.ctx, deadletter.RunOptions{DryRun: true})
+			rep, err := ops(f.sweeper(deadletter.Options{})).DryRun(f.ctx)
 			if err != nil || rep.Counts[deadletter.ActionReplay] != 0 {
 				t.Errorf("dry run: %v, counts %v; want no replay", err, rep.Counts)
 			}

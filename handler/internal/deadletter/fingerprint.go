@@ -6,8 +6,7 @@ import (
 	"regexp"
 )
 
-// masks replace what differs between messages of one failure (times, GUIDs,
-// quoted values, hex, numbers), in this order: a time holds numbers.
+// masks replace what differs between messages of one failure, times before numbers.
 var masks = []struct {
 	re   *regexp.Regexp
 	with string

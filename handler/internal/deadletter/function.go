@@ -28,9 +28,8 @@ type Summary struct {
 	Error   string         `json:"error,omitempty"`
 }
 
-// Function returns the http.Handler of POST /DeadLetterSweeper, one sweep per timer call:
-// 200 with a Summary as ReturnValue and the stats lines as Logs, 503 when Service Bus or
-// the tables are unreachable, 500 on other failures or a nil s, 400 on a bad payload.
+// Function returns the handler of POST /DeadLetterSweeper, one sweep per timer call: 200 with
+// a Summary and the stats lines as Logs, else StatusFor's, 500 for a nil s, 400 on a bad payload.
 func Function(s *Sweeper, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -73,8 +72,7 @@ func Function(s *Sweeper, log *slog.Logger) http.Handler {
 	})
 }
 
-// StatusFor maps a run's error to its status: 503 when a service could not be
-// reached (the next tick retries), else 500.
+// StatusFor maps a run's error to 503 when a service could not be reached, else 500.
 func StatusFor(err error) int {
 	switch {
 	case errors.Is(err, dlstore.ErrUnavailable), errors.Is(err, broker.ErrTransient),

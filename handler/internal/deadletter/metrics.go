@@ -6,8 +6,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
 )
 
-// Metrics are the sweeper's instruments, labelled by source, action and reason
-// (bounded by metrics.Reason). A nil *Metrics records nothing (the CLI).
+// Metrics are the sweeper's instruments (reasons bounded by metrics.Reason); nil records nothing.
 type Metrics struct {
 	Depth     *prometheus.GaugeVec   // source, reason
 	OldestAge *prometheus.GaugeVec   // source, reason
@@ -49,7 +48,6 @@ func (m *Metrics) stats(st []Stat) {
 	if m == nil {
 		return
 	}
-	// Reasons folded into "other" add their depths and keep the oldest age.
 	type key struct{ source, reason string }
 	depth := map[key]int{}
 	oldest := map[key]int64{}

@@ -15,8 +15,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
-// Stat is the depth and oldest age of one source and reason: store entries not
-// closed plus messages still waiting on the source in Service Bus.
+// Stat is one source and reason's depth: store entries not closed plus messages in Service Bus.
 type Stat struct {
 	Source Kind   `json:"source"`
 	Reason string `json:"reason"`
@@ -49,7 +48,6 @@ func (r *run) stats(ctx context.Context) error {
 	}
 	for key, n := range r.stored {
 		if !slices.ContainsFunc(r.rep.Stats, func(st Stat) bool { return st.Source == key.source && st.Reason == key.reason }) {
-			// Stored and closed within the run (archived at once).
 			r.rep.Stats = append(r.rep.Stats, Stat{Source: key.source, Reason: key.reason, Stored: n})
 		}
 	}
@@ -76,8 +74,7 @@ func (s *Sweeper) PeekSources(ctx context.Context) (map[Kind][]broker.Received, 
 	return out, bad, errs
 }
 
-// Stats computes Stat per source and reason from entries not closed and messages
-// still queued, sorted; an empty source gets one Stat with reason "" and depth 0.
+// Stats computes the Stats of entries not closed and of queued messages, sorted as sortStats.
 func Stats(entries []dlstore.Entry, queued map[Kind][]broker.Received, now time.Time) []Stat {
 	by := map[statKey]*Stat{}
 	get := func(k Kind, reason string) *Stat {
@@ -154,38 +151,7 @@ func (s *Sweeper) emitStats(ctx context.Context, runID string, stats []Stat) []s
 	return lines
 }
 
-// dryRun reports what a run would do now and writes nothing; Unreadable lists what failed.
-func (s *Sweeper) dryRun(ctx context.Context, rep Report) (Report, error) {
-	now := s.Now()
-	queued, bad, _ := s.PeekSources(ctx)
-	rep.Unreadable = append(rep.Unreadable, bad...)
-	entries, err := s.store.List(ctx, dlstore.NotClosed())
-	if err != nil {
-		rep.Unreadable = append(rep.Unreadable, "the dead-letter store ("+err.Error()+")")
-		entries = nil
-	}
-	for _, k := range Kinds {
-		for _, m := range queued[k] {
-			e := EntryOf(k, m, now)
-			d := s.DecideAt(e, now)
-			it := itemOf(e, d.Action, "would be stored now, then: "+d.Why)
-			rep.Items = append(rep.Items, it)
-			rep.Counts[d.Action]++
-		}
-	}
-	for _, e := range entries {
-		d := s.DecideAt(e, now)
-		if d.Action == ActionNone && e.State == dlstore.Left {
-			d = Decision{ActionLeave, "left for a human"}
-		}
-		rep.Items = append(rep.Items, itemOf(e, d.Action, d.Why))
-		rep.Counts[d.Action]++
-	}
-	rep.Stats = Stats(entries, queued, now)
-	return rep, nil
-}
-
-func itemOf(e dlstore.Entry, a Action, why string) Item {
+func ItemOf(e dlstore.Entry, a Action, why string) Item {
 	return Item{EntryID: e.ID, Source: e.Source, SequenceNumber: e.SequenceNumber, MessageID: e.MessageID, OrderID: e.OrderID,
 		Reason: e.Reason, State: string(e.State), StoredAt: e.StoredAt, Action: a, Why: why}
 }

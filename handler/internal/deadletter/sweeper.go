@@ -101,12 +101,6 @@ func New(b Broker, st Store, o Options) *Sweeper {
 	return &Sweeper{b: b, store: st, o: o, log: o.Logger}
 }
 
-// Queues returns the queues the sweeper works on.
-func (s *Sweeper) Queues() Queues { return s.o.Queues }
-
-// Policy returns the sweeper's policy.
-func (s *Sweeper) Policy() Policy { return s.o.Policy }
-
 // Store returns the dead-letter store.
 func (s *Sweeper) Store() Store { return s.store }
 
@@ -148,7 +142,7 @@ type Report struct {
 	// Failed counts messages not stored and entries not acted on (Items with Error).
 	Failed int `json:"failed,omitempty"`
 	Purged int `json:"purged,omitempty"`
-	// Unreadable names what a dry run could not read (a source, the store).
+	// Unreadable names what a dry run (dlops) could not read (a source, the store).
 	Unreadable []string `json:"unreadable,omitempty"`
 	// StatsLines are the deadletter_stats JSON lines, as logged.
 	StatsLines []string `json:"-"`
@@ -156,8 +150,6 @@ type Report struct {
 
 // RunOptions tune one run.
 type RunOptions struct {
-	// DryRun reports what a run would do now and writes nothing (creates no table).
-	DryRun bool
 	// Actor names who acts in audit entries: "sweeper" or "cli:<user>".
 	Actor string
 	// Progress, if set, is called after each action.
@@ -173,10 +165,7 @@ func (s *Sweeper) Run(ctx context.Context, ro RunOptions) (Report, error) {
 	if ro.Actor == "" {
 		ro.Actor = ActorSweeper
 	}
-	rep := Report{RunID: uuid.NewString(), DryRun: ro.DryRun, Counts: map[Action]int{}, Items: []Item{}}
-	if ro.DryRun {
-		return s.dryRun(ctx, rep)
-	}
+	rep := Report{RunID: uuid.NewString(), Counts: map[Action]int{}, Items: []Item{}}
 	r := &run{s: s, ro: ro, rep: &rep, deadline: time.Now().Add(s.o.Budget), stored: map[statKey]int{}}
 	var runErr error
 	if err := s.probe(ctx); err != nil {
@@ -313,7 +302,7 @@ func (r *run) drain(ctx context.Context, k Kind) error {
 				held = append(held, m)
 				if !failed[m.SequenceNumber] {
 					failed[m.SequenceNumber] = true
-					r.fail(itemOf(e, ActionStored, "could not be stored; it stays on "+src.String()+" and the next run tries again"), err)
+					r.fail(ItemOf(e, ActionStored, "could not be stored; it stays on "+src.String()+" and the next run tries again"), err)
 				}
 				continue
 			}

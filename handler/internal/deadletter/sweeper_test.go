@@ -328,7 +328,7 @@ func TestDryRunChangesNothingAndAgreesWithTheSweep(t *testing.T) {
 
 	c := &counting{Store: f.store}
 	dry := deadletter.New(f.mb, c, f.options(deadletter.Options{}))
-	rep, err := dry.Run(f.ctx, deadletter.RunOptions{DryRun: true})
+	rep, err := ops(dry).DryRun(f.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func TestDryRunReportsWhatItCannotRead(t *testing.T) {
 	f := newFixture(t)
 	f.deadLetter(t, "o-1:2", "o-1")
 	dry := deadletter.New(f.mb, downStore{}, f.options(deadletter.Options{}))
-	rep, err := dry.Run(f.ctx, deadletter.RunOptions{DryRun: true})
+	rep, err := ops(dry).DryRun(f.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

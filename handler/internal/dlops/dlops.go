@@ -14,6 +14,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
@@ -235,4 +236,37 @@ func (s Ops) Stats(ctx context.Context) ([]deadletter.Stat, []string, error) {
 		return nil, bad, fmt.Errorf("deadletter: nothing could be read: %v", bad)
 	}
 	return deadletter.Stats(entries, queued, now), bad, nil
+}
+
+// DryRun reports what a sweep would do now and writes nothing (creates no
+// table); Unreadable lists what could not be read.
+func (s Ops) DryRun(ctx context.Context) (deadletter.Report, error) {
+	rep := deadletter.Report{RunID: uuid.NewString(), DryRun: true, Counts: map[deadletter.Action]int{}, Items: []deadletter.Item{}}
+	now := s.Now()
+	queued, bad, _ := s.PeekSources(ctx)
+	rep.Unreadable = append(rep.Unreadable, bad...)
+	entries, err := s.Store().List(ctx, dlstore.NotClosed())
+	if err != nil {
+		rep.Unreadable = append(rep.Unreadable, "the dead-letter store ("+err.Error()+")")
+		entries = nil
+	}
+	for _, k := range deadletter.Kinds {
+		for _, m := range queued[k] {
+			e := deadletter.EntryOf(k, m, now)
+			d := s.DecideAt(e, now)
+			it := deadletter.ItemOf(e, d.Action, "would be stored now, then: "+d.Why)
+			rep.Items = append(rep.Items, it)
+			rep.Counts[d.Action]++
+		}
+	}
+	for _, e := range entries {
+		d := s.DecideAt(e, now)
+		if d.Action == deadletter.ActionNone && e.State == dlstore.Left {
+			d = deadletter.Decision{Action: deadletter.ActionLeave, Why: "left for a human"}
+		}
+		rep.Items = append(rep.Items, deadletter.ItemOf(e, d.Action, d.Why))
+		rep.Counts[d.Action]++
+	}
+	rep.Stats = deadletter.Stats(entries, queued, now)
+	return rep, nil
 }

@@ -66,16 +66,6 @@ func ParseState(s string) (State, bool) {
 	return "", false
 }
 
-// ParseSource reads a --source value.
-func ParseSource(s string) (Source, bool) {
-	for _, src := range Sources {
-		if string(src) == s {
-			return src, true
-		}
-	}
-	return "", false
-}
-
 // Entry is one dead-lettered or parked message, every field kept, and its state.
 type Entry struct {
 	// ID is EntryID(Source, SequenceNumber, MessageID), set by Put's caller.

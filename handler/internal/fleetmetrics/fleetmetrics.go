@@ -1,8 +1,7 @@
-// Package fleetmetrics reports this process's Prometheus counters and histograms as
-// JSON log lines Azure Monitor can sum across instances (on Flex Consumption GET
-// /api/metrics may reach an instance that never runs OrderStatus): every Interval and
-// when it stops, "fleet_metrics" lines with each series' increase since the last
-// report. docs/observability.md has the queries and the reasons.
+// Package fleetmetrics logs this process's Prometheus counters and histograms as
+// "fleet_metrics" JSON lines Azure Monitor can sum across instances: each series'
+// increase since the last report, every Interval and when it stops.
+// docs/observability.md has the queries and the reasons.
 package fleetmetrics
 
 import (
@@ -26,8 +25,7 @@ const Msg = "fleet_metrics"
 // DefaultInterval is how often a process reports when Options leave it zero.
 const DefaultInterval = time.Minute
 
-// MaxLineBytes bounds the series JSON of one line, well below the 32,768
-// characters of a trace message Application Insights keeps.
+// MaxLineBytes bounds a line's series JSON: Application Insights keeps 32,768 characters of a trace.
 const MaxLineBytes = 16 << 10
 
 // Series is one time series' increase over the interval: Value for a counter;
@@ -128,7 +126,6 @@ func (r *Reporter) Flush() {
 	}
 }
 
-// gather reads the cumulative values of the reported families.
 func (r *Reporter) gather() (map[string]Series, error) {
 	mfs, err := r.g.Gather()
 	if err != nil {

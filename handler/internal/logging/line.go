@@ -10,12 +10,9 @@ import (
 	"unicode/utf8"
 )
 
-// Line is one record built field by field and written with the exact bytes
-// slog's JSON handler writes for it (time, level, msg, With attributes, then
-// the fields in order), on the same stream and lock, in one Write. On a logger
-// from New it needs no slog.Record and, steadily, no allocation; on another
-// logger it goes through slog. Begin returns nil when the level is off, and a
-// nil *Line does nothing. A Line belongs to one goroutine until Write.
+// Line is one record built field by field and written in one Write with the bytes slog's
+// JSON handler writes for it; on a logger from New it steadily allocates nothing, on another
+// it goes through slog. A nil *Line does nothing; a Line belongs to one goroutine until Write.
 type Line struct {
 	log   *slog.Logger
 	h     *handler // nil: through slog (attrs)
@@ -25,7 +22,6 @@ type Line struct {
 	attrs []slog.Attr
 }
 
-// now is the clock of a line's time (tests fix it).
 var now = time.Now
 
 var linePool = sync.Pool{New: func() any { return &Line{buf: make([]byte, 0, 1024)} }}
@@ -171,8 +167,7 @@ func appendFloat(b []byte, f float64) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s quoted as slog's JSON handler does (appendEscapedJSONString):
-// invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped, <, > and & as they are.
+// appendString appends s quoted as slog's JSON handler does (appendEscapedJSONString).
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0

@@ -51,8 +51,7 @@ const (
 	LagOccurredToApplied = "occurred_to_applied"
 )
 
-// LagBuckets are orderstatus_lag_seconds' upper bounds, from a warm second through
-// a Flex Consumption cold start (about two minutes) to outages of hours.
+// LagBuckets are orderstatus_lag_seconds' bounds: a warm second, a cold start (~2 min), hours.
 var LagBuckets = []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600}
 
 // Options tune NewWithOptions. The zero value (or nil) is usable.
@@ -189,9 +188,8 @@ const ReasonOther = "other"
 // KnownReasons are order.Reasons and the two Service Bus reasons the sweeper acts on.
 var KnownReasons = append(slices.Clone(order.Reasons), broker.ReasonMaxDeliveryCountExceeded, broker.ReasonTTLExpired)
 
-// Reason is the label value of a dead-letter reason: itself if in KnownReasons, else
-// ReasonOther, keeping the series bounded (Prometheus documentation, "Metric and label
-// naming", prometheus/docs content/docs/practices/naming.md, Labels).
+// Reason is reason if in KnownReasons, else ReasonOther, to bound the series (Prometheus
+// documentation, "Metric and label naming", prometheus/docs content/docs/practices/naming.md, Labels).
 func Reason(reason string) string {
 	if slices.Contains(KnownReasons, reason) {
 		return reason

@@ -8,9 +8,8 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
 )
 
-// NewBreaker returns the store's circuit breaker with its state changes logged,
-// counted (orderstatus_circuit_state, orderstatus_circuit_changes_total) and
-// passed on to o.OnChange.
+// NewBreaker returns the store's breaker, its state changes logged, counted
+// (orderstatus_circuit_state, orderstatus_circuit_changes_total), passed to o.OnChange.
 func NewBreaker(m *metrics.Metrics, log *slog.Logger, o circuit.Options) *circuit.Breaker {
 	next := o.OnChange
 	o.OnChange = func(from, to circuit.State) {

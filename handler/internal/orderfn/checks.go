@@ -14,15 +14,13 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
-// createdHere reports whether res leaves u, the order's Created, in effect:
-// applied now, or before (a Duplicate, whose check may not be scheduled yet).
+// createdHere reports whether res leaves u, a Created, in effect (Applied or Duplicate).
 func createdHere(u order.Update, res orderstate.Outcome) bool {
 	return u.Status == order.Created && (res.Result == order.Applied || res.Result == order.Duplicate) &&
 		res.State.Status == order.Created && res.State.LastSequence == u.Sequence
 }
 
-// ensureTimeout makes sure u's PaymentTimeoutCheck is scheduled (counted from
-// occurredAt, or now if that is ahead), else answers 5xx.
+// ensureTimeout schedules u's PaymentTimeoutCheck from occurredAt (now if ahead), else answers 5xx.
 func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMessage, out outcome, u order.Update, occurredAt time.Time) outcome {
 	ctx, cancel := context.WithTimeout(call, h.opts.ScheduleBudget)
 	defer cancel()
@@ -48,9 +46,8 @@ func (h *Handler) ensureTimeout(call context.Context, msg hostproto.ServiceBusMe
 	return out
 }
 
-// checkOnce is one attempt at check c: ExpireIfUnpaid, which decides again on
-// the row it writes over. With rescheduling on, a check of the older form
-// (CreatedSequence 0) is resultNotDue while the Created in effect is notDue.
+// checkOnce is one attempt at c (ExpireIfUnpaid); with rescheduling on, an older-form
+// check (CreatedSequence 0) is resultNotDue while the Created in effect is notDue.
 func (h *Handler) checkOnce(ctx context.Context, c order.TimeoutCheck) (orderstate.Outcome, error) {
 	if c.CreatedSequence == 0 && h.opts.Reschedule != nil {
 		row, err := h.applier.Get(ctx, c.OrderID)
@@ -69,9 +66,8 @@ func (h *Handler) checkOnce(ctx context.Context, c order.TimeoutCheck) (ordersta
 	return h.applier.ExpireIfUnpaid(ctx, c.OrderID, c.CreatedSequence)
 }
 
-// OlderCheckSlack is how early a check of the older form may come before the
-// Created in effect is due and still be taken for its check: more than the
-// clocks of a producer, the handler and the broker differ by.
+// OlderCheckSlack is how early an older-form check may come before the Created in effect
+// is due and still count as its check: more than producer, handler and broker clocks differ by.
 const OlderCheckSlack = time.Minute
 
 // notDue reports if st's Created is due later than OlderCheckSlack from now.
@@ -79,8 +75,7 @@ func (h *Handler) notDue(st order.State) bool {
 	return st.OccurredAt.Add(h.opts.PaymentTimeout - OlderCheckSlack).After(h.opts.Reschedule.Now())
 }
 
-// ownCheck answers a resultNotDue check Stale once the Created in effect, of
-// state st, has its own check scheduled (ensureTimeout).
+// ownCheck answers a resultNotDue check Stale once the Created in effect (st) has its own check.
 func (h *Handler) ownCheck(call context.Context, msg hostproto.ServiceBusMessage, out outcome, st order.State) outcome {
 	u := order.Update{OrderID: out.orderID, Status: order.Created, Sequence: st.LastSequence, OccurredAt: st.OccurredAt}
 	out = h.ensureTimeout(call, msg, out, u, st.OccurredAt)

@@ -48,8 +48,7 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 	case out.gap > 0:
 		level, text = slog.LevelWarn, "sequence gap: update applied after missing sequence numbers"
 	}
-	// One line per attempt, written before the answer so that no completed
-	// message lacks it; logging.Line writes what slog would, cheaper.
+	// Logged before the answer, so that no completed message lacks its line.
 	l := logging.Begin(h.log, level, text).
 		Str("order_id", out.orderID).Str("message_id", msg.MessageID).Int("delivery_count", int64(msg.DeliveryCount)).
 		Int("sequence", out.sequence).Str("subject", msg.Subject).Str("result", out.result).
@@ -107,8 +106,7 @@ func (h *Handler) finish(w http.ResponseWriter, msg hostproto.ServiceBusMessage,
 	l.Write()
 
 	rv := invocationResult{Result: out.result, OrderID: out.orderID, Sequence: out.sequence, Status: string(out.status), Gap: out.gap}
-	// No Logs on success: the host would log them on Function.OrderStatus.User,
-	// which host.json drops (docs/cost.md, Telemetry).
+	// No Logs on success: host.json drops Function.OrderStatus.User (docs/cost.md, Telemetry).
 	var logs []string
 	switch {
 	case out.err != nil:
@@ -137,8 +135,7 @@ type invocationResult struct {
 	Error       string `json:"error,omitempty"`
 }
 
-// lags measures, for a message answered 200, the lags from its EnqueuedTimeUtc
-// and (applied) its occurredAt to now: at least 0, or -1 if not applicable.
+// lags records and returns the enqueued and occurred lags of a 200 answer (-1: not applicable).
 func (h *Handler) lags(msg hostproto.ServiceBusMessage, out outcome) (enqueued, occurred time.Duration) {
 	enqueued, occurred = -1, -1
 	if out.httpStatus != http.StatusOK {

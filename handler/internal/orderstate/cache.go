@@ -8,8 +8,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
-// cached is an order's cache entry; only State.LastSequence (a lower bound) and
-// ETag (checked by the store) are trusted.
+// cached is an order's cache entry: only its LastSequence (a lower bound) and ETag are trusted.
 type cached struct {
 	ETag  store.ETag
 	State order.State
@@ -53,8 +52,7 @@ func (c *lru) get(key string) (cached, bool) {
 	return el.Value.(*lruItem).val, true
 }
 
-// put records val for key, evicting the least recently used entry when full; an
-// entry with a higher LastSequence (the better lower bound) is kept instead.
+// put records val for key, unless its entry has a higher LastSequence; full, it evicts the LRU.
 func (c *lru) put(key string, val cached) {
 	if c == nil {
 		return
@@ -82,8 +80,7 @@ func (c *lru) addLocked(key string, val cached) {
 	}
 }
 
-// markUnsure replaces key's entry with an Unsure one, so that the next call
-// reads before it writes (even a sequence-1 insert).
+// markUnsure makes key's entry Unsure: the next call reads before it writes.
 func (c *lru) markUnsure(key string) {
 	if c == nil {
 		return
@@ -108,13 +105,4 @@ func (c *lru) drop(key string) {
 		c.order.Remove(el)
 		delete(c.items, key)
 	}
-}
-
-func (c *lru) len() int {
-	if c == nil {
-		return 0
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
 }

@@ -94,3 +94,13 @@ func TestLRUConcurrent(t *testing.T) {
 		t.Errorf("len = %d, want at most %d", n, size)
 	}
 }
+
+// len is how many orders c holds.
+func (c *lru) len() int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}

@@ -2,50 +2,21 @@ package orderstate
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
-// Lock is the session lock a message was delivered under, the host's
-// SessionActions.SessionLockedUntil: messages under one Lock came while one
-// instance held the session, so no other wrote since. The zero Lock is unknown.
+// Lock is the session lock a message was delivered under (the host's
+// SessionActions.SessionLockedUntil); the zero Lock is unknown.
 type Lock struct{ Until time.Time }
 
 // IsZero reports whether the lock is unknown.
 func (l Lock) IsZero() bool { return l.Until.IsZero() }
 
-// CacheTrust says when Apply bets on a cached ETag instead of reading first: it
-// wins a round trip if no other instance wrote since, loses two if one did.
-type CacheTrust int
-
-const (
-	// TrustAlways bets on every cached ETag: best with one instance.
-	TrustAlways CacheTrust = iota
-	// TrustWithinLock bets only within the message's own session lock: never
-	// pays for a stale cache, but reads on every session pick-up.
-	TrustWithinLock
-	// TrustAdaptive bets across locks while such bets lost less than half the
-	// time lately, and otherwise once in 16 to notice a change.
-	TrustAdaptive
-)
-
-func (c CacheTrust) String() string {
-	switch c {
-	case TrustAlways:
-		return "TrustAlways"
-	case TrustWithinLock:
-		return "TrustWithinLock"
-	case TrustAdaptive:
-		return "TrustAdaptive"
-	}
-	return fmt.Sprintf("CacheTrust(%d)", int(c))
-}
-
-// ApplyUnder is Apply for a message delivered under lock, weighed against the
-// cached entry's lock by Options.CacheTrust; Apply uses the zero Lock.
+// ApplyUnder is Apply for a message delivered under lock: within the cached entry's lock
+// it writes with the cached ETag at once, across locks as bet says. Apply uses the zero Lock.
 func (s *Service) ApplyUnder(ctx context.Context, u order.Update, lock Lock) (Outcome, error) {
 	return s.apply(ctx, u, lock)
 }
@@ -65,24 +36,17 @@ func (s *Service) bet(cachedUnder, lock Lock) bool {
 	if lock.IsZero() || cachedUnder == lock {
 		return true
 	}
-	switch s.trust {
-	case TrustWithinLock:
-		return false
-	case TrustAdaptive:
-		b := &s.bets
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.loss < 0.5 || b.skips >= 15 {
-			b.skips = 0
-			return true
-		}
-		b.skips++
-		return false
+	b := &s.bets
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.loss < 0.5 || b.skips >= 15 {
+		b.skips = 0
+		return true
 	}
-	return true
+	b.skips++
+	return false
 }
 
-// settle records the outcome of a bet across locks.
 func (s *Service) settle(lost bool) {
 	b := &s.bets
 	b.mu.Lock()

@@ -38,8 +38,6 @@ type Options struct {
 	MaxConflicts int
 	// Now is the clock for UpdatedAt and missing OccurredAt (nil: time.Now).
 	Now func() time.Time
-	// CacheTrust is when ApplyUnder bets on a cached ETag (0: TrustAlways).
-	CacheTrust CacheTrust
 	// PaymentTimeout (default contract.PaymentTimeout) sets a timeout cancellation's Deadline.
 	PaymentTimeout time.Duration
 }
@@ -71,7 +69,6 @@ type Service struct {
 	cache        *lru
 	maxConflicts int
 	now          func() time.Time
-	trust        CacheTrust
 	timeout      time.Duration
 	bets         betStats
 }
@@ -95,7 +92,7 @@ func New(backend Backend, opts *Options) *Service {
 	if o.PaymentTimeout <= 0 {
 		o.PaymentTimeout = contract.PaymentTimeout
 	}
-	return &Service{backend: backend, cache: newLRU(size), maxConflicts: o.MaxConflicts, now: o.Now, trust: o.CacheTrust, timeout: o.PaymentTimeout}
+	return &Service{backend: backend, cache: newLRU(size), maxConflicts: o.MaxConflicts, now: o.Now, timeout: o.PaymentTimeout}
 }
 
 // Apply applies the validated update u to its order, without retrying: after an

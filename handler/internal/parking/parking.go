@@ -1,6 +1,5 @@
-// Package parking copies poison messages to the poison queue with the reason
-// and the original's identity, so that a custom handler, which cannot
-// dead-letter, can answer 200. The copy's MessageId is stable (ParkedID).
+// Package parking copies poison messages to the poison queue with the reason and the
+// original's identity, so that a custom handler, which cannot dead-letter, can answer 200.
 package parking
 
 import (
@@ -32,9 +31,8 @@ const (
 // MaxMessageIDLength is Service Bus's limit on MessageId.
 const MaxMessageIDLength = contract.MaxServiceBusIDLength
 
-// ParkedID is the parked copy's MessageId, stable across redeliveries so that
-// duplicate detection drops a re-park: `<MessageId>:parked`, else
-// `seq-<SequenceNumber>:parked`; past 128 characters, `sha256-<hex>:parked`.
+// ParkedID is the copy's MessageId, stable so that duplicate detection drops a re-park:
+// `<MessageId>:parked`, else `seq-<SequenceNumber>:parked` (contract.DeriveMessageID).
 func ParkedID(o Original) string {
 	id := o.MessageID
 	if id == "" {
@@ -98,7 +96,7 @@ func Message(o Original, reason, description string) broker.Message {
 		props[PropOriginalEnqueuedTime] = o.EnqueuedTime.UTC() // a rescheduled copy's keeps its original's
 	}
 	props[PropDeliveryCount] = int64(o.DeliveryCount)
-	tracectx.Hop(props) // the original's trace, a span of the copy's own, linked
+	tracectx.Hop(props)
 	return broker.Message{
 		MessageID:             ParkedID(o),
 		Subject:               o.Subject,
@@ -109,8 +107,7 @@ func Message(o Original, reason, description string) broker.Message {
 	}
 }
 
-// Park sends the parked copy of o. It returns nil only when the broker
-// accepted it; errors wrap the broker's sentinels.
+// Park sends the parked copy of o: nil only if the broker accepted it, else wrapping its sentinels.
 func (p *Parker) Park(ctx context.Context, o Original, reason, description string) error {
 	if p == nil || p.sender == nil {
 		return ErrNotConfigured
@@ -133,8 +130,7 @@ func Properties(p map[string]any) map[string]any {
 	return out
 }
 
-// propertyValue converts a value of the host's JSON to a type every broker
-// carries: json.Number to int64 or float64, objects and arrays to JSON text.
+// propertyValue converts a value of the host's JSON to a type every broker carries.
 func propertyValue(v any) any {
 	switch x := v.(type) {
 	case json.Number:

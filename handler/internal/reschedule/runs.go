@@ -8,8 +8,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
 
-// Runs tells whether a store failure starts a new run, whose copies' backoff
-// starts over (Restart). Safe for concurrent use; the zero value is ready.
+// Runs tells whether a failure starts a new run (Restart); concurrency-safe, zero value ready.
 type Runs struct {
 	streak  atomic.Int64 // store calls failed in a row here (each after its in-call retries)
 	endedAt atomic.Int64 // UnixNano at which a success last ended a run of failures
@@ -31,8 +30,7 @@ func (r *Runs) Answered(now time.Time) {
 // Failed records a store failure; fresh: the first since the store answered.
 func (r *Runs) Failed() (fresh bool) { return r.streak.Add(1) == 1 }
 
-// NewRun reports whether a failure of o starts a new run: fresh, or o was
-// scheduled before a success last ended a run.
+// NewRun reports if o's failure starts a new run: fresh, or o scheduled before the last run ended.
 func (r *Runs) NewRun(o Original, fresh bool) bool {
 	if fresh {
 		return true

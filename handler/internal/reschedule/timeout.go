@@ -10,23 +10,20 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
 
-// TimeoutCheckID is the MessageId of the check of orderID's Created of sequence
-// createdSeq (0: none named): the producer's own, contract.TimeoutMessageID, so
-// duplicate detection sees one message.
+// TimeoutCheckID is the MessageId of the check of orderID's Created createdSeq (0: none
+// named): the producer's own, contract.TimeoutMessageID, so duplicate detection sees one.
 func TimeoutCheckID(orderID string, createdSeq int64) string {
 	return contract.TimeoutMessageID(orderID, createdSeq)
 }
 
-// TimeoutCheck builds the PaymentTimeoutCheck of orderID's Created of sequence
-// createdSeq (0: none named), in the order's session.
+// TimeoutCheck builds the PaymentTimeoutCheck of orderID's Created createdSeq, in its session.
 func TimeoutCheck(orderID string, createdSeq int64) broker.Message {
 	body, _ := json.Marshal(contract.PaymentTimeoutCheck{OrderID: orderID, CreatedSequence: createdSeq}) // a struct of a string and an int cannot fail
 	return broker.Message{MessageID: TimeoutCheckID(orderID, createdSeq), SessionID: orderID,
 		Subject: contract.SubjectPaymentTimeout, ContentType: contract.ContentType, Body: body}
 }
 
-// TimeoutDue is when an order created at occurredAt is checked: occurredAt +
-// timeout, within [now, now + timeout].
+// TimeoutDue is occurredAt+timeout, within [now, now+timeout]: when an order created then is checked.
 func TimeoutDue(occurredAt, now time.Time, timeout time.Duration) time.Time {
 	if occurredAt.After(now) {
 		occurredAt = now
@@ -47,8 +44,7 @@ type CheckScheduled struct {
 }
 
 // ScheduleCreatedCheck schedules the PaymentTimeoutCheck of orderID's Created
-// createdSeq, occurred at occurredAt (zero: now), at TimeoutDue. A Paid by the
-// deadline supersedes its cancellation (order.Decide).
+// createdSeq, occurred at occurredAt (zero: now), at TimeoutDue.
 func (r *Rescheduler) ScheduleCreatedCheck(ctx context.Context, orderID string, createdSeq int64, occurredAt time.Time) (CheckScheduled, error) {
 	if r == nil || r.s == nil {
 		return CheckScheduled{}, ErrNotConfigured

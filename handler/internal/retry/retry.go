@@ -14,8 +14,7 @@ import (
 type Policy struct {
 	// Budget: no attempt starts after it; keep it well below the message lock.
 	Budget time.Duration
-	// Initial is the first backoff (default 100 ms); each next one is
-	// Multiplier (default 2) times longer, capped at Max (default 2 s).
+	// Initial (default 100 ms) grows by Multiplier (default 2) up to Max (default 2 s).
 	Initial, Max time.Duration
 	Multiplier   float64
 }
@@ -33,8 +32,7 @@ func (p Policy) withDefaults() Policy {
 	return p
 }
 
-// Backoff returns the wait before retry attempt (1-based), with equal jitter:
-// between half and all of the exponential value.
+// Backoff returns the wait before retry attempt (1-based): half to all of the exponential value.
 func (p Policy) Backoff(attempt int) time.Duration {
 	p = p.withDefaults()
 	d := float64(p.Initial)
@@ -56,13 +54,10 @@ type Attempt struct {
 	Wait   time.Duration // backoff before the next attempt
 }
 
-// Do calls op until it succeeds, fails with an error retryable rejects, or the
-// next wait would pass the budget: p.Budget from now or ctx's deadline, if
-// sooner. A wait ends at once when ctx or stop is done; op gets ctx, never
-// stop, so stop cuts no attempt short. onRetry, if set, is called before each
-// wait. On giving up it wraps the last error (for errors.Is) and
-// ErrBudgetExhausted or the context's cause; an attempt cut short by ctx yields
-// to the error of the one before.
+// Do calls op until it succeeds, fails with an error retryable rejects, or the next wait
+// would pass p.Budget or ctx's deadline. ctx or stop ends a wait (op gets ctx only); onRetry,
+// if set, is called before each. Giving up, it wraps the last error (not that of an attempt
+// ctx cut short) and ErrBudgetExhausted or the context's cause.
 func Do(ctx, stop context.Context, p Policy, retryable func(error) bool, op func(context.Context) error, onRetry func(Attempt)) error {
 	p = p.withDefaults()
 	deadline := time.Now().Add(p.Budget)

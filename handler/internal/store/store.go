@@ -1,6 +1,5 @@
-// Package store defines what every order-row backend shares: the row, the
-// opaque ETag and the sentinel errors adapters classify SDK errors into, so
-// callers use errors.Is. Every backend passes the storetest conformance suite.
+// Package store defines what every order-row backend shares: the row, the opaque
+// ETag and the sentinel errors; every backend passes the storetest conformance suite.
 package store
 
 import (

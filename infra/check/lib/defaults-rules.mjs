@@ -144,6 +144,16 @@ const GO_UNITS = { Nanosecond: 1e-9, Microsecond: 1e-6, Millisecond: 1e-3, Secon
  */
 export function goDefault(configGo, envConst) {
   let expr = new RegExp(`get\\(${envConst},\\s*(Default\\w+)\\)`).exec(configGo)?.[1];
+  // duration(get, EnvX, &v.Field, ...): the default is what v.Field holds before,
+  // first assigned (v.Field = DefaultX) or in v's composite literal (Field: DefaultX).
+  const dur = new RegExp(`duration\\(get, ${envConst}, &(\\w+)\\.(\\w+),`).exec(configGo);
+  if (!expr && dur) {
+    const fn = configGo.lastIndexOf('\nfunc ', dur.index);
+    const before = configGo.slice(fn, dur.index);
+    const assigned = new RegExp(`\\b${dur[1]}\\.${dur[2]} = ([\\w.]+)`).exec(before)?.[1];
+    expr = assigned ?? new RegExp(`\\b${dur[2]}:\\s*(Default\\w+)`).exec(before)?.[1];
+    if (!expr) return null;
+  }
   if (!expr) {
     const at = configGo.indexOf(`get(${envConst}, "")`);
     if (at < 0) return null;

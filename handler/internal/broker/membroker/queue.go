@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -62,7 +63,7 @@ func (e *entry) out() broker.Received {
 		LockToken:      e.lockToken,
 		Scheduled:      e.state == stateScheduled,
 	}
-	msgutil.DeadLetterFields(&r)
+	deadLetterFields(&r)
 	return r
 }
 
@@ -557,7 +558,7 @@ func (q *queue) deadLetter(e *entry, reason, description string) {
 		slog.String("reason", reason), slog.Int("delivery_count", int(e.failed)))
 	q.removeActive(e)
 	q.totals.DeadLettered++
-	e.msg.ApplicationProperties = msgutil.WithDeadLetter(e.msg.ApplicationProperties, reason, description)
+	e.msg.ApplicationProperties = withDeadLetter(e.msg.ApplicationProperties, reason, description)
 	e.state = stateDead
 	q.dead.insert(e)
 	q.touch(e)
@@ -724,4 +725,25 @@ func (q *queue) stats() QueueStats {
 		}
 	}
 	return s
+}
+
+// deadLetterFields fills r's dead-letter reason and description from its properties.
+func deadLetterFields(r *broker.Received) {
+	if s, ok := r.ApplicationProperties[broker.PropertyDeadLetterReason].(string); ok {
+		r.DeadLetterReason = s
+	}
+	if s, ok := r.ApplicationProperties[broker.PropertyDeadLetterErrorDescription].(string); ok {
+		r.DeadLetterErrorDescription = s
+	}
+}
+
+// withDeadLetter returns a copy of p with the dead-letter reason and description set.
+func withDeadLetter(p map[string]any, reason, description string) map[string]any {
+	out := maps.Clone(p)
+	if out == nil {
+		out = make(map[string]any, 2)
+	}
+	out[broker.PropertyDeadLetterReason] = reason
+	out[broker.PropertyDeadLetterErrorDescription] = description
+	return out
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker/internal/msgutil"
 )
 
-// Options tune New and NewFromConnectionString; nil or the zero value is usable.
+// Options tune New and NewFromClient; nil or the zero value is usable.
 type Options struct {
 	// Client configures the SDK client (retries, web sockets); nil means its defaults.
 	Client *azservicebus.ClientOptions
@@ -72,17 +72,6 @@ func New(namespace string, cred azcore.TokenCredential, opts *Options) (*Broker,
 	c, err := azservicebus.NewClient(namespace, cred, o.Client)
 	if err != nil {
 		return nil, fmt.Errorf("sbbroker: client for %s: %w", namespace, err)
-	}
-	return newBroker(c, o), nil
-}
-
-// NewFromConnectionString returns a broker for a namespace connection string (shared access keys).
-func NewFromConnectionString(cs string, opts *Options) (*Broker, error) {
-	o := options(opts)
-	c, err := azservicebus.NewClientFromConnectionString(cs, o.Client)
-	if err != nil {
-		// The error may quote the connection string: do not wrap it.
-		return nil, errors.New("sbbroker: client from connection string: malformed connection string")
 	}
 	return newBroker(c, o), nil
 }

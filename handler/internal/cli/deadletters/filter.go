@@ -62,7 +62,7 @@ func (w when) resolve(now time.Time) time.Time {
 func (ff *filterFlags) check(states []dlstore.State) (filter, error) {
 	out := filter{f: dlstore.Filter{Reason: ff.reason, Group: ff.group, OrderID: ff.order, Text: ff.text, States: states}}
 	if ff.source != "" {
-		src, ok := dlstore.ParseSource(ff.source)
+		src, ok := parseSource(ff.source)
 		if !ok {
 			return out, fmt.Errorf("--source %q: want dlq, poison or poison-dlq", ff.source)
 		}
@@ -126,4 +126,14 @@ func parseWhen(flagName, v string) (when, error) {
 		return when{}, fmt.Errorf("%s %q: want RFC 3339 (2026-12-01T09:00:00Z) or a duration meaning that long ago (90m, 2h, 7d)", flagName, v)
 	}
 	return when{ago: d, set: true}, nil
+}
+
+// parseSource reads a --source value.
+func parseSource(s string) (dlstore.Source, bool) {
+	for _, src := range dlstore.Sources {
+		if string(src) == s {
+			return src, true
+		}
+	}
+	return "", false
 }

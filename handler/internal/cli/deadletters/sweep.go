@@ -43,13 +43,18 @@ func (c *cli) sweep(args []string) int {
 	start := time.Now()
 	lastProgress := start
 	acted := 0
-	rep, err := s.sw.Run(c.ctx, deadletter.RunOptions{DryRun: *dry, Actor: c.actor(), Progress: func(deadletter.Item) {
-		acted++
-		if now := time.Now(); now.Sub(lastProgress) >= 2*time.Second {
-			lastProgress = now
-			fmt.Fprintln(c.stderr, sweepProgress(acted, now.Sub(start)))
-		}
-	}})
+	var rep deadletter.Report
+	if *dry {
+		rep, err = s.sw.DryRun(c.ctx)
+	} else {
+		rep, err = s.sw.Run(c.ctx, deadletter.RunOptions{Actor: c.actor(), Progress: func(deadletter.Item) {
+			acted++
+			if now := time.Now(); now.Sub(lastProgress) >= 2*time.Second {
+				lastProgress = now
+				fmt.Fprintln(c.stderr, sweepProgress(acted, now.Sub(start)))
+			}
+		}})
+	}
 	rep.Unreadable = s.serviceBusParts(rep.Unreadable)
 	if *asJSON {
 		jsonLines(c.stdout, rep.Items)

@@ -40,7 +40,7 @@ type CheckInput struct {
 	// instance wrote since), and a message at exactly the cached
 	// sequence is answered Duplicate from the cache where the row has
 	// moved on and the fold says Stale: both settle with no write, and
-	// the cached sequence is only a lower bound (orderstate.CacheTrust).
+	// the cached sequence is only a lower bound (orderstate.Service.ApplyUnder).
 	// Check accepts that one answer then; never with one instance, and
 	// never Stale where the fold says Duplicate (a cache is never ahead).
 	Instances int

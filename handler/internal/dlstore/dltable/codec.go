@@ -10,20 +10,15 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
-// Every row's data (an entry, its index summary, an audit entry) is one binary
-// record split across Edm.Binary columns (dataChunk), since a string column holds
-// at most 32K UTF-16 characters: a format byte, then fields in a fixed order
-// (strings and bytes as uvarint length and bytes, integers as varints, times as a
-// presence byte, varint Unix seconds and uvarint nanoseconds, floats as IEEE 754).
+// Every row's data (entry, index summary, audit entry) is one binary record split across
+// Edm.Binary columns (dataChunk): a string column holds at most 32K UTF-16 characters.
 
-// Record formats.
 const (
 	formatEntry   byte = 1 // an entry whole: summary, body and properties
 	formatSummary byte = 2 // an entry without body and properties (the index)
 	formatAudit   byte = 3 // an audit entry
 )
 
-// Property type tags.
 const (
 	propString byte = 's'
 	propBool   byte = 'b'
@@ -32,7 +27,6 @@ const (
 	propTime   byte = 't'
 )
 
-// errCorrupt is the cause of a record that does not decode.
 var errCorrupt = errors.New("corrupt record")
 
 type writer struct{ b []byte }
@@ -265,7 +259,6 @@ func decodeEntry(b []byte) (dlstore.Entry, int64, error) {
 	return e, version, nil
 }
 
-// encodeAudit is the record of a.
 func encodeAudit(a dlstore.AuditEntry) []byte {
 	w := &writer{}
 	w.byte(formatAudit)
@@ -283,7 +276,6 @@ func encodeAudit(a dlstore.AuditEntry) []byte {
 	return w.b
 }
 
-// decodeAudit reads a record of encodeAudit.
 func decodeAudit(b []byte) (dlstore.AuditEntry, error) {
 	r := &reader{b: b}
 	if f := r.byte(); f != formatAudit {

@@ -10,16 +10,11 @@ import (
 	"github.com/orderstatus/orderstatus/handler/tableerr"
 )
 
-// ErrStorage is matched by failures that are no dlstore sentinel nor the
-// caller's context: a request the service refused for good (HTTP 400...).
+// ErrStorage matches a failure neither a dlstore sentinel nor the caller's context (HTTP 400...).
 var ErrStorage = errors.New("dltable: request failed")
 
-// classify sorts err, from an SDK call on table made with callCtx (the
-// caller's context plus the per-call deadline), into the dlstore sentinels
-// (tableerr.Classify reads the SDK's error). 412 and 409
-// EntityAlreadyExists are ErrConflict; 404 is ErrNotFound; a missing
-// table, 403 and whatever is worth retrying are ErrUnavailable; an entity
-// too large is ErrTooLarge; the caller's context ending is its error.
+// classify sorts err, from an SDK call on table under callCtx (the caller's context
+// plus the per-call deadline), into the dlstore sentinels through tableerr.Classify.
 func classify(callCtx context.Context, table string, err error) error {
 	e := tableerr.Classify(callCtx, table, err)
 	if e == nil {

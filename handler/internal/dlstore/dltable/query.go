@@ -12,9 +12,8 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
-// List returns the entries matching f, by StoredAt then ID (see dlstore.Store),
-// from f.OrderID's partition, else the index when f.OnlyNotClosed, else every
-// entry row; the service filters what it can (filterConds), the client all of f.
+// List returns the entries matching f by StoredAt then ID (dlstore.Store), read from
+// f.OrderID's partition, else the index when f.OnlyNotClosed, else every entry row.
 func (s *Store) List(ctx context.Context, f dlstore.Filter) ([]dlstore.Entry, error) {
 	out := []dlstore.Entry{}
 	if f.OnlyNotClosed() && f.OrderID == "" {
@@ -122,8 +121,7 @@ func (s *Store) History(ctx context.Context, orderID string) ([]dlstore.AuditEnt
 // maxBatch is Table Storage's limit of operations in one transaction.
 const maxBatch = 100
 
-// Purge deletes up to max closed entries updated before before, with their audit,
-// index and locator rows (a crash may leave audit rows behind), and returns how many.
+// Purge deletes and counts up to max closed entries updated before before, with all their rows.
 func (s *Store) Purge(ctx context.Context, before time.Time, max int) (int, error) {
 	if max <= 0 {
 		return 0, nil
@@ -181,8 +179,7 @@ func (s *Store) purgeOne(ctx context.Context, e dlstore.Entry) (bool, error) {
 	if err := s.hook(pointPurgeBeforeDelete); err != nil {
 		return false, err
 	}
-	// The entry first, If-Match its ETag, with as many audit rows as fit; the
-	// rest only once it is gone, so a restored entry keeps its whole history.
+	// The entry (If-Match) and what audit rows fit first, the rest after: a restore keeps its history.
 	first := min(len(keys), maxBatch-1)
 	batch := []aztables.TransactionAction{del(entryRowKey(e.ID), azcore.ETag(e.ETag))}
 	for _, rk := range keys[:first] {

@@ -11,13 +11,8 @@ import (
 // ErrStorage matches a failure neither a sentinel nor the caller's context (HTTP 400...).
 var ErrStorage = errors.New("tablestore: request failed")
 
-// classify sorts err, from an SDK call for op under callCtx (the caller's
-// context plus the per-call deadline), into the store sentinels
-// (tableerr.Classify reads the SDK's error): 412, and 409 on insert, are
-// ErrConflict; 404 is ErrNotFound; a missing table, 403 (a fresh
-// deployment's table or role not there yet) and whatever is worth retrying
-// are ErrTransient; the caller's context ending is its error; anything else
-// is ErrStorage.
+// classify sorts err, from an SDK call for op under callCtx (the caller's context
+// plus the per-call deadline), into the store sentinels through tableerr.Classify.
 func classify(callCtx context.Context, op string, err error) error {
 	e := tableerr.Classify(callCtx, "", err)
 	if e == nil {

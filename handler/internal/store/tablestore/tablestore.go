@@ -1,7 +1,6 @@
 // Package tablestore is the Azure Table Storage backend of the order rows: one
 // entity per order (PartitionKey = order id, RowKey "status"), written only
-// conditionally (insert-if-absent, replace If-Match ETag). It classifies SDK
-// errors once into the store sentinels and bounds every SDK call with a deadline.
+// conditionally (insert-if-absent, replace If-Match ETag).
 package tablestore
 
 import (
@@ -60,8 +59,7 @@ const (
 type Options struct {
 	// CallTimeout bounds each SDK call with its retries (0: DefaultCallTimeout); past it is transient.
 	CallTimeout time.Duration
-	// ClientOptions go to the SDK. A zero Retry means at most two short retries, so
-	// the caller's budget governs; a nil Transport keeps MaxIdleConnsPerHost idle.
+	// ClientOptions go to the SDK; zero Retry: two short retries; nil Transport: newTransport.
 	ClientOptions *aztables.ClientOptions
 	// Observe, if set, gets each call's op, outcome and duration; quick and concurrency-safe.
 	Observe func(op, outcome string, d time.Duration)
@@ -75,8 +73,7 @@ type Store struct {
 	observe func(op, outcome string, d time.Duration)
 }
 
-// NewFromConnectionString returns a Store for table (DefaultTable if empty) in
-// the account of cs (shared key or SAS), without contacting the service.
+// NewFromConnectionString returns a Store for table ("": DefaultTable) in cs's account, offline.
 func NewFromConnectionString(cs, table string, opts *Options) (*Store, error) {
 	svc, err := aztables.NewServiceClientFromConnectionString(cs, clientOptions(opts))
 	if err != nil {
@@ -86,8 +83,7 @@ func NewFromConnectionString(cs, table string, opts *Options) (*Store, error) {
 	return newStore(svc, table, opts), nil
 }
 
-// NewWithCredential returns a Store for table (DefaultTable if empty) at
-// serviceURL, authenticated with cred, without contacting the service.
+// NewWithCredential is NewFromConnectionString at serviceURL, authenticated with cred.
 func NewWithCredential(serviceURL, table string, cred azcore.TokenCredential, opts *Options) (*Store, error) {
 	if u, err := url.Parse(serviceURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("tablestore: service URL %q: want https://<account>.table.core.windows.net", serviceURL)
@@ -104,8 +100,7 @@ func NewFromService(svc *aztables.ServiceClient, table string, opts *Options) *S
 	return newStore(svc, table, opts)
 }
 
-// MaxIdleConnsPerHost is a Store's idle connections to the table service, above any sensible
-// maxConcurrentSessions: Table Storage is HTTP/1.1 and the SDK's default keeps 10.
+// MaxIdleConnsPerHost is a Store's idle connections to the table service (SDK default: 10).
 const MaxIdleConnsPerHost = 256
 
 // newTransport is the SDK's default transport with MaxIdleConnsPerHost idle connections.
@@ -242,7 +237,6 @@ func (s *Store) done(op string, err error, start time.Time) {
 	}
 }
 
-// entity is the JSON of a row as encode writes it.
 type entity struct {
 	PartitionKey     string                `json:"PartitionKey"`
 	RowKey           string                `json:"RowKey"`
@@ -257,8 +251,7 @@ type entity struct {
 	DeadlineType     string                `json:"PaymentDeadline@odata.type,omitempty"`
 }
 
-// encode builds the entity JSON: keys as they are (aztables.EDMEntity doubles single
-// quotes), times as UTC Edm.DateTime (zero left out), the sequence as Edm.Int64.
+// encode builds the entity JSON, keys as they are (aztables.EDMEntity doubles single quotes).
 func encode(orderID string, st order.State) ([]byte, error) {
 	e := entity{PartitionKey: orderID, RowKey: RowKey, Status: string(st.Status),
 		LastSequence: aztables.EDMInt64(st.LastSequence), LastSequenceType: "Edm.Int64"}

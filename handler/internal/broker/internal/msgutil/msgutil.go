@@ -4,7 +4,6 @@ package msgutil
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -38,9 +37,8 @@ func Properties(p map[string]any) map[string]any {
 	return out
 }
 
-// Value maps an application property value onto the port's types: string,
-// bool, int64, float64, time.Time (UTC, milliseconds, as AMQP carries it).
-// Other numbers widen losslessly; anything else becomes its string.
+// Value maps a property value onto the port's types (string, bool, int64, float64,
+// time.Time in UTC milliseconds, as AMQP carries it), widening numbers, else its string.
 func Value(v any) any {
 	switch x := v.(type) {
 	case string, bool, int64, float64:
@@ -70,27 +68,6 @@ func Value(v any) any {
 	default:
 		return fmt.Sprint(x)
 	}
-}
-
-// DeadLetterFields fills r's dead-letter reason and description from its properties.
-func DeadLetterFields(r *broker.Received) {
-	if s, ok := r.ApplicationProperties[broker.PropertyDeadLetterReason].(string); ok {
-		r.DeadLetterReason = s
-	}
-	if s, ok := r.ApplicationProperties[broker.PropertyDeadLetterErrorDescription].(string); ok {
-		r.DeadLetterErrorDescription = s
-	}
-}
-
-// WithDeadLetter returns a copy of p with the dead-letter reason and description set.
-func WithDeadLetter(p map[string]any, reason, description string) map[string]any {
-	out := maps.Clone(p)
-	if out == nil {
-		out = make(map[string]any, 2)
-	}
-	out[broker.PropertyDeadLetterReason] = reason
-	out[broker.PropertyDeadLetterErrorDescription] = description
-	return out
 }
 
 // NewID returns a random RFC 4122 version 4 UUID (message ids, lock tokens).
