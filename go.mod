@@ -10,6 +10,7 @@ require (
 	github.com/Azure/go-amqp v1.7.0
 	github.com/google/uuid v1.6.0
 	github.com/prometheus/client_golang v1.24.1
+	golang.org/x/term v0.45.0
 )
 
 require (

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"golang.org/x/term"
 
 	"github.com/orderstatus/orderstatus/handler/internal/cli/clihelp"
 	"github.com/orderstatus/orderstatus/handler/internal/config"
@@ -275,16 +276,9 @@ func (c *cli) actor() string {
 	return "cli:" + name
 }
 
-// isTerminal reports whether f is a character device that is a terminal.
-// /dev/null is a character device too, so the mode alone does not do: a
-// terminal also answers the terminal-size request (see isatty_*.go).
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return false
-	}
-	return isatty(f)
-}
+// isTerminal reports whether f is a terminal (/dev/null, a character device
+// too, is not).
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 func age(sec int64) string {
 	if sec <= 0 {
