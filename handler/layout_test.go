@@ -20,6 +20,7 @@ var devPackages = []string{
 	module + "handler/internal/broker/brokertest",
 	module + "handler/internal/store/memstore",
 	module + "handler/internal/store/storetest",
+	module + "handler/internal/orderstate/orderstatetest",
 	module + "handler/internal/dlstore/dlmem",
 	module + "handler/internal/dlstore/dlstoretest",
 	module + "handler/internal/cli/",

@@ -85,7 +85,7 @@ func TestRoundTrip(t *testing.T) {
 	rows := memstore.New()
 	orders := orderstate.New(rows, nil)
 	var handlerLog bytes.Buffer
-	fn := orderfn.New(orders, parking.New(nil, "order-status-poison"), metrics.New(prometheus.NewRegistry(), "test"),
+	fn := orderfn.New(orders, parking.New(nil, "order-status-poison"), metrics.New(prometheus.NewRegistry(), "test", nil),
 		slog.New(slog.NewJSONHandler(&handlerLog, nil)), orderfn.Options{})
 	results := map[string]string{}
 	deadline := time.Now().Add(10 * time.Second)

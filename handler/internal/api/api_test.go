@@ -35,7 +35,7 @@ func (f fakeOrders) Get(_ context.Context, id string) (store.Row, error) {
 func newRouter(t *testing.T) http.Handler {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	m := metrics.New(reg, "test")
+	m := metrics.New(reg, "test", nil)
 	m.Messages.WithLabelValues("OrderStatusChanged", "Applied").Inc()
 	m.Duration.WithLabelValues("OrderStatusChanged").Observe(0.01)
 	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)

@@ -112,7 +112,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer, o ServeOptions) int {
 	log := logging.WithInstance(logging.New(stdout, stderr, cfg.LogLevel), logging.InstanceID(os.Getenv))
 
 	reg := prometheus.NewRegistry()
-	m := metrics.NewWithOptions(reg, o.Build.Version, &metrics.Options{Revision: o.Build.Revision()})
+	m := metrics.New(reg, o.Build.Version, &metrics.Options{Revision: o.Build.Revision()})
 	fleet := fleetmetrics.New(reg, log, nil)
 	defer fleet.Flush()
 

@@ -60,13 +60,8 @@ type Options struct {
 	Revision string
 }
 
-// New is NewWithOptions with no options.
-func New(reg prometheus.Registerer, version string) *Metrics {
-	return NewWithOptions(reg, version, nil)
-}
-
-// NewWithOptions registers the instruments and the Go and process collectors on reg; sets build_info.
-func NewWithOptions(reg prometheus.Registerer, version string, opts *Options) *Metrics {
+// New registers the instruments and the Go and process collectors on reg; sets build_info.
+func New(reg prometheus.Registerer, version string, opts *Options) *Metrics {
 	if opts == nil {
 		opts = &Options{}
 	}

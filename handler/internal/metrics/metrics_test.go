@@ -53,7 +53,7 @@ func TestBuildInfoCarriesVersionAndRevision(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			metrics.NewWithOptions(reg, "v1.2.3", tt.opts)
+			metrics.New(reg, "v1.2.3", tt.opts)
 			got := buildInfoLabels(t, reg)
 			if got["version"] != "v1.2.3" {
 				t.Errorf("version = %q, want v1.2.3", got["version"])
@@ -101,7 +101,7 @@ func series(t *testing.T, reg *prometheus.Registry, family, label string) map[st
 // current one and 0 for the others, closed from the start.
 func TestCircuitStateIsOneSeriesPerState(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := metrics.New(reg, "v1")
+	m := metrics.New(reg, "v1", nil)
 	tests := []struct {
 		name string
 		set  *circuit.State // nil: as registered
@@ -152,7 +152,7 @@ func TestReasonLabelIsBounded(t *testing.T) {
 		})
 	}
 	reg := prometheus.NewRegistry()
-	m := metrics.New(reg, "v1")
+	m := metrics.New(reg, "v1", nil)
 	for _, r := range []string{order.ReasonInvalidPayload, "a", "b", "c"} {
 		m.CountParked(r)
 	}

@@ -31,7 +31,7 @@ import (
 // store, log line, answer), without network or storage latency.
 func BenchmarkOrderStatus(b *testing.B) {
 	reg := prometheus.NewRegistry()
-	h := New(orderstate.New(memstore.New(), nil), &fakeParker{}, metrics.New(reg, "bench"),
+	h := New(orderstate.New(memstore.New(), nil), &fakeParker{}, metrics.New(reg, "bench", nil),
 		logging.New(io.Discard, nil, slog.LevelInfo), Options{Retry: retry.Policy{Budget: 0}})
 	statuses := []string{"Created", "Paid", "Shipped", "Delivered"}
 	b.ReportAllocs()
@@ -63,7 +63,7 @@ func BenchmarkInvocation(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer null.Close()
-	h := New(orderstate.New(memstore.New(), nil), &fakeParker{}, metrics.New(prometheus.NewRegistry(), "bench"),
+	h := New(orderstate.New(memstore.New(), nil), &fakeParker{}, metrics.New(prometheus.NewRegistry(), "bench", nil),
 		logging.New(null, nil, slog.LevelInfo), Options{Retry: retry.Policy{Budget: 10 * time.Second}})
 	serveEach(b, h.ServeHTTP)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/contract/tracectx"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/circuit"
+	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
@@ -79,23 +80,17 @@ const (
 // resultNotDue: a check of the older form found the Created in effect not due.
 const resultNotDue order.Result = "NotDue"
 
-// DefaultRetryBudget is the in-call budget without rescheduling, well below the
-// 1 minute lock; DefaultRescheduleBudget, with it, covers a blip only.
-const (
-	DefaultRetryBudget      = 20 * time.Second
-	DefaultRescheduleBudget = 5 * time.Second
-)
-
 // DefaultScheduleBudget bounds the Service Bus calls after the in-call budget.
 const DefaultScheduleBudget = 15 * time.Second
+
+// binding is the trigger binding's name in functions/OrderStatus/function.json.
+const binding = "message"
 
 // MaxInvocationBytes bounds the request body; a base64 256 KiB message fits.
 const MaxInvocationBytes = 4 << 20
 
 // Options configure a Handler.
 type Options struct {
-	// Binding is the trigger binding name in function.json (default "message").
-	Binding string
 	// Retry bounds in-call retries; Retry.Budget is the whole call's deadline.
 	Retry retry.Policy
 	// Stop, when done, ends retry waits at once (shutdown); nil means never.
@@ -125,16 +120,13 @@ type Handler struct {
 
 // New returns the OrderStatus handler. All arguments are required.
 func New(a Applier, p Parker, m *metrics.Metrics, log *slog.Logger, opts Options) *Handler {
-	if opts.Binding == "" {
-		opts.Binding = "message"
-	}
 	if opts.Stop == nil {
 		opts.Stop = context.Background()
 	}
 	if opts.Retry.Budget <= 0 {
-		opts.Retry.Budget = DefaultRetryBudget
+		opts.Retry.Budget = config.DefaultRetryBudgetNoReschedule
 		if opts.Reschedule != nil {
-			opts.Retry.Budget = DefaultRescheduleBudget
+			opts.Retry.Budget = config.DefaultRetryBudget
 		}
 	}
 	if opts.ScheduleBudget <= 0 {
@@ -197,7 +189,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var msg hostproto.ServiceBusMessage
 	if err == nil {
-		msg, err = hostproto.DecodeServiceBus(body, h.opts.Binding)
+		msg, err = hostproto.DecodeServiceBus(body, binding)
 	}
 	var out outcome
 	traceID, operationID := traceIDs(msg, r)

@@ -137,7 +137,7 @@ type rig struct {
 
 func newRig(a *fakeApplier, p *fakeParker, stop context.Context) *rig {
 	reg := prometheus.NewRegistry()
-	m := metrics.New(reg, "test")
+	m := metrics.New(reg, "test", nil)
 	var out bytes.Buffer
 	log := logging.New(&out, nil, slog.LevelInfo)
 	h := New(a, p, m, log, Options{Retry: retry.Policy{Budget: 50 * time.Millisecond, Initial: time.Millisecond, Max: 5 * time.Millisecond}, Stop: stop})
@@ -415,7 +415,7 @@ func (f *refusedThenCutShort) Get(context.Context, string) (store.Row, error) {
 func TestFailureCarriesTheLastUnderlyingCause(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var out bytes.Buffer
-	h := New(&refusedThenCutShort{}, &fakeParker{}, metrics.New(reg, "test"), logging.New(&out, &out, slog.LevelInfo),
+	h := New(&refusedThenCutShort{}, &fakeParker{}, metrics.New(reg, "test", nil), logging.New(&out, &out, slog.LevelInfo),
 		Options{Retry: retry.Policy{Budget: 50 * time.Millisecond, Initial: time.Millisecond, Max: time.Millisecond}})
 	r := &rig{h: h, stdout: &out}
 	status, ans := r.post(t, invocation("OrderStatusChanged", "o-1", "o-1:2", 1, paid))

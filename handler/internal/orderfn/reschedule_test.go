@@ -20,6 +20,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/circuit"
+	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/logging"
 	"github.com/orderstatus/orderstatus/handler/internal/metrics"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
@@ -95,7 +96,7 @@ func (b *fakeBus) clock() time.Time {
 
 // flakyBackend fails every call with store.ErrTransient while down.
 type flakyBackend struct {
-	orderstate.Backend
+	store.Backend
 	down  atomic.Bool
 	calls atomic.Int64
 }
@@ -144,7 +145,7 @@ type outageRig struct {
 func newOutageRig(t *testing.T, p reschedule.Policy, breaker *circuit.Options) *outageRig {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	m := metrics.New(reg, "test")
+	m := metrics.New(reg, "test", nil)
 	var out bytes.Buffer
 	log := logging.New(&out, nil, slog.LevelInfo)
 	mem := memstore.New()
@@ -325,7 +326,7 @@ func TestScheduleFailureAnswers5xx(t *testing.T) {
 // policy: 5xx after the budget, nothing scheduled.
 func TestReschedulingOff(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := metrics.New(reg, "test")
+	m := metrics.New(reg, "test", nil)
 	back := &flakyBackend{Backend: memstore.New()}
 	back.down.Store(true)
 	h := New(orderstate.New(back, nil), &fakeParker{}, m, logging.New(&bytes.Buffer{}, nil, slog.LevelInfo),
@@ -337,8 +338,8 @@ func TestReschedulingOff(t *testing.T) {
 	if code != http.StatusServiceUnavailable {
 		t.Errorf("answer %d, want 503", code)
 	}
-	if New(orderstate.New(back, nil), &fakeParker{}, metrics.New(prometheus.NewRegistry(), "t"), nil, Options{}).opts.Retry.Budget != DefaultRetryBudget {
-		t.Error("the default budget without rescheduling is not DefaultRetryBudget")
+	if New(orderstate.New(back, nil), &fakeParker{}, metrics.New(prometheus.NewRegistry(), "t", nil), nil, Options{}).opts.Retry.Budget != config.DefaultRetryBudgetNoReschedule {
+		t.Error("the default budget without rescheduling is not config.DefaultRetryBudgetNoReschedule")
 	}
 }
 

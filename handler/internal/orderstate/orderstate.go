@@ -15,15 +15,6 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
-// Backend is the order-row storage (memstore.Store, tablestore.Store). Insert of an
-// existing row and Replace with a stale ETag fail with store.ErrConflict, a missing
-// row with store.ErrNotFound; retryable failures wrap store.ErrTransient.
-type Backend interface {
-	Get(ctx context.Context, orderID string) (store.Row, error)
-	Insert(ctx context.Context, orderID string, s order.State) (store.ETag, error)
-	Replace(ctx context.Context, orderID string, s order.State, etag store.ETag) (store.ETag, error)
-}
-
 // Defaults for Options.
 const (
 	DefaultCacheSize    = 10000
@@ -65,7 +56,7 @@ type Outcome struct {
 // Service applies messages to order rows. It is safe for concurrent use, also
 // by processes sharing the storage: every write is conditional.
 type Service struct {
-	backend      Backend
+	backend      store.Backend
 	cache        *lru
 	maxConflicts int
 	now          func() time.Time
@@ -74,7 +65,7 @@ type Service struct {
 }
 
 // New returns a Service over backend.
-func New(backend Backend, opts *Options) *Service {
+func New(backend store.Backend, opts *Options) *Service {
 	var o Options
 	if opts != nil {
 		o = *opts

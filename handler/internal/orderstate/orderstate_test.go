@@ -10,6 +10,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
+	"github.com/orderstatus/orderstatus/handler/internal/orderstate/orderstatetest"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 	"github.com/orderstatus/orderstatus/handler/internal/store/memstore"
 	"github.com/orderstatus/orderstatus/handler/internal/store/storetest"
@@ -18,7 +19,7 @@ import (
 // TestOrderState runs the backend-independent suite over the in-memory
 // store (storetest runs it over Table Storage too).
 func TestOrderState(t *testing.T) {
-	storetest.RunOrderState(t, func(*testing.T) storetest.Backend { return memstore.New() })
+	orderstatetest.Run(t, func(*testing.T) store.Backend { return memstore.New() })
 }
 
 func upd(id string, status order.Status, seq int64) order.Update {
@@ -129,7 +130,7 @@ type scripted struct {
 	replace func() (store.ETag, error)
 }
 
-var _ orderstate.Backend = (*scripted)(nil)
+var _ store.Backend = (*scripted)(nil)
 
 func (s *scripted) Get(context.Context, string) (store.Row, error) { return s.get() }
 func (s *scripted) Insert(context.Context, string, order.State) (store.ETag, error) {
@@ -178,7 +179,7 @@ func TestErrors(t *testing.T) {
 	tests := []struct {
 		name          string
 		ctx           context.Context
-		backend       orderstate.Backend
+		backend       store.Backend
 		u             order.Update
 		want          error
 		wantTransient bool

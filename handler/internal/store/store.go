@@ -3,10 +3,19 @@
 package store
 
 import (
+	"context"
 	"errors"
 
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
+
+// Backend is an order-row store: a conditional insert, a conditional replace
+// (on the ETag of a read) and a read, each answering the sentinels below.
+type Backend interface {
+	Get(ctx context.Context, orderID string) (Row, error)
+	Insert(ctx context.Context, orderID string, s order.State) (ETag, error)
+	Replace(ctx context.Context, orderID string, s order.State, etag ETag) (ETag, error)
+}
 
 // Sentinel errors. Adapters wrap them with %w and the operation and key.
 var (

@@ -23,8 +23,6 @@ import (
 
 // Options tune New and NewFromClient; nil or the zero value is usable.
 type Options struct {
-	// Client configures the SDK client (retries, web sockets); nil means its defaults.
-	Client *azservicebus.ClientOptions
 	// Timeout bounds every call beyond a receive's wait (default 30 s), as ctx does.
 	Timeout time.Duration
 	// MaxTracked bounds unsettled messages remembered (default 10 000); forgotten: ErrLockLost.
@@ -69,7 +67,7 @@ var errClosed = errors.New("sbbroker: broker closed")
 // New returns a broker for namespace authenticating with cred; it connects on first use.
 func New(namespace string, cred azcore.TokenCredential, opts *Options) (*Broker, error) {
 	o := options(opts)
-	c, err := azservicebus.NewClient(namespace, cred, o.Client)
+	c, err := azservicebus.NewClient(namespace, cred, nil)
 	if err != nil {
 		return nil, fmt.Errorf("sbbroker: client for %s: %w", namespace, err)
 	}

@@ -3,22 +3,21 @@ package memstore_test
 import (
 	"testing"
 
-	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
+	"github.com/orderstatus/orderstatus/handler/internal/orderstate/orderstatetest"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
 	"github.com/orderstatus/orderstatus/handler/internal/store/memstore"
 	"github.com/orderstatus/orderstatus/handler/internal/store/storetest"
 )
 
-var (
-	_ storetest.Backend  = (*memstore.Store)(nil)
-	_ orderstate.Backend = (*memstore.Store)(nil)
-)
+var _ store.Backend = (*memstore.Store)(nil)
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) storetest.Backend { return memstore.New() })
+	storetest.Run(t, func(*testing.T) store.Backend { return memstore.New() })
+	orderstatetest.Run(t, func(*testing.T) store.Backend { return memstore.New() })
 }
 
 func TestConcurrentDelivery(t *testing.T) {
 	s := memstore.New()
-	storetest.RunConcurrentDelivery(t, s, s)
-	storetest.RunLockstepDelivery(t, s, s)
+	orderstatetest.RunConcurrentDelivery(t, s, s)
+	orderstatetest.RunLockstepDelivery(t, s, s)
 }

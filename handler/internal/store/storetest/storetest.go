@@ -1,8 +1,8 @@
-// Package storetest is the conformance suite every order-row backend must
-// pass, the in-memory one and Table Storage (on Azurite) alike: the store
-// contract (conditional insert and replace, ETags, the sentinels) and the
-// orderstate rules on top of it. It also provides the backend wrappers the
-// suite uses to count round trips and inject faults.
+// Package storetest is the conformance suite every order-row backend
+// (store.Backend) must pass, the in-memory one and Table Storage (on Azurite)
+// alike: conditional insert and replace, ETags, the sentinels. It also
+// provides backend wrappers that count round trips and inject faults. It
+// imports the port only; the orderstate rules' suite is orderstatetest.
 package storetest
 
 import (
@@ -17,18 +17,10 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
-// Backend is the order-row storage under test.
-type Backend interface {
-	Get(ctx context.Context, orderID string) (store.Row, error)
-	Insert(ctx context.Context, orderID string, s order.State) (store.ETag, error)
-	Replace(ctx context.Context, orderID string, s order.State, etag store.ETag) (store.ETag, error)
-}
-
 // Run runs the whole suite. newBackend returns an empty backend (for a real
 // service: a fresh table) and may call t.Skip or t.Fatal.
-func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
+func Run(t *testing.T, newBackend func(t *testing.T) store.Backend) {
 	t.Run("Store", func(t *testing.T) { RunStore(t, newBackend) })
-	t.Run("OrderState", func(t *testing.T) { RunOrderState(t, newBackend) })
 }
 
 // ctxFor returns a context bounded well below the test timeout.
@@ -48,7 +40,7 @@ func state(status order.Status, seq int64, sec int) order.State {
 }
 
 // RunStore checks the store contract of the backends newBackend returns.
-func RunStore(t *testing.T, newBackend func(t *testing.T) Backend) {
+func RunStore(t *testing.T, newBackend func(t *testing.T) store.Backend) {
 	t.Run("GetMissing", func(t *testing.T) {
 		ctx, b := ctxFor(t), newBackend(t)
 		_, err := b.Get(ctx, "o-missing")
@@ -224,7 +216,7 @@ func RunStore(t *testing.T, newBackend func(t *testing.T) Backend) {
 	})
 }
 
-func mustInsert(t *testing.T, b Backend, id string, s order.State) store.ETag {
+func mustInsert(t *testing.T, b store.Backend, id string, s order.State) store.ETag {
 	t.Helper()
 	etag, err := b.Insert(ctxFor(t), id, s)
 	if err != nil {
@@ -234,7 +226,7 @@ func mustInsert(t *testing.T, b Backend, id string, s order.State) store.ETag {
 }
 
 // checkRow reads id and compares it with want and wantETag.
-func checkRow(t *testing.T, b Backend, id string, want order.State, wantETag store.ETag) {
+func checkRow(t *testing.T, b store.Backend, id string, want order.State, wantETag store.ETag) {
 	t.Helper()
 	got, err := b.Get(ctxFor(t), id)
 	if err != nil {

@@ -13,24 +13,24 @@ import (
 // Op names a backend operation.
 type Op string
 
-// The operations of a Backend.
+// The operations of a store.Backend.
 const (
 	OpGet     Op = "get"
 	OpInsert  Op = "insert"
 	OpReplace Op = "replace"
 )
 
-// Counting is a Backend that counts the calls made through it, failed ones
+// Counting is a store.Backend that counts the calls made through it, failed ones
 // included. It is safe for concurrent use.
 type Counting struct {
-	Backend
+	store.Backend
 	gets, inserts, replaces atomic.Int64
 }
 
-var _ Backend = (*Counting)(nil)
+var _ store.Backend = (*Counting)(nil)
 
 // NewCounting wraps b.
-func NewCounting(b Backend) *Counting { return &Counting{Backend: b} }
+func NewCounting(b store.Backend) *Counting { return &Counting{Backend: b} }
 
 // Calls returns the number of calls of op so far.
 func (c *Counting) Calls(op Op) int64 {
@@ -89,17 +89,17 @@ func (f Fault) String() string {
 	return fmt.Sprintf("Fault(%d)", int(f))
 }
 
-// Faulty is a Backend that fails armed calls. It is safe for concurrent use.
+// Faulty is a store.Backend that fails armed calls. It is safe for concurrent use.
 type Faulty struct {
-	Backend
+	store.Backend
 	mu    sync.Mutex
 	armed map[Op][]Fault
 }
 
-var _ Backend = (*Faulty)(nil)
+var _ store.Backend = (*Faulty)(nil)
 
 // NewFaulty wraps b with nothing armed.
-func NewFaulty(b Backend) *Faulty { return &Faulty{Backend: b, armed: map[Op][]Fault{}} }
+func NewFaulty(b store.Backend) *Faulty { return &Faulty{Backend: b, armed: map[Op][]Fault{}} }
 
 // Arm makes the next call of op fail with f. Arming several faults queues
 // them for successive calls.
@@ -179,14 +179,14 @@ type Write struct {
 	State   order.State
 }
 
-// Recording is a Backend that records every successful write, in the order
+// Recording is a store.Backend that records every successful write, in the order
 // the answers arrived. Several Recording wrappers may share one *WriteLog.
 type Recording struct {
-	Backend
+	store.Backend
 	Log *WriteLog
 }
 
-var _ Backend = (*Recording)(nil)
+var _ store.Backend = (*Recording)(nil)
 
 // WriteLog collects writes; safe for concurrent use.
 type WriteLog struct {

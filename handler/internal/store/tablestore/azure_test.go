@@ -13,6 +13,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/orderstatus/orderstatus/handler/internal/orderstate/orderstatetest"
+	"github.com/orderstatus/orderstatus/handler/internal/store"
 	"github.com/orderstatus/orderstatus/handler/internal/store/storetest"
 	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
 )
@@ -71,10 +73,12 @@ func TestAzureConformance(t *testing.T) {
 	}
 
 	t.Run("Conformance", func(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) storetest.Backend {
+		newBackend := func(t *testing.T) store.Backend {
 			s, _ := newAzureTable(t)
 			return s
-		})
+		}
+		storetest.Run(t, newBackend)
+		orderstatetest.Run(t, newBackend)
 	})
 	t.Run("ConcurrentDelivery", func(t *testing.T) {
 		hostA, table := newAzureTable(t)
@@ -82,8 +86,8 @@ func TestAzureConformance(t *testing.T) {
 		if err != nil {
 			t.Fatalf("NewWithCredential(%s): %v", uri, err)
 		}
-		storetest.RunConcurrentDelivery(t, hostA, hostB)
-		storetest.RunLockstepDelivery(t, hostA, hostB)
+		orderstatetest.RunConcurrentDelivery(t, hostA, hostB)
+		orderstatetest.RunLockstepDelivery(t, hostA, hostB)
 	})
 	t.Run("EnsureTableIdempotent", func(t *testing.T) {
 		s, _ := newAzureTable(t)

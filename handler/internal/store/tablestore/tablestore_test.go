@@ -16,15 +16,13 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
+	"github.com/orderstatus/orderstatus/handler/internal/orderstate/orderstatetest"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 	"github.com/orderstatus/orderstatus/handler/internal/store/storetest"
 	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
 )
 
-var (
-	_ storetest.Backend  = (*tablestore.Store)(nil)
-	_ orderstate.Backend = (*tablestore.Store)(nil)
-)
+var _ store.Backend = (*tablestore.Store)(nil)
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
@@ -49,10 +47,12 @@ func newTable(t testing.TB, opts *tablestore.Options) (*tablestore.Store, string
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Backend {
+	newBackend := func(t *testing.T) store.Backend {
 		s, _ := newTable(t, nil)
 		return s
-	})
+	}
+	storetest.Run(t, newBackend)
+	orderstatetest.Run(t, newBackend)
 }
 
 // TestConcurrentDelivery races two hosts, each with its own client of the
@@ -63,8 +63,8 @@ func TestConcurrentDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewFromConnectionString: %v", err)
 	}
-	storetest.RunConcurrentDelivery(t, hostA, hostB)
-	storetest.RunLockstepDelivery(t, hostA, hostB)
+	orderstatetest.RunConcurrentDelivery(t, hostA, hostB)
+	orderstatetest.RunLockstepDelivery(t, hostA, hostB)
 }
 
 func TestEnsureTableIdempotent(t *testing.T) {

@@ -1,4 +1,4 @@
-package storetest
+package orderstatetest
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/store/storetest"
 )
 
 // RunConcurrentDelivery races two hosts on one order: hostA and hostB are
@@ -20,7 +21,7 @@ import (
 // that the successful writes form one chain of ETag-conditioned versions
 // whose LastSequence only grows, and that the final row holds the last
 // sequence.
-func RunConcurrentDelivery(t *testing.T, hostA, hostB Backend) {
+func RunConcurrentDelivery(t *testing.T, hostA, hostB store.Backend) {
 	const (
 		orderID = "o-race"
 		n       = 30
@@ -29,10 +30,10 @@ func RunConcurrentDelivery(t *testing.T, hostA, hostB Backend) {
 		window  = 8  // how far a delivery may move from its place in line
 		retries = 50 // a caller's retry budget for ErrTransient (contention)
 	)
-	writes := &WriteLog{}
+	writes := &storetest.WriteLog{}
 	hosts := []*orderstate.Service{
-		orderstate.New(&Recording{Backend: hostA, Log: writes}, nil),
-		orderstate.New(&Recording{Backend: hostB, Log: writes}, nil),
+		orderstate.New(&storetest.Recording{Backend: hostA, Log: writes}, nil),
+		orderstate.New(&storetest.Recording{Backend: hostB, Log: writes}, nil),
 	}
 
 	seed := uint64(time.Now().UnixNano())
@@ -126,15 +127,15 @@ func RunConcurrentDelivery(t *testing.T, hostA, hostB Backend) {
 // insert to the final version, each conditioned on its predecessor's ETag,
 // with LastSequence strictly increasing: no write was lost, overwritten
 // blindly, or moved the order backwards.
-func checkChain(t *testing.T, writes []Write, appliedOutcomes int, finalETag store.ETag) {
+func checkChain(t *testing.T, writes []storetest.Write, appliedOutcomes int, finalETag store.ETag) {
 	t.Helper()
 	if len(writes) != appliedOutcomes {
 		t.Errorf("%d successful writes, %d Applied outcomes; want one write per Applied", len(writes), appliedOutcomes)
 	}
-	var head *Write
-	after := map[store.ETag]Write{} // IfMatch -> the write conditioned on it
+	var head *storetest.Write
+	after := map[store.ETag]storetest.Write{} // IfMatch -> the write conditioned on it
 	for i, w := range writes {
-		if w.Op == OpInsert {
+		if w.Op == storetest.OpInsert {
 			if head != nil {
 				t.Errorf("two successful inserts: %+v and %+v", *head, w)
 			}
@@ -175,17 +176,17 @@ func checkChain(t *testing.T, writes []Write, appliedOutcomes int, finalETag sto
 // exactly one Applied and seven Duplicate; the final row holds sequence n.
 // This is the redelivery-during-lock-loss case: the same message in flight
 // in several calls at the same time.
-func RunLockstepDelivery(t *testing.T, hostA, hostB Backend) {
+func RunLockstepDelivery(t *testing.T, hostA, hostB store.Backend) {
 	const (
 		orderID = "o-lockstep"
 		n       = 10
 		copies  = 8
 		retries = 50
 	)
-	writes := &WriteLog{}
+	writes := &storetest.WriteLog{}
 	hosts := []*orderstate.Service{
-		orderstate.New(&Recording{Backend: hostA, Log: writes}, nil),
-		orderstate.New(&Recording{Backend: hostB, Log: writes}, nil),
+		orderstate.New(&storetest.Recording{Backend: hostA, Log: writes}, nil),
+		orderstate.New(&storetest.Recording{Backend: hostB, Log: writes}, nil),
 	}
 	ctx := ctxFor(t)
 	appliedTotal := 0

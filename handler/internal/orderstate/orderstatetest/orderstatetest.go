@@ -1,6 +1,12 @@
-package storetest
+// Package orderstatetest is the orderstate rules' suite over any order-row
+// backend (store.Backend): the apply matrix, round trips, stale caches, lost
+// answers, and two hosts delivering one order at once. memstore and
+// tablestore (on Azurite) run it; it builds on the port's own suite,
+// storetest, for the wrappers that count calls and inject faults.
+package orderstatetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -10,7 +16,20 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/orderstate"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
+	"github.com/orderstatus/orderstatus/handler/internal/store/storetest"
 )
+
+// ctxFor is the test's context with a deadline for one storage call.
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// at returns a UTC time at millisecond precision, which every backend keeps.
+func at(sec int) time.Time {
+	return time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC).Add(time.Duration(sec)*time.Second + 123*time.Millisecond)
+}
 
 // step is one message: an OrderStatusChanged update, or a
 // PaymentTimeoutCheck when expire is set (of the Created with sequence
@@ -56,7 +75,7 @@ func clock() func() time.Time {
 	return func() time.Time { return at(int(n.Add(1)) * 60) }
 }
 
-func newService(b Backend, o *orderstate.Options) *orderstate.Service {
+func newService(b store.Backend, o *orderstate.Options) *orderstate.Service {
 	opts := orderstate.Options{Now: clock()}
 	if o != nil {
 		opts.CacheSize, opts.MaxConflicts = o.CacheSize, o.MaxConflicts
@@ -85,7 +104,7 @@ func mustDo(t *testing.T, svc *orderstate.Service, orderID string, steps ...step
 	}
 }
 
-func checkOrder(t *testing.T, b Backend, orderID string, want *rowWant) store.Row {
+func checkOrder(t *testing.T, b store.Backend, orderID string, want *rowWant) store.Row {
 	t.Helper()
 	row, err := b.Get(ctxFor(t), orderID)
 	switch {
@@ -101,10 +120,10 @@ func checkOrder(t *testing.T, b Backend, orderID string, want *rowWant) store.Ro
 	return row
 }
 
-// RunOrderState checks orderstate.Service over the backends newBackend
+// Run checks orderstate.Service over the backends newBackend
 // returns: the apply matrix, round trips, stale caches shared storage, and
 // retries after lost answers.
-func RunOrderState(t *testing.T, newBackend func(t *testing.T) Backend) {
+func Run(t *testing.T, newBackend func(t *testing.T) store.Backend) {
 	t.Run("ApplyMatrix", func(t *testing.T) { testApplyMatrix(t, newBackend(t)) })
 	t.Run("RoundTrips", func(t *testing.T) { testRoundTrips(t, newBackend(t)) })
 	t.Run("StaleCache", func(t *testing.T) { testStaleCache(t, newBackend(t)) })
@@ -117,7 +136,7 @@ func RunOrderState(t *testing.T, newBackend func(t *testing.T) Backend) {
 // Created's occurredAt plus the payment timeout, at the store's
 // precision) and a fresh service reads it back; the change that
 // supersedes the cancellation clears it.
-func testDeadline(t *testing.T, b Backend) {
+func testDeadline(t *testing.T, b store.Backend) {
 	svc := orderstate.New(b, &orderstate.Options{Now: clock(), PaymentTimeout: 20 * time.Second})
 	mustDo(t, svc, "o-deadline", upd(order.Created, 1), expire)
 	row, err := b.Get(ctxFor(t), "o-deadline")
@@ -134,7 +153,7 @@ func testDeadline(t *testing.T, b Backend) {
 	}
 }
 
-func testApplyMatrix(t *testing.T, b Backend) {
+func testApplyMatrix(t *testing.T, b store.Backend) {
 	delivered := []step{upd(order.Created, 1), upd(order.Paid, 2), upd(order.Shipped, 3), upd(order.Delivered, 4)}
 	tests := []struct {
 		name       string
@@ -216,8 +235,8 @@ func testApplyMatrix(t *testing.T, b Backend) {
 	}
 }
 
-func testRoundTrips(t *testing.T, b Backend) {
-	counting := NewCounting(b)
+func testRoundTrips(t *testing.T, b store.Backend) {
+	counting := storetest.NewCounting(b)
 	a, fresh := newService(counting, nil), newService(counting, nil)
 	tests := []struct {
 		name      string
@@ -260,7 +279,7 @@ func testRoundTrips(t *testing.T, b Backend) {
 
 	t.Run("one round trip per applied message", func(t *testing.T) {
 		const n = 20
-		counting := NewCounting(b)
+		counting := storetest.NewCounting(b)
 		svc := newService(counting, nil)
 		mustDo(t, svc, "o-steady", upd(order.Created, 1))
 		before := counting.Total()
@@ -270,13 +289,13 @@ func testRoundTrips(t *testing.T, b Backend) {
 		if trips, applied := counting.Total()-before, int64(n-1); trips != applied {
 			t.Errorf("%d round trips for %d applied messages (each delivered twice), want %d", trips, applied, applied)
 		}
-		if gets, inserts := counting.Calls(OpGet), counting.Calls(OpInsert); gets != 0 || inserts != 1 {
+		if gets, inserts := counting.Calls(storetest.OpGet), counting.Calls(storetest.OpInsert); gets != 0 || inserts != 1 {
 			t.Errorf("%d reads and %d inserts, want 0 and 1 (the first message is inserted without a read)", gets, inserts)
 		}
 	})
 }
 
-func testStaleCache(t *testing.T, b Backend) {
+func testStaleCache(t *testing.T, b store.Backend) {
 	tests := []struct {
 		name          string
 		byA, byB      []step // A runs first and caches; B then moves the row on
@@ -325,35 +344,35 @@ func testStaleCache(t *testing.T, b Backend) {
 	}
 }
 
-func testLostAnswer(t *testing.T, b Backend) {
+func testLostAnswer(t *testing.T, b store.Backend) {
 	tests := []struct {
 		name      string
 		before    []step
 		cold      bool // a new service (empty cache) handles do
-		op        Op
-		fault     Fault
+		op        storetest.Op
+		fault     storetest.Fault
 		do        step
 		wantRetry order.Result
 		wantTrips int // of the retry: the failed write dropped the cache entry
 		wantRow   rowWant
 	}{
-		{"insert took effect", nil, false, OpInsert, FailAfter,
+		{"insert took effect", nil, false, storetest.OpInsert, storetest.FailAfter,
 			upd(order.Created, 1), order.Duplicate, 1, rowWant{order.Created, 1}},
-		{"insert never arrived", nil, false, OpInsert, FailBefore,
+		{"insert never arrived", nil, false, storetest.OpInsert, storetest.FailBefore,
 			upd(order.Created, 1), order.Applied, 2, rowWant{order.Created, 1}},
-		{"replace took effect", []step{upd(order.Created, 1)}, false, OpReplace, FailAfter,
+		{"replace took effect", []step{upd(order.Created, 1)}, false, storetest.OpReplace, storetest.FailAfter,
 			upd(order.Paid, 2), order.Duplicate, 1, rowWant{order.Paid, 2}},
-		{"replace never arrived", []step{upd(order.Created, 1)}, false, OpReplace, FailBefore,
+		{"replace never arrived", []step{upd(order.Created, 1)}, false, storetest.OpReplace, storetest.FailBefore,
 			upd(order.Paid, 2), order.Applied, 2, rowWant{order.Paid, 2}},
-		{"expiry took effect", []step{upd(order.Created, 1)}, false, OpReplace, FailAfter,
+		{"expiry took effect", []step{upd(order.Created, 1)}, false, storetest.OpReplace, storetest.FailAfter,
 			expire, order.Stale, 1, rowWant{order.Cancelled, 1}},
-		{"read failed", []step{upd(order.Created, 1)}, true, OpGet, FailBefore,
+		{"read failed", []step{upd(order.Created, 1)}, true, storetest.OpGet, storetest.FailBefore,
 			upd(order.Paid, 2), order.Applied, 2, rowWant{order.Paid, 2}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			id := fmt.Sprintf("o-la%d", i)
-			faulty := NewFaulty(b)
+			faulty := storetest.NewFaulty(b)
 			svc := newService(faulty, nil)
 			mustDo(t, svc, id, tt.before...)
 			if tt.cold {
@@ -368,7 +387,7 @@ func testLostAnswer(t *testing.T, b Backend) {
 				t.Fatalf("%d armed faults did not fire", n)
 			}
 			var afterFault store.Row
-			if tt.fault == FailAfter {
+			if tt.fault == storetest.FailAfter {
 				afterFault = checkOrder(t, b, id, &tt.wantRow)
 			}
 			got, err := do(t, svc, id, tt.do) // the caller's retry
@@ -379,7 +398,7 @@ func testLostAnswer(t *testing.T, b Backend) {
 				t.Errorf("retry %s = %s in %d round trips, want %s in %d", tt.do, got.Result, got.RoundTrips, tt.wantRetry, tt.wantTrips)
 			}
 			row := checkOrder(t, b, id, &tt.wantRow)
-			if tt.fault == FailAfter && row.ETag != afterFault.ETag {
+			if tt.fault == storetest.FailAfter && row.ETag != afterFault.ETag {
 				t.Errorf("row ETag changed by the retry (%q -> %q): the message took effect twice", afterFault.ETag, row.ETag)
 			}
 		})
@@ -391,7 +410,7 @@ func testLostAnswer(t *testing.T, b Backend) {
 // read, and when the row exists (another instance, a redelivery after a
 // restart) the insert's 409 falls back to reading and deciding, writing
 // nothing twice.
-func testInsertFirst(t *testing.T, b Backend) {
+func testInsertFirst(t *testing.T, b store.Backend) {
 	tests := []struct {
 		name          string
 		before        []step // by another service (its own cache)
@@ -420,7 +439,7 @@ func testInsertFirst(t *testing.T, b Backend) {
 			if len(tt.before) > 0 {
 				before = checkOrder(t, b, id, rowAfter(tt.before))
 			}
-			counting := NewCounting(b)
+			counting := storetest.NewCounting(b)
 			got, err := do(t, newService(counting, nil), id, tt.do)
 			if err != nil {
 				t.Fatalf("%s: %v", tt.do, err)
@@ -430,7 +449,7 @@ func testInsertFirst(t *testing.T, b Backend) {
 					tt.do, got.Result, got.RoundTrips, got.Conflicts, tt.want, tt.wantTrips, tt.wantConflicts)
 			}
 			if tt.wantConflicts > 0 {
-				if ins, gets := counting.Calls(OpInsert), counting.Calls(OpGet); ins != 1 || gets != 1 {
+				if ins, gets := counting.Calls(storetest.OpInsert), counting.Calls(storetest.OpGet); ins != 1 || gets != 1 {
 					t.Errorf("%d inserts and %d reads, want 1 and 1 (insert, 409, read)", ins, gets)
 				}
 			}
