@@ -1,28 +1,11 @@
-// Package publish is the producers' side of the order-status contract:
-// Checkout, Payments, the warehouse and the carrier import it to report
-// status changes, and Checkout and Payments to schedule and cancel the
-// payment timeout. It is the one encoder of the contract (package
-// contract): `orderstatus publish`, the development host's demo and the
-// simulation build their messages with StatusMessage and
-// TimeoutMessageFor (or TimeoutMessage).
-//
-// A message is checked against the contract before anything is sent; an
-// error wrapping contract.ErrInvalid means nothing was sent.
-//
-// Sending goes through Sender, a small interface this package owns. Outside
-// this module, NewServiceBus wraps an *azservicebus.Client (the producer
-// needs only the Azure Service Bus Data Sender role on the queue):
-//
-//	client, _ := azservicebus.NewClient("sb-x.servicebus.windows.net", cred, nil)
-//	p := publish.NewServiceBus(client, nil)
-//	defer p.Close(ctx)
-//	err := p.Status(ctx, contract.StatusChanged{OrderID: "o-1", Status: contract.Paid, Sequence: 2, OccurredAt: time.Now()})
-//	s, err := p.ScheduleTimeoutFor(ctx, "o-1", 1, contract.PaymentTimeout) // the check of Created 1; keep s.SequenceNumber
-//	err = p.CancelTimeout(ctx, s.SequenceNumber)                            // errors.Is(err, publish.ErrNotScheduled): nothing to cancel
-//
-// Saving state and then calling these leaves a crash window (saved, never
-// sent): package outbox commits the messages with the producer's state and
-// relays them through a Publisher.
+// Package publish is the producers' side of the order-status contract
+// (package contract): Checkout, Payments, the warehouse and the carrier
+// report status changes and schedule and cancel payment timeouts with it.
+// StatusMessage and TimeoutMessageFor are the contract's one encoder.
+// Messages are validated first: an error wrapping contract.ErrInvalid means
+// nothing was sent. NewServiceBus sends through an *azservicebus.Client (the
+// Azure Service Bus Data Sender role suffices; docs/publishing.md shows its
+// use); package outbox commits messages with the producer's state.
 package publish
 
 import (
@@ -39,10 +22,8 @@ import (
 	"github.com/orderstatus/orderstatus/handler/contract/tracectx"
 )
 
-// Message is a Service Bus message as the publisher builds it: MessageID,
-// SessionID, Subject, ContentType and Body are set; the other fields
-// (CorrelationID, ApplicationProperties, TimeToLive) are left for the
-// producer.
+// Message is a Service Bus message: the publisher sets MessageID, SessionID,
+// Subject, ContentType and Body; the other fields are the producer's.
 type Message struct {
 	MessageID     string
 	SessionID     string
@@ -50,8 +31,7 @@ type Message struct {
 	ContentType   string
 	CorrelationID string
 	Body          []byte
-	// ApplicationProperties values are string, bool, int64, float64 or
-	// time.Time.
+	// ApplicationProperties holds string, bool, int64, float64, time.Time.
 	ApplicationProperties map[string]any
 	// TimeToLive overrides the queue default when non-zero.
 	TimeToLive time.Duration
@@ -60,42 +40,32 @@ type Message struct {
 // DefaultQueue is the order-status queue's name in the Bicep.
 const DefaultQueue = "order-status"
 
-// Sender is what the publisher sends through. Every method honours ctx and
-// is safe for concurrent use. NewServiceBus sends through one over an
-// azservicebus client; a producer's own adapter (or a test fake) may too.
+// Sender is what the publisher sends through; its methods honour ctx and are
+// safe for concurrent use.
 type Sender interface {
-	// Send enqueues msg on queue. Duplicate detection may drop it.
+	// Send enqueues msg on queue; duplicate detection may drop it.
 	Send(ctx context.Context, queue string, msg Message) error
-	// Schedule enqueues msg to become visible at at and returns its sequence number. Duplicate detection may
-	// drop it, and Service Bus returns a sequence number all the same
-	// (sources in docs/publishing.md).
+	// Schedule enqueues msg to become visible at at and returns its sequence
+	// number, even if duplicate detection drops it (docs/publishing.md).
 	Schedule(ctx context.Context, queue string, msg Message, at time.Time) (int64, error)
-	// CancelScheduled removes a scheduled message that is not yet
-	// visible; an error wrapping ErrNotScheduled when there is none with
-	// that number (it was delivered or cancelled already, or never kept).
+	// CancelScheduled removes a scheduled message not yet visible; an error
+	// wraps ErrNotScheduled when there is none with that number.
 	CancelScheduled(ctx context.Context, queue string, sequenceNumber int64) error
 }
 
 // BatchSender is a Sender that sends several messages in one Service Bus
-// batch (in order). Statuses uses it when the Sender has it, and sends one
-// message at a time otherwise.
+// batch, in order; Statuses uses it when the Sender has it.
 type BatchSender interface {
 	SendBatch(ctx context.Context, queue string, msgs []Message) error
 }
 
 // ErrNotScheduled: CancelTimeout found no scheduled message with that
-// sequence number: it became visible (and was delivered), was cancelled
-// already, or was never kept: duplicate detection dropped it because the
-// queue saw its MessageId within the window, as when the handler had
-// scheduled that Created's check itself on applying it (that check
-// stands). Each is harmless: the handler cancels an order on a
-// PaymentTimeoutCheck only while it is still Created at that Created.
+// sequence number (delivered, cancelled already, or dropped by duplicate
+// detection). It is harmless: a check cancels only an order still Created.
 var ErrNotScheduled = errors.New("publish: no such scheduled message")
 
-// ErrRefused: the Sender refused a message for good (too large, no
-// SessionId on a session queue, ...): sending it again cannot succeed. A
-// Sender wraps it. The outbox's relay parks a
-// message refused so instead of retrying it.
+// ErrRefused: the Sender refused a message for good (too large, no SessionId,
+// ...); the outbox's relay parks such a message, not retrying.
 var ErrRefused = errors.New("publish: refused for good")
 
 var (
@@ -104,11 +74,8 @@ var (
 )
 
 // StatusMessage validates c and builds its OrderStatusChanged message:
-// SessionId the order id, MessageId <order>:<sequence>
-// (contract.StatusMessageID: the order id hashed when the id would pass
-// Service Bus's 128 characters, so any legal order id fits), Subject
-// OrderStatusChanged, content type application/json, and the body in the
-// contract's camelCase JSON with occurredAt in UTC (left out when zero).
+// SessionId the order id, MessageId contract.StatusMessageID, body the
+// contract's JSON with occurredAt in UTC.
 func StatusMessage(c contract.StatusChanged) (Message, error) {
 	if err := c.Validate(); err != nil {
 		return Message{}, err
@@ -125,25 +92,14 @@ func StatusMessage(c contract.StatusChanged) (Message, error) {
 		ContentType: contract.ContentType, Body: body}, nil
 }
 
-// TimeoutMessage is TimeoutMessageFor of a check of the older form, which
-// names no Created: MessageId <order>:payment-timeout, body
-// {"orderId":"<order>"}. The handler takes such a check for that of the
-// Created in effect once that Created is due (and with its rescheduling
-// off, at once), and it is not one message with the handler's own check:
-// prefer TimeoutMessageFor.
+// TimeoutMessage is TimeoutMessageFor(orderID, 0): the older check, which
+// names no Created. Prefer TimeoutMessageFor.
 func TimeoutMessage(orderID string) (Message, error) { return TimeoutMessageFor(orderID, 0) }
 
-// TimeoutMessageFor validates orderID and builds the PaymentTimeoutCheck
-// message of its Created of sequence createdSeq: SessionId the order id,
-// MessageId <order>:payment-timeout-<createdSeq>
-// (contract.TimeoutMessageID, within 128 characters as above: the same as
-// the handler's own check of that Created, so the two are one message),
-// Subject PaymentTimeoutCheck, content type application/json, body
-// {"orderId":"<order>","createdSequence":<createdSeq>}. The check cancels
-// the order only while that Created is its last change (a check of an
-// earlier Created, the order created again since, does nothing).
-// createdSeq 0 names no Created (TimeoutMessage); a negative one is
-// invalid.
+// TimeoutMessageFor validates orderID and builds the PaymentTimeoutCheck of
+// its Created of sequence createdSeq (MessageId contract.TimeoutMessageID, as
+// the handler's own), which cancels the order only while that Created is its
+// last change. createdSeq 0 names none.
 func TimeoutMessageFor(orderID string, createdSeq int64) (Message, error) {
 	c := contract.PaymentTimeoutCheck{OrderID: orderID, CreatedSequence: createdSeq}
 	if err := c.Validate(); err != nil {
@@ -162,13 +118,11 @@ func TimeoutMessageFor(orderID string, createdSeq int64) (Message, error) {
 type Options struct {
 	// Queue is the session queue (default DefaultQueue).
 	Queue string
-	// BatchSize is the most messages Statuses puts in one batch (default
-	// 100); a BatchSender may split a batch further by size.
+	// BatchSize is the most messages Statuses puts in a batch (default 100).
 	BatchSize int
 }
 
-// Publisher sends the contract's messages to the order-status queue. It is
-// safe for concurrent use.
+// Publisher sends the contract's messages; safe for concurrent use.
 type Publisher struct {
 	s      Sender
 	queue  string
@@ -191,10 +145,8 @@ func New(s Sender, opts *Options) *Publisher {
 	return &Publisher{s: s, queue: o.Queue, batch: o.BatchSize}
 }
 
-// NewServiceBus returns a publisher over an azservicebus client the caller
-// made (and keeps: Close closes the publisher's senders, not the client).
-// Batches are Service Bus message batches; errors are classified so that
-// errors.Is(err, ErrNotScheduled) works.
+// NewServiceBus returns a publisher over the caller's azservicebus client;
+// Close closes the publisher's senders, not the client.
 func NewServiceBus(client *azservicebus.Client, opts *Options) *Publisher {
 	b := &serviceBus{client: client}
 	p := New(b, opts)
@@ -205,8 +157,7 @@ func NewServiceBus(client *azservicebus.Client, opts *Options) *Publisher {
 // Queue returns the queue the publisher sends to.
 func (p *Publisher) Queue() string { return p.queue }
 
-// Close releases what NewServiceBus made; a publisher from New has nothing
-// to release (the caller closes its Sender).
+// Close releases what NewServiceBus made (nothing for New).
 func (p *Publisher) Close(ctx context.Context) error {
 	if p.closer == nil {
 		return nil
@@ -214,16 +165,11 @@ func (p *Publisher) Close(ctx context.Context) error {
 	return p.closer(ctx)
 }
 
-// traceKey is the context key of WithTraceParent.
 type traceKey struct{}
 
-// WithTraceParent returns ctx carrying the W3C traceparent (version 00,
-// "00-<trace id>-<span id>-<flags>") of the producer's current span: the
-// Publisher stamps every message it sends under ctx with it, as the
-// application properties "traceparent" and "Diagnostic-Id" that the Azure
-// SDKs and the Functions host read, so the handler's lines and the host's
-// telemetry for those messages carry its trace id. An invalid traceparent
-// is an error wrapping contract.ErrInvalid.
+// WithTraceParent returns ctx carrying the producer's W3C traceparent, which
+// messages sent under ctx carry as "traceparent" and "Diagnostic-Id". An
+// invalid one wraps contract.ErrInvalid.
 func WithTraceParent(ctx context.Context, traceparent string) (context.Context, error) {
 	t, err := tracectx.Parse(traceparent)
 	if err != nil {
@@ -232,9 +178,7 @@ func WithTraceParent(ctx context.Context, traceparent string) (context.Context, 
 	return context.WithValue(ctx, traceKey{}, t), nil
 }
 
-// traced returns m with the trace context of ctx (WithTraceParent) or,
-// without one, a new trace, unless m carries one already (then kept). The
-// application properties map is copied, never shared with the caller's.
+// traced stamps a copy of m with ctx's trace context unless m has one.
 func traced(ctx context.Context, m Message) Message {
 	t, ok := ctx.Value(traceKey{}).(tracectx.TraceParent)
 	if !ok {
@@ -244,8 +188,8 @@ func traced(ctx context.Context, m Message) Message {
 	return m
 }
 
-// Status validates c and sends its OrderStatusChanged message, with the
-// trace context of ctx (see WithTraceParent).
+// Status validates c and sends its OrderStatusChanged message, with the trace
+// context of ctx (see WithTraceParent).
 func (p *Publisher) Status(ctx context.Context, c contract.StatusChanged) error {
 	m, err := StatusMessage(c)
 	if err != nil {
@@ -267,18 +211,13 @@ type IndexError struct {
 func (e *IndexError) Error() string { return fmt.Sprintf("change %d: %v", e.Index, e.Err) }
 func (e *IndexError) Unwrap() error { return e.Err }
 
-// Progress reports how many of total messages Statuses has sent, after
-// each batch.
+// Progress reports how many of total messages Statuses has sent, per batch.
 type Progress func(sent, total int)
 
-// Statuses validates every change and then sends them in batches of at
-// most Options.BatchSize, in the order given except that each order's
-// changes are sent in sequence order (they keep the places the order's
-// changes had). An invalid change, or the same order and sequence twice,
-// stops it before anything is sent, with an *IndexError. It returns how
-// many messages were sent: on a failure, the batches before the failing
-// one are sent (sending again is safe: MessageIds repeat, so duplicate
-// detection and the handler drop what arrived already).
+// Statuses validates every change, then sends them in batches of at most
+// Options.BatchSize, each order's in sequence order; an invalid or repeated
+// change is an *IndexError, nothing sent. It returns how many it sent (on an
+// error, those before the failing batch); sending again is safe.
 func (p *Publisher) Statuses(ctx context.Context, changes []contract.StatusChanged, progress Progress) (int, error) {
 	msgs := make([]Message, len(changes))
 	seqs := make([]int64, len(changes))
@@ -301,7 +240,6 @@ func (p *Publisher) Statuses(ctx context.Context, changes []contract.StatusChang
 		slots[c.OrderID] = append(slots[c.OrderID], i)
 		msgs[i], seqs[i] = m, c.Sequence
 	}
-	// Each order's messages in sequence order, in the order's own slots.
 	ordered := make([]Message, len(msgs))
 	for _, id := range orders {
 		idx := slots[id]
@@ -347,31 +285,22 @@ func (p *Publisher) sendBatch(ctx context.Context, msgs []Message) error {
 
 // Scheduled is a scheduled payment timeout.
 type Scheduled struct {
-	// SequenceNumber is what CancelTimeout takes: keep it. Service Bus
-	// returns one even for a copy duplicate detection dropped (the
-	// handler schedules the same MessageId when it applies that
-	// Created), so it may name nothing; see ErrNotScheduled.
+	// SequenceNumber is what CancelTimeout takes; see ErrNotScheduled.
 	SequenceNumber int64
-	// MessageID is contract.TimeoutMessageID:
-	// <order>:payment-timeout-<Created's sequence> (<order>:payment-timeout
-	// for the older form).
+	// MessageID is contract.TimeoutMessageID.
 	MessageID string
 	// At is when it becomes visible.
 	At time.Time
 }
 
-// ScheduleTimeout is ScheduleTimeoutFor of a check of the older form,
-// which names no Created (TimeoutMessage): prefer ScheduleTimeoutFor.
+// ScheduleTimeout is ScheduleTimeoutFor(ctx, orderID, 0, after): prefer that.
 func (p *Publisher) ScheduleTimeout(ctx context.Context, orderID string, after time.Duration) (Scheduled, error) {
 	return p.ScheduleTimeoutFor(ctx, orderID, 0, after)
 }
 
-// ScheduleTimeoutFor schedules the PaymentTimeoutCheck of the order's
-// Created of sequence createdSeq (TimeoutMessageFor) after after (usually
-// contract.PaymentTimeout) from now, in the
-// order's session. after must be positive. Each Created of an order has a
-// check of its own: scheduling that of a Created sent again (a higher
-// sequence) does not replace or cancel the earlier one's.
+// ScheduleTimeoutFor schedules the PaymentTimeoutCheck of the order's Created
+// of sequence createdSeq after after (positive; usually
+// contract.PaymentTimeout). Each Created has its own check.
 func (p *Publisher) ScheduleTimeoutFor(ctx context.Context, orderID string, createdSeq int64, after time.Duration) (Scheduled, error) {
 	m, err := TimeoutMessageFor(orderID, createdSeq)
 	if err != nil {
@@ -389,9 +318,8 @@ func (p *Publisher) ScheduleTimeoutFor(ctx context.Context, orderID string, crea
 	return Scheduled{SequenceNumber: seq, MessageID: m.MessageID, At: at}, nil
 }
 
-// CancelTimeout cancels a scheduled payment timeout by the sequence number
-// ScheduleTimeoutFor returned. An error wrapping ErrNotScheduled means there
-// was nothing to cancel (harmless: see ErrNotScheduled).
+// CancelTimeout cancels a scheduled payment timeout by its sequence number;
+// ErrNotScheduled means there was nothing to cancel (harmless).
 func (p *Publisher) CancelTimeout(ctx context.Context, sequenceNumber int64) error {
 	if sequenceNumber < 1 {
 		return fmt.Errorf("publish: cancel timeout: sequence number %d: want at least 1: %w", sequenceNumber, contract.ErrInvalid)

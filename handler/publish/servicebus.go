@@ -11,9 +11,8 @@ import (
 	"github.com/Azure/go-amqp"
 )
 
-// serviceBus is the Sender over an azservicebus client that NewServiceBus
-// returns. It keeps one SDK sender per queue; Close closes them, not the
-// client.
+// serviceBus is NewServiceBus's Sender: one SDK sender per queue; Close
+// closes them, not the client.
 type serviceBus struct {
 	client *azservicebus.Client
 
@@ -47,9 +46,8 @@ func (b *serviceBus) Send(ctx context.Context, queue string, msg Message) error 
 	return classified(err)
 }
 
-// SendBatch implements BatchSender: msgs in as few Service Bus batches as
-// their size allows, in order. When a later batch fails the earlier ones
-// are sent; sending again is safe (the MessageIds repeat).
+// SendBatch implements BatchSender: msgs in order, in as few batches as their
+// size allows; a failure leaves the earlier batches sent.
 func (b *serviceBus) SendBatch(ctx context.Context, queue string, msgs []Message) error {
 	s, err := b.sender(queue)
 	if err != nil {
@@ -118,10 +116,8 @@ func (b *serviceBus) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// classified wraps ErrNotScheduled (the service knows no such message)
-// and ErrRefused (the message can never be accepted) onto err; the SDK's
-// codes and the AMQP conditions are those of azservicebus's Error and
-// go-amqp's Error.
+// classified wraps ErrNotScheduled or ErrRefused onto err, by the codes of
+// azservicebus's Error and the conditions of go-amqp's Error.
 func classified(err error) error {
 	if err == nil {
 		return nil

@@ -5,8 +5,7 @@
 //	orderstatus-dev [serve]   the handler, reaching the development host's broker too (the dev host starts it)
 //	orderstatus-dev version   print the version
 //
-// Its serve is the deployed handler's (package app) with one more broker,
-// the development host's over loopback HTTP, and an optional CPU profile.
+// Its serve is the deployed handler's plus the development host's broker.
 package main
 
 import (
@@ -31,8 +30,7 @@ var (
 	revision = ""
 )
 
-// openBroker is app.ServiceBus, or the development host's broker when its
-// URL is set.
+// openBroker is app.ServiceBus, or the development host's broker.
 func openBroker(cfg config.Config, cred azcore.TokenCredential) (broker.Broker, error) {
 	if cfg.DevBrokerURL != "" {
 		return loopback.NewClient(cfg.DevBrokerURL, nil)
@@ -40,8 +38,7 @@ func openBroker(cfg config.Config, cred azcore.TokenCredential) (broker.Broker, 
 	return app.ServiceBus(cfg, cred)
 }
 
-// dev is the development host, whose instances run this binary's serve
-// unless --handler names another.
+// dev is the development host, running this binary's serve by default.
 func dev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !slices.ContainsFunc(args, func(a string) bool { return a == "--handler" || strings.HasPrefix(a, "--handler=") }) {
 		if self, err := os.Executable(); err == nil {

@@ -1,6 +1,5 @@
-// Command orderstatus is the operators' and producers' tool, run from a
-// laptop or a pipeline with the operator's own identity (az login), never
-// on the Functions host:
+// Command orderstatus is the operators' and producers' tool, run with the
+// operator's own identity (az login), never on the Functions host:
 //
 //	orderstatus deadletters ...   the runbooks' dead-letter tool
 //	orderstatus publish ...       send status changes, schedule and cancel payment timeouts, relay an outbox

@@ -1,19 +1,9 @@
-// Package connect decides where the operator and producer commands
-// (`orderstatus deadletters`, `orderstatus publish`) connect, the same way for both:
-//
-//  1. a flag (--namespace, --tables) names the target;
-//  2. else the app settings in the environment do, as in Azure
-//     (ServiceBusConnection__fullyQualifiedNamespace, OrderStore__serviceUri
-//     or OrderStore__connectionString), with the caller's own Entra identity
-//     (azidentity.DefaultAzureCredential: az login, azd auth login, a managed
-//     identity, or AZURE_CLIENT_ID with workload identity);
-//  3. else the development host running on this machine (`make run`), found
-//     through package devrun.
-//
-// A command that needs only the Table Storage account (reading the
-// dead-letter store) resolves with Resolve, which does not insist on a
-// Service Bus. Nothing here contacts a service: a wrong target shows at
-// the first call.
+// Package connect decides where `orderstatus deadletters` and `orderstatus
+// publish` connect: a flag (--namespace, --tables); else the app settings as
+// in Azure (ServiceBusConnection__fullyQualifiedNamespace,
+// OrderStore__serviceUri or OrderStore__connectionString) with the caller's
+// Entra identity (azidentity.DefaultAzureCredential); else the development
+// host of `make run` (package devrun). Nothing here contacts a service.
 package connect
 
 import (
@@ -38,15 +28,13 @@ import (
 // environment, else the running development host".
 type Options struct {
 	// Namespace overrides the Service Bus namespace
-	// (<name>.servicebus.windows.net, or just <name>).
+	// (<name>[.servicebus.windows.net]).
 	Namespace string
-	// Tables overrides the Table Storage account: a service URL
-	// (https://<account>.table.core.windows.net) or a connection string.
+	// Tables overrides the Table Storage account (URL or connection string).
 	Tables string
 	// Getenv reads the environment (nil: os.Getenv).
 	Getenv func(string) string
-	// Dir is where the search for a development host starts (default: the
-	// working directory).
+	// Dir starts the search for a development host (default ".").
 	Dir string
 	// Credential overrides DefaultAzureCredential (tests).
 	Credential azcore.TokenCredential
@@ -54,18 +42,14 @@ type Options struct {
 
 // Target is where the commands connect, and how to say so in one line.
 type Target struct {
-	// Broker is the Service Bus port; the caller closes it. Resolve
-	// leaves it nil when nothing names a Service Bus, and NoBroker says
-	// why.
+	// Broker is the Service Bus port, closed by the caller, or nil.
 	Broker broker.Broker
-	// NoBroker is why there is no Broker (it wraps ErrNoTarget); nil when
-	// there is one.
+	// NoBroker is why there is no Broker (wrapping ErrNoTarget).
 	NoBroker error
-	// Queue and PoisonQueue are the queue names (from the development
-	// host, or ORDER_STATUS_QUEUE / POISON_QUEUE, or the defaults).
+	// Queue and PoisonQueue: the dev host's, ORDER_STATUS_QUEUE /
+	// POISON_QUEUE, or the defaults.
 	Queue, PoisonQueue string
-	// Describe says where Broker points, e.g. "Service Bus sb-x.servicebus.windows.net
-	// (your Entra identity)" or "the development host (make run, pid 4242)".
+	// Describe says where Broker points, e.g. "the development host".
 	Describe string
 	// DevHost is set when the target is a running development host.
 	DevHost *devrun.Endpoints
@@ -77,8 +61,7 @@ type Target struct {
 // ErrNoTarget: nothing names a namespace and no development host runs.
 var ErrNoTarget = errors.New("connect: no Service Bus to connect to")
 
-// ServiceBus resolves the broker: ErrNoTarget when nothing names a
-// namespace and no development host runs.
+// ServiceBus resolves the broker: ErrNoTarget when nothing names one.
 func ServiceBus(opts Options) (*Target, error) {
 	t, err := Resolve(opts)
 	if err != nil {
@@ -90,11 +73,8 @@ func ServiceBus(opts Options) (*Target, error) {
 	return t, nil
 }
 
-// Resolve resolves the broker as ServiceBus does, except that nothing
-// naming one is not an error: the Target then has no Broker, NoBroker
-// says why, and Tables still finds --tables and the app settings. It is
-// for commands that can work on Table Storage alone. A namespace that is
-// named but malformed is still an error.
+// Resolve is ServiceBus, except that no broker named is no error: NoBroker
+// says why, and Tables still works. A malformed namespace is an error.
 func Resolve(opts Options) (*Target, error) {
 	o := opts.withDefaults()
 	t := &Target{
@@ -144,11 +124,8 @@ func Resolve(opts Options) (*Target, error) {
 	return t, nil
 }
 
-// Tables resolves the Table Storage account, in the same order: --tables,
-// then OrderStore__serviceUri or OrderStore__connectionString, then the
-// development host this target points at (or, with a namespace target or
-// none, no account: an error says which setting to give). It returns the
-// service client and a one-line description without secrets.
+// Tables resolves the Table Storage account (--tables, OrderStore__serviceUri
+// or OrderStore__connectionString, the development host).
 func (t *Target) Tables() (*aztables.ServiceClient, string, error) {
 	v, from := t.tablesSetting()
 	switch {
@@ -181,8 +158,7 @@ func (t *Target) Tables() (*aztables.ServiceClient, string, error) {
 	return svc, fmt.Sprintf("Table Storage %s (your Entra identity)", v), nil
 }
 
-// tablesSetting is the Table Storage account Tables resolves (a URL or a
-// connection string; "" for none) and where it comes from.
+// tablesSetting is the account Tables resolves ("" for none) and its source.
 func (t *Target) tablesSetting() (v, from string) {
 	o := t.opts
 	v, from = strings.TrimSpace(o.Tables), "--tables"
@@ -217,10 +193,8 @@ func (t *Target) credential() (azcore.TokenCredential, error) {
 	return cred, nil
 }
 
-// Namespace normalises a namespace name: "sb-x" and
-// "sb-x.servicebus.windows.net" both give the latter; an https:// or sb://
-// prefix and a trailing slash are dropped. Anything else that is not a
-// host name is an error.
+// Namespace normalises "sb-x" (or an sb:// or https:// URL of it) to
+// sb-x.servicebus.windows.net.
 func Namespace(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	for _, p := range []string{"sb://", "https://"} {
@@ -242,8 +216,7 @@ func Namespace(s string) (string, error) {
 	return s, nil
 }
 
-// account names the account of a connection string without its secrets:
-// its TableEndpoint, else its AccountName.
+// account names a connection string's account, without secrets.
 func account(cs string) string {
 	name := ""
 	for _, part := range strings.Split(cs, ";") {

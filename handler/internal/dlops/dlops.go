@@ -1,9 +1,6 @@
-// Package dlops holds what operators do by hand with the dead-letter
-// store: find an entry, select a set, act on one or in bulk, group the
-// failures, tell one order's story, measure the sources. The CLI (bin/orderstatus
-// deadletters) calls it; the deployed sweeper never does, so it is not linked
-// into bin/handler. Every action goes through the sweeper's own Apply, with
-// its audit.
+// Package dlops is what operators do by hand with the dead-letter store, for
+// the CLI (bin/orderstatus deadletters) only, not bin/handler; every action
+// goes through the sweeper's Apply, with its audit.
 package dlops
 
 import (
@@ -22,9 +19,8 @@ import (
 // Ops is a sweeper with the operators' actions.
 type Ops struct{ *deadletter.Sweeper }
 
-// Find returns the entry an operator names: by entry id, or by MessageId
-// (its own, or the OriginalMessageId of a parked copy or a retry), the
-// newest when several match. deadletter.ErrNoMessage when none does.
+// Find returns the newest entry with entry id or MessageId id (its own, or a
+// parked copy's or retry's original); deadletter.ErrNoMessage when none.
 func (s Ops) Find(ctx context.Context, id string) (dlstore.Entry, error) {
 	e, err := s.Store().Get(ctx, id)
 	if err == nil {
@@ -49,20 +45,14 @@ func (s Ops) Find(ctx context.Context, id string) (dlstore.Entry, error) {
 	return s.Store().Get(ctx, found[len(found)-1].ID)
 }
 
-// Select returns the entries a bulk action will work on: those the store
-// lists for f now, exactly as List(f) does. The set is fixed here, by the
-// entries listed: those stored later are not in it, and no StoredAt is
-// compared with this sweeper's clock (the clock that stamped it may be
-// ahead: a development host's that skipped idle time, another instance's).
+// Select returns the entries a bulk action works on, as List(f) lists them
+// now; no StoredAt is compared with this sweeper's clock.
 func (s Ops) Select(ctx context.Context, f dlstore.Filter) ([]dlstore.Entry, error) {
 	return s.Store().List(ctx, f)
 }
 
-// Act carries out action a (replayed, archived, discarded, restored) on
-// one entry by hand, as actor: replay ignores the cool-down and the replay
-// cap (a human decided), and with body sends it instead of the stored one
-// (checked against the contract first: ErrInvalidBody, nothing changes). A
-// replay of a parked message is recorded as resubmitted.
+// Act carries out a on one entry by hand, as actor: replay skips cool-down
+// and cap, and sends body if given (checked: ErrInvalidBody).
 func (s Ops) Act(ctx context.Context, a deadletter.Action, id string, body []byte, actor string) (deadletter.Item, error) {
 	e, err := s.Find(ctx, id)
 	if err != nil {
@@ -95,11 +85,8 @@ type BulkReport struct {
 	Items  []deadletter.Item `json:"items"`
 }
 
-// Bulk carries out action a on the entries of set (from Select) by hand,
-// at the sweeper's rate, calling progress after each. One entry that
-// fails (changed meanwhile, not possible in its state) is reported and
-// never stops the others; an unreachable store or broker ends it with an
-// error, the report saying how far it got.
+// Bulk carries out a by hand on set at the sweeper's rate, calling progress
+// per entry; only an unreachable store or broker stops it.
 func (s Ops) Bulk(ctx context.Context, a deadletter.Action, set []dlstore.Entry, actor string, progress func(done int, it deadletter.Item)) (BulkReport, error) {
 	rep := BulkReport{Action: a, Total: len(set), Counts: map[string]int{}, Items: []deadletter.Item{}}
 	var next time.Time
@@ -132,8 +119,7 @@ func (s Ops) Bulk(ctx context.Context, a deadletter.Action, set []dlstore.Entry,
 	return rep, nil
 }
 
-// Group is one failure group: the entries that share a source, a reason
-// and a Fingerprint of their description.
+// Group is the entries sharing a source, reason and Fingerprint.
 type Group struct {
 	ID       string          `json:"group"`
 	Source   deadletter.Kind `json:"source"`
@@ -149,8 +135,7 @@ type Group struct {
 	Action deadletter.Action `json:"action"`
 }
 
-// Groups returns the failure groups of the entries matching f (by default
-// the ones that are not closed), largest first.
+// Groups returns the failure groups of f's entries, largest first.
 func (s Ops) Groups(ctx context.Context, f dlstore.Filter) ([]Group, error) {
 	if len(f.States) == 0 {
 		f.States = dlstore.NotClosed().States
@@ -207,8 +192,7 @@ type OrderReport struct {
 	History []dlstore.AuditEntry `json:"history"`
 }
 
-// Order returns one order's entries (every state) and audit entries, in
-// time order.
+// Order returns one order's entries (every state) and audit, in time order.
 func (s Ops) Order(ctx context.Context, orderID string) (OrderReport, error) {
 	entries, err := s.Store().List(ctx, dlstore.Filter{OrderID: orderID})
 	if err != nil {
@@ -221,10 +205,7 @@ func (s Ops) Order(ctx context.Context, orderID string) (OrderReport, error) {
 	return OrderReport{OrderID: orderID, Entries: entries, History: hist}, nil
 }
 
-// Stats measures every source now without draining or acting (the CLI's
-// stats): the store's entries that are not closed and what waits in
-// Service Bus. What cannot be read is named in the second result; the
-// rest is still measured.
+// Stats measures every source now, naming what cannot be read.
 func (s Ops) Stats(ctx context.Context) ([]deadletter.Stat, []string, error) {
 	now := s.Now()
 	queued, bad, _ := s.PeekSources(ctx)

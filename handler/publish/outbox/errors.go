@@ -7,24 +7,16 @@ import (
 	"github.com/orderstatus/orderstatus/handler/tableerr"
 )
 
-// ErrStorage is matched by a request the service refused for good (400,
-// 403 on a key, ...): neither a sentinel nor the caller's context.
+// ErrStorage is matched by a request refused for good (400, 403 on a key).
 var ErrStorage = errors.New("outbox: storage request failed")
 
-// ErrTableNotFound is matched by a request on a table that does not exist
-// (404 TableNotFound). Such an error is ErrTransient too, since a table
-// can still be propagating on a fresh deployment, so Relay.Run waits for
-// it; a caller for whom the table must exist already (an operator's
-// command, after Table.Check) reports it instead.
+// ErrTableNotFound is matched by a request on a missing table (404
+// TableNotFound). It is ErrTransient too, as a new table may still be
+// propagating, so Relay.Run waits for it.
 var ErrTableNotFound = errors.New("outbox: table not found")
 
-// classify sorts err, the result of an aztables call made with callCtx,
-// into the sentinels (tableerr.Classify reads the SDK's error, the failed
-// operation's inside a transaction's answer included): 412 and 409 are
-// ErrConflict; 404 is ErrNotFound; a missing table is ErrTransient and
-// ErrTableNotFound; 403 (a role still propagating) and whatever is worth
-// retrying are ErrTransient; an entity too large is ErrTooLarge; the
-// caller's context ending is its error; anything else is ErrStorage.
+// classify maps err from an aztables call made with callCtx onto the
+// sentinels via tableerr.Classify; anything unrecognised is ErrStorage.
 func classify(callCtx context.Context, err error) error {
 	e := tableerr.Classify(callCtx, "", err)
 	if e == nil {

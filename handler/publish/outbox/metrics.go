@@ -9,16 +9,12 @@ import (
 
 // Metric names the relay registers on RelayOptions.Registerer.
 const (
-	// MetricRecords counts records worked, by result: sent, scheduled,
-	// cancelled, parked.
+	// MetricRecords counts records worked, by result.
 	MetricRecords = "outbox_relay_records_total"
-	// MetricPassFailures counts passes that ended with an error (the
-	// store or Service Bus failing); the records are sent again later.
+	// MetricPassFailures counts passes that ended with an error.
 	MetricPassFailures = "outbox_relay_pass_failures_total"
-	// MetricOldestPending is the age in seconds of the oldest record the
-	// last pass read (0 when it read none): the alert signal of a relay
-	// that is down or failing. With more than a batch pending it is a
-	// lower bound.
+	// MetricOldestPending is the age in seconds of the oldest record the last
+	// pass read (0: none), the alert signal of a relay down or failing.
 	MetricOldestPending = "outbox_relay_oldest_pending_seconds"
 	// MetricPurged counts sent records purged.
 	MetricPurged = "outbox_relay_purged_total"
@@ -31,8 +27,8 @@ type relayMetrics struct {
 	purged   prometheus.Counter
 }
 
-// newRelayMetrics makes the relay's collectors and registers them on reg
-// (nil: kept unregistered). Relays sharing a registry share collectors.
+// newRelayMetrics registers the relay's collectors on reg (nil: none); relays
+// sharing a registry share collectors.
 func newRelayMetrics(reg prometheus.Registerer) *relayMetrics {
 	m := &relayMetrics{
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRecords,
@@ -54,8 +50,7 @@ func newRelayMetrics(reg prometheus.Registerer) *relayMetrics {
 	return m
 }
 
-// register registers c, or returns the collector already registered
-// under its name (another relay on the same registry).
+// register registers c, or returns the one registered under its name.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError

@@ -20,47 +20,34 @@ const (
 	DefaultBatchSize  = 100
 	DefaultInterval   = time.Second
 	DefaultMaxBackoff = 30 * time.Second
-	// DefaultRetention keeps sent records for the queue's message
-	// time-to-live (7 days): far longer than duplicate detection's
-	// 10 minutes, and long enough for a cancel to find the sequence
-	// number of a timeout scheduled that long ago.
+	// DefaultRetention is the queue's message TTL: cancels need the records.
 	DefaultRetention  = 7 * 24 * time.Hour
 	DefaultPurgeEvery = time.Hour
 )
 
 // RelayOptions tune a Relay. The zero value (or nil) gives the defaults.
 type RelayOptions struct {
-	// BatchSize is the most records one pass reads and sends
-	// (default DefaultBatchSize); status changes go in Service Bus
-	// batches of the publisher's BatchSize.
+	// BatchSize is the most records a pass reads (default DefaultBatchSize).
 	BatchSize int
-	// Interval is how long Run waits after a pass that found less than a
-	// full batch (default DefaultInterval).
+	// Interval is Run's wait after a short pass (default DefaultInterval).
 	Interval time.Duration
-	// MaxBackoff bounds Run's wait after failing passes, which doubles
-	// from Interval (default DefaultMaxBackoff).
+	// MaxBackoff caps Run's wait after failures (default DefaultMaxBackoff).
 	MaxBackoff time.Duration
-	// Retention is how long Sent records are kept before Purge deletes
-	// them (default DefaultRetention). Keep it above the duplicate
-	// detection window and the payment timeout.
+	// Retention is how long Sent records are kept (default DefaultRetention);
+	// keep it above the duplicate detection window and the payment timeout.
 	Retention time.Duration
 	// PurgeEvery is how often Run purges (default DefaultPurgeEvery).
 	PurgeEvery time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// Logger gets one line per failed pass, parked record and purge (nil:
-	// discarded).
+	// Logger gets failed passes, parked records and purges (nil: none).
 	Logger *slog.Logger
-	// Registerer gets the relay's metrics (MetricRecords,
-	// MetricPassFailures, MetricOldestPending, MetricPurged); nil: none
-	// registered.
+	// Registerer gets the relay's metrics (the Metric* names); nil: none.
 	Registerer prometheus.Registerer
 }
 
-// Relay sends a Store's pending records through a publish.Publisher and
-// marks them sent. Several relays may run on one Store at once (in every
-// producer process and as `orderstatus publish relay`): a record sent by two
-// is deduplicated like any resend.
+// Relay sends a Store's pending records through a publish.Publisher and marks
+// them sent. Relays may share a Store: duplicates are dropped.
 type Relay struct {
 	store Store
 	pub   *publish.Publisher
@@ -111,14 +98,9 @@ type PassResult struct {
 // full reports whether the pass read a full batch (more may be pending).
 func (r PassResult) full(batch int) bool { return r.Read >= batch }
 
-// Pass reads up to BatchSize pending records and works them: first the
-// status changes (in Service Bus batches, each order's in sequence order),
-// then the timeouts to schedule, then the cancels (by the sequence number
-// recorded on the schedule's record). Each record is marked once its
-// message is sent. A record Service Bus refuses for good (publish.ErrRefused)
-// is marked Failed with the reason and never blocks the others; any other
-// failure ends the pass with the error, and what was not marked is sent
-// again by the next pass, with the same MessageIds.
+// Pass reads up to BatchSize pending records and sends them (statuses,
+// schedules, cancels), marking each once sent. One refused for good
+// (publish.ErrRefused) is marked Failed; any other failure ends the pass.
 func (r *Relay) Pass(ctx context.Context) (PassResult, error) {
 	recs, err := r.store.Pending(ctx, r.o.BatchSize)
 	res := PassResult{Read: len(recs)}
@@ -164,10 +146,7 @@ func (r *Relay) work(ctx context.Context, recs []Record, res *PassResult) error 
 	return nil
 }
 
-// sendStatuses sends the status records through Publisher.Statuses, in an
-// order that method keeps as it is (each order's changes already in
-// sequence order, no MessageId twice), so that the count it returns names
-// exactly the records sent.
+// sendStatuses sends recs through Publisher.Statuses, in an order it keeps.
 func (r *Relay) sendStatuses(ctx context.Context, recs []Record, res *PassResult) error {
 	var (
 		changes []contract.StatusChanged
@@ -211,8 +190,7 @@ func (r *Relay) sendStatuses(ctx context.Context, recs []Record, res *PassResult
 	if !errors.Is(err, publish.ErrRefused) {
 		return fmt.Errorf("outbox: relay: %w", err)
 	}
-	// A batch was refused for good: find which of its messages, one at a
-	// time, and park only those.
+	// A batch was refused for good: park only the refused messages.
 	for i := n; i < len(changes); i++ {
 		err := r.pub.Status(ctx, changes[i])
 		switch {
@@ -235,8 +213,7 @@ func (r *Relay) sendStatuses(ctx context.Context, recs []Record, res *PassResult
 	return nil
 }
 
-// sortEachOrder puts each order's changes (and their records) in sequence
-// order within the places that order's changes have, as Statuses would.
+// sortEachOrder sorts each order's changes and records by sequence.
 func sortEachOrder(changes []contract.StatusChanged, recs []Record) {
 	slots := map[string][]int{}
 	var orders []string
@@ -295,20 +272,15 @@ func (r *Relay) park(ctx context.Context, rec Record, why string) error {
 	return nil
 }
 
-// schedule schedules rec's timeout for what is left of its delay and
-// records the sequence number, on the condition that nobody marked the
-// record meanwhile: the first relay to mark it wins. A relay that loses
-// leaves its own copy alone: within the duplicate detection window
-// Service Bus dropped it (the number it got names nothing), and which of
-// the two is live cannot be told, so cancelling could leave none; an
-// extra PaymentTimeoutCheck is harmless (the handler re-reads the order).
+// schedule schedules rec's timeout for the time left and marks it if
+// unchanged; a relay losing that race leaves its (dropped) copy.
 func (r *Relay) schedule(ctx context.Context, rec Record, res *PassResult) error {
 	left := rec.CommittedAt.Add(rec.After).Sub(r.o.Now())
 	if left < time.Millisecond {
 		left = time.Millisecond // due already: as soon as possible
 	}
 	var s publish.Scheduled
-	c, err := timeoutCheck(rec) // the message committed, its Created's or of the older form
+	c, err := timeoutCheck(rec)
 	if err == nil {
 		s, err = r.pub.ScheduleTimeoutFor(ctx, c.OrderID, c.CreatedSequence, left)
 	}
@@ -335,9 +307,7 @@ func (r *Relay) schedule(ctx context.Context, rec Record, res *PassResult) error
 	return nil
 }
 
-// cancel cancels the timeouts of rec's order by the sequence numbers
-// recorded on their schedule records, or leaves rec pending while one of
-// them is not sent.
+// cancel cancels the timeouts of rec's order, or waits while one is unsent.
 func (r *Relay) cancel(ctx context.Context, rec Record, res *PassResult) error {
 	ts, err := r.store.Timeouts(ctx, rec.Partition, rec.OrderID)
 	if err != nil {
@@ -367,8 +337,7 @@ func (r *Relay) cancel(ctx context.Context, rec Record, res *PassResult) error {
 	return nil
 }
 
-// Purge deletes the Sent records older than Retention, in rounds of
-// BatchSize, and returns how many it deleted.
+// Purge deletes Sent records older than Retention and returns how many.
 func (r *Relay) Purge(ctx context.Context) (int, error) {
 	before := r.o.Now().Add(-r.o.Retention)
 	total := 0
@@ -386,10 +355,8 @@ func (r *Relay) Purge(ctx context.Context) (int, error) {
 }
 
 // Run runs passes until ctx ends, then returns nil: at once after a full
-// batch, after Interval otherwise, after a doubling backoff (up to
-// MaxBackoff) while passes fail. It purges every PurgeEvery. A failing
-// pass is logged, never fatal: the store or Service Bus coming back is
-// what ends it.
+// batch, else after Interval, backing off up to MaxBackoff on failures
+// (logged). It purges every PurgeEvery.
 func (r *Relay) Run(ctx context.Context) error {
 	wait := r.o.Interval
 	nextPurge := r.o.Now()

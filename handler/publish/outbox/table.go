@@ -21,32 +21,23 @@ import (
 	"github.com/orderstatus/orderstatus/handler/tableerr"
 )
 
-// Limits of one Commit: those of a Table Storage entity-group transaction
-// (https://learn.microsoft.com/rest/api/storageservices/performing-entity-group-transactions)
-// and of an entity and a property
-// (https://learn.microsoft.com/rest/api/storageservices/understanding-the-table-service-data-model).
-// Commit checks them before anything is sent and fails with ErrTooLarge.
+// Limits of one Commit, checked first (ErrTooLarge), from
+// https://learn.microsoft.com/rest/api/storageservices/performing-entity-group-transactions
+// and https://learn.microsoft.com/rest/api/storageservices/understanding-the-table-service-data-model.
 const (
-	// MaxTransactionOps is the most operations in one transaction. Commit
-	// adds one (the partition's outbox counter) and one more per
-	// ScheduleTimeout (its index row), so the producer's entities and the
-	// intents share the other 99.
+	// MaxTransactionOps is the most operations in one transaction; Commit
+	// adds the counter row and one index row per ScheduleTimeout.
 	MaxTransactionOps = 100
 	// MaxTransactionBytes is the most a transaction's payload may be.
 	MaxTransactionBytes = 4 << 20
-	// MaxEntityBytes is the most one entity may be, counted as Table
-	// Storage counts it: strings in UTF-16 (see entitySize), not the
-	// bytes of its JSON.
+	// MaxEntityBytes is the most one entity may be, strings in UTF-16.
 	MaxEntityBytes = 1 << 20
-	// MaxPropertyBytes is the most one string or binary property may be
-	// (a string is stored as UTF-16: 32 K characters).
+	// MaxPropertyBytes is the most a string (UTF-16) or binary may be.
 	MaxPropertyBytes = 64 << 10
 )
 
-// DefaultPrefix starts the RowKeys the outbox uses in a producer's
-// partition: "outbox" (the partition's counter), "outbox:r:<seq>" (the
-// records) and "outbox:t:<order>" (an order's timeout). The producer's own
-// rows must not start with it.
+// DefaultPrefix starts the outbox's RowKeys (its counter, records and index
+// rows) in a producer's partition; the producer's own rows must not.
 const DefaultPrefix = "outbox"
 
 // DefaultCallTimeout bounds each storage call of a Table.
@@ -56,26 +47,15 @@ const DefaultCallTimeout = 10 * time.Second
 type TableOptions struct {
 	// Prefix replaces DefaultPrefix (letters, digits and '-' only).
 	Prefix string
-	// CallTimeout bounds each storage call (default DefaultCallTimeout);
-	// exceeding it is ErrTransient.
+	// CallTimeout bounds calls (default DefaultCallTimeout): ErrTransient.
 	CallTimeout time.Duration
 	// Now is the clock of CommittedAt (default time.Now).
 	Now func() time.Time
 }
 
-// Table is the outbox in a producer's own Azure Table Storage table: its
-// Commit writes the producer's entity operations and the outgoing
-// messages in one entity-group transaction, and it is the Store the relay
-// reads. It is safe for concurrent use.
-//
-// Each partition the producer commits in holds, next to the producer's
-// rows, a counter row (RowKey Prefix) that orders the partition's
-// records and serialises concurrent commits in it, the records
-// (Prefix:r:<20-digit seq>), and an index row per scheduled timeout
-// (Prefix:t:<order>). The relay finds pending records with one query over
-// the table (RowKey in the records' range, State eq 'pending'); Table
-// Storage serves a query across partitions by scanning, which suits the
-// tables of low-traffic producers and is what purging keeps small.
+// Table is the outbox in a producer's own Azure Table Storage table: Commit
+// writes the producer's operations and the messages in one entity-group
+// transaction, and it is the Store the relay reads. Safe for concurrent use.
 type Table struct {
 	c       *aztables.Client
 	prefix  string
@@ -107,9 +87,8 @@ func NewTable(c *aztables.Client, opts *TableOptions) (*Table, error) {
 	return &Table{c: c, prefix: o.Prefix, timeout: o.CallTimeout, now: o.Now}, nil
 }
 
-// Check reads the table once: nil when it exists, an error wrapping
-// ErrTableNotFound when it does not, another classified error when the
-// read fails.
+// Check reads the table once: nil when it exists, else an error wrapping
+// ErrTableNotFound or another classified error.
 func (t *Table) Check(ctx context.Context) error {
 	cctx, cancel := t.call(ctx)
 	defer cancel()
@@ -121,8 +100,7 @@ func (t *Table) Check(ctx context.Context) error {
 	return nil
 }
 
-// EnsureTable creates the table if it does not exist (for tests and
-// first runs; production provisions it).
+// EnsureTable creates the table if it does not exist (tests, first runs).
 func (t *Table) EnsureTable(ctx context.Context) error {
 	ctx, cancel := t.call(ctx)
 	defer cancel()
@@ -137,24 +115,18 @@ func (t *Table) EnsureTable(ctx context.Context) error {
 	return nil
 }
 
-// Op is one operation of a Commit: an Entity (the producer's own) or an
-// Intent (an outgoing message).
+// Op is one operation of a Commit: an Entity or an Intent.
 type Op interface{ isOp() }
 
-// Entity is one of the producer's own entity operations in a Commit, as
-// aztables takes it: its Entity's PartitionKey must be the commit's
-// partition and its RowKey must not start with the outbox's prefix.
-// Give IfMatch (the ETag read) for a conditional update: without it, the
-// SDK sends an UpdateMerge or UpdateReplace with no If-Match header, which
-// Table Storage performs as an insert-or-merge or insert-or-replace
-// (aztables transactional_batch.go, generateEntitySubset), never a
-// conflict.
+// Entity is one of the producer's own operations, as aztables takes it: in
+// the commit's partition, its RowKey not starting with the prefix. Without
+// IfMatch an update is an upsert, never a conflict (aztables
+// transactional_batch.go, generateEntitySubset).
 type Entity aztables.TransactionAction
 
 func (Entity) isOp() {}
 func (Intent) isOp() {}
 
-// Columns of the outbox's rows.
 const (
 	colNext        = "Next"
 	colLastCommit  = "LastCommit"
@@ -178,11 +150,8 @@ const (
 func (t *Table) counterKey() string         { return t.prefix }
 func (t *Table) recordKey(seq int64) string { return fmt.Sprintf("%s:r:%020d", t.prefix, seq) }
 
-// timeoutKey is the index row of r, a KindSchedule record: one per check,
-// "<prefix>:t:<order>" for the older form that names no Created and
-// "<prefix>:t:<order>:<MessageId>" for the check of one Created, so that
-// an order created again has a check per Created and the same check
-// committed twice conflicts.
+// timeoutKey is the index row of a KindSchedule record: "<prefix>:t:<order>"
+// for the older form, "<prefix>:t:<order>:<MessageId>" per Created.
 func (t *Table) timeoutKey(r Record) string {
 	base := t.timeoutBase(r.OrderID)
 	if r.Message.MessageID == contract.TimeoutMessageID(r.OrderID, 0) {
@@ -193,32 +162,19 @@ func (t *Table) timeoutKey(r Record) string {
 
 func (t *Table) timeoutBase(order string) string { return t.prefix + ":t:" + order }
 
-// odataQuote is s inside an OData string literal: each quote doubled.
 func odataQuote(s string) string { return strings.ReplaceAll(s, "'", "''") }
 
-// maxCommitRetries bounds how often Commit starts over when another
-// commit in the same partition moved the counter first.
 const maxCommitRetries = 8
 
-// Commit writes ops in partition in one entity-group transaction: the
-// producer's entities and the intents' records, all or none. It returns
-// nil only when all are durable. Errors:
-//   - wrapping contract.ErrInvalid: an invalid intent or entity (nothing
-//     written);
-//   - wrapping ErrTooLarge: over a limit of MaxTransactionOps,
-//     MaxTransactionBytes, MaxEntityBytes, MaxPropertyBytes (nothing
-//     written);
-//   - wrapping ErrConflict: one of the producer's operations failed its
-//     condition (an insert found the row, an ETag changed), or the same
-//     check (one MessageId) is scheduled in this partition already: reread
-//     and decide again;
-//   - wrapping ErrTransient: the service did not answer or asked to retry.
-//     The transaction may have committed (its answer was lost): reread
-//     before committing again, as after a conflict.
-//
-// Concurrent commits in one partition serialise on the partition's
-// counter row; Commit starts over itself when another commit moved the
-// counter first, and recognises its own commit whose answer was lost.
+// Commit writes ops in partition in one entity-group transaction, all or
+// none; nil means all are durable. It is safe for concurrent use. Errors:
+//   - contract.ErrInvalid: an invalid intent or entity (nothing written);
+//   - ErrTooLarge: over MaxTransactionOps, MaxTransactionBytes,
+//     MaxEntityBytes or MaxPropertyBytes (nothing written);
+//   - ErrConflict: an operation's condition failed, or the same check is
+//     scheduled in this partition already: reread and decide again;
+//   - ErrTransient: no answer, or a retry asked; it may have committed, so
+//     reread before committing again.
 func (t *Table) Commit(ctx context.Context, partition string, ops ...Op) error {
 	var (
 		own     []aztables.TransactionAction
@@ -268,14 +224,13 @@ func (t *Table) Commit(ctx context.Context, partition string, ops ...Op) error {
 		if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrTransient) {
 			return fmt.Errorf("outbox: commit %s: %w", partition, err)
 		}
-		// Did the counter move? If to this very commit, its answer was
-		// lost and the SDK's retry (or ours) met its own work: done.
+		// A lost answer: the counter holds this commit's ID.
 		_, etag2, last, rerr := t.counterWithLast(ctx, partition)
 		switch {
 		case rerr == nil && last == commitID:
 			return nil
 		case errors.Is(err, ErrConflict) && rerr == nil && etag2 != etag && attempt < maxCommitRetries:
-			continue // another commit took the counter: take the next
+			continue
 		}
 		return fmt.Errorf("outbox: commit %s: %w", partition, err)
 	}
@@ -311,14 +266,9 @@ func (t *Table) checkOwn(partition string, i int, a aztables.TransactionAction) 
 	return nil
 }
 
-// largestProperty is the entity's largest string or binary property
-// value (a JSON object, as entitySize takes it) and its size as Table
-// Storage counts it against MaxPropertyBytes: a string's UTF-16 code
-// units at 2 bytes each, a binary's bytes ("Understanding the Table
-// service data model", Microsoft Learn, Azure Storage REST API: Property
-// types: Edm.Binary and Edm.String values up to 64 KiB). It is "", 0 when
-// there is none. PartitionKey and RowKey, which have a limit of their
-// own, are not counted.
+// largestProperty is the entity's largest string or binary property (keys
+// aside) and its size: 2 bytes per UTF-16 unit, or its bytes ("Understanding
+// the Table service data model", Microsoft Learn: Property types).
 func largestProperty(entity []byte) (string, int) {
 	var props map[string]json.RawMessage
 	if json.Unmarshal(entity, &props) != nil {
@@ -348,26 +298,13 @@ func largestProperty(entity []byte) (string, int) {
 	return best, most
 }
 
-// entitySize is the size of entity (its JSON, as a transaction sends it)
-// as Table Storage counts it against MaxEntityBytes: 4 bytes, plus the
-// PartitionKey's and RowKey's characters at 2 bytes each, plus per
-// property 8 bytes, its name's characters at 2 bytes each and its value:
-// a string 4 bytes plus 2 per character, Binary 4 plus its bytes, Guid 16,
-// DateTime, Int64 and Double 8, Int32 4, Boolean 1. The formula is the
-// Azure Storage team's ("How the size of an entity is calculated in
-// Windows Azure table storage", Microsoft Learn archive,
-// learn.microsoft.com/archive/blogs/avkashchauhan); that a string is
-// UTF-16, so a character is a UTF-16 code unit and one outside the BMP (a
-// surrogate pair) counts twice, and that all the data of an entity's
-// properties may be at most 1 MiB, are in "Understanding the Table service
-// data model" (Microsoft Learn, Azure Storage REST API: Property
-// limitations, Property types). A value's type is its odata.type
-// annotation, else its JSON kind: a string is Edm.String, a boolean
-// Edm.Boolean, an integer within 32 bits Edm.Int32, another number
-// Edm.Double ("Payload format for Table service operations", Microsoft
-// Learn). Timestamp and odata.* are the service's, in the 4 bytes. A null
-// value, which the service does not store, counts its name only: on the
-// safe side.
+// entitySize is entity's size as Table Storage counts it against
+// MaxEntityBytes: 4, plus 2 per key character, plus per property 8, 2 per
+// name character and valueSize (characters being UTF-16 code units). Sources:
+// "How the size of an entity is calculated in Windows Azure table storage"
+// (learn.microsoft.com/archive/blogs/avkashchauhan), "Understanding the Table
+// service data model" and "Payload format for Table service operations"
+// (Microsoft Learn). A null value counts its name only.
 func entitySize(entity []byte) (int, error) {
 	var props map[string]json.RawMessage
 	if err := json.Unmarshal(entity, &props); err != nil {
@@ -393,8 +330,7 @@ func entitySize(entity []byte) (int, error) {
 	return n, nil
 }
 
-// valueSize is the size of a property's value raw of OData type typ ("":
-// by its JSON kind), as entitySize counts it.
+// valueSize is the size of a value of OData type typ ("": by JSON kind).
 func valueSize(typ string, raw json.RawMessage) int {
 	v := strings.TrimSpace(string(raw))
 	var s string
@@ -428,9 +364,7 @@ func valueSize(typ string, raw json.RawMessage) int {
 	return 8
 }
 
-// utf16Units is how many UTF-16 code units s is: 2 for a character outside
-// the Basic Multilingual Plane (a surrogate pair), 1 for any other (an
-// invalid byte is U+FFFD, one unit).
+// utf16Units is how many UTF-16 code units s is (2 outside the BMP).
 func utf16Units(s string) int {
 	n := 0
 	for _, r := range s {
@@ -443,8 +377,7 @@ func utf16Units(s string) int {
 	return n
 }
 
-// counter reads the partition's counter: the last Seq used and its ETag
-// ("" when the row does not exist yet).
+// counter reads the partition's last Seq and the counter's ETag ("": none).
 func (t *Table) counter(ctx context.Context, partition string) (int64, string, error) {
 	n, etag, _, err := t.counterWithLast(ctx, partition)
 	return n, etag, err
@@ -469,9 +402,7 @@ func (t *Table) counterWithLast(ctx context.Context, partition string) (int64, s
 	return int64Prop(e.Properties[colNext]), string(resp.ETag), last, nil
 }
 
-// actions builds the transaction: the counter (insert, or replace if
-// unchanged), the producer's operations, the records from Seq next+1 on,
-// and an index row per schedule.
+// actions builds the transaction: counter, own operations, records, index.
 func (t *Table) actions(partition string, own []aztables.TransactionAction, recs []Record, next int64, etag, commitID string) ([]aztables.TransactionAction, error) {
 	var actions []aztables.TransactionAction
 	add := func(kind aztables.TransactionType, ifMatch string, e aztables.EDMEntity) error {
@@ -546,8 +477,7 @@ func (t *Table) submit(ctx context.Context, actions []aztables.TransactionAction
 	return classify(cctx, err)
 }
 
-// Pending implements Store: one query over the records' RowKey range,
-// State eq 'pending', in PartitionKey and RowKey (that is Seq) order.
+// Pending implements Store with one query over the records' RowKey range.
 func (t *Table) Pending(ctx context.Context, max int) ([]Record, error) {
 	if max <= 0 {
 		return nil, nil
@@ -606,9 +536,7 @@ func (t *Table) decode(b []byte, etag string) (Record, error) {
 	return r, nil
 }
 
-// Timeouts implements Store: the order's index rows (one query over the
-// older form's key and the keys of its checks per Created), then the
-// record each names.
+// Timeouts implements Store: the order's index rows, then their records.
 func (t *Table) Timeouts(ctx context.Context, partition, orderID string) ([]Record, error) {
 	cctx, cancel := t.call(ctx)
 	defer cancel()
@@ -645,8 +573,7 @@ func (t *Table) Timeouts(ctx context.Context, partition, orderID string) ([]Reco
 	return out, nil
 }
 
-// Mark implements Store: one transaction of merges, each If-Match the
-// mark's Version or, without one, If-Match * (the row must exist).
+// Mark implements Store: one transaction of merges, If-Match Version or *.
 func (t *Table) Mark(ctx context.Context, partition string, marks []Mark) error {
 	if len(marks) == 0 {
 		return nil
@@ -687,9 +614,7 @@ func (t *Table) Mark(ctx context.Context, partition string, marks []Mark) error 
 	return nil
 }
 
-// Purge implements Store: a query for Sent records done before before,
-// then one transaction of deletes per partition (with the index rows of
-// purged schedules).
+// Purge implements Store: a query, then per-partition delete transactions.
 func (t *Table) Purge(ctx context.Context, before time.Time, max int) (int, error) {
 	if max <= 0 {
 		return 0, nil

@@ -1,7 +1,6 @@
-// Package brokerpub lets the public publisher send through this module's
-// brokers: the operator CLI's Service Bus or development-host broker, the
-// simulation's, the tests' in-memory one. publish owns its Sender and
-// Message; this is the one adapter from the broker port to them.
+// Package brokerpub is the one adapter from the broker port to package
+// publish's Sender, so the public publisher sends through this module's
+// brokers (Service Bus, the development host's, the in-memory one).
 package brokerpub
 
 import (
@@ -26,9 +25,8 @@ type batcher interface {
 	SendBatch(ctx context.Context, queue string, msgs []broker.Message) error
 }
 
-// Sender returns b as a publish.Sender (a publish.BatchSender too), its
-// errors wrapping publish.ErrNotScheduled for broker.ErrNotFound and
-// publish.ErrRefused for broker.ErrInvalid.
+// Sender returns b as a publish.Sender and BatchSender, broker.ErrNotFound
+// mapped to publish.ErrNotScheduled and broker.ErrInvalid to ErrRefused.
 func Sender(b Broker) publish.Sender { return sender{b} }
 
 type sender struct{ b Broker }

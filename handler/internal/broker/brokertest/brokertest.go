@@ -1,7 +1,5 @@
-// Package brokertest is the conformance suite of the broker port: every
-// implementation (membroker, the loopback client, sbbroker against a real
-// namespace) must pass Run, so the development host behaves like Service Bus
-// wherever the handler can tell.
+// Package brokertest is the broker port's conformance suite, which membroker,
+// the loopback client and sbbroker (on a real namespace) must pass.
 package brokertest
 
 import (
@@ -21,41 +19,28 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
 )
 
-// Harness describes the implementation under test. Durations are on the
-// broker's clock.
+// Harness describes the implementation under test; durations are broker time.
 type Harness struct {
 	// New returns the broker for one test; the suite closes it.
 	New func(t *testing.T) broker.Broker
-	// Queue has no sessions (like the poison queue); SessionQueue requires
-	// them. Both have duplicate detection and dead-lettering on expiry.
+	// Queue has no sessions, SessionQueue requires them; both detect
+	// duplicates and dead-letter on expiry.
 	Queue, SessionQueue string
-	// FreshQueues says New returns a broker whose queues are empty; if
-	// false (a real namespace) the suite drains Queue, its dead-letter
-	// subqueue and that of SessionQueue before every test, and runs tests
-	// one at a time.
+	// FreshQueues says New's queues are empty (else drained, tests serial).
 	FreshQueues bool
-	// FastClock says the broker's clock runs fast enough that waiting out a
-	// lock or a time-to-live is cheap. Without it those tests run only when
-	// SERVICEBUS_TEST_SLOW=1.
+	// FastClock says waits are cheap; else they need SERVICEBUS_TEST_SLOW=1.
 	FastClock bool
 	// Clock is the broker's clock; nil means the wall clock.
 	Clock clock.Clock
-	// LockDuration and MaxDeliveryCount are Queue's settings (default 1
-	// minute and 5).
+	// LockDuration and MaxDeliveryCount are Queue's (default 1m and 5).
 	LockDuration     time.Duration
 	MaxDeliveryCount int
-	// Wait is a receive wait long enough for a visible message to be
-	// delivered (default 10 s); ShortWait is the wait used to show that
-	// nothing is there (default 2 s).
+	// Wait lets a message arrive (10s); ShortWait shows none is there (2s).
 	Wait, ShortWait time.Duration
-	// ScheduleDelay is how far ahead the schedule tests schedule (default
-	// 10 s).
+	// ScheduleDelay is how far ahead schedule tests schedule (10s).
 	ScheduleDelay time.Duration
-	// DuplicateCancelNotFound says that cancelling the sequence number a
-	// dropped duplicate Schedule returned gives ErrNotFound, as membroker
-	// (and the loopback client over it) promises. Service Bus's
-	// documentation does not say what that cancel does; without it
-	// ScheduleDuplicateDropped accepts success too (see there).
+	// DuplicateCancelNotFound says cancelling a dropped duplicate's number
+	// gives ErrNotFound.
 	DuplicateCancelNotFound bool
 }
 
@@ -609,7 +594,6 @@ func testSchedule(t *testing.T, e *env) {
 	e.complete(t, e.q, m)
 }
 
-// receiveWithin receives one message from src, waiting up to d.
 func (e *env) receiveWithin(t *testing.T, src broker.Source, d time.Duration) broker.Received {
 	t.Helper()
 	got, err := e.b.Receive(e.ctx, src, 1, d)
@@ -657,34 +641,17 @@ func testCancelUnknown(t *testing.T, e *env) {
 	e.complete(t, e.q, m)
 }
 
-// testScheduleDuplicateDropped: a second Schedule of a MessageId within
-// the duplicate detection window is dropped and the first kept, and
-// cancelling the number the second got never removes the first. The
-// handler relies on it: it schedules each order's PaymentTimeoutCheck with
-// the producer's own MessageId (<order>:payment-timeout-<seq> for the
-// Created of sequence seq), so that the two
-// are one; when the handler's reaches Service Bus first, the producer's is
-// the one dropped, and the producer's later cancel (by the number it got)
-// must leave the handler's check live (it re-reads the order, so a paid
-// order is left alone).
-//
-// Documented (https://learn.microsoft.com/azure/service-bus-messaging/duplicate-detection):
-// a message with a MessageId logged within the window "is reported as
-// accepted (the send operation succeeds), but the newly sent message is
-// instantly ignored and dropped", and "Scheduled messages are included in
-// duplicate detection". Not documented: which sequence number the dropped
-// Schedule returns, and what cancelling it answers. The sequencing page
-// (https://learn.microsoft.com/azure/service-bus-messaging/message-sequencing)
-// says a number is assigned to a message "as it is accepted and stored";
-// Azure/azure-service-bus#265 reports a second, different number for the
-// dropped copy; and a cancel of a number no scheduled message has fails
-// with "Messages not found" (Azure/azure-service-bus#239), a 404 of the
-// management operation that azservicebus gives as CodeNotFound
-// (internal/errors.go, TransformError) and sbbroker maps to ErrNotFound
-// (errors.go, classify). So where the docs are silent the case is
-// tolerant: the cancel may succeed or give ErrNotFound (ErrNotFound only,
-// with Harness.DuplicateCancelNotFound), but exactly one message, the
-// first, is scheduled before and after it and delivered when due.
+// testScheduleDuplicateDropped: a second Schedule of a MessageId within the
+// window is dropped and cancelling its number never removes the first (the
+// handler's and the producer's timeout checks share a MessageId). Documented:
+// a duplicate is "reported as accepted" and dropped, scheduled ones included
+// (https://learn.microsoft.com/azure/service-bus-messaging/duplicate-detection).
+// Undocumented: the dropped copy's number and its cancel
+// (https://learn.microsoft.com/azure/service-bus-messaging/message-sequencing;
+// Azure/azure-service-bus#265; Azure/azure-service-bus#239: "Messages not
+// found", CodeNotFound in azservicebus internal/errors.go TransformError,
+// ErrNotFound in sbbroker errors.go classify): the cancel may succeed or give
+// ErrNotFound (only that with DuplicateCancelNotFound).
 func testScheduleDuplicateDropped(t *testing.T, e *env) {
 	at := e.Clock.Now().Add(e.ScheduleDelay)
 	id := e.id("timeout-dup")
@@ -719,8 +686,7 @@ func testScheduleDuplicateDropped(t *testing.T, e *env) {
 	e.expectEmpty(t, e.q)
 }
 
-// expectOneScheduled asserts that Peek shows exactly one message with id,
-// scheduled, with sequence number seq.
+// expectOneScheduled asserts Peek shows one id, scheduled, seq seq.
 func (e *env) expectOneScheduled(t *testing.T, id string, seq int64, when string) {
 	t.Helper()
 	got, err := e.b.Peek(e.ctx, e.q, 100, 0)

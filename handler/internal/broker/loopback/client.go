@@ -22,15 +22,11 @@ type Options struct {
 	HTTPClient *http.Client
 	// Timeout bounds every call, on top of a receive's wait (default 30 s).
 	Timeout time.Duration
-	// BrokerTime makes the client take and give the broker's own times,
-	// unmoved (no HeaderClientTime): for a test that drives the broker's
-	// clock itself. The handler and the CLIs never set it.
+	// BrokerTime keeps the broker's times (tests driving its clock).
 	BrokerTime bool
 }
 
-// MaxIdleConns is how many idle connections to the server a client of its
-// own keeps: more than a handler process runs calls at once (its
-// sessions, the sweeper, the relay), so that calls reuse connections.
+// MaxIdleConns is how many idle connections a client of its own keeps.
 const MaxIdleConns = 256
 
 // Client implements broker.Broker against a NewServer on 127.0.0.1. It is
@@ -45,9 +41,7 @@ type Client struct {
 
 var _ broker.Broker = (*Client)(nil)
 
-// NewClient returns a client of the server at baseURL, which must be an
-// http URL on 127.0.0.1 (such as "http://127.0.0.1:7071"): the development
-// broker is never reached over a network.
+// NewClient returns a client of the server at baseURL, on 127.0.0.1 only.
 func NewClient(baseURL string, opts *Options) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
@@ -63,11 +57,7 @@ func NewClient(baseURL string, opts *Options) (*Client, error) {
 	c := &Client{base: strings.TrimSuffix(u.String(), "/"), http: o.HTTPClient, timeout: o.Timeout, brokerT: o.BrokerTime}
 	if c.http == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		// Go keeps 2 idle connections per host by default: every call
-		// beyond the second of a burst (a handler's sessions rescheduling
-		// at once in an outage) opened a connection and closed it after,
-		// some 500 a second in the bench's outage runs, each leaving a
-		// port in TIME_WAIT on loopback.
+		// Go's default of 2 idle connections per host churns ports in bursts.
 		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = MaxIdleConns, MaxIdleConns
 		c.http = &http.Client{Transport: tr}
 		c.own = true
@@ -78,10 +68,7 @@ func NewClient(baseURL string, opts *Options) (*Client, error) {
 	return c, nil
 }
 
-// call posts req to the endpoint and decodes the answer into resp. Errors
-// name op and key and wrap the port's sentinels: the server's, ErrTransient
-// when the server cannot be reached or the call timed out, or ctx's
-// cancellation.
+// call posts req and decodes the answer into resp; errors wrap sentinels.
 func (c *Client) call(ctx context.Context, op, key, endpoint string, extra time.Duration, req, resp any) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout+extra)
 	defer cancel()
@@ -124,8 +111,7 @@ func (c *Client) call(ctx context.Context, op, key, endpoint string, extra time.
 	return nil
 }
 
-// remoteError is the server's error: its message, which names the
-// sentinel already, and the sentinel itself for errors.Is.
+// remoteError is the server's error message with its sentinel for errors.Is.
 type remoteError struct {
 	msg      string
 	sentinel error // nil for codes without one
@@ -140,8 +126,7 @@ func (c *Client) Send(ctx context.Context, queue string, msg broker.Message) err
 		sendRequest{Queue: queue, Message: encodeMessage(msgutil.Message(msg))}, nil)
 }
 
-// Schedule enqueues msg to become visible at at and returns its sequence
-// number.
+// Schedule enqueues msg, visible at at, and returns its sequence number.
 func (c *Client) Schedule(ctx context.Context, queue string, msg broker.Message, at time.Time) (int64, error) {
 	var resp scheduleResponse
 	err := c.call(ctx, "schedule", queue+" message "+msg.MessageID, "schedule", 0,
@@ -149,15 +134,13 @@ func (c *Client) Schedule(ctx context.Context, queue string, msg broker.Message,
 	return resp.SequenceNumber, err
 }
 
-// CancelScheduled removes a scheduled message; ErrNotFound if there is
-// none with that number.
+// CancelScheduled removes a scheduled message; ErrNotFound if there is none.
 func (c *Client) CancelScheduled(ctx context.Context, queue string, sequenceNumber int64) error {
 	return c.call(ctx, "cancel", fmt.Sprintf("%s seq %d", queue, sequenceNumber), "cancel", 0,
 		cancelRequest{Queue: queue, SequenceNumber: sequenceNumber}, nil)
 }
 
-// Receive locks and returns up to max messages of src, waiting up to wait
-// (on the server's clock) for the first.
+// Receive locks up to max messages of src, waiting up to wait (server time).
 func (c *Client) Receive(ctx context.Context, src broker.Source, maxMessages int, wait time.Duration) ([]broker.Received, error) {
 	var resp messagesResponse
 	err := c.call(ctx, "receive", src.String(), "receive", max(wait, 0),
@@ -168,8 +151,7 @@ func (c *Client) Receive(ctx context.Context, src broker.Source, maxMessages int
 	return decodeMessages("receive", src, resp)
 }
 
-// Peek returns up to max messages of src from sequence number from on,
-// without locking them.
+// Peek returns up to max messages of src from sequence number from, unlocked.
 func (c *Client) Peek(ctx context.Context, src broker.Source, max int, from int64) ([]broker.Received, error) {
 	var resp messagesResponse
 	err := c.call(ctx, "peek", src.String(), "peek", 0,
@@ -204,8 +186,7 @@ func (c *Client) Abandon(ctx context.Context, src broker.Source, m broker.Receiv
 		settleRequest{Source: toWireSource(src), LockToken: m.LockToken, SequenceNumber: m.SequenceNumber}, nil)
 }
 
-// Close releases idle connections of the client's own HTTP client; the
-// server and its broker are not affected.
+// Close releases its own HTTP client's idle connections.
 func (c *Client) Close(context.Context) error {
 	if c.own {
 		c.http.CloseIdleConnections()

@@ -262,8 +262,11 @@ func TestClientReusesConnections(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		if n := opened.Load(); n > burst {
-			t.Fatalf("after %d bursts of %d concurrent calls the client opened %d connections, want at most %d", round+1, burst, n, burst)
+		// A connection goes back to the idle pool just after its answer is
+		// read, so a burst may open a few more than the last one left; a
+		// client without reuse opens about burst a round (160 in all).
+		if n := opened.Load(); n > 2*burst {
+			t.Fatalf("after %d bursts of %d concurrent calls the client opened %d connections, want at most %d", round+1, burst, n, 2*burst)
 		}
 	}
 }

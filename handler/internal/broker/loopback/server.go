@@ -12,26 +12,16 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
 )
 
-// maxRequestBytes bounds a request body: a 256 KiB message in base64 with
-// its properties fits many times over.
+// maxRequestBytes bounds a request body: many 256 KiB messages in base64.
 const maxRequestBytes = 4 << 20
 
-// HeaderClientTime carries the client's time of a request (RFC 3339).
-//
-// A development broker may keep a clock of its own that runs ahead of real
-// time (it skips idle time for tests and the simulation). Its clients, the
-// handler and the CLIs, live in real time and must not be able to tell: the
-// server moves every time it takes or gives by the difference between the
-// two clocks at the request (clock.OffsetOf): a message scheduled at the
-// client's now plus d comes due at the broker's now plus d; an
-// EnqueuedTime the broker stamped d ago reads as the client's now minus d.
+// HeaderClientTime carries the client's time of a request (RFC 3339): the
+// server shifts times by its difference from a development broker's faster
+// clock (clock.OffsetOf), so real-time clients cannot tell.
 const HeaderClientTime = "X-Loopback-Client-Time"
 
-// NewServer returns the handler of the /broker/ endpoints, serving b. Each
-// request runs with the request's context, so a client that goes away
-// cancels its blocked receive. When b has a clock of its own (a method
-// Clock() clock.Clock, as membroker has), times are moved between it and
-// the client's (HeaderClientTime); /broker/now answers the broker's own.
+// NewServer returns the handler of the /broker/ endpoints serving b, moving
+// times between b's own clock and the client's (HeaderClientTime).
 func NewServer(b broker.Broker) http.Handler {
 	s := &server{b: b, clock: clock.Real()}
 	if c, ok := b.(clocked); ok {
@@ -82,8 +72,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v) // the client sees a broken body
 }
 
-// errorCode maps an error to its wire code and HTTP status; the one place
-// that does.
+// errorCode maps an error to its wire code and HTTP status.
 func errorCode(err error) (string, int) {
 	switch {
 	case errors.Is(err, broker.ErrLockLost):
@@ -188,9 +177,7 @@ func (s *server) peek(w http.ResponseWriter, r *http.Request) {
 	s.writeMessages(w, r, got)
 }
 
-// view maps the broker's clock to the client's of r; without
-// HeaderClientTime (a client that reads the broker's own times) it maps
-// nothing.
+// view maps the broker's clock to r's client's (HeaderClientTime).
 func (s *server) view(r *http.Request) clock.View {
 	t, err := time.Parse(time.RFC3339Nano, r.Header.Get(HeaderClientTime))
 	if err != nil {

@@ -1,19 +1,10 @@
-// Package loopback carries the broker port over HTTP on 127.0.0.1: NewServer
-// serves any broker.Broker (in practice the development host's membroker)
-// under /broker/, and Client implements broker.Broker by calling it. The
-// handler process runs against the development host's broker exactly as it
-// runs against Service Bus: through the port, in another process.
-//
-// The protocol is JSON over POST, one endpoint per port method: send,
-// schedule, cancel, receive, peek, complete and abandon, and now, the
-// broker's clock (a development broker's clock may run faster than real
-// time: a producer schedules on it, and the sweeper measures ages on it).
-// There is no deferral in the port; a peeked message's Deferred flag
-// travels as the broker set it (membroker never does). Bodies travel as
-// base64, times as RFC 3339 with nanoseconds, durations as Go duration
-// strings, application properties with their type. An error answers a
-// non-2xx status with {"error":{"code":...,"message":...}}; the code names
-// the port's sentinel, so errors.Is works on the client side.
+// Package loopback carries the broker port over HTTP on 127.0.0.1, so the
+// handler runs against the development host's broker through the port, in
+// another process: NewServer serves a broker.Broker under /broker/, Client
+// calls it. The protocol is JSON over POST, one endpoint per port method plus
+// now (the broker's clock); bodies travel as base64, properties with their
+// type. An error is a non-2xx {"error":{"code":...,"message":...}}, the code
+// naming the port's sentinel so errors.Is works on the client.
 package loopback
 
 import (

@@ -1,22 +1,8 @@
-// Package membroker is an in-memory message broker with the Service Bus
-// semantics the product relies on: queues with or without sessions, session
-// locks with one holder each, peek-lock with lock expiry, delivery counts and
-// dead-lettering past the maximum, time-to-live with dead-lettering on
-// expiry, scheduled messages that can be cancelled, a duplicate detection
-// window, and the dead-letter subqueue of every queue.
-//
-// It is the engine of the development host and of the simulation tests;
-// production uses sbbroker. *Broker implements broker.Broker for the
-// handler's side and adds the session receiving that the Functions host does
-// (AcceptNextSession and Session), plus introspection (Stats, NextDue, Idle,
-// WaitIdle).
-//
-// All times (lock durations, schedules, time-to-live, receive waits) are on
-// the broker's clock.Clock, so a clock.Scaled clock runs the whole broker
-// faster than real time. Timed transitions are applied lazily, in time
-// order, whenever the queue is looked at, and blocked receivers wake exactly
-// when something changes or the next transition falls due; there is no
-// background goroutine.
+// Package membroker is an in-memory broker with the Service Bus semantics the
+// product relies on: the engine of the development host and the simulation
+// tests. *Broker implements broker.Broker plus the Functions host's session
+// receiving. Times are on its clock.Clock; timed transitions apply lazily,
+// with no background goroutine.
 package membroker
 
 import (
@@ -36,32 +22,24 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
 )
 
-// QueueOptions are a queue's settings, named as in Service Bus. Start from
-// DefaultQueueOptions: zero durations and counts mean the default, the
-// booleans are taken as given.
+// QueueOptions are a queue's settings, as in Service Bus; zero: default.
 type QueueOptions struct {
 	RequiresSession bool
-	// MaxDeliveryCount is the number of deliveries after which a message
-	// that was not completed is dead-lettered (default 5).
+	// MaxDeliveryCount is the deliveries before dead-lettering (default 5).
 	MaxDeliveryCount int32
-	// LockDuration is how long a received message, or a session, stays
-	// locked (default 1 minute).
+	// LockDuration is how long a message or session stays locked (1m).
 	LockDuration time.Duration
-	// RequiresDuplicateDetection drops a message whose MessageId was sent
-	// within DuplicateWindow (default 10 minutes) of its first sending.
+	// RequiresDuplicateDetection drops a MessageId resent within
+	// DuplicateWindow (default 10m).
 	RequiresDuplicateDetection bool
 	DuplicateWindow            time.Duration
-	// DefaultTTL is the time-to-live of messages that set none or a longer
-	// one (default 7 days).
+	// DefaultTTL caps messages' time-to-live (default 7 days).
 	DefaultTTL time.Duration
-	// DeadLetterOnExpiration moves expired messages to the dead-letter
-	// subqueue with reason TTLExpiredException instead of dropping them.
+	// DeadLetterOnExpiration dead-letters expired messages.
 	DeadLetterOnExpiration bool
 }
 
-// DefaultQueueOptions returns the settings of the production queues (see
-// the Bicep): max delivery 5, lock 1 minute, duplicate detection over 10
-// minutes, time-to-live 7 days, dead-lettering on expiry; without sessions.
+// DefaultQueueOptions returns the Bicep's queue settings, sessions aside.
 func DefaultQueueOptions() QueueOptions {
 	return QueueOptions{
 		MaxDeliveryCount:           5,
@@ -90,19 +68,17 @@ func (o QueueOptions) withDefaults() QueueOptions {
 	return o
 }
 
-// DefaultMaxMessageSize is the Service Bus Standard tier's message size
-// limit.
+// DefaultMaxMessageSize is the Service Bus Standard tier's size limit.
 const DefaultMaxMessageSize = 256 * 1024
 
 // Options tune New. The zero value (or nil) is usable.
 type Options struct {
 	// Clock is the broker's time; nil means the wall clock.
 	Clock clock.Clock
-	// Logger receives dead-lettering, expiry and lock-loss events; nil
-	// discards them.
+	// Logger receives dead-letter, expiry and lock-loss events (nil: none).
 	Logger *slog.Logger
-	// MaxMessageSize bounds body plus application properties, in bytes
-	// (default DefaultMaxMessageSize; negative means unlimited).
+	// MaxMessageSize caps body plus properties in bytes (negative: no cap;
+	// default DefaultMaxMessageSize).
 	MaxMessageSize int
 }
 
@@ -116,13 +92,10 @@ type QueueStats struct {
 }
 
 // QueueTotals counts what happened to a queue's messages since it was
-// created; each message sent ends in exactly one of the outcomes, or is
-// still in the queue (active, locked or scheduled):
+// created; each message sent ends in one outcome or is still queued:
 //
 //	Sent = DuplicatesDropped + Cancelled + ExpiredDropped + DeadLettered
 //	       + Completed + (Active + Locked + Scheduled)
-//
-// The development host's summary accounts for every message with them.
 type QueueTotals struct {
 	Sent              int // Send and Schedule calls accepted, duplicates included
 	DuplicatesDropped int // dropped by duplicate detection
@@ -130,8 +103,7 @@ type QueueTotals struct {
 	ExpiredDropped    int // expired on a queue without dead-lettering on expiry
 	DeadLettered      int // moved to the dead-letter subqueue
 	Completed         int // completed (from the queue, not its dead-letter subqueue)
-	// DeadLetterCompleted counts messages completed from the dead-letter
-	// subqueue (not an outcome of Sent: they were dead-lettered first).
+	// DeadLetterCompleted counts completions from the dead-letter subqueue.
 	DeadLetterCompleted int
 }
 
@@ -147,11 +119,8 @@ type Broker struct {
 	ops atomic.Int64
 }
 
-// Operations counts the calls made to the broker so far: sends,
-// schedules, cancels, receives (empty ones included), peeks,
-// settlements, session accepts, lock renewals and session closes. Service
-// Bus Standard bills "any API call" as an operation (its pricing page), so
-// the development host's count is the cost model's Service Bus figure.
+// Operations counts the calls made to the broker, as Service Bus Standard
+// bills "any API call" (its pricing page).
 func (b *Broker) Operations() int64 { return b.ops.Load() }
 
 var _ broker.Broker = (*Broker)(nil)
@@ -182,9 +151,8 @@ func New(opts *Options) *Broker {
 // Clock returns the broker's clock.
 func (b *Broker) Clock() clock.Clock { return b.clock }
 
-// CreateQueue creates a queue (with its dead-letter subqueue). Creating an
-// existing queue with the same options does nothing; with other options it
-// fails with broker.ErrInvalid, as do an empty name or negative settings.
+// CreateQueue creates a queue and its dead-letter subqueue; other options for
+// an existing one, a bad name or negative settings are broker.ErrInvalid.
 func (b *Broker) CreateQueue(name string, o QueueOptions) error {
 	if name == "" || strings.ContainsAny(name, "$") {
 		return fmt.Errorf("membroker: create queue %q: bad name: %w", name, broker.ErrInvalid)
@@ -206,8 +174,7 @@ func (b *Broker) CreateQueue(name string, o QueueOptions) error {
 	return nil
 }
 
-// queueLocked returns the queue after applying the transitions due now.
-// b.mu must be held.
+// queueLocked returns the queue with the transitions due applied.
 func (b *Broker) queueLocked(op, name string) (*queue, time.Time, error) {
 	q, ok := b.queues[name]
 	if !ok {
@@ -218,8 +185,7 @@ func (b *Broker) queueLocked(op, name string) (*queue, time.Time, error) {
 	return q, now, nil
 }
 
-// sourceLocked resolves src for the peek-lock operations, which Service
-// Bus refuses on the main queue of a session-enabled queue.
+// sourceLocked resolves src for peek-lock (not a session queue's main).
 func (b *Broker) sourceLocked(op string, src broker.Source) (*queue, time.Time, error) {
 	q, now, err := b.queueLocked(op, src.Queue)
 	if err != nil {
@@ -231,9 +197,7 @@ func (b *Broker) sourceLocked(op string, src broker.Source) (*queue, time.Time, 
 	return q, now, nil
 }
 
-// wait blocks until q changes, its next timed transition is due, until
-// passes (never, if until is zero) or ctx ends. It is called with b.mu held
-// and returns with it held; its error is ctx's.
+// wait releases b.mu until q changes, its next event or until, or ctx ends.
 func (b *Broker) wait(ctx context.Context, q *queue, until time.Time) error {
 	changed := q.changed
 	wake, ok := q.nextEvent()
@@ -261,9 +225,8 @@ func (b *Broker) wait(ctx context.Context, q *queue, until time.Time) error {
 	return nil
 }
 
-// MaxIDLength is the longest MessageId or SessionId, in characters as
-// Service Bus counts them (contract.ServiceBusLength: UTF-16 code units),
-// that Service Bus accepts.
+// MaxIDLength is the longest MessageId or SessionId in UTF-16 units
+// (contract.ServiceBusLength).
 const MaxIDLength = contract.MaxServiceBusIDLength
 
 func (b *Broker) prepare(op, queue string, msg broker.Message) (broker.Message, error) {
@@ -286,8 +249,7 @@ func (b *Broker) prepare(op, queue string, msg broker.Message) (broker.Message, 
 	return msg, nil
 }
 
-// MessageSize approximates the encoded size of m (body, ids and
-// application properties) as Options.MaxMessageSize measures it.
+// MessageSize approximates m's size as Options.MaxMessageSize counts it.
 func MessageSize(m broker.Message) int {
 	n := len(m.Body) + len(m.MessageID) + len(m.SessionID) + len(m.Subject) + len(m.ContentType) + len(m.CorrelationID)
 	for k, v := range m.ApplicationProperties {
@@ -319,28 +281,22 @@ func (b *Broker) enqueue(ctx context.Context, op, queue string, msg broker.Messa
 	return seq, nil
 }
 
-// Send enqueues msg on queue, giving it a random MessageId if it has none.
-// A MessageId sent within the duplicate detection window is dropped
-// silently. Errors: ErrNotFound (no queue), ErrInvalid (no SessionId on a
-// session queue, a MessageId or SessionId longer than MaxIDLength, too
-// large).
+// Send enqueues msg (a random MessageId if none), dropping a duplicate.
+// ErrNotFound: no queue; ErrInvalid: no SessionId, too long an id, too large.
 func (b *Broker) Send(ctx context.Context, queue string, msg broker.Message) error {
 	b.ops.Add(1)
 	_, err := b.enqueue(ctx, "send", queue, msg, nil)
 	return err
 }
 
-// Schedule enqueues msg to become visible at at and returns the sequence
-// number to cancel it with. When it becomes visible it is appended as if
-// sent at at, with a new sequence number. Duplicate detection applies from
-// now: a duplicate gets a sequence number that nothing answers to.
+// Schedule enqueues msg to become visible at at (then renumbered) and returns
+// the number to cancel it with; a duplicate's names nothing.
 func (b *Broker) Schedule(ctx context.Context, queue string, msg broker.Message, at time.Time) (int64, error) {
 	b.ops.Add(1)
 	return b.enqueue(ctx, "schedule", queue, msg, &at)
 }
 
-// CancelScheduled removes a scheduled message that is not visible yet;
-// ErrNotFound otherwise.
+// CancelScheduled removes a message not yet visible, else ErrNotFound.
 func (b *Broker) CancelScheduled(ctx context.Context, queue string, sequenceNumber int64) error {
 	b.ops.Add(1)
 	if err := ctx.Err(); err != nil {
@@ -360,12 +316,9 @@ func (b *Broker) CancelScheduled(ctx context.Context, queue string, sequenceNumb
 	return nil
 }
 
-// Receive locks and returns up to max messages of src in sequence order,
-// waiting up to wait (broker time) for the first. It returns an empty slice
-// and nil when none came, and ctx's error if ctx ended first. A message
-// stays locked for LockDuration; after that it is available again with its
-// delivery count raised (dead-lettered past MaxDeliveryCount, except on a
-// dead-letter subqueue). ErrInvalid on a session queue's main source.
+// Receive locks up to max messages of src in sequence order, waiting up to
+// wait (broker time) for the first; none is an empty slice. ErrInvalid on a
+// session queue's main source.
 func (b *Broker) Receive(ctx context.Context, src broker.Source, max int, wait time.Duration) ([]broker.Received, error) {
 	b.ops.Add(1)
 	if max <= 0 {
@@ -404,9 +357,8 @@ func (b *Broker) Receive(ctx context.Context, src broker.Source, max int, wait t
 	}
 }
 
-// Peek returns up to max messages of src with a sequence number of at least
-// from, in order, without locking or changing them: locked ones too, and on
-// a queue the scheduled ones (Received.Scheduled). ErrInvalid on a session
+// Peek returns up to max messages of src from sequence number from without
+// locking them, locked and scheduled ones included. ErrInvalid on a session
 // queue's main source.
 func (b *Broker) Peek(ctx context.Context, src broker.Source, max int, from int64) ([]broker.Received, error) {
 	b.ops.Add(1)
@@ -465,8 +417,7 @@ func (b *Broker) lockedEntry(op string, src broker.Source, m broker.Received) (*
 	return q, e, nil
 }
 
-// Complete removes a received message. ErrLockLost if its lock expired or
-// it was settled already.
+// Complete removes a received message; ErrLockLost if its lock is gone.
 func (b *Broker) Complete(ctx context.Context, src broker.Source, m broker.Received) error {
 	b.ops.Add(1)
 	if err := ctx.Err(); err != nil {
@@ -483,10 +434,8 @@ func (b *Broker) Complete(ctx context.Context, src broker.Source, m broker.Recei
 	return nil
 }
 
-// Abandon releases a received message's lock and raises its delivery count;
-// past MaxDeliveryCount a message of a queue is dead-lettered with reason
-// MaxDeliveryCountExceeded (a dead-lettered one just becomes available).
-// ErrLockLost if its lock expired or it was settled already.
+// Abandon releases a received message's lock and raises its delivery count
+// (dead-lettered past MaxDeliveryCount); ErrLockLost as for Complete.
 func (b *Broker) Abandon(ctx context.Context, src broker.Source, m broker.Received) error {
 	b.ops.Add(1)
 	if err := ctx.Err(); err != nil {
@@ -503,8 +452,7 @@ func (b *Broker) Abandon(ctx context.Context, src broker.Source, m broker.Receiv
 	return nil
 }
 
-// Close does nothing: the broker holds no connections, and its state stays
-// usable.
+// Close does nothing: the broker holds no connections.
 func (b *Broker) Close(context.Context) error { return nil }
 
 // Stats counts queue's messages now; zero for an unknown queue.
@@ -529,9 +477,7 @@ func (b *Broker) Totals(queue string) QueueTotals {
 	return q.totals
 }
 
-// Snapshot returns queue's cumulative counts and its current state, read
-// together, so that they add up as QueueTotals says; zero for an unknown
-// queue.
+// Snapshot returns queue's totals and stats read together, so they add up.
 func (b *Broker) Snapshot(queue string) (QueueTotals, QueueStats) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -542,12 +488,7 @@ func (b *Broker) Snapshot(queue string) (QueueTotals, QueueStats) {
 	return q.totals, q.stats()
 }
 
-// NextDue returns when the next message of queue changes state on its own:
-// a scheduled message becomes visible, or a visible message that nobody
-// holds reaches the end of its time-to-live. ok is false when nothing is
-// due (or the queue is unknown). Lock expiries do not count. The
-// development host uses it to fast-forward its clock over stretches in
-// which nothing else happens.
+// NextDue returns when a message of queue next changes state on its own.
 func (b *Broker) NextDue(queue string) (at time.Time, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -558,13 +499,8 @@ func (b *Broker) NextDue(queue string) (at time.Time, ok bool) {
 	return q.nextDue()
 }
 
-// HoldScheduled, with hold true, keeps queue's scheduled messages
-// scheduled past their due time until it is called with hold false, which
-// makes those that fell due meanwhile visible at once, in the order they
-// fell due; while held, NextDue leaves scheduled messages out. It is for
-// a benchmark whose fast clock would otherwise bring messages due half an
-// hour on into the window it times (production handles them then, among
-// other traffic). ErrNotFound for an unknown queue.
+// HoldScheduled with hold keeps queue's scheduled messages past due, hidden
+// from NextDue; without, it shows those due in order. ErrNotFound: no queue.
 func (b *Broker) HoldScheduled(queue string, hold bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -582,8 +518,7 @@ func (b *Broker) HoldScheduled(queue string, hold bool) error {
 	return nil
 }
 
-// Idle reports whether queue has no visible messages, locked or not
-// (scheduled and dead-lettered ones don't count). An unknown queue is idle.
+// Idle reports whether queue has no visible messages (unknown: idle).
 func (b *Broker) Idle(queue string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -591,10 +526,7 @@ func (b *Broker) Idle(queue string) bool {
 	return err != nil || q.visible == 0
 }
 
-// Quiet reports whether queue has no message visible, locked or
-// scheduled (dead-lettered ones don't count): Stats' Active, Locked and
-// Scheduled all 0, without counting them, so that a host may ask after
-// every call. An unknown queue is quiet.
+// Quiet reports, cheaply, whether queue has nothing visible or scheduled.
 func (b *Broker) Quiet(queue string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -602,8 +534,7 @@ func (b *Broker) Quiet(queue string) bool {
 	return err != nil || q.visible == 0 && len(q.scheduled) == 0
 }
 
-// WaitIdle blocks until queue is idle (see Idle) or ctx ends, and returns
-// ctx's error in the second case. ErrNotFound for an unknown queue.
+// WaitIdle blocks until queue is idle or ctx ends; ErrNotFound if unknown.
 func (b *Broker) WaitIdle(ctx context.Context, queue string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -612,7 +543,7 @@ func (b *Broker) WaitIdle(ctx context.Context, queue string) error {
 		if err != nil {
 			return err
 		}
-		if q.visible == 0 { // nothing active or locked (stats, without counting)
+		if q.visible == 0 {
 			return nil
 		}
 		if err := b.wait(ctx, q, time.Time{}); err != nil {

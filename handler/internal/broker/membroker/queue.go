@@ -12,15 +12,9 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker/internal/msgutil"
 )
 
-// This file is the state machine of one queue. Everything here runs with
-// Broker.mu held and takes the broker time as an argument; nothing blocks.
-//
-// A message (entry) is scheduled, active (in the main list or its session's
-// list), dead-lettered (in the dead-letter list) or gone. Timed transitions
-// (a schedule falling due, a lock expiring, a time-to-live passing) are
-// events in a min-heap. Each event carries the generation of its entry or
-// session lock at the time it was pushed; any change bumps the generation,
-// so stale events are skipped instead of searched for and removed.
+// The state machine of one queue, run under Broker.mu; nothing blocks. Timed
+// transitions are events in a min-heap carrying their entry's or session
+// lock's generation; a change bumps it, so stale events are skipped.
 
 type entryState int
 
@@ -41,8 +35,7 @@ type entry struct {
 	failed    int32         // unsuccessful deliveries so far
 	state     entryState
 
-	// A locked entry has a lockToken. Without sessions it is locked until
-	// lockedUntil; with sessions it is held by holder's session lock.
+	// Locked (lockToken set): until lockedUntil, or by holder's session lock.
 	lockToken   string
 	lockedUntil time.Time
 	holder      *sessionLock
@@ -84,7 +77,6 @@ func (l *list) remove(e *entry) bool {
 	return ok
 }
 
-// firstUnlocked returns up to max unlocked entries, in order.
 func (l *list) firstUnlocked(max int) []*entry {
 	var out []*entry
 	for _, e := range l.items {
@@ -98,7 +90,6 @@ func (l *list) firstUnlocked(max int) []*entry {
 	return out
 }
 
-// find returns the entry with sequence number seq, or nil.
 func (l *list) find(seq int64) *entry {
 	if i, ok := slices.BinarySearchFunc(l.items, seq, cmpSeq); ok {
 		return l.items[i]
@@ -168,22 +159,14 @@ type queue struct {
 
 	nextSeq   int64
 	scheduled map[int64]*entry
-	// hold keeps scheduled messages scheduled past their due time
-	// (Broker.HoldScheduled); held are those that fell due meanwhile, in
-	// the order they did.
+	// hold: Broker.HoldScheduled; held: what fell due meanwhile, in order.
 	hold   bool
 	held   []*entry
 	main   list              // visible messages, queues without sessions
 	groups map[string]*group // visible messages by session
-	// visible counts the entries of main and of every group (active
-	// and locked ones), kept by insertActive and removeActive, so that
-	// waiting for an idle queue (Broker.WaitIdle) need not count them
-	// at every change.
+	// visible counts main's and every group's entries, for WaitIdle.
 	visible int
-	// ready holds every session that can be accepted (no holder, a
-	// message) keyed by its first message's sequence number, with stale
-	// entries dropped when they reach the top, so that nextSession need
-	// not scan every session.
+	// ready: acceptable sessions by first seq; stale ones dropped lazily.
 	ready     readyHeap
 	dead      list
 	locks     map[string]*entry // lock token -> active entry
@@ -198,8 +181,7 @@ type queue struct {
 
 	totals QueueTotals
 
-	// changed is closed and replaced whenever the queue changes, waking
-	// everyone blocked on it.
+	// changed is closed and replaced on every change, waking the waiters.
 	changed chan struct{}
 }
 
@@ -239,8 +221,7 @@ func (q *queue) push(ev event) {
 	}
 }
 
-// compact drops stale events so the heap stays proportional to the number
-// of live messages.
+// compact drops stale events, keeping the heap proportional to live messages.
 func (q *queue) compact() {
 	kept := q.events[:0]
 	for _, ev := range q.events {
@@ -277,9 +258,7 @@ func (q *queue) touchSession(l *sessionLock) {
 	q.push(event{at: l.until, s: l, gen: l.gen})
 }
 
-// advance applies every timed transition due at or before now, in time
-// order, and wakes the waiters if anything changed. The other mutators
-// leave waking to their caller.
+// advance applies the transitions due by now, in order, waking waiters.
 func (q *queue) advance(now time.Time) {
 	changed := false
 	for len(q.events) > 0 && !q.events[0].at.After(now) {
@@ -313,13 +292,8 @@ func (q *queue) advance(now time.Time) {
 	}
 }
 
-// expirySummary keeps session lock expiries from flooding the log: a
-// killed receiver leaves all its sessions to expire within one lock
-// duration (every lock was renewed, or taken, at most that long before),
-// dozens of lines saying the same. The first expiry of a burst is logged
-// at once; the others that expire within one lock duration of it are
-// counted and logged as one line when that window has passed (at the
-// queue's next operation or timed event), with the first few session ids.
+// expirySummary keeps a killed receiver's session lock expiries from flooding
+// the log: the first logged at once, the rest of a lock duration in one line.
 type expirySummary struct {
 	until  time.Time // end of the open window; zero when none is open
 	since  time.Time // when the window opened
@@ -327,7 +301,6 @@ type expirySummary struct {
 	sample []string  // the first few of their session ids
 }
 
-// expirySample bounds the session ids a summary line names.
 const expirySample = 5
 
 func (s *expirySummary) expired(log *slog.Logger, session string, at time.Time, window time.Duration) {
@@ -356,9 +329,7 @@ func (s *expirySummary) flushDue(log *slog.Logger, now time.Time) {
 	*s = expirySummary{}
 }
 
-// accept stores a new message, or drops it as a duplicate. It returns the
-// sequence number assigned (a duplicate gets one too, as in Service Bus, but
-// nothing stored answers to it).
+// accept stores msg, or drops a duplicate, and returns its sequence number.
 func (q *queue) accept(msg broker.Message, now time.Time, at *time.Time) int64 {
 	seq := q.nextSeq
 	q.nextSeq++
@@ -391,8 +362,7 @@ func (q *queue) accept(msg broker.Message, now time.Time, at *time.Time) int64 {
 	return seq
 }
 
-// duplicate reports whether id was seen within the duplicate detection
-// window, and records it if not.
+// duplicate reports whether id was seen within the window, recording it.
 func (q *queue) duplicate(id string, now time.Time) bool {
 	if !q.opts.RequiresDuplicateDetection {
 		return false
@@ -412,13 +382,10 @@ func (q *queue) duplicate(id string, now time.Time) bool {
 	return false
 }
 
-// activate makes a scheduled message visible: it is appended with a new
-// sequence number, as Service Bus does ("Message sequencing and timestamps",
-// MicrosoftDocs azure-docs articles/service-bus-messaging/message-sequencing.md).
-// Service Bus stamps EnqueuedTime with the activation instant, at or after
-// the due time; this broker stamps the due time, which is the activation
-// instant except for a message held past it (release), which Service Bus
-// would stamp later.
+// activate makes a scheduled message visible, enqueued at its due time, with
+// a new sequence number as Service Bus does ("Message sequencing and
+// timestamps", MicrosoftDocs azure-docs
+// articles/service-bus-messaging/message-sequencing.md).
 func (q *queue) activate(e *entry) {
 	delete(q.scheduled, e.seq)
 	e.seq = q.nextSeq
@@ -430,9 +397,7 @@ func (q *queue) activate(e *entry) {
 	q.touch(e)
 }
 
-// release ends a hold: the messages that fell due while it lasted become
-// visible in the order they fell due (cancelled ones are gone already).
-// It reports whether any did.
+// release ends a hold, showing what fell due in order; true if any did.
 func (q *queue) release() bool {
 	q.hold = false
 	held := q.held
@@ -458,8 +423,6 @@ func (q *queue) cancel(seq int64) bool {
 	return true
 }
 
-// insertActive puts the active entry e into its list, creating its
-// session's group when needed.
 func (q *queue) insertActive(e *entry) {
 	q.visible++
 	if !q.opts.RequiresSession {
@@ -477,8 +440,6 @@ func (q *queue) insertActive(e *entry) {
 	}
 }
 
-// removeActive takes the active entry e out of its list and forgets its
-// session if nothing is left of it.
 func (q *queue) removeActive(e *entry) {
 	if !q.opts.RequiresSession {
 		if q.main.remove(e) {
@@ -495,7 +456,6 @@ func (q *queue) removeActive(e *entry) {
 	}
 }
 
-// dropGroupIfEmpty forgets a session with no messages and no holder.
 func (q *queue) dropGroupIfEmpty(id string) {
 	if g := q.groups[id]; g != nil && g.lock == nil && len(g.msgs.items) == 0 {
 		delete(q.groups, id)
@@ -519,9 +479,7 @@ func (q *queue) lock(e *entry, now time.Time, l *sessionLock) {
 	q.touch(e)
 }
 
-// unlock releases e's lock. failed counts the delivery as unsuccessful (an
-// abandon, an expired or lost lock): past MaxDeliveryCount an active
-// message is dead-lettered.
+// unlock releases e's lock; failed counts a failed delivery.
 func (q *queue) unlock(e *entry, failed bool) {
 	delete(q.locks, e.lockToken)
 	delete(q.deadLocks, e.lockToken)
@@ -550,8 +508,7 @@ func (q *queue) expire(e *entry) {
 	q.deadLetter(e, broker.ReasonTTLExpired, "The message expired and was dead lettered.")
 }
 
-// deadLetter moves the active entry e to the dead-letter subqueue, keeping
-// its sequence number.
+// deadLetter moves active e to the dead-letter subqueue, keeping its seq.
 func (q *queue) deadLetter(e *entry, reason, description string) {
 	q.log.Info("message dead-lettered", slog.String("message_id", e.msg.MessageID),
 		slog.Int64("sequence", e.seq), slog.String("session_id", e.msg.SessionID),
@@ -564,7 +521,6 @@ func (q *queue) deadLetter(e *entry, reason, description string) {
 	q.touch(e)
 }
 
-// settle removes a received entry for good.
 func (q *queue) settle(e *entry) {
 	delete(q.locks, e.lockToken)
 	delete(q.deadLocks, e.lockToken)
@@ -585,9 +541,7 @@ func (q *queue) gone(e *entry) {
 	q.live--
 }
 
-// releaseSession ends the session lock l: its in-flight messages become
-// available again with their delivery count raised (dead-lettered past the
-// maximum), and the session can be accepted again.
+// releaseSession ends l, redelivering its messages, counts raised.
 func (q *queue) releaseSession(l *sessionLock, now time.Time) {
 	if l.released {
 		return
@@ -609,8 +563,7 @@ func (q *queue) releaseSession(l *sessionLock, now time.Time) {
 	q.markReady(g)
 }
 
-// nextSession returns the session, not held by anyone, whose first message
-// has the lowest sequence number.
+// nextSession returns the unheld session with the lowest first seq.
 func (q *queue) nextSession() *group {
 	for len(q.ready) > 0 {
 		top := q.ready[0]
@@ -622,15 +575,11 @@ func (q *queue) nextSession() *group {
 	return nil
 }
 
-// isReady reports whether g is a live session that can be accepted.
 func (q *queue) isReady(g *group) bool {
 	return q.groups[g.id] == g && g.lock == nil && len(g.msgs.items) > 0
 }
 
-// markReady records g in q.ready if it can be accepted. Callers call it
-// whenever a session may have become acceptable or its first message may
-// have changed; entries that went stale are dropped lazily, and the heap
-// is rebuilt when they outnumber the sessions.
+// markReady records g in q.ready if acceptable; stale entries go lazily.
 func (q *queue) markReady(g *group) {
 	if !q.isReady(g) {
 		return
@@ -647,14 +596,12 @@ func (q *queue) markReady(g *group) {
 	}
 }
 
-// readyItem is a session that could be accepted when it was recorded,
-// with its first message's sequence number then.
+// readyItem is a session acceptable when recorded, with its first seq then.
 type readyItem struct {
 	seq int64
 	g   *group
 }
 
-// readyHeap is a min-heap of readyItem by seq (container/heap).
 type readyHeap []readyItem
 
 func (h readyHeap) Len() int           { return len(h) }
@@ -677,8 +624,7 @@ func (q *queue) holdSession(g *group, now time.Time) *sessionLock {
 	return l
 }
 
-// nextDue returns the earliest time a scheduled message becomes visible or
-// an unlocked visible message expires.
+// nextDue returns when a scheduled message shows or an unheld one expires.
 func (q *queue) nextDue() (time.Time, bool) {
 	var at time.Time
 	consider := func(t time.Time) {
@@ -705,7 +651,6 @@ func (q *queue) nextDue() (time.Time, bool) {
 	return at, !at.IsZero()
 }
 
-// stats counts the queue's messages.
 func (q *queue) stats() QueueStats {
 	s := QueueStats{Scheduled: len(q.scheduled), DeadLettered: len(q.dead.items)}
 	count := func(l *list) {
@@ -727,7 +672,6 @@ func (q *queue) stats() QueueStats {
 	return s
 }
 
-// deadLetterFields fills r's dead-letter reason and description from its properties.
 func deadLetterFields(r *broker.Received) {
 	if s, ok := r.ApplicationProperties[broker.PropertyDeadLetterReason].(string); ok {
 		r.DeadLetterReason = s
@@ -737,7 +681,6 @@ func deadLetterFields(r *broker.Received) {
 	}
 }
 
-// withDeadLetter returns a copy of p with the dead-letter reason and description set.
 func withDeadLetter(p map[string]any, reason, description string) map[string]any {
 	out := maps.Clone(p)
 	if out == nil {

@@ -8,27 +8,17 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 )
 
-// Session is one session of a session-enabled queue, locked by the acceptor
-// that got it from AcceptNextSession: nobody else can receive its messages
-// until Close or until the lock expires. Its methods are safe for concurrent
-// use.
-//
-// When the session lock expires (LockDuration after acceptance or the last
-// RenewLock) the session becomes available to the next acceptor, and the
-// messages it had handed out and not settled are delivered again with their
-// delivery count raised. From then on every method of this Session returns
-// broker.ErrLockLost and changes nothing.
+// Session is a session locked by its acceptor until Close or lock expiry,
+// which redelivers its unsettled messages and makes every method return
+// broker.ErrLockLost. It is safe for concurrent use.
 type Session struct {
 	b    *Broker
 	q    *queue
 	lock *sessionLock
 }
 
-// AcceptNextSession blocks until a session of queue has a visible message
-// and no holder, locks it and returns it; among several it takes the one
-// whose first message is oldest. It returns ctx's error when ctx ends first,
-// ErrNotFound for an unknown queue and ErrInvalid for a queue without
-// sessions.
+// AcceptNextSession locks and returns the unheld session whose first message
+// is oldest, waiting for one. ErrInvalid for a queue without sessions.
 func (b *Broker) AcceptNextSession(ctx context.Context, queue string) (*Session, error) {
 	b.ops.Add(1)
 	b.mu.Lock()
@@ -55,8 +45,7 @@ func (b *Broker) AcceptNextSession(ctx context.Context, queue string) (*Session,
 // ID returns the session id.
 func (s *Session) ID() string { return s.lock.g.id }
 
-// check applies the transitions due now and reports ErrLockLost if the
-// session lock is gone. s.b.mu must be held.
+// check applies the transitions due; ErrLockLost if the lock is gone.
 func (s *Session) check(op string) (time.Time, error) {
 	now := s.b.clock.Now()
 	s.q.advance(now)
@@ -67,11 +56,8 @@ func (s *Session) check(op string) (time.Time, error) {
 	return now, nil
 }
 
-// Receive returns the session's next message not handed out yet, in
-// sequence order, locked under the session lock. It waits up to wait
-// (broker time) and returns (nil, nil) when none came (the session is
-// idle), ctx's error if ctx ended first, and ErrLockLost once the session
-// lock is lost.
+// Receive returns the session's next message, waiting up to wait (broker
+// time): (nil, nil) when none came, ErrLockLost once the lock is lost.
 func (s *Session) Receive(ctx context.Context, wait time.Duration) (*broker.Received, error) {
 	s.b.ops.Add(1)
 	s.b.mu.Lock()
@@ -117,8 +103,7 @@ func (s *Session) held(op string, m *broker.Received) (*entry, error) {
 	return e, nil
 }
 
-// Complete removes m. ErrLockLost if the session lock was lost or m is not
-// (any longer) held by this session.
+// Complete removes m; ErrLockLost if the session no longer holds it.
 func (s *Session) Complete(ctx context.Context, m *broker.Received) error {
 	s.b.ops.Add(1)
 	if err := ctx.Err(); err != nil {
@@ -135,9 +120,8 @@ func (s *Session) Complete(ctx context.Context, m *broker.Received) error {
 	return nil
 }
 
-// Abandon releases m with its delivery count raised: it is the session's
-// next message again, or, past MaxDeliveryCount, dead-lettered with reason
-// MaxDeliveryCountExceeded. ErrLockLost as for Complete.
+// Abandon releases m with its delivery count raised (dead-lettered past
+// MaxDeliveryCount); ErrLockLost as for Complete.
 func (s *Session) Abandon(ctx context.Context, m *broker.Received) error {
 	s.b.ops.Add(1)
 	if err := ctx.Err(); err != nil {
@@ -154,8 +138,7 @@ func (s *Session) Abandon(ctx context.Context, m *broker.Received) error {
 	return nil
 }
 
-// RenewLock extends the session lock by LockDuration from now. ErrLockLost
-// if it was lost already.
+// RenewLock extends the session lock by LockDuration; ErrLockLost if lost.
 func (s *Session) RenewLock(ctx context.Context) error {
 	s.b.ops.Add(1)
 	if err := ctx.Err(); err != nil {
@@ -178,18 +161,14 @@ func (s *Session) RenewLock(ctx context.Context) error {
 	return nil
 }
 
-// LockedUntil returns when the session lock expires (in the past once it
-// was lost or released).
+// LockedUntil returns when the session lock expires (or expired).
 func (s *Session) LockedUntil() time.Time {
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
 	return s.lock.until
 }
 
-// Close releases the session lock so another acceptor can take the session.
-// Messages handed out and not settled are delivered again with their
-// delivery count raised, as after a lost lock. Closing again, or after the
-// lock was lost, does nothing.
+// Close releases the session lock as losing it would; again, a no-op.
 func (s *Session) Close() error {
 	s.b.ops.Add(1)
 	s.b.mu.Lock()

@@ -1,10 +1,7 @@
-// Package clihelp prints the flags of every `handler` command's --help in
-// one style, the one the docs' flag tables use: each flag on its own line
-// as `  --name ARG` (two dashes, the argument in capitals), then its
-// meaning indented and wrapped, with the default when it is not the zero
-// value. The help around the flags (a usage line first, what the command
-// does, "exit codes:" last) is each command's own text; the style test in
-// package main holds every command to it.
+// Package clihelp prints every command's --help flags in the style of the
+// docs' flag tables: each flag on its own line as `  --name ARG`, then its
+// meaning indented and wrapped, with a non-zero default. The rest of the
+// help is each command's own; a style test in package main enforces it.
 package clihelp
 
 import (
@@ -38,8 +35,7 @@ func Flags(w io.Writer, fs *flag.FlagSet) {
 	io.WriteString(w, b.String())
 }
 
-// Wrap breaks text into lines of at most width bytes at spaces (a longer
-// word stays whole on its own line).
+// Wrap breaks text at spaces into lines of at most width bytes.
 func Wrap(text string, width int) []string {
 	var lines []string
 	line := ""

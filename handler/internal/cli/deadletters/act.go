@@ -39,17 +39,11 @@ var verbs = map[deadletter.Action]string{
 	deadletter.ActionRestore: "restore",
 }
 
-// bulkStates are the states a filter selects when --state is not given:
-// the entries the actions take that no one else is working on (a replay
-// under way is replay-due; closed ones are done). discard --state archived
-// discards archived entries.
+// bulkStates are what a filter selects without --state.
 var bulkStates = []dlstore.State{dlstore.Open, dlstore.Left}
 
-// act is replay, discard and archive: on one entry (--id) or the set a
-// filter selects when the command starts. Every refusal comes before the
-// first change: a usage error, an id that names nothing (before any
-// question), a missing --yes off a terminal, a body that breaks the
-// contract. Only a replay that is not a dry run needs Service Bus.
+// act is replay, discard and archive on one entry (--id) or a filter's set;
+// every refusal comes before the first change.
 func (c *cli) act(a deadletter.Action, args []string) int {
 	fs := c.flags()
 	af := actFlags{filter: addFilterFlags(fs)}
@@ -107,8 +101,7 @@ func (c *cli) act(a deadletter.Action, args []string) int {
 	return c.actBulk(s, a, f, af)
 }
 
-// info is where counts, samples and questions go: stdout, or stderr when
-// stdout carries JSON.
+// info is where counts, samples and questions go (stderr under --json).
 func (c *cli) info(asJSON bool) io.Writer {
 	if asJSON {
 		return c.stderr
@@ -116,10 +109,7 @@ func (c *cli) info(asJSON bool) io.Writer {
 	return c.stdout
 }
 
-// confirm asks on a terminal and reads one line: y or yes, in any case,
-// goes on; anything else changes nothing (exit 1). Off a terminal it
-// refuses with exit 2 (before anything changed). It returns an exit code
-// >= 0 when the command ends.
+// confirm asks on a terminal (y or yes, else exit 1), or exits 2 off one.
 func (c *cli) confirm(w io.Writer, question string, yes bool) int {
 	if yes {
 		return -1
@@ -135,8 +125,7 @@ func (c *cli) confirm(w io.Writer, question string, yes bool) int {
 	return -1
 }
 
-// readLine reads one line from r, without reading past it (a reader
-// shared with what comes next keeps the rest), up to 1 KiB.
+// readLine reads one line from r (up to 1 KiB) without reading past it.
 func readLine(r io.Reader) string {
 	var line []byte
 	b := make([]byte, 1)
@@ -210,8 +199,7 @@ func (c *cli) printDone(it deadletter.Item, q deadletter.Queues) {
 	}
 }
 
-// dryItem is one entry of a dry run's set: what would be done to it, or
-// why the action does not take it in its state.
+// dryItem is a dry run's entry: what would be done, or why not.
 type dryItem struct {
 	Would   string `json:"would,omitempty"`
 	Refused string `json:"refused,omitempty"`
@@ -226,18 +214,14 @@ func dryOf(e dlstore.Entry, a deadletter.Action, now time.Time) dryItem {
 type bulkSummary struct {
 	Action deadletter.Action `json:"action"`
 	DryRun bool              `json:"dry_run,omitempty"`
-	// Total is the set acted on; Refused how many more matched but are
-	// in a state the action does not take (left alone).
+	// Total is the set acted on; Refused, matched but in a refused state.
 	Total   int `json:"total"`
 	Done    int `json:"done"`
 	Failed  int `json:"failed"`
 	Refused int `json:"refused"`
 }
 
-// actBulk acts on the set that list with filter f shows now: Select lists
-// it once, and the entries listed are the set, whatever their StoredAt
-// says against now (another instance's clock ahead of this one's);
-// entries stored later are not in it.
+// actBulk acts on the set list with f shows now (Select).
 func (c *cli) actBulk(s *session, a deadletter.Action, f dlstore.Filter, af actFlags) int {
 	now := s.sw.Now()
 	set, err := s.sw.Select(c.ctx, f)
@@ -309,8 +293,7 @@ func (c *cli) actBulk(s *session, a deadletter.Action, f dlstore.Filter, af actF
 	return exitOK
 }
 
-// actionable splits set into the entries a takes in their state and the
-// others.
+// actionable splits set into the entries a takes in their state and the rest.
 func actionable(set []dlstore.Entry, a deadletter.Action) (ok, refused []dlstore.Entry) {
 	for _, e := range set {
 		if deadletter.Allowed(e, a) == nil {
@@ -322,8 +305,7 @@ func actionable(set []dlstore.Entry, a deadletter.Action) (ok, refused []dlstore
 	return ok, refused
 }
 
-// statesIn lists the states of es, each once, in the order of
-// dlstore.States.
+// statesIn lists the states of es, each once, in dlstore.States order.
 func statesIn(es []dlstore.Entry) []dlstore.State {
 	var out []dlstore.State
 	for _, st := range dlstore.States {
@@ -348,8 +330,7 @@ func statesOf(ss []dlstore.State) string {
 	return strings.Join(parts, ",")
 }
 
-// progressBar returns a function drawing done of total on stderr when it
-// is a terminal (nothing otherwise); -1 ends the bar.
+// progressBar draws done of total on a terminal stderr; -1 ends the bar.
 func (c *cli) progressBar(verb string, total int) func(done int) {
 	if total < 2 || !c.env.StderrIsTerminal() {
 		return func(int) {}

@@ -22,8 +22,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
 )
 
-// The dead-letter store's settings, as the function app reads them
-// (package config).
+// The dead-letter store's settings, as the function app reads them.
 const (
 	EnvDeadLetterTable     = config.EnvDeadLetterTable
 	EnvDeadLetterRetention = config.EnvDeadLetterRetention
@@ -36,38 +35,28 @@ type OrderRows interface {
 	Get(ctx context.Context, orderID string) (store.Row, error)
 }
 
-// Backend is what the commands work on: the broker, the dead-letter store
-// and the order rows, and the queues. Env.Connect returns one in tests;
-// otherwise connect builds it.
+// Backend is what the commands work on (Env.Connect's in tests).
 type Backend struct {
 	Broker deadletter.Broker
-	// NoBroker, when Broker is nil, says why (nothing names a Service
-	// Bus: connect.Resolve).
+	// NoBroker says why Broker is nil (connect.Resolve).
 	NoBroker error
 	Store    dlstore.Store
-	// Orders reads order rows; nil when the account has none to read
-	// (find then says so).
+	// Orders reads order rows; nil when the account has none (find says so).
 	Orders OrderRows
 	Queues deadletter.Queues
-	// Now is the commands' clock (nil: time.Now); ReceiveWait is how
-	// long a sweep's receive waits on an empty source (0: the sweeper's
-	// default).
+	// Now is the clock (nil: time.Now); ReceiveWait, a sweep's receive wait.
 	Now         func() time.Time
 	ReceiveWait time.Duration
 	// Close releases the connections (nil: nothing to release).
 	Close func()
 }
 
-// openStore opens the dead-letter store in table of the account svc. It
-// must not create the table: infra does (a table-scoped role may refuse
-// CreateTable), and a dry run writes nothing.
+// openStore opens the dead-letter store; infra creates the table.
 func openStore(svc *aztables.ServiceClient, table string) (dlstore.Store, error) {
 	return dltable.New(svc, table, nil), nil
 }
 
-// connect resolves where the command works: Env.Connect, else package
-// connect's broker (none when nothing names one: NoBroker says why) and
-// Table Storage account.
+// connect resolves the backend: Env.Connect, else package connect.
 func (c *cli) connect() (*Backend, error) {
 	if c.env.Connect != nil {
 		return c.env.Connect(c.ctx)
@@ -111,23 +100,19 @@ func (c *cli) connect() (*Backend, error) {
 	return b, nil
 }
 
-// use is what a command does with the backend, which decides what it
-// needs: only what sends or receives needs Service Bus.
+// use is what a command does; only sending needs Service Bus.
 type use int
 
 const (
-	// reads: the store, and Service Bus where it can (stats, the dry
-	// runs). It works on one instant, read once when it starts.
+	// reads: the store, and Service Bus where it can, at one instant.
 	reads use = iota
-	// changesStore: archive, discard, restore; every change is stamped
-	// at that moment.
+	// changesStore: archive, discard, restore, each change stamped when made.
 	changesStore
 	// sends: replay and sweep; they need Service Bus.
 	sends
 )
 
-// session is one connected command: the backend and the sweeper on it
-// with the policy settings.
+// session is one connected command: the backend and its sweeper.
 type session struct {
 	*Backend
 	sw dlops.Ops
@@ -139,8 +124,7 @@ func (s *session) close() {
 	}
 }
 
-// open reads the settings, connects and builds the sweeper for a command
-// that does u.
+// open reads the settings, connects and builds the sweeper for u.
 func (c *cli) open(u use) (*session, error) {
 	dl, err := config.LoadDeadLetter(c.env.Getenv)
 	if err != nil {
@@ -186,11 +170,7 @@ func (c *cli) open(u use) (*session, error) {
 	return s, nil
 }
 
-// waitOnce is a command's broker that waits for a Service Bus that does
-// not answer once: after a peek fails as transient (a timeout, a
-// connection refused), every later peek fails at once with that error, so
-// a namespace that does not answer costs one call timeout, not one per
-// source.
+// waitOnce fails peeks at once after a transient failure: one timeout.
 type waitOnce struct {
 	deadletter.Broker
 	mu     sync.Mutex
@@ -213,9 +193,7 @@ func (w *waitOnce) Peek(ctx context.Context, src broker.Source, max int, from in
 	return msgs, err
 }
 
-// absentBroker stands in for a Service Bus there is none of: every call
-// fails with why, so a command that reads reports those parts as not read
-// and the rest as usual.
+// absentBroker stands in for a missing Service Bus: calls fail with why.
 type absentBroker struct{ why error }
 
 var _ deadletter.Broker = absentBroker{}

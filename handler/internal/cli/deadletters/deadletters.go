@@ -1,21 +1,10 @@
 // Package deadletters is `orderstatus deadletters`, the runbooks' dead-letter
-// tool on the dead-letter store: stats, groups, find --order, list, replay,
-// discard, archive, restore and sweep [--dry-run], each a thin layer over
-// package deadletter (the same policy and actions as the DeadLetterSweeper
-// timer). It connects as package connect says: --namespace and --tables,
-// else the app settings with the operator's Entra identity, else the
-// development host of `make run` on this machine; the dead-letter store and
-// the order rows are tables of that account. Only replay and sweep (not
-// their dry runs) need Service Bus; the others work on the account alone.
-//
-// Its contract with scripts and runbooks: every command takes --help;
-// --json prints JSON Lines (one object a line); exit 0 is success, 1 a
-// failure or nothing found (nothing matches a filter, a part that could
-// not be read), 2 a usage error or bad input (an --id that names no
-// entry), with one line on stderr saying what. Nothing changes before
-// every check that can refuse has passed: an id that names nothing, a
-// missing --yes off a terminal and a corrected body that breaks the
-// contract all exit before the first write and before any question.
+// tool: thin commands over package deadletter (the DeadLetterSweeper's policy
+// and actions), connecting as package connect says; only replay and sweep
+// need Service Bus. Its contract with scripts: --help everywhere; --json
+// prints JSON Lines; exit 0 success, 1 a failure or nothing found, 2 a usage
+// error or bad input, with one line on stderr; every refusal comes before the
+// first write and any question.
 package deadletters
 
 import (
@@ -51,20 +40,14 @@ const (
 type Env struct {
 	Getenv func(string) string
 	Dir    string
-	// Stdin answers the confirmation question; IsTerminal says whether it
-	// is a terminal (a command that needs --yes refuses with exit 2 when it
-	// is not: a pipe, a file, /dev/null).
+	// Stdin answers confirmations; IsTerminal says if it is a terminal.
 	Stdin      io.Reader
 	IsTerminal func() bool
-	// StderrIsTerminal says whether stderr is a terminal, where the bulk
-	// actions draw their progress bar (nil: ask the process's stderr).
+	// StderrIsTerminal says if stderr, where progress bars go, is a terminal.
 	StderrIsTerminal func() bool
-	// Connect, when set, replaces the connection package connect makes
-	// (tests: an in-memory broker and store).
+	// Connect, when set, replaces package connect's connection (tests).
 	Connect func(ctx context.Context) (*Backend, error)
-	// OpenStore, when set, opens the dead-letter store in place of the
-	// Table Storage backend on the account connect found (tests of the
-	// connection with an in-memory store).
+	// OpenStore, when set, replaces the Table Storage store (tests).
 	OpenStore func(svc *aztables.ServiceClient, table string) (dlstore.Store, error)
 }
 
@@ -134,8 +117,7 @@ type command struct {
 	run                 func(c *cli, args []string) int
 }
 
-// commands is a function, not a variable: the commands' help refers back
-// to the table.
+// commands is a function: the commands' help refers back to it.
 func commands() []command {
 	return []command{
 		{"stats", "[--json]", "Prints the depth, the oldest age, how many are still in Service Bus (in queue) and how many\nare left for a human, per source and reason: the store's entries that are not closed and\nthe messages not yet drained. A part that cannot be read is named on stderr (exit 1);\nthe rest is still reported.", (*cli).stats},
@@ -211,8 +193,7 @@ func (c *cli) flags() *flag.FlagSet {
 	return fs
 }
 
-// parse parses args; it returns an exit code >= 0 when the command is done
-// (help printed, or a usage error reported).
+// parse parses args; an exit code >= 0 means done (help, or a usage error).
 func (c *cli) parse(fs *flag.FlagSet, args []string) int {
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -248,9 +229,7 @@ func (c *cli) fail(err error) int {
 	return exitFailure
 }
 
-// noSuchID reports an --id that names no entry (err wraps
-// deadletter.ErrNoMessage): bad input, exit 2, one line, said before any
-// question and any change.
+// noSuchID reports an --id naming no entry: exit 2, before any change.
 func (c *cli) noSuchID(err error) int {
 	fmt.Fprintf(c.stderr, "%s: %s (orderstatus deadletters list shows the ids)\n", c.name, oneLine(err.Error()))
 	return exitUsage
@@ -276,8 +255,7 @@ func (c *cli) actor() string {
 	return "cli:" + name
 }
 
-// isTerminal reports whether f is a terminal (/dev/null, a character device
-// too, is not).
+// isTerminal reports whether f is a terminal (/dev/null is not).
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 func age(sec int64) string {

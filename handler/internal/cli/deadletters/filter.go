@@ -30,7 +30,6 @@ func addFilterFlags(fs *flag.FlagSet) *filterFlags {
 	return ff
 }
 
-// given reports whether any filter flag was given.
 func (ff *filterFlags) given() bool { return *ff != filterFlags{} }
 
 // filter is a checked FILTER; its relative times are resolved by at.
@@ -56,9 +55,8 @@ func (w when) resolve(now time.Time) time.Time {
 	return w.at
 }
 
-// check validates the flags (a usage error names the flag) and returns
-// the filter; states is the default set of states when --state is not
-// given (nil: every state).
+// check validates the flags (a usage error names the flag); states is the
+// default without --state (nil: every state).
 func (ff *filterFlags) check(states []dlstore.State) (filter, error) {
 	out := filter{f: dlstore.Filter{Reason: ff.reason, Group: ff.group, OrderID: ff.order, Text: ff.text, States: states}}
 	if ff.source != "" {
@@ -88,8 +86,7 @@ func (ff *filterFlags) check(states []dlstore.State) (filter, error) {
 	return out, nil
 }
 
-// at resolves the relative times against now and checks that since
-// comes before until.
+// at resolves the relative times against now and checks since precedes until.
 func (f filter) at(now time.Time) (dlstore.Filter, error) {
 	out := f.f
 	out.Since, out.Until = f.since.resolve(now), f.till.resolve(now)
@@ -99,11 +96,9 @@ func (f filter) at(now time.Time) (dlstore.Filter, error) {
 	return out, nil
 }
 
-// day is the unit of a duration in whole days ("7d").
 const day = 24 * time.Hour
 
-// parseWhen reads RFC 3339 or a duration (Go's, or whole days "7d"); a
-// duration must be at least 0 and fit in a time.Duration.
+// parseWhen reads RFC 3339 or a duration at least 0 (Go's, or "7d").
 func parseWhen(flagName, v string) (when, error) {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -128,7 +123,6 @@ func parseWhen(flagName, v string) (when, error) {
 	return when{ago: d, set: true}, nil
 }
 
-// parseSource reads a --source value.
 func parseSource(s string) (dlstore.Source, bool) {
 	for _, src := range dlstore.Sources {
 		if string(src) == s {

@@ -20,7 +20,6 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
-// jsonLines writes each value as one line of JSON.
 func jsonLines[T any](w io.Writer, vs []T) {
 	enc := json.NewEncoder(w)
 	for _, v := range vs {
@@ -57,8 +56,7 @@ func (c *cli) stats(args []string) int {
 	return c.unreadable(unreadable)
 }
 
-// serviceBusParts, when there is no Service Bus, replaces the sources
-// among the parts not read by one part that says why.
+// serviceBusParts replaces the unread sources by one, saying why.
 func (s *session) serviceBusParts(parts []string) []string {
 	if s.NoBroker == nil {
 		return parts
@@ -81,8 +79,7 @@ func (s *session) serviceBusParts(parts []string) []string {
 	return out
 }
 
-// unreadable names what could not be read (exit 1), after the rest was
-// reported; nothing: exit 0.
+// unreadable names what could not be read: exit 1 (none: 0).
 func (c *cli) unreadable(parts []string) int {
 	if len(parts) == 0 {
 		return exitOK
@@ -151,9 +148,7 @@ func (c *cli) groups(args []string) int {
 	return exitOK
 }
 
-// entryOut is an entry as list and find print it (without its body and
-// properties: find --json and list --json are for reading, and a body may
-// hold 256 KB).
+// entryOut is an entry as list and find print it, without the body.
 type entryOut struct {
 	ID             string         `json:"id"`
 	Source         dlstore.Source `json:"source"`
@@ -264,8 +259,7 @@ type auditOut struct {
 	Detail         string         `json:"detail,omitempty"`
 }
 
-// event is one line of find: the order row, an entry (at the time it was
-// stored) or an audit entry.
+// event is one line of find: the order row, an entry or an audit entry.
 type event struct {
 	Kind  string    `json:"kind"` // "order", "entry" or "audit"
 	At    time.Time `json:"at"`
@@ -325,9 +319,8 @@ func (c *cli) find(args []string) int {
 			From: a.From, To: a.To, Actor: a.Actor, Source: a.Source, SequenceNumber: a.SequenceNumber, MessageID: a.MessageID,
 			Reason: a.Reason, NewMessageID: a.NewMessageID, Detail: a.Detail}})
 	}
-	// The order row first (the handler's latest write), then the store's
-	// events in time order; at one instant the entry before its audit entries, and those
-	// by number.
+	// The order row (the handler's latest write), then the store's events by
+	// time: an entry before its audit entries, those by number.
 	rank := map[string]int{"order": 0, "entry": 1, "audit": 2}
 	slices.SortStableFunc(events, func(a, b event) int {
 		if n := cmp.Compare(min(rank[a.Kind], 1), min(rank[b.Kind], 1)); n != 0 {
@@ -386,10 +379,9 @@ func ifSet(prefix, s string) string {
 	return prefix + s
 }
 
-// tableKey reports why id cannot be a PartitionKey or RowKey in Table
-// Storage, or nil: keys may not contain / \ # ? or a control character
-// (U+0000 to U+001F, U+007F to U+009F) ("Understanding the Table service
-// data model", Microsoft Learn: Characters disallowed in key fields).
+// tableKey reports why id cannot be a Table Storage key (/ \ # ? or a control
+// character), or nil: "Understanding the Table service data model", Microsoft
+// Learn: Characters disallowed in key fields.
 func tableKey(id string) error {
 	if i := strings.IndexAny(id, `/\#?`); i >= 0 {
 		return fmt.Errorf("a Table Storage key cannot contain %q", id[i])

@@ -10,8 +10,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
-// sweepSummary is the closing line of sweep --json (the items come first,
-// one a line).
+// sweepSummary is the closing line of sweep --json, after the items.
 type sweepSummary struct {
 	RunID      string                    `json:"run_id"`
 	DryRun     bool                      `json:"dry_run,omitempty"`
@@ -102,20 +101,17 @@ func (c *cli) sweep(args []string) int {
 	return c.unreadable(rep.Unreadable)
 }
 
-// sweepProgress is the line a sweep writes on stderr every 2 s while it
-// runs: how many entries it acted on in how long.
+// sweepProgress is a sweep's stderr line every 2 s.
 func sweepProgress(acted int, took time.Duration) string {
 	return fmt.Sprintf("sweeping: %s acted on in %s", wording.CountAs(acted, "entry", "entries"), took.Round(time.Second))
 }
 
-// sweepPurged is the line a sweep writes when the retention let n closed
-// entries go.
+// sweepPurged is a sweep's line when retention let n closed entries go.
 func sweepPurged(n int) string {
 	return "purged " + wording.CountAs(n, "closed entry", "closed entries") + " past the retention"
 }
 
-// sweepFailed is the line on stderr of a sweep (command name) in which n
-// messages or entries failed.
+// sweepFailed is a sweep's stderr line when n messages or entries failed.
 func sweepFailed(name string, n int) string {
 	return fmt.Sprintf("%s: %s failed (see above); the others were handled", name, wording.CountAs(n, "message or entry", "messages or entries"))
 }

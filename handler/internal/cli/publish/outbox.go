@@ -42,8 +42,7 @@ func (o *outboxFlags) check() string {
 	return ""
 }
 
-// validTableName: Table Storage table names are 3 to 63 alphanumeric
-// characters and begin with a letter
+// validTableName: 3 to 63 alphanumerics, starting with a letter
 // (https://learn.microsoft.com/rest/api/storageservices/understanding-the-table-service-data-model#table-names).
 func validTableName(s string) bool {
 	if len(s) < 3 || len(s) > 63 {
@@ -58,8 +57,7 @@ func validTableName(s string) bool {
 	return true
 }
 
-// openOutbox connects to Service Bus and Table Storage and returns the
-// relay's two ends.
+// openOutbox connects to Service Bus and Table Storage, the relay's two ends.
 func (c *command) openOutbox(ctx context.Context, o outboxFlags, e env) (*outbox.Table, *connect.Target, string, func(), error) {
 	t, err := connect.ServiceBus(connect.Options{Namespace: c.namespace, Tables: o.tables, Getenv: e.getenv, Dir: e.dir})
 	if err != nil {

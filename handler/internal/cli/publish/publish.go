@@ -1,13 +1,6 @@
-// Package publish is the `orderstatus publish` command: the producers' three
-// operations of the walkthrough (status, timeout, cancel-timeout) on the
-// command line, over the importable package handler/publish, and the
-// transactional outbox's relay and commit (relay, commit) over
-// handler/publish/outbox, and wait, which polls GetOrder until an order
-// gets where a walkthrough or a script expects it. It parses
-// flags and files, refuses bad input before anything is sent, connects
-// like the other operator commands (package connect: --namespace, else
-// ServiceBusConnection__fullyQualifiedNamespace with the caller's Entra
-// identity, else the running `make run`), and prints what it did.
+// Package publish is `orderstatus publish`: the producers' operations over
+// handler/publish, an outbox's relay and commit, and wait. It refuses bad
+// input before sending and connects as package connect says.
 package publish
 
 import (
@@ -76,8 +69,7 @@ type env struct {
 	stdin  io.Reader           // --from -
 }
 
-// Main is the `orderstatus publish` command; args are the arguments after
-// "publish".
+// Main is the `orderstatus publish` command; args follow "publish".
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return run(ctx, args, stdout, stderr, env{dir: ".", getenv: os.Getenv, now: time.Now, stdin: os.Stdin})
 }
@@ -125,8 +117,7 @@ func newCommand(name, usageLine, about string, stdout, stderr io.Writer) *comman
 	return c
 }
 
-// newLocalCommand is newCommand without --namespace, for a command that
-// does not talk to Service Bus.
+// newLocalCommand is newCommand without --namespace, for no Service Bus.
 func newLocalCommand(name, usageLine, about string, stdout, stderr io.Writer) *command {
 	c := &command{name: "orderstatus publish " + name, usage: usageLine, about: about, stdout: stdout, stderr: stderr,
 		exitCodes: "exit codes: 0 sent, 1 connecting or sending failed, 2 bad input (one line on stderr;\nnothing is sent).\n"}
@@ -168,8 +159,7 @@ func (c *command) fail(err error) int {
 	return ExitFailure
 }
 
-// connect resolves the target and returns a publisher on it, with a
-// function that closes it.
+// connect resolves the target and returns a publisher on it and its closer.
 func (c *command) connect(e env) (*publish.Publisher, *connect.Target, func(), error) {
 	t, err := connect.ServiceBus(connect.Options{Namespace: c.namespace, Getenv: e.getenv, Dir: e.dir})
 	if err != nil {
@@ -285,9 +275,7 @@ type waitOptions struct {
 	url     string
 }
 
-// waiter returns status --wait's poller for target t (nil without
-// --wait), or an exit code >= 0 when there is no GetOrder to ask: a usage
-// error, before anything is sent.
+// waiter returns --wait's poller, or exit code >= 0 without a GetOrder.
 func (c *command) waiter(t *connect.Target) (*waiter, int) {
 	if !c.waitOpts.on {
 		return nil, -1
@@ -323,9 +311,7 @@ func change(orderID, status string, seq int64, occurred string, occurredSet bool
 	return ch, nil
 }
 
-// occurredAt parses --occurred-at: an RFC 3339 time, or a duration
-// before now written with "ago" ("31m ago"), which no shell's date
-// syntax is needed for.
+// occurredAt parses --occurred-at: RFC 3339, or a duration "ago".
 func occurredAt(v string, now time.Time) (time.Time, error) {
 	if d, ok := strings.CutSuffix(v, " ago"); ok {
 		if ago, err := time.ParseDuration(strings.TrimSpace(d)); err == nil && ago >= 0 {
@@ -356,8 +342,7 @@ type fileLine struct {
 	OccurredAt *string          `json:"occurredAt"`
 }
 
-// readChanges parses a JSON Lines file of status changes; an error names
-// the line.
+// readChanges parses JSON Lines of status changes; errors name the line.
 func readChanges(r io.Reader, name string, now func() time.Time) ([]contract.StatusChanged, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
@@ -461,7 +446,7 @@ func statusFromFile(ctx context.Context, c *command, from string, e env) int {
 	})
 	if err != nil {
 		var ie *publish.IndexError
-		if errors.As(err, &ie) { // checked above already; kept for safety
+		if errors.As(err, &ie) {
 			return c.bad("%v", err)
 		}
 		return c.fail(fmt.Errorf("%w (%d of %d sent before the failure; sending the file again is safe: duplicates are dropped)", err, n, len(changes)))
@@ -529,11 +514,8 @@ cancel-timeout finds nothing to cancel.`, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "scheduled %s %s on %s for %s (in %s %s) on %s, sequence %d\n",
 		contract.SubjectPaymentTimeout, s.MessageID, p.Queue(), s.At.UTC().Format(time.RFC3339), after, clock, t.Describe, s.SequenceNumber)
-	// Service Bus answers a schedule with sequence numbers whether or not
-	// duplicate detection dropped the message (azservicebus
-	// Sender.ScheduleMessages returns what the broker's schedule-message
-	// operation returns, with no per-message outcome), so this cannot say
-	// which happened.
+	// Service Bus numbers even a dropped duplicate, so this cannot tell
+	// (azservicebus Sender.ScheduleMessages has no per-message outcome).
 	fmt.Fprintf(stderr, "to cancel it: orderstatus publish cancel-timeout --sequence %d; but if the handler scheduled this Created's check "+
 		"(it does, with this MessageId, when it applies that Created) within the queue's duplicate-detection window, "+
 		"duplicate detection dropped this copy and Service Bus still gave it a sequence number, so nothing here can tell: "+

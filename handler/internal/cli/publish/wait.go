@@ -24,9 +24,8 @@ const (
 	orderIDPlaceholder = "{orderId}"
 )
 
-// getOrderURL resolves status --wait's GetOrder URL template: --get-order-url
-// if given (it must hold {orderId}), else the development host's front. It
-// returns "" and an error naming what to pass when there is neither.
+// getOrderURL resolves --wait's GetOrder URL template: --get-order-url, else
+// the development host's front; an error names what to pass.
 func getOrderURL(flagValue, devHostAddr string) (string, error) {
 	if flagValue != "" {
 		if err := checkGetOrderURL(flagValue); err != nil {
@@ -40,8 +39,7 @@ func getOrderURL(flagValue, devHostAddr string) (string, error) {
 	return "", errors.New("--wait needs --get-order-url against Azure (https://<app>.azurewebsites.net/api/orders/{orderId}?code=<function key>), or a running development host with an HTTP front")
 }
 
-// checkWaitTimeout reports why d, the value of --name, is not a wait's
-// timeout: above 0 and at most maxWaitTimeout.
+// checkWaitTimeout reports why d (--name) is not in (0, maxWaitTimeout].
 func checkWaitTimeout(name string, d time.Duration) error {
 	if d <= 0 || d > maxWaitTimeout {
 		return fmt.Errorf("--%s %s: want a duration above 0 and at most 1h", name, d)
@@ -96,8 +94,7 @@ type waiter struct {
 	timeout time.Duration
 }
 
-// targets returns, per order, the highest sequence among changes, in
-// the order the orders first appear.
+// targets returns each order's highest sequence, in first-seen order.
 func targets(changes []contract.StatusChanged) ([]string, map[string]int64) {
 	var ids []string
 	want := map[string]int64{}
@@ -110,11 +107,8 @@ func targets(changes []contract.StatusChanged) ([]string, map[string]int64) {
 	return ids, want
 }
 
-// wait polls until every order of changes shows its highest sequence sent,
-// or a later one, in GetOrder (a later one: another producer moved it on;
-// the change sent was applied or is stale, and either way is settled). It
-// returns the orders still behind with what GetOrder last said, and
-// ctx's error if it ended first.
+// wait polls until GetOrder shows every order at its highest sequence sent or
+// later; it returns the orders behind, with the last answer.
 func (w *waiter) wait(ctx context.Context, changes []contract.StatusChanged) (behind map[string]orderAnswer, err error) {
 	ids, want := targets(changes)
 	return w.until(ctx, ids, func(id string, a orderAnswer) bool {
@@ -122,10 +116,7 @@ func (w *waiter) wait(ctx context.Context, changes []contract.StatusChanged) (be
 	})
 }
 
-// until polls GetOrder for every order of ids until reached holds for
-// what it answers, for at most w.timeout. It returns the orders for which
-// it does not with what GetOrder last said (the zero orderAnswer if it
-// never answered), and ctx's error if the wait ended first.
+// until polls GetOrder for ids until reached holds or w.timeout passes.
 func (w *waiter) until(ctx context.Context, ids []string, reached func(id string, a orderAnswer) bool) (behind map[string]orderAnswer, err error) {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
@@ -198,9 +189,7 @@ func (w *waiter) get(ctx context.Context, orderID string) orderAnswer {
 	return a
 }
 
-// waitAndReport runs the wait after a send and prints its outcome: one
-// line on stdout when every order is there (exit 0), else one line on
-// stderr naming the orders behind and what they show (exit 1).
+// waitAndReport waits after a send and reports (exit 0 or 1).
 func waitAndReport(ctx context.Context, c *command, w *waiter, changes []contract.StatusChanged) int {
 	ids, want := targets(changes)
 	behind, err := w.wait(ctx, changes)

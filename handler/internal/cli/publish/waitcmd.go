@@ -13,12 +13,9 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devrun"
 )
 
-// runWait is `orderstatus publish wait`: status --wait's polling on its own,
-// for a change that no publish of the caller's sends (a payment timeout
-// firing, a relay's send). It sends nothing. Exit 0 once GetOrder shows
-// the order there; 1 when it does not within --timeout (or on an
-// interrupt), with one line on stderr saying what GetOrder showed last; 2
-// on bad flags or when there is no GetOrder to ask.
+// runWait is `orderstatus publish wait`: status --wait's polling alone, for a
+// change sent elsewhere (a payment timeout, a relay). Exit 0 once GetOrder
+// shows it, 1 if not within --timeout, 2 on bad flags or no GetOrder to ask.
 func runWait(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
 	c := newLocalCommand("wait", "usage: orderstatus publish wait --order ID (--sequence N | --status S) [--timeout 30s] [--get-order-url URL]",
 		`Waits until GetOrder shows the order at --sequence N or a later one, or in
@@ -98,8 +95,7 @@ development host it asks its HTTP front; against Azure pass --get-order-url.`, s
 	return ExitFailure
 }
 
-// waitTarget is what wait waits for: a sequence (0: any), a status ("":
-// any), or both.
+// waitTarget is what wait waits for: a sequence, a status, or both.
 type waitTarget struct {
 	sequence int64
 	status   contract.Status
@@ -110,8 +106,7 @@ func (t waitTarget) reached(a orderAnswer) bool {
 		(t.status == "" || a.status == string(t.status))
 }
 
-// String says what is awaited: "sequence 2 or later", "status Cancelled",
-// or both.
+// String says what is awaited, e.g. "sequence 2 or later".
 func (t waitTarget) String() string {
 	var parts []string
 	if t.sequence > 0 {

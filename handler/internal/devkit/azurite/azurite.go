@@ -1,6 +1,5 @@
-// Package azurite starts and stops Azurite's Table service (the npm package
-// the Makefile installs into tools/node_modules) on 127.0.0.1, for tests and
-// for the development host. It owns nothing else.
+// Package azurite starts and stops Azurite's Table service (installed into
+// tools/node_modules) on 127.0.0.1, for tests and the development host.
 package azurite
 
 import (
@@ -28,8 +27,7 @@ const (
 	AccountKey  = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
 
-// ConnectionString returns the connection string for an Azurite Table
-// service at host:port.
+// ConnectionString returns the connection string for an Azurite Table service at host:port.
 func ConnectionString(hostPort string) string {
 	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;TableEndpoint=http://%s/%s;",
 		AccountName, AccountKey, hostPort, AccountName)
@@ -60,21 +58,16 @@ type Options struct {
 	StartTimeout time.Duration
 }
 
-// ErrNotInstalled is returned by Find and FindFrom when no azurite-table
-// binary exists.
+// ErrNotInstalled is returned by Find and FindFrom when no azurite-table exists.
 var ErrNotInstalled = errors.New("azurite: azurite-table not installed (run 'make tools')")
 
-// EnvBinary names an azurite-table executable that Find and FindFrom
-// return without searching.
+// EnvBinary names an azurite-table executable Find and FindFrom return as is.
 const EnvBinary = "AZURITE_TABLE_BIN"
 
-// binInTools is where 'make tools' installs azurite-table, relative to the
-// repository root.
+// binInTools is where 'make tools' installs azurite-table, from the repository root.
 var binInTools = filepath.Join("tools", "node_modules", ".bin", "azurite-table")
 
-// Find returns the azurite-table executable: $AZURITE_TABLE_BIN if set, else
-// tools/node_modules/.bin/azurite-table in the nearest directory upward from
-// the working directory that has go.mod.
+// Find returns $AZURITE_TABLE_BIN, else binInTools under the nearest go.mod upward.
 func Find() (string, error) {
 	if p := os.Getenv(EnvBinary); p != "" {
 		return p, nil
@@ -99,12 +92,8 @@ func Find() (string, error) {
 	}
 }
 
-// FindFrom returns the azurite-table executable for a program that may run
-// outside the repository: $AZURITE_TABLE_BIN if set; else
-// tools/node_modules/.bin/azurite-table in each of dirs or any directory
-// above it, trying dirs in order and, within one, the nearest directory
-// first; else azurite-table on the PATH. The error wraps ErrNotInstalled
-// and names the directories searched.
+// FindFrom returns $AZURITE_TABLE_BIN, else binInTools in or above each of
+// dirs, else azurite-table on the PATH; the error wraps ErrNotInstalled.
 func FindFrom(dirs ...string) (string, error) {
 	if p := os.Getenv(EnvBinary); p != "" {
 		return p, nil
@@ -123,10 +112,8 @@ func FindFrom(dirs ...string) (string, error) {
 		ErrNotInstalled, binInTools, strings.Join(searched, ", "), EnvBinary)
 }
 
-// searchUp calls found for each of dirs (made absolute) and every
-// directory above it, each directory once, the nearest first and dirs in
-// order, and returns the first result found accepts; "" when none does.
-// searched lists the absolute starting directories.
+// searchUp returns the first result found accepts for dirs and the
+// directories above them, nearest first; searched lists the absolute dirs.
 func searchUp(dirs []string, found func(dir string) (string, bool)) (result string, searched []string) {
 	seen := map[string]bool{}
 	for _, d := range dirs {
@@ -153,8 +140,7 @@ func searchUp(dirs []string, found func(dir string) (string, bool)) (result stri
 	return "", searched
 }
 
-// Start launches azurite-table with in-memory persistence on 127.0.0.1 and
-// waits until it answers HTTP. Stop it with Stop.
+// Start launches azurite-table in memory on 127.0.0.1 and waits until it answers.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	bin := opts.Binary
 	if bin == "" {
@@ -190,12 +176,7 @@ func start(ctx context.Context, bin string, port int, logw io.Writer, timeout ti
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd, done: make(chan struct{})}
-	// The process is started and waited for on one goroutine locked to its
-	// OS thread for the process's whole life: on Linux the parent-death
-	// signal (see sysProcAttr) fires when the thread that started the
-	// process exits, and the Go runtime may end an unlocked thread at any
-	// time. The goroutine never unlocks, so its thread ends with it, after
-	// the process exited.
+	// Start and wait on a locked OS thread: Pdeathsig fires when it exits.
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -228,9 +209,7 @@ func start(ctx context.Context, bin string, port int, logw io.Writer, timeout ti
 		resp, err := client.Get("http://" + s.Addr + "/" + AccountName + "/Tables")
 		if err == nil {
 			resp.Body.Close()
-			// Only Azurite's own answer counts: between FreePort and the
-			// bind another process (a test's server) may take the port,
-			// and its answer would pass for ours while Azurite exits.
+			// Only Azurite's answer counts: another process may have taken the port.
 			if strings.HasPrefix(resp.Header.Get("Server"), "Azurite-Table") {
 				return s, nil
 			}
@@ -269,8 +248,7 @@ func (s *Server) Stop() {
 // Done is closed when the process has exited.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
-// Err returns how the process ended (the exec.Cmd.Wait error; nil for
-// exit status 0) once Done is closed, and nil before.
+// Err returns how the process ended once Done is closed, and nil before.
 func (s *Server) Err() error {
 	select {
 	case <-s.done:

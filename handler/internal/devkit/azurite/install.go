@@ -11,18 +11,15 @@ import (
 	"time"
 )
 
-// ToolsDir is the project folder whose package.json pins Azurite; npm
-// installs it into ToolsDir/node_modules.
+// ToolsDir is the project folder whose package.json pins Azurite.
 const ToolsDir = "tools"
 
 // StampFile marks a completed install (the Makefile's tools target uses it).
 const StampFile = "node_modules/.installed"
 
-// Install runs `npm ci` in the first ToolsDir found in or above dirs that
-// has a package.json and package-lock.json, so that a fresh clone can start
-// Azurite without a separate set-up step. npm's output goes to out. It
-// returns the tools directory it installed into. It needs npm on the PATH
-// and the npm registry; errors say which is missing.
+// Install runs `npm ci` in the first ToolsDir with package.json and
+// package-lock.json in or above dirs, writing npm's output to out, and
+// returns that directory. It needs npm on the PATH and the npm registry.
 func Install(ctx context.Context, out io.Writer, dirs ...string) (string, error) {
 	tools, err := findTools(dirs)
 	if err != nil {
@@ -47,8 +44,7 @@ func Install(ctx context.Context, out io.Writer, dirs ...string) (string, error)
 	return tools, nil
 }
 
-// findTools returns the first ToolsDir with package.json and
-// package-lock.json in or above one of dirs.
+// findTools returns the first ToolsDir with a lock file in or above one of dirs.
 func findTools(dirs []string) (string, error) {
 	tools, _ := searchUp(dirs, func(dir string) (string, bool) {
 		t := filepath.Join(dir, ToolsDir)

@@ -4,9 +4,7 @@ package azurite
 
 import "syscall"
 
-// sysProcAttr puts Azurite in its own process group (a Ctrl-C reaches only
-// its owner, which stops it in order). Only Linux has a parent-death
-// signal: elsewhere Azurite outlives an owner killed by SIGKILL.
+// sysProcAttr puts Azurite in its own process group (no parent-death signal here).
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }

@@ -1,36 +1,15 @@
-// Package bench is `make bench`: it measures, in one run on one machine
-// and one Azurite, how close the real system (bin/handler behind the
-// development host) comes to what the storage allows and how much its
-// one-round-trip design buys over the obvious read-then-write handler,
-// locally and with storage latency added by the fault proxy; the session
-// slots' regime that decides throughput in production; and cold start,
-// memory and CPU per message. It prints one `name: value` line per figure
-// (the names are an interface: scripts and the README read them).
+// Package bench is `make bench`: it measures, on one machine and one
+// Azurite, how close the real system (bin/handler behind the development
+// host) comes to what the storage allows, what its one-round-trip design
+// buys over a read-then-write handler (locally and with storage latency
+// added by the fault proxy), the session slots' regime, cold start, memory
+// and CPU per message. It prints one `name: value` line per figure (the
+// names are an interface: scripts and the README read them).
 //
-// The four designs run the same workload with the same number of orders
-// in flight:
-//   - limit: a loop straight on the table (tablestore, one SDK call per
-//     operation) that knows every row because it is the only writer: one
-//     conditional write per message that changes an order, nothing else;
-//   - naive: per message, read the row, decide with the same rules, write
-//     it conditionally; no cache;
-//   - ours: the workload sent to the dev host's in-memory broker and
-//     handled by bin/handler with host.json's settings, except the number
-//     of sessions (the same in-flight count) and a fast broker clock, so
-//     that idle session slots do not hide the handler and the store (the
-//     session-slot table measures those on the real clock);
-//   - limit through the host: ours with bin/handler replaced by a minimal
-//     custom handler that does only the limit's work (floor.go).
-//
-// The same workload also runs on several instances of the app (ours, the
-// same orders in flight spread over them), with instances killed, scaled
-// in and added at set points of the workload so that sessions move
-// between them (instances.go).
-//
-// Round trips, latency percentiles and results come from the handler's
-// own metrics (GET /api/metrics; with several instances, each instance's
-// settled log lines as the dev host counts them), CPU from /proc. It is a tool for
-// this repository's machine: Linux, Azurite installed, bin/handler built.
+// The designs compared are limit (one conditional write per message,
+// straight on the table), naive (read, decide, write), ours (bin/handler
+// through the dev host) and limit through the host (floor.go); ours also
+// runs on several instances (instances.go). Linux only; Azurite installed.
 package bench
 
 import (
@@ -61,18 +40,12 @@ import (
 type Options struct {
 	// Root is the repository: host.json, functions/, bin/handler.
 	Root string
-	// Orders is the workload's size: four status changes each, plus
-	// DuplicateShare redeliveries and StaleShare stale replays.
+	// Orders is the workload's size, plus DuplicateShare and StaleShare copies.
 	Orders                     int
 	DuplicateShare, StaleShare float64
-	// InFlight is how many orders are handled at once by every design
-	// (ours: maxConcurrentSessions).
+	// InFlight is how many orders every design handles at once.
 	InFlight int
-	// Repeats is how many times each of the eight side-by-side runs
-	// (limit, naive, ours, limit through the host; local and with
-	// latency) is made, interleaved, so that a burst of load from
-	// elsewhere on the machine hits all designs alike; the median is
-	// reported.
+	// Repeats is how many times each side-by-side run is made (the median reported).
 	Repeats int
 	// Latency is added to every storage request in the latency phases.
 	Latency time.Duration
@@ -80,28 +53,20 @@ type Options struct {
 	TimeScale float64
 	// Sessions are the maxConcurrentSessions of the sessions_<n> runs.
 	Sessions []int
-	// Instances is how many instances of the app the instances_<n> run
-	// starts with (InFlight sessions spread over them, scale events during
-	// the run); below 2 there is no such run.
+	// Instances is the instances_<n> run's start count; below 2: no such run.
 	Instances int
-	// SlotSessions and SlotIdle span the session-slot table; SlotRounds
-	// is how many sessions each slot works through.
+	// SlotSessions, SlotIdle and SlotRounds span the session-slot table.
 	SlotSessions []int
 	SlotIdle     []time.Duration
 	SlotRounds   int
-	// ColdStarts is how many times bin/handler is started for the cold
-	// start percentiles.
+	// ColdStarts is how many times bin/handler is started for cold start.
 	ColdStarts int
-	// RSSOrders distinct orders are sent to one handler before
-	// rss_after_100k_orders_mb is read.
+	// RSSOrders distinct orders are sent before rss_after_100k_orders_mb.
 	RSSOrders int
 	// LogLevel is the handler's LOG_LEVEL (production's default: info).
 	LogLevel string
-	// ProfileDir, if set, receives CPU profiles of the first local runs:
-	// devhost.pprof (this process) and handler.<pid>.pprof of ours on the
-	// default policy, handler-before.<pid>.pprof of ours on today's and
-	// floorhandler.<pid>.pprof of the limit through the host, the last
-	// two on the same work (go tool pprof -diff_base compares them).
+	// ProfileDir, if set, receives CPU profiles of the first local runs
+	// (devhost, handler, handler-before, floorhandler; see go tool pprof).
 	ProfileDir string
 	// Outages size the outage runs (outage.go); no lengths: none.
 	Outages OutageOptions
@@ -126,15 +91,10 @@ func Defaults() Options {
 	}
 }
 
-// Groups are the groups of phases Options.Only (make bench's -only)
-// selects from, in run order: the cold starts; the side-by-side runs of
-// limit, naive and ours (with their warm-up); the sessions_<n> runs; the
-// instances run; the session-slot table; memory after many orders; the
-// outage runs.
+// Groups are the groups of phases Options.Only (-only) selects from, in run order.
 var Groups = []string{"cold", "throughput", "sessions", "instances", "slots", "cost", "memory", "outage"}
 
-// devhostMaxScale is the fastest broker clock the dev host allows: at it,
-// host.json's 5 s sessionIdleTimeout lasts half a millisecond.
+// devhostMaxScale is the fastest broker clock the dev host allows.
 const devhostMaxScale = 10000
 
 // runner is one run of Run.
@@ -146,8 +106,7 @@ type runner struct {
 	proxy    *faultproxy.Proxy
 	runID    string
 	tables   int
-	// made are the tables made since the last phase ended (table),
-	// dropped when the next one ends (dropTables).
+	// made are the tables made since the last phase ended (dropTables).
 	made    []string
 	results map[string]float64
 	samples map[string][]float64 // throughputs of the repeated runs
@@ -158,14 +117,12 @@ type runner struct {
 	notes       []string
 	// instancesRun is the instances run's detail; nil before it ran.
 	instancesRun *InstancesRun
-	// baseline is the local runs' round trips for all messages per
-	// applied message (InstancesRun.Baseline).
+	// baseline: local round trips per applied message (InstancesRun.Baseline).
 	baseline float64
 	// costRun is the cost phase's detail; nil before it ran.
 	costRun *CostRun
 	w       Workload
-	// floorBin is the built floorhandler (floor.go); cleanup runs at the
-	// end of Run.
+	// floorBin is the built floorhandler (floor.go).
 	floorBin   string
 	floorLocal []oursRun
 	cleanup    []func()
@@ -175,9 +132,7 @@ type runner struct {
 type Report struct {
 	// Values holds every figure by its printed name.
 	Values map[string]float64
-	// Spreads holds, for the figures of repeated runs (the medians of
-	// Repeats samples, the _msgs_per_s of the side-by-side runs), the
-	// lowest and highest sample: the run's noise.
+	// Spreads holds the lowest and highest sample of the repeated figures.
 	Spreads map[string][2]float64
 	// Slots is the session-slot table.
 	Slots []SlotRow
@@ -185,25 +140,21 @@ type Report struct {
 	Workload string
 	// Notes are remarks worth printing with the figures.
 	Notes []string
-	// Instances is the instances run's detail (per instance, scale
-	// events); nil without one.
+	// Instances is the instances run's detail; nil without one.
 	Instances *InstancesRun
 	// Cost is the cost phase's detail.
 	Cost *CostRun
 }
 
-// phase is one step of the run; adding a measurement is adding a row to
-// the table in Run.
+// phase is one step of the run.
 type phase struct {
 	name string
 	run  func(ctx context.Context) error
-	// group is one of Groups ("" in the table in Run: the group of the
-	// rows above).
+	// group is one of Groups ("" in Run's table: the group of the rows above).
 	group string
 }
 
-// Run runs every phase and returns the figures. It starts its own Azurite
-// and fault proxy and stops them at the end.
+// Run runs every phase, on its own Azurite and fault proxy, and returns the figures.
 func Run(ctx context.Context, opts Options) (Report, error) {
 	b := &runner{opts: opts, results: map[string]float64{}, samples: map[string][]float64{}, baseline: math.NaN()}
 	defer func() {
@@ -230,8 +181,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	_, _ = rand.Read(suffix[:])
 	b.runID = fmt.Sprintf("%x", suffix)
 	if opts.ProfileDir != "" {
-		// Every profile of the run goes there (ours.go): made once, and
-		// absolute, as the handlers the dev host starts write theirs too.
+		// Absolute: the handlers the dev host starts write there too.
 		if b.opts.ProfileDir, err = filepath.Abs(opts.ProfileDir); err != nil {
 			return Report{}, err
 		}
@@ -263,12 +213,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	for _, env := range []struct{ cs, prefix, desc string }{{local, "", "local"}, {slow, lat, "+" + opts.Latency.String()}} {
 		for i := range max(1, opts.Repeats) {
 			rep := fmt.Sprintf("%s, run %d of %d", env.desc, i+1, max(1, opts.Repeats))
-			// ours on today's policy and the limit through the host run
-			// back to back in both orders, ours first, the limit twice,
-			// ours again, so that each pair's ratio of the two
-			// (floorRatios) sets side by side two runs the machine's
-			// other load hit alike, and each round has one pair of each
-			// order, in which a run's place cancels (crossoverRatio).
+			// ours on today's policy and the limit through the host run back to back
+			// in both orders (floorRatios, crossoverRatio).
 			before := phase{"ours on today's policy, " + rep, func(ctx context.Context) error { return b.ours(ctx, env.cs, env.prefix, false) }, "throughput"}
 			floor := phase{"limit through the host, " + rep, func(ctx context.Context) error { return b.limitThroughHost(ctx, env.cs, env.prefix) }, "throughput"}
 			pair := []phase{before, floor, floor, before}
@@ -277,9 +223,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 				{{"naive, " + rep, func(ctx context.Context) error { return b.direct(ctx, env.cs, env.prefix+"naive_", naiveOrder) }, "throughput"}},
 				{{"ours, " + rep, func(ctx context.Context) error { return b.ours(ctx, env.cs, env.prefix, true) }, "throughput"}},
 				pair}
-			// Each run starts one design later, so that no design always
-			// follows the same one (naive loads Azurite hardest, and what
-			// runs right after it meets the store still busy compacting).
+			// Each round starts one design later, so no design always follows the same one.
 			k := i % len(designs)
 			for _, d := range append(designs[k:], designs[:k]...) {
 				phases = append(phases, d...)
@@ -343,8 +287,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	return Report{Values: b.results, Spreads: spreads, Slots: b.slots, Notes: b.notes, Instances: b.instancesRun, Cost: b.costRun, Workload: workload}, nil
 }
 
-// selectPhases keeps the phases of the groups in only (all of them when
-// only is empty).
+// selectPhases keeps the phases of the groups in only (all when empty).
 func selectPhases(phases []phase, only []string) []phase {
 	if len(only) == 0 {
 		return phases
@@ -358,8 +301,7 @@ func selectPhases(phases []phase, only []string) []phase {
 	return out
 }
 
-// table returns a fresh table name for one run, so that every run starts
-// on an empty table of the same size; the phase's end drops it.
+// table returns a fresh table name for one run; the phase's end drops it.
 func (b *runner) table(name string) string {
 	b.tables++
 	t := fmt.Sprintf("bench%s%s%d", strings.ReplaceAll(name, "_", ""), b.runID, b.tables)
@@ -367,12 +309,8 @@ func (b *runner) table(name string) string {
 	return t
 }
 
-// dropTables deletes the tables made since the last phase ended (one that
-// was never created is no error), straight on Azurite, untimed. Azurite's
-// in-memory store keeps every table until it is deleted: a run that kept
-// them grew it past 300 MB within two minutes, and a Node.js heap that
-// size pauses for garbage collection longer, in whichever design's run
-// the pause falls.
+// dropTables deletes the tables made since the last phase ended (a missing
+// one is no error): Azurite's in-memory store keeps them until deleted.
 func (b *runner) dropTables(ctx context.Context) error {
 	if len(b.made) == 0 {
 		return nil
@@ -400,9 +338,7 @@ func (b *runner) newStore(ctx context.Context, cs, table string) (*tablestore.St
 	return s, s.EnsureTable(ctx)
 }
 
-// warmUp runs each design once on a quarter of the workload, untimed:
-// Azurite (Node.js) compiles its hot paths during its first thousands of
-// requests, and whichever design ran first would pay for that.
+// warmUp runs each design once on a quarter of the workload, untimed.
 func (b *runner) warmUp(ctx context.Context, cs string) error {
 	w := NewWorkload("warm", max(1, len(b.w.Orders)/4), b.opts.DuplicateShare, b.opts.StaleShare, 2)
 	for _, design := range []perOrder{limitOrder, naiveOrder} {
@@ -433,11 +369,8 @@ func (b *runner) direct(ctx context.Context, cs, prefix string, design perOrder)
 	return nil
 }
 
-// ours runs the real system on the workload, on the handler's default
-// retry policy (reschedule: it schedules each order's payment-timeout
-// check itself) or on today's (the figures' _before names); the local
-// runs (prefix "") also yield the latency, round-trip, CPU and memory
-// figures, those of the default policy.
+// ours runs the real system on the default retry policy (reschedule) or on
+// today's (_before); local runs also yield the handler's figures.
 func (b *runner) ours(ctx context.Context, cs, prefix string, reschedule bool) error {
 	c := oursConfig{store: cs, table: b.table(prefix + "ours"), sessions: b.opts.InFlight, timeScale: b.opts.TimeScale, reschedule: reschedule}
 	switch {
@@ -467,9 +400,7 @@ func (b *runner) ours(ctx context.Context, cs, prefix string, reschedule bool) e
 	return nil
 }
 
-// summarizeLocal derives the handler's figures from all local runs of
-// ours together: their metrics added up (histograms included), their CPU
-// added up, the largest memory.
+// summarizeLocal derives the handler's figures from all local runs of ours.
 func (b *runner) summarizeLocal() {
 	if len(b.local) == 0 {
 		return
@@ -499,19 +430,15 @@ func (b *runner) summarizeLocal() {
 		match := map[string]string{"subject": "OrderStatusChanged", "result": "Applied"}
 		b.results["round_trips_per_applied_before"] = before.Sum("orderstatus_message_round_trips_total", match) /
 			before.Sum("orderstatus_messages_total", match)
-		// The same work as the minimal handler's, process by process
-		// (issue 19's limit through the host).
+		// The same work as the minimal handler's, process by process.
 		for p, ms := range b.cpuPerMessage(b.localBefore) {
 			b.results["cpu_ms_per_msg_"+p+"_before"] = ms
 		}
 	}
-	// What the instances run is compared with: every message's round
-	// trips (the instances' logs do not split them by result).
+	// The instances run's baseline: every message's round trips.
 	b.baseline = m.Sum("orderstatus_message_round_trips_total", status) /
 		m.Sum("orderstatus_messages_total", map[string]string{"subject": "OrderStatusChanged", "result": "Applied"})
-	// The store wrapper's count (every storage call the handler made)
-	// must agree with the per-message sums, but for the one GetOrder read
-	// of waitTable per run.
+	// The store's call count must match the per-message sums plus waitTable's read.
 	if calls, perMsg := m.Sum("orderstatus_store_round_trips_total", nil), m.Sum("orderstatus_message_round_trips_total", nil); calls != perMsg+float64(len(b.local)) {
 		b.notes = append(b.notes, fmt.Sprintf("the handler made %.0f storage calls, %.0f of them for messages and %d readiness reads", calls, perMsg, len(b.local)))
 	}
@@ -522,8 +449,7 @@ func (b *runner) summarizeLocal() {
 	b.results["rss_after_load_mb"] = float64(rssAfter) / (1 << 20)
 }
 
-// cpuPerMessage is the CPU milliseconds per workload message of each
-// process (handler, devhost, azurite) over runs together.
+// cpuPerMessage is each process's CPU milliseconds per message over runs.
 func (b *runner) cpuPerMessage(runs []oursRun) map[string]float64 {
 	n := float64(len(runs) * b.w.Messages())
 	out := map[string]float64{}
@@ -554,8 +480,7 @@ type slotSetting struct {
 	idle     time.Duration
 }
 
-// ceiling is the most messages a second the setting can complete: each
-// slot waits idle after each session's message.
+// ceiling is the most messages a second the setting can complete.
 func (s slotSetting) ceiling() float64 { return float64(s.sessions) / s.idle.Seconds() }
 
 // slotGroup is session-slot settings measured at once.
@@ -572,22 +497,12 @@ func (g slotGroup) String() string {
 	return strings.Join(parts, "; ") + " (at once)"
 }
 
-// slotsTogether bounds the messages a second of the session-slot settings
-// measured at once (their ceilings added up). The settings spend their
-// time waiting on the real clock, and one after the other they took a
-// minute of make bench's 10. Measured together with a bound of 500 (the
-// 1 s settings and the first 200 ms one beside the 5 s ones) the busier
-// settings lost up to a half of their messages a second to each other
-// (2026-12-01: 256 sessions at 1 s, 186 against 211 alone within the
-// hour; 16 at 200 ms, 40 to 56 against 74), so only the 5 s settings and
-// the first 1 s one, some 80 messages a second in all, share the machine
-// (3.1, 12.0, 47.7 and 15.1 a second together, 3.2, 12.7, 49.8 and 15.8
-// alone on a quieter hour).
+// slotsTogether bounds the summed ceilings of the session-slot settings
+// measured at once: busier settings measured together slow each other.
 const slotsTogether = 100
 
-// slotGroups lists the session-slot settings (by idle, then sessions)
-// in groups measured at once: consecutive settings while their ceilings
-// add up to at most slotsTogether; a setting above it alone.
+// slotGroups groups the session-slot settings while their ceilings add up
+// to at most slotsTogether.
 func slotGroups(sessions []int, idles []time.Duration) []slotGroup {
 	var groups []slotGroup
 	var cur slotGroup
@@ -607,8 +522,7 @@ func slotGroups(sessions []int, idles []time.Duration) []slotGroup {
 	return groups
 }
 
-// slotRows measures the settings of g at once on the real clock, each on
-// its own dev host and table, and records them in g's order.
+// slotRows measures the settings of g at once on the real clock.
 func (b *runner) slotRows(ctx context.Context, cs string, g slotGroup) error {
 	rows := make([]SlotRow, len(g))
 	errs := make([]error, len(g))
@@ -632,8 +546,7 @@ func (b *runner) slotRows(ctx context.Context, cs string, g slotGroup) error {
 	return nil
 }
 
-// coldStart execs bin/handler ColdStarts times and times the first 200
-// on GET /.
+// coldStart times bin/handler's first 200 on GET / ColdStarts times.
 func (b *runner) coldStart(ctx context.Context) error {
 	if b.opts.ColdStarts <= 0 {
 		return errors.New("bench: no cold starts asked for")
@@ -652,10 +565,7 @@ func (b *runner) coldStart(ctx context.Context) error {
 	return nil
 }
 
-// rssOrders sends RSSOrders distinct orders to one handler and reads its
-// VmRSS: the order cache is bounded, so memory must level off. The
-// handler's store is a stub that accepts every insert (see tableStub):
-// the figure is the handler's memory, and Azurite would take minutes.
+// rssOrders reads one handler's VmRSS after RSSOrders orders (on tableStub).
 func (b *runner) rssOrders(ctx context.Context) error {
 	stub, err := startTableStub()
 	if err != nil {
@@ -684,13 +594,8 @@ func (b *runner) rssOrders(ctx context.Context) error {
 	return nil
 }
 
-// sameWorkName names ours's messages per second on the work the other
-// designs do: the workload's messages only. On the default policy the
-// handler also schedules each order's payment-timeout check in its
-// Created's call (the checks themselves are held out of the timed window,
-// runOurs); limit, naive and the minimal handler do none of that, so the
-// ratios take ours on today's policy (_before) when it ran, and say so in
-// docs/performance.md.
+// sameWorkName names ours's messages per second on the other designs' work:
+// today's policy (_before) when it ran (docs/performance.md).
 func (b *runner) sameWorkName(prefix string) string {
 	if _, ok := b.samples[prefix+"ours_msgs_per_s_before"]; ok {
 		return prefix + "ours_msgs_per_s_before"
@@ -708,8 +613,7 @@ func (b *runner) ratios(prefix string, spreads map[string][2]float64) {
 	b.floorRatios(prefix, spreads)
 }
 
-// median is the middle of xs (the mean of the middle two for an even
-// count).
+// median is the middle of xs (the mean of the middle two for an even count).
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()

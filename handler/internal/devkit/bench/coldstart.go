@@ -20,8 +20,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
-// handlerProc is bin/handler started the way the Functions host starts
-// it, outside the dev host.
+// handlerProc is bin/handler started as the Functions host starts it.
 type handlerProc struct {
 	cmd    *exec.Cmd
 	base   string
@@ -89,8 +88,7 @@ func (p *handlerProc) stop() {
 }
 
 // postOrders sends n distinct orders' first messages straight to the
-// handler's OrderStatus function, concurrency at a time, as the host
-// would invoke it, and fails unless each one is answered 200 Applied.
+// handler's OrderStatus function, concurrency at a time; each must be Applied.
 func postOrders(ctx context.Context, base, prefix string, n, concurrency int) error {
 	tr := &http.Transport{MaxIdleConnsPerHost: concurrency, DialContext: (&net.Dialer{}).DialContext}
 	client := &http.Client{Transport: tr, Timeout: time.Minute}

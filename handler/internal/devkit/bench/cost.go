@@ -20,17 +20,14 @@ type CostRun struct {
 	PerMessage cost.PerMessage
 	Sweep      cost.Sweep
 	Params     cost.Params
-	// Before are the parameters of the defaults before issue 19's cuts
-	// (2,048 MB, host.json's logging at Information), priced on the same
-	// measurements.
+	// Before are the old defaults (2,048 MB, logging at Information), same measurements.
 	Before     cost.Params
 	PerMillion cost.Breakdown
 	Idle       cost.Breakdown
 	BeforeMil  cost.Breakdown
 	BeforeIdle cost.Breakdown
 	Prices     cost.Prices
-	// OwnSeconds is the handler's time per execution outside its storage
-	// calls.
+	// OwnSeconds is the handler's time per execution outside its storage calls.
 	OwnSeconds float64
 }
 
@@ -43,8 +40,7 @@ func (c *byteCounter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// beforeHost is host.json's logging before issue 19's cut: every category
-// at Information, no sampling, dependencies tracked.
+// beforeHost is the old host.json logging: every category at Information.
 var beforeHost = cost.HostLogging{Levels: map[string]string{"default": "Information", "Host.Results": "Information", "Function": "Information"},
 	DependencyTracking: true}
 
@@ -57,14 +53,9 @@ func proxyRequests(p *faultproxy.Proxy) int64 {
 	return n
 }
 
-// costPhase runs the workload once through the dev host with the store
-// behind the fault proxy (no delay), counting what Azure bills for:
-// executions, their time, Service Bus operations (the dev broker's
-// count of every call, the producer's sends included), Table Storage
-// transactions (requests through the proxy) and the handler's log bytes;
-// then fires the DeadLetterSweeper once on empty queues for the idle
-// month. It prices both with infra/prices.json and the Bicep's
-// parameters.
+// costPhase runs the workload once through the dev host, its store behind
+// the fault proxy, counting what Azure bills for, then one idle sweep, and
+// prices both with infra/prices.json and the Bicep's parameters.
 func (b *runner) costPhase(ctx context.Context) error {
 	prices, err := cost.Load(filepath.Join(b.opts.Root, "infra", "prices.json"))
 	if err != nil {
@@ -115,8 +106,7 @@ func (b *runner) costPhase(ctx context.Context) error {
 	if calls == 0 || invocations == 0 {
 		return fmt.Errorf("bench: cost: the handler counted %v calls, the host %d invocations", calls, invocations)
 	}
-	// The handler's own time: its duration minus the time in its storage
-	// calls (the readiness read before the workload subtracted).
+	// The handler's own time: its duration minus its storage calls'.
 	storeSecs := m.Sum("orderstatus_store_request_duration_seconds_sum", nil) - m0.Sum("orderstatus_store_request_duration_seconds_sum", nil)
 	r := CostRun{Prices: prices, Params: par}
 	r.OwnSeconds = math.Max(0, m.Sum("orderstatus_handler_duration_seconds_sum", nil)-storeSecs) / calls
@@ -176,18 +166,14 @@ func (b *runner) costPhase(ctx context.Context) error {
 	return nil
 }
 
-// OwnGBs is the GB-s per message the handler itself adds at the
-// configured instance memory: its time outside the storage call, per
-// execution, times the executions per message. A lone execution bills the
-// 1,000 ms minimum, so at low traffic this adds nothing; under load, when
-// executions overlap and their activity periods merge into one billed
-// period, it is what the handler costs beyond waiting for the store.
+// OwnGBs is the GB-s per message the handler itself adds outside its
+// storage calls: nothing at low traffic (the 1,000 ms minimum), its cost
+// under load, when executions share a billed period.
 func (r *CostRun) OwnGBs() float64 {
 	return r.PerMessage.Executions * r.OwnSeconds * float64(r.Params.InstanceMemoryMB) / 1024
 }
 
-// print writes the cost table: each service's line per million messages
-// and per idle month, what it is made of, and the prices' date and region.
+// print writes the cost table per million messages and per idle month.
 func (r *CostRun) print(w io.Writer) {
 	u, s := r.PerMessage, r.Sweep
 	fmt.Fprintf(w, "\ncost (USD, %s list prices of %s from infra/prices.json, no free grants; %d MB instances, %.0f sweeps a month):\n",
@@ -205,9 +191,8 @@ func (r *CostRun) print(w io.Writer) {
 		r.PerMillion.Total(), r.Idle.Total(), r.BeforeMil.Total(), r.BeforeIdle.Total())
 }
 
-// targets are issue 19's: an idle month at most the Service Bus base
-// charge plus 1 USD, and per million messages at most half of the old
-// defaults' figure.
+// targets are the cost targets: an idle month at most the Service Bus base
+// charge plus 1 USD, a million messages at most half the old defaults'.
 func (r *CostRun) targets() []string {
 	base := r.Prices.Facts[cost.FactHoursPerMonth].Value * r.Prices.Prices[cost.PriceSBBasePerHour].USD
 	idle, mil, before := r.Idle.Total(), r.PerMillion.Total(), r.BeforeMil.Total()

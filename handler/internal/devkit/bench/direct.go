@@ -13,8 +13,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
 )
 
-// rowStore is the slice of tablestore.Store the direct loops use: one SDK
-// call per method, nothing cached.
+// rowStore is the slice of tablestore.Store the direct loops use.
 type rowStore interface {
 	Get(ctx context.Context, orderID string) (store.Row, error)
 	Insert(ctx context.Context, orderID string, s order.State) (store.ETag, error)
@@ -30,16 +29,14 @@ type directResult struct {
 	RoundTrips                  int64
 }
 
-// perOrder handles one order's messages in order; it is a design under
-// test (limit or naive).
+// perOrder handles one order's messages in order: a design (limit or naive).
 type perOrder func(ctx context.Context, s rowStore, o Order, r *counts) error
 
 type counts struct {
 	applied, duplicates, stales, trips atomic.Int64
 }
 
-// runDirect runs design over the workload with inFlight orders at a time,
-// each order's messages in order, as session slots would.
+// runDirect runs design over the workload with inFlight orders at a time.
 func runDirect(ctx context.Context, s rowStore, w Workload, inFlight int, design perOrder) (directResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -83,11 +80,9 @@ func runDirect(ctx context.Context, s rowStore, w Workload, inFlight int, design
 	return r, ferr
 }
 
-// limitOrder is the storage floor: it knows every row's ETag and sequence
-// because it is the only writer, so each message that changes the order
-// costs exactly one conditional write (insert for the first, If-Match
-// replace after) and the others cost nothing. Nothing that has to find
-// out the stored state can apply the workload faster.
+// limitOrder is the storage floor: the only writer knows every row's ETag
+// and sequence, so each message that changes the order costs exactly one
+// conditional write and the others nothing.
 func limitOrder(ctx context.Context, s rowStore, o Order, c *counts) error {
 	var (
 		etag store.ETag
@@ -120,8 +115,8 @@ func limitOrder(ctx context.Context, s rowStore, o Order, c *counts) error {
 	return nil
 }
 
-// naiveOrder is the obvious handler: per message, read the row, decide
-// with the same rules, and write it conditionally; nothing cached.
+// naiveOrder is the obvious handler: per message, read, decide and write
+// conditionally; nothing cached.
 func naiveOrder(ctx context.Context, s rowStore, o Order, c *counts) error {
 	for _, m := range o.Messages {
 		c.trips.Add(1)

@@ -12,18 +12,15 @@ import (
 	"strings"
 )
 
-// The limit through the host: the dev host, its broker and host.json's
-// settings exactly as in the runs of ours, with bin/handler replaced by
-// floorhandler (package floorhandler), which does only the storage floor's
-// work per invocation. ours_vs_limit_through_host is then what our
-// handler costs over the least any custom handler can do behind the same
-// host; ours_vs_limit also counts the host itself.
+// The limit through the host: the dev host exactly as in the runs of ours,
+// with bin/handler replaced by floorhandler, which does only the storage
+// floor's work; ours_vs_limit_through_host is what our handler costs over it.
 
 // floorPackage is the minimal handler's package, relative to Root.
 const floorPackage = "./handler/internal/devkit/bench/floorhandler"
 
-// floorBinary builds floorhandler once per run (CGO off, as bin/handler)
-// into a temporary directory removed by Run.
+// floorBinary builds floorhandler once per run (CGO off) into a temporary
+// directory removed by Run.
 func (b *runner) floorBinary(ctx context.Context) (string, error) {
 	if b.floorBin != "" {
 		return b.floorBin, nil
@@ -72,25 +69,9 @@ func (b *runner) limitThroughHost(ctx context.Context, cs, prefix string) error 
 }
 
 // floorRatios sets ours_vs_limit_through_host for prefix from the pairs'
-// ratios of ours on today's policy (the same work, sameWork) over the
-// limit through the host run back to back with it; spreads gets the
-// lowest and highest pair's ratio. A pair's two runs meet the same load
-// from elsewhere on the machine, so their ratio moves less than either's
-// messages per second, which ranged from 1,333 to 1,921 within one
-// seven-round run of today's policy (docs/performance.md). For the local
-// runs it also sets the CPU per message of the minimal handler and of the
-// dev host and Azurite serving it (to set beside cpu_ms_per_msg_*_before,
-// ours on the same work).
-//
-// Each round runs ours, the limit, the limit again and ours (Run), so the
-// samples alternate: pair 2k has ours first, pair 2k+1 the limit first.
-// The order matters: a run's place in its pair moves its speed. Of the
-// 57 local rounds in docs/performance.md's runs from 2026-12-01 21:00 to
-// 12-02 05:29 UTC (one pair each, the order alternating from round to
-// round), those with ours first had a median of 0.985 and those with the
-// minimal handler first 0.92; a six-round run at 09:20 had it the other
-// way round (0.93 and 1.01). So the figure is crossoverRatio's: each
-// order's median, combined so that an effect of place cancels.
+// ratios of ours on today's policy over the limit run back to back with it
+// (crossoverRatio; docs/performance.md); spreads gets the lowest and
+// highest. For the local runs it also sets the minimal handler's CPU figures.
 func (b *runner) floorRatios(prefix string, spreads map[string][2]float64) {
 	ours, floor := b.samples[b.sameWorkName(prefix)], b.samples[prefix+"limit_through_host_msgs_per_s"]
 	if n := min(len(ours), len(floor)); n > 0 {
@@ -123,13 +104,9 @@ func (b *runner) floorRatios(prefix string, spreads map[string][2]float64) {
 }
 
 // crossoverRatio estimates ours over the limit through the host from the
-// pairs' ratios rs, ours run first in the even pairs (rs[0], rs[2], ...)
-// and second in the odd ones: first and second are the medians of the two
-// groups, and est their geometric mean. If a run's place in its pair
-// scales its speed by some factor p, every even pair's ratio carries p
-// (or 1/p) and every odd pair's the inverse, and est = sqrt(first *
-// second) is free of it: the estimate of an AB/BA crossover. With a
-// single pair, est = first and second = 0.
+// pairs' ratios rs, ours first in the even pairs: first and second are the
+// two groups' medians, est their geometric mean, free of a position effect
+// (an AB/BA crossover). With a single pair, est = first and second = 0.
 func crossoverRatio(rs []float64) (est, first, second float64) {
 	var a, c []float64
 	for i, r := range rs {

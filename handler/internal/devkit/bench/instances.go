@@ -18,21 +18,15 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
-// scaleStep is one scale event of the instances run, applied once Share
-// of the workload's messages are completed, so that it falls at the same
-// point of the workload whatever the machine's speed.
+// scaleStep is one scale event of the instances run, at share of the messages.
 type scaleStep struct {
 	share    float64
 	action   string // scenario.ScaleAdd, ScaleRemove or ScaleKill
 	instance string // the instance removed or killed
 }
 
-// instanceSteps are the instances run's scale events, for a run that
-// starts with at least two instances: the oldest instance is lost early
-// (SIGKILL: its sessions wait for their locks to run out, then move with
-// their messages delivered again), one is added (a cold cache), the
-// second is scaled in gracefully (its sessions move at once), and one is
-// added again, so that the run ends with as many instances as it began.
+// instanceSteps are the instances run's scale events: the oldest instance
+// killed, one added, the second scaled in gracefully, one added again.
 var instanceSteps = []scaleStep{
 	{0.20, scenario.ScaleKill, "OrderStatus-1"},
 	{0.35, scenario.ScaleAdd, ""},
@@ -40,50 +34,31 @@ var instanceSteps = []scaleStep{
 	{0.65, scenario.ScaleAdd, ""},
 }
 
-// instancesLock is the queues' lock duration, in wall-clock time, of the
-// instances run: how long a killed instance's sessions stay locked. It is
-// short enough that they come back well before the workload ends, and long
-// enough that renewal keeps every running call's lock.
+// instancesLock is the instances run's lock duration (wall clock).
 const instancesLock = time.Second
 
-// InstancesRun is what the run with several instances saw, beside its
-// three printed figures.
+// InstancesRun is what the run with several instances saw.
 type InstancesRun struct {
-	// Instances is how many ran at the start, Sessions the
-	// maxConcurrentSessions of each.
+	// Instances is how many ran at the start, Sessions each one's sessions.
 	Instances, Sessions int
 	// Events are the scale events as they were applied.
 	Events []string
-	// PerInstance is what each instance of OrderStatus did
-	// (devhost.Host.Instances).
+	// PerInstance is what each instance of OrderStatus did.
 	PerInstance []devhost.InstanceSummary
-	// Completed counts the workload's messages by the result they were
-	// completed with (each message once); Calls counts the handler calls
-	// over all instances (a message delivered again is called again).
+	// Completed counts the messages by result (each once); Calls the handler calls.
 	Completed map[string]int
 	Calls     int
-	// Cost is what the handlers' log lines say stale caches cost: session
-	// moves, conflicts of calls that began from the cache, messages
-	// answered on more than one instance.
+	// Cost is what the handlers' log lines say stale caches cost.
 	Cost sim.Cost
-	// Baseline is the one-instance figure to compare
-	// instances_<n>_round_trips_per_applied with: the local runs of ours,
-	// all messages' round trips per applied message, from the handler's
-	// metrics. NaN without local runs.
+	// Baseline is the local runs' round trips per applied message (NaN without).
 	Baseline float64
 }
 
 // instancesPrefix is the figures' prefix for a run with n instances.
 func instancesPrefix(n int) string { return fmt.Sprintf("instances_%d_", n) }
 
-// instances runs the workload on opts.Instances instances of the app,
-// with the same number of orders in flight as every other design
-// (InFlight sessions spread over the instances) and the scale events of
-// instanceSteps. Its round trips and ETag conflicts are what each
-// instance's handler logged on its settled lines (devhost's per-instance
-// counts): a killed instance's counts are those it logged before it died.
-// The handler runs at LOG_LEVEL info here whatever Options.LogLevel says,
-// since those lines are its per-instance counts.
+// instances runs the workload on opts.Instances instances of the app with
+// instanceSteps' scale events, from each handler's log at LOG_LEVEL info.
 func (b *runner) instances(ctx context.Context, cs string) error {
 	n := b.opts.Instances
 	var out lockedBuffer
@@ -128,8 +103,7 @@ func (b *runner) instances(ctx context.Context, cs string) error {
 	}
 	elapsed := time.Since(start)
 
-	// OrderStatus's instances: the group measured (the sweeper and the
-	// HTTP functions run on instances of their own, as on Flex).
+	// OrderStatus's instances: the group measured.
 	run.PerInstance = h.InstancesIn("")
 	sum, err := h.Summary(ctx)
 	if err != nil {
@@ -174,14 +148,7 @@ func applyScale(ctx context.Context, h *devhost.Host, step scaleStep) (string, e
 }
 
 // checkSettledInstances is checkSettled for a run whose instances were
-// killed and removed, from the host's completions (each message once, by
-// the result the handler answered). Stale replays settle as Stale exactly.
-// A status change settles as Applied, or as Duplicate when it was
-// delivered again after a call whose answer did not complete it (the
-// call of a killed instance, an abandoned call or a lost lock) but whose
-// write went through: so Applied plus Duplicate is exact, Duplicate is
-// at least the workload's, and the excess is at most the calls made
-// beyond one per message. Nothing else is completed or dead-lettered.
+// killed and removed: a redelivered status change may settle as Duplicate.
 func checkSettledInstances(completed map[string]int, deadLettered, calls int, w Workload) error {
 	var all int
 	for _, n := range completed {
@@ -208,8 +175,7 @@ func checkSettledInstances(completed map[string]int, deadLettered, calls int, w 
 	return nil
 }
 
-// lockedBuffer is a bytes.Buffer safe for the instances' concurrent
-// writes.
+// lockedBuffer is a bytes.Buffer safe for concurrent writes.
 type lockedBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer

@@ -25,8 +25,7 @@ type Sample struct {
 // Scrape is a parsed /api/metrics answer.
 type Scrape []Sample
 
-// ParseMetrics reads the Prometheus text format (the subset client_golang
-// writes: one sample per line, no timestamps needed).
+// ParseMetrics reads the Prometheus text format (client_golang's subset).
 func ParseMetrics(r io.Reader) (Scrape, error) {
 	var out Scrape
 	sc := bufio.NewScanner(r)
@@ -106,8 +105,7 @@ func splitLabels(s string) []string {
 	return out
 }
 
-// Sum adds the values of the series named name whose labels include
-// every pair of match.
+// Sum adds the values of the series name whose labels include match.
 func (sc Scrape) Sum(name string, match map[string]string) float64 {
 	var total float64
 next:
@@ -125,10 +123,8 @@ next:
 	return total
 }
 
-// Quantile estimates the q-quantile of the histogram name (series whose
-// labels include match) from its cumulative buckets, interpolating
-// linearly inside a bucket as Prometheus's histogram_quantile does. It is
-// NaN without observations.
+// Quantile estimates the q-quantile of the histogram name (labels including
+// match) as Prometheus's histogram_quantile does; NaN without observations.
 func (sc Scrape) Quantile(name string, q float64, match map[string]string) float64 {
 	type bucket struct{ le, n float64 }
 	byLE := map[float64]float64{}
@@ -173,11 +169,8 @@ next:
 	return lower
 }
 
-// scrapeHandler reads the metrics of the handler that runs OrderStatus
-// (the oldest running instance of its group). Not through the front: the
-// front reaches the HTTP group's instances, whose registry counts no
-// message, as in Azure, where Flex Consumption runs HTTP functions on
-// instances of their own.
+// scrapeHandler reads the metrics of OrderStatus's oldest running
+// instance, not through the front (the HTTP group's registry counts no message).
 func scrapeHandler(ctx context.Context, h *devhost.Host) (Scrape, error) {
 	running := h.RunningIn("")
 	if len(running) == 0 {

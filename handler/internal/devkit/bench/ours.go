@@ -37,19 +37,13 @@ type oursConfig struct {
 	idle       time.Duration // sessionIdleTimeout; 0 keeps host.json's
 	timeScale  float64       // the broker clock's speed
 	profileDir string        // write devhost.pprof there, if set (Run creates it)
-	// handlerProfile, if set, is the handler's ORDERSTATUS_CPU_PROFILE
-	// prefix, in Options.ProfileDir: each handler process writes
-	// <prefix>.<pid>.pprof on exit.
+	// handlerProfile, if set, is the handler's ORDERSTATUS_CPU_PROFILE prefix.
 	handlerProfile string
-	// instances is how many instances of the app start (0: one), each
-	// with sessions slots.
+	// instances is how many instances of the app start (0: one).
 	instances int
-	// lock is the queues' lock duration in wall-clock time (0: one
-	// minute, host.json's on the broker clock at the real speed).
+	// lock is the queues' lock duration in wall-clock time (0: one minute).
 	lock time.Duration
-	// stdout receives every instance's handler output, both streams (the
-	// handler writes warnings and failures, parked answers among them, to
-	// stderr only); nil discards it.
+	// stdout receives both streams of every instance's handler; nil discards.
 	stdout io.Writer
 	// logLevel replaces Options.LogLevel, if set.
 	logLevel string
@@ -59,25 +53,16 @@ type oursConfig struct {
 	settings map[string]string
 	// outages are the dev host's OutageTargets.
 	outages []string
-	// clock, if set, is the host's clock instead of one at timeScale
-	// (an outage run changes its speed while it runs).
+	// clock, if set, is the host's clock instead of one at timeScale.
 	clock clock.Clock
-	// reschedule runs the handler on its default retry policy
-	// (ORDER_STATUS_RETRY_RESCHEDULE true): it then schedules each
-	// order's PaymentTimeoutCheck itself when it applies the Created, one
-	// more delivery per order, which runOurs waits for and checkSettled
-	// counts. Without it the steady phases run today's policy.
+	// reschedule runs the default retry policy (the handler schedules checks).
 	reschedule bool
 }
 
-// minWallBudget is the least in-call budget scaledRetry gives: a loaded
-// Azurite answers no faster for a faster host clock.
+// minWallBudget is the least in-call budget scaledRetry gives.
 const minWallBudget = 250 * time.Millisecond
 
-// scaledRetry is the handler's retry settings for a host clock scale
-// times faster than the wall clock: the defaults (production's) divided by
-// scale, in the handler's real time, the budget at least minWallBudget.
-// The handler knows nothing of the host's clock; its settings do.
+// scaledRetry is production's retry settings divided by scale, the budget at least minWallBudget.
 func scaledRetry(scale float64) map[string]string {
 	div := func(d, least time.Duration) string {
 		return max(time.Duration(float64(d)/max(scale, 1)), least).String()
@@ -90,9 +75,7 @@ func scaledRetry(scale float64) map[string]string {
 	}
 }
 
-// startHost starts the dev host with the handler of the repository at
-// root, its store on Azurite (through the fault proxy for the latency
-// runs) and its timers stopped, so that only the workload runs.
+// startHost starts the dev host with the handler, store cs and timers stopped.
 func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, error) {
 	scale := max(c.timeScale, 1)
 	lock, level, handler := c.lock, c.logLevel, c.handler
@@ -110,11 +93,7 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 		devhost.SettingStoreServiceURI: "",
 		"OrderStore__tableName":        c.table,
 		"LOG_LEVEL":                    level,
-		// Rescheduling off unless asked for: with it on, the handler
-		// schedules a timeout check per order (one Service Bus
-		// operation and one delivery each), which only runOurs (with
-		// c.reschedule) and the phases that set the policy in
-		// c.settings (cost, outage) model.
+		// Rescheduling off unless asked for (runOurs, cost, outage model it).
 		config.EnvRetryReschedule: strconv.FormatBool(c.reschedule),
 	}
 	maps.Copy(settings, c.settings)
@@ -127,8 +106,7 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 		HTTPAddr:    "127.0.0.1:0",
 		TimeScale:   c.timeScale,
 		Clock:       c.clock,
-		// A faster clock must not shorten the lock or the messages'
-		// lives in wall-clock time.
+		// A faster clock must not shorten the lock or TTL in wall-clock time.
 		Queues: devhost.QueueOverrides{
 			LockDuration: time.Duration(scale * float64(lock)),
 			TimeToLive:   time.Duration(scale * float64(24*time.Hour)),
@@ -151,15 +129,8 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 	return h, nil
 }
 
-// runOurs plays w through the real system and waits until it is handled:
-// Elapsed is the time until every message of w was settled. With
-// c.reschedule, the payment-timeout checks the handler schedules fall due
-// 30 minutes on the broker clock after their Created, a fraction of a
-// second at the throughput phases' speed: the broker holds them
-// (membroker's HoldScheduled) until Elapsed is taken, as production's
-// half hour keeps them out of the traffic that scheduled them, and they
-// are handled after it, untimed, before the counts are checked. The
-// schedule calls (one per Created) are inside the timed window.
+// runOurs plays w through the real system; Elapsed is until every message
+// settled, the handler's own checks held (HoldScheduled) and handled after.
 func (b *runner) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun, error) {
 	var r oursRun
 	h, err := b.startHost(ctx, c)
@@ -168,7 +139,6 @@ func (b *runner) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun
 	}
 	defer h.Close()
 	pid := h.HandlerPID()
-	// Let the handler create its table and settle before measuring.
 	if err := waitTable(ctx, "http://"+h.Addr()); err != nil {
 		return r, err
 	}
@@ -192,10 +162,7 @@ func (b *runner) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun
 	}
 	lines := w.Lines()
 	if c.reschedule {
-		// The checks the handler schedules stay scheduled until the
-		// timed window ends, as production's half hour keeps them out
-		// of the traffic that created them; the schedule calls
-		// themselves are timed.
+		// Hold the handler's checks until the timed window ends.
 		if err := h.Broker().HoldScheduled(h.Queue(), true); err != nil {
 			return r, err
 		}
@@ -204,9 +171,7 @@ func (b *runner) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun
 	if err := h.Play(ctx, lines); err != nil {
 		return r, err
 	}
-	// The host's WaitIdle waits for scheduled messages too: with the
-	// checks held, the broker's (nothing visible, nothing locked: every
-	// call answered and settled) ends the timed window.
+	// With the checks held, the broker's WaitIdle ends the timed window.
 	wait := h.WaitIdle
 	if c.reschedule {
 		wait = func(ctx context.Context) error { return h.Broker().WaitIdle(ctx, h.Queue()) }
@@ -235,9 +200,7 @@ func (b *runner) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun
 	return r, checkSettled(r.Metrics, w, c.reschedule)
 }
 
-// drainScheduled waits until h's queue holds nothing scheduled and is
-// idle (the handler's own payment-timeout checks delivered and settled),
-// for at most 2 minutes of wall time.
+// drainScheduled waits, at most 2 minutes, until nothing is scheduled and h is idle.
 func drainScheduled(ctx context.Context, h *devhost.Host) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -258,14 +221,9 @@ func drainScheduled(ctx context.Context, h *devhost.Host) error {
 	}
 }
 
-// checkSettled compares the handler's own counts with the workload's:
-// its status changes settled exactly as the workload says, and, with
-// checks (rescheduling on), the handler's own PaymentTimeoutChecks: at
-// least one per order (each order's Created schedules one), at most one
-// per schedule the handler counted (a redelivered Created schedules it
-// again under the same MessageId, which duplicate detection may or may
-// not drop), every one Stale (each order was paid long before its check
-// fell due). Nothing else was settled.
+// checkSettled compares the handler's counts with the workload's: the
+// status changes exactly; with checks, Stale PaymentTimeoutChecks, at least
+// one per order and at most one per schedule. Nothing else was settled.
 func checkSettled(m Scrape, w Workload, checks bool) error {
 	want := map[string]int{"Applied": w.Applied, "Duplicate": w.Duplicates, "Stale": w.Stales}
 	total := 0
@@ -298,8 +256,7 @@ func checkSettled(m Scrape, w Workload, checks bool) error {
 	return nil
 }
 
-// waitTable waits until the handler answers GetOrder for a missing order
-// with 404, which it does once its table exists.
+// waitTable waits until the handler answers GetOrder with 404: its table exists.
 func waitTable(ctx context.Context, base string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -328,12 +285,8 @@ type SlotRow struct {
 	P99Delay  time.Duration
 }
 
-// runSlots measures the session-slot regime for one setting: a backlog of
-// rounds*sessions orders with one available message each (as when an
-// order's messages arrive minutes apart), on the real clock. Each slot
-// handles its session's message, waits sessionIdleTimeout for another,
-// and only then takes the next session. The run ends when the last
-// session is closed, so every slot's cycle (call plus idle wait) counts.
+// runSlots measures the session-slot regime for one setting on the real
+// clock, until the last session is closed.
 func (b *runner) runSlots(ctx context.Context, c oursConfig, rounds int, prefix string) (SlotRow, error) {
 	row := SlotRow{Sessions: c.sessions, Idle: c.idle}
 	h, err := b.startHost(ctx, c)

@@ -25,73 +25,40 @@ import (
 )
 
 // OutageOptions size the outage runs: a steady workload through the dev
-// host (bin/handler, the broker, Azurite) with Table Storage unreachable
-// from the handler for a while (the dev host's --outage table), on the
-// host's clock, time-scaled.
+// host with the table unreachable for a while (--outage table), time-scaled.
 type OutageOptions struct {
-	// New are the outage lengths run on the handler's default retry
-	// policy, Before those run on today's (ORDER_STATUS_RETRY_RESCHEDULE
-	// false: in-call retries, then 5xx); none: no outage runs.
+	// New are the outage lengths run on the default retry policy, Before
+	// those on today's (ORDER_STATUS_RETRY_RESCHEDULE false); none: no runs.
 	New, Before []time.Duration
-	// Rate is the workload's messages per second on the host's clock
-	// (status changes and payment timeouts falling due), InFlight the
-	// orders open at once; UnpaidShare of the orders are never paid, so
-	// their payment timeout cancels them.
+	// Rate is messages a host second, InFlight the open orders, UnpaidShare the unpaid.
 	Rate        float64
 	InFlight    int
 	UnpaidShare float64
-	// Lead and Tail are how long the steady workload runs before the
-	// outage and after its end.
+	// Lead and Tail are how long the workload runs before and after the outage.
 	Lead, Tail time.Duration
-	// TimeScale is the host clock's speed: the lock duration (1 min),
-	// the payment timeouts (30 min) and the handler's in-call retry
-	// budget (on the host's clock, which the development host tells the
-	// handler) keep their ratios to the outage. Any other handler setting
-	// that is a time the handler measures on its own clock must be
-	// divided by it, in runOutage's settings.
+	// TimeScale is the host clock's speed (handler settings divided by it: runOutage).
 	TimeScale float64
-	// Sessions is maxConcurrentSessions (host.json's sessionIdleTimeout
-	// is kept).
+	// Sessions is maxConcurrentSessions.
 	Sessions int
-	// PaymentTimeout is when an order's PaymentTimeoutCheck falls due
-	// after its Created (default the contract's 30 minutes).
+	// PaymentTimeout is when PaymentTimeoutCheck falls due (default 30m).
 	PaymentTimeout time.Duration
-	// RecoveryScale is the host clock's speed, in the runs on the
-	// default policy, from a second before the table's return until the
-	// status changes have caught up: the wave of rescheduled copies that
-	// come due within one backoff cap of the return must be written at a
-	// wall-clock rate the local store absorbs, or the recovery measured
-	// is the machine's, not the policy's. SettleScale is its speed from
-	// then until every row is right (the cancellations that wait until
-	// every copy of the outage is due, with little else to do);
-	// RecoveryWindow bounds both
-	// stretches, since the return on the host clock. After them the clock
-	// runs at TimeScale again, to drain. RecoveryScale 0: TimeScale
-	// throughout. The _before runs keep TimeScale: what dead-letters
-	// there cannot recover (the sweeper does not run), and slowing them
-	// would spend minutes of wall time on that.
+	// RecoveryScale is the host clock's speed from a second before the
+	// table's return until the status changes caught up, SettleScale from
+	// then until every row is right; RecoveryWindow bounds both (0: TimeScale).
 	RecoveryScale, SettleScale float64
 	RecoveryWindow             time.Duration
 	// RecoveryReference, if set, is the outage length RecoveryScale and
-	// SettleScale are for. A run of another length d multiplies both by
-	// waveRate(RecoveryReference)/waveRate(d) (up to TimeScale): the
-	// messages a host second that fall due once the table is back, the
-	// outage's copies within one backoff cap of the return beside the
-	// steady workload. A shorter outage's wave is thinner, so its clock
-	// may run faster for the same wall-clock load on the store.
+	// SettleScale are for; other lengths scale both by waveRate.
 	RecoveryReference time.Duration
 }
 
 // waveRate is the host-clock rate of the messages due after an outage of
-// d on o's workload: the copies of the messages due in it, which come
-// due within one backoff cap (reschedule.DefaultCap) of the return, and
-// the steady workload beside them.
+// d: its copies within reschedule.DefaultCap of the return, and the workload.
 func (o OutageOptions) waveRate(d time.Duration) float64 {
 	return o.Rate * (1 + d.Seconds()/reschedule.DefaultCap.Seconds())
 }
 
-// paced returns o with the recovery clock of an outage of d
-// (RecoveryReference).
+// paced returns o with the recovery clock of an outage of d.
 func (o OutageOptions) paced(d time.Duration) OutageOptions {
 	if o.RecoveryReference <= 0 || d <= 0 || o.Rate <= 0 {
 		return o
@@ -108,28 +75,9 @@ func (o OutageOptions) paced(d time.Duration) OutageOptions {
 
 // DefaultOutages returns the outage runs of `make bench`: 10 and 30
 // minutes on the default policy, 30 on today's; 20 messages a second over
-// 200 open orders; the host clock 60 times faster, so that a 30 minute
-// outage lasts 30 s. While the handler cannot reach the table it does not
-// load it (the breaker keeps calls off it), so the outage itself may run
-// that fast; its end cannot. From the table's return the 30-minute run's
-// clock runs at the wall's speed, as production's does: its copies (about
-// 28,600) come due within the 5-minute cap, about 95 a host second with
-// the steady 20, and the wave's peaks reach 700 to 800 completions a wall
-// second, what the dev host and Azurite behind it take at their busiest
-// on this repository's 2-core machine. At 2 times (until 2026-12-02) the
-// machine, a third slower than when that was chosen, fell behind the
-// wave: the status changes took 274.7 to 371.5 s, against 281.5 to 300.3
-// at 1 (docs/outage.md). Once the status changes have caught up, 2
-// times: the payment-timeout checks that settled after the return come
-// due within one Margin after the outage's horizon (each a read and the
-// cancelling write), a second wave, thin; at 4 times the in-call budget
-// was 1.25 s of wall time, and a stall of the local store under it
-// failed checks whose copies held the other cancellations back a round.
-// The 10-minute run's wave is thinner (60 messages a host second against
-// 140, waveRate), so its clock runs 2.3 times faster than the wall for
-// the same load (RecoveryReference). The slowed stretches end 20 host
-// minutes after the return at the latest: two settle rounds after the
-// last copy, with room.
+// 200 open orders at 60x. From the table's return the clock runs at 1x
+// until the status changes caught up, then 2x, for at most 20 host
+// minutes; the 10-minute run is scaled by RecoveryReference (docs/outage.md).
 func DefaultOutages() OutageOptions {
 	return OutageOptions{
 		New: []time.Duration{10 * time.Minute, 30 * time.Minute}, Before: []time.Duration{30 * time.Minute},
@@ -139,7 +87,6 @@ func DefaultOutages() OutageOptions {
 	}
 }
 
-// outageName is the prefix of an outage run's figures.
 func outageName(d time.Duration) string { return fmt.Sprintf("outage_%dm_", int(d.Minutes())) }
 
 // outageNames are the figures of the outage runs, in print order.
@@ -158,41 +105,30 @@ func outageNames(o OutageOptions) []string {
 	return names
 }
 
-// outageOrder is one order of the outage workload and what its row must
-// show.
+// outageOrder is one order of the outage workload.
 type outageOrder struct {
 	id    string
 	start time.Duration // its Created, since the workload began
 	paid  bool
 }
 
-// outageWorkload is the outage runs' workload: orders opened at a steady
-// rate, each with its status changes spread over its life (Created, then
-// Paid, Shipped and Delivered, or only Created for an unpaid order) and
-// its PaymentTimeoutCheck scheduled with Created, as the producer sends
-// them; plus the outage line.
+// outageWorkload is the outage runs' workload: orders, their messages and the outage.
 type outageWorkload struct {
 	lines  []devhost.ScenarioLine
 	orders []outageOrder
 	life   time.Duration // from an order's Created to its Delivered
-	// timeout is when an order's PaymentTimeoutCheck falls due after
-	// its Created.
+	// timeout is PaymentTimeoutCheck's delay after Created.
 	timeout time.Duration
-	// messages is how many messages fall due in the workload; during,
-	// how many of them fall due within the outage.
+	// messages fall due in the workload, during of them within the outage.
 	messages, during int
 }
 
-// recoveryBound is how long after an outage (host clock) a run goes on
-// looking for its recovery once the workload has drained: twice the
-// default backoff cap and the settle delay of the payment-timeout checks
-// an outage delayed, with room.
+// recoveryBound is how long after an outage (host clock) a drained run looks for recovery.
 const recoveryBound = 45 * time.Minute
 
 // newOutageWorkload builds the workload of an outage of d after o.Lead.
 func newOutageWorkload(prefix string, o OutageOptions, d time.Duration) outageWorkload {
-	// A paid order has 4 status changes and its timeout, an unpaid one
-	// Created and its timeout.
+	// Messages per order: 4 status changes or Created, and the timeout.
 	perOrder := 4*(1-o.UnpaidShare) + 1*o.UnpaidShare + 1
 	every := time.Duration(float64(time.Second) * perOrder / o.Rate) // between two orders' Created
 	w := outageWorkload{life: time.Duration(o.InFlight) * every, timeout: o.PaymentTimeout}
@@ -250,17 +186,12 @@ type rowState struct {
 	LastSequence int64
 }
 
-// behind returns the orders whose row does not yet show every message
-// due before at (since the workload began): the highest sequence sent by
-// then, and Cancelled for an unpaid order whose timeout fell due by then.
-// Rows only move forward, so an order that shows them always will.
+// behind returns the orders whose row does not yet show every message due before at.
 func (w outageWorkload) behind(rows map[string]rowState, at time.Duration) []string {
 	return w.behindOf(rows, at, nil, true)
 }
 
-// behindOf is behind over the orders named in only (all when nil), and
-// with checks false leaves the payment-timeout cancellations out: what
-// the status changes alone have caught up on.
+// behindOf is behind over only (all when nil), without the cancellations if !checks.
 func (w outageWorkload) behindOf(rows map[string]rowState, at time.Duration, only []string, checks bool) []string {
 	var named map[string]bool
 	if only != nil {
@@ -293,8 +224,7 @@ func (w outageWorkload) behindOf(rows map[string]rowState, at time.Duration, onl
 	return out
 }
 
-// wrong counts the orders whose row is not what the whole workload makes
-// of it: Delivered at 4, or Cancelled at 1 for an unpaid order.
+// wrong counts the orders whose row is not Delivered/4 (unpaid: Cancelled/1).
 func (w outageWorkload) wrong(rows map[string]rowState) int {
 	n := 0
 	for _, o := range w.orders {
@@ -309,8 +239,7 @@ func (w outageWorkload) wrong(rows map[string]rowState) int {
 	return n
 }
 
-// wrongRows counts the orders wrong returns by what they are instead:
-// "paid at Paid/2", "unpaid at Created/1", "paid at Cancelled/1", ...
+// wrongRows counts the wrong orders by what they show ("paid at Paid/2").
 func (w outageWorkload) wrongRows(rows map[string]rowState) map[string]int {
 	out := map[string]int{}
 	for _, o := range w.orders {
@@ -326,8 +255,7 @@ func (w outageWorkload) wrongRows(rows map[string]rowState) map[string]int {
 	return out
 }
 
-// paidCancelled counts the paid orders whose row shows Cancelled, by what
-// it shows (as wrongRows): wrong for good, whatever is still to come.
+// paidCancelled counts the paid orders shown Cancelled, as wrongRows.
 func (w outageWorkload) paidCancelled(rows map[string]rowState) map[string]int {
 	out := map[string]int{}
 	for _, o := range w.orders {
@@ -338,7 +266,6 @@ func (w outageWorkload) paidCancelled(rows map[string]rowState) map[string]int {
 	return out
 }
 
-// closed reports whether ch is closed.
 func closed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
@@ -348,8 +275,7 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
-// kinds counts the orders ids by "<paid|unpaid> at <status>/<sequence>"
-// of their rows in rows.
+// kinds counts ids by "<paid|unpaid> at <status>/<sequence>" of their rows.
 func (w outageWorkload) kinds(ids []string, rows map[string]rowState) map[string]int {
 	paid := make(map[string]bool, len(w.orders))
 	for _, o := range w.orders {
@@ -374,9 +300,7 @@ func orDash(s string) string {
 	return s
 }
 
-// rowReader reads the orders' rows straight from Azurite (not through the
-// handler or the outage's proxy): every row with one listing, or a few by
-// their keys.
+// rowReader reads the orders' rows straight from Azurite, not via the proxy.
 type rowReader struct {
 	client *aztables.Client
 }
@@ -389,8 +313,7 @@ func newRowReader(cs, table string) (*rowReader, error) {
 	return &rowReader{client: svc.NewClient(table)}, nil
 }
 
-// row is the part of an order's row the recovery check reads
-// (LastSequence is an Edm.Int64, a JSON string on the wire).
+// row is what the recovery check reads of a row (LastSequence: Edm.Int64).
 type row struct {
 	PartitionKey string
 	Status       string
@@ -401,8 +324,7 @@ func (r row) state() rowState {
 	return rowState{Status: r.Status, LastSequence: int64(r.LastSequence)}
 }
 
-// all lists every order row (RowKey "status": not the recovery marker,
-// which shares the table).
+// all lists every order row (RowKey "status", not the recovery marker).
 func (r *rowReader) all(ctx context.Context) (map[string]rowState, error) {
 	pager := r.client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Select: to.Ptr("PartitionKey,Status,LastSequence"),
 		Filter: to.Ptr("RowKey eq 'status'")})
@@ -444,8 +366,7 @@ func (r *rowReader) some(ctx context.Context, ids []string) (map[string]rowState
 	return rows, nil
 }
 
-// fewRows is the most rows the recovery poll reads one by one rather
-// than listing the table.
+// fewRows is the most rows the recovery poll reads one by one.
 const fewRows = 200
 
 // outageRun is one outage run's measurements.
@@ -455,14 +376,10 @@ type outageRun struct {
 	refused      int
 	during       int
 	recovery     time.Duration // host clock; < 0: not recovered
-	// statusRecovery is the same for the status changes alone (the
-	// payment-timeout cancellations left out); < 0: not recovered.
+	// statusRecovery: the same for the status changes alone; < 0: not recovered.
 	statusRecovery time.Duration
 	behindAtEnd    int // orders not recovered when the run ended
-	// wrongAtEnd counts the orders whose final row is not the
-	// workload's (a stopped run: the paid orders shown Cancelled),
-	// wrongRows the same by "<paid|unpaid> at <status>/<sequence>", and
-	// scheduledAtEnd is what the queue still held scheduled.
+	// wrongAtEnd, wrongRows: the final rows that are wrong; scheduledAtEnd: still scheduled.
 	wrongAtEnd     int
 	wrongRows      map[string]int
 	scheduledAtEnd int
@@ -472,20 +389,13 @@ type outageRun struct {
 	recoveryPolls  int
 	// pace is how the run's host clock ran.
 	pace *pacer
-	// behindAtWindow counts the orders still behind when RecoveryWindow
-	// ended, by what their rows showed (as wrongRows); nil if none were.
+	// behindAtWindow counts the orders behind when RecoveryWindow ended, by kind.
 	behindAtWindow map[string]int
-	// afterReturn says what the handler rescheduled, by reason, and how
-	// often its circuit opened, from the table's return to the end.
+	// afterReturn: what the handler rescheduled and its circuit did after the return.
 	afterReturn string
-	// stopped: the run ended once recovered or at its bound, the
-	// workload's later payment-timeout checks not waited for.
+	// stopped: the run ended at recovery or its bound, not waiting for the checks.
 	stopped bool
-	// shownCancelled counts the paid orders a look saw Cancelled (their
-	// check came before their delayed Paid, which then superseded the
-	// cancellation), longestCancelled the longest time one was seen so,
-	// host clock, from the first look that saw it to the first that did
-	// not (or the run's end): a look's resolution.
+	// shownCancelled counts the paid orders a look saw Cancelled, longestCancelled the longest.
 	shownCancelled   int
 	longestCancelled time.Duration
 }
@@ -525,11 +435,7 @@ func (c *cancelledSeen) end(at time.Time) {
 	}
 }
 
-// afterReturn describes what the handler's metrics counted between two
-// scrapes: its rescheduled messages by reason and its circuit's openings.
-// A transient failure once the table is back (a call over the in-call
-// budget on a loaded machine) is worth knowing: it moves the horizon
-// every payment-timeout check settles until on.
+// afterReturn describes what the handler rescheduled and its circuit did between scrapes.
 func afterReturn(from, to Scrape) string {
 	var parts []string
 	for _, reason := range []string{"transient", "circuit_open", "order_not_found"} {
@@ -542,8 +448,7 @@ func afterReturn(from, to Scrape) string {
 	return fmt.Sprintf("after the table's return the handler rescheduled %s; its circuit opened %.0f times", strings.Join(parts, ", "), opened)
 }
 
-// outage runs one outage run of length d, on the default policy or on
-// today's (before), and records its figures.
+// outage runs one outage run of length d and records its figures.
 func (b *runner) outage(ctx context.Context, d time.Duration, before bool) error {
 	o := b.opts.Outages
 	suffix := ""
@@ -600,20 +505,11 @@ func (b *runner) outage(ctx context.Context, d time.Duration, before bool) error
 func devhostDuration(d time.Duration) string { return strings.TrimSuffix(d.String(), "0s") }
 
 // runOutage plays the outage workload of d through the real system and
-// measures it: the dead-lettered messages of the whole run, the storage
-// requests the handler made while the table was unreachable (all
-// refused), and the recovery: host-clock time from the table's return
-// until every order's row shows every message due before it (polled
-// straight from Azurite), on a clock slowed from the return (pacer).
+// measures dead letters, refused requests and recovery (host clock).
 func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration, before bool) (outageRun, error) {
 	r := outageRun{recovery: -1, statusRecovery: -1}
 	scale := o.TimeScale
-	// The handler's retry settings are production's on the host's clock
-	// at the run's speed (scaledRetry): the budget 5 s of it (250 ms of
-	// wall time at 60 times, the floor), the backoff 10 s to 5 min, the
-	// window 24 h. They stay so when the pacer slows the clock: the
-	// handler cannot tell, and the lock, set at the run's speed, only
-	// lengthens in wall time then.
+	// Production's retry settings on the host clock at the run's speed.
 	settings := scaledRetry(scale)
 	settings["ORDER_STATUS_RETRY_RESCHEDULE"] = "true"
 	if before {
@@ -656,12 +552,7 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 	if err != nil {
 		return r, err
 	}
-	// Recovery: once the outage is over, read the rows until each order
-	// shows what was sent before the table came back; the orders behind
-	// at one look are the only ones the next needs to read again. A look
-	// waits at least nine times as long as the last one took, so that
-	// listing the table takes at most a tenth of Azurite's time from the
-	// run it measures.
+	// Recovery: read the rows until each order shows what was sent before the return.
 	var behind []string
 	var seen cancelledSeen
 	first := true
@@ -709,18 +600,8 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 		}
 		return nil
 	}
-	// A run measures until every row shows what was due before the
-	// table's return, or until its bound, and then stops once the whole
-	// workload is sent, rather than wait half an hour of the host clock
-	// for the workload's later payment-timeout checks (on the default
-	// policy also the settled ones: in make bench's runs about 9,000
-	// deliveries, half a minute of the machine each time). On today's
-	// policy nothing is rescheduled, and what dead-lettered cannot come
-	// back (the sweeper does not run here): its bound is the target (the
-	// backoff cap plus 60 s), which 45 minutes never met either; the
-	// default policy's is recoveryBound. A run whose workload drained
-	// first (a short one) goes on looking until recovery or its bound,
-	// and its rows' final state is checked against the whole workload.
+	// Measure until recovery or the bound, then stop once the workload is sent;
+	// today's policy cannot recover what dead-lettered: its bound is the target.
 	bound := recoveryBound
 	if before {
 		bound = reschedule.DefaultCap + time.Minute
@@ -795,9 +676,7 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 	r.shownCancelled, r.longestCancelled = len(seen.ever), seen.longest
 	r.scheduledAtEnd = h.Broker().Stats(h.Queue()).Scheduled
 	if stopped {
-		// What can never come right: a paid order shown Cancelled
-		// (rows only move forward). An unpaid order not Cancelled yet
-		// may have its check still to come.
+		// A paid order shown Cancelled never comes right; an unpaid one may.
 		r.wrongRows = w.paidCancelled(rows)
 	} else {
 		r.wrongRows = w.wrongRows(rows)
@@ -814,14 +693,8 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 	return r, nil
 }
 
-// pacer drives an outage run's host clock: TimeScale through the
-// outage, RecoveryScale from a second before the table's return until the
-// status changes have caught up, SettleScale from then until every row is
-// right, and TimeScale again after that or once RecoveryWindow is over
-// (the _before runs, and RecoveryScale 0: TimeScale throughout). It
-// records what the slowed stretches asked of the machine: the messages
-// completed per wall second, on average and at the busiest look. Its
-// methods are safe for concurrent use.
+// pacer drives an outage run's host clock through the paceStages and records
+// the completions per wall second of the slowed stretches; safe for concurrent use.
 type pacer struct {
 	clk       *clock.ScaledClock
 	o         OutageOptions
@@ -865,9 +738,7 @@ func newPacer(clk *clock.ScaledClock, o OutageOptions, before bool, completed fu
 	return p
 }
 
-// slowAtReturn waits for the outage to be scheduled (outages, polled),
-// then for a second before its end on the host clock, and slows the
-// clock to RecoveryScale.
+// slowAtReturn slows the clock to RecoveryScale a second before the outage's end.
 func (p *pacer) slowAtReturn(ctx context.Context, outages func() []devhost.OutageSummary) {
 	if p.stage == paceNever {
 		return
@@ -890,9 +761,7 @@ func (p *pacer) slowAtReturn(ctx context.Context, outages func() []devhost.Outag
 	p.to(paceOutage, paceRecovery, p.o.RecoveryScale)
 }
 
-// statusCaughtUp, recovered and windowOver move the clock on: to
-// SettleScale once the status changes caught up, to TimeScale once every
-// row is right or the slowed window is over.
+// statusCaughtUp, recovered and windowOver move the clock to SettleScale or TimeScale.
 func (p *pacer) statusCaughtUp() { p.to(paceRecovery, paceSettle, p.o.SettleScale) }
 
 func (p *pacer) recovered() {
@@ -902,9 +771,7 @@ func (p *pacer) recovered() {
 
 func (p *pacer) windowOver() { p.recovered() }
 
-// to moves the clock from stage from to stage next at scale (a scale of
-// 0 keeps the present one), and reports whether it did (the clock was at
-// from).
+// to moves the clock from stage from to next at scale (0 keeps it), if it was at from.
 func (p *pacer) to(from, next paceStage, scale float64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -927,8 +794,7 @@ func (p *pacer) to(from, next paceStage, scale float64) bool {
 	return true
 }
 
-// sampleNow records the completed messages per wall second since the last
-// sample, for the busiest moment of a slowed stretch.
+// sampleNow records the completed messages per wall second since the last sample.
 func (p *pacer) sampleNow() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -10,12 +10,11 @@ import (
 	"time"
 )
 
-// userHZ is the unit of utime and stime in /proc/<pid>/stat (USER_HZ,
-// 100 on every Linux platform Go supports).
+// userHZ is the unit of utime and stime in /proc/<pid>/stat (USER_HZ).
 const userHZ = 100
 
-// CPUTime returns the CPU time (user and system) process pid has used;
-// pid 0 means this process. Linux only.
+// CPUTime returns the user and system CPU time process pid (0: this one)
+// has used. Linux only.
 func CPUTime(pid int) (time.Duration, error) {
 	path := "/proc/self/stat"
 	if pid != 0 {
@@ -29,15 +28,14 @@ func CPUTime(pid int) (time.Duration, error) {
 }
 
 // parseStatCPU reads utime and stime (fields 14 and 15) of a
-// /proc/<pid>/stat line; the command name (field 2) may hold spaces and
-// parentheses, so fields are counted after its last ')'.
+// /proc/<pid>/stat line, counting fields after the command name's last ')'.
 func parseStatCPU(data []byte) (time.Duration, error) {
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
 		return 0, fmt.Errorf("bench: malformed stat line %q", data)
 	}
 	f := strings.Fields(string(data[i+1:]))
-	// f[0] is field 3 (state): utime is field 14, f[11]; stime f[12].
+	// f[0] is field 3: utime is f[11], stime f[12].
 	if len(f) < 13 {
 		return 0, fmt.Errorf("bench: stat line has %d fields after the name", len(f))
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 )
 
-// Names returns the printed names of a run with opts, in print order. The
-// names are an interface: keep them.
+// Names returns the printed names of a run with opts, in print order; they
+// are an interface.
 func Names(opts Options) []string {
 	lat := fmt.Sprintf("latency%dms_", opts.Latency.Milliseconds())
 	names := []string{
@@ -82,8 +82,7 @@ func format(name string, v float64) string {
 	}
 }
 
-// Print writes the session-slot table, the figures as `name: value`
-// lines, and the targets met or missed.
+// Print writes the session-slot table, the `name: value` lines and the targets.
 func (r Report) Print(w io.Writer, opts Options) {
 	if r.Workload != "" {
 		fmt.Fprintf(w, "\nworkload: %s\n", r.Workload)
@@ -116,8 +115,7 @@ func (r Report) Print(w io.Writer, opts Options) {
 	}
 }
 
-// Targets checks the figures against the issue's targets; they are
-// reported, never enforced.
+// Targets checks the figures against the targets; reported, never enforced.
 func (r Report) Targets(opts Options) []string {
 	lat := fmt.Sprintf("latency%dms_", opts.Latency.Milliseconds())
 	type target struct {
@@ -162,13 +160,9 @@ func (r Report) Targets(opts Options) []string {
 	return append(out, r.outageTargets(opts)...)
 }
 
-// defaultPolicyTargets: with no outage, the default retry policy leaves
-// ours_msgs_per_s as it was on today's within the run's noise (the two
-// medians differ by no more than the wider of the two spreads of their
-// repeated runs), and round_trips_per_applied within 0.01. The default
-// policy's runs include the schedule of each order's payment-timeout
-// check in its Created's call (a Service Bus call, not a storage one);
-// the checks themselves are handled after the timed window (runOurs).
+// defaultPolicyTargets: with no outage, the default retry policy keeps
+// ours_msgs_per_s within the run's noise of today's policy, and
+// round_trips_per_applied within 0.01.
 func (r Report) defaultPolicyTargets(lat string) []string {
 	var out []string
 	for _, name := range []string{"ours_msgs_per_s", lat + "ours_msgs_per_s"} {
@@ -191,14 +185,9 @@ func (r Report) defaultPolicyTargets(lat string) []string {
 	return out
 }
 
-// outageTargets: no message dead-lettered by an outage on the default
-// policy; at most a tenth of today's storage calls per message during
-// one, where today's ran at the same length; and a recovery within the
-// backoff cap plus 60 s. The runs use the handler's default cap
-// (reschedule.DefaultCap), which is what the bound is computed from; the
-// recovery of the status changes alone is held to it too, apart from the
-// cancellations, which wait until every copy of the outage is due (see
-// docs/outage.md).
+// outageTargets: on the default policy no message dead-lettered by an
+// outage, at most a tenth of today's storage calls per message during one,
+// and recovery within reschedule.DefaultCap plus 60 s (docs/outage.md).
 func (r Report) outageTargets(opts Options) []string {
 	var out []string
 	bound := (reschedule.DefaultCap + time.Minute).Seconds()

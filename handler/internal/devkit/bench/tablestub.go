@@ -11,12 +11,9 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/azurite"
 )
 
-// tableStub is a minimal Table service for the memory run: it accepts
-// every table creation and every insert (answering as Table Storage does
-// to an insert with Prefer: return-no-content) and finds no row on a read.
-// It keeps nothing, so that sending 100,000 orders costs the machine the
-// handler's work only; Azurite slows down as a table grows, which would
-// make the run minutes long and measure Azurite, not the handler's memory.
+// tableStub is a minimal Table service for the memory run: it accepts every
+// table creation and insert and finds no row, keeping nothing, so the run
+// measures the handler's memory, not Azurite.
 type tableStub struct {
 	srv     *http.Server
 	addr    string

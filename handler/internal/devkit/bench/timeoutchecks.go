@@ -12,14 +12,10 @@ import (
 // TimeoutCheckNames are the figures of the timeout-check phase.
 var TimeoutCheckNames = []string{"timeout_check_servicebus_ops_per_order", "timeout_check_executions_per_order"}
 
-// timeoutChecks measures what the payment-timeout check the handler
-// schedules itself costs (promise 5 without the producers' help): the
-// same orders, each a Created then a Paid and no check from the producer,
-// once with rescheduling off (the handler schedules nothing) and once on
-// (it schedules one check per Created, which fires 30 minutes later and
-// finds the order paid), both drained until nothing is scheduled. The
-// differences per order, in Service Bus operations (the dev broker's
-// count of every call) and executions, are what the guarantee adds.
+// timeoutChecks measures what the handler's own payment-timeout check
+// costs: the same Created-then-Paid orders with rescheduling off and on,
+// drained; the differences per order in Service Bus operations and
+// executions are what the guarantee adds.
 func (b *runner) timeoutChecks(ctx context.Context) error {
 	orders := max(20, len(b.w.Orders)/5)
 	var lines []devhost.ScenarioLine
@@ -46,8 +42,7 @@ func (b *runner) timeoutChecks(ctx context.Context) error {
 		if err := h.Play(ctx, lines); err != nil {
 			return 0, 0, err
 		}
-		// The checks fall due 30 minutes on, a fraction of a second on
-		// the bench's clock: wait until none is scheduled and all ran.
+		// Wait until no check is scheduled and all ran.
 		deadline := time.Now().Add(2 * time.Minute)
 		for {
 			if err := h.WaitIdle(ctx); err != nil {

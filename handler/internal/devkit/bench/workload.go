@@ -24,10 +24,8 @@ type Order struct {
 }
 
 // Workload is the same set of messages for every design: each order's four
-// status changes in order, plus redeliveries of already-applied messages
-// (each right after its original, as after a lost lock) and stale replays
-// (an earlier message after a later one). The expected counts say how
-// each message must settle.
+// status changes in order, plus redeliveries of applied messages and stale
+// replays; the expected counts say how each must settle.
 type Workload struct {
 	Orders                      []Order
 	Applied, Duplicates, Stales int
@@ -36,10 +34,8 @@ type Workload struct {
 // Messages is how many messages the workload has.
 func (w Workload) Messages() int { return w.Applied + w.Duplicates + w.Stales }
 
-// NewWorkload builds a workload of orders orders with prefix in their ids
-// (so that runs on one table do not collide), dupShare redeliveries and
-// staleShare stale replays as shares of the 4*orders status changes, with a
-// fixed seed.
+// NewWorkload builds a workload of orders orders with prefix in their ids,
+// dupShare redeliveries and staleShare stale replays, with a fixed seed.
 func NewWorkload(prefix string, orders int, dupShare, staleShare float64, seed uint64) Workload {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	base := orders * len(statuses)
@@ -47,8 +43,7 @@ func NewWorkload(prefix string, orders int, dupShare, staleShare float64, seed u
 	if orders == 0 {
 		dups, stales = 0, 0
 	}
-	// after[o][k]: the extra copies sent right after order o's message
-	// with sequence k+1.
+	// after[o][k]: the extra copies sent right after order o's sequence k+1.
 	after := make([][][]int64, orders)
 	for o := range after {
 		after[o] = make([][]int64, len(statuses))
@@ -77,9 +72,8 @@ func NewWorkload(prefix string, orders int, dupShare, staleShare float64, seed u
 	return w
 }
 
-// FirstOnly is a workload of orders orders with one message each (an
-// order's first), the shape of the session-slot regime: every session
-// holds one available message.
+// FirstOnly is a workload of orders orders with one message each, the
+// session-slot regime's shape.
 func FirstOnly(prefix string, orders int) Workload {
 	w := Workload{Orders: make([]Order, orders), Applied: orders}
 	for o := range orders {

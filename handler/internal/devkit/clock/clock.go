@@ -1,14 +1,7 @@
 // Package clock owns the notion of "now" for code that must run on a time
-// other than the wall clock: the in-memory broker and the development host
-// measure lock durations, schedules and time-to-live on a Clock, so tests can
-// let a 30-minute payment timeout pass in a fraction of a second.
-//
-// Real is the wall clock. Scaled runs a factor faster than the wall clock,
-// continuously and monotonically, so code that waits on it behaves exactly
-// as it would in production, only sooner; it can also be advanced at once,
-// to skip a stretch in which nothing happens, and its factor can be
-// changed while it runs (a benchmark slows it where the work it measures
-// must not outrun the machine).
+// other than the wall clock, so tests can let a 30-minute payment timeout
+// pass in a fraction of a second. Real is the wall clock; Scaled runs a
+// factor faster, monotonically, and can be advanced or re-speeded.
 package clock
 
 import (
@@ -20,13 +13,11 @@ import (
 	"time"
 )
 
-// Clock tells the time and makes timers. Implementations are safe for
-// concurrent use.
+// Clock tells the time and makes timers; safe for concurrent use.
 type Clock interface {
 	// Now returns the current time on this clock.
 	Now() time.Time
-	// NewTimer returns a timer that fires once d of this clock's time has
-	// passed. A d <= 0 fires at once.
+	// NewTimer returns a timer that fires once d of this clock's time passed.
 	NewTimer(d time.Duration) Timer
 }
 
@@ -34,13 +25,11 @@ type Clock interface {
 type Timer interface {
 	// C delivers the clock's time once when the timer fires.
 	C() <-chan time.Time
-	// Stop prevents the timer from firing; it reports whether it stopped
-	// the timer (false if it had fired or been stopped already).
+	// Stop prevents the timer from firing and reports whether it stopped it.
 	Stop() bool
 }
 
-// Sleep waits until d of c's time has passed or ctx is done, whichever is
-// first, and returns ctx.Err() in the second case.
+// Sleep waits until d of c's time has passed or ctx is done (ctx.Err()).
 func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
@@ -70,16 +59,10 @@ func (r realTimer) C() <-chan time.Time { return r.t.C }
 func (r realTimer) Stop() bool          { return r.t.Stop() }
 
 // ScaledClock is a clock that starts at the wall-clock time of its creation
-// and then runs Factor times faster than the wall clock. Advance and
-// AdvanceTo move it forward at once (a development host fast-forwards over
-// idle stretches that way), and SetFactor changes its speed from then on;
-// its pending timers are re-evaluated then, so those now due fire at once
-// and the others wait for the rest of their time at the new speed. Its
-// methods are safe for concurrent use.
+// and runs Factor times faster; Advance, AdvanceTo and SetFactor re-evaluate
+// pending timers. Its methods are safe for concurrent use.
 type ScaledClock struct {
-	// rate guards the speed: Now reads it shared, SetFactor rebases it
-	// exclusively, so that no Now can see the old speed after a later
-	// one saw the new (the clock never goes backwards).
+	// rate guards the speed, so that no Now sees the old speed after another saw the new.
 	rate      sync.RWMutex
 	factor    float64
 	realStart time.Time    // carries the monotonic reading
@@ -90,9 +73,7 @@ type ScaledClock struct {
 	pending map[*scaledTimer]struct{}
 }
 
-// Scaled returns a clock running factor times faster than the wall clock
-// (factor 60 makes one minute pass per real second). It panics if factor is
-// not positive, a programming error.
+// Scaled returns a clock running factor times faster; it panics if factor is not positive.
 func Scaled(factor float64) *ScaledClock {
 	checkFactor("Scaled", factor)
 	now := time.Now()
@@ -112,10 +93,8 @@ func (c *ScaledClock) Factor() float64 {
 	return c.factor
 }
 
-// SetFactor makes c run factor times faster than the wall clock from now
-// on; the time it shows does not jump. Pending timers are re-armed for
-// their remaining clock time at the new speed. It panics if factor is not
-// positive, a programming error.
+// SetFactor makes c run factor times faster from now on, without a jump;
+// it panics if factor is not positive.
 func (c *ScaledClock) SetFactor(factor float64) {
 	checkFactor("SetFactor", factor)
 	c.mu.Lock()
@@ -136,8 +115,7 @@ func (c *ScaledClock) Now() time.Time {
 	return c.start.Add(time.Duration(float64(elapsed)*c.factor) + time.Duration(c.offset.Load()))
 }
 
-// Real converts a duration on this clock into wall-clock time at its
-// present speed.
+// Real converts a duration on this clock into wall-clock time at its present speed.
 func (c *ScaledClock) Real(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / c.Factor())
 }
@@ -145,8 +123,7 @@ func (c *ScaledClock) Real(d time.Duration) time.Duration {
 // Advanced returns how far Advance and AdvanceTo moved c in total.
 func (c *ScaledClock) Advanced() time.Duration { return time.Duration(c.offset.Load()) }
 
-// Advance moves c forward by d at once (nothing for d <= 0). Timers due by
-// the new time fire now; the others are re-armed for their remaining time.
+// Advance moves c forward by d at once (nothing for d <= 0); due timers fire.
 func (c *ScaledClock) Advance(d time.Duration) {
 	if d <= 0 {
 		return
@@ -157,10 +134,8 @@ func (c *ScaledClock) Advance(d time.Duration) {
 	c.recheckLocked()
 }
 
-// AdvanceTo moves c forward to t if it is earlier than t, as Advance does,
-// and returns by how much (0 if c had reached t already). Unlike Advance
-// with a duration computed from Now, it cannot overshoot t while the clock
-// keeps running.
+// AdvanceTo moves c forward to t if it is earlier, as Advance does, and
+// returns by how much; unlike Advance it cannot overshoot t.
 func (c *ScaledClock) AdvanceTo(t time.Time) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -173,8 +148,7 @@ func (c *ScaledClock) AdvanceTo(t time.Time) time.Duration {
 	return d
 }
 
-// recheckLocked fires the pending timers that are due and re-arms the
-// others. c.mu must be held.
+// recheckLocked fires the due pending timers and re-arms the others; c.mu held.
 func (c *ScaledClock) recheckLocked() {
 	now := c.Now()
 	for t := range c.pending {
@@ -188,9 +162,7 @@ func (c *ScaledClock) recheckLocked() {
 	}
 }
 
-// NewTimer returns a timer that fires once d of this clock's time has
-// passed: after d / Factor of wall-clock time, or sooner if the clock is
-// advanced.
+// NewTimer returns a timer that fires once d of this clock's time passed.
 func (c *ScaledClock) NewTimer(d time.Duration) Timer {
 	t := &scaledTimer{c: c, ch: make(chan time.Time, 1)} // sent to at most once
 	c.mu.Lock()
@@ -213,9 +185,7 @@ type scaledTimer struct {
 	ch       chan time.Time
 }
 
-// expire runs when the wall-clock timer fires. The conversion to wall time
-// may fall a little short, so it re-arms the timer until the clock really
-// reached the deadline.
+// expire re-arms the timer until the clock really reached the deadline.
 func (t *scaledTimer) expire() {
 	c := t.c
 	c.mu.Lock()
@@ -252,15 +222,12 @@ var (
 )
 
 // View maps times between a clock and the real one, as of one instant.
-// The development broker's clients live in real time; its clock may run
-// ahead (idle time skipped): through a View they see it as the real one.
 type View struct {
 	at, real time.Time
 	factor   float64
 }
 
-// ToClock is the time on the clock of t, a real time. The zero time stays
-// zero.
+// ToClock is the time on the clock of t, a real time; zero stays zero.
 func (v View) ToClock(t time.Time) time.Time {
 	if t.IsZero() {
 		return t
@@ -268,8 +235,7 @@ func (v View) ToClock(t time.Time) time.Time {
 	return v.at.Add(time.Duration(float64(t.Sub(v.real)) * v.factor))
 }
 
-// ToReal is the real time of t, a time on the clock. The zero time stays
-// zero.
+// ToReal is the real time of t, a time on the clock; zero stays zero.
 func (v View) ToReal(t time.Time) time.Time {
 	if t.IsZero() {
 		return t
@@ -283,6 +249,5 @@ func Identity() View {
 	return View{at: n, real: n, factor: 1}
 }
 
-// OffsetOf is the View of c at the real instant real: c taken as the real
-// clock shifted, its durations unscaled.
+// OffsetOf is the View of c at the real instant real, unscaled.
 func OffsetOf(c Clock, real time.Time) View { return View{at: c.Now(), real: real, factor: 1} }

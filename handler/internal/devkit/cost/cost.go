@@ -1,29 +1,15 @@
-// Package cost is the cost model of `make bench`: what a deployment of
-// this repository costs per million messages and per idle month on
-// Azure's list prices, computed from what the system measurably does
-// (executions, their billable time, Service Bus operations, Table Storage
-// transactions, log bytes) and from the deployment's own parameters (the
-// Bicep's instance memory and always-ready count, the sweeper's
-// schedule). The prices live in infra/prices.json, each with its region,
-// date and source, so a user updates them there.
+// Package cost is the cost model of `make bench`: what a deployment costs
+// per million messages and per idle month on Azure's list prices, from what
+// the system measurably does and the deployment's own parameters. The
+// prices live in infra/prices.json, each with its region, date and source.
 //
-// The model, per item:
-//
-//	Functions (Flex Consumption, on demand): executions x price per
-//	    execution, plus GB-s = instance memory (GB) x billable seconds per
-//	    execution, where a lone execution bills at least the 1,000 ms
-//	    minimum and otherwise rounds up to 100 ms (flex-consumption-plan,
-//	    Billing). A low-traffic deployment runs each message alone, so
-//	    this is the figure that matters for this project's users.
-//	Service Bus (Standard): operations (every API call: sends, receives,
-//	    completes, lock renewals, session accepts) x the price beyond the
-//	    13M a month the base charge includes, plus the base charge itself
-//	    in an idle month.
-//	Table Storage: transactions x price; stored data in an idle month.
-//	Log Analytics: bytes ingested (the handler's lines, measured, plus
-//	    the host's per-execution records that host.json's log levels
-//	    let through, HostRecords, each of a size assumed in prices.json)
-//	    x price per GB.
+//	Functions (Flex Consumption): executions x price, plus instance GB x
+//	    billable seconds (a lone execution bills at least 1,000 ms, else
+//	    rounds up to 100 ms; flex-consumption-plan, Billing).
+//	Service Bus (Standard): operations past the included 13M a month,
+//	    plus the base charge in an idle month.
+//	Table Storage: transactions; stored data in an idle month.
+//	Log Analytics: bytes ingested (handler lines and HostRecords) x price.
 package cost
 
 import (
@@ -56,8 +42,7 @@ type Prices struct {
 	Assumptions map[string]Fact  `json:"assumptions"`
 }
 
-// The keys of prices.json the model reads; Load refuses a file that lacks
-// one.
+// The keys of prices.json the model reads; Load refuses a file that lacks one.
 const (
 	PriceFlexGBSecond         = "flex_on_demand_gb_second"
 	PriceFlexPerMillionExec   = "flex_on_demand_per_million_executions"
@@ -87,8 +72,7 @@ var (
 	assumeKeys = []string{AssumeRequestRecordBytes, AssumeHostTraceBytes, AssumeTraceOverheadBytes, AssumeMetricRecordBytes, AssumeStoredGBIdle}
 )
 
-// Load reads a prices file and checks that it has every key the model
-// needs, each with a source.
+// Load reads a prices file and checks it has every key the model needs, sourced.
 func Load(path string) (Prices, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -128,31 +112,25 @@ func Parse(b []byte) (Prices, error) {
 type Params struct {
 	// InstanceMemoryMB is the Bicep's instanceMemoryMB.
 	InstanceMemoryMB int
-	// AlwaysReadyInstances is the Bicep's alwaysReadyInstances (0 if it
-	// has none).
+	// AlwaysReadyInstances is the Bicep's alwaysReadyInstances (0 if none).
 	AlwaysReadyInstances int
-	// SweepsPerMonth is how often the DeadLetterSweeper timer fires in a
-	// month at its schedule.
+	// SweepsPerMonth is how often the DeadLetterSweeper timer fires a month.
 	SweepsPerMonth float64
-	// Host is host.json's logging: which of the host's per-execution
-	// records (HostRecords) reach Application Insights.
+	// Host is host.json's logging: which HostRecords reach Application Insights.
 	Host HostLogging
 }
 
 // PerMessage is what one message costs in measurable units.
 type PerMessage struct {
-	// Executions: function executions per message (redeliveries and the
-	// payment-timeout checks a message causes included).
+	// Executions: function executions per message, redeliveries and checks included.
 	Executions float64
 	// ExecSeconds is the mean wall time of one execution.
 	ExecSeconds float64
-	// ServiceBusOps: Service Bus API calls per message (the producer's
-	// send, the trigger's receives and settlements, the handler's own).
+	// ServiceBusOps: Service Bus API calls per message.
 	ServiceBusOps float64
 	// TableTransactions per message.
 	TableTransactions float64
-	// LogBytes the handler writes per message (stdout, as the host sends
-	// to Application Insights), in LogLines lines.
+	// LogBytes the handler writes per message (stdout), in LogLines lines.
 	LogBytes, LogLines float64
 }
 
@@ -164,8 +142,7 @@ type Breakdown struct {
 // Total is the sum.
 func (b Breakdown) Total() float64 { return b.Functions + b.ServiceBus + b.Storage + b.Logs }
 
-// Billable is the billable seconds of one lone execution of execSeconds:
-// at least the minimum, else rounded up to the rounding step.
+// Billable is the billable seconds of one lone execution of execSeconds.
 func (p Prices) Billable(execSeconds float64) float64 {
 	step := p.Facts[FactRoundingSeconds].Value
 	billed := execSeconds
@@ -177,9 +154,7 @@ func (p Prices) Billable(execSeconds float64) float64 {
 
 func (p Prices) usd(k string) float64 { return p.Prices[k].USD }
 
-// LogBytesPerMessage is what one message of u sends to Log Analytics
-// under par's host.json: the handler's lines (when the host keeps them)
-// and the host's records of its executions (HostBytes).
+// LogBytesPerMessage is what one message of u sends to Log Analytics under par.
 func (p Prices) LogBytesPerMessage(u PerMessage, par Params) float64 {
 	lines := 0.0
 	if u.Executions > 0 {
@@ -196,9 +171,7 @@ func handlerBytes(b float64, par Params) float64 {
 	return b
 }
 
-// PerMillion is the cost of one million messages of u, each executed
-// alone (the low-traffic regime), beyond every free grant and included
-// quantity: Service Bus operations at the price past the included 13M.
+// PerMillion is the cost of one million messages of u, each executed alone.
 func (p Prices) PerMillion(u PerMessage, par Params) Breakdown {
 	const n = 1e6
 	gb := float64(par.InstanceMemoryMB) / 1024
@@ -221,8 +194,7 @@ type Sweep struct {
 }
 
 // IdleMonth is the cost of a month with no messages: Service Bus's base
-// charge, the sweeper's timer runs at its schedule (their operations fall
-// within the included 13M), the data at rest, and always-ready instances.
+// charge, the sweeper's runs, the data at rest and always-ready instances.
 func (p Prices) IdleMonth(par Params, s Sweep) Breakdown {
 	gb := float64(par.InstanceMemoryMB) / 1024
 	hours := p.Facts[FactHoursPerMonth].Value

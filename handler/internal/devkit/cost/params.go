@@ -12,12 +12,9 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/ncrontab"
 )
 
-// ReadParams reads the deployment's parameters from the repository at
-// root as `azd up` deploys them: instanceMemoryMB and alwaysReadyInstances
-// from infra/main.parameters.json's `${VAR=default}` where it sets them,
-// else from infra/main.bicep's defaults; deadLetterSweepSchedule from
-// main.bicep; the host's logging (levels, sampling) from host.json. hoursPerMonth spans
-// the month the sweeper's runs are counted over.
+// ReadParams reads the deployment's parameters from the repository at root
+// as `azd up` deploys them: infra/main.parameters.json, else infra/main.bicep's
+// defaults, and host.json's logging. hoursPerMonth spans the sweeper's month.
 func ReadParams(root string, hoursPerMonth float64) (Params, error) {
 	b, err := os.ReadFile(filepath.Join(root, "infra", "main.bicep"))
 	if err != nil {
@@ -54,9 +51,8 @@ func ReadParams(root string, hoursPerMonth float64) (Params, error) {
 	return par, nil
 }
 
-// deployedInt is the value azd deploys for an int parameter: the default
-// of main.parameters.json's `${VAR=default}` (or its literal), else the
-// Bicep default.
+// deployedInt is the value azd deploys for an int parameter: the
+// `${VAR=default}` default (or literal), else the Bicep default.
 func deployedInt(parametersJSON []byte, bicep, name string) (int, error) {
 	var pf struct {
 		Parameters map[string]struct {

@@ -7,18 +7,14 @@ import (
 	"strings"
 )
 
-// HostLogging is what host.json's logging section decides about the
-// telemetry the Functions host sends to Application Insights.
+// HostLogging is host.json's say over the host's Application Insights telemetry.
 type HostLogging struct {
-	// Levels is logging.logLevel: category prefix -> minimum level, with
-	// "default" for every other category.
+	// Levels is logging.logLevel: category prefix (or "default") -> minimum level.
 	Levels map[string]string
-	// Sampling is applicationInsights.samplingSettings.isEnabled (the
-	// host's default is on); ExcludedTypes its excludedTypes.
+	// Sampling is samplingSettings.isEnabled (default on); ExcludedTypes its excludedTypes.
 	Sampling      bool
 	ExcludedTypes []string
-	// DependencyTracking is applicationInsights.enableDependencyTracking
-	// (default on).
+	// DependencyTracking is enableDependencyTracking (default on).
 	DependencyTracking bool
 }
 
@@ -28,9 +24,8 @@ var levels = []string{"trace", "debug", "information", "warning", "error", "crit
 func levelRank(l string) int { return slices.Index(levels, strings.ToLower(l)) }
 
 // Writes reports whether a record of category at level passes host.json's
-// filter: the rule of the longest logLevel key the category starts with
-// (case-insensitive, as Microsoft.Extensions.Logging selects a rule), else
-// "default", else Information (the host's own default).
+// filter: the longest matching logLevel key (case-insensitive, as
+// Microsoft.Extensions.Logging selects a rule), else "default", else Information.
 func (h HostLogging) Writes(category, level string) bool {
 	min, best := "Information", -1
 	if v, ok := h.Levels["default"]; ok {
@@ -44,18 +39,16 @@ func (h HostLogging) Writes(category, level string) bool {
 	return levelRank(level) >= levelRank(min) && levelRank(level) < levelRank("none")
 }
 
-// Record is one kind of telemetry item the Functions host writes to
-// Application Insights for an execution, with the category and level it
-// is logged at in the host's source: Azure/azure-webjobs-sdk at f79ea0bf
-// (FunctionExecutor.cs, Loggers/FunctionInstanceLogger.cs,
-// Loggers/Logger/LoggerExtensions.cs, ApplicationInsightsLogger.cs) and
-// Azure/azure-functions-host at 89dc438d
+// Record is one kind of telemetry item the Functions host writes for an
+// execution, with its category and level in the host's source:
+// Azure/azure-webjobs-sdk at f79ea0bf (FunctionExecutor.cs,
+// Loggers/FunctionInstanceLogger.cs, Loggers/Logger/LoggerExtensions.cs,
+// ApplicationInsightsLogger.cs) and Azure/azure-functions-host at 89dc438d
 // (Workers/Http/DefaultHttpWorkerService.cs, WorkerConsoleLogService.cs,
 // WorkerConstants.cs).
 type Record struct {
 	Name string
-	// Category is the logger category; "<fn>" stands for the function's
-	// name.
+	// Category is the logger category; "<fn>" stands for the function's name.
 	Category, Level string
 	// Table is where the item lands in the classic schema.
 	Table string
@@ -63,53 +56,32 @@ type Record struct {
 	PerExecution float64
 	// Bytes is the key of prices.json's assumed size of one item.
 	Bytes string
-	// HandlerLine: the item carries one of the handler's stdout lines,
-	// measured byte for byte; Bytes is then the record's other columns.
+	// HandlerLine: the item carries a handler stdout line, measured; Bytes the rest.
 	HandlerLine bool
-	// TriggerDetails: written only for triggers that report details (the
-	// Service Bus trigger does; the timer trigger of the sweeper does not
-	// when on schedule).
+	// TriggerDetails: written only for triggers that report details (Service Bus).
 	TriggerDetails bool
 }
 
-// HostRecords are the items the host writes per execution of a function
-// of this app, successful, at low traffic.
+// HostRecords are the items the host writes per successful execution at low traffic.
 var HostRecords = []Record{
-	// FunctionExecutor logs the result on the Host.Results category
-	// (LogCategories.Results), Information on success, Error on failure;
-	// ApplicationInsightsLogger turns it into a request.
+	// FunctionExecutor: Host.Results (LogCategories.Results), a request.
 	{Name: "request (the execution's result)", Category: "Host.Results", Level: "Information", Table: "requests", PerExecution: 1, Bytes: AssumeRequestRecordBytes},
-	// FunctionInstanceLogger, category Function.<fn>: "Executing '...'",
-	// then "Trigger Details: ..." when the trigger gives details, then
-	// "Executed '...' (Succeeded, ...)"; Information (a failure's Executed
-	// is Error).
+	// FunctionInstanceLogger, Function.<fn>: Executing, Trigger Details, Executed.
 	{Name: "trace Executing", Category: "Function.<fn>", Level: "Information", Table: "traces", PerExecution: 1, Bytes: AssumeHostTraceBytes},
 	{Name: "trace Trigger Details", Category: "Function.<fn>", Level: "Information", Table: "traces", PerExecution: 1, Bytes: AssumeHostTraceBytes, TriggerDetails: true},
 	{Name: "trace Executed", Category: "Function.<fn>", Level: "Information", Table: "traces", PerExecution: 1, Bytes: AssumeHostTraceBytes},
-	// DefaultHttpWorkerService logs each line of the answer's Logs with
-	// LogInformation on the invocation's ILogger, category
-	// Function.<fn>.User (ILoggerBinding). The handler answers one line.
+	// DefaultHttpWorkerService: the answer's Logs, Function.<fn>.User (ILoggerBinding).
 	{Name: "trace of the answer's Logs line", Category: "Function.<fn>.User", Level: "Information", Table: "traces", PerExecution: 1, Bytes: AssumeHostTraceBytes},
-	// WorkerConsoleLogService logs every stdout line of the handler on
-	// Host.Function.Console at Information.
+	// WorkerConsoleLogService: each stdout line, Host.Function.Console.
 	{Name: "trace of the handler's stdout line", Category: "Host.Function.Console", Level: "Information", Table: "traces", PerExecution: 1, Bytes: AssumeTraceOverheadBytes, HandlerLine: true},
-	// FunctionResultAggregator flushes every 30 s (FlushTimeout) on
-	// Host.Aggregator at Information; ApplicationInsightsLogger writes one
-	// metric per field: Count, Successes, Failures, SuccessRate,
-	// AverageDuration, MaxDuration, MinDuration. At low traffic every
-	// execution is alone in its 30 s window.
+	// FunctionResultAggregator: every 30 s (FlushTimeout), Host.Aggregator, 7 metrics.
 	{Name: "customMetrics aggregates", Category: "Host.Aggregator", Level: "Information", Table: "customMetrics", PerExecution: 7, Bytes: AssumeMetricRecordBytes},
 }
 
-// HostBytes is what the host sends per execution under h, beyond the
-// handler's own line bytes (lines: the handler's stdout lines per
-// execution, each carried in a trace whose other columns are counted
-// here). Sampling does not reduce it: adaptive sampling keeps every item
-// below its target of 20 items a second per instance (the host's
-// MaxTelemetryItemsPerSecond, ApplicationInsightsLoggerOptionsSetup.cs),
-// which a low-traffic deployment never reaches. Dependencies are not
-// counted: with enableDependencyTracking off (this repository's host.json)
-// the host writes none.
+// HostBytes is what the host sends per execution under h beyond the
+// handler's line bytes (lines per execution). Sampling does not reduce it:
+// low traffic stays below the host's MaxTelemetryItemsPerSecond of 20
+// (ApplicationInsightsLoggerOptionsSetup.cs); dependency tracking is off.
 func (p Prices) HostBytes(h HostLogging, lines float64, triggerDetails bool) float64 {
 	var n float64
 	for _, r := range HostRecords {
@@ -125,8 +97,7 @@ func (p Prices) HostBytes(h HostLogging, lines float64, triggerDetails bool) flo
 	return n
 }
 
-// HandlerLinesKept reports whether the handler's stdout lines at
-// Information reach Application Insights under h.
+// HandlerLinesKept reports whether the handler's stdout lines reach Application Insights.
 func (h HostLogging) HandlerLinesKept() bool { return h.Writes("Host.Function.Console", "Information") }
 
 // ParseHostLogging reads host.json's logging section.

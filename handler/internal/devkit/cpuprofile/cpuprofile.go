@@ -1,6 +1,5 @@
 // Package cpuprofile writes a process's CPU profile when a setting asks for
-// one: the bench's way of profiling the handlers the development host
-// starts (make bench -profile-dir), which it cannot reach in-process.
+// one, to profile the handlers the development host starts (make bench -profile-dir).
 package cpuprofile
 
 import (
@@ -10,14 +9,11 @@ import (
 )
 
 // Env names a file prefix: when set, a handler writes its CPU profile to
-// <prefix>.<pid>.pprof until it exits (one file per process, as the
-// development host may start several). Unset, the default and in Azure,
-// nothing is profiled; the profile is never served over HTTP.
+// <prefix>.<pid>.pprof until it exits. Unset (in Azure), nothing is profiled.
 const Env = "ORDERSTATUS_CPU_PROFILE"
 
-// Start starts the CPU profile prefix asks for (Env's value), if any, and
-// returns the function that stops it and closes its file. An empty prefix
-// profiles nothing; stop is then a no-op.
+// Start starts the CPU profile prefix asks for, if any, and returns the
+// function that stops it and closes its file (a no-op for an empty prefix).
 func Start(prefix string) (stop func(), err error) {
 	if prefix == "" {
 		return func() {}, nil

@@ -13,50 +13,33 @@ import (
 )
 
 // Accounting says where every message sent to the workload queue went:
-// each one ends in exactly one outcome, or is still waiting, so
 //
 //	Sent + SentByHandler = sum(Completed) + DeadLettered + DroppedAsDuplicates
 //	                       + CancelledScheduled + ExpiredDropped + Waiting
 //
-// and Unaccounted, the difference, is 0 unless the development host has a
-// bug (Summary reports it as a violation). Results counts handler calls
-// instead: a message abandoned and delivered again is called again.
+// Unaccounted, the difference, is 0 unless the development host has a bug.
 type Accounting struct {
-	// Sent is the number of workload messages the host sent (scenario or
-	// demo lines, duplicates included).
+	// Sent is the number of workload messages the host sent, duplicates included.
 	Sent int `json:"sent"`
-	// SentByHandler is the number sent to the queue through the loopback
-	// broker, by the handler (a dead-letter replay) or the CLI (handler
-	// publish).
+	// SentByHandler is the number the handler or the CLI sent through the loopback broker.
 	SentByHandler int `json:"sentByHandlerOrCli"`
-	// Completed counts the messages completed, by the handler's result
-	// (Applied, Duplicate, Stale, Parked; Completed for a function that
-	// names none).
+	// Completed counts the messages completed, by the handler's result.
 	Completed map[string]int `json:"completed"`
-	// DeadLettered counts the messages moved to the dead-letter subqueue
-	// (MaxDeliveryCountExceeded, TTLExpiredException), whether or not a
-	// sweeper took them out since.
+	// DeadLettered counts the messages moved to the dead-letter subqueue.
 	DeadLettered int `json:"deadLettered"`
-	// DroppedAsDuplicates counts the messages the broker's duplicate
-	// detection dropped: their MessageId was sent within the window.
+	// DroppedAsDuplicates counts the messages the broker's duplicate detection dropped.
 	DroppedAsDuplicates int `json:"droppedAsDuplicates"`
-	// CancelledScheduled counts scheduled messages cancelled before they
-	// were due.
+	// CancelledScheduled counts scheduled messages cancelled before they were due.
 	CancelledScheduled int `json:"cancelledScheduled"`
-	// ExpiredDropped counts messages that expired on a queue without
-	// dead-lettering on expiry (0 on the queue as deployed).
+	// ExpiredDropped counts messages expired without dead-lettering (0 as deployed).
 	ExpiredDropped int `json:"expiredDropped"`
-	// Waiting counts the messages still in the queue: active, locked or
-	// scheduled.
+	// Waiting counts the messages still in the queue: active, locked or scheduled.
 	Waiting int `json:"waiting"`
 	// Unaccounted is the messages sent minus those accounted for.
 	Unaccounted int `json:"unaccounted"`
 }
 
-// account builds the Accounting of the workload queue from what the host
-// sent (sent), what the handler and CLI sent (byHandler), the results of
-// the completions of that queue, the broker's totals and its current
-// stats.
+// account builds the workload queue's Accounting.
 func account(sent, byHandler int, completions []Completion, queue string, totals membroker.QueueTotals, st membroker.QueueStats) Accounting {
 	a := Accounting{
 		Sent:                sent,
@@ -89,8 +72,7 @@ func (a Accounting) violation() string {
 		wording.Count(a.Sent+a.SentByHandler, "message"), a.Sent+a.SentByHandler-a.Unaccounted, a.Unaccounted)
 }
 
-// writeTable writes the accounting section of the printed summary, keys
-// padded to width.
+// writeTable writes the printed summary's accounting, keys padded to width.
 func (a Accounting) writeTable(b *strings.Builder, width int) {
 	total := a.Sent + a.SentByHandler
 	fmt.Fprintf(b, "accounting of the %s sent\n", wording.Count(total, "message"))

@@ -17,8 +17,7 @@ import (
 // CheckInput is what Check judges: what the host sent and saw, and what the
 // store and queues hold at the end.
 type CheckInput struct {
-	// Completions are the workload queue's messages completed after a 2xx
-	// answer, in completion order.
+	// Completions are the workload queue's completed messages, in order.
 	Completions []Completion
 	// SentIDs are the MessageIds the host sent to the workload queue.
 	SentIDs map[string]bool
@@ -32,101 +31,45 @@ type CheckInput struct {
 	Busy []string
 	// MaxDelivery is the queues' max delivery count.
 	MaxDelivery int32
-	// CallsPerSession is maxConcurrentCallsPerSession; the order checks
-	// need 1 (messages of a session handled one at a time, in order).
+	// CallsPerSession is maxConcurrentCallsPerSession (checks 4 to 6 need 1).
 	CallsPerSession int
-	// Instances is how many instances took message calls. With more than
-	// one, an instance's order cache can be behind the row (another
-	// instance wrote since), and a message at exactly the cached
-	// sequence is answered Duplicate from the cache where the row has
-	// moved on and the fold says Stale: both settle with no write, and
-	// the cached sequence is only a lower bound (orderstate.Service.ApplyUnder).
-	// Check accepts that one answer then; never with one instance, and
-	// never Stale where the fold says Duplicate (a cache is never ahead).
+	// Instances is how many instances took message calls; with more than one,
+	// a cache behind the row may answer Duplicate where the fold says Stale
+	// (orderstate.Service.ApplyUnder), which Check then accepts.
 	Instances int
-	// PaymentTimeout is the handler's payment timeout (zero:
-	// contract.PaymentTimeout): the deadline a cancellation records.
+	// PaymentTimeout is the handler's payment timeout (zero: contract.PaymentTimeout).
 	PaymentTimeout time.Duration
 }
 
 // The result the handler reports for a parked message.
 const resultParked = "Parked"
 
-// resultRescheduled is the answer of a message the handler scheduled again
-// as a copy (package reschedule): completed, with no effect of its own;
-// its copy is another message, judged when it is completed.
+// resultRescheduled answers a message rescheduled as a copy (package reschedule).
 const resultRescheduled = "Rescheduled"
 
-// outageParked reports whether reason is one a message is parked for when
-// its retries outlasted the window: not poison, nothing the fold predicts.
+// outageParked reports whether reason parks a message whose retries outlasted the window.
 func outageParked(reason string) bool {
 	return reason == order.ReasonRetryWindowExceeded || reason == order.ReasonOrderNeverCreated
 }
 
-// Check returns the invariants of a finished run that do not hold. What it
-// checks is deterministic for a correct handler behind a correct broker,
-// whatever the delivery timing, lock losses, redeliveries or handler
-// restarts:
+// Check returns the invariants of a finished run that do not hold; for a
+// correct handler behind a correct broker they hold whatever the timing:
 //
-//  1. Drained: no triggered queue holds active, locked or scheduled
-//     messages.
-//  2. Nothing lost: every MessageId sent was completed at least once or
-//     dead-lettered (duplicates the broker dropped share the id).
-//  3. Dead-letter queue by broker rules only: every dead-lettered message
-//     has reason MaxDeliveryCountExceeded with a delivery count of at
-//     least the max delivery count, or TTLExpiredException (a custom
-//     handler cannot dead-letter).
-//  4. Rows: for every order whose messages were all completed (none
-//     dead-lettered), the row equals the fold of order.Decide and
-//     order.DecideExpireOf over its completed messages in completion order,
-//     which for a session is delivery order. In particular the highest
-//     valid sequence wins, an update after Delivered or Cancelled changes
-//     nothing, and a payment timeout cancels only a Created order. An
-//     order the fold leaves without state has no row.
-//  5. Parking: the messages the fold calls poison (bad payload, unknown
-//     subject, invalid transition) are exactly the ones parked, each with
-//     the fold's reason and under one parked MessageId; a dead-lettered
-//     message may also have been parked by an earlier attempt. In a
-//     session with a dead-lettered message only the poison that does not
-//     depend on the order's state (bad payload, unknown subject) is
-//     judged: an invalid transition depends on the effect of the
-//     dead-lettered message, which may or may not have happened.
-//     Rescheduled completions, and messages parked because their retries
-//     outlasted the window (RetryWindowExceeded, OrderNeverCreated), are
-//     left out of the fold (the copy is folded when it completes); such
-//     parked copies are not poison. A session with a rescheduled message
-//     is judged as one with a dead-lettered message: the failure may have
-//     come after its write. A rescheduled copy is parked under the
-//     original's OriginalMessageId, so parking is matched by parked id.
-//  6. Results: for each message completed at its first delivery, in a
-//     session without a dead-lettered message, the handler's result equals
-//     the fold's (Applied, Duplicate, Stale, or Parked for poison), with
-//     two exceptions. When more than one instance ran, Duplicate is
-//     accepted where the fold says Stale: an instance's cache behind a
-//     row another instance moved on settles a message at the cached
-//     sequence as Duplicate, with no write either way (see
-//     CheckInput.Instances). Where the fold says Applied, the handler may instead
-//     have found its own write: the write went through but its answer was
-//     lost, the storage client's retry was refused (409 or 412), and the
-//     handler read the row back. It then answers what the fold gives for
-//     the message against the state the message itself produced:
-//     Duplicate for a status change, Stale for a payment timeout (nothing
-//     else is accepted). That answer is accepted only when the order's row
-//     was read and covers the message: its LastSequence is at least the
-//     one the message produced, and for a payment timeout the row is
-//     Cancelled or a payment made by the deadline superseded it. When a
-//     later message superseded this one, the row cannot
-//     tell its write from a write never made (check 4 still judges the row
-//     as a whole); only the storage traffic can, which the simulation
-//     checks. Later deliveries are not judged: an earlier attempt may
-//     have applied the message before its lock was lost. Nor are sessions
-//     with a dead-lettered message (still in the dead-letter subqueue or
-//     taken out, say to be replayed): its effect may have happened in a
-//     failed attempt, so the fold's state, and the results of the messages
-//     after it, may differ from what the handler rightly saw.
+//  1. Drained: no triggered queue holds active, locked or scheduled messages.
+//  2. Nothing lost: every MessageId sent was completed or dead-lettered.
+//  3. Only the broker dead-letters: MaxDeliveryCountExceeded (at least the
+//     max delivery count) or TTLExpiredException.
+//  4. Rows: an order whose messages all completed has the row the fold of
+//     order.Decide and order.DecideExpireOf over them gives.
+//  5. Parking: the messages the fold calls poison are exactly the ones
+//     parked, each once, with the fold's reason.
+//  6. Results: a message completed at its first delivery has the fold's
+//     result, or a stale cache's (behindCache) or a found own write's
+//     (foundOwnWrite).
 //
-// Checks 4 to 6 need maxConcurrentCallsPerSession 1 and are skipped
-// otherwise.
+// Sessions with a dead-lettered or rescheduled message are judged less, as
+// their effect may or may not have happened. Checks 4 to 6 need
+// maxConcurrentCallsPerSession 1 and are skipped otherwise.
 func Check(in CheckInput) []string {
 	var v []string
 	add := func(format string, args ...any) { v = append(v, fmt.Sprintf(format, args...)) }
@@ -135,9 +78,7 @@ func Check(in CheckInput) []string {
 
 	completed := map[string]bool{}
 	sessionOf := map[string]string{} // MessageId -> session, of completed messages
-	// Sessions with a rescheduled message are judged less too (checks 4
-	// to 6), like those with a dead-lettered one: the failure that made
-	// the handler reschedule may have come after its write took effect.
+	// Sessions with a rescheduled message are judged less (checks 4 to 6).
 	rescheduled := map[string]bool{}
 	for _, c := range in.Completions {
 		completed[c.MessageID] = true
@@ -147,9 +88,7 @@ func Check(in CheckInput) []string {
 		}
 	}
 	dead := map[string]bool{}
-	// Sessions with a dead-lettered message are judged less (checks 4 to
-	// 6): its effect may or may not have happened before it was
-	// dead-lettered.
+	// So are sessions with a dead-lettered message.
 	deadSessions := maps.Clone(rescheduled)
 	for _, e := range in.DeadLettered {
 		dead[e.MessageID] = true
@@ -216,8 +155,7 @@ func Check(in CheckInput) []string {
 			superseded = append(superseded, pending{c, seq})
 		}
 	}
-	// A payment timeout that found its cancellation superseded is right
-	// only if the fold, too, moved past it.
+	// A superseded payment timeout is right only if the fold moved past it.
 	for _, p := range superseded {
 		if e := folds[p.c.SessionID]; e.state == nil || e.state.LastSequence <= p.seq {
 			add("message %s (first delivery): handler answered %s, want %s", p.c.MessageID, p.c.Result, order.Applied)
@@ -275,8 +213,7 @@ func Check(in CheckInput) []string {
 			}
 			add("message %s: parked %s under different ids (%s), want once", id, wording.Count(len(ps), "time"), strings.Join(ids, ", "))
 		}
-		// In a session with a dead-lettered message, an invalid
-		// transition may follow from that message's effect (check 5).
+		// An invalid transition may follow from a dead-lettered message (check 5).
 		stateDependent := deadSessions[sessionOf[id]] && ps[0].Reason == order.ReasonInvalidTransition
 		if _, ok := wantParked[id]; !ok && !wantByParkedID[ps[0].ParkedID] && !dead[id] && !stateDependent && !outageParked(ps[0].Reason) {
 			add("message %s: parked (%s), but it is not poison", id, ps[0].Reason)
@@ -285,11 +222,8 @@ func Check(in CheckInput) []string {
 	return v
 }
 
-// foundOwnWrite reports whether result is a correct handler's answer for
-// c, completed at its first delivery, having found its own write (see
-// check 6): the fold says Applied, after is the state c produced, result
-// is the fold's result for c against after, and the order's row, read,
-// covers c.
+// foundOwnWrite reports whether c's result is what a handler that found its
+// own write answers: after is the state c produced, and the row covers c.
 func foundOwnWrite(c Completion, want string, after *order.State, in CheckInput, now time.Time) bool {
 	if want != string(order.Applied) || after == nil {
 		return false
@@ -306,10 +240,8 @@ func foundOwnWrite(c Completion, want string, after *order.State, in CheckInput,
 	return c.Subject != order.SubjectPaymentTimeout || row.Status == string(order.Cancelled) || row.LastSequence > after.LastSequence
 }
 
-// supersededAt reports, for a payment timeout accepted by foundOwnWrite
-// whose row is no longer Cancelled, the sequence a later message of the
-// fold must pass: a payment made by the deadline superseded the
-// cancellation. Zero when nothing more is needed.
+// supersededAt returns the sequence the fold must pass for a payment timeout
+// foundOwnWrite accepted whose row is no longer Cancelled; zero otherwise.
 func supersededAt(c Completion, after *order.State, in CheckInput) int64 {
 	if c.Subject != order.SubjectPaymentTimeout || in.Orders[c.SessionID].Status == string(order.Cancelled) {
 		return 0
@@ -317,16 +249,13 @@ func supersededAt(c Completion, after *order.State, in CheckInput) int64 {
 	return after.LastSequence
 }
 
-// behindCache reports the answer CheckInput.Instances describes: Duplicate
-// from an instance whose cache was behind a row another instance moved on.
+// behindCache reports the stale-cache Duplicate CheckInput.Instances describes.
 func behindCache(c Completion, want string, in CheckInput) bool {
 	return in.Instances > 1 && want == string(order.Stale) && c.Result == string(order.Duplicate)
 }
 
-// foldOne applies one completed message to *state and returns the result a
-// correct handler reports, and the poison reason when it parks it. A status
-// change without an occurredAt occurred when its first message was
-// enqueued (Completion.Enqueued), as the handler takes it.
+// foldOne applies c to *state and returns a correct handler's result and
+// poison reason; a missing occurredAt is c.Enqueued, as the handler takes it.
 func foldOne(state **order.State, c Completion, timeout time.Duration, now time.Time) (result, reason string) {
 	if timeout <= 0 {
 		timeout = contract.PaymentTimeout

@@ -1,60 +1,21 @@
-// Package devhost is the development host behind `orderstatus-dev dev`: it runs the
-// real custom handler exactly as the Azure Functions host does, backed by an
+// Package devhost is the development host behind `orderstatus-dev dev`: it
+// runs the real custom handler as the Azure Functions host does, on an
 // in-memory broker with Service Bus semantics (membroker) and Azurite for
-// Table Storage. Production never uses it.
+// Table Storage. Production never uses it. It emulates:
+//   - serviceBusTrigger: maxConcurrentSessions workers per function POST
+//     /<Function> with each message encoded as the host encodes it (hostenc);
+//     a 2xx completes the message, anything else abandons it; session locks
+//     are renewed up to maxAutoLockRenewalDuration;
+//   - timerTrigger: six-field NCRONTAB schedules (ncrontab) on the host's clock;
+//   - httpTrigger with enableForwardingHttpRequest: a front on 127.0.0.1:7071
+//     forwards /api/... (function keys are not checked, as with Core Tools);
+//   - Flex Consumption's per-function scaling: groups of instances, each with
+//     its own handler process (group.go, instance.go);
+//   - outages of Table Storage or Service Bus, through fault proxies (outage.go);
+//   - the AzureWebJobs.<name>.Disabled kill switch (funcapp.DisabledBy).
 //
-// A Host reads host.json, the function folders and the app settings
-// (funcapp), starts the handler as a child process with
-// FUNCTIONS_CUSTOMHANDLER_PORT and restarts it when it dies (child), and
-// dispatches:
-//   - serviceBusTrigger: per function, maxConcurrentSessions workers accept
-//     sessions and POST /<Function> with each message encoded as the host
-//     encodes it (hostenc); a 2xx answer completes the message, anything
-//     else, or no answer, abandons it; the session lock is renewed while a
-//     session is held, up to maxAutoLockRenewalDuration after a message was
-//     received;
-//   - timerTrigger: six-field NCRONTAB schedules (ncrontab) on the host's
-//     clock, POST /<Function> with the timer payload;
-//   - httpTrigger with enableForwardingHttpRequest: a front on
-//     127.0.0.1:7071 forwards /api/... to the handler (function keys are
-//     not checked, as with the Core Tools).
-//
-// Settings come from local.settings.json (in a fresh clone, from
-// local.settings.json.template), the environment, which wins, and
-// Options.Settings; ORDER_STATUS_QUEUE and POISON_QUEUE default to
-// order-status and order-status-poison. The handler inherits them as its
-// environment, except the Service Bus trigger connections' settings
-// (ServiceBusConnection__*): the development host is its Service Bus, which
-// it reaches over loopback HTTP (ORDERSTATUS_DEV_BROKER_URL). When no store
-// is configured (OrderStore__connectionString or OrderStore__serviceUri)
-// the host starts Azurite itself, in memory on a free port, and a run whose
-// Azurite dies fails. On that Azurite, or a store a connection string
-// names, it creates the tables the functions read (the order table and the
-// dead-letter store's) before it starts them (StoreTables says how that
-// went). On Linux the handler and that Azurite die with the host, even
-// when it is killed with SIGKILL.
-//
-// The host runs the app as Flex Consumption does, per function (group.go):
-// one group of instances for every HTTP function and one for each other
-// function, each instance with its own handler process (its id in
-// CONTAINER_NAME), its own cache and, for a Service Bus function, its own
-// session slots, on the one broker and store. A group scales out and in
-// on its own (Options.Instances and GroupInstances, AddInstance,
-// RemoveInstance, KillInstance, scale lines in a workload); the front
-// takes the HTTP group's running instances in turn, and a timer runs on
-// the oldest running instance of its group (instance.go).
-//
-// Outages (Options.OutageTargets, StartOutage, outage lines in a
-// workload; outage.go) make Table Storage or the handler's own Service Bus
-// calls unreachable from the handler processes for a while: a fault proxy
-// between them refuses every request. Functions disabled by the host's
-// kill switch, the app setting AzureWebJobs.<name>.Disabled, are left out
-// as the Functions host leaves them out (funcapp.DisabledBy).
-//
-// Time runs on the host's clock: real time, TimeScale times faster, and
-// with FastForward moved ahead at once over stretches in which the host
-// only waits for a scheduled message.
-//
+// Settings come from local.settings.json, the environment and
+// Options.Settings; without a configured store the host starts Azurite.
 // Main is the `orderstatus-dev dev` command; New and the Host methods are the
 // library the simulation tests drive.
 package devhost
@@ -110,8 +71,7 @@ const (
 // PoisonQueueTTL is the poison queue's message time-to-live (the Bicep's).
 const PoisonQueueTTL = 14 * 24 * time.Hour
 
-// MaxTimeScale bounds Options.TimeScale: a faster clock would overflow
-// time.Duration within a long run (at 10 000 times, after 29 years).
+// MaxTimeScale bounds Options.TimeScale, so that the clock cannot overflow time.Duration.
 const MaxTimeScale = 10000
 
 // What a fast-forward jumped to (see Options.OnFastForward).
@@ -129,11 +89,8 @@ type advancer interface {
 
 var _ advancer = (*clock.ScaledClock)(nil)
 
-// QueueOverrides change the queues' settings from those of the Bicep (max
-// delivery 5, lock 1 minute, duplicate window 10 minutes, TTL 7 days); zero
-// keeps a setting. All apply to the triggered queues; LockDuration,
-// MaxDeliveryCount and DuplicateWindow also to the poison queue, whose TTL
-// stays PoisonQueueTTL.
+// QueueOverrides change the queues' settings from the Bicep's; zero keeps a
+// setting. The poison queue takes all but TimeToLive (PoisonQueueTTL).
 type QueueOverrides struct {
 	LockDuration     time.Duration
 	MaxDeliveryCount int32
@@ -141,17 +98,14 @@ type QueueOverrides struct {
 	DuplicateWindow  time.Duration
 }
 
-// SessionOverrides replace host.json's session settings of the Service Bus
-// extension (extensions.serviceBus) for one run, as an operator tuning them
-// would edit host.json; zero keeps a setting. The benchmark's session-slot
-// measurements use them.
+// SessionOverrides replace host.json's extensions.serviceBus session
+// settings for one run; zero keeps a setting.
 type SessionOverrides struct {
 	MaxConcurrentSessions int
 	SessionIdleTimeout    time.Duration
 }
 
-// Options configure New. The zero value runs the app in the working
-// directory.
+// Options configure New; the zero value runs the app in the working directory.
 type Options struct {
 	// AppRoot holds host.json and the function folders (default ".").
 	AppRoot string
@@ -159,96 +113,56 @@ type Options struct {
 	HandlerPath string
 	// Settings override the app settings; "" removes one.
 	Settings map[string]string
-	// Env is the environment settings are read from and the handler
-	// inherits; nil means os.Environ().
+	// Env is the environment settings are read from (nil: os.Environ()).
 	Env []string
 	// Queues override the queue settings.
 	Queues QueueOverrides
-	// Sessions override host.json's maxConcurrentSessions and
-	// sessionIdleTimeout.
+	// Sessions override host.json's session settings.
 	Sessions SessionOverrides
-	// TimeScale > 1 runs the broker, schedules and timers that many times
-	// faster than the wall clock (0 or 1: real time); at most MaxTimeScale.
+	// TimeScale > 1 runs the host's clock that many times faster (at most MaxTimeScale).
 	TimeScale float64
-	// Clock replaces the clock TimeScale would make. With FastForward it
-	// must also have AdvanceTo(time.Time) time.Duration, as
-	// clock.ScaledClock has.
+	// Clock replaces the clock TimeScale makes; FastForward needs AdvanceTo.
 	Clock clock.Clock
-	// FastForward moves the clock forward at once, instead of waiting,
-	// whenever the host has nothing to do but wait for time to pass (in
-	// WaitIdle and Play): no call runs, no message is locked, and every
-	// session held waits idle for its next message, while a scheduled
-	// message is due later, Play holds its next line for SendAfter, or
-	// the held sessions' sessionIdleTimeout keeps visible messages from
-	// the workers. The clock then jumps to the earliest such time, at
-	// most a quarter of the lock duration while sessions are held, so
-	// that no lock runs out in a jump. Everything else on the clock (timer
-	// schedules, the duplicate detection window, time-to-live) sees the
-	// jump as time that passed. It suits one driver that plays a workload
-	// and waits for the end (`orderstatus-dev dev --exit-when-idle`); the timer
-	// schedules keep running, on the jumping clock, until StopTimers.
+	// FastForward moves the clock ahead at once whenever the host only waits
+	// for time to pass (in WaitIdle and Play); it suits one driver.
 	FastForward bool
-	// OnFastForward, if set, is called after each jump with its size and
-	// what it jumped to (one of the Jump* phrases).
+	// OnFastForward, if set, is called after each jump (to: a Jump* phrase).
 	OnFastForward func(by time.Duration, to string)
-	// HTTPAddr is the front's address (default 127.0.0.1:7071; use
-	// 127.0.0.1:0 in tests). "off" serves no front.
+	// HTTPAddr is the front's address (default 127.0.0.1:7071); "off": none.
 	HTTPAddr string
-	// FallbackHTTPAddr, if set, is listened on when HTTPAddr is in use
-	// (Addr tells which one the front got).
+	// FallbackHTTPAddr, if set, is listened on when HTTPAddr is in use.
 	FallbackHTTPAddr string
-	// AzuriteBinary is the azurite-table executable for the Azurite the
-	// host starts when no store is configured; empty: azurite.FindFrom
-	// the working directory, AppRoot, the running executable's directory
-	// and the handler's.
+	// AzuriteBinary is the azurite-table executable (default: azurite.FindFrom).
 	AzuriteBinary string
 	// Stdout and Stderr receive the handler's output; nil discards it.
 	Stdout, Stderr io.Writer
 	// Logger receives the host's own events; nil discards them.
 	Logger *slog.Logger
-	// DisableLockRenewal stops renewing session locks, so that a call
-	// running longer than the lock duration loses its lock (tests).
+	// DisableLockRenewal stops renewing session locks (tests).
 	DisableLockRenewal bool
-	// ReadyTimeout bounds each wait for the handler to answer GET /
-	// (default 60 s).
+	// ReadyTimeout bounds each wait for the handler's GET / (default 60 s).
 	ReadyTimeout time.Duration
-	// DrainTimeout is how long Close lets running calls finish (default
-	// 10 s).
+	// DrainTimeout is how long Close lets running calls finish (default 10 s).
 	DrainTimeout time.Duration
-	// AzuriteLog receives Azurite's output when the host starts it, and
-	// npm's when it installs Azurite first.
+	// AzuriteLog receives Azurite's output, and npm's when it installs it.
 	AzuriteLog io.Writer
-	// NoAzuriteInstall stops the host from running `npm ci` in tools/
-	// when no store is configured and Azurite is not installed.
+	// NoAzuriteInstall stops the host from running `npm ci` in tools/.
 	NoAzuriteInstall bool
-	// Instances is how many instances the default group runs at the
-	// start (default 1, at most MaxInstances): the group of the function
-	// on the workload queue, the one that scales out on a backlog. Each
-	// has its own handler process and its own session slots, on the one
-	// broker and store (see AddInstance, RemoveInstance, KillInstance).
+	// Instances is the default group's starting instances (default 1, at most MaxInstances).
 	Instances int
-	// GroupInstances sets how many instances other groups start with, by
-	// key (HTTPGroup, or a non-HTTP function's name; see group.go); a
-	// group named nowhere starts with one. A key the app does not have
-	// fails Start with ErrUnknownGroup (CheckScale tells before).
+	// GroupInstances sets other groups' starting instances by key (default
+	// 1); an unknown key fails Start with ErrUnknownGroup.
 	GroupInstances map[string]int
-	// OutageTargets are the targets (OutageTable, OutageServiceBus) the
-	// run may make unreachable (StartOutage, outage lines in Play): for
-	// each, a fault proxy stands between the handler processes and the
-	// target from the start. A table outage needs the store on loopback
-	// HTTP (Azurite): Start fails otherwise. Without them the handler
-	// reaches both directly.
+	// OutageTargets are the targets (OutageTable, OutageServiceBus) the run
+	// may make unreachable; a table outage needs the store on Azurite.
 	OutageTargets []string
-	// OnOutage, if set, is called after each outage line Play applies,
-	// with the error if it failed.
+	// OnOutage, if set, is called after each outage line Play applies.
 	OnOutage func(target string, d time.Duration, err error)
-	// OnScale, if set, is called after each scale event Play applies:
-	// the action, the instance's id, and the error if it failed.
+	// OnScale, if set, is called after each scale event Play applies.
 	OnScale func(action, id string, err error)
 }
 
-// Host is a development host. Create it with New, then Start; Close stops
-// everything. Its methods are safe for concurrent use.
+// Host is a development host (New, Start, Close); safe for concurrent use.
 type Host struct {
 	opts   Options
 	app    *funcapp.App
@@ -281,8 +195,7 @@ type Host struct {
 	// tablesLine and tablesOK: what ensureTables did (StoreTables).
 	tablesLine string
 	tablesOK   bool
-	// deadLetterTable is the dead-letter store's table, whose archived
-	// and discarded entries the summary's archived key lists.
+	// deadLetterTable is the dead-letter store's table (for the summary).
 	deadLetterTable    string
 	az                 *azurite.Server
 	brokerSrv          *http.Server
@@ -306,8 +219,7 @@ type Host struct {
 	closeErr           error
 }
 
-// New reads the app and prepares the host; it starts nothing. Errors name
-// the file or setting at fault (an unresolved %NAME%, a bad schedule).
+// New reads the app and prepares the host; it starts nothing.
 func New(opts Options) (*Host, error) {
 	if opts.AppRoot == "" {
 		opts.AppRoot = "."
@@ -441,9 +353,7 @@ func (h *Host) plan() error {
 				g := h.groupOf(fn.Name)
 				g.sessions = append(g.sessions, d)
 				d.g = g
-				// A fast-forward while sessions are held moves at most a
-				// quarter of the lock duration, so that no session lock
-				// runs out between its renewals.
+				// No session lock may run out in a fast-forward.
 				if step := triggered.LockDuration / 4; h.idleStep == 0 || step < h.idleStep {
 					h.idleStep = step
 				}
@@ -480,8 +390,7 @@ func (h *Host) plan() error {
 				slog.String("function", fn.Name), slog.String("type", t.Type))
 		}
 	}
-	// The workload queue and the poison queue exist even without a
-	// function on them.
+	// The workload and poison queues exist even without a function.
 	if _, ok := sessionQueues[h.queue]; !ok {
 		opts := triggered
 		opts.RequiresSession = true
@@ -505,11 +414,9 @@ func (h *Host) plan() error {
 	return nil
 }
 
-// Start binds the front's address, starts the store (Azurite when none is
-// configured), the broker's loopback server, the handler (waiting until it
-// answers), the front and the dispatchers. ctx bounds the start only. On
-// error everything started is stopped again. The front's address is bound
-// first, so a busy address fails the start before anything else runs.
+// Start binds the front's address, then starts the store, the broker's
+// loopback server, the instances, the front and the dispatchers; on error it
+// stops them all. ctx bounds the start only.
 func (h *Host) Start(ctx context.Context) (err error) {
 	if !h.started.CompareAndSwap(false, true) {
 		return errors.New("devhost: Start called twice")
@@ -525,7 +432,6 @@ func (h *Host) Start(ctx context.Context) (err error) {
 		path = h.opts.HandlerPath
 	}
 
-	// Front address.
 	if h.opts.HTTPAddr != "off" {
 		if h.frontLn, err = h.listenFront(); err != nil {
 			return err
@@ -533,7 +439,6 @@ func (h *Host) Start(ctx context.Context) (err error) {
 		h.frontAddr = h.frontLn.Addr().String()
 	}
 
-	// Store.
 	switch {
 	case settings.Get(SettingStoreConnection) != "":
 		h.storeSource = SettingStoreConnection + " (from settings)"
@@ -547,8 +452,7 @@ func (h *Host) Start(ctx context.Context) (err error) {
 			dirs := azuriteDirs(h.app.Root, path)
 			bin, err = azurite.FindFrom(dirs...)
 			if errors.Is(err, azurite.ErrNotInstalled) && !h.opts.NoAzuriteInstall {
-				// A fresh clone: install the pinned Azurite once, as
-				// `make tools` would, rather than fail.
+				// A fresh clone: install the pinned Azurite, as `make tools` would.
 				h.log.Warn("Azurite is not installed; installing it with npm ci in tools/ (once)")
 				if _, ierr := azurite.Install(ctx, h.installLog(), dirs...); ierr != nil {
 					err = fmt.Errorf("%w; installing it failed: %w", err, ierr)
@@ -572,7 +476,6 @@ func (h *Host) Start(ctx context.Context) (err error) {
 		h.storeSource = "Azurite (in memory) on " + az.Addr
 	}
 
-	// Broker over loopback HTTP.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("devhost: broker listener: %w", err)
@@ -581,9 +484,7 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	h.brokerSrv = &http.Server{Handler: loopback.NewServer(h.rec), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = h.brokerSrv.Serve(l) }()
 
-	// The handler. The development host is the Service Bus: the trigger
-	// connections' settings are not passed on, so the handler talks to
-	// the loopback broker.
+	// The host is the handler's Service Bus: drop the trigger connections.
 	for _, conn := range h.connections() {
 		for k := range settings {
 			if k == conn || strings.HasPrefix(k, conn+"__") || strings.HasPrefix(k, conn+":") {
@@ -592,8 +493,7 @@ func (h *Host) Start(ctx context.Context) (err error) {
 		}
 	}
 	settings[SettingDevBrokerURL] = h.brokerURL
-	// What --outage can make unreachable, the handler reaches through a
-	// fault proxy.
+	// What --outage can break, the handler reaches through a fault proxy.
 	proxied, err := h.startProxies(settings.Get(SettingStoreConnection), h.brokerURL)
 	if err != nil {
 		return err
@@ -608,18 +508,14 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	// The tables the functions read, before any of them runs.
 	h.ensureTables(ctx, settings)
 	settings[SettingAppRootPath] = h.app.Root
-	// Each instance's handler learns its id from CONTAINER_NAME, as the
-	// host reads it on Linux Consumption (EnvironmentExtensions.GetInstanceId:
-	// WEBSITE_POD_NAME first, then CONTAINER_NAME; logging.InstanceID). An id
-	// from the settings would name them all, so none is passed on.
+	// Each instance's id goes in CONTAINER_NAME (the host's
+	// EnvironmentExtensions.GetInstanceId; logging.InstanceID), not settings.
 	delete(settings, logging.EnvWebsitePodName)
 	delete(settings, logging.EnvContainerName)
 	delete(settings, logging.EnvWebsiteInstanceID)
 	h.handlerPath, h.handlerEnv = path, settings.Environ()
 	h.client = newLoopbackClient()
 
-	// The instances, each with its handler and its dispatchers; the
-	// front; the timers, which run on one instance at a time.
 	acceptCtx, stopAccept := context.WithCancel(context.Background())
 	callCtx, stopCalls := context.WithCancel(context.Background())
 	timerCtx, stopTimers := context.WithCancel(acceptCtx)
@@ -649,8 +545,7 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	return nil
 }
 
-// listenFront listens on HTTPAddr, or on FallbackHTTPAddr when HTTPAddr
-// is in use.
+// listenFront listens on HTTPAddr, or on FallbackHTTPAddr when it is in use.
 func (h *Host) listenFront() (net.Listener, error) {
 	l, err := net.Listen("tcp", h.opts.HTTPAddr)
 	if err != nil && h.opts.FallbackHTTPAddr != "" && errors.Is(err, syscall.EADDRINUSE) {
@@ -676,10 +571,7 @@ func (h *Host) installLog() io.Writer {
 	return h.opts.Stderr
 }
 
-// azuriteDirs are the directories azurite.FindFrom searches upward from:
-// the working directory, the app root, the running executable's directory
-// and the handler's, so that `bin/orderstatus-dev dev` finds the repository's
-// tools/ from anywhere.
+// azuriteDirs are the directories azurite.FindFrom searches upward from.
 func azuriteDirs(appRoot, handlerPath string) []string {
 	var dirs []string
 	if wd, err := os.Getwd(); err == nil {
@@ -698,8 +590,7 @@ func azuriteDirs(appRoot, handlerPath string) []string {
 	return dirs
 }
 
-// storeErr returns an error once the Azurite the host started has exited,
-// nil while it runs (or with a store from settings).
+// storeErr returns an error once the Azurite the host started has exited.
 func (h *Host) storeErr() error {
 	if h.az == nil {
 		return nil
@@ -715,9 +606,7 @@ func (h *Host) storeErr() error {
 	}
 }
 
-// StoreDone is closed when the Azurite the host started has exited: on
-// its own (a failed run; WaitIdle, Play and Summary then fail) or by
-// Close. It is nil, never ready, with a store from settings.
+// StoreDone is closed when the Azurite the host started exits (nil without one).
 func (h *Host) StoreDone() <-chan struct{} {
 	if h.az == nil {
 		return nil
@@ -725,8 +614,7 @@ func (h *Host) StoreDone() <-chan struct{} {
 	return h.az.Done()
 }
 
-// connections returns the setting prefixes of the Service Bus triggers,
-// disabled ones' included.
+// connections returns the Service Bus triggers' connections, disabled included.
 func (h *Host) connections() []string {
 	seen := map[string]bool{}
 	var out []string
@@ -749,10 +637,8 @@ func (h *Host) connections() []string {
 	return out
 }
 
-// Close stops taking new work, lets running calls finish for up to
-// DrainTimeout, then stops the dispatchers, the front, the handler (closing
-// the connections to it), the broker server and Azurite. It is safe to call more than once and on a
-// host that was never started.
+// Close lets running calls finish for up to DrainTimeout, then stops
+// everything. It is safe to call more than once, and before Start.
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
 		h.closing.Store(true)
@@ -814,8 +700,7 @@ func (h *Host) Queue() string { return h.queue }
 // PoisonQueue returns the poison queue (POISON_QUEUE).
 func (h *Host) PoisonQueue() string { return h.poisonQueue }
 
-// HandlerPID returns the process id of the handler of the default group's
-// oldest running instance, 0 while none runs.
+// HandlerPID returns the default group's oldest running handler's pid, or 0.
 func (h *Host) HandlerPID() int {
 	if in := h.pool.first(h.defaultGroup()); in != nil {
 		return in.proc.PID()
@@ -823,8 +708,7 @@ func (h *Host) HandlerPID() int {
 	return 0
 }
 
-// HandlerStarts returns how many handler processes were started, over all
-// instances (one per instance, plus one per restart after a crash).
+// HandlerStarts returns how many handler processes were started, restarts included.
 func (h *Host) HandlerStarts() int {
 	h.pool.mu.Lock()
 	defer h.pool.mu.Unlock()
@@ -841,8 +725,7 @@ func (h *Host) Addr() string { return h.frontAddr }
 // BrokerURL returns the loopback broker's base URL given to the handler.
 func (h *Host) BrokerURL() string { return h.brokerURL }
 
-// Endpoints returns where this host's broker, store and front listen, as
-// `orderstatus deadletters` and `orderstatus publish` find them (package devrun).
+// Endpoints returns where this host's broker, store and front listen (devrun).
 func (h *Host) Endpoints() devrun.Endpoints {
 	return devrun.Endpoints{
 		PID:                   os.Getpid(),
@@ -863,8 +746,7 @@ type ChildProcess struct {
 	PID  int
 }
 
-// Processes returns the child processes running now: each instance's
-// handler, and Azurite when the host started it.
+// Processes returns the running handlers, and Azurite if the host started it.
 func (h *Host) Processes() []ChildProcess {
 	h.pool.mu.Lock()
 	all := slices.Clone(h.pool.all)
@@ -888,27 +770,22 @@ func (h *Host) Processes() []ChildProcess {
 // StoreSource says which store the handler uses.
 func (h *Host) StoreSource() string { return h.storeSource }
 
-// SettingsSource says which settings file was read ("environment" if
-// none).
+// SettingsSource says which settings file was read ("environment" if none).
 func (h *Host) SettingsSource() string { return h.app.SettingsSource }
 
-// HandlerDone is closed when the handler of a running instance failed for
-// good (it kept dying and is no longer restarted); HandlerErr says why.
-// Instances removed or killed on purpose, and Close, do not close it.
+// HandlerDone is closed when a running instance's handler failed for good;
+// HandlerErr says why. Removals, kills and Close do not close it.
 func (h *Host) HandlerDone() <-chan struct{} { return h.pool.fail }
 
-// HandlerErr returns why an instance's handler is no longer supervised,
-// nil while every running one is.
+// HandlerErr returns why an instance's handler is no longer supervised.
 func (h *Host) HandlerErr() error {
 	h.pool.mu.Lock()
 	defer h.pool.mu.Unlock()
 	return h.pool.failErr
 }
 
-// Send sends one workload message to the workload queue: at once, or
-// scheduled ScheduleAfter from now on the host's clock. SendAfter is
-// ignored here (see Play). A message dropped by duplicate detection is no
-// error.
+// Send sends a workload message now, or scheduled ScheduleAfter from now;
+// SendAfter is ignored (see Play). A dropped duplicate is no error.
 func (h *Host) Send(ctx context.Context, l ScenarioLine) error {
 	msg := l.Message()
 	var err error
@@ -927,14 +804,9 @@ func (h *Host) Send(ctx context.Context, l ScenarioLine) error {
 	return nil
 }
 
-// Play sends lines in order, holding each line until SendAfter has passed
-// on the host's clock since Play began. A scale line (Scale set) adds,
-// removes or kills an instance instead (see Scale); one that cannot be
-// applied, such as removing the last instance, is a warning. An outage line
-// (Outage set) starts an outage (see StartOutage); one whose target is
-// not in Options.OutageTargets fails Play. With FastForward, a hold during
-// which the host has nothing else to do is skipped by moving the clock.
-// It fails when Send does, ctx ends, or the store the host started died.
+// Play sends lines in order, each once SendAfter has passed since Play began;
+// scale lines go to Scale (a failure is a warning), outage lines to
+// StartOutage. It fails when Send does, ctx ends, or the store died.
 func (h *Host) Play(ctx context.Context, lines []ScenarioLine) error {
 	start := h.clock.Now()
 	h.playMu.Lock()
@@ -978,8 +850,7 @@ func (h *Host) Play(ctx context.Context, lines []ScenarioLine) error {
 	return nil
 }
 
-// sleepUntil waits until the clock reaches wake, fast-forwarding when it
-// may, or until ctx ends or the store died.
+// sleepUntil waits until the clock reaches wake, fast-forwarding when it may.
 func (h *Host) sleepUntil(ctx context.Context, wake time.Time) error {
 	var poll <-chan time.Time
 	if h.ff != nil {
@@ -1011,15 +882,9 @@ func (h *Host) sleepUntil(ctx context.Context, wake time.Time) error {
 // pollInterval is how often WaitIdle looks at the queues (wall clock).
 const pollInterval = 20 * time.Millisecond
 
-// WaitIdle blocks until every triggered queue has no active, locked or
-// scheduled messages and no call (Service Bus or timer) is running, or ctx
-// ends. Scheduled messages make it wait until they are due and handled
-// (with FastForward, the clock jumps to them when nothing else is left to
-// do); the dead-letter subqueues and the poison queue do not count. An
-// outage under way (StartOutage) keeps it waiting until its end (with
-// FastForward, the clock jumps there when nothing else is left to do). It
-// fails when the handler is no longer supervised or the store the host
-// started died.
+// WaitIdle blocks until no triggered queue has active, locked or scheduled
+// messages, no call runs and no outage is under way, or ctx ends. It fails
+// when the handler is no longer supervised or the store the host started died.
 func (h *Host) WaitIdle(ctx context.Context) error {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
@@ -1046,9 +911,7 @@ func (h *Host) WaitIdle(ctx context.Context) error {
 	}
 }
 
-// CallsRunning is how many calls to the app's handlers run now: Service
-// Bus trigger and timer calls (a DeadLetterSweeper run is one call from
-// its start to its answer, however many messages it replays meanwhile).
+// CallsRunning is how many Service Bus and timer calls run now.
 func (h *Host) CallsRunning() int { return int(h.stats.inFlight.Load()) }
 
 func (h *Host) idle() bool {
@@ -1063,17 +926,9 @@ func (h *Host) idle() bool {
 	return true
 }
 
-// fastForward moves the clock, if FastForward is set and nothing runs, to
-// the next time something falls due. Nothing runs when no call runs, no
-// message is locked (but by a killed instance), every session the
-// dispatchers hold waits idle for its next message, and no visible message
-// waits for a free worker. What falls due: a scheduled message, the end of
-// a session lock a killed instance left, limit (Play's next line; zero for
-// none), the end of an outage, or the end of an idle session's wait (so that its worker moves on
-// to the next session); while sessions are held, the clock moves a quarter
-// of the lock duration at most. It assumes one driver: what starts
-// between its look at the queues and the jump can only be what falls due
-// by the jump's target.
+// fastForward moves the clock, with FastForward and nothing running, to the
+// next due time: a scheduled message, a killed instance's lock expiry, limit
+// (zero: none), an outage's end or an idle session's wait end.
 func (h *Host) fastForward(limit time.Time) {
 	if h.ff == nil || h.stats.inFlight.Load() != 0 {
 		return
@@ -1134,9 +989,7 @@ func (h *Host) fastForward(limit time.Time) {
 	}
 }
 
-// FireTimers invokes every timer function once, now, in name order, and
-// returns when all have answered. Failed invocations are joined into the
-// error. Without timer functions it does nothing.
+// FireTimers invokes every timer function once, now; failures are joined.
 func (h *Host) FireTimers(ctx context.Context) error {
 	if h.stopTimers == nil {
 		return errors.New("devhost: FireTimers before Start")
@@ -1148,11 +1001,8 @@ func (h *Host) FireTimers(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// StopTimers stops running the timer functions on their schedules and
-// returns once a scheduled invocation that is running has finished;
-// FireTimers still invokes them. It does nothing before Start. `orderstatus-dev dev
-// --exit-when-idle` calls it before its final drain, so that no scheduled
-// run overlaps the drain or the summary.
+// StopTimers stops the timer schedules and waits for a running scheduled
+// invocation; FireTimers still works. It does nothing before Start.
 func (h *Host) StopTimers() {
 	if h.stopTimers == nil {
 		return

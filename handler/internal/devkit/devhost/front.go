@@ -17,8 +17,7 @@ import (
 )
 
 // route is one HTTP function's route template under the route prefix:
-// literal segments, {name} (one segment; a :constraint is ignored),
-// {name?} (an optional last segment) and {*name} (the rest).
+// literals, {name} (:constraint ignored), {name?} (last) and {*name} (the rest).
 type route struct {
 	fn      string
 	methods map[string]bool // upper case; empty: any method
@@ -63,8 +62,7 @@ func (r route) literals() int {
 	return n
 }
 
-// less orders routes by specificity: more literal segments first, then
-// more segments.
+// less orders routes by specificity: more literals first, then more segments.
 func (r route) less(o route) bool {
 	if a, b := r.literals(), o.literals(); a != b {
 		return a > b
@@ -72,8 +70,7 @@ func (r route) less(o route) bool {
 	return len(r.segs) > len(o.segs)
 }
 
-// expand returns the escaped path of the route with its one parameter
-// set to value; false if the route has no parameter or more than one.
+// expand returns the route's escaped path with its one parameter set to value.
 func (r route) expand(value string) (string, bool) {
 	out := make([]string, len(r.segs))
 	params := 0
@@ -91,8 +88,7 @@ func (r route) expand(value string) (string, bool) {
 	return "/" + strings.Join(out, "/"), true
 }
 
-// match reports whether the escaped path matches. Literals compare
-// without regard to case, as in the host.
+// match reports whether the escaped path matches (literals in any case, as in the host).
 func (r route) match(escapedPath string) bool {
 	parts := strings.Split(strings.Trim(escapedPath, "/"), "/")
 	for i, s := range r.segs {
@@ -115,15 +111,9 @@ func (r route) match(escapedPath string) bool {
 	return len(parts) == len(r.segs)
 }
 
-// front forwards requests for HTTP functions to the handler of one
-// instance after another (round robin), as the Functions front end spreads
-// requests over a scaled-out app, and as the host does with
-// enableForwardingHttpRequest: same method, path, query, headers
-// and body; the handler's answer is passed back unchanged. Function keys
-// are not checked. What the front answers itself is JSON: GET / lists the
-// functions, and every error (404 no function route, 405 a route's wrong
-// method with Allow set, 502 and 503 when the handler cannot answer) is the
-// handler's own error shape, api.ErrorBody.
+// front forwards HTTP function requests unchanged to the instances' handlers
+// in turn, as the host does with enableForwardingHttpRequest (function keys
+// are not checked); its own answers are JSON, errors as api.ErrorBody.
 type front struct {
 	routes []route
 	proc   readier // the instances, taken in turn
@@ -208,9 +198,7 @@ func (r route) allowed() []string {
 	return out
 }
 
-// nearest names the routes that share the path's first literal segments,
-// as a hint for a near miss (": GetOrder is /api/orders/{orderId}, one
-// path segment per parameter"), or "".
+// nearest names the routes sharing the path's first literals, a near miss's hint.
 func (f *front) nearest(escapedPath string) string {
 	parts := strings.Split(strings.Trim(escapedPath, "/"), "/")
 	var near []string

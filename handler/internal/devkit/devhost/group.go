@@ -8,30 +8,20 @@ import (
 	"strings"
 )
 
-// Flex Consumption scales per function: "except for HTTP triggers, Blob
-// (Event Grid) triggers, and Durable Functions, all other function trigger
-// types in your app scale on independent instances. HTTP triggers in your
-// app all scale together as a group on the same instances"
+// Flex Consumption scales per function: HTTP triggers together as one group,
+// every other function on independent instances
 // (articles/azure-functions/event-driven-scaling.md, per-function scaling;
-// the Flex Consumption plan page names the groups http and
-// function:<NAME>). The development host runs the app the same way: one
-// group of instances for all HTTP functions and one per other function,
-// each instance with its own handler process, cache and metrics, so that
-// GET /api/metrics answers from an HTTP instance, which never runs a
-// message or a timer, as it does in Azure.
+// the Flex Consumption plan page names the groups http and function:<NAME>).
 
 // HTTPGroup is the key of the group that runs every HTTP function.
 const HTTPGroup = "http"
 
-// ErrUnknownGroup: an instance count or a scale event names a group the
-// app does not have.
+// ErrUnknownGroup: an instance count or scale event names no group of the app.
 var ErrUnknownGroup = errors.New("devhost: no such instance group")
 
-// group is the instances Flex Consumption scales together, and what runs
-// on each of them.
+// group is the instances Flex Consumption scales together, and what they run.
 type group struct {
-	// key is what --instances and --scale name: HTTPGroup, or the
-	// function's name; instance ids are key-<n>.
+	// key is what --instances and --scale name; instance ids are key-<n>.
 	key string
 	// name is Flex's: "http" or "function:<NAME>".
 	name     string
@@ -65,9 +55,7 @@ func (h *Host) groupOf(key string) *group {
 	return g
 }
 
-// group returns the group named key ("" for the default group), nil if
-// the app has none of that name. Keys are matched without regard to case,
-// as the host matches function names.
+// group returns the group named key, in any case ("" for the default); nil if none.
 func (h *Host) group(key string) *group {
 	if key == "" {
 		return h.defaultGroup()
@@ -80,9 +68,8 @@ func (h *Host) group(key string) *group {
 	return nil
 }
 
-// defaultGroup is the group a plain --instances N and an unnamed scale
-// event mean: the function on the workload queue, the one a user scales
-// out; else the first group without HTTP, else the HTTP group.
+// defaultGroup is the group a plain --instances N means: the function on the
+// workload queue, else the first non-HTTP group, else the HTTP group.
 func (h *Host) defaultGroup() *group {
 	for _, g := range h.groups {
 		for _, d := range g.sessions {
@@ -102,9 +89,7 @@ func (h *Host) defaultGroup() *group {
 	return nil
 }
 
-// readGroup is the group whose handlers the front and the summary's reads
-// use: the HTTP group; an app without HTTP functions (a test app) reads
-// through its default group.
+// readGroup is the group the front and the summary read through (HTTP, else the default).
 func (h *Host) readGroup() *group {
 	if g := h.group(HTTPGroup); g != nil {
 		return g
@@ -112,8 +97,7 @@ func (h *Host) readGroup() *group {
 	return h.defaultGroup()
 }
 
-// Groups returns the keys of the app's instance groups, the default group
-// first.
+// Groups returns the keys of the app's instance groups, the default group first.
 func (h *Host) Groups() []string {
 	var out []string
 	if d := h.defaultGroup(); d != nil {
@@ -130,10 +114,8 @@ func (h *Host) Groups() []string {
 // groupKeys lists the group keys for an error message.
 func (h *Host) groupKeys() string { return strings.Join(h.Groups(), ", ") }
 
-// startCounts returns how many instances each group starts with:
-// Options.Instances for the default group, Options.GroupInstances by key,
-// one for any other. It fails with ErrUnknownGroup for a key the app does
-// not have.
+// startCounts returns how many instances each group starts with; a key the
+// app does not have fails with ErrUnknownGroup.
 func (h *Host) startCounts() (map[*group]int, error) {
 	counts := map[*group]int{}
 	for _, g := range h.groups {
@@ -161,17 +143,13 @@ func (h *Host) startCounts() (map[*group]int, error) {
 	return counts, nil
 }
 
-// InstanceCounts is the value of --instances: N (the default group's
-// instances at the start) or KEY=N pairs, comma-separated, where KEY is
-// http or a function's name.
+// InstanceCounts is the value of --instances: N, or KEY=N pairs (KEY a group key).
 type InstanceCounts struct {
 	Default int            // 0: one
 	ByGroup map[string]int // by group key
 }
 
-// ParseInstances reads --instances: "3", or "OrderStatus=3,http=2". A
-// plain number is the default group's (the function on the workload
-// queue); a group not named starts with one instance.
+// ParseInstances reads --instances: "3" (the default group), or "OrderStatus=3,http=2".
 func ParseInstances(s string) (InstanceCounts, error) {
 	var c InstanceCounts
 	s = strings.TrimSpace(s)
@@ -204,9 +182,8 @@ func ParseInstances(s string) (InstanceCounts, error) {
 	return c, nil
 }
 
-// slots returns the session slots on queue q over the running instances
-// of the groups whose functions take its sessions, and whether q has
-// sessions at all.
+// slots returns the session slots on queue q over the running instances that
+// take its sessions, and whether q has sessions at all.
 func (h *Host) slots(q string) (int, bool) {
 	n, any := 0, false
 	for _, d := range h.sessions {

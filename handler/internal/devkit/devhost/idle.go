@@ -5,10 +5,8 @@ import (
 	"time"
 )
 
-// idleTracker follows, for fast-forwarding, the sessions the dispatchers
-// hold and which of their receivers wait idle for the next message (and
-// until when, on the host's clock). Its methods are safe for concurrent
-// use.
+// idleTracker follows, for fast-forwarding, the sessions held and which of
+// their receivers wait idle, until when.
 type idleTracker struct {
 	mu    sync.Mutex
 	held  map[string]int          // queue -> sessions held by the dispatchers
@@ -23,8 +21,7 @@ func newIdleTracker() *idleTracker {
 	return &idleTracker{held: map[string]int{}, busy: map[string]int{}, waits: map[*receiver]time.Time{}}
 }
 
-// hold records a session accepted on queue, with its receivers all busy
-// until they wait.
+// hold records a session accepted on queue, its receivers busy until they wait.
 func (t *idleTracker) hold(queue string, receivers int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -32,8 +29,7 @@ func (t *idleTracker) hold(queue string, receivers int) {
 	t.busy[queue] += receivers
 }
 
-// release records that a session held on queue was closed, after all its
-// receivers exited.
+// release records that a session held on queue was closed.
 func (t *idleTracker) release(queue string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -63,8 +59,7 @@ func (t *idleTracker) exited(r *receiver) {
 	t.busy[r.queue]--
 }
 
-// state returns, for queue, how many sessions the dispatchers hold and
-// whether all their receivers wait idle.
+// state returns queue's sessions held and whether all their receivers wait idle.
 func (t *idleTracker) state(queue string) (held int, allWaiting bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

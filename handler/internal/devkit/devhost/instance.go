@@ -21,9 +21,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/logging"
 )
 
-// MaxInstances bounds the instances of one group running at once (and
-// Options.Instances): each runs a handler process, and an instance of a
-// Service Bus function host.json's maxConcurrentSessions session slots.
+// MaxInstances bounds the running instances of one group (and Options.Instances).
 const MaxInstances = 16
 
 // Instance states (InstanceSummary.State).
@@ -35,10 +33,7 @@ const (
 
 // Errors of the scale operations.
 var (
-	// ErrLastInstance: removing or killing a group's only running
-	// instance would leave nothing to run its functions (Flex Consumption
-	// scales out again from a backlog; the development host keeps one
-	// instead).
+	// ErrLastInstance: a group's only running instance cannot be removed or killed.
 	ErrLastInstance = errors.New("devhost: the last running instance of a group cannot be removed")
 	// ErrNoInstance: no running instance has that id.
 	ErrNoInstance = errors.New("devhost: no such running instance")
@@ -46,21 +41,15 @@ var (
 	ErrTooManyInstances = fmt.Errorf("devhost: at most %d instances of a group run at once", MaxInstances)
 )
 
-// instance is one instance of the Functions app as Flex Consumption runs it
-// when it scales out: a Functions host of its own, running the functions
-// of its group only (group.go), with its own session processor (host.json's
-// maxConcurrentSessions slots per session trigger), and a handler process
-// of its own (its own port, order cache and metrics registry), whose id
-// the handler reads from CONTAINER_NAME. Every instance shares the one
-// broker and the one store.
+// instance is one instance of the app as Flex Consumption runs it: its
+// group's functions, its own session slots and its own handler process.
 type instance struct {
 	g    *group
 	n    int    // 1-based within its group, in start order; never reused
 	id   string // <group key>-<n>, such as OrderStatus-1 or http-1
 	proc *child.Process
 	inv  *invoker
-	// acceptCtx ends when the instance stops taking work; callCtx when
-	// its running calls are cut off.
+	// acceptCtx ends when the instance stops taking work; callCtx cuts its calls.
 	acceptCtx, callCtx    context.Context
 	stopAccept, stopCalls context.CancelFunc
 	workers               sync.WaitGroup // its Service Bus dispatchers
@@ -72,9 +61,7 @@ type instance struct {
 func (in *instance) killed() bool      { return in.state.Load() == InstanceKilled }
 func (in *instance) stateName() string { return in.state.Load().(string) }
 
-// instanceCounts is what one instance did: calls the host made to it and
-// their outcome as the host settled them, and the storage work its handler
-// logged on each settled line (round_trips, etag_conflicts, cache_hit).
+// instanceCounts is what one instance did, as the host and its handler's log saw it.
 type instanceCounts struct {
 	mu          sync.Mutex
 	invocations int // Service Bus trigger calls
@@ -107,17 +94,10 @@ func (c *instanceCounts) result(r string) {
 	c.mu.Unlock()
 }
 
-// InstanceSummary is what one instance did during the run. Invocations
-// counts the host's Service Bus trigger calls to the instance (a message
-// delivered again is called again), TimerRuns its timer function calls
-// (the DeadLetterSweeper), apart. Results count the host's settlements of
-// the message calls, as Summary.Results does for all; RoundTrips, ETagConflicts and CacheHits
-// add up what the instance's handler logged on its settled lines, so a
-// handler that was killed keeps what it logged before.
+// InstanceSummary is what one instance did during the run.
 type InstanceSummary struct {
 	ID string `json:"id"`
-	// Group is the instance's group as Flex Consumption names it: http,
-	// or function:<NAME> (see group.go).
+	// Group is http, or function:<NAME> (see group.go).
 	Group         string         `json:"group"`
 	State         string         `json:"state"`
 	Invocations   int            `json:"invocations"`
@@ -126,13 +106,11 @@ type InstanceSummary struct {
 	RoundTrips    int            `json:"roundTrips"`
 	ETagConflicts int            `json:"etagConflicts"`
 	CacheHits     int            `json:"cacheHits"`
-	// HandlerStarts counts the instance's handler processes (1, plus a
-	// restart after each crash).
+	// HandlerStarts counts the instance's handler processes, restarts included.
 	HandlerStarts int `json:"handlerStarts"`
 }
 
-// logTap passes an instance's handler output on and counts, from each
-// settled line, the round trips, ETag conflicts and cache hits.
+// logTap passes a handler's output on and counts its settled lines' work.
 type logTap struct {
 	w       io.Writer
 	c       *instanceCounts
@@ -185,29 +163,24 @@ type pool struct {
 	holders map[string]*instance // session id -> the instance holding it
 	fail    chan struct{}        // closed when a running instance's handler failed for good
 	failErr error
-	// orphans are the session locks killed instances left behind, until
-	// they run out (for fast-forwarding).
+	// orphans are killed instances' session locks, until they run out.
 	orphans []orphan
 }
 
-// orphan is a session lock a killed instance left behind: the session and
-// the messages it had in calls stay locked until the lock runs out.
+// orphan is a session lock a killed instance left behind.
 type orphan struct {
 	queue    string
 	until    time.Time
 	messages int
 }
 
-// orphaned records a session lock left by a killed instance.
 func (p *pool) orphaned(o orphan) {
 	p.mu.Lock()
 	p.orphans = append(p.orphans, o)
 	p.mu.Unlock()
 }
 
-// orphansOf returns, for queue, the session locks left by killed
-// instances that run past now, the messages they hold, and when the first
-// of them runs out; it forgets those that ran out.
+// orphansOf returns queue's live orphans, their messages and the first end.
 func (p *pool) orphansOf(queue string, now time.Time) (sessions, messages int, first time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -234,11 +207,9 @@ func newPool() *pool {
 	return &pool{holders: map[string]*instance{}, fail: make(chan struct{})}
 }
 
-// running returns the running instances in start order.
 func (p *pool) running() []*instance { return p.runningIn(nil) }
 
-// runningIn returns the running instances of g (of every group for nil) in
-// start order.
+// runningIn returns g's running instances (all for nil) in start order.
 func (p *pool) runningIn(g *group) []*instance {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -251,8 +222,7 @@ func (p *pool) runningIn(g *group) []*instance {
 	return out
 }
 
-// first is the oldest running instance of g, nil if none: it holds the
-// singleton lock of g's timers.
+// first is g's oldest running instance, which runs g's timers; nil if none.
 func (p *pool) first(g *group) *instance {
 	if r := p.runningIn(g); len(r) > 0 {
 		return r[0]
@@ -260,9 +230,7 @@ func (p *pool) first(g *group) *instance {
 	return nil
 }
 
-// groupReadier spreads callers over the running instances of one group,
-// round robin, as the Functions front end spreads HTTP requests over the
-// HTTP group's instances.
+// groupReadier spreads callers over one group's running instances, round robin.
 type groupReadier struct {
 	p *pool
 	g *group
@@ -304,8 +272,7 @@ func (p *pool) holder(id string) *instance {
 	return p.holders[id]
 }
 
-// failed records that a running instance's handler is no longer
-// supervised (it kept dying).
+// failed records that a running instance's handler is no longer supervised.
 func (p *pool) failed(in *instance, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -315,9 +282,7 @@ func (p *pool) failed(in *instance, err error) {
 	}
 }
 
-// startInstance starts one instance of g: its handler process (waiting
-// until it answers) and g's Service Bus dispatchers. ctx bounds the start
-// only.
+// startInstance starts an instance of g: its handler and g's Service Bus dispatchers.
 func (h *Host) startInstance(ctx context.Context, g *group) (*instance, error) {
 	h.pool.mu.Lock()
 	g.started++
@@ -372,10 +337,7 @@ func (h *Host) track(in *instance, f func()) {
 	}()
 }
 
-// resolve reads a scale event's target: "" (the default group), a group
-// key, a number (that instance of the default group) or an instance id.
-// It returns the group and the instance id, "" for the group's newest
-// running instance.
+// resolve reads a scale target: a group key or "" (id ""), a number or an id.
 func (h *Host) resolve(target string) (*group, string, error) {
 	if g := h.group(target); g != nil {
 		return g, "", nil
@@ -395,10 +357,7 @@ func (h *Host) resolve(target string) (*group, string, error) {
 		ErrNoInstance, target, h.groupKeys(), h.defaultGroup().instanceID(1))
 }
 
-// pick returns the running instance target names (see resolve): an
-// instance id, a number of the default group's, or a group's newest
-// running one. It fails with ErrLastInstance when it is the only one of
-// its group running.
+// pick returns the running instance target names, or ErrLastInstance.
 func (h *Host) pick(target string) (*instance, error) {
 	g, id, err := h.resolve(target)
 	if err != nil {
@@ -428,9 +387,7 @@ func ids(r []*instance) string {
 	return strings.Join(s, ", ")
 }
 
-// AddInstance scales group (a group key, "" for the default group) out by
-// one instance, with a cold cache, and returns its id once its handler
-// answers and its dispatchers run.
+// AddInstance scales group ("": the default) out by one and returns the new id.
 func (h *Host) AddInstance(ctx context.Context, group string) (string, error) {
 	if !h.started.Load() || h.closing.Load() {
 		return "", errors.New("devhost: AddInstance on a host that is not running")
@@ -450,13 +407,9 @@ func (h *Host) AddInstance(ctx context.Context, group string) (string, error) {
 	return in.id, nil
 }
 
-// RemoveInstance scales in gracefully, as Flex Consumption does after a
-// quiet spell: the instance (id, or the newest running one for "") takes
-// no new session or message, its handler gets SIGTERM and finishes the
-// calls it is running, the host settles their answers, and the instance's
-// sessions are closed, so other instances take them at once. A call sent
-// as the handler stops listening gets no answer and is abandoned. It
-// returns the instance's id when all that is done.
+// RemoveInstance scales in gracefully, as Flex Consumption does: the
+// instance (id, or the newest for "") takes no new work, its handler gets
+// SIGTERM and finishes its calls, and its sessions are closed.
 func (h *Host) RemoveInstance(ctx context.Context, id string) (string, error) {
 	h.scaleMu.Lock()
 	defer h.scaleMu.Unlock()
@@ -485,11 +438,8 @@ func (h *Host) RemoveInstance(ctx context.Context, id string) (string, error) {
 	return in.id, nil
 }
 
-// KillInstance loses an instance (id, or the newest running one for "")
-// without warning, as when its machine is recycled: its handler gets
-// SIGKILL, nothing it was running is settled, and its sessions are not
-// closed, so their locks (and its messages' locks) run out on the broker's
-// clock before another instance can take them.
+// KillInstance loses an instance (id, or the newest for "") without warning:
+// its handler gets SIGKILL, nothing is settled and its locks run out.
 func (h *Host) KillInstance(id string) (string, error) {
 	h.scaleMu.Lock()
 	defer h.scaleMu.Unlock()
@@ -499,8 +449,7 @@ func (h *Host) KillInstance(id string) (string, error) {
 	}
 	in.retired.Store(true)
 	in.state.Store(InstanceKilled)
-	// Stop taking work first: a dead machine takes no new session or
-	// message (what it held is left locked until the locks run out).
+	// A dead machine takes no new work; what it held stays locked.
 	in.stopAccept()
 	in.proc.Kill()
 	in.stopCalls()
@@ -510,10 +459,7 @@ func (h *Host) KillInstance(id string) (string, error) {
 	return in.id, nil
 }
 
-// Scale applies one scale event (see scenario.ScaleAdd and the others) to
-// target (a group key, an instance id or a number of the default group's;
-// "" for the default group's newest) and returns the id of the instance it
-// added, removed or killed.
+// Scale applies a scale action to target and returns the instance's id.
 func (h *Host) Scale(ctx context.Context, action, target string) (string, error) {
 	id := target
 	switch action {
@@ -550,8 +496,7 @@ func (h *Host) Instances() []InstanceSummary {
 	return out
 }
 
-// RunningInstances returns the ids of the running instances of every
-// group, oldest first.
+// RunningInstances returns the running instances' ids, oldest first.
 func (h *Host) RunningInstances() []string {
 	var out []string
 	for _, in := range h.pool.running() {
@@ -560,8 +505,7 @@ func (h *Host) RunningInstances() []string {
 	return out
 }
 
-// InstancesIn returns what each instance of group (a key, "" for the
-// default group) started so far did, in start order.
+// InstancesIn returns Instances of group (a key, "" for the default group).
 func (h *Host) InstancesIn(group string) []InstanceSummary {
 	g := h.group(group)
 	var out []InstanceSummary
@@ -573,9 +517,7 @@ func (h *Host) InstancesIn(group string) []InstanceSummary {
 	return out
 }
 
-// RunningIn returns the ids of the running instances of group (a key, ""
-// for the default group), oldest first; nil for a group the app does not
-// have.
+// RunningIn returns group's running instances' ids, oldest first (nil: no such group).
 func (h *Host) RunningIn(group string) []string {
 	g := h.group(group)
 	if g == nil {
@@ -588,10 +530,7 @@ func (h *Host) RunningIn(group string) []string {
 	return out
 }
 
-// InstanceURL returns the base URL of the handler of the running instance
-// id, once it answers: what the development host has and Azure does not,
-// a way to one instance's own GET /api/metrics (the front reaches the HTTP
-// group only, as in Azure).
+// InstanceURL returns instance id's handler base URL, for its own GET /api/metrics.
 func (h *Host) InstanceURL(ctx context.Context, id string) (string, error) {
 	for _, in := range h.pool.running() {
 		if in.id == id {
@@ -601,8 +540,7 @@ func (h *Host) InstanceURL(ctx context.Context, id string) (string, error) {
 	return "", fmt.Errorf("%w: %q (running: %s)", ErrNoInstance, id, strings.Join(h.RunningInstances(), ", "))
 }
 
-// HandlerPIDFor returns the process id of the handler of the instance
-// holding session id, 0 when no instance holds it.
+// HandlerPIDFor returns the pid of the handler holding session id, or 0.
 func (h *Host) HandlerPIDFor(sessionID string) int {
 	if in := h.pool.holder(sessionID); in != nil {
 		return in.proc.PID()
@@ -610,16 +548,10 @@ func (h *Host) HandlerPIDFor(sessionID string) int {
 	return 0
 }
 
-// ParseScale reads the --scale flag: comma-separated events
-// ACTION[:TARGET]@AFTER, such as "add@30s,add:OrderStatus@1m,kill:2@3m",
-// where ACTION is add, remove or kill; TARGET a group (http or a
-// function's name: add one to it, or remove or kill its newest running
-// instance), an instance id such as OrderStatus-2, or a number (that
-// instance of the default group, the function on the workload queue);
-// default: the default group, its newest running instance; and AFTER a Go
-// duration on the host's clock since the workload started, as a scenario
-// line's sendAfter. It returns them as scenario lines; whether each can
-// happen is checked against the app (Host.CheckScale).
+// ParseScale reads the --scale flag, comma-separated ACTION[:TARGET]@AFTER
+// events such as "add@30s,kill:2@3m" (ACTION add, remove or kill; TARGET as
+// Scale takes it; AFTER a Go duration since the workload started), into
+// scenario lines. Host.CheckScale checks them against the app.
 func ParseScale(s string) ([]ScenarioLine, error) {
 	var out []ScenarioLine
 	for _, ev := range strings.Split(s, ",") {
@@ -644,13 +576,8 @@ func ParseScale(s string) ([]ScenarioLine, error) {
 	return out, nil
 }
 
-// CheckScale plays the workload's scale events (from --scale and the
-// scenario, merged) on paper, from the instances each group starts with,
-// in the order Play applies them, and reports the first one that could
-// not happen: a group or an instance the app does not have or that is not
-// running then, the last running instance of a group removed, or more
-// than MaxInstances in a group. So a bad event stops the run before
-// anything starts instead of failing while it runs.
+// CheckScale plays the workload's scale events on paper, from each group's
+// starting instances, and reports the first that could not happen.
 func (h *Host) CheckScale(lines []ScenarioLine) error {
 	counts, err := h.startCounts()
 	if err != nil {
@@ -701,8 +628,7 @@ func (h *Host) CheckScale(lines []ScenarioLine) error {
 	return nil
 }
 
-// mergeScale inserts each scale event (or outage) before the first line held longer
-// than the event, so that Play applies it at its time.
+// mergeScale inserts each event before the first line held longer than it.
 func mergeScale(lines, events []ScenarioLine) []ScenarioLine {
 	out := slices.Clone(lines)
 	for _, ev := range events {
@@ -715,8 +641,7 @@ func mergeScale(lines, events []ScenarioLine) []ScenarioLine {
 	return out
 }
 
-// messages counts the lines that send a message (not scale events or
-// outages).
+// messages counts the lines that send a message.
 func messages(lines []ScenarioLine) int {
 	n := 0
 	for _, l := range lines {

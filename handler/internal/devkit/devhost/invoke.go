@@ -36,9 +36,7 @@ type invoker struct {
 	notFound map[string]bool // functions the handler answered 404 for (logged once)
 }
 
-// newInvoker returns an invoker for the handler behind proc. Its client
-// goes to loopback only and, like the host, does not follow redirects: a
-// 3xx answer is the invocation's answer (and fails it).
+// newInvoker returns an invoker for proc's handler; like the host, it follows no redirect.
 func newInvoker(proc readier, timeout time.Duration, log *slog.Logger) *invoker {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
@@ -66,14 +64,11 @@ type answer struct {
 // OK reports a 2xx status: the host counts the invocation as a success.
 func (a answer) OK() bool { return a.Status >= 200 && a.Status < 300 }
 
-// errNoAnswer wraps failures to get any HTTP answer (connection refused or
-// reset, the handler died, timeout).
+// errNoAnswer wraps failures to get any HTTP answer.
 var errNoAnswer = errors.New("no answer from the handler")
 
-// invoke POSTs body to /<function> and returns the answer. It waits for the
-// handler to be ready first. A transport failure or timeout is errNoAnswer.
-// A 2xx answer whose body is not JSON fails the invocation, as in the host
-// (reported as status 500 with the reason in Logs).
+// invoke POSTs body to /<function> once the handler is ready; no answer is
+// errNoAnswer, and a 2xx that is not JSON fails, as in the host.
 func (iv *invoker) invoke(ctx context.Context, function string, body []byte) (answer, error) {
 	if iv.timeout > 0 {
 		var cancel context.CancelFunc
@@ -97,9 +92,7 @@ func (iv *invoker) invoke(ctx context.Context, function string, body []byte) (an
 		if err == nil {
 			break
 		}
-		// Refused: the handler process is gone (and being restarted)
-		// and never saw the request. The host does not dispatch to a
-		// dead worker, so wait for the next one rather than fail.
+		// Refused: the handler is being restarted; wait for it, as the host does.
 		if errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil {
 			pause(ctx, 20*time.Millisecond)
 			continue
@@ -149,11 +142,8 @@ func (iv *invoker) invoke(ctx context.Context, function string, body []byte) (an
 	return a, nil
 }
 
-// awaitHealthy returns once the handler answers GET / (a new incarnation
-// after a crash), or ctx ends, or supervision gave up. The dispatchers call
-// it after a call got no answer and before abandoning the message, so the
-// redelivery goes to a live handler instead of burning a delivery on one
-// that is still dying.
+// awaitHealthy returns once the handler answers GET /, ctx ends or supervision
+// gave up, so that a redelivery goes to a live handler.
 func (iv *invoker) awaitHealthy(ctx context.Context) {
 	for ctx.Err() == nil {
 		base, err := iv.proc.Ready(ctx)
@@ -175,8 +165,7 @@ func (iv *invoker) awaitHealthy(ctx context.Context) {
 	}
 }
 
-// resultOf reads ReturnValue.result: from an object, or from a JSON string
-// holding one.
+// resultOf reads ReturnValue.result from an object, or a JSON string holding one.
 func resultOf(rv json.RawMessage) string {
 	var s string
 	if t := bytes.TrimLeft(rv, " \t\r\n"); len(t) > 0 && t[0] == '"' && json.Unmarshal(rv, &s) == nil {

@@ -30,8 +30,7 @@ const (
 	ExitUsage   = 2 // a bad flag or scenario line
 )
 
-// The queue settings Service Bus accepts, which --lock-duration and
-// --max-delivery are held to.
+// The queue settings Service Bus accepts (--lock-duration, --max-delivery).
 const (
 	MinLockDuration       = 5 * time.Second
 	MaxLockDuration       = 5 * time.Minute
@@ -50,10 +49,8 @@ func checkAddr(addr string) error {
 	return nil
 }
 
-// checkWritable reports why a file cannot be written at path, checked
-// before a run so that a bad --summary-json fails at once, not after the
-// whole run: its directory must exist and take a new file, and path must
-// not be a directory. It creates and removes a temporary file.
+// checkWritable reports why a file cannot be written at path, before a run;
+// it creates and removes a temporary file.
 func checkWritable(path string) error {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return errors.New("is a directory")
@@ -104,8 +101,7 @@ stderr says what).
 `
 )
 
-// printHelp writes `orderstatus-dev dev --help`: what it does, every flag of fs
-// (package clihelp's style) and the exit codes.
+// printHelp writes `orderstatus-dev dev --help`.
 func printHelp(w io.Writer, fs *flag.FlagSet) {
 	io.WriteString(w, helpIntro)
 	clihelp.Flags(w, fs)
@@ -214,25 +210,16 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 }
 
 // Main is the `orderstatus-dev dev` command; args are the arguments after "dev".
-// It runs the workload (the built-in demo, or --scenario), shows progress,
-// prints the summary, and then either exits (--exit-when-idle) or keeps
-// serving the HTTP functions until ctx ends (Ctrl-C). Exit codes: ExitOK,
-// ExitFailure (an invariant failed with --exit-when-idle, or a runtime
-// error, such as the store dying), ExitUsage (a bad flag, a missing
-// scenario file or a bad scenario line: one line on stderr).
-//
-// With --exit-when-idle the clock is fast-forwarded over idle stretches
-// (Options.FastForward), so a scheduled message due in 30 minutes is
-// handled in moments; a note on stderr says so. Without it the clock runs
-// in real (or --time-scale) time.
+// It plays the workload, prints the summary, then exits (--exit-when-idle, the
+// clock fast-forwarded over idle stretches) or serves the HTTP functions until
+// ctx ends. It returns ExitOK, ExitFailure or ExitUsage.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return run(ctx, args, stdout, stderr, DefaultHTTPAddr)
 }
 
 // run is Main with --http-addr's default as a parameter.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHTTPAddr string) int {
-	// The handler's output, the progress lines and the logs share the
-	// two streams.
+	// The handler's output, the progress lines and the logs share two streams.
 	stdout, stderr = logging.Locked(stdout), logging.Locked(stderr)
 	c, code := parseFlags(args, stdout, stderr, defaultHTTPAddr)
 	if code >= 0 {
@@ -242,8 +229,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		fmt.Fprintf(stderr, "orderstatus-dev dev: %v\n", err)
 		return ExitFailure
 	}
-	// note is for warnings and failures (stderr), say for progress
-	// (stdout, none with --quiet).
+	// note: warnings and failures (stderr); say: progress (stdout, not with --quiet).
 	note := func(format string, args ...any) {
 		fmt.Fprintf(stderr, "orderstatus-dev dev: "+format+"\n", args...)
 	}
@@ -257,13 +243,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	workload := ""
 	if c.scenario != "" {
 		var err error
-		// Warnings only for a file that is sent: a bad line is the one
-		// line a usage error prints.
+		// Warnings only for a file that is sent.
 		var warnings []string
 		warn := func(msg string) { warnings = append(warnings, msg) }
 		if lines, err = scenario.ReadFile(c.scenario, &scenario.Options{Warn: warn}); err != nil {
-			// A bad line, or a --scenario file that cannot be read,
-			// is a usage error.
 			fmt.Fprintf(stderr, "orderstatus-dev dev: %v\n", err)
 			return ExitUsage
 		}
@@ -272,8 +255,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		}
 		workload = fmt.Sprintf("scenario %s (%s)", c.scenario, wording.Count(messages(lines), "message"))
 	} else {
-		// The wall clock: the broker's scaled clock must not reach event
-		// times, or an occurredAt would be later than its updatedAt.
+		// The wall clock, so that no occurredAt is later than its updatedAt.
 		lines = scenario.Demo(scenario.DemoOptions{Seed: c.seed, Orders: c.orders, Now: time.Now().UTC()})
 		workload = fmt.Sprintf("built-in demo: %s, %s (seed %d)", wording.Count(c.orders, "order"), wording.Count(len(lines), "message"), c.seed)
 	}
@@ -284,10 +266,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	lines = mergeScale(mergeScale(lines, c.scale), c.outages)
 	total := messages(lines)
 
-	// One host owns an app root's .run/devhost.json, which the CLIs
-	// find: a second serving host would leave them talking to one of
-	// two, so it refuses. A second --exit-when-idle run (a scenario next
-	// to `make run`) runs unannounced, with a handler log of its own.
+	// One serving host owns an app root's .run/devhost.json, which the CLIs find;
+	// a second --exit-when-idle run runs unannounced, with its own handler log.
 	owner, second := devrun.Running(c.appRoot)
 	if second && !c.exitWhenIdle {
 		front := ""
@@ -302,10 +282,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		c.handlerLog = withPID(c.handlerLog, os.Getpid())
 	}
 
-	// The host's own log: warnings and errors (a restarted handler, a
-	// failed call); what it uses is printed below. The handler's JSON
-	// logs go to stderr too, or to --handler-log, so that stdout holds
-	// the progress and the summary.
+	// stdout holds the progress and the summary; the logs go to stderr.
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	handlerOut, handlerErr := io.Writer(stderr), io.Writer(stderr)
 	if c.handlerLog != "" {
@@ -355,8 +332,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 			opts.FallbackHTTPAddr = "127.0.0.1:0" // a second run next to `make run` still works
 		}
 		opts.OnFastForward = func(by time.Duration, to string) {
-			// Small steps (idle sessions closing, the next of many
-			// messages scheduled close together) are not worth a line.
+			// Small steps are not worth a line.
 			if to != JumpIdleSessions && time.Duration(float64(by)/c.timeScale) >= time.Second {
 				say("idle: fast-forwarded the clock %s %s", wording.Duration(by), to)
 			}
@@ -366,8 +342,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	if err != nil {
 		return fail(err)
 	}
-	// The groups are the app's: the instance counts and scale events are
-	// checked against them before anything starts.
+	// Check the scale events against the app's groups before anything starts.
 	if err := h.CheckScale(lines); err != nil {
 		fmt.Fprintf(stderr, "orderstatus-dev dev: %v (%s)\n", err, usageLine)
 		return ExitUsage
@@ -383,9 +358,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		return fail(err)
 	}
 	defer h.Close()
-	// stopped ends a run cut short by a signal (Ctrl-C, SIGTERM): it
-	// stops everything the host started and says so, naming what is left
-	// running, if anything.
+	// stopped ends a run cut short by a signal, naming what is left running.
 	var unannounce func()
 	var stopOnce sync.Once
 	stopped := func() {
@@ -499,8 +472,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		return interrupted(err)
 	}
 	if c.exitWhenIdle && len(h.timers) > 0 {
-		// No scheduled timer run may overlap the final drain and the
-		// summary: the schedules stop, and each timer runs once more.
+		// No scheduled timer run may overlap the final drain and the summary.
 		h.StopTimers()
 		say("queues drained; firing each timer function once: %s", strings.Join(h.TimerFunctions(), ", "))
 		if err := h.FireTimers(ctx); err != nil {
@@ -554,12 +526,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	}
 }
 
-// clockLine says, after the summary, where the broker's clock stands
-// against the wall clock, and why they differ: it keeps its scale while
-// the host serves, so that a payment timeout published in the walkthrough
-// still fires in seconds, and so every time and age the CLIs show for this
-// host (due times, enqueued times, dead-letter ages) is on it, not on the
-// user's watch. "" on real time.
+// clockLine says where the broker's clock, which keeps its scale while the
+// host serves, stands against the wall clock; "" on real time.
 func clockLine(broker, wall time.Time, scale float64) string {
 	if scale == 1 {
 		return ""
@@ -568,8 +536,7 @@ func clockLine(broker, wall time.Time, scale float64) string {
 		broker.UTC().Format("15:04:05Z"), wording.Duration(broker.Sub(wall)), wall.UTC().Format("15:04:05Z"), scale)
 }
 
-// closingLine says that a run cut short stopped, what it stopped, and
-// what is still running (nothing, unless a child outlived its stop).
+// closingLine says that a run cut short stopped, what it stopped and what still runs.
 func closingLine(children []ChildProcess, appRoot string) string {
 	var stoppedNames, left []string
 	for _, c := range children {
@@ -613,8 +580,7 @@ func sameFile(a, b string) bool {
 	return absA == absB
 }
 
-// withPID returns path with pid before its extension: .run/handler.log
-// becomes .run/handler-4242.log.
+// withPID returns path with pid before its extension (handler-4242.log).
 func withPID(path string, pid int) string {
 	ext := filepath.Ext(path)
 	return fmt.Sprintf("%s-%d%s", strings.TrimSuffix(path, ext), pid, ext)
@@ -629,8 +595,7 @@ func latestDue(lines []ScenarioLine) time.Duration {
 	return d
 }
 
-// instancesLine names the running instances at the start, and the session
-// slots each instance of the default group has.
+// instancesLine names the running instances and the default group's session slots.
 func instancesLine(ids []string, slots int, group string) string {
 	return fmt.Sprintf("instances: %s (per function, as Flex Consumption scales: each its own handler process and cache; %s on each %s instance; the HTTP front reaches the http group)",
 		strings.Join(ids, ", "), wording.Count(slots, "session slot"), group)

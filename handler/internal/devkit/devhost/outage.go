@@ -22,32 +22,23 @@ const (
 	OutageServiceBus = scenario.OutageServiceBus
 )
 
-// JumpOutageEnd is what a fast-forward jumped to when it skipped idle time
-// to the end of an outage (see Options.OnFastForward).
+// JumpOutageEnd is a fast-forward to an outage's end (see Options.OnFastForward).
 const JumpOutageEnd = "to the end of an outage"
 
-// OutageSummary is one outage of a run and what it cost. Every count is
-// of what happened from the outage's start to its end on the host's clock
-// (an event that falls in two overlapping outages counts in both).
+// OutageSummary is one outage of a run and what it cost, on the host's clock.
 type OutageSummary struct {
 	// Target is OutageTable or OutageServiceBus.
 	Target string `json:"target"`
-	// After is when it began, since Play began (sendAfter), and Duration
-	// how long it lasted, both on the host's clock, as Go durations.
+	// After is its start since Play began, Duration its length (Go durations).
 	After    string `json:"after"`
 	Duration string `json:"duration"`
 	// Ended is false when the summary was taken before its end.
 	Ended bool `json:"ended"`
-	// Refused counts the requests of the handler processes to the target
-	// that were refused (each storage or broker call the handler tried,
-	// its own retries included).
+	// Refused counts the handler processes' requests to the target refused.
 	Refused int `json:"refusedRequests"`
-	// Rescheduled counts the scheduled copies the handler sent to retry a
-	// message later: messages scheduled through the loopback broker that
-	// carry the RetryAttempt application property.
+	// Rescheduled counts the copies the handler scheduled to retry (RetryAttempt).
 	Rescheduled int `json:"rescheduled"`
-	// DeadLettered counts the messages the triggered queues dead-lettered
-	// (MaxDeliveryCountExceeded, TTLExpiredException).
+	// DeadLettered counts the messages the triggered queues dead-lettered.
 	DeadLettered int `json:"deadLettered"`
 	// Parked counts the copies the handler sent to the poison queue.
 	Parked int `json:"parked"`
@@ -67,16 +58,12 @@ type outage struct {
 	ended      bool
 }
 
-// outages is the host's outage schedule and the fault proxies that carry
-// it out: one per target named in Options.OutageTargets, between the
-// handler processes and the target, refusing every request while an
-// outage of its target is under way on the host's clock. Its methods are
-// safe for concurrent use.
+// outages is the host's outage schedule and the fault proxies that refuse
+// every request to a target while one of its outages is under way.
 type outages struct {
 	clock   clock.Clock
 	proxies map[string]*faultproxy.Proxy
-	// ended gets a token (never blocking) each time an outage ends, so
-	// that WaitIdle looks again at once.
+	// ended gets a token each time an outage ends, so WaitIdle looks again.
 	ended chan struct{}
 
 	mu   sync.Mutex
@@ -87,8 +74,7 @@ func newOutages(c clock.Clock) *outages {
 	return &outages{clock: c, proxies: map[string]*faultproxy.Proxy{}, ended: make(chan struct{}, 1)}
 }
 
-// rule is the proxy rule of target: refuse while one of its outages is
-// under way.
+// rule refuses while an outage of target is under way.
 func (o *outages) rule(target string) faultproxy.Rule {
 	return func(*http.Request) faultproxy.Mode {
 		if o.down(target, o.clock.Now()) {
@@ -98,7 +84,6 @@ func (o *outages) rule(target string) faultproxy.Rule {
 	}
 }
 
-// down reports whether an outage of target is under way at now.
 func (o *outages) down(target string, now time.Time) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -123,8 +108,7 @@ func (o *outages) nextEnd(now time.Time) (time.Time, bool) {
 	return next, !next.IsZero()
 }
 
-// downAt returns the targets with an outage under way at now, sorted,
-// each once.
+// downAt returns the targets down at now, sorted, each once.
 func (o *outages) downAt(now time.Time) []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -138,25 +122,20 @@ func (o *outages) downAt(now time.Time) []string {
 	return out
 }
 
-// anyUnended reports whether an outage has not been recorded as ended.
 func (o *outages) anyUnended() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.ContainsFunc(o.list, func(x *outage) bool { return !x.ended })
 }
 
-// close stops the proxies.
 func (o *outages) close() {
 	for _, p := range o.proxies {
 		_ = p.Close()
 	}
 }
 
-// startProxies starts a fault proxy for each target in front of where
-// the handler would reach it, and returns the settings that point the
-// handler processes at them: the store's connection string (its
-// TableEndpoint on loopback: the host's Azurite, or one named by
-// settings) and the loopback broker's URL.
+// startProxies starts a fault proxy in front of each target and returns the
+// settings that point the handler processes at them.
 func (h *Host) startProxies(storeConn, brokerURL string) (map[string]string, error) {
 	set := map[string]string{}
 	for _, target := range h.opts.OutageTargets {
@@ -176,8 +155,7 @@ func (h *Host) startProxies(storeConn, brokerURL string) (map[string]string, err
 		default:
 			return nil, fmt.Errorf("devhost: outage target %q: want %s or %s", target, OutageTable, OutageServiceBus)
 		}
-		// Between outages the proxy is a plain path: a request ends when
-		// the handler gives up on it, as on a direct connection.
+		// Between outages the proxy is a plain path.
 		p, err := faultproxy.StartWith(upstream, &faultproxy.Options{FollowClient: true})
 		if err != nil {
 			return nil, fmt.Errorf("devhost: outage %s: %w", target, err)
@@ -194,9 +172,7 @@ func (h *Host) startProxies(storeConn, brokerURL string) (map[string]string, err
 	return set, nil
 }
 
-// tableEndpoint returns the TableEndpoint of a storage connection string,
-// which must be plain HTTP on loopback (Azurite) for an outage to be put
-// in front of it.
+// tableEndpoint returns a connection string's TableEndpoint, if Azurite on loopback.
 func tableEndpoint(conn string) (*url.URL, error) {
 	for _, part := range strings.Split(conn, ";") {
 		k, v, ok := strings.Cut(part, "=")
@@ -215,8 +191,7 @@ func tableEndpoint(conn string) (*url.URL, error) {
 	return nil, fmt.Errorf("the store is not named by a connection string with a TableEndpoint (%s, as for Azurite)", SettingStoreConnection)
 }
 
-// replaceTableEndpoint returns conn with its TableEndpoint's host:port
-// replaced by addr.
+// replaceTableEndpoint returns conn with its TableEndpoint's host:port set to addr.
 func replaceTableEndpoint(conn, addr string) string {
 	parts := strings.Split(conn, ";")
 	for i, part := range parts {
@@ -243,14 +218,9 @@ func (h *Host) outageCounts(target string) outageCounts {
 	return c
 }
 
-// StartOutage makes target (OutageTable or OutageServiceBus) unreachable
-// from the handler processes from now for d on the host's clock: every
-// request they make to it is refused (faultproxy.Refuse); the host's own
-// deliveries, its summary's reads of the dead-letter archive and the
-// CLIs are not affected. The target must be in Options.OutageTargets.
-// Play calls it for an outage line. WaitIdle does not return while an
-// outage is under way; with FastForward, the clock jumps to its end when
-// nothing else is left to do.
+// StartOutage makes target (in Options.OutageTargets) unreachable from the
+// handler processes for d on the host's clock: every request they make to it
+// is refused (faultproxy.Refuse). WaitIdle waits for its end.
 func (h *Host) StartOutage(target string, d time.Duration) error {
 	if d <= 0 {
 		return fmt.Errorf("devhost: outage %s for %s: want a duration above 0", target, d)
@@ -272,8 +242,7 @@ func (h *Host) StartOutage(target string, d time.Duration) error {
 	return nil
 }
 
-// endOutage records x's end once the host's clock reaches it, or gives up
-// when the host closes.
+// endOutage records x's end once the host's clock reaches it.
 func (h *Host) endOutage(x *outage) {
 	t := h.clock.NewTimer(x.end.Sub(h.clock.Now()))
 	defer t.Stop()
@@ -292,8 +261,7 @@ func (h *Host) endOutage(x *outage) {
 	}
 }
 
-// Outages returns every outage so far (StartOutage, outage lines), in
-// start order, with what each cost; one under way counts up to now.
+// Outages returns every outage so far, in start order, with what each cost.
 func (h *Host) Outages() []OutageSummary { return h.outageSummaries() }
 
 func (h *Host) outageSummaries() []OutageSummary {
@@ -318,8 +286,7 @@ func (h *Host) outageSummaries() []OutageSummary {
 	return out
 }
 
-// OutageTargets returns the targets of the outage lines in lines, sorted,
-// each once: what Options.OutageTargets must hold to play them.
+// OutageTargets returns the targets of lines' outage lines, sorted, each once.
 func OutageTargets(lines []ScenarioLine) []string {
 	var out []string
 	for _, l := range lines {
@@ -331,6 +298,5 @@ func OutageTargets(lines []ScenarioLine) []string {
 	return out
 }
 
-// ParseOutages reads the value of `orderstatus-dev dev --outage` (see
-// scenario.ParseOutages).
+// ParseOutages reads the value of `orderstatus-dev dev --outage`.
 func ParseOutages(s string) ([]ScenarioLine, error) { return scenario.ParseOutages(s) }

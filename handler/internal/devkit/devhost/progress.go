@@ -13,13 +13,11 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
-// progressReport is one progress line, and what it says without the
-// elapsed time (a line that says the same is not printed again).
+// progressReport is one progress line; body is it without the elapsed time.
 type progressReport struct {
 	elapsed time.Duration
 	body    string
-	// idle says why nothing changes, for the one line printed when the
-	// body stops changing ("" when nothing is due).
+	// idle says why nothing changes ("" when nothing is due).
 	idle string
 }
 
@@ -27,13 +25,9 @@ func (r progressReport) String() string {
 	return fmt.Sprintf("[%5.1fs] %s", r.elapsed.Seconds(), r.body)
 }
 
-// progress reports the run's state: the workload sent so far, then where
-// every message sent to the workload queue is, as the summary's accounting
-// adds it up (sent = completed + dropped as duplicates + dead-lettered +
-// cancelled + expired + waiting, read from the broker in one snapshot),
-// the handler calls by result, the dead-letter queue and the poison
-// queue (parked, taken by the sweeper, left), and with several instances
-// each one's calls (message calls, and timer runs apart).
+// progress reports the run's state: the workload sent, where every message
+// sent is (as Accounting adds it up), the calls by result, the dead-letter
+// and poison queues, and with several instances each one's calls.
 func (h *Host) progress(elapsed time.Duration, total int) progressReport {
 	sent, results := h.stats.snapshot()
 	qt, qs := h.broker.Snapshot(h.queue)
@@ -102,8 +96,7 @@ func (h *Host) progress(elapsed time.Duration, total int) progressReport {
 	return r
 }
 
-// queueEquation says where every message sent to the queue is: "N in = C
-// completed + ... + W waiting (...)", the terms adding up to N.
+// queueEquation says where every message sent to the queue is: "N in = C completed + ...".
 func queueEquation(qt membroker.QueueTotals, qs membroker.QueueStats) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d in = %d completed", qt.Sent, qt.Completed)
@@ -138,9 +131,8 @@ func queueEquation(qt membroker.QueueTotals, qs membroker.QueueStats) string {
 	return b.String()
 }
 
-// progressPrinter prints progress lines, but not one that says what the
-// last one said: when nothing changed it prints, once, why (what it is
-// waiting for), and then nothing until something changes.
+// progressPrinter prints progress lines, but not one that repeats the last;
+// when nothing changes it prints, once, why.
 type progressPrinter struct {
 	w         io.Writer
 	last      string

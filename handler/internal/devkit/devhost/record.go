@@ -16,23 +16,14 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 )
 
-// Application properties set by the handler: OriginalMessageId on a
-// parked message (and on a rescheduled copy), RetryAttempt on a copy
-// rescheduled to retry a message later (1 for the first).
+// Application properties the handler sets on parked and rescheduled copies.
 const (
 	propOriginalMessageID = parking.PropOriginalMessageID
 	propRetryAttempt      = reschedule.PropRetryAttempt
 )
 
-// recorder is the broker the handler talks to (through the loopback
-// server): the membroker, plus a record of what the handler parked and
-// what it took out of the dead-letter subqueues, so the summary stays
-// complete after a sweeper archived or replayed some of it.
-//
-// A settle request that comes through the loopback server names its
-// message only by lock token (and sequence number), so the recorder keeps
-// each dead-lettered message it hands out by its lock token until it is
-// settled or received again, and records a completion from that copy.
+// recorder is the broker the handler talks to through the loopback server:
+// the membroker, recording what the handler parked and took out of the DLQs.
 type recorder struct {
 	broker.Broker
 	mb          *membroker.Broker
@@ -42,16 +33,11 @@ type recorder struct {
 	parked     []Entry         // in order, one per distinct parked MessageId
 	parkedIDs  map[string]bool // parked MessageIds seen
 	dlqRemoved []Entry
-	// dlqLocked holds the dead-lettered messages handed out and not
-	// settled, by queue and lock token. A message received again (its
-	// earlier lock expired) replaces its stale entry, so it holds at most
-	// one entry per message in a dead-letter subqueue.
+	// dlqLocked holds dead-lettered messages handed out and not settled.
 	dlqLocked map[lockKey]broker.Received
-	// sent counts the messages sent or scheduled through the recorder
-	// (by the handler and the CLI), by queue.
+	// sent counts the messages sent or scheduled through the recorder, by queue.
 	sent map[string]int
-	// rescheduled counts the scheduled messages with a RetryAttempt
-	// property; parkedSends every copy sent to the poison queue.
+	// rescheduled counts copies with RetryAttempt; parkedSends poison copies.
 	rescheduled, parkedSends int
 }
 
@@ -67,12 +53,10 @@ func newRecorder(b *membroker.Broker, poisonQueue string) *recorder {
 	return &recorder{Broker: b, mb: b, poisonQueue: poisonQueue, parkedIDs: map[string]bool{}, dlqLocked: map[lockKey]broker.Received{}, sent: map[string]int{}}
 }
 
-// Clock is the broker's clock, which the loopback server answers /broker/now
-// with: a producer (orderstatus publish) schedules on it.
+// Clock is the broker's clock, which producers schedule on (/broker/now).
 func (r *recorder) Clock() clock.Clock { return r.mb.Clock() }
 
-// Send forwards to the broker and records a message sent to the poison
-// queue.
+// Send forwards to the broker and records a message sent to the poison queue.
 func (r *recorder) Send(ctx context.Context, queue string, msg broker.Message) error {
 	err := r.Broker.Send(ctx, queue, msg)
 	if err == nil {
@@ -110,31 +94,27 @@ func (r *recorder) Schedule(ctx context.Context, queue string, msg broker.Messag
 	return seq, err
 }
 
-// rescheduledCount is the number of scheduled copies that carry a
-// RetryAttempt property.
+// rescheduledCount is the number of scheduled copies with RetryAttempt.
 func (r *recorder) rescheduledCount() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.rescheduled
 }
 
-// parkedCount is the number of copies sent to the poison queue.
 func (r *recorder) parkedCount() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.parkedSends
 }
 
-// sentTo is the number of messages sent or scheduled to queue through the
-// recorder.
+// sentTo is the number of messages sent or scheduled to queue.
 func (r *recorder) sentTo(queue string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.sent[queue]
 }
 
-// Receive forwards to the broker and keeps what it hands out of a
-// dead-letter subqueue, for Complete.
+// Receive forwards to the broker and keeps dead-lettered messages for Complete.
 func (r *recorder) Receive(ctx context.Context, src broker.Source, max int, wait time.Duration) ([]broker.Received, error) {
 	got, err := r.Broker.Receive(ctx, src, max, wait)
 	if err != nil || !src.DeadLetter || len(got) == 0 {
@@ -158,8 +138,7 @@ func (r *recorder) Receive(ctx context.Context, src broker.Source, max int, wait
 }
 
 // Complete forwards to the broker and records a message taken out of a
-// dead-letter subqueue: as it was handed out under m's lock token, or as m
-// describes it when it was not handed out through the recorder.
+// dead-letter subqueue.
 func (r *recorder) Complete(ctx context.Context, src broker.Source, m broker.Received) error {
 	err := r.Broker.Complete(ctx, src, m)
 	if !src.DeadLetter {
@@ -180,8 +159,7 @@ func (r *recorder) Complete(ctx context.Context, src broker.Source, m broker.Rec
 	return err
 }
 
-// Abandon forwards to the broker; the lock token of a dead-lettered
-// message is spent afterwards.
+// Abandon forwards to the broker; a dead-lettered message's lock token is spent.
 func (r *recorder) Abandon(ctx context.Context, src broker.Source, m broker.Received) error {
 	err := r.Broker.Abandon(ctx, src, m)
 	if src.DeadLetter && (err == nil || errors.Is(err, broker.ErrLockLost)) {
@@ -205,26 +183,20 @@ func stringProp(props map[string]any, key, def string) string {
 	return def
 }
 
-// Completion is one message the host completed after a 2xx answer: where
-// it came from, what it held, its delivery count at that delivery, and the
-// handler's ReturnValue.result.
+// Completion is one message the host completed after a 2xx answer.
 type Completion struct {
 	Queue, SessionID, MessageID, Subject string
 	Body                                 []byte
 	DeliveryCount                        int32
 	Result                               string
-	// Enqueued is when the message first sent was enqueued
-	// (reschedule.FirstEnqueued), on the broker's clock.
+	// Enqueued is when the first message sent was enqueued (reschedule.FirstEnqueued).
 	Enqueued time.Time
 }
 
-// stats counts what the dispatchers did. Its methods are safe for
-// concurrent use.
+// stats counts what the dispatchers did; safe for concurrent use.
 type stats struct {
 	inFlight atomic.Int64 // calls running (Service Bus and timer)
-	// callEnded gets a token (never blocking) each time the last call in
-	// flight ends, so that WaitIdle looks again at once rather than at its
-	// next poll.
+	// callEnded gets a token each time the last call in flight ends (WaitIdle).
 	callEnded chan struct{}
 
 	mu          sync.Mutex
@@ -241,11 +213,9 @@ func newStats() *stats {
 		callEnded: make(chan struct{}, 1)}
 }
 
-// callStarted counts a call in flight until callDone.
 func (s *stats) callStarted() { s.inFlight.Add(1) }
 
-// callDone ends a call callStarted counted and, if it was the last one in
-// flight, wakes WaitIdle.
+// callDone ends a call and wakes WaitIdle if it was the last in flight.
 func (s *stats) callDone() {
 	if s.inFlight.Add(-1) != 0 {
 		return
@@ -288,7 +258,6 @@ func (s *stats) completed(queue string, m broker.Received, result string) {
 	}
 }
 
-// snapshot copies the counters.
 func (s *stats) snapshot() (sent int, results map[string]int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -16,22 +16,17 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
-// Results the development host counts besides the handler's own
-// ReturnValue.result.
+// Results the development host counts besides the handler's ReturnValue.result.
 const (
-	// ResultAbandoned: the call failed (non-2xx, no answer, not JSON) and
-	// the message was abandoned.
+	// ResultAbandoned: the call failed (non-2xx, no answer, not JSON).
 	ResultAbandoned = "Abandoned"
-	// ResultLockLost: the message's lock was gone when the host settled it
-	// (it is or was delivered again).
+	// ResultLockLost: the lock was gone when the host settled the message.
 	ResultLockLost = "LockLost"
 	// ResultCompleted: a 2xx answer without ReturnValue.result.
 	ResultCompleted = "Completed"
 )
 
-// sessionDispatcher runs one session-enabled serviceBusTrigger function:
-// workers (maxConcurrentSessions) each accept a session, receive its
-// messages until it is idle for the idle timeout, and close it.
+// sessionDispatcher runs a session-enabled serviceBusTrigger function.
 type sessionDispatcher struct {
 	h                  *Host
 	g                  *group // the instances that run fn
@@ -45,8 +40,7 @@ type sessionDispatcher struct {
 	slots              slotQueue // the session slots waiting for a session
 }
 
-// start runs the function's session slots on instance in: each
-// instance runs a session processor of its own, as on Flex Consumption.
+// start runs the function's session slots on instance in.
 func (d *sessionDispatcher) start(in *instance) {
 	d.acceptOnce.Do(func() {
 		d.slots.init()
@@ -71,11 +65,8 @@ func (d *sessionDispatcher) worker(in *instance) {
 	}
 }
 
-// accept takes the queue's sessions one at a time, whenever a slot waits,
-// and hands each to a waiting slot of the least busy instance (see
-// slotQueue.give). Competing receivers on Service Bus share a queue's
-// sessions between them; without this, whichever slots the Go scheduler
-// woke first took every session, and an instance could take none.
+// accept takes the queue's sessions whenever a slot waits and hands each to
+// the least busy instance, as competing Service Bus receivers share them.
 func (d *sessionDispatcher) accept(ctx context.Context) {
 	for d.slots.waitAny(ctx) {
 		s, err := d.h.broker.AcceptNextSession(ctx, d.queue)
@@ -99,8 +90,7 @@ type slot struct {
 	ch chan *membroker.Session // buffered: give never blocks
 }
 
-// slotQueue is the session slots of one function waiting for a session,
-// across its instances. Its methods are safe for concurrent use.
+// slotQueue is one function's waiting session slots, across its instances.
 type slotQueue struct {
 	mu      sync.Mutex
 	waiting []*slot
@@ -114,9 +104,7 @@ func (q *slotQueue) init() {
 	q.last = map[*instance]uint64{}
 }
 
-// wait blocks until a session is handed to a slot of in, and returns it;
-// false once in stops taking work. A session handed over as in stops is
-// closed, so that the broker hands it out again at once.
+// wait returns the next session handed to a slot of in; false once in stops.
 func (q *slotQueue) wait(in *instance) (*membroker.Session, bool) {
 	sl := &slot{in: in, ch: make(chan *membroker.Session, 1)}
 	q.mu.Lock()
@@ -163,9 +151,7 @@ func (q *slotQueue) waitAny(ctx context.Context) bool {
 	}
 }
 
-// give hands s to a waiting slot of the instance with the most slots
-// waiting (the least busy), the one served longest ago among equals, and
-// reports false when no slot of a running instance waits.
+// give hands s to the least busy instance's slot; false when no slot waits.
 func (q *slotQueue) give(s *membroker.Session) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -201,9 +187,7 @@ func (q *slotQueue) give(s *membroker.Session) bool {
 	return true
 }
 
-// session processes one accepted session until it is idle, its lock is
-// lost, or the instance stops taking work, and then closes it. A killed
-// instance closes nothing: its session lock runs out.
+// session processes s until it is idle, its lock is lost or in stops.
 func (d *sessionDispatcher) session(in *instance, s *membroker.Session) {
 	acceptCtx, callCtx := in.acceptCtx, in.callCtx
 	receivers := max(1, d.callsPerSession)
@@ -266,9 +250,8 @@ func (d *sessionDispatcher) session(in *instance, s *membroker.Session) {
 	calls.Wait()
 }
 
-// renew keeps the session lock alive, renewing it when half the lock
-// duration is left, as long as the last message was handed out less than
-// maxRenew ago (maxAutoLockRenewalDuration, measured per message).
+// renew renews the session lock when half the lock duration is left, while
+// the last message was handed out less than maxRenew ago.
 func (d *sessionDispatcher) renew(ctx context.Context, s *membroker.Session, lastReceive *atomic.Int64) {
 	for {
 		wait := s.LockedUntil().Sub(d.h.clock.Now()) - d.lock/2
@@ -276,8 +259,7 @@ func (d *sessionDispatcher) renew(ctx context.Context, s *membroker.Session, las
 			return
 		}
 		if d.h.clock.Now().Sub(time.Unix(0, lastReceive.Load())) > d.maxRenew {
-			// Past the renewal budget: let the lock run out, but look
-			// again later in case a new message starts a new budget.
+			// Past the renewal budget; a new message may start a new one.
 			if clock.Sleep(ctx, d.h.clock, d.lock/4) != nil {
 				return
 			}
@@ -292,10 +274,7 @@ func (d *sessionDispatcher) renew(ctx context.Context, s *membroker.Session, las
 	}
 }
 
-// queueDispatcher runs a serviceBusTrigger function on a queue without
-// sessions: maxConcurrentCalls workers receive one message at a time. The
-// broker port has no per-message lock renewal, so a call longer than the
-// lock duration loses its lock.
+// queueDispatcher runs a serviceBusTrigger function on a queue without sessions.
 type queueDispatcher struct {
 	h                  *Host
 	fn, binding, queue string
@@ -348,9 +327,7 @@ func (s sourceSettler) Abandon(ctx context.Context, m *broker.Received) error {
 	return s.b.Abandon(ctx, s.src, *m)
 }
 
-// hostMessage is the message as the host hands it to the handler.
-// Its times are mapped by v, from the host's clock to the real one
-// (Host.view).
+// hostMessage is m as the host hands it to the handler, its times mapped by v.
 func hostMessage(m broker.Received, sessionLockedUntil time.Time, v clock.View) hostproto.ServiceBusMessage {
 	return hostproto.ServiceBusMessage{
 		Body:                  m.Body,
@@ -370,17 +347,14 @@ func hostMessage(m broker.Received, sessionLockedUntil time.Time, v clock.View) 
 	}
 }
 
-// handle invokes fn on instance in for one received message and settles it
-// from the answer: 2xx completes, anything else abandons. Nothing is
-// settled once in was killed: its locks run out instead, and handle
-// reports false.
+// handle invokes fn on in for m and settles it: 2xx completes, anything else
+// abandons. Once in was killed nothing is settled, and it reports false.
 func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Received, st settler, lockedUntil time.Time) (settled bool) {
 	ctx := in.callCtx
 	h.stats.callStarted()
 	defer h.stats.callDone()
 	in.counts.invoked()
-	// Built only on the failure paths: a message that completes logs
-	// nothing, and With costs allocations on every message.
+	// Built only on the failure paths.
 	log := func() *slog.Logger {
 		return h.log.With(slog.String("function", fn), slog.String("message_id", m.MessageID),
 			slog.String("session_id", m.SessionID), slog.Int("delivery_count", int(m.DeliveryCount)), slog.String("instance", in.id))
@@ -443,8 +417,5 @@ func pause(ctx context.Context, d time.Duration) {
 	}
 }
 
-// view maps the host's clock to the real one. The handler lives in real
-// time and must not see the host's clock, which may run ahead (idle time
-// skipped) and faster (--time-scale): what it is given is mapped, as the
-// loopback broker maps its times (loopback.HeaderClientTime).
+// view maps the host's clock to the handler's real one (as loopback.HeaderClientTime).
 func (h *Host) view() clock.View { return clock.OffsetOf(h.clock, time.Now()) }

@@ -6,9 +6,7 @@ import (
 	"strconv"
 )
 
-// settled is what the dev host counts from one of the handler's "message
-// settled" lines (orderfn's per-attempt line): that it answered, its
-// round trips, ETag conflicts and cache hit.
+// settled is what the dev host counts from a handler's "message settled" line.
 type settled struct {
 	result     string
 	roundTrips int
@@ -16,21 +14,9 @@ type settled struct {
 	cacheHit   bool
 }
 
-// parseSettled reads a settled line: ok when it has a string message_id
-// and a non-empty string result, and round_trips and etag_conflicts are
-// integers and cache_hit a boolean where present (as a decode into those
-// types would take them: null is the zero value). It reads the fields where they stand instead of
-// decoding the whole object: the lines are the handler's own
-// (logging.Line: one flat JSON object on one line, each key once, every
-// string JSON-escaped, so that `,"key":` can only begin a field, never sit
-// inside a string), and the dev host reads one per message, where a full
-// decode cost it about 10 µs a line (a few per cent of its CPU in the
-// throughput runs, work the Functions host does not do: it passes the line
-// on as text). A line that is not such an object, or a field of another
-// type, is not counted, as a decode would refuse it; the JSON itself is
-// not checked, so text that is not JSON but has the fields' shape is
-// counted (no handler writes such a line: a dev host count is all it
-// could change).
+// parseSettled reads a settled line as a decode would, but finds the fields
+// where they stand (logging.Line writes one flat JSON object a line). ok needs
+// a string message_id and a non-empty result; a field of the wrong type refuses it.
 func parseSettled(line []byte) (settled, bool) {
 	s, ok := readSettled(line)
 	if !ok {

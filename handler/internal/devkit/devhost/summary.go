@@ -28,57 +28,35 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
 
-// Summary is what a run did. Its JSON form, the --summary-json file, has
-// the keys orders, results, parked, deadLettered, archived, accounting, instances and outages,
-// never null; the other fields are for the printed table and for Go
-// callers.
+// Summary is what a run did. Its JSON form is the --summary-json file (no key
+// null); the fields without a JSON key are for the table and Go callers.
 type Summary struct {
-	// Orders maps every order the host saw (a session id it sent or
-	// delivered that is a legal order id) to its row, read through the
-	// handler's GetOrder; an order without a row is left out.
+	// Orders maps every order the host saw to its row, read through GetOrder.
 	Orders map[string]OrderRow `json:"orders"`
-	// Results counts invocations by outcome: the handler's
-	// ReturnValue.result for completed messages, Abandoned for failed
-	// calls, LockLost for answers that came after the lock was lost.
+	// Results counts invocations by outcome (the handler's result, Abandoned, LockLost).
 	Results map[string]int `json:"results"`
-	// Parked lists every message the handler parked during the run, once
-	// per parked copy, by the ORIGINAL message's id (the
-	// OriginalMessageId property; the copy's own id is <original>:parked)
-	// with its DeadLetterReason. It is recorded as the handler sends, so a
-	// sweeper that archived some since does not shrink it. Sorted by
-	// MessageID, then Reason.
+	// Parked lists the parked copies the handler sent, by original MessageId.
 	Parked []Entry `json:"parked"`
-	// DeadLettered lists the triggered queues' dead-lettered messages:
-	// those still in the dead-letter subqueue and those a sweeper took out
-	// during the run (Removed). Sorted by MessageID, then Reason.
+	// DeadLettered lists the dead-lettered messages, those taken out included.
 	DeadLettered []Entry `json:"deadLettered"`
-	// Archived lists the dead-letter store's entries that the
-	// DeadLetterSweeper or orderstatus deadletters archived or discarded, by
-	// the original message's id with its reason. Sorted by MessageID, then
-	// Reason.
+	// Archived lists the dead-letter store's archived or discarded entries.
 	Archived []Entry `json:"archived"`
-	// Accounting says where every message sent to the workload queue
-	// went (Results counts calls, not messages).
+	// Accounting says where every message sent to the workload queue went.
 	Accounting Accounting `json:"accounting"`
-	// Instances is what each instance of the app did, in start order
-	// (one entry without scale-out): see InstanceSummary.
+	// Instances is what each instance of the app did, in start order.
 	Instances []InstanceSummary `json:"instances"`
-	// Outages lists the run's outages (--outage, outage lines) in start
-	// order, each with what it cost: see OutageSummary.
+	// Outages lists the run's outages in start order, with what each cost.
 	Outages []OutageSummary `json:"outages"`
 	// Sent is the number of workload messages sent.
 	Sent int `json:"-"`
-	// PoisonDepth and DeadLetterDepth are the current depths of the
-	// poison queue and of the triggered queues' dead-letter subqueues.
+	// PoisonDepth and DeadLetterDepth are the poison and dead-letter depths.
 	PoisonDepth     int `json:"-"`
 	DeadLetterDepth int `json:"-"`
-	// Violations lists the invariants that do not hold (see Check);
-	// empty when all hold.
+	// Violations lists the invariants that do not hold (see Check).
 	Violations []string `json:"-"`
 }
 
-// MarshalJSON writes the keys of the --summary-json file, with empty
-// objects and arrays for nil maps and slices.
+// MarshalJSON writes the --summary-json keys, empty rather than null.
 func (s Summary) MarshalJSON() ([]byte, error) {
 	type file struct {
 		Orders       map[string]OrderRow `json:"orders"`
@@ -119,7 +97,6 @@ func (s Summary) MarshalJSON() ([]byte, error) {
 	return json.Marshal(f)
 }
 
-// sortEntries orders entries by MessageID, then Reason, stably.
 func sortEntries(entries []Entry) {
 	slices.SortStableFunc(entries, func(a, b Entry) int {
 		if c := strings.Compare(a.MessageID, b.MessageID); c != 0 {
@@ -141,9 +118,7 @@ type Entry struct {
 	Reason    string `json:"reason"`
 	// ParkedID is the parked copy's MessageId (parked entries).
 	ParkedID string `json:"-"`
-	// Queue is the queue whose dead-letter subqueue held it, SessionID
-	// its session, and DeliveryCount its delivery count there
-	// (dead-lettered entries).
+	// Queue, SessionID and DeliveryCount are where it was dead-lettered.
 	Queue         string `json:"-"`
 	SessionID     string `json:"-"`
 	DeliveryCount int32  `json:"-"`
@@ -151,9 +126,7 @@ type Entry struct {
 	Removed bool `json:"-"`
 }
 
-// Summary collects the summary and checks the invariants. It reads every
-// order through the handler, so the handler must be running. Call it when
-// the host is idle (WaitIdle) for the invariants to be meaningful.
+// Summary collects the summary and checks the invariants, once WaitIdle returned.
 func (h *Host) Summary(ctx context.Context) (Summary, error) {
 	if h.client == nil {
 		return Summary{}, errors.New("devhost: Summary before Start")
@@ -244,9 +217,7 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 // GetOrderFunction is the HTTP function the summary reads orders through.
 const GetOrderFunction = "GetOrder"
 
-// orderPath returns the handler's path of order id: GetOrderFunction's
-// route with its one parameter set to id, or <prefix>/orders/<id> when
-// the app has no such route.
+// orderPath returns the handler's path of order id (GetOrderFunction's route).
 func (h *Host) orderPath(id string) string {
 	for _, r := range h.routes {
 		if r.fn == GetOrderFunction {
@@ -262,9 +233,7 @@ func (h *Host) orderPath(id string) string {
 	return prefix + "/orders/" + url.PathEscape(id)
 }
 
-// readOrders reads the row of every session id that is a legal order id
-// through the handler's GetOrder function (see orderPath). It returns the
-// rows found and the ids it looked up.
+// readOrders reads the rows of the legal order ids; it returns them and the ids looked up.
 func (h *Host) readOrders(ctx context.Context, ids []string) (map[string]OrderRow, map[string]bool, error) {
 	base, err := groupReadier{h.pool, h.readGroup()}.Ready(ctx)
 	if err != nil {
@@ -312,8 +281,7 @@ func (h *Host) readOrders(ctx context.Context, ids []string) (map[string]OrderRo
 	return rows, queried, nil
 }
 
-// getOrder GETs one order: 200 is a row, 404 none; anything else is an
-// error (after a few tries for 5xx and transport failures).
+// getOrder GETs one order: 200 is a row, 404 none, anything else an error.
 func getOrder(ctx context.Context, client *http.Client, u string) (OrderRow, bool, error) {
 	var lastErr error
 	for attempt := range 4 {
@@ -369,8 +337,7 @@ func snippet(b []byte) string {
 	return s
 }
 
-// WriteJSON writes s as indented JSON to path (via a temporary file in the
-// same directory, renamed into place).
+// WriteJSON writes s as indented JSON to path, through a renamed temporary file.
 func (s Summary) WriteJSON(path string) error {
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
@@ -399,9 +366,7 @@ func (s Summary) WriteJSON(path string) error {
 	return nil
 }
 
-// WriteTable writes the summary as aligned plain text: orders by status,
-// messages by result, parked by reason, the dead-letter queue by reason,
-// and the invariants (at most 50 violations; the JSON has all).
+// WriteTable writes the summary as aligned plain text (at most 50 violations).
 func (s Summary) WriteTable(w io.Writer) error {
 	type section struct {
 		title  string
@@ -482,11 +447,7 @@ func (s Summary) WriteTable(w io.Writer) error {
 	return err
 }
 
-// archived reads the archived and discarded entries of the host's
-// dead-letter store: empty
-// when nothing was archived, or when the store is not one the host can
-// name by a full connection string (a service URI, or the
-// UseDevelopmentStorage shorthand of a store the host did not start).
+// archived reads the dead-letter store's archived and discarded entries.
 func (h *Host) archived(ctx context.Context) ([]Entry, error) {
 	out := []Entry{}
 	if !strings.Contains(h.storeConn, "AccountName=") {
@@ -507,8 +468,7 @@ func (h *Host) archived(ctx context.Context) ([]Entry, error) {
 	return out, nil
 }
 
-// messageInstances counts the instances that took message calls (an
-// instance of the HTTP group or of a timer takes none).
+// messageInstances counts the instances that took message calls.
 func messageInstances(inst []InstanceSummary) int {
 	n := 0
 	for _, in := range inst {
@@ -531,8 +491,7 @@ func scaled(inst []InstanceSummary) bool {
 	return false
 }
 
-// writeInstances writes what each instance did, when a group ran more
-// than one.
+// writeInstances writes what each instance did, when a group scaled.
 func writeInstances(b *strings.Builder, inst []InstanceSummary) {
 	if !scaled(inst) {
 		return
@@ -565,8 +524,7 @@ func writeOutages(b *strings.Builder, list []OutageSummary) {
 	}
 }
 
-// settingDuration is a duration setting's value (zero when unset or not
-// a duration).
+// settingDuration is a duration setting's value, or zero.
 func settingDuration(v string) time.Duration {
 	d, _ := time.ParseDuration(v)
 	return d

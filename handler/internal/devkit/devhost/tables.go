@@ -19,16 +19,12 @@ import (
 // tableCreateTimeout bounds each create of a table the product reads.
 const tableCreateTimeout = 10 * time.Second
 
-// StoreTables says what Start did about the tables the product reads (the
-// order table and the dead-letter store's) before it started the
-// functions: ok with the line that names them, or not ok with the line
-// that says which could not be created and why. Empty before Start.
+// StoreTables says whether Start created the tables the product reads, with
+// the line that names them or says why not. Empty before Start.
 func (h *Host) StoreTables() (line string, ok bool) { return h.tablesLine, h.tablesOK }
 
-// ensureTables creates the order table and the dead-letter table on the
-// store named by a connection string, before any handler runs, so that no
-// function meets a missing table (on Azure, infra creates both). A store
-// named by a service URI is left as it is, and said so.
+// ensureTables creates the order and dead-letter tables on a store named by a
+// connection string, as infra does on Azure; a service URI's is left as it is.
 func (h *Host) ensureTables(ctx context.Context, settings map[string]string) {
 	orders := strings.TrimSpace(settings[hcfg.EnvStoreTable])
 	if orders == "" {
@@ -44,8 +40,7 @@ func (h *Host) ensureTables(ctx context.Context, settings map[string]string) {
 			SettingStoreServiceURI, strings.Join(tables, " and "))
 		return
 	}
-	// No retries by the SDK: a store that is not there is said at once,
-	// and the handler still creates its own table, retrying.
+	// No retries by the SDK: a store that is not there is said at once.
 	svc, err := aztables.NewServiceClientFromConnectionString(conn,
 		&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}})
 	if err != nil {

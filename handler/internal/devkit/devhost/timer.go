@@ -14,9 +14,8 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
-// timerDispatcher runs one timerTrigger function on its schedule, on the
-// host's clock. Invocations of one function never overlap, as with the
-// host's singleton lock.
+// timerDispatcher runs a timerTrigger function on its schedule, on the host's
+// clock, one invocation at a time (the host's singleton lock).
 type timerDispatcher struct {
 	h       *Host
 	g       *group // the instances that run fn
@@ -60,10 +59,8 @@ func (d *timerDispatcher) run(scheduleCtx, callCtx context.Context) {
 	}
 }
 
-// fire invokes the function once, now. The payload carries the schedule
-// status when the binding uses the monitor and the function ran before
-// (Last: that run, Next: the next occurrence, LastUpdated: when the status
-// was written); otherwise ScheduleStatus is null.
+// fire invokes the function once, now, with the schedule status when the
+// binding uses the monitor and the function ran before (else null).
 func (d *timerDispatcher) fire(ctx context.Context, pastDue bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -78,9 +75,7 @@ func (d *timerDispatcher) fire(ctx context.Context, pastDue bool) error {
 	if err != nil {
 		return fmt.Errorf("devhost: timer %s: %w", d.fn, err)
 	}
-	// The timer's singleton lock: one instance of its group runs it, the
-	// oldest one running (on Flex Consumption a timer function scales on
-	// instances of its own, function:<NAME>; see group.go).
+	// The singleton lock: the oldest running instance of its group runs it.
 	in := d.h.pool.first(d.g)
 	if in == nil {
 		return fmt.Errorf("devhost: timer %s: no instance is running", d.fn)

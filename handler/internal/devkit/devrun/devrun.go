@@ -1,15 +1,7 @@
 // Package devrun is how the operator and producer commands (`handler
-// deadletters`, `orderstatus publish`) find a running development host (`make
-// run`, `orderstatus-dev dev`) on this machine: the host writes one small JSON file,
-// .run/devhost.json under its app root, naming where its loopback broker,
-// its store and its HTTP front listen, and removes it when it stops.
-//
-// One host owns an app root's file at a time: Write refuses (*RunningError)
-// while the host that wrote it is alive, so a second host can never replace
-// or remove the first one's file.
-//
-// The file holds the Azurite connection string, whose key is the public
-// development key; it is written with mode 0600 all the same.
+// deadletters`, `orderstatus publish`) find a running development host: the
+// host writes .run/devhost.json under its app root (mode 0600) naming its
+// broker, store and HTTP front, and removes it when it stops.
 package devrun
 
 import (
@@ -23,26 +15,22 @@ import (
 	"time"
 )
 
-// Dir and File name where a development host writes its endpoints,
-// relative to its app root.
+// Dir and File name where a development host writes its endpoints, under its app root.
 const (
 	Dir  = ".run"
 	File = "devhost.json"
 )
 
-// ErrNotRunning means no development host was found: no file, or a file
-// left by a host that is no longer running.
+// ErrNotRunning means no running development host was found.
 var ErrNotRunning = errors.New("devrun: no running development host")
 
 // Endpoints is what a development host publishes about itself.
 type Endpoints struct {
-	// PID is the development host's process id; Find ignores a file
-	// whose process is gone.
+	// PID is the development host's process id.
 	PID int `json:"pid"`
 	// BrokerURL is the loopback broker (package broker/loopback).
 	BrokerURL string `json:"brokerUrl"`
-	// StoreConnectionString is the Table Storage connection string the
-	// handler uses (Azurite's, or the one from the settings).
+	// StoreConnectionString is the Table Storage connection string the handler uses.
 	StoreConnectionString string `json:"storeConnectionString,omitempty"`
 	// StoreServiceURI is set instead when the settings name a service URI.
 	StoreServiceURI string `json:"storeServiceUri,omitempty"`
@@ -51,12 +39,9 @@ type Endpoints struct {
 	// Queue and PoisonQueue are the queue names the host serves.
 	Queue       string `json:"queue"`
 	PoisonQueue string `json:"poisonQueue"`
-	// HandlerLog is the file the host writes the handler's output to
-	// (absolute; "" for standard error), so a second host writes its own.
+	// HandlerLog is the absolute file of the handler's output ("": standard error).
 	HandlerLog string `json:"handlerLog,omitempty"`
-	// TimeScale is how many times faster than real time the host's
-	// broker clock runs (0 or 1: real time). The times and ages the CLIs
-	// read from this host are on that clock.
+	// TimeScale is the broker clock's speed (0 or 1: real time).
 	TimeScale float64 `json:"timeScale,omitempty"`
 	// AppRoot is the host's app root (absolute).
 	AppRoot   string    `json:"appRoot"`
@@ -66,8 +51,7 @@ type Endpoints struct {
 // Path returns the file's path under appRoot.
 func Path(appRoot string) string { return filepath.Join(appRoot, Dir, File) }
 
-// RunningError is Write's refusal: another development host, still
-// running, owns the app root's file.
+// RunningError is Write's refusal: another live development host owns the file.
 type RunningError struct {
 	Path  string    // the file
 	Owner Endpoints // what it says
@@ -82,8 +66,7 @@ func (e *RunningError) Error() string {
 		e.Owner.PID, front, e.Owner.StartedAt.Local().Format("15:04:05"), e.Path)
 }
 
-// Running returns the live development host that owns appRoot's file, if
-// any (appRoot only, not its parents, unlike Find).
+// Running returns the live development host that owns appRoot's file, if any.
 func Running(appRoot string) (Endpoints, bool) {
 	e, err := read(Path(appRoot))
 	if err != nil || !alive(e.PID) {
@@ -92,11 +75,8 @@ func Running(appRoot string) (Endpoints, bool) {
 	return e, true
 }
 
-// Write publishes e under appRoot, atomically (a reader never sees half a
-// file), unless a live host other than e's process owns the file already:
-// then it changes nothing and returns a *RunningError. A file left by a
-// host that has stopped, or by this process, is replaced. The function it
-// returns removes the file again if it is still e's.
+// Write publishes e under appRoot atomically unless another live host owns
+// the file (*RunningError); remove deletes the file if it is still e's.
 func Write(appRoot string, e Endpoints) (remove func(), err error) {
 	dir := filepath.Join(appRoot, Dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -117,8 +97,7 @@ func Write(appRoot string, e Endpoints) (remove func(), err error) {
 		return nil, fmt.Errorf("devrun: write: %w", err)
 	}
 	path := Path(appRoot)
-	// Link, unlike rename, fails when the file exists: of two hosts
-	// starting at once, one wins and the other sees its file.
+	// Link, unlike rename, fails when the file exists: one of two hosts wins.
 	for attempt := 0; ; attempt++ {
 		err := os.Link(tmp.Name(), path)
 		if err == nil {
@@ -143,10 +122,7 @@ func Write(appRoot string, e Endpoints) (remove func(), err error) {
 	}, nil
 }
 
-// Find looks for a running development host's file in dir and each of its
-// parents, so a command run anywhere inside the checkout finds `make run`.
-// A file whose process is gone is skipped. The error is ErrNotRunning
-// (wrapped, naming where it looked) when there is none.
+// Find looks for a live development host's file in dir and its parents.
 func Find(dir string) (Endpoints, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {

@@ -1,8 +1,7 @@
 // Package faultproxy is a loopback HTTP proxy that stands in front of a
-// service (Azurite, in the simulation tests) and injects the failures real
-// networks and storage produce: 503 ServerBusy answers, dropped
-// connections, latency, and requests that take effect upstream while their
-// answer is lost. It is test equipment; production never uses it.
+// service (Azurite) and injects the failures real networks and storage
+// produce: 503 ServerBusy, dropped connections, latency, and requests that
+// take effect upstream while their answer is lost. It is test equipment.
 package faultproxy
 
 import (
@@ -27,19 +26,13 @@ type Mode int
 const (
 	// Pass forwards the request and its answer.
 	Pass Mode = iota
-	// ServerBusy answers 503 with a Table Storage error body, without
-	// forwarding: nothing happens upstream.
+	// ServerBusy answers 503 with a Table Storage error body, without forwarding.
 	ServerBusy
 	// Drop closes the client connection without forwarding.
 	Drop
-	// LoseAnswer forwards the request (it takes effect upstream) and then
-	// closes the client connection instead of answering.
+	// LoseAnswer forwards the request, then closes the client connection.
 	LoseAnswer
-	// Refuse resets the client connection (TCP RST, no answer) without
-	// forwarding: nothing happens upstream, and the client sees a
-	// connection error (ECONNRESET), as when the service is unreachable
-	// and its connections are refused. The development host's outages
-	// use it.
+	// Refuse resets the client connection (TCP RST) without forwarding.
 	Refuse
 )
 
@@ -65,20 +58,14 @@ type Proxy struct {
 
 // Options tune StartWith. The zero value (or nil) is Start's proxy.
 type Options struct {
-	// FollowClient ends a forwarded request when its client goes away,
-	// closing the upstream connection, as a direct connection would end
-	// it; OnAnswer then never sees that request. By default a forwarded
-	// request runs to completion upstream whatever the client does (as a
-	// request already on the wire does), which a client that gives up and
-	// retries quickly turns into an unbounded pile of requests upstream.
+	// FollowClient ends a forwarded request when its client goes away.
 	FollowClient bool
 }
 
 // Start runs a proxy to upstream (an http://127.0.0.1:port URL).
 func Start(upstream string) (*Proxy, error) { return StartWith(upstream, nil) }
 
-// StartWith runs a proxy to upstream (an http://127.0.0.1:port URL) with
-// opts (nil: Start's).
+// StartWith runs a proxy to upstream with opts (nil: Start's).
 func StartWith(upstream string, opts *Options) (*Proxy, error) {
 	if opts == nil {
 		opts = &Options{}
@@ -97,8 +84,7 @@ func StartWith(upstream string, opts *Options) (*Proxy, error) {
 	p := &Proxy{Addr: ln.Addr().String(), stopped: make(chan struct{})}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 64, ResponseHeaderTimeout: 30 * time.Second}
-	// An upstream that fails is a 502 to the client, which is the
-	// point; the reverse proxy's log line for each would be noise.
+	// An upstream failure is a 502 to the client; its log line would be noise.
 	rp.ErrorLog = log.New(io.Discard, "", 0)
 	rp.ModifyResponse = func(resp *http.Response) error {
 		p.mu.Lock()
@@ -126,11 +112,7 @@ func StartWith(upstream string, opts *Options) (*Proxy, error) {
 		}
 		p.counts[mode].Add(1)
 		if (mode == Pass || mode == LoseAnswer) && !opts.FollowClient {
-			// A forwarded request runs to completion upstream even if
-			// its client goes away meanwhile, as on a real network, so
-			// that OnAnswer sees every upstream answer. (A context that
-			// is never cancelled but has a Done channel also keeps the
-			// reverse proxy from cancelling on the client's close.)
+			// Run to completion upstream, so that OnAnswer sees every answer.
 			ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 			defer cancel()
 			r = capture(r.WithContext(ctx))
@@ -169,13 +151,8 @@ func (p *Proxy) SetRule(r Rule) { p.rule.Store(&r) }
 // SetDelay adds d of latency to every request (0: none).
 func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
-// OnAnswer sets a hook called with each upstream answer before it is
-// passed on (for example to kill a process between a write and its
-// acknowledgement), also for requests whose answer LoseAnswer then
-// withholds and for requests whose client went away after the proxy
-// forwarded them. Inside the hook, RequestBody and AnswerHeader give the
-// request's body and the answer's header. The hook runs on the request's
-// goroutine and may be called concurrently. nil removes it.
+// OnAnswer sets a hook called with each upstream answer before it is passed
+// on, or withheld; it may run concurrently. nil removes it.
 func (p *Proxy) OnAnswer(f func(r *http.Request, status int)) {
 	p.mu.Lock()
 	p.after = f
@@ -197,12 +174,10 @@ func (p *Proxy) Close() error {
 	return err
 }
 
-// MaxCapturedBody is the largest request body RequestBody returns; a
-// larger one is forwarded without being kept.
+// MaxCapturedBody is the largest request body RequestBody returns.
 const MaxCapturedBody = 1 << 20
 
-// exchange is what the proxy keeps of one forwarded request for the
-// OnAnswer hook; it travels in the request's context.
+// exchange is what the proxy keeps of one forwarded request for OnAnswer.
 type exchange struct {
 	body         []byte
 	answerHeader http.Header
@@ -210,17 +185,14 @@ type exchange struct {
 
 type exchangeKey struct{}
 
-// capture returns r carrying an exchange, with the body of a write (any
-// method but GET and HEAD) read into it and r.Body replaced by a reader
-// over the same bytes.
+// capture returns r carrying an exchange with a write's body.
 func capture(r *http.Request) *http.Request {
 	x := &exchange{}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Body != nil && r.Body != http.NoBody {
 		b, err := io.ReadAll(io.LimitReader(r.Body, MaxCapturedBody+1))
 		switch {
 		case err != nil:
-			// Forward what was read; the upstream sees the short body
-			// as the client's failure it is.
+			// Forward what was read; upstream sees the client's failure.
 			r.Body = io.NopCloser(bytes.NewReader(b))
 		case len(b) > MaxCapturedBody:
 			r.Body = struct {
@@ -235,9 +207,8 @@ func capture(r *http.Request) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x))
 }
 
-// RequestBody returns, inside an OnAnswer hook, the body of r as the proxy
-// forwarded it: for writes (any method but GET and HEAD) of at most
-// MaxCapturedBody bytes; nil otherwise. The caller must not modify it.
+// RequestBody returns, inside an OnAnswer hook, the body of a write of at
+// most MaxCapturedBody bytes, else nil; do not modify it.
 func RequestBody(r *http.Request) []byte {
 	if x, ok := r.Context().Value(exchangeKey{}).(*exchange); ok {
 		return x.body
@@ -245,9 +216,8 @@ func RequestBody(r *http.Request) []byte {
 	return nil
 }
 
-// AnswerHeader returns, inside an OnAnswer hook, the header of the
-// upstream answer to r (for example its ETag); nil outside a hook. The
-// caller must not modify it.
+// AnswerHeader returns, inside an OnAnswer hook, the upstream answer's
+// header, else nil; do not modify it.
 func AnswerHeader(r *http.Request) http.Header {
 	if x, ok := r.Context().Value(exchangeKey{}).(*exchange); ok {
 		return x.answerHeader
@@ -258,8 +228,7 @@ func AnswerHeader(r *http.Request) http.Header {
 // Always returns a rule that gives every request mode m.
 func Always(m Mode) Rule { return func(*http.Request) Mode { return m } }
 
-// Writes returns a rule that gives writes (POST, PUT, PATCH, MERGE,
-// DELETE) mode m and passes reads.
+// Writes returns a rule that gives writes mode m and passes reads.
 func Writes(m Mode) Rule {
 	return func(r *http.Request) Mode {
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
@@ -289,9 +258,7 @@ func hijackClose(w http.ResponseWriter) {
 	panic(http.ErrAbortHandler)
 }
 
-// hijackReset closes the client connection with a TCP RST (SO_LINGER 0)
-// instead of an orderly close, as a refused or reset connection looks to
-// the client.
+// hijackReset closes the client connection with a TCP RST (SO_LINGER 0).
 func hijackReset(w http.ResponseWriter) {
 	if hj, ok := w.(http.Hijacker); ok {
 		if c, _, err := hj.Hijack(); err == nil {

@@ -21,8 +21,7 @@ type Row struct {
 
 func (r Row) String() string { return fmt.Sprintf("%s/%d", r.Status, r.LastSequence) }
 
-// Write is one successful (2xx) entity write seen on the wire between the
-// handler and the storage.
+// Write is one successful (2xx) entity write seen on the wire.
 type Write struct {
 	// N numbers the writes in the order the proxy saw their answers.
 	N     int
@@ -30,8 +29,7 @@ type Write struct {
 	Row
 	// Insert: a POST (a new row); otherwise a conditional replace.
 	Insert bool
-	// IfMatch is the request's If-Match ("" when absent); ETag the
-	// answer's.
+	// IfMatch is the request's If-Match ("" when absent); ETag the answer's.
 	IfMatch, ETag string
 }
 
@@ -43,25 +41,20 @@ func (w Write) String() string {
 	return fmt.Sprintf("#%d %s %s %s", w.N, op, w.Order, w.Row)
 }
 
-// Answer is one answer of the handler to an OrderStatus invocation, as it
-// logged it.
+// Answer is one answer of the handler to an OrderStatus invocation, as logged.
 type Answer struct {
 	MessageID     string
 	Order         string
 	Subject       string
 	DeliveryCount int
 	Sequence      int64
-	// Result is Applied, Duplicate, Stale, Parked or Failed; Reason the
-	// poison reason of a parked message.
+	// Result is Applied, Duplicate, Stale, Parked or Failed; Reason a park's.
 	Result, Reason string
-	// Original is the MessageId a rescheduled copy stands for (its
-	// original_message_id), "" for anything else.
+	// Original is the MessageId a rescheduled copy stands for, else "".
 	Original string
-	// Start and End bound the call (End is when the handler logged it).
+	// Start and End bound the call.
 	Start, End int64 // Unix nanoseconds
-	// RoundTrips, Conflicts and CacheHit are the storage work the handler
-	// logged (round_trips, etag_conflicts, cache_hit); Instance is the
-	// instance_id of the handler that answered.
+	// RoundTrips, Conflicts, CacheHit and Instance are from the handler's log.
 	RoundTrips, Conflicts int
 	CacheHit              bool
 	Instance              string
@@ -82,26 +75,21 @@ type DeadLetter struct {
 type Observation struct {
 	// Rows are the table's rows by order id, read from the storage.
 	Rows map[string]Row
-	// Writes are the successful entity writes on the wire, in the order
-	// their answers were seen.
+	// Writes are the successful entity writes on the wire, in answer order.
 	Writes []Write
 	// Answers are the handler's answers.
 	Answers []Answer
 	// Parked is the poison queue's content.
 	Parked []Parked
-	// DeadLettered is the dead-letter subqueue before the replays,
-	// LeftInDLQ after them.
+	// DeadLettered is the dead-letter subqueue before the replays, LeftInDLQ after.
 	DeadLettered []DeadLetter
 	LeftInDLQ    []DeadLetter
-	// Replays maps a replay's MessageId to the dead-lettered MessageId it
-	// replays.
+	// Replays maps a replay's MessageId to the MessageId it replays.
 	Replays     map[string]string
 	MaxDelivery int32
-	// CancelledChecks are the producers' PaymentTimeoutChecks a Cancel
-	// removed before they were due (by MessageId).
+	// CancelledChecks are the producers' checks a Cancel removed (by MessageId).
 	CancelledChecks map[string]bool
-	// Host are the development host's own invariant violations
-	// (devhost.Summary).
+	// Host are the development host's own violations (devhost.Summary).
 	Host []string
 }
 
@@ -125,8 +113,7 @@ type checker struct {
 	// cancelled: orders whose timeout cancelled them (row Cancelled/1).
 	cancelled map[string]bool
 	answers   map[string][]Answer // by the MessageId a replay or copy stands for
-	// checks are the MessageIds of the handler's own payment timeouts,
-	// one per order.
+	// checks maps the handler's own payment-timeout MessageIds to their order.
 	checks map[string]string
 }
 
@@ -135,40 +122,15 @@ func (c *checker) add(format string, args ...any) { c.v = append(c.v, fmt.Sprint
 // Check returns the invariants o breaks, as sentences naming the message,
 // order or write at fault; none for a correct run:
 //
-//  1. Rows: each order's row is the fold of its events: the status of its
-//     highest sequence, also when its timeout raced its Paid (a Paid that
-//     occurred by the deadline supersedes the cancellation, with no
-//     allowance); an unpaid order is Cancelled/1 in every schedule,
-//     whether its producer scheduled the check or not and however late
-//     its Created came; no row for anything else.
-//  2. Nothing lost: every message sent (or its replay) was answered with a
-//     result that completes it; every valid event was applied or proven a
-//     duplicate or stale, except those after a cancellation, which are
-//     parked; nothing is left in the dead-letter queue after the replays.
-//  3. No double effect, no regression, from the wire: per order, the writes
-//     form one chain of ETag conditions starting with one insert; along it
-//     LastSequence strictly increases, except the expiry write (Created to
-//     Cancelled, LastSequence kept); every move along it, from the
-//     insert on, is one the transition table (contract.Transitions) has a
-//     row for, so nothing is written after a terminal status but the
-//     change that supersedes an expiry (one that proves payment); every write
-//     is an event sent for the order or an expiry; the last write is the
-//     row.
-//  4. Poison: every poison message (and every event after a
-//     cancellation) is in the poison queue exactly once with its reason;
-//     nothing else is.
-//  5. No paid order cancelled by a timeout: no Cancelled write after a
-//     Paid, Shipped or Delivered one unless it is a Cancelled event sent;
-//     a paid order's expiry (its check came first) is superseded by a
-//     payment later in the chain.
-//  6. Nothing completed whose effect is not durable: every Applied,
-//     Duplicate or Stale answer of an event is covered by the row's
-//     LastSequence (an Applied one by a write on the wire), every Applied
-//     timeout by a Cancelled row; the dead-letter queue holds only what
-//     the broker's own rules put there (MaxDeliveryCountExceeded at the
-//     max delivery count, TTLExpiredException).
-//  7. Outages within the retry window (Faults.WithinWindow) become delays:
-//     nothing is dead-lettered and nothing parked RetryWindowExceeded.
+//  1. Rows: each order's row is its highest sequence's status (unpaid: Cancelled/1).
+//  2. Nothing lost: every message sent (or its replay) was settled;
+//     nothing is left in the dead-letter queue after the replays.
+//  3. From the wire, per order: one ETag chain from one insert, each move
+//     allowed by contract.Transitions, each write an event sent or an expiry.
+//  4. Poison: every poison message is parked exactly once with its reason.
+//  5. No paid order cancelled by a timeout, unless a payment supersedes it.
+//  6. Nothing completed whose effect is not durable; only the broker dead-letters.
+//  7. Outages within the retry window (Faults.WithinWindow) become delays.
 //
 // The development host's violations (Observation.Host) are included.
 func Check(s Schedule, o Observation) []string {
@@ -203,8 +165,7 @@ func Check(s Schedule, o Observation) []string {
 	return c.v
 }
 
-// logicalAnswer is the MessageId an answer stands for: a rescheduled
-// copy's original, through replays.
+// logicalAnswer is the MessageId an answer stands for, through copies and replays.
 func (c *checker) logicalAnswer(a Answer) string {
 	if a.Original != "" {
 		return c.logical(a.Original)
@@ -308,9 +269,7 @@ func (c *checker) wire() {
 			w := &chain[i]
 			expiry := prev != nil && w.LastSequence == prev.LastSequence &&
 				prev.Status == order.Created && w.Status == order.Cancelled
-			// A change that proves payment supersedes the timeout's
-			// cancellation (every event of a schedule occurs before its
-			// order's deadline).
+			// A payment supersedes the timeout's cancellation.
 			supersedes := expired && prev.Status == order.Cancelled && contract.Transitions.ProvesPayment(w.Status) &&
 				contract.Transitions.Allows(order.Created, w.Status)
 			if prev == nil && w.Insert && !contract.Transitions.Allows("", w.Status) {
@@ -332,9 +291,7 @@ func (c *checker) wire() {
 				}
 			}
 			if expiry && !ord.Timeout.mayExpire() {
-				// A check may come before a paid order's Paid (a late
-				// Created's check is due at once); the Paid must then
-				// supersede the cancellation.
+				// A check may come before a paid order's Paid; the Paid must then supersede it.
 				unsuperseded = w
 			}
 			if supersedes {
@@ -372,10 +329,8 @@ func (c *checker) sent(ord Order, r Row) bool {
 	return i >= 0 && i < int64(len(ord.Events)) && ord.Events[i] == r.Status
 }
 
-// chain orders the writes of one order causally: the insert, then the
-// write whose If-Match is the previous write's ETag, and so on. Writes
-// that do not fit (a second insert, an unconditional write, two writes on
-// one ETag, an If-Match that follows no write seen) are violations and are
+// chain orders the writes of one order causally: the insert, then the write
+// whose If-Match is the previous ETag, and so on; misfits are violations,
 // placed by when they were seen.
 func (c *checker) chain(id string, ws []Write) []Write {
 	var inserts []Write
@@ -452,9 +407,7 @@ func (c *checker) lost() {
 			case KindPoison:
 				ok = ok || a.Result == resultParked
 			case KindTimeout:
-				// Parked OrderNeverCreated: its order did not appear
-				// within the retry window; when it appears later, the
-				// handler's own check takes over (rows() judges the end).
+				// Parked OrderNeverCreated: the handler's own check takes over.
 				ok = ok || a.Result == resultApplied || a.Result == resultStale ||
 					(a.Result == resultParked && a.Reason == order.ReasonOrderNeverCreated)
 			default:

@@ -17,8 +17,7 @@ import (
 )
 
 // IsEntityWrite reports whether a request to the Table service writes an
-// entity: an insert (POST to a table, not to /Tables, which creates
-// tables) or an update (PUT, PATCH or MERGE of an entity).
+// entity: a POST to a table (not /Tables) or a PUT, PATCH or MERGE of one.
 func IsEntityWrite(method, path string) bool {
 	switch method {
 	case http.MethodPost:
@@ -29,10 +28,8 @@ func IsEntityWrite(method, path string) bool {
 	return false
 }
 
-// ParseEntity reads an order row from an entity's JSON (a write's request
-// body or a read's answer): PartitionKey, Status and LastSequence, which is
-// an Edm.Int64 (a string annotated with LastSequence@odata.type) or a
-// plain number.
+// ParseEntity reads an order row from an entity's JSON: PartitionKey,
+// Status and LastSequence (an Edm.Int64 string or a plain number).
 func ParseEntity(body []byte) (id string, r Row, err error) {
 	var e map[string]json.RawMessage
 	if err := json.Unmarshal(body, &e); err != nil {
@@ -68,17 +65,15 @@ func ParseEntity(body []byte) (id string, r Row, err error) {
 	return id, r, nil
 }
 
-// WireLog records the successful entity writes a fault proxy sees. Its
-// methods are safe for concurrent use.
+// WireLog records the successful entity writes a fault proxy sees; safe for concurrent use.
 type WireLog struct {
 	mu     sync.Mutex
 	writes []Write
 	errs   []string
 }
 
-// Record records one answered request; it returns the write and true when
-// it is a successful (2xx) entity write. A write whose body cannot be read
-// is recorded as an error (see Errors).
+// Record records one answered request; it returns the write and true for a
+// successful (2xx) entity write. An unreadable body is recorded in Errors.
 func (l *WireLog) Record(method, path string, status int, body []byte, ifMatch, etag string) (Write, bool) {
 	if status < 200 || status > 299 || !IsEntityWrite(method, path) {
 		return Write{}, false
@@ -109,11 +104,8 @@ func (l *WireLog) Errors() []string {
 	return append([]string(nil), l.errs...)
 }
 
-// ParseAnswers reads the handler's answers from its JSON logs: one per
-// line that has a message_id and a result. Other lines are skipped. Pass
-// stdout and stderr (the handler writes warnings and failures, parked and
-// failed answers among them, to stderr only); the answers of all the logs
-// are merged in the order of their end times.
+// ParseAnswers reads the handler's answers (lines with a message_id and a
+// result) from its JSON logs, stdout and stderr, merged by end time.
 func ParseAnswers(logs ...[]byte) []Answer {
 	var out []Answer
 	for _, log := range logs {
@@ -164,9 +156,7 @@ func parseAnswers(log []byte) []Answer {
 	return out
 }
 
-// ConcurrentCalls counts the pairs of answers to the same message whose
-// calls overlapped in time: the same message handled by two calls at once
-// (a lock lost mid-call).
+// ConcurrentCalls counts the pairs of answers to one message whose calls overlapped.
 func ConcurrentCalls(answers []Answer) int {
 	byID := map[string][]Answer{}
 	for _, a := range answers {
@@ -186,26 +176,17 @@ func ConcurrentCalls(answers []Answer) int {
 
 // Cost is what the handlers' caches cost in a run, from their answers.
 type Cost struct {
-	// Moves counts the answers of an order given by another instance
-	// than the order's previous answer: its session moved.
+	// Moves counts the answers given by another instance than the order's previous one.
 	Moves int
-	// Conflicts counts the ETag conflicts of all answers; StaleConflicts
-	// those of calls that began from the cache (their cached ETag was
-	// stale); StaleRoundTrips is 2 per stale conflict: the lost write and
-	// the reread, beyond the single write a fresh cache needs.
+	// Conflicts, StaleConflicts (from the cache) and StaleRoundTrips (2 each).
 	Conflicts, StaleConflicts, StaleRoundTrips int
-	// RoundTrips sums the answers' round trips; Applied counts the
-	// answers Applied; Answers counts them all.
+	// RoundTrips sums the round trips; Applied and Answers count answers.
 	RoundTrips, Applied, Answers int
-	// Elsewhere counts the messages answered by more than one instance:
-	// delivered again on another instance after the first one's answer
-	// was lost (an instance killed or removed, a lock lost).
+	// Elsewhere counts the messages answered by more than one instance.
 	Elsewhere int
 }
 
-// CacheCost adds up, from the handlers' answers in the order they ended,
-// what stale caches cost: the ETag conflicts of calls that began from the
-// cache, and the session moves that leave a cache stale.
+// CacheCost adds up what stale caches cost from the handlers' answers.
 func CacheCost(answers []Answer) Cost {
 	var c Cost
 	sorted := slices.Clone(answers)

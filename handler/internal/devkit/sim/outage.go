@@ -11,33 +11,24 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
-// Settings of the outage schedules (issue 17): minutes on the broker's
-// clock, run OutageTimeScale times faster than the wall clock, with the
-// deployed max delivery count.
+// Settings of the outage schedules: minutes on the broker's clock, run
+// OutageTimeScale times faster, with the deployed max delivery count.
 const (
 	OutageTimeScale   = 30
 	OutageMaxDelivery = 5
-	// OutageRetryBudget is the in-call budget on the broker's clock: well
-	// below the 1-minute lock, and 250 ms of wall time at 30 times
-	// (MinWallBudget).
+	// OutageRetryBudget is the in-call budget on the broker's clock (MinWallBudget at 30x).
 	OutageRetryBudget = 7500 * time.Millisecond
 	OutageRetryBase   = 2 * time.Second
 	OutageRetryCap    = 20 * time.Second
-	// The windows: the short schedules' outage (3 minutes) is within it,
-	// the long schedules' (4 minutes) is four times it.
+	// The windows: the short outage (3m) is within it, the long one (4m) beyond.
 	OutageShortWindow = 10 * time.Minute
 	OutageLongWindow  = time.Minute
 )
 
-// GenerateOutage returns an outage schedule of seed: the order store
-// unreachable for 3 minutes (long false: shorter than the retry window, so
-// nothing may be dead-lettered or parked) or 4 minutes (long true: longer
-// than the window, so messages are parked RetryWindowExceeded and then
-// replayed), while orders of every kind arrive: paid ones, unpaid ones with
-// and without the producer's check, paid ones whose producer cancels its
-// check, and overdue ones (their Created is late, paid or not). A short
-// schedule of two instances gets a third just after the table's return. It
-// is deterministic.
+// GenerateOutage returns an outage schedule of seed, deterministically: the
+// order store unreachable for 3 minutes (long false: within the retry
+// window) or 4 (long true: messages parked RetryWindowExceeded, then
+// replayed), while orders of every kind arrive.
 func GenerateOutage(seed uint64, long bool) Schedule {
 	rng := rand.New(rand.NewPCG(seed, 0x6f7574616765)) // "outage"
 	g := &gen{rng: rng, s: Schedule{Seed: seed}}
@@ -71,8 +62,7 @@ func GenerateOutage(seed uint64, long bool) Schedule {
 	}
 	for i, k := range kinds {
 		ord := Order{ID: fmt.Sprintf("o-%d", i+1), Timeout: k.timeout, Events: k.events, Overdue: k.overdue}
-		// Events from just before the outage to well inside it, 5 to 30
-		// seconds apart.
+		// Events from just before the outage to well inside it.
 		t := g.between(0, o.Start+time.Minute)
 		at := make([]time.Duration, len(ord.Events))
 		for j := range at {
@@ -92,29 +82,20 @@ func GenerateOutage(seed uint64, long bool) Schedule {
 		g.s.Orders = append(g.s.Orders, ord)
 	}
 	if f.Instances == 2 && !long {
-		// An instance added just after the table's return: it saw no
-		// failure of its own and takes sessions whose checks race their
-		// delayed Paid. Drawn last, so that the rest of the schedule is its seed's as before.
-		// Scale events are on the wall clock, and the run's drain waits
-		// for them: in a long schedule, whose drain skips through the
-		// outage's end, it would cost the run the outage in real time.
+		// An instance added just after the table's return (wall clock), drawn
+		// last so the rest of the schedule stays its seed's.
 		end := (o.Start + o.Duration) / OutageTimeScale
 		f.Scale = append(f.Scale, ScaleEvent{At: end + g.between(0, 500*time.Millisecond), Action: scenario.ScaleAdd})
 	}
 	if !long && g.chance(50) {
-		// The returning wave delivered late: a paid order whose Paid
-		// came in the outage and whose producer's check falls due just
-		// after the table's return, ahead of the Paid's copy in the
-		// session. The check cancels the order; the Paid, which occurred
-		// by the deadline, must supersede the cancellation. Drawn last,
-		// as the instance above.
+		// The returning wave delivered late: a check due just after the return,
+		// ahead of its order's Paid copy; the Paid must supersede the
+		// cancellation. Drawn last, as the instance above.
 		f.HoldAfterReturn = OutageRetryCap + 5*OutageRetryBase
 		ord := Order{ID: fmt.Sprintf("o-%d", len(kinds)+1), Events: []order.Status{order.Created, order.Paid}}
 		created := g.between(0, o.Start)
 		paid := o.Start + g.between(10*time.Second, o.Duration-10*time.Second)
-		// Due just after the return (after the hold is taken, 17 to 33 ms
-		// of wall time at 30x), so that its Paid's last copy, due up to
-		// the cap after it was scheduled, is almost always due later.
+		// Due just after the return, so its Paid's last copy is almost always later.
 		due := o.Start + o.Duration + g.between(500*time.Millisecond, time.Second)
 		g.add(g.timeout(ord.ID, created+time.Second, due-created-time.Second))
 		g.add(event(ord.ID, 1, order.Created, created, KindEvent, ""))

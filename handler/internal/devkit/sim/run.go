@@ -44,18 +44,13 @@ type Env struct {
 	HandlerPath string
 	// AppRoot holds host.json and the function folders.
 	AppRoot string
-	// ShortIdleAppRoot is the same app with host.json's
-	// sessionIdleTimeout set to ShortSessionIdle, for the schedules that
-	// ask for it (Faults.SessionIdleTimeout).
+	// ShortIdleAppRoot is the same app with sessionIdleTimeout ShortSessionIdle.
 	ShortIdleAppRoot string
-	// Storage is host:port of the Table service (Azurite) on 127.0.0.1;
-	// the handler reaches it through a fault proxy.
+	// Storage is host:port of Azurite's Table service, behind a fault proxy.
 	Storage string
-	// Tables reaches the same service directly (no faults), to create,
-	// read and delete each run's table.
+	// Tables reaches the same service directly (no faults).
 	Tables *aztables.ServiceClient
-	// ProcessEnv is the environment the handler inherits besides its
-	// settings (nil: none).
+	// ProcessEnv is the environment the handler inherits (nil: none).
 	ProcessEnv []string
 }
 
@@ -67,8 +62,7 @@ type Stats struct {
 	ShortOutages   int
 	LongOutages    int
 	LockExpiry     bool // a lock-expiry window ran
-	// ConcurrentCalls counts pairs of calls of the same message that
-	// overlapped; LockLost the answers that came after the lock was lost.
+	// ConcurrentCalls counts overlapping calls of one message; LockLost late answers.
 	ConcurrentCalls int
 	LockLost        int
 	Abandoned       int
@@ -77,28 +71,17 @@ type Stats struct {
 	Replays         int // dead-lettered messages replayed
 	Writes          int // successful entity writes
 	Answers         int
-	// RacesPaid and RacesCancelled count the timeout races by which came
-	// first: Paid, or the timeout (whose cancellation the Paid then
-	// superseded).
+	// RacesPaid and RacesCancelled count the timeout races by which came first.
 	RacesPaid, RacesCancelled int
-	// Instances counts OrderStatus's instances started (those at the
-	// start and those added; the sweeper's and the HTTP group's are not
-	// counted); ScaleEvents the scale events applied.
+	// Instances counts OrderStatus's instances started; ScaleEvents those applied.
 	Instances, ScaleEvents int
-	// Moves counts the calls whose session had last been handled by
-	// another instance: the session moved with the order's cache left
-	// behind.
+	// Moves counts the calls whose session last ran on another instance.
 	Moves int
 	// Elsewhere counts the messages answered on more than one instance.
 	Elsewhere int
-	// Conflicts counts the ETag conflicts the handlers logged (writes
-	// lost to another writer, each followed by a reread); StaleConflicts
-	// those of calls that began from the cache, i.e. what stale caches
-	// cost; StaleRoundTrips the round trips those cost beyond the one
-	// write a fresh cache needs (the lost write and the reread: 2 each).
+	// Conflicts, StaleConflicts and StaleRoundTrips are CacheCost's.
 	Conflicts, StaleConflicts, StaleRoundTrips int
-	// RoundTrips is the storage round trips of all answers; Applied the
-	// answers Applied.
+	// RoundTrips is the storage round trips of all answers; Applied the Applied.
 	RoundTrips, Applied int
 }
 
@@ -106,11 +89,9 @@ type Stats struct {
 type Result struct {
 	Observation Observation
 	Stats       Stats
-	// Violations are Check's verdict, plus anything the run itself found
-	// wrong (a write on the wire it could not read).
+	// Violations are Check's verdict plus what the run found wrong.
 	Violations []string
-	// HandlerStdout and HandlerStderr are the handler's output, HostLog
-	// the development host's own log.
+	// HandlerStdout and HandlerStderr are the handler's output, HostLog the host's.
 	HandlerStdout, HandlerStderr, HostLog []byte
 }
 
@@ -120,15 +101,9 @@ const (
 	runTimeout  = 3 * time.Minute
 )
 
-// Run plays s against a real handler: a development host (in-memory broker,
-// the handler as a child process) whose storage is Env.Storage behind a
-// fault proxy, in a table of its own, which it deletes afterwards. It
-// injects the schedule's faults, waits until the queues are drained,
-// lets the real DeadLetterSweeper replay what the broker dead-lettered,
-// collects the
-// Observation and checks it. An error means the run itself failed (the
-// host did not start, did not drain); invariant violations are in
-// Result.Violations.
+// Run plays s against a real handler behind a development host and a fault
+// proxy, injecting the schedule's faults. An error means the run failed;
+// invariant violations are in Result.Violations.
 func Run(ctx context.Context, env Env, s Schedule) (res Result, err error) {
 	ctx, cancel := context.WithTimeout(ctx, runTimeout)
 	defer cancel()
@@ -161,9 +136,7 @@ type run struct {
 	stderr  syncBuffer
 	hostLog syncBuffer
 
-	// clk is the host's clock: real time that observe moves past the lock
-	// duration between sweeps, as the next sweep in Azure comes minutes
-	// later (so locks a killed sweeper held have expired).
+	// clk is the host's clock; observe moves it past the lock between sweeps.
 	clk       *clock.ScaledClock
 	kills     atomic.Int64
 	killArmed atomic.Bool
@@ -171,8 +144,7 @@ type run struct {
 	scaleErrs []string // scale events that failed (set by play)
 	writeReqs atomic.Int64
 	replays   map[string]string
-	// start is the broker clock's time when the run began; cancelled the
-	// producers' checks that a Cancel removed (by MessageId).
+	// start is the broker clock at the run's start; cancelled the checks Cancel removed.
 	start     time.Time
 	cancelMu  sync.Mutex
 	cancelled map[string]bool
@@ -204,11 +176,9 @@ func (r *run) setUp(ctx context.Context) error {
 		if !ok || !kills[w.N] || !r.killArmed.Load() {
 			return
 		}
-		// The write is durable upstream; its answer has not reached the
-		// handler yet.
+		// The write is durable; its answer has not reached the handler.
 		if h := r.host.Load(); h != nil {
-			// The handler that wrote: the one of the instance holding
-			// the order's session.
+			// The handler of the instance holding the order's session.
 			pid := h.HandlerPIDFor(w.Order)
 			if pid == 0 {
 				pid = h.HandlerPID()
@@ -241,8 +211,7 @@ func (r *run) setUp(ctx context.Context) error {
 			config.EnvRetryCap:             f.wall(durationOr(f.RetryCap, RetryCap), 0).String(),
 			config.EnvRetryWindow:          f.wall(durationOr(f.RetryWindow, RetryWindow), 0).String(),
 			config.EnvLogLevel:             "info",
-			// The real sweeper replays what the broker dead-lettered, at
-			// first sight (no cool-down), into tables of this run.
+			// The real sweeper replays at first sight, into tables of this run.
 			config.EnvDeadLetterCooldown:  "0s",
 			config.EnvDeadLetterSweepRate: "1000",
 			config.EnvDeadLetterTable:     r.table + "d",
@@ -278,8 +247,7 @@ func (r *run) play(ctx context.Context) error {
 	r.start = r.clk.Now()
 	c0 := r.start
 	outages := f.Outages
-	// Outages are on the broker's clock, as the handler's backoffs and
-	// window are, so a fast-forward over waiting copies shortens them too.
+	// Outages are on the broker's clock, as the handler's backoffs are.
 	r.proxy.SetRule(func(req *http.Request) faultproxy.Mode {
 		now := r.clk.Now()
 		for _, o := range outages {
@@ -335,16 +303,12 @@ func (r *run) play(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sim: play: %w", err)
 	}
-	// Let the rescheduled copies come back (skipping the waits between
-	// them), but not yet the payment timeouts due later.
+	// Let the rescheduled copies come back, not yet the later payment timeouts.
 	if err := r.quiesce(ctx); err != nil {
 		return err
 	}
 	if f.ReplayRetryWindow {
-		// The dead-letter policy replays what was parked
-		// RetryWindowExceeded after a cool-down: by then the outage is
-		// over. The real DeadLetterSweeper drains the poison queue into
-		// the store and replays it (the run's cool-down is 0).
+		// The sweeper replays what was parked RetryWindowExceeded (cool-down 0).
 		for _, o := range f.Outages {
 			r.clk.AdvanceTo(r.start.Add(o.Start + o.Duration))
 		}
@@ -362,9 +326,7 @@ func (r *run) play(ctx context.Context) error {
 	return r.waitIdle(ctx)
 }
 
-// holdAfterReturn holds the scheduled messages from the end of the first
-// outage for Faults.HoldAfterReturn on the broker's clock, then releases
-// them (see Faults.HoldAfterReturn).
+// holdAfterReturn holds the scheduled messages after the first outage (Faults.HoldAfterReturn).
 func (r *run) holdAfterReturn(ctx context.Context, h *devhost.Host) {
 	f := r.s.Faults
 	if f.HoldAfterReturn <= 0 || len(f.Outages) == 0 {
@@ -382,15 +344,10 @@ func (r *run) holdAfterReturn(ctx context.Context, h *devhost.Host) {
 	_ = b.HoldScheduled(q, false) // the queue exists: the hold was taken
 }
 
-// checkAfter is when, after the start of a run, the handler's own payment
-// timeout of an order that is not overdue falls due: after everything
-// else, so that a paid order's check finds it paid.
+// checkAfter is when the payment timeout of an order not overdue falls due.
 const checkAfter = 20 * time.Minute
 
-// lines returns the workload with each event's occurredAt on the broker's
-// clock: checkAfter minus the payment timeout before the start (plus its
-// sequence in seconds), or, for an overdue order, more than the payment
-// timeout before it.
+// lines returns the workload with each event's occurredAt on the broker's clock.
 func (r *run) lines() ([]scenario.Line, error) {
 	var lines []scenario.Line
 	for _, m := range r.s.Messages {
@@ -416,9 +373,8 @@ func (r *run) lines() ([]scenario.Line, error) {
 	return lines, nil
 }
 
-// cancelChecks plays the schedule's Cancels as a producer does: it
-// schedules the check (through the loopback broker, as producers' sends
-// are), keeps the sequence number Schedule returned, and cancels by it.
+// cancelChecks plays the schedule's Cancels as a producer does, through the
+// loopback broker.
 func (r *run) cancelChecks(ctx context.Context, h *devhost.Host) {
 	r.cancelMu.Lock()
 	r.cancelled = map[string]bool{}
@@ -471,10 +427,8 @@ func durationOr(d, def time.Duration) time.Duration {
 	return def
 }
 
-// fireTimers fires every timer function once, as the host does at idle. A
-// kill fault can end the handler in the middle of the sweeper's call (its
-// replay is a store write like any other); the timer is then fired again,
-// as its next schedule would in Azure: a sweep is built to be run again.
+// fireTimers fires every timer function once, as the host does at idle,
+// again if a kill cut it short.
 func (r *run) fireTimers(ctx context.Context, h *devhost.Host) error {
 	const attempts = 5
 	var err error
@@ -482,8 +436,7 @@ func (r *run) fireTimers(ctx context.Context, h *devhost.Host) error {
 		if err = h.FireTimers(ctx); err == nil || ctx.Err() != nil {
 			return err
 		}
-		// Let the host restart the handler and settle what the killed
-		// call left, then fire again.
+		// Let the host restart the handler, then fire again.
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -496,8 +449,7 @@ func (r *run) fireTimers(ctx context.Context, h *devhost.Host) error {
 	return fmt.Errorf("%d attempts: %w", attempts, err)
 }
 
-// orderTable reports whether a request path names the run's order table
-// (not the sweeper's archive and audit tables beside it).
+// orderTable reports whether a request path names the run's order table.
 func (r *run) orderTable(path string) bool {
 	seg := path[strings.LastIndex(path, "/")+1:]
 	if i := strings.IndexByte(seg, '('); i >= 0 {
@@ -506,10 +458,7 @@ func (r *run) orderTable(path string) bool {
 	return seg == r.table
 }
 
-// scale applies one scale event to its group's instances (OrderStatus's,
-// the default group, or the sweeper's: each runs on instances of its own,
-// as on Flex Consumption); the instance to remove or kill is the group's
-// running ones' e.Pick modulo their number.
+// scale applies one scale event to its group's instances.
 func (r *run) scale(ctx context.Context, h *devhost.Host, e ScaleEvent) {
 	id := e.Group // add: the group
 	if running := h.RunningIn(e.Group); e.Action != scenario.ScaleAdd && len(running) > 0 {
@@ -522,21 +471,16 @@ func (r *run) scale(ctx context.Context, h *devhost.Host, e ScaleEvent) {
 	r.scaled++
 }
 
-// waitIdle waits until nothing is left: no message visible, locked or
-// scheduled, no call running. Scheduled messages (rescheduled copies,
-// payment timeouts) are not waited for in real time: when nothing else
-// runs, the broker's clock is moved to the next one.
+// waitIdle waits until nothing is left, fast-forwarding over scheduled messages.
 func (r *run) waitIdle(ctx context.Context) error { return r.settle(ctx, 0) }
 
-// quiesce is waitIdle for everything due within four backoff caps (the
-// rescheduled copies, a settling check): the payment timeouts due later
-// stay scheduled.
+// quiesce is waitIdle for everything due within four backoff caps.
 func (r *run) quiesce(ctx context.Context) error {
 	return r.settle(ctx, 4*durationOr(r.s.Faults.RetryCap, RetryCap))
 }
 
-// settle waits for the queue to drain, skipping the waits for scheduled
-// messages due within horizon of now (all of them when horizon is 0).
+// settle waits for the queue to drain, skipping waits for scheduled
+// messages due within horizon (all when 0).
 func (r *run) settle(ctx context.Context, horizon time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, idleTimeout)
 	defer cancel()
@@ -553,13 +497,7 @@ func (r *run) settle(ctx context.Context, horizon time.Duration) error {
 		case !errors.Is(err, context.DeadlineExceeded):
 			return fmt.Errorf("sim: %w", err)
 		}
-		// Work under way, waited for in real time: a visible or locked
-		// message, or a call running. A sweeper's run replays messages
-		// one after another, and between two of them the queue holds
-		// none: moving the clock then put the replayed Created's
-		// payment-timeout check (due two caps on) before the same run's
-		// replay of the Paid, and a paid order was cancelled
-		// (outage-long/seed=3, in one fresh-clone CI run of 2026-12-01).
+		// Work under way is waited for in real time: a jump could reorder a sweep's replays.
 		st := h.Broker().Stats(h.Queue())
 		if st.Active != 0 || st.Locked != 0 || st.Scheduled == 0 || h.CallsRunning() != 0 {
 			continue
@@ -575,10 +513,8 @@ func (r *run) settle(ctx context.Context, horizon time.Duration) error {
 	}
 }
 
-// observe lets the real DeadLetterSweeper (fired by the host at idle)
-// replay what the broker dead-lettered, round after round while the
-// dead-letter queue holds messages it can act on, and collects the
-// observation.
+// observe lets the real DeadLetterSweeper replay what dead-lettered, round
+// after round, and collects the observation.
 func (r *run) observe(ctx context.Context) (Result, error) {
 	h := r.host.Load()
 	var res Result
@@ -591,9 +527,7 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		// What the sweeper drained and has not closed yet (in its
-		// cool-down, claimed, or left for a human) counts as dead-lettered
-		// still, as the messages on the queue do.
+		// Entries the sweeper drained and has not closed count as dead-lettered.
 		open, err := dls.List(ctx, dlstore.Filter{Source: dlstore.DLQ, States: dlstore.NotClosed().States})
 		if err != nil {
 			return res, fmt.Errorf("sim: dead-letter store: %w", err)
@@ -606,8 +540,7 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 			break
 		}
 		if round > 0 {
-			// The next sweep comes minutes later in Azure: what a sweep
-			// that a kill cut off had locked is free again by then.
+			// The next sweep comes minutes later: a killed sweep's locks expired.
 			lock := r.s.Faults.LockDuration
 			if lock == 0 {
 				lock = time.Minute
@@ -681,9 +614,7 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	for _, m := range parked {
 		inQueue[m.MessageID] = true
 		if stringProp(m.ApplicationProperties, parking.PropReason) == order.ReasonRetryWindowExceeded {
-			// Not poison: a message whose outage outlasted the retry
-			// window, which the sweeper replays. Still here after the
-			// sweeps, it was not replayed: lost.
+			// An outage outlasted the retry window; not replayed by now: lost.
 			o.LeftInDLQ = append(o.LeftInDLQ, DeadLetter{MessageID: m.MessageID, SessionID: stringProp(m.ApplicationProperties, parking.PropOriginalSessionID),
 				Reason: order.ReasonRetryWindowExceeded, DeliveryCount: m.DeliveryCount})
 			continue
@@ -701,8 +632,7 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	}
 	for _, e := range drained {
 		if e.Reason == order.ReasonRetryWindowExceeded {
-			// Replayed by the sweeper (the replay maps to its original);
-			// one not replayed is lost.
+			// Replayed by the sweeper; one not replayed is lost.
 			if !e.State.Closed() && !inQueue[e.MessageID] {
 				o.LeftInDLQ = append(o.LeftInDLQ, DeadLetter{MessageID: e.MessageID, SessionID: e.OrderID, Reason: e.Reason, DeliveryCount: e.DeliveryCount})
 			}
@@ -713,8 +643,7 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 		}
 	}
 	o.Writes = r.wire.Writes()
-	// Stopping the handler flushes its output: every answer is logged
-	// before it is sent, but may still be in the pipe.
+	// Closing the host flushes the handler's output.
 	instances := h.Instances()
 	restarts := h.HandlerStarts() - len(instances)
 	if err := h.Close(); err != nil {
@@ -729,8 +658,7 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	for _, e := range r.scaleErrs {
 		res.Violations = append(res.Violations, "run: a scale event failed: "+e)
 	}
-	// Per-function groups, as Flex Consumption scales: messages run on
-	// OrderStatus's instances only, the timer on the sweeper's only.
+	// Per-function groups, as Flex Consumption scales.
 	for _, in := range instances {
 		if in.Invocations > 0 && in.Group != "function:OrderStatus" {
 			res.Violations = append(res.Violations, fmt.Sprintf("run: %s (%s) took %d message calls", in.ID, in.Group, in.Invocations))
@@ -778,8 +706,7 @@ func (r *run) observe(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// rows reads every order row of the run's table directly (RowKey "status":
-// not the recovery marker, which shares the table).
+// rows reads every order row of the run's table directly (RowKey "status").
 func (r *run) rows(ctx context.Context) (map[string]Row, error) {
 	rows := map[string]Row{}
 	pager := r.env.Tables.NewClient(r.table).NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: to.Ptr("RowKey eq 'status'")})
@@ -799,8 +726,7 @@ func (r *run) rows(ctx context.Context) (map[string]Row, error) {
 	return rows, nil
 }
 
-// tearDown stops the host (and the handler), the proxy and the timers, and
-// deletes the table.
+// tearDown stops the host, the proxy and the timers, and deletes the table.
 func (r *run) tearDown() {
 	for _, t := range r.timers {
 		t.Stop()

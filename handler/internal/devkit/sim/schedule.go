@@ -23,15 +23,11 @@ type Kind int
 const (
 	// KindEvent is a valid OrderStatusChanged, MessageId <order>:<seq>.
 	KindEvent Kind = iota
-	// KindDuplicateSend is a producer retry with the same MessageId; the
-	// broker's duplicate detection drops it.
+	// KindDuplicateSend is a producer retry with the same MessageId.
 	KindDuplicateSend
-	// KindLateReplay is a valid event sent again later under a new
-	// MessageId (<order>:<seq>:late); the handler must find it Duplicate
-	// or Stale.
+	// KindLateReplay is a valid event resent as <order>:<seq>:late.
 	KindLateReplay
-	// KindTimeout is a PaymentTimeoutCheck, MessageId
-	// <order>:payment-timeout-1 (its Created's), scheduled ScheduleAfter after it is sent.
+	// KindTimeout is a PaymentTimeoutCheck (<order>:payment-timeout-1).
 	KindTimeout
 	// KindPoison is a message that must be parked with Reason.
 	KindPoison
@@ -53,20 +49,13 @@ type TimeoutKind int
 const (
 	// NoTimeout: the order has no PaymentTimeoutCheck.
 	NoTimeout TimeoutKind = iota
-	// RaceTimeout: the check is due close to when Paid is sent; either
-	// Paid wins (the check is Stale) or the check cancels the order
-	// first and Paid, which occurred by the deadline, supersedes the
-	// cancellation. Both end with the order's last event.
+	// RaceTimeout: the check is due close to when Paid is sent.
 	RaceTimeout
 	// UnpaidTimeout: the order is only created, and the check cancels it.
 	UnpaidTimeout
-	// UnpaidNoCheck: the order is only created and its producer never
-	// schedules the check (it crashed between the two): the handler's own
-	// check cancels it.
+	// UnpaidNoCheck: the order is only created, and only the handler's own check cancels it.
 	UnpaidNoCheck
-	// PaidCancelledCheck: the producer schedules the check, publishes Paid
-	// and cancels the check, as the walkthrough's Payments does; the
-	// order must never be cancelled.
+	// PaidCancelledCheck: the producer cancels its check after Paid.
 	PaidCancelledCheck
 )
 
@@ -78,37 +67,30 @@ func (k TimeoutKind) mayExpire() bool {
 // Order is one order of a schedule.
 type Order struct {
 	ID string
-	// Events are the statuses of its valid events: Events[i] has
-	// sequence i+1. Only the last may be terminal.
+	// Events are the statuses of its valid events (Events[i]: sequence i+1).
 	Events  []order.Status
 	Timeout TimeoutKind
-	// Reordered: the producer sends some of its events out of sequence
-	// order.
+	// Reordered: the producer sends some events out of sequence order.
 	Reordered bool
-	// Overdue: its events happened more than the payment timeout before
-	// the run (a late Created): the handler's own check is due at once.
+	// Overdue: its events happened more than the payment timeout before the run.
 	Overdue bool
 }
 
-// Last returns the order's row when every event is applied and no timeout
-// cancels it: the status of the highest sequence.
+// Last returns the order's row when every event is applied and no timeout cancels it.
 func (o Order) Last() Row {
 	return Row{Status: o.Events[len(o.Events)-1], LastSequence: int64(len(o.Events))}
 }
 
 // Message is one message of a schedule.
 type Message struct {
-	// Line is what is sent; Line.SendAfter is when (since the start of
-	// the schedule), Line.ScheduleAfter delays a timeout.
+	// Line is what is sent; Line.SendAfter is when, since the start.
 	Line  scenario.Line
 	Kind  Kind
 	Order string // the session
-	// Sequence and Status of a valid event (KindEvent, KindDuplicateSend,
-	// KindLateReplay).
+	// Sequence and Status of a valid event.
 	Sequence int64
 	Status   order.Status
-	// Poison names the kind of poison (KindPoison) and Reason the reason
-	// it must be parked with.
+	// Poison names the kind of poison and Reason the reason to park it with.
 	Poison string
 	Reason string
 	// Manual: the run sends it itself (a Cancel's check), not Play.
@@ -122,14 +104,11 @@ type Outage struct {
 	Mode faultproxy.Mode
 	// WritesOnly: reads pass.
 	WritesOnly bool
-	// Long: the window is longer than the retry budget, so calls fail
-	// and messages are abandoned (and may be dead-lettered).
+	// Long: the window is longer than the retry budget.
 	Long bool
 }
 
-// LockExpiry is a window in which every storage request is delayed by more
-// than the lock duration, while lock renewal is off: calls outlive their
-// session lock and the same message runs in two calls at once.
+// LockExpiry is a window of storage latency above the lock, renewal off.
 type LockExpiry struct {
 	Start, Duration, Delay time.Duration
 }
@@ -138,62 +117,40 @@ type LockExpiry struct {
 type Faults struct {
 	// RetryBudget is ORDER_STATUS_RETRY_BUDGET.
 	RetryBudget time.Duration
-	// LockDuration overrides the queues' lock duration (0: the default);
-	// MaxDelivery their max delivery count.
+	// LockDuration overrides the queues' lock duration; MaxDelivery their max delivery count.
 	LockDuration time.Duration
 	MaxDelivery  int32
 	Outages      []Outage
-	// LoseAnswers are 1-based ordinals of entity write requests whose
-	// answer is lost after they took effect.
+	// LoseAnswers are 1-based ordinals of entity writes whose answer is lost.
 	LoseAnswers []int
-	// Kills are 1-based ordinals of successful entity writes after which
-	// the handler is killed with SIGKILL, before the answer reaches it.
+	// Kills are 1-based ordinals of successful entity writes after which the handler is SIGKILLed.
 	Kills      []int
 	LockExpiry *LockExpiry
-	// Instances is how many instances of the app run at the start (1 to
-	// MaxInstances), each with its own handler, cache and session slots.
+	// Instances is how many instances run at the start (1 to MaxInstances).
 	Instances int
-	// Scale are the scale events during the run, in time order; the
-	// running instances never drop below one nor exceed MaxInstances.
+	// Scale are the scale events during the run, in time order.
 	Scale []ScaleEvent
-	// SessionIdleTimeout, when set, replaces host.json's
-	// sessionIdleTimeout: a short one lets sessions move between
-	// instances between two events of an order, with stale caches.
+	// SessionIdleTimeout, when set, replaces host.json's sessionIdleTimeout.
 	SessionIdleTimeout time.Duration
-	// TimeScale runs the broker's clock that many times faster than the
-	// wall clock (0 or 1: real time). Every duration of the schedule but
-	// LockExpiry is on the broker's clock; the handler's settings, which
-	// are real time, are given divided by it (Faults.wall).
+	// TimeScale runs the broker's clock that many times faster (Faults.wall).
 	TimeScale float64
-	// RetryBase, RetryCap and RetryWindow are ORDER_STATUS_RETRY_BASE,
-	// _CAP and _WINDOW (the broker's clock).
+	// RetryBase, RetryCap and RetryWindow are ORDER_STATUS_RETRY_BASE, _CAP and _WINDOW.
 	RetryBase, RetryCap, RetryWindow time.Duration
-	// WithinWindow: every outage is shorter than the retry window, so
-	// nothing may be dead-lettered or parked RetryWindowExceeded.
+	// WithinWindow: every outage is shorter than the retry window.
 	WithinWindow bool
-	// ReplayRetryWindow: messages parked RetryWindowExceeded are replayed
-	// by the real DeadLetterSweeper once the outages are over (its policy
-	// replays them after the cool-down).
+	// ReplayRetryWindow: the sweeper replays the messages parked RetryWindowExceeded.
 	ReplayRetryWindow bool
-	// HoldAfterReturn holds the broker's scheduled messages from the end
-	// of the first outage for that long (broker clock), then makes those
-	// that fell due meanwhile visible at once, in the order they fell due
-	// (membroker.HoldScheduled): the returning wave delivered late, as a
-	// backlog behind a slow drain would, past the outage's horizon.
+	// HoldAfterReturn holds the scheduled messages that long after the first outage.
 	HoldAfterReturn time.Duration
 }
 
-// ScaleEvent adds, removes (gracefully, SIGTERM) or kills (SIGKILL) an
-// instance at a time since the start of the schedule.
+// ScaleEvent adds, removes (SIGTERM) or kills (SIGKILL) an instance at At.
 type ScaleEvent struct {
 	At     time.Duration
 	Action string // scenario.ScaleAdd, ScaleRemove or ScaleKill
-	// Group is the instance group the event scales: "" for OrderStatus
-	// (the default group), or SweeperGroup. Flex Consumption scales each
-	// non-HTTP function on instances of its own.
+	// Group is the instance group the event scales: "" for OrderStatus, or SweeperGroup.
 	Group string
-	// Pick chooses the instance to remove or kill: the group's running
-	// instances' Pick modulo their number, oldest first.
+	// Pick chooses the instance to remove or kill: Pick modulo the running ones.
 	Pick int
 }
 
@@ -201,9 +158,7 @@ type ScaleEvent struct {
 const SweeperGroup = "DeadLetterSweeper"
 
 // Cancel is a producer that schedules the PaymentTimeoutCheck of Order at
-// Schedule, due After later, keeps the sequence number, and cancels it
-// at At (times since the start, on the broker's clock). Its message is in
-// Messages with Manual set.
+// Schedule, due After later, and cancels it at At.
 type Cancel struct {
 	Order               string
 	Schedule, After, At time.Duration
@@ -220,8 +175,7 @@ type Schedule struct {
 	Faults  Faults
 }
 
-// Lines returns the messages as a workload for devhost.Host.Play (those
-// the run sends itself left out).
+// Lines returns the messages as a workload for devhost.Host.Play.
 func (s Schedule) Lines() []scenario.Line {
 	out := make([]scenario.Line, 0, len(s.Messages))
 	for _, m := range s.Messages {
@@ -242,8 +196,7 @@ func (s Schedule) Order(id string) (Order, bool) {
 	return Order{}, false
 }
 
-// wall is d, a duration on the broker's clock, in the handler's real
-// time: divided by TimeScale, and never below least.
+// wall is d, a duration on the broker's clock, in the handler's real time.
 func (f Faults) wall(d, least time.Duration) time.Duration {
 	if f.TimeScale > 1 {
 		d = time.Duration(float64(d) / f.TimeScale)
@@ -251,37 +204,28 @@ func (f Faults) wall(d, least time.Duration) time.Duration {
 	return max(d, least)
 }
 
-// MinWallBudget is the least in-call budget a scaled schedule gives the
-// handler: a loaded Azurite answers no faster for a faster broker clock,
-// and a budget below its latency would fail calls it was answering.
+// MinWallBudget is the least in-call budget a scaled schedule gives the handler.
 const MinWallBudget = 250 * time.Millisecond
 
 // Settings of the generator.
 const (
-	// DefaultRetryBudget is the in-call retry budget of most schedules:
-	// short, so that an outage longer than it is cheap.
+	// DefaultRetryBudget is the in-call retry budget of most schedules.
 	DefaultRetryBudget = time.Second
-	// LockExpiryBudget is the budget of lock-expiry schedules: longer than
-	// the delayed storage calls, so that a call outlives its lock.
+	// LockExpiryBudget is the budget of lock-expiry schedules.
 	LockExpiryBudget = 3 * time.Second
 	// LockExpiryLock is the lock duration of lock-expiry schedules.
 	LockExpiryLock = 1500 * time.Millisecond
-	// MaxDelivery is the queues' max delivery count in every schedule, so
-	// that an outage of a few seconds dead-letters (with rescheduling off,
-	// or when a schedule fails).
+	// MaxDelivery is the queues' max delivery count in every schedule.
 	MaxDelivery = 3
-	// RetryBase, RetryCap and RetryWindow are the rescheduling settings of
-	// Generate's schedules: short, on a real-time clock.
+	// RetryBase, RetryCap and RetryWindow are Generate's rescheduling settings.
 	RetryBase   = 50 * time.Millisecond
 	RetryCap    = 300 * time.Millisecond
 	RetryWindow = 10 * time.Minute
 	// MaxInstances bounds the instances of a schedule.
 	MaxInstances = 4
-	// KillLock is the lock duration of schedules that kill an instance:
-	// its sessions' locks must run out before other instances take them.
+	// KillLock is the lock duration of schedules that kill an instance.
 	KillLock = time.Second
-	// ShortSessionIdle is the session idle timeout of schedules whose
-	// sessions move between instances between events.
+	// ShortSessionIdle is the session idle timeout of moving-session schedules.
 	ShortSessionIdle = 250 * time.Millisecond
 )
 
@@ -295,19 +239,8 @@ var poisonKinds = []struct{ name, reason string }{
 	{"timeout-mismatch", order.ReasonInvalidPayload},
 }
 
-// Generate returns the schedule of seed. It is deterministic: the same seed
-// gives the same schedule. The fault mix is chosen by the seed:
-//   - 4 to 10 orders with 3 to 5 valid events each (some ending Cancelled),
-//     and in some schedules an unpaid order whose producer never schedules
-//     its check and a paid one whose producer cancels it,
-//     some of them reordered by the producer, plus payment timeouts racing
-//     Paid and unpaid orders whose timeout cancels them;
-//   - duplicate sends with the same MessageId and late replays under new
-//     ones;
-//   - a poison mix;
-//   - storage outages shorter or longer than the retry budget, lost write
-//     answers, handler kills between a write and its answer, or a window
-//     of storage latency above the lock duration with lock renewal off.
+// Generate returns the schedule of seed, deterministically: orders, duplicate
+// sends and late replays, poison, and storage and process faults.
 func Generate(seed uint64) Schedule {
 	rng := rand.New(rand.NewPCG(seed, 0x73696d756c617465)) // "simulate"
 	g := &gen{rng: rng, s: Schedule{Seed: seed}}
@@ -395,8 +328,7 @@ func (g *gen) order(o *Order) {
 	}
 	switch o.Timeout {
 	case RaceTimeout:
-		// The check becomes due within ±80 ms of Paid being sent, so
-		// either may reach the session first.
+		// The check is due within ±80 ms of Paid's send.
 		after := g.between(150*time.Millisecond, 400*time.Millisecond)
 		g.add(g.timeout(o.ID, at[0]+5*time.Millisecond, after))
 		paid := at[0] + 5*time.Millisecond + after + g.between(0, 160*time.Millisecond) - 80*time.Millisecond
@@ -411,8 +343,7 @@ func (g *gen) order(o *Order) {
 		g.cancelled(o.ID, at[0]+5*time.Millisecond, 10*time.Minute, at[1]+10*time.Millisecond)
 	}
 	if o.Reordered {
-		// Swap the send times of two events (the first may be
-		// involved: the order is then created by a later status).
+		// Swap the send times of two events.
 		i := g.rng.IntN(len(at) - 1)
 		j := i + 1 + g.rng.IntN(len(at)-1-i)
 		at[i], at[j] = at[j], at[i]
@@ -422,8 +353,7 @@ func (g *gen) order(o *Order) {
 	}
 }
 
-// event is a valid OrderStatusChanged, built by the producers' encoder
-// (package publish); a suffix makes a late replay's new MessageId.
+// event is a valid OrderStatusChanged; a suffix makes a late replay's MessageId.
 func event(id string, seq int64, st order.Status, at time.Duration, kind Kind, suffix string) Message {
 	m, err := publish.StatusMessage(contract.StatusChanged{OrderID: id, Status: st, Sequence: seq,
 		OccurredAt: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC).Add(time.Duration(seq) * time.Minute)})
@@ -436,8 +366,7 @@ func event(id string, seq int64, st order.Status, at time.Duration, kind Kind, s
 	return Message{Line: l, Kind: kind, Order: id, Sequence: seq, Status: st}
 }
 
-// cancelled adds a check the producer schedules at at, due after later,
-// and cancels at cancel.
+// cancelled adds a check scheduled at at, due after later, cancelled at cancel.
 func (g *gen) cancelled(id string, at, after, cancel time.Duration) {
 	m := g.timeout(id, at, after)
 	m.Manual = true
@@ -455,8 +384,7 @@ func (g *gen) timeout(id string, at, after time.Duration) Message {
 	return Message{Line: l, Kind: KindTimeout, Order: id}
 }
 
-// duplicates adds producer retries (same MessageId) and late replays (new
-// MessageId) of some valid events.
+// duplicates adds producer retries and late replays of some valid events.
 func (g *gen) duplicates() {
 	var events []Message
 	for _, m := range g.s.Messages {
@@ -509,8 +437,7 @@ func (g *gen) poison() {
 			l.Subject = "OrderRefunded"
 			l.Body = fmt.Appendf(nil, `{"orderId":%q,"status":"Paid","sequence":90}`, o.ID)
 		case "session-mismatch":
-			// The body is about another order of the schedule: applying
-			// it would change that order's row.
+			// The body is about another order of the schedule.
 			l.Body = fmt.Appendf(nil, `{"orderId":%q,"status":"Paid","sequence":91}`, other)
 		case "unknown-status":
 			l.Body = fmt.Appendf(nil, `{"orderId":%q,"status":"Refunded","sequence":92}`, o.ID)
@@ -563,9 +490,7 @@ func (g *gen) faults() {
 	}
 }
 
-// instances picks the instance count, the scale events and the session
-// idle timeout: about two schedules in three run 2 to 4 instances, and
-// many scale out, in gracefully or lose an instance during the run.
+// instances picks the instance count, the scale events and the idle timeout.
 func (g *gen) instances() {
 	f := &g.s.Faults
 	f.Instances = 1
@@ -603,9 +528,8 @@ func (g *gen) instances() {
 	}
 }
 
-// producers adds, in some schedules, an order whose producer never
-// schedules its check, and one whose producer schedules it and cancels it
-// after publishing Paid.
+// producers adds, in some schedules, an unpaid order without a producer
+// check and a paid one whose producer cancels its check.
 func (g *gen) producers() {
 	if g.chance(35) {
 		o := Order{ID: fmt.Sprintf("o-%d", len(g.s.Orders)+1), Timeout: UnpaidNoCheck, Events: []order.Status{order.Created},
@@ -621,11 +545,8 @@ func (g *gen) producers() {
 	}
 }
 
-// sweepers, in some schedules, adds a second DeadLetterSweeper instance
-// during the run and then loses or removes the first, which held the
-// timer's singleton lock: the sweeps after the workload run on the
-// instance that is left, with a cold start, as on Flex Consumption when
-// the timer's own instance is recycled.
+// sweepers, in some schedules, replaces the DeadLetterSweeper instance
+// that held the timer's lock.
 func (g *gen) sweepers() {
 	if !g.chance(20) {
 		return

@@ -1,7 +1,6 @@
-// Package testenv gives tests the real services they run against, and the
-// built handler binary. Azurite is
-// required when CI is set or ORDERSTATUS_REQUIRE_AZURITE=1 (as `make test`
-// sets it): a test that needs it then fails instead of skipping.
+// Package testenv gives tests the real services they run against and the
+// built handler binary. With CI set or ORDERSTATUS_REQUIRE_AZURITE=1 (as
+// `make test` sets it) a test that needs Azurite fails instead of skipping.
 package testenv
 
 import (
@@ -24,9 +23,8 @@ func required() bool {
 }
 
 // Azurite returns a connection string for an Azurite Table service shared by
-// the tests of this package (one process per test binary, started on first
-// use). Use distinct table names per test. Without Azurite installed the
-// test is skipped, or fails when Azurite is required.
+// the tests of the binary, started on first use; use distinct table names.
+// Without Azurite the test is skipped, or fails when Azurite is required.
 func Azurite(t testing.TB) string {
 	t.Helper()
 	if cs := os.Getenv("ORDERSTATUS_TEST_AZURITE"); cs != "" {
@@ -47,8 +45,7 @@ func Azurite(t testing.TB) string {
 	return shared.ConnectionString()
 }
 
-// StartAzurite starts a private Azurite for one test and stops it at cleanup,
-// for tests that stop or disturb the service.
+// StartAzurite starts a private Azurite for one test and stops it at cleanup.
 func StartAzurite(t testing.TB) *azurite.Server {
 	t.Helper()
 	s, err := azurite.Start(context.Background(), azurite.Options{})
@@ -62,11 +59,9 @@ func StartAzurite(t testing.TB) *azurite.Server {
 	return s
 }
 
-// Handler returns the absolute path of the repository's built
-// bin/orderstatus-dev, the dev kit's binary whose serve the development
-// host runs, given the repository root relative to the test's package.
-// Without it the test is skipped, or fails when the real services are
-// required (make test builds it first).
+// Handler returns the absolute path of the built bin/orderstatus-dev, given
+// the repository root relative to the test's package; without it the test
+// is skipped, or fails when the real services are required.
 func Handler(t testing.TB, repoRoot string) string { return Binary(t, repoRoot, "orderstatus-dev") }
 
 // Tools is Handler for bin/orderstatus, the operators' tool.
@@ -89,8 +84,7 @@ func Binary(t testing.TB, repoRoot, name string) string {
 	return path
 }
 
-// Main runs m and stops the shared Azurite afterwards. Call it from TestMain
-// in packages that use Azurite.
+// Main runs m and stops the shared Azurite afterwards; call it from TestMain.
 func Main(m *testing.M) int {
 	code := m.Run()
 	mu.Lock()

@@ -1,21 +1,13 @@
 // Command testreport turns the JSON stream of `go test -json` into the
-// terse report `make test` prints: one line per package (ok or FAIL, as
-// go test prints them), the output of every failing test and of every
-// package that failed on its own (a build error, a panic in TestMain),
-// a line per skipped test with the reason it gave, and the closing lines,
+// terse report `make test` prints: one line per package, the output of
+// every failing test and of every package that failed on its own, a line
+// per skipped test with its reason, and the closing lines,
 //
-//	go: skipped TestX (example.com/pkg): <the reason its t.Skip gave>
 //	go: P packages in 3m10s
 //	go: N passed, M failed, K skipped
 //
-// (the time from the stream's first event to its last: the run's wall
-// time, build included)
-// counting leaf tests: a test without subtests, or each subtest (a parent
-// that failed only through its subtests is not counted again). The full output, as `go test -v` would
-// print it, goes to the -log file. It exits 1 when anything failed or the
-// stream held no package result, so a pipeline under `set -o pipefail`
-// fails with go test. Lines that are not JSON (go's own messages) are
-// passed through.
+// counting leaf tests. The full output goes to the -log file. It exits 1
+// when anything failed or no package reported a result.
 //
 //	go test -json ./... 2>&1 | go run ./handler/internal/devkit/testreport -log .run/test-go.log
 package main
@@ -198,15 +190,13 @@ func Report(r io.Reader, out, log io.Writer) (Counts, error) {
 	if !sawResult {
 		fmt.Fprintln(out, "go: no package reported a result")
 	}
-	// The closing line has the plain form CI reads ("N passed, N failed,
-	// N skipped" after one word and a colon), alone on its line.
+	// The closing line has the plain form CI reads, alone on its line.
 	fmt.Fprintf(out, "go: %d packages in %s\n", c.Packages, last.Sub(first).Round(time.Second))
 	fmt.Fprintf(out, "go: %d passed, %d failed, %d skipped\n", c.Passed, c.Failed, c.Skipped)
 	return c, nil
 }
 
-// skipReason is what a skipped test said (t.Skip's message, without the
-// file:line prefix), on one line.
+// skipReason is what a skipped test said, without the file:line prefix, on one line.
 func skipReason(lines []string) string {
 	var msg []string
 	for _, l := range relevant(lines) {
@@ -232,7 +222,7 @@ func anyFailedUnder(results map[string]string, key string) bool {
 }
 
 // failFirst puts a failed test's "--- FAIL: name" line before what it
-// logged (go test -json gives it last), as go test prints it.
+// logged, as go test prints it.
 func failFirst(lines []string) []string {
 	var head, rest []string
 	for _, l := range lines {
@@ -245,8 +235,7 @@ func failFirst(lines []string) []string {
 	return append(head, rest...)
 }
 
-// relevant drops the runner's bookkeeping lines (=== RUN and the like,
-// and the package's closing PASS/FAIL/ok lines) from output lines.
+// relevant drops the runner's bookkeeping lines (=== RUN, PASS, ok, ...).
 func relevant(lines []string) []string {
 	var out []string
 	for _, l := range lines {

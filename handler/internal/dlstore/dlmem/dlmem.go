@@ -1,8 +1,5 @@
-// Package dlmem is the in-memory dead-letter store: the dlstore.Store
-// contract with nothing behind it, for unit tests of the sweeper and the
-// CLI. It passes the same conformance suite (dlstoretest) as the Table
-// Storage backend. Fault injection: Fail makes the next calls of an
-// operation fail, as an outage would.
+// Package dlmem is the in-memory dlstore.Store for unit tests of the sweeper
+// and the CLI; Fail injects outages.
 package dlmem
 
 import (
@@ -43,8 +40,7 @@ func New() *Store {
 	return &Store{entries: map[string]dlstore.Entry{}, audit: map[string][]dlstore.AuditEntry{}, fail: map[string]int{}}
 }
 
-// Fail makes the next n calls of op fail with dlstore.ErrUnavailable
-// (before any effect).
+// Fail makes the next n calls of op fail with dlstore.ErrUnavailable.
 func (s *Store) Fail(op string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -168,8 +164,7 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 	return clone(next), nil
 }
 
-// History returns one order's audit entries (all when orderID is ""), in
-// time order.
+// History returns one order's audit entries (all for ""), in time order.
 func (s *Store) History(ctx context.Context, orderID string) ([]dlstore.AuditEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

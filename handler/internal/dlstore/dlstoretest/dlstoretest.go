@@ -1,18 +1,7 @@
-// Package dlstoretest is the conformance suite every dead-letter store
-// backend passes, the in-memory one (dlmem) and Table Storage (dltable, on
-// Azurite and, when the environment names one, a real account) alike: the
-// dlstore.Store contract as the sweeper and the CLI rely on it.
-//
-// What it holds a backend to: Put is insert-if-absent with its "stored"
-// audit entry; Get returns every field as stored, body and typed
-// properties byte for byte up to the sizes Service Bus allows, and refuses
-// more with ErrTooLarge; every filter of List, alone and combined, the
-// bounded not-closed query included; transitions are conditional on the
-// ETag (of two from one read exactly one wins, and the loser leaves no
-// audit entry); audit entries are numbered from 1 and History returns them
-// in time order; Purge removes only closed entries updated before the
-// cutoff, at most max of them, with their audit entries; order ids that
-// are not legal Table Storage keys work like any other.
+// Package dlstoretest is the dlstore.Store conformance suite every backend
+// passes (dlmem; dltable on Azurite or a real account): Put, exact round
+// trips, every List filter, ETag-conditional transitions, numbered audit,
+// Purge of closed entries, and ids that are not legal Table Storage keys.
 package dlstoretest
 
 import (
@@ -29,8 +18,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
-// Run runs the whole suite. newStore returns an empty store (for a real
-// service: a fresh table) and may call t.Skip or t.Fatal.
+// Run runs the suite; newStore returns an empty store and may skip.
 func Run(t *testing.T, newStore func(t *testing.T) dlstore.Store) {
 	t.Run("PutInsertIfAbsent", func(t *testing.T) { testPutInsertIfAbsent(t, newStore(t)) })
 	t.Run("PutRequiredFields", func(t *testing.T) { testPutRequired(t, newStore(t)) })
@@ -58,15 +46,13 @@ func ctxFor(t *testing.T) context.Context {
 	return ctx
 }
 
-// base is the suite's epoch; every time is at millisecond precision and
-// in UTC.
+// base is the suite's epoch; times are UTC at millisecond precision.
 var base = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
 // at returns base plus sec seconds and 123 ms.
 func at(sec int) time.Time { return base.Add(time.Duration(sec)*time.Second + 123*time.Millisecond) }
 
-// entry returns a plausible entry drained from src with sequence number
-// seq for order orderID, stored at at(sec).
+// entry returns a plausible entry for orderID, stored at at(sec).
 func entry(src dlstore.Source, seq int64, orderID string, sec int) dlstore.Entry {
 	msgID := fmt.Sprintf("msg-%s-%d", src, seq)
 	return dlstore.Entry{
@@ -115,15 +101,13 @@ func audited(st dlstore.State, sec int, action string) dlstore.Transition {
 	return dlstore.Transition{To: st, At: at(sec), Audit: &dlstore.AuditEntry{Action: action, Actor: "tester", Detail: "by the suite"}}
 }
 
-// stored is e as Put stores it: state open, one action, updated when
-// stored, no claim.
+// stored is e as Put stores it: open, one action, unclaimed.
 func stored(e dlstore.Entry) dlstore.Entry {
 	e.State, e.UpdatedAt, e.Actions, e.ClaimedBy, e.ClaimedAt = dlstore.Open, e.StoredAt, 1, "", time.Time{}
 	return e
 }
 
-// diffEntry lists the fields in which got differs from want (the ETag is
-// not compared; Body and Properties only when whole is set).
+// diffEntry lists how got differs from want (Body and Properties: whole).
 func diffEntry(got, want dlstore.Entry, whole bool) []string {
 	var d []string
 	str := func(name, g, w string) {
@@ -172,8 +156,7 @@ func diffEntry(got, want dlstore.Entry, whole bool) []string {
 	return d
 }
 
-// diffProperties compares typed application properties: the same names,
-// each value of the same Go type and equal (times with Equal).
+// diffProperties compares typed properties: same names, Go types and values.
 func diffProperties(got, want map[string]any) []string {
 	var d []string
 	for _, k := range slices.Sorted(maps.Keys(want)) {
@@ -223,8 +206,7 @@ func testPutInsertIfAbsent(t *testing.T, s dlstore.Store) {
 	}
 	checkEntry(t, "Get after Put", first, stored(e), true)
 
-	// The same id again, as a crash between store and complete repeats
-	// it, with different fields: nothing changes.
+	// The same id again with other fields (a crash): nothing changes.
 	again := e
 	again.Body, again.Reason, again.StoredAt = []byte("other"), "TTLExpiredException", at(30)
 	again.Properties = map[string]any{"x": "y"}
@@ -318,9 +300,7 @@ func testRoundTrip(t *testing.T, s dlstore.Store) {
 	}
 }
 
-// largeProperties returns application properties of exactly size bytes
-// as dlstore.PropertiesSize counts them, of every type, the strings of
-// every byte that UTF-8 allows.
+// largeProperties returns size bytes of properties of every type.
 func largeProperties(size int) map[string]any {
 	props := map[string]any{
 		"DeadLetterReason": "MaxDeliveryCountExceeded", "Flag": true, "Count": int64(1<<63 - 1),
@@ -706,8 +686,7 @@ func testPurge(t *testing.T, s dlstore.Store) {
 	if n, err = s.Purge(ctx, cutoff, 10); err != nil || n != 0 {
 		t.Fatalf("third Purge = %d, %v; want 0", n, err)
 	}
-	// Even with a cutoff in the far future, entries that are not closed
-	// stay.
+	// Even with a far cutoff, entries not closed stay.
 	if n, err = s.Purge(ctx, at(1_000_000), 0); err != nil || n != 0 {
 		t.Errorf("Purge(max 0) = %d, %v; want 0", n, err)
 	}
@@ -732,8 +711,7 @@ func testPurge(t *testing.T, s dlstore.Store) {
 			t.Errorf("audit entry %s #%d of a purged entry is still there", a.EntryID, a.N)
 		}
 	}
-	// Every kept entry keeps its audit entries: stored, plus one for a
-	// transition with audit (the claim has none).
+	// Kept entries keep their audit: stored, plus one per audited transition.
 	want := map[string]int{kept[0]: 2, kept[1]: 2, kept[2]: 1, kept[3]: 2, kept[4]: 1}
 	got := map[string]int{}
 	for _, a := range h {
@@ -782,8 +760,7 @@ func testOrderIDsThatAreNotKeys(t *testing.T, s dlstore.Store) {
 			byOrder[o] = append(byOrder[o], e.ID)
 		}
 	}
-	// An empty order id (a poison message without a session) is stored
-	// and found by id and by the filters that do not name an order.
+	// An empty order id (a poison message without session) works too.
 	empty := entry(dlstore.Poison, 999, "", 500)
 	empty.SessionID = ""
 	mustPut(t, s, empty)

@@ -7,8 +7,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
-// testList checks every filter of List, alone and combined, on a fixture
-// of nine entries, against result sets written out by hand.
+// testList checks every List filter, alone and combined, on nine entries.
 func testList(t *testing.T, s dlstore.Store) {
 	ctx := ctxFor(t)
 	mk := func(src dlstore.Source, seq int64, order string, sec int, reason, group string) dlstore.Entry {
@@ -131,8 +130,7 @@ func testList(t *testing.T, s dlstore.Store) {
 			for _, g := range got {
 				checkEntry(t, "listed", g, byID[g.ID], false)
 				if !tt.f.OnlyNotClosed() {
-					// Read whole: body, properties and an ETag good for
-					// a transition.
+					// Read whole: body, properties and a usable ETag.
 					checkEntry(t, "listed (whole)", g, byID[g.ID], true)
 					if g.ETag == "" {
 						t.Errorf("listed %s without an ETag", g.ID)

@@ -6,10 +6,8 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
-// testClaimOfArchived: a claim of an archived entry (a replay by hand)
-// reopens it, listed by List(NotClosed()) at once, and its release back to
-// archived (a send that failed) closes it again; neither writes an audit
-// entry (NeedsNoAudit).
+// testClaimOfArchived: claiming an archived entry reopens it (in
+// List(NotClosed()) at once), releasing it closes it, neither audited.
 func testClaimOfArchived(t *testing.T, s dlstore.Store) {
 	ctx := ctxFor(t)
 	e := entry(dlstore.Poison, 1, "o-1", 0)

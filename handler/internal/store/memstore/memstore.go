@@ -1,7 +1,5 @@
-// Package memstore is the in-memory order-row backend: the same contract as
-// tablestore (conditional insert, ETag-guarded replace, the store sentinels)
-// without a network. Tests and the development host use it; production never
-// does.
+// Package memstore is the in-memory order-row backend with tablestore's
+// contract, for tests and the development host; production never uses it.
 package memstore
 
 import (
@@ -16,8 +14,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
-// Store holds order rows in memory. The zero value is not usable; call New.
-// All methods are safe for concurrent use.
+// Store holds order rows in memory, safe for concurrent use; call New.
 type Store struct {
 	mu      sync.Mutex
 	rows    map[string]store.Row
@@ -33,7 +30,6 @@ func New() *Store {
 var errUnconditional = errors.New("unconditional write refused: an ETag from a read or write is required")
 
 // Get returns the row of orderID, or an error wrapping store.ErrNotFound.
-// It fails only when ctx is done or orderID is empty.
 func (s *Store) Get(ctx context.Context, orderID string) (store.Row, error) {
 	if err := check(ctx, orderID); err != nil {
 		return store.Row{}, fmt.Errorf("memstore: get %s: %w", orderID, err)
@@ -47,8 +43,8 @@ func (s *Store) Get(ctx context.Context, orderID string) (store.Row, error) {
 	return row, nil
 }
 
-// Insert creates the row of orderID with state st and returns its ETag. If
-// the row exists the error wraps store.ErrConflict and nothing changes.
+// Insert creates the row of orderID with st and returns its ETag;
+// store.ErrConflict if it exists.
 func (s *Store) Insert(ctx context.Context, orderID string, st order.State) (store.ETag, error) {
 	if err := check(ctx, orderID); err != nil {
 		return "", fmt.Errorf("memstore: insert %s: %w", orderID, err)
@@ -61,11 +57,8 @@ func (s *Store) Insert(ctx context.Context, orderID string, st order.State) (sto
 	return s.put(orderID, st), nil
 }
 
-// Replace overwrites the row of orderID with state st if its current ETag is
-// etag, and returns the new ETag. A different ETag fails with
-// store.ErrConflict, a missing row with store.ErrNotFound; neither changes
-// anything. The empty ETag and "*" are refused: there is no unconditional
-// write.
+// Replace overwrites orderID's row if its ETag is etag and returns the new
+// one; else store.ErrConflict or store.ErrNotFound. "" and "*" are refused.
 func (s *Store) Replace(ctx context.Context, orderID string, st order.State, etag store.ETag) (store.ETag, error) {
 	if etag == "" || etag == "*" {
 		return "", fmt.Errorf("memstore: replace %s: %w", orderID, errUnconditional)
@@ -93,8 +86,7 @@ func (s *Store) put(orderID string, st order.State) store.ETag {
 	return etag
 }
 
-// normalize gives times the precision and zone Table Storage keeps: UTC,
-// 100 ns ticks, no monotonic reading.
+// normalize keeps times as Table Storage does: UTC, 100 ns ticks.
 func normalize(st order.State) order.State {
 	st.OccurredAt = tick(st.OccurredAt)
 	st.UpdatedAt = tick(st.UpdatedAt)

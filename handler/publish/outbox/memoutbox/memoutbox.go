@@ -1,7 +1,5 @@
-// Package memoutbox is an in-memory outbox.Store: the fake the relay's
-// tests and the conformance suite (package outboxtest) run against, and
-// the model of a Store on another database: the producer's own writes
-// and the records of outbox.Encode in one transaction (here, one lock).
+// Package memoutbox is an in-memory outbox.Store: the fake for the relay's
+// tests and outboxtest, and a model Store (its transaction a lock).
 package memoutbox
 
 import (
@@ -33,8 +31,7 @@ type partition struct {
 
 var _ outbox.Store = (*Store)(nil)
 
-// New returns an empty store; now is the clock of CommittedAt (nil:
-// time.Now).
+// New returns an empty store; now is its clock (nil: time.Now).
 func New(now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
@@ -42,11 +39,8 @@ func New(now func() time.Time) *Store {
 	return &Store{parts: map[string]*partition{}, now: now}
 }
 
-// Commit runs own (the producer's writes; nil for none) and stores the
-// intents' records in partition, atomically: if own or any intent fails,
-// nothing is stored. own runs with the store locked and must not call it.
-// A second schedule of one check (one MessageId) in one partition fails
-// with outbox.ErrConflict.
+// Commit runs own (the producer's writes, if any; it must not call s) and
+// stores the intents' records, all or none; a repeated check is ErrConflict.
 func (s *Store) Commit(ctx context.Context, partitionKey string, own func() error, intents ...outbox.Intent) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -94,8 +88,7 @@ func (s *Store) version() string {
 	return strconv.FormatInt(s.ver, 10)
 }
 
-// Pending implements outbox.Store: partitions in key order, each in Seq
-// order, as Table Storage returns them.
+// Pending implements outbox.Store: by partition key, then Seq.
 func (s *Store) Pending(ctx context.Context, max int) ([]outbox.Record, error) {
 	return s.list(ctx, max, func(r *outbox.Record) bool { return r.State == outbox.Pending })
 }

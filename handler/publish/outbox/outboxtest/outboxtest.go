@@ -1,12 +1,7 @@
-// Package outboxtest is the conformance suite of outbox.Store: every
-// implementation (the in-memory memoutbox, outbox.Table on Azurite, a
-// producer's own Store on another database) must pass Run. It drives the
-// real relay against an in-memory Service Bus with the order-status
-// queue's semantics (10 minute duplicate detection, scheduled messages
-// and cancel), so what it checks is what a producer sees:
-// atomic commits, no message lost at any crash point, each order's
-// messages in sequence order, a timeout scheduled by one producer process
-// cancelled by another.
+// Package outboxtest is the conformance suite of outbox.Store, which every
+// implementation (memoutbox, outbox.Table, a producer's own) must pass. It
+// drives the real relay against an in-memory Service Bus: atomic commits, no
+// loss at any crash, sequence order, cross-process cancels.
 package outboxtest
 
 import (
@@ -32,18 +27,14 @@ import (
 type Backend struct {
 	// Store is the relay's port.
 	Store outbox.Store
-	// Commit commits intents in partition in one transaction together
-	// with one write of the producer's own (a new row of its own in
-	// partition). With failOwn the producer's write must fail (for
-	// example an insert of a row that exists), and then Commit must
-	// return an error and write nothing at all.
+	// Commit commits intents with one new own row in one transaction; with
+	// failOwn that write fails, and Commit must fail, writing nothing.
 	Commit func(ctx context.Context, partition string, failOwn bool, intents ...outbox.Intent) error
 	// Own counts the producer's own rows that Commit wrote in partition.
 	Own func(ctx context.Context, partition string) (int, error)
 }
 
-// Factory returns two clients of one new, empty storage, as two producer
-// processes (or two producers sharing the table) would hold.
+// Factory returns two clients (processes) of one new, empty storage.
 type Factory func(t *testing.T) (a, b Backend)
 
 // Run runs the suite.
@@ -88,10 +79,7 @@ type bus struct {
 func newBus(t *testing.T) *bus {
 	t.Helper()
 	mb := membroker.New(nil)
-	// The order-status queue's settings but sessions: they play no part
-	// in what the relay sends (every message carries its SessionId), and
-	// the suite reads the queue back with Peek, which a session queue
-	// refuses.
+	// Without sessions: a session queue refuses the suite's Peek.
 	o := membroker.DefaultQueueOptions()
 	if err := mb.CreateQueue(queue, o); err != nil {
 		t.Fatal(err)
@@ -99,8 +87,7 @@ func newBus(t *testing.T) *bus {
 	return &bus{mb: mb, pub: brokerpub.Sender(mb)}
 }
 
-// messages returns the queue's messages (visible and scheduled) in the
-// order the broker accepted them.
+// messages returns the queue's messages, scheduled ones too, in accept order.
 func (b *bus) messages(t *testing.T) []broker.Received {
 	t.Helper()
 	got, err := broker.PeekAll(ctx(t), b.mb, broker.Source{Queue: queue})
@@ -159,8 +146,7 @@ func pending(t *testing.T, s outbox.Store) []outbox.Record {
 	return got
 }
 
-// timeout is the order's one schedule record in partition, or ErrNotFound
-// when it has none; more than one fails the test.
+// timeout is the order's one schedule record, or ErrNotFound; more fails t.
 func timeout(t *testing.T, s outbox.Store, partition, orderID string) (outbox.Record, error) {
 	t.Helper()
 	ts, err := s.Timeouts(ctx(t), partition, orderID)
@@ -306,9 +292,7 @@ func testSecondSchedule(t *testing.T, f Factory) {
 	}
 }
 
-// testCheckPerCreated: an order created again (a higher-sequence
-// Created) in the same partition gets its own check, and a cancel cancels
-// both.
+// testCheckPerCreated: each Created has a check; a cancel cancels both.
 func testCheckPerCreated(t *testing.T, f Factory) {
 	a, b := f(t)
 	bus := newBus(t)
@@ -342,8 +326,7 @@ func testCrashAfterCommit(t *testing.T, f Factory) {
 	a, b := f(t)
 	bus := newBus(t)
 	commit(t, a, "o-1", status("o-1", contract.Created, 1), outbox.ScheduleTimeout("o-1", 30*time.Minute))
-	// The producer process dies here; a relay elsewhere (another
-	// client) finds the records and sends them.
+	// The producer dies here; another client's relay sends the records.
 	res := pass(t, relay(b.Store, bus.pub, nil))
 	if res.Sent != 1 || res.Scheduled != 1 {
 		t.Errorf("pass %+v, want 1 sent and 1 scheduled", res)
@@ -363,8 +346,7 @@ func testCrashAfterCommit(t *testing.T, f Factory) {
 	}
 }
 
-// failingMarks is a Store whose Mark fails (the relay's process dies
-// between sending and marking) while fail is set.
+// failingMarks is a Store whose Mark fails while fail is set (a crash).
 type failingMarks struct {
 	outbox.Store
 	fail atomic.Bool
@@ -396,8 +378,7 @@ func testCrashAfterSend(t *testing.T, f Factory) {
 	if got := pending(t, a.Store); len(got) != 3 {
 		t.Fatalf("pending after the crash: %d records, want all 3 (none marked)", len(got))
 	}
-	// A new relay sends them again, with the same MessageIds: duplicate
-	// detection drops every one.
+	// A new relay resends them: duplicate detection drops every one.
 	res := pass(t, relay(a.Store, bus.pub, nil))
 	if res.Sent != 3 {
 		t.Errorf("second pass %+v, want 3 sent again", res)
@@ -431,10 +412,7 @@ func testCrashAfterSchedule(t *testing.T, f Factory) {
 	if err != nil || tm.State != outbox.Sent || tm.SequenceNumber == 0 {
 		t.Fatalf("timeout record %+v, %v; want sent with a sequence number", tm, err)
 	}
-	// The recorded number is the dropped duplicate's, so a cancel finds
-	// nothing to cancel and the check stays: it arrives, the handler
-	// re-reads the order and changes nothing if it is paid. The cancel
-	// record is done either way, never stuck.
+	// The number is the dropped copy's: the cancel is done, the check stays.
 	commit(t, b, "o-1", status("o-1", contract.Paid, 2), outbox.CancelTimeout("o-1"))
 	res := pass(t, relay(b.Store, bus.pub, nil))
 	if res.Cancelled != 1 || len(pending(t, a.Store)) != 0 {
@@ -445,9 +423,7 @@ func testCrashAfterSchedule(t *testing.T, f Factory) {
 func testOrdering(t *testing.T, f Factory) {
 	a, _ := f(t)
 	bus := newBus(t)
-	// One order's changes over three commits, one of them committed out
-	// of sequence order, interleaved with other orders; the relay reads
-	// two records per pass and sends batches of three.
+	// One order over three commits, one out of order; small passes, batches.
 	commit(t, a, "o-1", status("o-1", contract.Created, 1))
 	commit(t, a, "o-2", status("o-2", contract.Created, 1))
 	commit(t, a, "o-1", status("o-1", contract.Shipped, 3), status("o-1", contract.Paid, 2))
@@ -475,9 +451,7 @@ func testScheduleCancelTwoProducers(t *testing.T, f Factory) {
 	if s := bus.scheduled(t); len(s) != 1 {
 		t.Fatalf("scheduled %v, want the timeout", s)
 	}
-	// Payments, another process with its own client and relay, knows
-	// only the order: its cancel finds the number Checkout's relay
-	// recorded.
+	// Payments, another process, finds the number Checkout's relay recorded.
 	commit(t, payments, "o-1", status("o-1", contract.Paid, 2), outbox.CancelTimeout("o-1"))
 	res := pass(t, relay(payments.Store, bus.pub, nil))
 	if res.Sent != 1 || res.Cancelled != 1 {
@@ -491,10 +465,7 @@ func testScheduleCancelTwoProducers(t *testing.T, f Factory) {
 	}
 }
 
-// testTimeoutNamesItsCreated: the relay schedules the check of the
-// Created committed with it (the handler's own check of that Created, one
-// MessageId), of the Created ScheduleTimeoutFor names, or, for a schedule
-// committed alone, the older form that names none.
+// testTimeoutNamesItsCreated: checks name the Created committed or given.
 func testTimeoutNamesItsCreated(t *testing.T, f Factory) {
 	a, _ := f(t)
 	bus := newBus(t)
@@ -516,10 +487,7 @@ func testTimeoutNamesItsCreated(t *testing.T, f Factory) {
 	}
 }
 
-// testLongestOrderID commits, relays and cancels for an order id of the
-// contract's 128 characters, used as the partition too: every MessageId is
-// derived within Service Bus's 128 characters (contract.StatusMessageID,
-// TimeoutMessageID).
+// testLongestOrderID: 128-character order ids keep MessageIds within 128.
 func testLongestOrderID(t *testing.T, f Factory) {
 	order := strings.Repeat("o", contract.MaxIDLength)
 	checkout, payments := f(t)
@@ -551,8 +519,7 @@ func testCancelWaits(t *testing.T, f Factory) {
 	bus := newBus(t)
 	commit(t, a, "o-1", status("o-1", contract.Created, 1), outbox.ScheduleTimeout("o-1", 30*time.Minute))
 	commit(t, b, "o-1", status("o-1", contract.Paid, 2), outbox.CancelTimeout("o-1"))
-	// A relay that meets the cancel before the schedule is sent (here:
-	// one that does not see schedule records) leaves the cancel pending.
+	// A relay meeting the cancel before its schedule leaves it pending.
 	res := pass(t, relay(&pendingTimeout{Store: b.Store}, bus.pub, nil))
 	if res.Waiting != 1 || res.Cancelled != 0 || res.Sent != 2 {
 		t.Errorf("pass before the schedule is sent: %+v, want 2 sent and the cancel waiting", res)
@@ -566,8 +533,7 @@ func testCancelWaits(t *testing.T, f Factory) {
 	}
 }
 
-// pendingTimeout is a Store whose schedule records stay out of Pending
-// (their relay is elsewhere and slow), so a pass meets the cancel alone.
+// pendingTimeout hides schedule records from Pending.
 type pendingTimeout struct{ outbox.Store }
 
 func (s *pendingTimeout) Pending(ctx context.Context, max int) ([]outbox.Record, error) {
@@ -592,9 +558,7 @@ func testCancelWithoutSchedule(t *testing.T, f Factory) {
 	}
 }
 
-// killer forwards to the broker and kills the relay (cancels its
-// context) right after the kill-th send or batch went through: sent, not
-// marked.
+// killer kills the relay after the kill-th send or batch: sent, not marked.
 type killer struct {
 	publish.Sender
 	kill   int
@@ -677,8 +641,7 @@ func sortedCopy(s []string) []string {
 	return c
 }
 
-// refusing refuses one MessageId for good, as Service Bus refuses a
-// message that is too large.
+// refusing refuses one MessageId for good, as for a too-large message.
 type refusing struct {
 	publish.Sender
 	id string
@@ -735,8 +698,7 @@ func testPurge(t *testing.T, f Factory) {
 	if _, err := timeout(t, a.Store, "o-1", "o-1"); !errors.Is(err, outbox.ErrNotFound) {
 		t.Errorf("the purged timeout: %v, want ErrNotFound", err)
 	}
-	// The timeout's index went with its record: the order can be
-	// scheduled again.
+	// The index row went with its record: the order can be scheduled again.
 	commit(t, a, "o-1", outbox.ScheduleTimeout("o-1", 30*time.Minute))
 }
 
@@ -749,8 +711,7 @@ func testMark(t *testing.T, f Factory) {
 	}
 	sched := recs[0]
 	now := time.Now().UTC()
-	// Another relay marks it first; a mark on the version read before
-	// fails.
+	// Another relay marks it first; a mark on the stale version fails.
 	if err := b.Store.Mark(ctx(t), "o-1", []outbox.Mark{{ID: sched.ID, Version: sched.Version, State: outbox.Sent, DoneAt: now, SequenceNumber: 7}}); err != nil {
 		t.Fatalf("first mark: %v", err)
 	}

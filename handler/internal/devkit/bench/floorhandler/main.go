@@ -1,20 +1,12 @@
 // Command floorhandler is the bench's limit through the host: a custom
-// handler that does only the storage floor's work behind the same
-// Functions host as bin/handler. Per OrderStatus invocation it decodes the
-// invocation and the update, then, as the only writer that knows every
-// row's ETag and sequence, makes one conditional write for a message that
-// changes the order (insert for the first, If-Match replace after) and
-// none for a duplicate or a stale replay, and answers. No cache policy, no
-// retries, no parking, no log line, no metrics beyond the counts the bench
-// checks. It is test code: the bench builds it, nothing ships it.
+// handler that, as the only writer, makes one conditional write per message
+// that changes an order and none for a duplicate or stale replay, with no
+// cache policy, retries, parking or logging. Test code: nothing ships it.
 //
-// It reads what bin/handler reads: FUNCTIONS_CUSTOMHANDLER_PORT,
-// OrderStore__connectionString, OrderStore__tableName and
-// ORDERSTATUS_CPU_PROFILE (package cpuprofile), so that the bench can set
-// its profile beside bin/handler's. It serves
-// POST /OrderStatus, GET /api/orders/<id> (404 once the table exists, for
-// the bench's readiness check) and GET /api/metrics
-// (orderstatus_messages_total by subject and result).
+// It reads FUNCTIONS_CUSTOMHANDLER_PORT, OrderStore__connectionString,
+// OrderStore__tableName and ORDERSTATUS_CPU_PROFILE, and serves
+// POST /OrderStatus, GET /api/orders/<id> (404 once the table exists) and
+// GET /api/metrics (orderstatus_messages_total by subject and result).
 package main
 
 import (
@@ -114,8 +106,7 @@ func (f *floor) orderStatus(w http.ResponseWriter, r *http.Request) {
 		hostproto.WriteResponse(w, http.StatusInternalServerError, hostproto.Response{Logs: []string{err.Error()}})
 		return
 	}
-	// Sessions hand an order's messages over one at a time, so the row
-	// cannot change between this read of the map and the write below.
+	// Sessions serialise an order's messages: the row cannot change meanwhile.
 	f.mu.Lock()
 	k, ok := f.rows[u.OrderID]
 	f.mu.Unlock()

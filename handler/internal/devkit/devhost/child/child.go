@@ -1,12 +1,7 @@
-// Package child runs a custom handler process the way the Functions host
-// does: it starts the executable with a free port in
-// FUNCTIONS_CUSTOMHANDLER_PORT (and FUNCTIONS_CUSTOMHANDLER_WORKER_ID),
-// polls GET / on 127.0.0.1 until any HTTP answer, restarts the process when
-// it exits (with a growing, bounded back-off), starts it again at once on
-// another port when it exited before answering because someone else held
-// its port (see package freeport), and stops it with SIGTERM,
-// then SIGKILL after a grace period. On Linux the process is also killed
-// when its supervisor's process dies, even by SIGKILL.
+// Package child runs a custom handler process as the Functions host does: the
+// executable gets a free port in FUNCTIONS_CUSTOMHANDLER_PORT, is polled with
+// GET / until it answers, is restarted with a bounded back-off when it exits,
+// and is stopped with SIGTERM, then SIGKILL.
 package child
 
 import (
@@ -37,8 +32,7 @@ const (
 var (
 	// ErrStopped: Stop was called.
 	ErrStopped = errors.New("child: stopped")
-	// ErrGaveUp: the process failed MaxFailures times in a row (it exited
-	// before answering, or soon after).
+	// ErrGaveUp: the process failed MaxFailures times in a row.
 	ErrGaveUp = errors.New("child: handler keeps failing, gave up")
 )
 
@@ -47,24 +41,18 @@ type Options struct {
 	Path string
 	Args []string
 	Dir  string
-	// Env is the process environment; EnvPort and EnvWorkerID are added
-	// (and replace any given).
+	// Env is the process environment; EnvPort and EnvWorkerID are set.
 	Env            []string
 	Stdout, Stderr io.Writer // nil discards
-	// ReadyTimeout bounds the wait for the first answer of each start
-	// (default 60 s, as the host).
+	// ReadyTimeout bounds each start's wait for an answer (default 60 s, as the host).
 	ReadyTimeout time.Duration
 	// PollInterval is the pause between readiness probes (default 100 ms).
 	PollInterval time.Duration
-	// StopGrace is how long Stop waits after SIGTERM before SIGKILL
-	// (default 5 s).
+	// StopGrace is how long Stop waits after SIGTERM before SIGKILL (default 5 s).
 	StopGrace time.Duration
-	// MaxFailures is how many failed starts in a row end supervision with
-	// ErrGaveUp (default 5). A start fails when the process exits or times
-	// out before answering, or exits within StableAfter of answering.
+	// MaxFailures is how many failed starts in a row end supervision (default 5).
 	MaxFailures int
-	// StableAfter: a process that ran this long after answering resets
-	// the failure count when it exits (default 10 s).
+	// StableAfter is the run after answering that resets the failure count (default 10 s).
 	StableAfter time.Duration
 	// Logger receives starts, exits and restarts; nil discards.
 	Logger *slog.Logger
@@ -116,18 +104,14 @@ type Process struct {
 	pickPort func() (int, error) // freeport.Pick; tests replace it
 }
 
-// maxPortRetries bounds the starts in a row that go again at once because
-// the port was taken; past it a start fails as any other.
+// maxPortRetries bounds the immediate restarts after the port was taken.
 const maxPortRetries = 3
 
-// errPortTaken: the incarnation exited before answering and another socket
-// holds the port it was given.
+// errPortTaken: the incarnation exited before answering, its port taken.
 var errPortTaken = errors.New("child: the port was taken before the handler could bind it")
 
-// Start starts the process and waits until it answers GET /. It returns an
-// error if the first start fails (the executable is missing, or the process
-// exits or stays silent for ReadyTimeout); ctx bounds only that wait. After
-// that the process is supervised until Stop.
+// Start starts the process and waits, within ctx, until it answers GET /; it
+// fails if that first start fails. The process is then supervised until Stop.
 func Start(ctx context.Context, opts Options) (*Process, error) {
 	if opts.Path == "" {
 		return nil, errors.New("child: no executable path")
@@ -156,8 +140,7 @@ func (p *Process) start(ctx context.Context) (*Process, error) {
 }
 
 // Ready blocks until the current incarnation answers and returns its base
-// URL (http://127.0.0.1:<port>). It returns ctx's error, or the reason
-// supervision ended (ErrStopped, ErrGaveUp).
+// URL, or ctx's error, or why supervision ended.
 func (p *Process) Ready(ctx context.Context) (string, error) {
 	p.mu.Lock()
 	ready, done := p.ready, p.done
@@ -210,9 +193,8 @@ func (p *Process) Stop() {
 	<-p.done
 }
 
-// Kill ends supervision like Stop, but with SIGKILL at once: the process
-// gets no chance to finish anything, as when a machine is lost. It returns
-// when the process is gone. Safe to call more than once, and after Stop.
+// Kill ends supervision like Stop, but with SIGKILL at once, as when a machine
+// is lost. Safe to call more than once, and after Stop.
 func (p *Process) Kill() {
 	p.mu.Lock()
 	p.killNow = true
@@ -221,12 +203,8 @@ func (p *Process) Kill() {
 }
 
 func (p *Process) supervise(first chan<- error) {
-	// Every incarnation is started from this goroutine, locked to its OS
-	// thread until supervision ends: on Linux the parent-death signal (see
-	// sysProcAttr) fires when the thread that started the process exits,
-	// and the Go runtime may end an unlocked thread at any time. The lock
-	// is never released, so the thread ends with this goroutine, after the
-	// last incarnation exited.
+	// Every incarnation starts from this goroutine, locked to its OS thread for
+	// good: the parent-death signal (sysProcAttr) fires when that thread exits.
 	runtime.LockOSThread()
 	defer close(p.done)
 	failures, portRetries := 0, 0
@@ -240,8 +218,7 @@ func (p *Process) supervise(first chan<- error) {
 		default:
 		}
 		if errors.Is(err, errPortTaken) {
-			// Not the handler's failure: the same start again, on another
-			// port, at once (first, not yet answered, still waits).
+			// Not the handler's failure: start again at once, on another port.
 			portRetries++
 			p.opts.Logger.Warn("handler could not bind its port; starting it again on another", slog.Any("error", err))
 			continue
@@ -275,11 +252,8 @@ func (p *Process) finish(err error) {
 	p.mu.Unlock()
 }
 
-// runOnce starts one incarnation and returns when it has exited (or was
-// stopped): whether it became ready, and why it ended. first, when not nil,
-// receives the outcome of the start, except when the incarnation exited
-// before answering while another socket held its port and retryPort is
-// set: then runOnce returns errPortTaken and reports nothing.
+// runOnce runs one incarnation until it exits, reporting its start to first;
+// with retryPort, a lost port returns errPortTaken, unreported.
 func (p *Process) runOnce(first chan<- error, retryPort bool) (ready bool, err error) {
 	report := func(err error) {
 		if first != nil {
@@ -369,8 +343,7 @@ func (p *Process) runOnce(first chan<- error, retryPort bool) (ready bool, err e
 	}
 }
 
-// kill sends SIGTERM to the process group, SIGKILL after StopGrace, and
-// waits for the exit.
+// kill sends SIGTERM to the process group, SIGKILL after StopGrace, and waits.
 func (p *Process) kill(cmd *exec.Cmd, exited <-chan error) {
 	pgid := -cmd.Process.Pid
 	_ = syscall.Kill(pgid, syscall.SIGTERM)

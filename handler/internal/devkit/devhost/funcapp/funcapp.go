@@ -1,8 +1,6 @@
-// Package funcapp reads a Functions app the way the Functions host does:
-// host.json, one function.json per function folder, and the app settings
-// (local.settings.json and the environment, as the Core Tools merge them),
-// with `%NAME%` in binding expressions resolved from those settings. It
-// performs no other I/O and starts nothing.
+// Package funcapp reads a Functions app as the Functions host does: host.json,
+// each function folder's function.json and the app settings, with `%NAME%`
+// binding expressions resolved. It performs no other I/O and starts nothing.
 package funcapp
 
 import (
@@ -19,8 +17,7 @@ import (
 	"time"
 )
 
-// ErrConfig is wrapped by every error of this package: the app on disk is
-// missing a file, has invalid JSON, or names a setting that is not set.
+// ErrConfig is wrapped by every error of this package.
 var ErrConfig = errors.New("funcapp")
 
 // App is a loaded Functions app.
@@ -30,8 +27,7 @@ type App struct {
 	Host Host
 	// Functions are sorted by name; disabled functions are left out.
 	Functions []Function
-	// Disabled names the functions left out, sorted, each with what
-	// disabled it (see DisabledBy).
+	// Disabled are the functions left out, sorted (see DisabledBy).
 	Disabled []DisabledFunction
 	// Settings are the resolved app settings (see LoadSettings).
 	Settings Settings
@@ -43,8 +39,7 @@ type App struct {
 type Host struct {
 	// FunctionTimeout bounds one invocation; 0 means unbounded ("-1").
 	FunctionTimeout time.Duration
-	// ExecutablePath is customHandler.description.defaultExecutablePath
-	// made absolute against the app root.
+	// ExecutablePath is customHandler.description.defaultExecutablePath, absolute.
 	ExecutablePath   string
 	Arguments        []string
 	WorkingDirectory string // absolute; the app root when not set
@@ -55,8 +50,7 @@ type Host struct {
 	ServiceBus  ServiceBus
 }
 
-// ServiceBus is extensions.serviceBus of host.json, defaults of the Service
-// Bus extension 5.x filled in.
+// ServiceBus is extensions.serviceBus, with the Service Bus extension 5.x's defaults.
 type ServiceBus struct {
 	MaxConcurrentSessions        int           // default 8
 	MaxConcurrentCallsPerSession int           // default 1
@@ -87,17 +81,15 @@ const (
 
 // Function is one function folder.
 type Function struct {
-	// Name is the folder name; the host POSTs non-HTTP invocations to
-	// /<Name>.
+	// Name is the folder name; non-HTTP invocations are POSTed to /<Name>.
 	Name string
 	// Path is the function.json file, for messages.
 	Path     string
 	Bindings []Binding
 }
 
-// Binding is one entry of function.json's bindings, with %NAME%
-// expressions in QueueName, TopicName, SubscriptionName and Schedule
-// resolved.
+// Binding is one of function.json's bindings, with %NAME% expressions in
+// QueueName, TopicName, SubscriptionName and Schedule resolved.
 type Binding struct {
 	Type      string `json:"type"`
 	Direction string `json:"direction"`
@@ -122,12 +114,10 @@ type Binding struct {
 	Route     string   `json:"route"`
 }
 
-// Monitor reports whether a timer keeps schedule status (useMonitor,
-// default true).
+// Monitor reports whether a timer keeps schedule status (useMonitor, default true).
 func (b Binding) Monitor() bool { return b.UseMonitor == nil || *b.UseMonitor }
 
-// Trigger returns the function's trigger binding (direction in, type
-// ending in "Trigger").
+// Trigger returns the function's trigger binding (direction in, type *Trigger).
 func (f Function) Trigger() (Binding, bool) {
 	for _, b := range f.Bindings {
 		if strings.EqualFold(b.Direction, "in") && strings.HasSuffix(b.Type, "Trigger") {
@@ -137,8 +127,7 @@ func (f Function) Trigger() (Binding, bool) {
 	return Binding{}, false
 }
 
-// LoadOptions tune Load. The zero value (or nil) reads settings from the
-// setting files only.
+// LoadOptions tune Load; nil reads settings from the setting files only.
 type LoadOptions struct {
 	// Env is the process environment (os.Environ form).
 	Env []string
@@ -148,8 +137,7 @@ type LoadOptions struct {
 	Defaults map[string]string
 }
 
-// Load reads the app at root: its settings (see LoadSettings; Defaults
-// fill the gaps), host.json and function folders.
+// Load reads the app at root: its settings (see LoadSettings), host.json and functions.
 func Load(root string, o *LoadOptions) (*App, error) {
 	if o == nil {
 		o = &LoadOptions{}
@@ -180,8 +168,7 @@ func Load(root string, o *LoadOptions) (*App, error) {
 	return &App{Root: abs, Host: host, Functions: fns, Disabled: off, Settings: settings, SettingsSource: source}, nil
 }
 
-// hostFile mirrors the parts of host.json we read. encoding/json matches
-// keys case-insensitively, like the host's configuration.
+// hostFile is what we read of host.json (keys match case-insensitively, as the host's).
 type hostFile struct {
 	FunctionTimeout *string `json:"functionTimeout"`
 	CustomHandler   struct {
@@ -379,9 +366,7 @@ func ParseTimeSpan(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// functionsDir is where function folders live: root/functions when it
-// exists (this repository's layout), else root itself (the deployed
-// layout, where each function folder sits next to host.json).
+// functionsDir is root/functions when it exists (this repository), else root (deployed).
 func functionsDir(root string) string {
 	dir := filepath.Join(root, "functions")
 	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
@@ -390,19 +375,13 @@ func functionsDir(root string) string {
 	return root
 }
 
-// DisabledFunction is a function the app leaves out, and why: the app
-// setting that disabled it, or "function.json" for its "disabled"
-// property. Bindings are as function.json has them (%NAME% expressions
-// not resolved): a disabled trigger's connection is still the app's.
+// DisabledFunction is a function left out, By an app setting or "function.json".
 type DisabledFunction struct {
 	Name, By string
 	Bindings []Binding
 }
 
-// LoadFunctions reads every <dir>/<Name>/function.json, resolves %NAME%
-// expressions from settings and leaves out disabled functions (see
-// DisabledBy, and function.json's "disabled": true or the name of a
-// setting that is "true").
+// LoadFunctions reads every function.json and leaves out disabled functions.
 func LoadFunctions(root string, settings Settings) ([]Function, error) {
 	fns, _, err := loadFunctions(root, settings)
 	return fns, err
@@ -471,17 +450,11 @@ func disabled(raw json.RawMessage, settings Settings, name string) (by string, o
 	return "", false
 }
 
-// DisabledBy reports whether the app setting that is the Functions host's
-// kill switch disables function fn, and which setting did. The host reads
-// AzureWebJobs.<fn>.Disabled, or AzureWebJobs_<fn>_Disabled (the form a
-// Linux environment variable can carry), and takes it when its value is
-// "1" or "true", either case (azure-webjobs-sdk,
+// DisabledBy reports whether the host's kill switch, AzureWebJobs.<fn>.Disabled
+// or AzureWebJobs_<fn>_Disabled set to "1" or "true" (names and values in any
+// case), disables fn, and which setting did (azure-webjobs-sdk,
 // src/Microsoft.Azure.WebJobs.Host/Listeners/HostListenerFactory.cs,
-// IsDisabled, with IConfigurationExtensions.IsSettingEnabled); .NET
-// configuration keys match without regard to case. For a disabled
-// function the host creates no listener (HostListenerFactory.CreateAsync),
-// so its trigger never fires; it reads the setting as it starts, and in
-// Azure a changed app setting restarts the app.
+// IsDisabled, with IConfigurationExtensions.IsSettingEnabled).
 func DisabledBy(settings Settings, fn string) (string, bool) {
 	names := []string{"AzureWebJobs." + fn + ".Disabled", "AzureWebJobs_" + fn + "_Disabled"}
 	keys := make([]string, 0, len(settings))
@@ -508,18 +481,15 @@ func rel(root, path string) string {
 	return path
 }
 
-// Settings are app settings by name. Names are case-sensitive here; the
-// host treats them case-insensitively on Windows only.
+// Settings are app settings by name (case-sensitive here).
 type Settings map[string]string
 
-// ErrUnresolved is wrapped when a %NAME% expression names a setting that is
-// not set.
+// ErrUnresolved is wrapped when a %NAME% expression names an unset setting.
 var ErrUnresolved = errors.New("setting is not set")
 
 var expr = regexp.MustCompile(`%([^%]+)%`)
 
-// Resolve replaces every %NAME% in s with the setting NAME. A name that is
-// not set (or set to "") is an error wrapping ErrUnresolved that names it.
+// Resolve replaces every %NAME% in v with setting NAME; unset or "" wraps ErrUnresolved.
 func (s Settings) Resolve(v string) (string, error) {
 	var missing []string
 	out := expr.ReplaceAllStringFunc(v, func(m string) string {
@@ -564,17 +534,10 @@ const (
 	LocalSettingsExample = "local.settings.json.template"
 )
 
-// LoadSettings merges the app settings as the Core Tools do:
-//
-//  1. the Values of root/local.settings.json; when that file does not
-//     exist, those of root/local.settings.json.template (the repository's
-//     documented defaults, so a fresh clone runs);
-//  2. the environment env (os.Environ form), which wins over the file for
-//     names it sets to a non-empty value;
-//  3. overrides, which win over both; an override to "" removes a setting.
-//
-// Settings whose value is "" are dropped, as .NET drops empty environment
-// variables. The source names the file used, or "environment".
+// LoadSettings merges the app settings as the Core Tools do: the Values of
+// root/local.settings.json (else of local.settings.json.template), then the
+// environment's non-empty values, then overrides ("" removes one). Empty
+// settings are dropped; the source names the file used, or "environment".
 func LoadSettings(root string, env []string, overrides map[string]string) (Settings, string, error) {
 	s := Settings{}
 	source := "environment"
@@ -599,8 +562,7 @@ func LoadSettings(root string, env []string, overrides map[string]string) (Setti
 				s[k] = v
 			case nil:
 			default:
-				// Numbers and booleans become their JSON text, as the
-				// Core Tools read them.
+				// Numbers and booleans become their JSON text, as the Core Tools read them.
 				b, _ := json.Marshal(v)
 				s[k] = string(b)
 			}

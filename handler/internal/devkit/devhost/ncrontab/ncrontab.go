@@ -1,12 +1,8 @@
 // Package ncrontab parses the six-field NCRONTAB expressions of Azure
 // Functions timer triggers, `{second} {minute} {hour} {day} {month}
-// {day-of-week}`, and computes their occurrences. It follows the NCrontab
-// library the Functions host uses: a field is `*`, a number, a range `a-b`,
-// a step `*/n`, `a-b/n` or `a/n` (from a to the field's maximum), or a
-// comma-separated list of those; day and day-of-week must both match (not
-// either, as in Vixie cron); day-of-week counts from Sunday = 0 to 6;
-// month and day names (`Jan`, `Mon`, any case, unambiguous prefixes of at
-// least three letters) are accepted.
+// {day-of-week}`, as the NCrontab library the Functions host uses does, and
+// computes their occurrences. Day and day-of-week (Sunday = 0) must both
+// match, not either as in Vixie cron; month and day names are accepted.
 package ncrontab
 
 import (
@@ -47,15 +43,13 @@ var specs = [6]fieldSpec{
 	weekday: {name: "day-of-week", min: 0, max: 6, names: []string{"sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"}},
 }
 
-// Schedule is a parsed expression. It is immutable and safe for concurrent
-// use.
+// Schedule is a parsed expression, immutable and safe for concurrent use.
 type Schedule struct {
 	expr   string
 	fields [6]uint64 // bit v set: value v matches
 }
 
-// Parse parses a six-field expression. Errors wrap ErrSyntax and name the
-// field at fault.
+// Parse parses a six-field expression; errors wrap ErrSyntax and name the field.
 func Parse(expr string) (*Schedule, error) {
 	parts := strings.Fields(expr)
 	if len(parts) != 6 {
@@ -154,8 +148,7 @@ func parseValue(spec fieldSpec, text string) (int, error) {
 
 func (s *Schedule) has(k fieldKind, v int) bool { return s.fields[k]&(1<<uint(v)) != 0 }
 
-// first returns the lowest matching value of field k that is >= from, or
-// -1 when there is none.
+// first returns field k's lowest matching value >= from, or -1.
 func (s *Schedule) first(k fieldKind, from int) int {
 	if from > specs[k].max {
 		return -1
@@ -167,17 +160,14 @@ func (s *Schedule) first(k fieldKind, from int) int {
 	return bits.TrailingZeros64(rest)
 }
 
-// searchYears bounds the search for the next occurrence. A 29 February that
-// must also fall on a given weekday recurs within 28 years.
+// searchYears bounds the search (a 29 February on a given weekday recurs within 28 years).
 const searchYears = 30
 
 // Next returns the first occurrence strictly after t, in t's location, with
-// whole seconds. It returns the zero Time when the expression can never
-// match (for example 30 February) within the next 30 years.
+// whole seconds; the zero Time if none within searchYears (30 February).
 func (s *Schedule) Next(t time.Time) time.Time {
 	loc := t.Location()
 	limit := t.Year() + searchYears
-	// Start at the next whole second after t.
 	t = t.Truncate(time.Second).Add(time.Second)
 	year, mon, dd := t.Date()
 	hh, mm, ss := t.Clock()

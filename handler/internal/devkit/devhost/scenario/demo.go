@@ -18,62 +18,34 @@ type DemoOptions struct {
 	Seed uint64
 	// Orders is the number of orders (default 300).
 	Orders int
-	// Now is when the demo is played (default 2026-11-29 18:00 UTC; the
-	// development host passes the wall clock's now, never its scaled
-	// broker clock). Every event occurred before it: see Demo.
+	// Now is when the demo is played (default 2026-11-29 18:00 UTC; see Demo).
 	Now time.Time
 }
 
-// The shape of the demo's day: orders are created over DemoDay, which
-// ends DemoQuietEnd before Now, so that even an order's last event (at
-// most about 5h40m after its creation) occurred before Now.
+// The demo's day: orders are created over DemoDay, ending DemoQuietEnd before
+// Now, so that every event occurred before Now.
 const (
 	DemoDay      = 18 * time.Hour
 	DemoQuietEnd = 6 * time.Hour
 )
 
-// The demo's fixed delays. Every order of the demo's day was created hours
-// before it is played, so its payment timeout (contract.PaymentTimeout)
-// has passed: the handler schedules each Created's check at once, and the
-// producer's own checks come a few seconds after they are sent.
+// The demo's fixed delays.
 const (
-	// CheckAfter is how long after it is sent the producer's payment
-	// timeout check of an order fires.
+	// CheckAfter is when, after it is sent, the producer's payment timeout check fires.
 	CheckAfter = 10 * time.Second
-	// LateReplayAfter is when the demo's late replays are sent. A late
-	// replay has a MessageId of its own (<MessageId>:late, as a producer
-	// that rebuilt the message sends it), so the broker's duplicate
-	// detection does not drop it and the handler must recognise it.
+	// LateReplayAfter is when the demo's late replays, each with a MessageId
+	// of its own (<MessageId>:late), are sent.
 	LateReplayAfter = 5 * time.Second
 )
 
-// Demo generates the built-in workload, deterministic for a seed:
-//
-//   - orders o-0001... with 3 to 5 OrderStatusChanged events each
-//     (Created, Paid, then Shipped, Delivered, a second Shipped, or
-//     Cancelled), MessageId <order>:<sequence>, SessionId the order id,
-//     interleaved across orders;
-//   - producer reordering: in about one order in ten two neighbouring
-//     events are sent in the wrong sequence order;
-//   - about 5% duplicate sends: half right away with the same MessageId
-//     (dropped by the broker's duplicate detection), half as a late replay
-//     after LateReplayAfter with a MessageId of its own (answered Duplicate
-//     or Stale by the handler);
-//   - about 5% unpaid orders (Created only), which the handler's own
-//     check cancels; the producer also schedules their
-//     PaymentTimeoutCheck, CheckAfter after it is sent (Stale by then),
-//     and that of two paid orders (Stale);
-//   - a few poison messages: a body that is not JSON, an unknown subject,
-//     a body whose orderId is not the session's, and an update after
-//     Delivered (InvalidTransition).
-//
-// Event times (occurredAt) look like a real day's orders, all before
-// o.Now, so that no occurredAt is later than the updatedAt the handler
-// writes when it applies the event: orders are created one after another
-// over DemoDay, ending DemoQuietEnd before Now; Paid follows Created by 1
-// to 10 minutes, Shipped follows Paid by 30 minutes to 3 hours (a second
-// Shipped, a re-scan, 10 to 30 minutes later), Delivered follows Shipped
-// by 1 to 2 hours, and Cancelled follows Paid by 5 minutes to an hour.
+// Demo generates the built-in workload, deterministic for a seed: orders
+// o-0001... with 3 to 5 OrderStatusChanged events each (MessageId
+// <order>:<sequence>, SessionId the order id), interleaved across orders,
+// with about one order in ten reordered, about 5% duplicate sends (same
+// MessageId, or a late replay), about 5% unpaid orders with the producer's
+// PaymentTimeoutCheck, and a few poison messages. Event times look like a
+// real day's orders, all before o.Now, so that no occurredAt is later than
+// the updatedAt the handler writes.
 func Demo(o DemoOptions) []Line {
 	if o.Orders <= 0 {
 		o.Orders = 300
@@ -82,8 +54,7 @@ func Demo(o DemoOptions) []Line {
 		o.Now = time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, 0x6f72646572737461)) // "ordersta"
-	// Times come from their own generator, so the messages a seed gives
-	// do not depend on them.
+	// Times have their own generator, so the messages do not depend on them.
 	times := rand.New(rand.NewPCG(o.Seed, 0x74696d6573)) // "times"
 	g := demo{start: o.Now.UTC().Truncate(time.Second).Add(-DemoQuietEnd - DemoDay)}
 	spacing := DemoDay / time.Duration(o.Orders)
@@ -131,8 +102,7 @@ func Demo(o DemoOptions) []Line {
 		plans[i] = plan{id: id, events: events}
 	}
 
-	// Poison, in orders that are not reordered (so that the update after
-	// Delivered is sent after the Delivered).
+	// Poison, in orders that are not reordered.
 	var late []Line
 	poisonKinds := []func(id, other string) Line{
 		func(id, _ string) Line {
@@ -203,8 +173,7 @@ func Demo(o DemoOptions) []Line {
 	return append(out, late...)
 }
 
-// afterPrevious is how long after the previous event of an order the
-// event statuses[i] occurred (0 for its creation). See Demo.
+// afterPrevious is how long after the order's previous event statuses[i] occurred.
 func afterPrevious(rng *rand.Rand, statuses []order.Status, i int) time.Duration {
 	if i == 0 {
 		return 0
@@ -251,9 +220,8 @@ func inOrder(events []Line) bool {
 
 type demo struct{ start time.Time }
 
-// update is an OrderStatusChanged in session sessionID about bodyOrder,
-// built by the producers' encoder (package publish); a sessionID other
-// than bodyOrder makes it poison on purpose (a session mismatch).
+// update is an OrderStatusChanged in session sessionID about bodyOrder (a
+// mismatch is poison on purpose), built by package publish.
 func (demo) update(bodyOrder, sessionID string, st order.Status, seq int64, at time.Time) Line {
 	m, err := publish.StatusMessage(contract.StatusChanged{OrderID: bodyOrder, Status: st, Sequence: seq, OccurredAt: at})
 	if err != nil {
@@ -264,8 +232,7 @@ func (demo) update(bodyOrder, sessionID string, st order.Status, seq int64, at t
 	return l
 }
 
-// timeout is the producer's PaymentTimeoutCheck of the order's Created of
-// sequence createdSeq, scheduled CheckAfter after it is sent.
+// timeout is the producer's PaymentTimeoutCheck of the order's Created createdSeq.
 func (demo) timeout(id string, createdSeq int64) Line {
 	m, err := publish.TimeoutMessageFor(id, createdSeq)
 	if err != nil {

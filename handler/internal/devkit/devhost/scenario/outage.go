@@ -8,10 +8,8 @@ import (
 	"time"
 )
 
-// Outage targets: an outage line makes Table Storage, or the Service Bus
-// calls the handler makes itself (parking, rescheduling, the sweeper's),
-// unreachable from the handler processes for a while; the trigger keeps
-// delivering.
+// Outage targets: Table Storage, or the handler's own Service Bus calls
+// (parking, rescheduling); the trigger keeps delivering.
 const (
 	OutageTable      = "table"
 	OutageServiceBus = "servicebus"
@@ -26,14 +24,11 @@ const (
 	fieldDuration = "duration"
 )
 
-// outageLine reads a line with an "outage" field:
+// outageLine reads a line with an "outage" field, such as
 //
 //	{"outage":"table","sendAfter":"2m","duration":"30m"}
-//	{"outage":"servicebus","duration":"5m"}
 //
-// The outage begins once sendAfter has passed, as a message would be sent
-// then, and lasts duration (required, above 0) on the development host's
-// clock. Any other field is an error.
+// duration is required and above 0; any other field is an error.
 func (p *parser) outageLine(obj map[string]json.RawMessage) (Line, error) {
 	var l Line
 	hasDuration := false
@@ -68,9 +63,7 @@ func (p *parser) outageLine(obj map[string]json.RawMessage) (Line, error) {
 }
 
 // ParseOutages reads the value of `orderstatus-dev dev --outage`: comma-separated
-// TARGET@AFTER+DURATION, such as table@2m+30m or servicebus@0s+5m (AFTER
-// on the host's clock since the workload started, as sendAfter). The
-// lines it returns have Pos "--outage <event>".
+// TARGET@AFTER+DURATION, such as table@2m+30m.
 func ParseOutages(s string) ([]Line, error) {
 	var out []Line
 	for _, ev := range strings.Split(s, ",") {

@@ -9,10 +9,8 @@ import (
 	"time"
 )
 
-// Scale actions: a scale line adds an instance to a group (a cold cache),
-// removes one gracefully (SIGTERM: its running calls finish and its
-// sessions are released), or kills one (SIGKILL: its session locks run
-// out before another instance takes its sessions).
+// Scale actions: add an instance to a group (a cold cache), remove one
+// gracefully (SIGTERM) or kill one (SIGKILL: its session locks run out).
 const (
 	ScaleAdd    = "add"
 	ScaleRemove = "remove"
@@ -29,21 +27,13 @@ const (
 	fieldGroup    = "group"
 )
 
-// scaleLine reads a line with a "scale" field:
+// scaleLine reads a line with a "scale" field, such as
 //
-//	{"scale":"add","sendAfter":"30s"}
-//	{"scale":"add","group":"DeadLetterSweeper"}
 //	{"scale":"remove","instance":"OrderStatus-2","sendAfter":"1m"}
-//	{"scale":"kill","instance":1}
 //	{"scale":"kill","group":"http"}
 //
-// group names the instance group (http, or a function's name; default the
-// function on the workload queue) to add to, or whose newest running
-// instance to remove or kill; instance (an id, or the number of one of the
-// default group's) names the instance instead. Line.Instance holds
-// either. sendAfter holds the line as it holds a message. Any other field
-// is an error: a message field on a scale line is a mistake worth
-// stopping for.
+// group (default: the function on the workload queue) or instance (an id, or a
+// number of the default group's) names the target. Any other field is an error.
 func (p *parser) scaleLine(obj map[string]json.RawMessage) (Line, error) {
 	var l Line
 	var group string

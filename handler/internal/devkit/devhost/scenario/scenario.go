@@ -1,54 +1,15 @@
 // Package scenario reads the development host's workloads and generates its
-// built-in demo. A workload is a list of messages for the order-status queue
-// (a Line each), sent in order.
+// built-in demo. A workload is a JSON Lines file, one message for the
+// order-status queue per line (a Line each), sent in order:
 //
-// The file format is JSON Lines, one message per line:
+//	{"subject":"OrderStatusChanged","sessionId":"o-1","messageId":"o-1:1",
+//	 "body":{"orderId":"o-1","status":"Created","sequence":1},"sendAfter":"12m"}
 //
-//		{"subject":"OrderStatusChanged","sessionId":"o-1","messageId":"o-1:1",
-//		 "body":{"orderId":"o-1","status":"Created","sequence":1},
-//		 "scheduleAfter":"30m","sendAfter":"12m","applicationProperties":{"k":"v"},
-//		 "contentType":"application/json","correlationId":"c-1","timeToLive":"1h"}
-//
-//	  - sessionId is required (the queue requires sessions); at most 128
-//	    characters, as is messageId;
-//	  - messageId should be given (a scenario's author needs it to find a
-//	    message in the summary); a line without one gets <file>:<line>,
-//	    with a warning;
-//	  - subject may be empty (the handler parks such a message as an
-//	    unknown subject), with a warning;
-//	  - body is any JSON value: a string is sent as is (so "{bad json" is a
-//	    bad body), anything else as its JSON text with content type
-//	    application/json; a missing body sends an empty one, with a
-//	    warning;
-//	  - contentType and correlationId (optional strings) set those message
-//	    properties; contentType replaces the one body implies;
-//	  - scheduleAfter (optional Go duration) schedules the message that long
-//	    after it is sent;
-//	  - sendAfter (optional Go duration, an extension) holds the line until
-//	    that much time has passed since the first line was sent, on the
-//	    development host's clock: a producer's late replay, after the
-//	    duplicate detection window, is sendAfter "11m". Lines are sent in
-//	    file order, so a line also waits for every line before it: one
-//	    without sendAfter after a "5m" line goes at 5m too;
-//	  - timeToLive (optional Go duration) is the message's time-to-live
-//	    (the queue's default when longer or absent);
-//	  - applicationProperties values are strings, numbers or booleans; a
-//	    null value is left out, and an object or array is sent as its JSON
-//	    text.
-//
-// A line with a "scale" field is a scale event instead of a message, such
-// as {"scale":"add","sendAfter":"30s"} or {"scale":"kill","instance":2}
-// (see ScaleAdd). A line with an "outage" field is an outage instead, such
-// as {"outage":"table","sendAfter":"2m","duration":"30m"} (see
-// OutageTable).
-//
-// An optional field that is null or "" counts as absent. Field names match
-// without regard to case. An unknown field is a warning (once per name),
-// not an error. Blank lines and a UTF-8 byte order mark are skipped. What
-// cannot be sent is an error naming file:line: a line that is not one JSON
-// object, a missing sessionId, a value of the wrong type, a bad duration,
-// an id over 128 characters, or a message over the Service Bus limit of
-// 256 KiB.
+// sessionId is required; scheduleAfter, sendAfter and timeToLive are Go
+// durations. A line with a "scale" or "outage" field is a scale event or an
+// outage instead (see ScaleAdd, OutageTable). Field names match without
+// regard to case; harmless problems are warnings, and what cannot be sent is
+// an error naming file:line. docs/dev-host.md describes the format.
 package scenario
 
 import (
@@ -75,8 +36,7 @@ type Line struct {
 	Subject   string
 	SessionID string
 	MessageID string
-	// ContentType is application/json when the body was a JSON value
-	// other than a string.
+	// ContentType is application/json for a non-string JSON body.
 	ContentType string
 	Body        []byte
 	// ScheduleAfter > 0 schedules the message that long after sending.
@@ -91,21 +51,15 @@ type Line struct {
 	TimeToLive time.Duration
 	// Pos is "file:line" for a line read from a file, "" otherwise.
 	Pos string
-	// Scale, when set, makes the line a scale event instead of a message:
-	// one of ScaleAdd, ScaleRemove, ScaleKill, applied once SendAfter has
-	// passed; Instance names the instance to remove or kill (an id or a
-	// number; "" for the newest running one).
+	// Scale, when set, makes the line a scale event (ScaleAdd, ScaleRemove,
+	// ScaleKill) on Instance (an id or a number; "": the newest running one).
 	Scale, Instance string
-	// Outage, when set, makes the line an outage instead of a message:
-	// OutageTable or OutageServiceBus becomes unreachable from the
-	// handler once SendAfter has passed, for Duration on the host's
-	// clock.
+	// Outage, when set, makes the line an outage of that target for Duration.
 	Outage   string
 	Duration time.Duration
 }
 
-// IsMessage reports whether the line sends a message (it is neither a
-// scale event nor an outage).
+// IsMessage reports whether the line sends a message (not a scale event or outage).
 func (l Line) IsMessage() bool { return l.Scale == "" && l.Outage == "" }
 
 // Message returns the broker message the line sends.
@@ -122,8 +76,7 @@ func (l Line) Message() broker.Message {
 	}
 }
 
-// FromMessage returns the line that sends m (as built by package publish,
-// the contract's encoder) at once.
+// FromMessage returns the line that sends m at once.
 func FromMessage(m broker.Message) Line {
 	return Line{
 		Subject:               m.Subject,
@@ -151,24 +104,19 @@ func (e *LineError) Error() string { return e.Pos + ": " + e.Err.Error() }
 // Unwrap returns ErrSyntax joined with the cause.
 func (e *LineError) Unwrap() []error { return []error{ErrSyntax, e.Err} }
 
-// MaxLineBytes bounds one line (a Service Bus message is at most 256 KiB on
-// the Standard tier; the JSON text of one may be larger).
+// MaxLineBytes bounds one line (a message's JSON text may exceed the message).
 const MaxLineBytes = 1 << 20
 
-// MaxMessageBytes is the largest message a line may describe: the Service
-// Bus Standard tier's limit, as the development host's broker measures it.
+// MaxMessageBytes is the largest message a line may describe (Service Bus Standard tier).
 const MaxMessageBytes = membroker.DefaultMaxMessageSize
 
 // Options tune ReadFile and Parse. The zero value (or nil) is usable.
 type Options struct {
-	// Warn receives each harmless problem as one line: an unknown field
-	// (once per name), a generated MessageId, a missing subject or body
-	// (sent anyway: a way to test poison). nil drops them.
+	// Warn receives each harmless problem as one line; nil drops them.
 	Warn func(msg string)
 }
 
-// ReadFile parses the workload in file path. An error opening or reading
-// the file names it; a bad line is a *LineError.
+// ReadFile parses the workload in file path; a bad line is a *LineError.
 func ReadFile(path string, opts *Options) ([]Line, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -393,8 +341,7 @@ func (p *parser) line(text []byte, n int) (Line, error) {
 	return l, nil
 }
 
-// generatedID is the MessageId of a line without one: <file>:<line>, or
-// line-<line> when the file name would make it too long.
+// generatedID is the MessageId of a line without one: <file>:<line>, or line-<line>.
 func generatedID(name string, n int) string {
 	id := fmt.Sprintf("%s:%d", filepath.Base(name), n)
 	if utf8.RuneCountInString(id) > membroker.MaxIDLength {
@@ -403,9 +350,8 @@ func generatedID(name string, n int) string {
 	return id
 }
 
-// propertyValue converts a JSON value to a Service Bus property value:
-// string, bool, int64 for integers, float64 for other numbers, and the
-// compact JSON text of an object or array. ok is false for null.
+// propertyValue converts a JSON value to a Service Bus property value (ok is
+// false for null).
 func propertyValue(raw json.RawMessage) (v any, ok bool, err error) {
 	raw = bytes.TrimSpace(raw)
 	switch {

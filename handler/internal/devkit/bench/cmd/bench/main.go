@@ -1,7 +1,5 @@
-// Command bench is `make bench`: the side-by-side measurement of package
-// bench. It prints a progress line per phase on stderr and the figures on
-// stdout, and exits 1 when a phase fails, 2 on a bad flag. Targets are
-// reported, not enforced.
+// Command bench is `make bench` (package bench): progress on stderr, the
+// figures on stdout; exit 1 when a phase fails, 2 on a bad flag.
 package main
 
 import (
@@ -31,8 +29,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	opts.Progress = stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// A bound against a hang, well above the run's time on a loaded
-	// machine (the outage runs alone took 8 to 17 minutes on 2 shared cores).
+	// A bound against a hang, well above the run's time on a loaded machine.
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	start, loadBefore := time.Now(), loadAverage()
@@ -48,8 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// parseFlags reads the command line over bench.Defaults; the error is one
-// line naming the problem.
+// parseFlags reads the command line over bench.Defaults; the error is one line.
 func parseFlags(args []string) (bench.Options, error) {
 	opts := bench.Defaults()
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -80,8 +76,7 @@ func parseFlags(args []string) (bench.Options, error) {
 	return opts, nil
 }
 
-// cpuModel is the first "model name" of /proc/cpuinfo ("unknown CPU"
-// elsewhere).
+// cpuModel is the first "model name" of /proc/cpuinfo ("unknown CPU" elsewhere).
 func cpuModel() string {
 	data, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
@@ -95,8 +90,7 @@ func cpuModel() string {
 	return "unknown CPU"
 }
 
-// loadAverage is the one-minute load average ("?" when unknown): other
-// work on the machine is what makes absolute figures noise.
+// loadAverage is the one-minute load average ("?" when unknown).
 func loadAverage() string {
 	data, err := os.ReadFile("/proc/loadavg")
 	if f := strings.Fields(string(data)); err == nil && len(f) > 0 {
