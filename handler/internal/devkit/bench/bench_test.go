@@ -140,6 +140,11 @@ func TestWorkload(t *testing.T) {
 			t.Fatalf("message id %s twice", l.MessageID)
 		}
 		ids[l.MessageID] = true
+		// Producers' changes carry occurredAt: the handler then schedules each
+		// Created's check half an hour on, outside the timed run.
+		if u, err := order.ParseUpdate(l.Body, l.SessionID); err != nil || u.OccurredAt.IsZero() || time.Since(u.OccurredAt) > time.Minute {
+			t.Fatalf("line %s: %s parses to %+v, %v; want a change that occurred now", l.MessageID, l.Body, u, err)
+		}
 	}
 	if again := NewWorkload("t", 100, 0.20, 0.05, 1); len(again.Orders[7].Messages) != len(w.Orders[7].Messages) {
 		t.Error("the same seed gave another workload")

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
@@ -87,12 +88,17 @@ func message(orderID, messageID string, st order.Status, seq int64) Message {
 	return Message{ID: messageID, Update: order.Update{OrderID: orderID, Status: st, Sequence: seq}}
 }
 
-// Lines is the workload as dev host scenario lines, order by order.
+// Lines is the workload as dev host scenario lines, order by order, each
+// body with occurredAt now, as producers send them: without it the handler
+// takes a change's first enqueue time, which a host clock faster than the
+// wall clock puts hours back, and every Created's payment-timeout check
+// would fall due inside the timed run, work production does not do then.
 func (w Workload) Lines() []devhost.ScenarioLine {
 	lines := make([]devhost.ScenarioLine, 0, w.Messages())
+	now := time.Now().UTC().Format(time.RFC3339Nano)
 	for _, o := range w.Orders {
 		for _, m := range o.Messages {
-			body := fmt.Sprintf(`{"orderId":%q,"status":%q,"sequence":%d}`, m.Update.OrderID, m.Update.Status, m.Update.Sequence)
+			body := fmt.Sprintf(`{"orderId":%q,"status":%q,"sequence":%d,"occurredAt":%q}`, m.Update.OrderID, m.Update.Status, m.Update.Sequence, now)
 			lines = append(lines, devhost.ScenarioLine{Subject: order.SubjectStatusChanged, SessionID: o.ID,
 				MessageID: m.ID, ContentType: "application/json", Body: []byte(body)})
 		}
