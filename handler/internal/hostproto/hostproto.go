@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/orderstatus/orderstatus/handler/internal/clip"
 )
 
 // Invocation is a non-HTTP invocation's body, values raw for DecodeServiceBus and DecodeTimer.
@@ -284,7 +286,7 @@ func snippet(text []byte) string {
 	if len(text) == 0 {
 		return "nothing"
 	}
-	return strconv.Quote(shorten(string(text)))
+	return strconv.Quote(clip.String(string(text), 64))
 }
 
 func snippetJSON(raw []byte) string {
@@ -292,20 +294,7 @@ func snippetJSON(raw []byte) string {
 	if json.Compact(&b, raw) == nil {
 		raw = b.Bytes()
 	}
-	return shorten(string(raw))
-}
-
-// shorten cuts s to at most 64 bytes, on a rune boundary, marking the cut.
-func shorten(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
+	return clip.String(string(raw), 64)
 }
 
 // metaString decodes a JSON string holding one ("\"o-1\""), leniently a bare one; absent: "".

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
+	"github.com/orderstatus/orderstatus/handler/internal/clip"
 )
 
 // Subjects of the messages on the order-status queue (package contract).
@@ -131,14 +132,14 @@ func (r Rules) ParseUpdate(body []byte, sessionID string) (Update, error) {
 	}
 	status, ok := table.Parse(*raw.Status)
 	if !ok {
-		return Update{}, poison(ReasonInvalidPayload, "status %q is not one of %s", truncate(*raw.Status), table.Names())
+		return Update{}, poison(ReasonInvalidPayload, "status %q is not one of %s", clip.String(*raw.Status, maxQuoted), table.Names())
 	}
 	u.Status = status
 	if raw.Sequence == nil {
 		return Update{}, poison(ReasonInvalidPayload, "sequence is missing")
 	}
 	if err := json.Unmarshal(*raw.Sequence, &u.Sequence); err != nil {
-		return Update{}, poison(ReasonInvalidPayload, "sequence is not an integer: %s", truncate(string(*raw.Sequence)))
+		return Update{}, poison(ReasonInvalidPayload, "sequence is not an integer: %s", clip.String(string(*raw.Sequence), maxQuoted))
 	}
 	if u.Sequence < 1 {
 		return Update{}, poison(ReasonInvalidPayload, "sequence %d is below 1", u.Sequence)
@@ -146,7 +147,7 @@ func (r Rules) ParseUpdate(body []byte, sessionID string) (Update, error) {
 	if raw.OccurredAt != nil {
 		t, err := time.Parse(time.RFC3339Nano, *raw.OccurredAt)
 		if err != nil {
-			return Update{}, poison(ReasonInvalidPayload, "occurredAt %q is not an RFC 3339 time", truncate(*raw.OccurredAt))
+			return Update{}, poison(ReasonInvalidPayload, "occurredAt %q is not an RFC 3339 time", clip.String(*raw.OccurredAt, maxQuoted))
 		}
 		t = t.UTC()
 		if t.Before(contract.MinOccurredAt) || t.After(contract.MaxOccurredAt) {
@@ -179,7 +180,7 @@ func ParseTimeoutCheck(body []byte, sessionID string) (TimeoutCheck, error) {
 	c := TimeoutCheck{OrderID: *raw.OrderID}
 	if raw.CreatedSequence != nil {
 		if err := json.Unmarshal(*raw.CreatedSequence, &c.CreatedSequence); err != nil {
-			return TimeoutCheck{}, poison(ReasonInvalidPayload, "createdSequence is not an integer: %s", truncate(string(*raw.CreatedSequence)))
+			return TimeoutCheck{}, poison(ReasonInvalidPayload, "createdSequence is not an integer: %s", clip.String(string(*raw.CreatedSequence), maxQuoted))
 		}
 		if c.CreatedSequence < 1 {
 			return TimeoutCheck{}, poison(ReasonInvalidPayload, "createdSequence %d is below 1", c.CreatedSequence)
@@ -201,23 +202,13 @@ func decodeObject(body []byte, v any) error {
 	}
 	// Unmarshal, unlike a Decoder, rejects anything after the object.
 	if err := json.Unmarshal(body, v); err != nil {
-		return poison(ReasonInvalidPayload, "body is not valid JSON of the contract: %s", truncate(err.Error()))
+		return poison(ReasonInvalidPayload, "body is not valid JSON of the contract: %s", clip.String(err.Error(), maxQuoted))
 	}
 	return nil
 }
 
-// truncate shortens s for an error description, on a rune boundary.
-func truncate(s string) string {
-	const max = 120
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
-}
+// maxQuoted bounds the input an error description quotes, in characters.
+const maxQuoted = 120
 
 // Result is the outcome of applying a message to an order.
 type Result string

@@ -9,11 +9,11 @@ import (
 	"fmt"
 	"math"
 	"time"
-	"unicode/utf8"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/contract/tracectx"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/clip"
 )
 
 // Application property names on a parked message.
@@ -85,7 +85,7 @@ func Message(o Original, reason, description string) broker.Message {
 		props = make(map[string]any, 8)
 	}
 	props[PropReason] = reason
-	props[PropDescription] = truncate(description, MaxDescription)
+	props[PropDescription] = clip.String(description, MaxDescription)
 	if id, ok := props[PropOriginalMessageID].(string); !ok || id == "" {
 		props[PropOriginalMessageID] = o.MessageID
 	}
@@ -159,12 +159,4 @@ func propertyValue(v any) any {
 		}
 		return string(b)
 	}
-}
-
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-3]) + "..."
 }

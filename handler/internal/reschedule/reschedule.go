@@ -14,11 +14,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
 	"github.com/orderstatus/orderstatus/handler/contract/tracectx"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
+	"github.com/orderstatus/orderstatus/handler/internal/clip"
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
 )
 
@@ -217,7 +217,7 @@ func Copy(o Original, d Decision, lastError string) broker.Message {
 	props[PropRetryAttempt] = d.Attempt
 	props[PropFirstFailureTime] = d.FirstFailure.UTC()
 	props[PropOriginalMessageID] = s.OriginalMessageID
-	props[PropLastError] = Truncate(lastError, MaxLastError)
+	props[PropLastError] = clip.String(lastError, MaxLastError)
 	if !d.Now.IsZero() {
 		props[PropScheduledAt] = d.Now.UTC()
 	} else {
@@ -319,15 +319,6 @@ func (r *Rescheduler) Schedule(ctx context.Context, o Original, d Decision, last
 		return m, fmt.Errorf("reschedule: schedule %s at %s: %w", m.MessageID, d.At.UTC().Format(time.RFC3339), err)
 	}
 	return m, nil
-}
-
-// Truncate shortens s to at most n characters, on a rune boundary.
-func Truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-3]) + "..."
 }
 
 func intValue(v any) (int64, bool) {

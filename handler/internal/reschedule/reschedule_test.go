@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"slices"
 
@@ -161,9 +162,6 @@ func TestCopyIDWithin128(t *testing.T) {
 	}
 	if CopyID("o-1:2", 2) != "o-1:2:retry:2" {
 		t.Errorf("CopyID = %s", CopyID("o-1:2", 2))
-	}
-	if got := Truncate(strings.Repeat("é", 300), MaxLastError); len([]rune(got)) != MaxLastError {
-		t.Errorf("Truncate kept %d characters", len([]rune(got)))
 	}
 }
 
@@ -388,5 +386,12 @@ func TestCopyCarriesTheFirstEnqueuedTime(t *testing.T) {
 	}
 	if slices.Contains(Properties, PropOriginalEnqueuedTime) {
 		t.Errorf("Properties lists %s: a replay must keep it", PropOriginalEnqueuedTime)
+	}
+}
+
+func TestCopyBoundsLastError(t *testing.T) {
+	m := Copy(Original{MessageID: "m-1", SessionID: "o-1"}, Decision{Attempt: 1}, strings.Repeat("é", 300))
+	if got, _ := m.ApplicationProperties[PropLastError].(string); utf8.RuneCountInString(got) != MaxLastError || !utf8.ValidString(got) {
+		t.Errorf("LastError has %d characters (valid UTF-8: %v), want %d", utf8.RuneCountInString(got), utf8.ValidString(got), MaxLastError)
 	}
 }
