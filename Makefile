@@ -104,6 +104,7 @@ fuzz:
 	$(GO) test ./handler/tableerr -run '^$$' -fuzz FuzzBatchFailure -fuzztime $(FUZZTIME)
 	$(GO) test ./handler/internal/logging -run '^$$' -fuzz FuzzLineIsSlogsLine -fuzztime $(FUZZTIME)
 	$(GO) test ./handler/internal/logging -run '^$$' -fuzz FuzzNoWarnKeepsJSON -fuzztime $(FUZZTIME)
+	$(GO) test ./handler/internal/clip -run '^$$' -fuzz FuzzString -fuzztime $(FUZZTIME)
 
 ## bench: the Go micro-benchmarks, then the side-by-side run of package bench
 ## (storage floor / naive handler / ours, locally and with 8 ms storage latency,
