@@ -26,7 +26,7 @@ func program() app.Program {
 		Name:  "orderstatus",
 		About: "The operators' and producers' tool: dead letters and publishing, against Azure or the development host.",
 		Commands: []app.Command{
-			{Name: "deadletters", Summary: "the runbooks' dead-letter tool: list, stats, sweep [--dry-run], replay, discard", Run: deadletters.Main},
+			{Name: "deadletters", Summary: "the runbooks' dead-letter tool: list, stats, sweep [--dry-run], replay, discard; mcp for an assistant", Run: deadletters.Main},
 			{Name: "publish", Summary: "send status changes, schedule and cancel payment timeouts, relay a producer's outbox (the producers' side)", Run: publishcli.Main},
 			app.Version("orderstatus", app.NewBuild(version, revision)),
 		},

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
@@ -17,15 +18,18 @@ var errSkipped = errors.New("deadletter: entry changed meanwhile")
 var (
 	// ErrNoMessage: no entry with that id.
 	ErrNoMessage = errors.New("deadletter: no such message")
-	// ErrInvalidBody: the message would be parked again; wraps the *order.PoisonError.
+	// ErrInvalidBody: the edited message would be parked again; wraps the *order.PoisonError.
 	ErrInvalidBody = errors.New("deadletter: the message would be parked again")
 	// ErrNotActionable: the entry's state does not allow the action.
 	ErrNotActionable = errors.New("deadletter: not possible in the entry's state")
 )
 
+// Edit changes a replay's message before it is checked and sent (a corrected replay).
+type Edit func(*broker.Message) error
+
 // Apply carries out d on entry id as actor at now, on the entry read again and if the
-// action still fits its state; a non-nil body replaces the replayed one.
-func (s *Sweeper) Apply(ctx context.Context, id string, d Decision, body []byte, actor string, now time.Time) (Item, error) {
+// action still fits its state; a non-nil edit changes the replayed message.
+func (s *Sweeper) Apply(ctx context.Context, id string, d Decision, edit Edit, actor string, now time.Time) (Item, error) {
 	e, err := s.store.Get(ctx, id)
 	if err != nil {
 		it := Item{EntryID: id, Action: d.Action, Why: d.Why}
@@ -38,7 +42,7 @@ func (s *Sweeper) Apply(ctx context.Context, id string, d Decision, body []byte,
 	var next dlstore.Entry
 	switch d.Action {
 	case ActionReplay, ActionResubmit:
-		next, err = s.replay(ctx, e, d, body, actor, now)
+		next, err = s.replay(ctx, e, d, edit, actor, now)
 	case ActionArchive, ActionDiscard, ActionLeave, ActionRestore:
 		next, err = s.transition(ctx, e, d, actor, now)
 	default:
@@ -99,12 +103,15 @@ func (s *Sweeper) transition(ctx context.Context, e dlstore.Entry, d Decision, a
 // replay claims e (dlstore.Claim), sends replay e.ReplayCount+1, then records it with
 // its audit entry; a failed send releases the claim. Any run finishes a timed-out claim
 // under the same MessageId, unless corrected (releaseUnsent).
-func (s *Sweeper) replay(ctx context.Context, e dlstore.Entry, d Decision, body []byte, actor string, now time.Time) (dlstore.Entry, error) {
+func (s *Sweeper) replay(ctx context.Context, e dlstore.Entry, d Decision, edit Edit, actor string, now time.Time) (dlstore.Entry, error) {
 	if err := allowed(e, d.Action); err != nil {
 		return e, err
 	}
-	msg := ReplayMessage(e, body)
-	if body != nil {
+	msg := ReplayMessage(e, nil)
+	if edit != nil {
+		if err := edit(&msg); err != nil {
+			return e, err
+		}
 		if err := Validate(msg); err != nil {
 			return e, fmt.Errorf("%w: %w", ErrInvalidBody, err)
 		}
@@ -116,12 +123,12 @@ func (s *Sweeper) replay(ctx context.Context, e dlstore.Entry, d Decision, body 
 			return e, fmt.Errorf("%w: a replay claimed by %s at %s is under way", errSkipped, e.ClaimedBy, e.ClaimedAt.UTC().Format(time.RFC3339))
 		}
 		c := dlstore.ParseClaim(e.ClaimedBy)
-		if c.Corrected && body == nil {
+		if c.Corrected && edit == nil {
 			return s.releaseUnsent(ctx, e, c, actor, now)
 		}
 		from = c.From
 	}
-	claimant := dlstore.Claim{By: actor + "#" + uuid.NewString()[:8], From: from, Corrected: body != nil}.String()
+	claimant := dlstore.Claim{By: actor + "#" + uuid.NewString()[:8], From: from, Corrected: edit != nil}.String()
 	claimed, err := s.store.Transition(ctx, e, dlstore.Transition{To: dlstore.ReplayDue, At: now, ClaimedBy: claimant})
 	if err != nil {
 		return e, fmt.Errorf("deadletter: claim %s for a replay: %w", e.ID, err)
@@ -165,7 +172,7 @@ const AuditReleased = "released"
 // (AuditReleased, the maybe-sent MessageId, ReplayCount kept), and fails with errSkipped.
 func (s *Sweeper) releaseUnsent(ctx context.Context, e dlstore.Entry, c dlstore.Claim, actor string, now time.Time) (dlstore.Entry, error) {
 	id := ReplayID(OriginalID(e), e.ReplayCount+1)
-	detail := fmt.Sprintf("a replay with a corrected body claimed by %s at %s was never recorded (sent as %s or not at all); %s again, the stored body not sent",
+	detail := fmt.Sprintf("a corrected replay claimed by %s at %s was never recorded (sent as %s or not at all); %s again, the stored body not sent",
 		c.By, e.ClaimedAt.UTC().Format(time.RFC3339), id, c.From)
 	if _, err := s.store.Transition(ctx, e, dlstore.Transition{To: c.From, At: now,
 		Audit: &dlstore.AuditEntry{At: now, Action: AuditReleased, Actor: actor, NewMessageID: id, Detail: detail}}); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlops"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
@@ -72,7 +73,7 @@ func TestAFailedReplayOfAnArchivedEntryIsReleasedNotFinished(t *testing.T) {
 			f := newFixture(t)
 			storeArchived(t, f)
 			s := deadletter.New(failingSend{f.mb}, f.store, f.options(deadletter.Options{}))
-			if _, err := ops(s).Act(f.ctx, deadletter.ActionReplay, "o-1:1", c.body, "cli:ana"); err == nil {
+			if _, err := ops(s).Act(f.ctx, deadletter.ActionReplay, "o-1:1", &dlops.Edit{Body: c.body}, "cli:ana"); err == nil {
 				t.Fatal("replay with the send failing succeeded")
 			}
 			if e := f.byMessage(t)["o-1:1:parked"]; e.State != dlstore.Archived || e.ClaimedBy != "" {
@@ -103,7 +104,7 @@ func TestACorrectedReplayKilledBeforeItsSendIsReleasedNotFinished(t *testing.T) 
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				_, _ = ops(s).Act(f.ctx, deadletter.ActionReplay, "o-1:1", fixedBody, "cli:ana")
+				_, _ = ops(s).Act(f.ctx, deadletter.ActionReplay, "o-1:1", &dlops.Edit{Body: fixedBody}, "cli:ana")
 			}()
 			<-done
 			if e := f.byMessage(t)["o-1:1:parked"]; e.State != dlstore.ReplayDue {

@@ -21,11 +21,11 @@ const (
 
 // Summary is the timer function's ReturnValue.
 type Summary struct {
-	RunID   string         `json:"runId"`
-	Counts  map[Action]int `json:"counts"`
-	Depth   map[Kind]int   `json:"depth"`
-	Stopped string         `json:"stopped,omitempty"`
-	Error   string         `json:"error,omitempty"`
+	RunID   string                 `json:"runId"`
+	Counts  map[Action]int         `json:"counts"`
+	Depth   map[dlstore.Source]int `json:"depth"`
+	Stopped string                 `json:"stopped,omitempty"`
+	Error   string                 `json:"error,omitempty"`
 }
 
 // Function returns the handler of POST /DeadLetterSweeper, one sweep per timer call: 200 with
@@ -54,7 +54,7 @@ func Function(s *Sweeper, log *slog.Logger) http.Handler {
 			return
 		}
 		rep, err := s.Run(r.Context(), RunOptions{Actor: ActorSweeper})
-		sum := Summary{RunID: rep.RunID, Counts: rep.Counts, Depth: map[Kind]int{}, Stopped: rep.Stopped}
+		sum := Summary{RunID: rep.RunID, Counts: rep.Counts, Depth: map[dlstore.Source]int{}, Stopped: rep.Stopped}
 		for _, st := range rep.Stats {
 			sum.Depth[st.Source] += st.Depth
 		}

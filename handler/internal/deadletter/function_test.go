@@ -13,6 +13,7 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
 func timerBody(t *testing.T) string {
@@ -52,7 +53,7 @@ func TestFunctionAnswersWithTheSummaryAndStatsLines(t *testing.T) {
 		t.Fatalf("status %d, logs %q", code, a.Logs)
 	}
 	if a.ReturnValue.RunID == "" || a.ReturnValue.Counts[deadletter.ActionArchive] != 1 || a.ReturnValue.Counts[deadletter.ActionStored] != 1 ||
-		a.ReturnValue.Depth[deadletter.Poison] != 0 {
+		a.ReturnValue.Depth[dlstore.Poison] != 0 {
 		t.Errorf("ReturnValue = %+v, want a run id, stored 1, archived 1, poison depth 0 after the run", a.ReturnValue)
 	}
 	stats := 0
@@ -91,7 +92,7 @@ func TestFunctionFailures(t *testing.T) {
 		if code, a := post(t, deadletter.Function(s, nil), timerBody(t)); code != http.StatusServiceUnavailable || a.ReturnValue.Error == "" {
 			t.Errorf("status %d, return %+v; want 503 with the error", code, a.ReturnValue)
 		}
-		if d := f.peek(t, deadletter.DLQ); len(d) != 1 {
+		if d := f.peek(t, dlstore.DLQ); len(d) != 1 {
 			t.Errorf("DLQ after a failed sweep = %+v, want the message untouched", d)
 		}
 	})

@@ -86,11 +86,11 @@ func TestActErrors(t *testing.T) {
 	if _, err := ops(s).Act(f.ctx, deadletter.ActionDiscard, "nope", nil, "cli:x"); !errors.Is(err, deadletter.ErrNoMessage) {
 		t.Errorf("discard of a missing id = %v, want ErrNoMessage", err)
 	}
-	if _, err := ops(s).Act(f.ctx, deadletter.ActionReplay, "o-2:1", []byte(`{"orderId":"o-2","status":"Nope","sequence":1,"occurredAt":"2026-11-29T10:00:00Z"}`), "cli:x"); !errors.Is(err, deadletter.ErrInvalidBody) {
+	if _, err := ops(s).Act(f.ctx, deadletter.ActionReplay, "o-2:1", &dlops.Edit{Body: []byte(`{"orderId":"o-2","status":"Nope","sequence":1,"occurredAt":"2026-11-29T10:00:00Z"}`)}, "cli:x"); !errors.Is(err, deadletter.ErrInvalidBody) {
 		t.Errorf("replay with a bad body = %v, want ErrInvalidBody", err)
 	}
 	var pe *order.PoisonError
-	if _, err := ops(s).Act(f.ctx, deadletter.ActionReplay, "o-2:1", []byte(`nope`), "cli:x"); !errors.As(err, &pe) {
+	if _, err := ops(s).Act(f.ctx, deadletter.ActionReplay, "o-2:1", &dlops.Edit{Body: []byte(`nope`)}, "cli:x"); !errors.As(err, &pe) {
 		t.Errorf("replay with a bad body = %v, want the contract's reason", err)
 	}
 	if e := f.byMessage(t)["o-2:1:parked"]; e.State != dlstore.Left {
@@ -107,7 +107,7 @@ func TestActErrors(t *testing.T) {
 		t.Fatalf("restore of an archived entry = %+v, %v", it, err)
 	}
 	good := []byte(`{"orderId":"o-1","status":"Created","sequence":1,"occurredAt":"2026-11-29T10:00:00Z"}`)
-	if it, err := ops(s).Act(f.ctx, deadletter.ActionReplay, "o-1:1", good, "cli:x"); err != nil || it.NewMessageID != "o-1:1:replay:1" {
+	if it, err := ops(s).Act(f.ctx, deadletter.ActionReplay, "o-1:1", &dlops.Edit{Body: good}, "cli:x"); err != nil || it.NewMessageID != "o-1:1:replay:1" {
 		t.Fatalf("replay of the restored entry = %+v, %v", it, err)
 	}
 	if r, ok := f.queued(t)["o-1:1:replay:1"]; !ok || string(r.Body) != string(good) || r.SessionID != "o-1" {
@@ -179,7 +179,7 @@ func TestGroupsAndOrder(t *testing.T) {
 		groups[0].Template != `because of o-<n>:<n>` {
 		t.Fatalf("groups = %+v, want the 4 parked ones (template masked) first, then the dead letter", groups)
 	}
-	if g := groups[1]; g.Count != 1 || g.Action != deadletter.ActionWait || g.Source != deadletter.DLQ {
+	if g := groups[1]; g.Count != 1 || g.Action != deadletter.ActionWait || g.Source != dlstore.DLQ {
 		t.Errorf("second group = %+v", g)
 	}
 	if _, err := ops(s).Act(f.ctx, deadletter.ActionReplay, "o-1:2", nil, "cli:ana"); err != nil {

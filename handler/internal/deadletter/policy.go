@@ -20,30 +20,17 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/parking"
 )
 
-// Kind names a source in flags, log lines, metric labels and keys.
-type Kind = dlstore.Source
-
-// The sources, in the order a sweep drains them.
-const (
-	DLQ       = dlstore.DLQ
-	Poison    = dlstore.Poison
-	PoisonDLQ = dlstore.PoisonDLQ
-)
-
-// Kinds lists every source.
-var Kinds = dlstore.Sources
-
 // Queues names the two queues the sources live on.
 type Queues struct {
 	Queue, PoisonQueue string
 }
 
 // Source returns the broker source of k.
-func (q Queues) Source(k Kind) broker.Source {
+func (q Queues) Source(k dlstore.Source) broker.Source {
 	switch k {
-	case DLQ:
+	case dlstore.DLQ:
 		return broker.Source{Queue: q.Queue, DeadLetter: true}
-	case Poison:
+	case dlstore.Poison:
 		return broker.Source{Queue: q.PoisonQueue}
 	default:
 		return broker.Source{Queue: q.PoisonQueue, DeadLetter: true}
@@ -93,11 +80,11 @@ type Decision struct {
 	Why    string
 }
 
-func replayable(k Kind, reason string) bool {
+func replayable(k dlstore.Source, reason string) bool {
 	switch k {
-	case DLQ:
+	case dlstore.DLQ:
 		return reason == broker.ReasonMaxDeliveryCountExceeded || reason == broker.ReasonTTLExpired
-	case Poison:
+	case dlstore.Poison:
 		return reason == ReasonRetryWindowExceeded
 	}
 	return false
@@ -129,9 +116,9 @@ func (p Policy) Decide(e dlstore.Entry, now time.Time) Decision {
 		return Decision{ActionReplay, fmt.Sprintf("%s and past its %s cool-down: replay %d of %d", reason, p.Cooldown, e.ReplayCount+1, p.MaxReplays)}
 	}
 	switch {
-	case e.Source == PoisonDLQ:
+	case e.Source == dlstore.PoisonDLQ:
 		return Decision{ActionLeave, "from the poison queue's dead-letter queue: a parked message expired or failed 10 deliveries; a human decides"}
-	case e.Source == Poison && (reason == order.ReasonInvalidPayload || reason == order.ReasonUnknownSubject):
+	case e.Source == dlstore.Poison && (reason == order.ReasonInvalidPayload || reason == order.ReasonUnknownSubject):
 		return Decision{ActionArchive, reason + ": bad data never gets better; archive it"}
 	case reason == "":
 		return Decision{ActionLeave, "no dead-letter reason: a human decides"}
@@ -239,7 +226,7 @@ func Validate(msg broker.Message) error {
 }
 
 // EntryOf is the Open store entry of message m received from source k at now.
-func EntryOf(k Kind, m broker.Received, now time.Time) dlstore.Entry {
+func EntryOf(k dlstore.Source, m broker.Received, now time.Time) dlstore.Entry {
 	return dlstore.Entry{
 		ID:             dlstore.EntryID(k, m.SequenceNumber, m.MessageID),
 		Source:         k,

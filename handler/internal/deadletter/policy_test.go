@@ -20,7 +20,7 @@ func dead(reason string, props map[string]any) broker.Received {
 }
 
 // entry is the store entry of m from source k, stored at storedAt.
-func entry(k deadletter.Kind, m broker.Received, storedAt time.Time) dlstore.Entry {
+func entry(k dlstore.Source, m broker.Received, storedAt time.Time) dlstore.Entry {
 	return deadletter.EntryOf(k, m, storedAt)
 }
 
@@ -29,30 +29,30 @@ func TestDecide(t *testing.T) {
 	p := deadletter.Policy{Cooldown: 10 * time.Minute, MaxReplays: 3}
 	tests := []struct {
 		name   string
-		k      deadletter.Kind
+		k      dlstore.Source
 		m      broker.Received
 		stored time.Time
 		want   deadletter.Action
 	}{
-		{"dlq max delivery stored now waits", deadletter.DLQ, dead("MaxDeliveryCountExceeded", nil), now, deadletter.ActionWait},
-		{"dlq max delivery within the cool-down waits", deadletter.DLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-9 * time.Minute), deadletter.ActionWait},
-		{"dlq max delivery past the cool-down replays", deadletter.DLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-10 * time.Minute), deadletter.ActionReplay},
-		{"dlq expired past the cool-down replays", deadletter.DLQ, dead("TTLExpiredException", nil), now.Add(-time.Hour), deadletter.ActionReplay},
-		{"dlq replayed twice replays again", deadletter.DLQ, dead("MaxDeliveryCountExceeded", map[string]any{"ReplayCount": int64(2)}), now.Add(-time.Hour), deadletter.ActionReplay},
-		{"dlq replay cap reached is left", deadletter.DLQ, dead("MaxDeliveryCountExceeded", map[string]any{"ReplayCount": int64(3)}), now.Add(-time.Hour), deadletter.ActionLeave},
-		{"dlq replay cap reached and stored now is left", deadletter.DLQ, dead("TTLExpiredException", map[string]any{"ReplayCount": int64(5)}), now, deadletter.ActionLeave},
-		{"dlq invalid transition is left", deadletter.DLQ, dead("InvalidTransition", nil), now.Add(-time.Hour), deadletter.ActionLeave},
-		{"dlq unknown reason is left", deadletter.DLQ, dead("SomethingElse", nil), now.Add(-time.Hour), deadletter.ActionLeave},
-		{"dlq without reason is left", deadletter.DLQ, dead("", nil), now.Add(-time.Hour), deadletter.ActionLeave},
-		{"poison invalid payload is archived", deadletter.Poison, dead("InvalidPayload", nil), now, deadletter.ActionArchive},
-		{"poison unknown subject is archived", deadletter.Poison, dead("UnknownSubject", nil), now, deadletter.ActionArchive},
-		{"poison invalid transition is left", deadletter.Poison, dead("InvalidTransition", nil), now, deadletter.ActionLeave},
-		{"poison retry window exceeded waits for its cool-down", deadletter.Poison, dead("RetryWindowExceeded", nil), now, deadletter.ActionWait},
-		{"poison retry window exceeded replays after it", deadletter.Poison, dead("RetryWindowExceeded", nil), now.Add(-time.Hour), deadletter.ActionReplay},
-		{"poison max delivery is left (not ours to replay)", deadletter.Poison, dead("MaxDeliveryCountExceeded", nil), now.Add(-time.Hour), deadletter.ActionLeave},
-		{"poison order never created is left", deadletter.Poison, dead("OrderNeverCreated", nil), now.Add(-time.Hour), deadletter.ActionLeave},
-		{"poison-dlq anything is left", deadletter.PoisonDLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-time.Hour), deadletter.ActionLeave},
-		{"poison-dlq invalid payload is left", deadletter.PoisonDLQ, dead("InvalidPayload", nil), now, deadletter.ActionLeave},
+		{"dlq max delivery stored now waits", dlstore.DLQ, dead("MaxDeliveryCountExceeded", nil), now, deadletter.ActionWait},
+		{"dlq max delivery within the cool-down waits", dlstore.DLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-9 * time.Minute), deadletter.ActionWait},
+		{"dlq max delivery past the cool-down replays", dlstore.DLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-10 * time.Minute), deadletter.ActionReplay},
+		{"dlq expired past the cool-down replays", dlstore.DLQ, dead("TTLExpiredException", nil), now.Add(-time.Hour), deadletter.ActionReplay},
+		{"dlq replayed twice replays again", dlstore.DLQ, dead("MaxDeliveryCountExceeded", map[string]any{"ReplayCount": int64(2)}), now.Add(-time.Hour), deadletter.ActionReplay},
+		{"dlq replay cap reached is left", dlstore.DLQ, dead("MaxDeliveryCountExceeded", map[string]any{"ReplayCount": int64(3)}), now.Add(-time.Hour), deadletter.ActionLeave},
+		{"dlq replay cap reached and stored now is left", dlstore.DLQ, dead("TTLExpiredException", map[string]any{"ReplayCount": int64(5)}), now, deadletter.ActionLeave},
+		{"dlq invalid transition is left", dlstore.DLQ, dead("InvalidTransition", nil), now.Add(-time.Hour), deadletter.ActionLeave},
+		{"dlq unknown reason is left", dlstore.DLQ, dead("SomethingElse", nil), now.Add(-time.Hour), deadletter.ActionLeave},
+		{"dlq without reason is left", dlstore.DLQ, dead("", nil), now.Add(-time.Hour), deadletter.ActionLeave},
+		{"poison invalid payload is archived", dlstore.Poison, dead("InvalidPayload", nil), now, deadletter.ActionArchive},
+		{"poison unknown subject is archived", dlstore.Poison, dead("UnknownSubject", nil), now, deadletter.ActionArchive},
+		{"poison invalid transition is left", dlstore.Poison, dead("InvalidTransition", nil), now, deadletter.ActionLeave},
+		{"poison retry window exceeded waits for its cool-down", dlstore.Poison, dead("RetryWindowExceeded", nil), now, deadletter.ActionWait},
+		{"poison retry window exceeded replays after it", dlstore.Poison, dead("RetryWindowExceeded", nil), now.Add(-time.Hour), deadletter.ActionReplay},
+		{"poison max delivery is left (not ours to replay)", dlstore.Poison, dead("MaxDeliveryCountExceeded", nil), now.Add(-time.Hour), deadletter.ActionLeave},
+		{"poison order never created is left", dlstore.Poison, dead("OrderNeverCreated", nil), now.Add(-time.Hour), deadletter.ActionLeave},
+		{"poison-dlq anything is left", dlstore.PoisonDLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-time.Hour), deadletter.ActionLeave},
+		{"poison-dlq invalid payload is left", dlstore.PoisonDLQ, dead("InvalidPayload", nil), now, deadletter.ActionLeave},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestDecide(t *testing.T) {
 	}
 	t.Run("closed or left entries get no action", func(t *testing.T) {
 		for _, st := range []dlstore.State{dlstore.Left, dlstore.Replayed, dlstore.Archived, dlstore.Discarded} {
-			e := entry(deadletter.DLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-time.Hour))
+			e := entry(dlstore.DLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-time.Hour))
 			e.State = st
 			if got := p.Decide(e, now); got.Action != deadletter.ActionNone {
 				t.Errorf("Decide of a %s entry = %s, want none", st, got.Action)
@@ -76,13 +76,13 @@ func TestDecide(t *testing.T) {
 	})
 	t.Run("cool-down zero replays at once", func(t *testing.T) {
 		p := deadletter.Policy{Cooldown: 0, MaxReplays: 3}
-		if got := p.Decide(entry(deadletter.DLQ, dead("MaxDeliveryCountExceeded", nil), now), now); got.Action != deadletter.ActionReplay {
+		if got := p.Decide(entry(dlstore.DLQ, dead("MaxDeliveryCountExceeded", nil), now), now); got.Action != deadletter.ActionReplay {
 			t.Errorf("Decide = %s, want replayed", got.Action)
 		}
 	})
 	t.Run("max replays zero never replays", func(t *testing.T) {
 		p := deadletter.Policy{Cooldown: time.Minute, MaxReplays: 0}
-		if got := p.Decide(entry(deadletter.DLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-time.Hour)), now); got.Action != deadletter.ActionLeave {
+		if got := p.Decide(entry(dlstore.DLQ, dead("MaxDeliveryCountExceeded", nil), now.Add(-time.Hour)), now); got.Action != deadletter.ActionLeave {
 			t.Errorf("Decide = %s, want left", got.Action)
 		}
 	})
@@ -93,7 +93,7 @@ func TestReplayMessage(t *testing.T) {
 		m := dead("MaxDeliveryCountExceeded", map[string]any{
 			broker.PropertyDeadLetterErrorDescription: "5 deliveries", "tenant": "t-1", "n": int64(4)})
 		m.Subject, m.ContentType, m.CorrelationID, m.Body = "OrderStatusChanged", "application/json", "c-1", []byte(`{"x":1}`)
-		got := deadletter.ReplayMessage(entry(deadletter.DLQ, m, time.Now()), nil)
+		got := deadletter.ReplayMessage(entry(dlstore.DLQ, m, time.Now()), nil)
 		if got.MessageID != "o-1:2:replay:1" || got.SessionID != "o-1" || got.Subject != "OrderStatusChanged" ||
 			got.ContentType != "application/json" || got.CorrelationID != "c-1" || string(got.Body) != `{"x":1}` {
 			t.Errorf("replay = %+v", got)
@@ -114,7 +114,7 @@ func TestReplayMessage(t *testing.T) {
 	t.Run("a replay replayed again counts on from its original id", func(t *testing.T) {
 		m := dead("MaxDeliveryCountExceeded", map[string]any{"ReplayCount": int64(1), "ReplayedFromDeadLetter": "MaxDeliveryCountExceeded"})
 		m.MessageID = "o-1:2:replay:1"
-		if got := deadletter.ReplayMessage(entry(deadletter.DLQ, m, time.Now()), nil); got.MessageID != "o-1:2:replay:2" || got.ApplicationProperties["ReplayCount"] != int64(2) {
+		if got := deadletter.ReplayMessage(entry(dlstore.DLQ, m, time.Now()), nil); got.MessageID != "o-1:2:replay:2" || got.ApplicationProperties["ReplayCount"] != int64(2) {
 			t.Errorf("second replay id %s count %v, want o-1:2:replay:2 and 2", got.MessageID, got.ApplicationProperties["ReplayCount"])
 		}
 	})
@@ -122,7 +122,7 @@ func TestReplayMessage(t *testing.T) {
 		m := dead("InvalidTransition", map[string]any{"OriginalMessageId": "o-9:4", "OriginalSessionId": "o-9",
 			"OriginalSubject": "OrderStatusChanged", "OriginalSequenceNumber": int64(12), "DeliveryCount": int64(1)})
 		m.MessageID, m.SessionID = "o-9:4:parked", ""
-		got := deadletter.ReplayMessage(entry(deadletter.Poison, m, time.Now()), []byte(`{"fixed":true}`))
+		got := deadletter.ReplayMessage(entry(dlstore.Poison, m, time.Now()), []byte(`{"fixed":true}`))
 		if got.MessageID != "o-9:4:replay:1" || got.SessionID != "o-9" || got.Subject != "OrderStatusChanged" || string(got.Body) != `{"fixed":true}` {
 			t.Errorf("replay of a parked copy = %+v", got)
 		}
@@ -147,12 +147,12 @@ func TestReplayKeepsTheFirstEnqueuedTime(t *testing.T) {
 	first := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	parked := dead("RetryWindowExceeded", map[string]any{"OriginalEnqueuedTime": first})
 	parked.EnqueuedTime = first.Add(time.Hour)
-	if got := deadletter.ReplayMessage(entry(deadletter.Poison, parked, time.Now()), nil).ApplicationProperties["OriginalEnqueuedTime"]; got != first {
+	if got := deadletter.ReplayMessage(entry(dlstore.Poison, parked, time.Now()), nil).ApplicationProperties["OriginalEnqueuedTime"]; got != first {
 		t.Errorf("a parked copy's replay: OriginalEnqueuedTime %v, want %s", got, first)
 	}
 	plain := dead("MaxDeliveryCountExceeded", nil)
 	plain.EnqueuedTime = first
-	if got := deadletter.ReplayMessage(entry(deadletter.DLQ, plain, time.Now()), nil).ApplicationProperties["OriginalEnqueuedTime"]; got != first {
+	if got := deadletter.ReplayMessage(entry(dlstore.DLQ, plain, time.Now()), nil).ApplicationProperties["OriginalEnqueuedTime"]; got != first {
 		t.Errorf("a dead letter's replay: OriginalEnqueuedTime %v, want its EnqueuedTime %s", got, first)
 	}
 }
@@ -161,7 +161,7 @@ func TestReplayOfARetryStartsAFreshWindow(t *testing.T) {
 	m := dead("RetryWindowExceeded", map[string]any{"OriginalMessageId": "o-3:1", "OriginalSessionId": "o-3",
 		"OriginalSubject": "OrderStatusChanged", "RetryAttempt": int64(9), "FirstFailureTime": time.Now(), "LastError": "refused"})
 	m.MessageID, m.SessionID = "o-3:1:parked", ""
-	got := deadletter.ReplayMessage(entry(deadletter.Poison, m, time.Now()), nil)
+	got := deadletter.ReplayMessage(entry(dlstore.Poison, m, time.Now()), nil)
 	if got.MessageID != "o-3:1:replay:1" || got.SessionID != "o-3" {
 		t.Errorf("replay = %s session %q, want o-3:1:replay:1 in o-3", got.MessageID, got.SessionID)
 	}
@@ -186,7 +186,7 @@ func TestDerivedIDsStayWithin128(t *testing.T) {
 			ApplicationProperties: map[string]any{"ReplayCount": int64(2)}}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := entry(deadletter.DLQ, tt.m, time.Now())
+			e := entry(dlstore.DLQ, tt.m, time.Now())
 			got := deadletter.ReplayMessage(e, nil)
 			if len(got.MessageID) > 128 || got.SessionID != order {
 				t.Errorf("replay id %q (%d characters) session %d characters; want at most 128 and the order", got.MessageID, len(got.MessageID), len(got.SessionID))
@@ -237,7 +237,7 @@ func TestValidate(t *testing.T) {
 
 func TestEntryOfKeepsPropertiesInTheStoresTypes(t *testing.T) {
 	m := dead("MaxDeliveryCountExceeded", map[string]any{"i32": int32(7), "f32": float32(1.5), "u": uint64(9), "s": "x", "b": true})
-	e := deadletter.EntryOf(deadletter.DLQ, m, time.Now())
+	e := deadletter.EntryOf(dlstore.DLQ, m, time.Now())
 	for k, want := range map[string]any{"i32": int64(7), "f32": float64(1.5), "u": "9", "s": "x", "b": true} {
 		if got := e.Properties[k]; got != want {
 			t.Errorf("property %s = %#v, want %#v", k, got, want)
@@ -252,7 +252,7 @@ func TestEntryOfKeepsPropertiesInTheStoresTypes(t *testing.T) {
 // trace: the same trace id, a span of its own, linked to what it replays.
 func TestReplayKeepsTheTrace(t *testing.T) {
 	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	got := deadletter.ReplayMessage(entry(deadletter.DLQ, dead("MaxDeliveryCountExceeded", map[string]any{"traceparent": tp, "Diagnostic-Id": tp}), time.Now()), nil)
+	got := deadletter.ReplayMessage(entry(dlstore.DLQ, dead("MaxDeliveryCountExceeded", map[string]any{"traceparent": tp, "Diagnostic-Id": tp}), time.Now()), nil)
 	next, _ := got.ApplicationProperties["traceparent"].(string)
 	if !strings.HasPrefix(next, "00-0af7651916cd43dd8448eb211c80319c-") || next == tp || got.ApplicationProperties["Diagnostic-Id"] != next {
 		t.Errorf("replay traceparent %q, Diagnostic-Id %v: want the trace 0af7...319c with a new span on both", next, got.ApplicationProperties["Diagnostic-Id"])

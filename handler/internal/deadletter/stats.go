@@ -17,9 +17,9 @@ import (
 
 // Stat is one source and reason's depth: store entries not closed plus messages in Service Bus.
 type Stat struct {
-	Source Kind   `json:"source"`
-	Reason string `json:"reason"`
-	Depth  int    `json:"depth"`
+	Source dlstore.Source `json:"source"`
+	Reason string         `json:"reason"`
+	Depth  int            `json:"depth"`
 	// OldestAgeSeconds: since the oldest reached the store (or was enqueued).
 	OldestAgeSeconds int64 `json:"oldest_age_seconds"`
 	// InQueue of Depth are still in Service Bus.
@@ -58,11 +58,11 @@ func (r *run) stats(ctx context.Context) error {
 }
 
 // PeekSources peeks every source without settling; one that cannot be read is named and its error joined.
-func (s *Sweeper) PeekSources(ctx context.Context) (map[Kind][]broker.Received, []string, error) {
-	out := make(map[Kind][]broker.Received, len(Kinds))
+func (s *Sweeper) PeekSources(ctx context.Context) (map[dlstore.Source][]broker.Received, []string, error) {
+	out := make(map[dlstore.Source][]broker.Received, len(dlstore.Sources))
 	var bad []string
 	var errs error
-	for _, k := range Kinds {
+	for _, k := range dlstore.Sources {
 		msgs, err := broker.PeekAll(ctx, s.b, s.o.Queues.Source(k))
 		if err != nil {
 			bad = append(bad, s.o.Queues.Source(k).String())
@@ -75,9 +75,9 @@ func (s *Sweeper) PeekSources(ctx context.Context) (map[Kind][]broker.Received, 
 }
 
 // Stats computes the Stats of entries not closed and of queued messages, sorted as sortStats.
-func Stats(entries []dlstore.Entry, queued map[Kind][]broker.Received, now time.Time) []Stat {
+func Stats(entries []dlstore.Entry, queued map[dlstore.Source][]broker.Received, now time.Time) []Stat {
 	by := map[statKey]*Stat{}
-	get := func(k Kind, reason string) *Stat {
+	get := func(k dlstore.Source, reason string) *Stat {
 		st := by[statKey{k, reason}]
 		if st == nil {
 			st = &Stat{Source: k, Reason: reason}
@@ -109,10 +109,10 @@ func Stats(entries []dlstore.Entry, queued map[Kind][]broker.Received, now time.
 	return sortStats(out)
 }
 
-// sortStats orders stats by source (Kinds order) then reason, adding empty sources.
+// sortStats orders stats by source (dlstore.Sources order) then reason, adding empty sources.
 func sortStats(in []Stat) []Stat {
 	var out []Stat
-	for _, k := range Kinds {
+	for _, k := range dlstore.Sources {
 		start := len(out)
 		for _, st := range in {
 			if st.Source == k && (st.Reason != "" || st.Depth > 0 || st.Stored > 0) {

@@ -112,17 +112,17 @@ func (s *Sweeper) RatePerSecond() float64 { return s.o.RatePerSecond }
 
 // Item is one message or entry a run or an operator looked at.
 type Item struct {
-	EntryID        string    `json:"entry_id,omitempty"`
-	Source         Kind      `json:"source"`
-	SequenceNumber int64     `json:"sequence_number"`
-	MessageID      string    `json:"message_id"`
-	OrderID        string    `json:"order_id"`
-	Reason         string    `json:"reason"`
-	State          string    `json:"state,omitempty"`
-	StoredAt       time.Time `json:"stored_at,omitzero"`
-	Action         Action    `json:"action"`
-	Why            string    `json:"why"`
-	NewMessageID   string    `json:"new_message_id,omitempty"`
+	EntryID        string         `json:"entry_id,omitempty"`
+	Source         dlstore.Source `json:"source"`
+	SequenceNumber int64          `json:"sequence_number"`
+	MessageID      string         `json:"message_id"`
+	OrderID        string         `json:"order_id"`
+	Reason         string         `json:"reason"`
+	State          string         `json:"state,omitempty"`
+	StoredAt       time.Time      `json:"stored_at,omitzero"`
+	Action         Action         `json:"action"`
+	Why            string         `json:"why"`
+	NewMessageID   string         `json:"new_message_id,omitempty"`
 	// Done: the action was carried out (false in a dry run, or on Error).
 	Done  bool   `json:"done"`
 	Error string `json:"error,omitempty"`
@@ -198,12 +198,12 @@ func (s *Sweeper) probe(ctx context.Context) error {
 	return nil
 }
 
-// drainAll drains every source in Kinds order, stopping at the first store failure.
+// drainAll drains every source in dlstore.Sources order, stopping at the first store failure.
 func (r *run) drainAll(ctx context.Context) error {
 	s := r.s
 	var runErr error
 	// Peek first: a receive on an empty source waits ReceiveWait.
-	for _, k := range Kinds {
+	for _, k := range dlstore.Sources {
 		head, err := s.b.Peek(ctx, s.o.Queues.Source(k), 1, 0)
 		if err != nil {
 			runErr = errors.Join(runErr, fmt.Errorf("deadletter: peek %s: %w", k, err))
@@ -232,7 +232,7 @@ type run struct {
 }
 
 type statKey struct {
-	source Kind
+	source dlstore.Source
 	reason string
 }
 
@@ -272,7 +272,7 @@ const maxBatch = 20
 // ServiceBusReceivedMessage.DeliveryCount; *Message transfers, locks, and settlement*) to
 // maxDeliveryCount (*Service Bus dead-letter queues*, "Maximum delivery count"), so
 // dlstore.ErrUnavailable stops receiving; an unstorable message is held, then abandoned.
-func (r *run) drain(ctx context.Context, k Kind) error {
+func (r *run) drain(ctx context.Context, k dlstore.Source) error {
 	s := r.s
 	src := s.o.Queues.Source(k)
 	var held []broker.Received
@@ -397,7 +397,7 @@ func (s *Sweeper) DecideAt(e dlstore.Entry, now time.Time) Decision {
 			return Decision{ActionNone, fmt.Sprintf("a replay claimed by %s at %s is under way", e.ClaimedBy, e.ClaimedAt.UTC().Format(time.RFC3339))}
 		}
 		if c := dlstore.ParseClaim(e.ClaimedBy); c.Corrected {
-			return Decision{ActionNone, fmt.Sprintf("a replay with a corrected body claimed by %s at %s was never sent: release it to %s (the correction is not stored)",
+			return Decision{ActionNone, fmt.Sprintf("a corrected replay claimed by %s at %s was never sent: release it to %s (the correction is not stored)",
 				c.By, e.ClaimedAt.UTC().Format(time.RFC3339), c.From)}
 		}
 		return Decision{ActionReplay, fmt.Sprintf("a replay claimed by %s at %s was not recorded: finish it (same MessageId)", e.ClaimedBy, e.ClaimedAt.UTC().Format(time.RFC3339))}

@@ -133,7 +133,7 @@ func (f *fixture) park(t *testing.T, original, reason string) {
 	}
 }
 
-func (f *fixture) peek(t *testing.T, k deadletter.Kind) []broker.Received {
+func (f *fixture) peek(t *testing.T, k dlstore.Source) []broker.Received {
 	t.Helper()
 	got, err := broker.PeekAll(f.ctx, f.mb, f.q.Source(k))
 	if err != nil {
@@ -207,7 +207,7 @@ func TestSweepDrainsThenAppliesThePolicy(t *testing.T) {
 	f.park(t, "o-5:2", "RetryWindowExceeded")
 
 	rep := f.run(t, s)
-	for _, k := range deadletter.Kinds {
+	for _, k := range dlstore.Sources {
 		if got := f.peek(t, k); len(got) != 0 {
 			t.Errorf("%s after the drain holds %d messages, want none (every one stored, then completed)", k, len(got))
 		}
@@ -332,7 +332,7 @@ func TestDryRunChangesNothingAndAgreesWithTheSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.writes.Load() != 0 || len(f.peek(t, deadletter.DLQ)) != 1 || len(f.peek(t, deadletter.Poison)) != 1 {
+	if c.writes.Load() != 0 || len(f.peek(t, dlstore.DLQ)) != 1 || len(f.peek(t, dlstore.Poison)) != 1 {
 		t.Fatalf("dry run wrote %d times or moved messages", c.writes.Load())
 	}
 	want := map[string]deadletter.Action{}
@@ -421,7 +421,7 @@ func TestOneMessageThatCannotBeStoredBlocksNothing(t *testing.T) {
 		if len(failed) != 1 || failed[0] != "o-1:1:parked" {
 			t.Errorf("run %d: items with an error = %v, want the refused one named", run, failed)
 		}
-		left := f.peek(t, deadletter.Poison)
+		left := f.peek(t, dlstore.Poison)
 		if len(left) != 1 || left[0].MessageID != "o-1:1:parked" {
 			t.Errorf("run %d: poison queue holds %d messages, want only the refused one (still there, not lost)", run, len(left))
 		}
@@ -439,7 +439,7 @@ func TestStoreOutageLosesNothing(t *testing.T) {
 	if !errors.Is(err, dlstore.ErrUnavailable) || deadletter.StatusFor(err) != 503 {
 		t.Fatalf("Run with the store down = %v (status %d), want unavailable, 503", err, deadletter.StatusFor(err))
 	}
-	if len(f.peek(t, deadletter.DLQ)) != 1 || len(f.peek(t, deadletter.Poison)) != 1 {
+	if len(f.peek(t, dlstore.DLQ)) != 1 || len(f.peek(t, dlstore.Poison)) != 1 {
 		t.Fatal("a message left its queue while the store was down")
 	}
 	f.run(t, f.sweeper(deadletter.Options{}))
@@ -472,11 +472,11 @@ func TestCrashBetweenStoreAndComplete(t *testing.T) {
 		t.Fatalf("Run = %v, lock lost %d; want no error and 1 lock lost", err, rep.LockLost)
 	}
 	f.clk.Advance(2 * time.Minute) // past the lock
-	if len(f.peek(t, deadletter.Poison)) != 1 {
+	if len(f.peek(t, dlstore.Poison)) != 1 {
 		t.Fatal("the message whose complete failed is not back on its queue")
 	}
 	f.run(t, f.sweeper(deadletter.Options{}))
-	if len(f.peek(t, deadletter.Poison)) != 0 {
+	if len(f.peek(t, dlstore.Poison)) != 0 {
 		t.Error("the next run did not complete it")
 	}
 	if got := f.entries(t, dlstore.Filter{}); len(got) != 1 {
@@ -797,7 +797,7 @@ func (o *outage) Purge(ctx context.Context, before time.Time, max int) (int, err
 func (f *fixture) deliveries(t *testing.T) map[string]int32 {
 	t.Helper()
 	out := map[string]int32{}
-	for _, k := range deadletter.Kinds {
+	for _, k := range dlstore.Sources {
 		for _, m := range f.peek(t, k) {
 			out[string(k)+" "+m.MessageID] = m.DeliveryCount
 		}
@@ -831,10 +831,10 @@ func TestStoreOutageSpendsNoDeliveryCount(t *testing.T) {
 	if st.refused.Load() != 0 {
 		t.Errorf("%d Puts tried with the store down: a run should not receive what it cannot store", st.refused.Load())
 	}
-	if pd := f.peek(t, deadletter.PoisonDLQ); len(pd) != 0 {
+	if pd := f.peek(t, dlstore.PoisonDLQ); len(pd) != 0 {
 		t.Fatalf("poison-dlq holds %s (%s): the outage moved the parked message", pd[0].MessageID, pd[0].DeadLetterReason)
 	}
-	p := f.peek(t, deadletter.Poison)
+	p := f.peek(t, dlstore.Poison)
 	if len(p) != 1 || p[0].DeadLetterReason != deadletter.ReasonRetryWindowExceeded {
 		t.Fatalf("poison queue = %+v, want the parked message with its own reason", p)
 	}
@@ -842,7 +842,7 @@ func TestStoreOutageSpendsNoDeliveryCount(t *testing.T) {
 	st.down.Store(false) // the store is back
 	f.run(t, s)
 	e, ok := f.byMessage(t)["o-1:1:parked"]
-	if !ok || e.Source != deadletter.Poison || e.Reason != deadletter.ReasonRetryWindowExceeded || e.DeliveryCount != 1 {
+	if !ok || e.Source != dlstore.Poison || e.Reason != deadletter.ReasonRetryWindowExceeded || e.DeliveryCount != 1 {
 		t.Fatalf("after the outage the parked message is stored as %+v, want source poison, reason %s, delivery count 1",
 			e, deadletter.ReasonRetryWindowExceeded)
 	}

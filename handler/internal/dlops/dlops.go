@@ -1,6 +1,6 @@
 // Package dlops is what operators do by hand with the dead-letter store, for
-// the CLI (bin/orderstatus deadletters) only, not bin/handler; every action
-// goes through the sweeper's Apply, with its audit.
+// bin/orderstatus deadletters and its MCP tools only, not bin/handler; every
+// action goes through the sweeper's Apply, with its audit.
 package dlops
 
 import (
@@ -52,27 +52,25 @@ func (s Ops) Select(ctx context.Context, f dlstore.Filter) ([]dlstore.Entry, err
 }
 
 // Act carries out a on one entry by hand, as actor: replay skips cool-down
-// and cap, and sends body if given (checked: ErrInvalidBody).
-func (s Ops) Act(ctx context.Context, a deadletter.Action, id string, body []byte, actor string) (deadletter.Item, error) {
+// and cap, and makes ed first (checked: *EditError, deadletter.ErrInvalidBody);
+// the audit entry's detail says what ed changed.
+func (s Ops) Act(ctx context.Context, a deadletter.Action, id string, ed *Edit, actor string) (deadletter.Item, error) {
 	e, err := s.Find(ctx, id)
 	if err != nil {
 		return deadletter.Item{MessageID: id, Action: a}, err
 	}
+	if !ed.IsZero() && a != deadletter.ActionReplay {
+		return deadletter.ItemOf(e, a, ""), fmt.Errorf("dlops: only a replay takes edits, not %s", a)
+	}
 	now := s.Now()
-	if a == deadletter.ActionReplay && e.Source != deadletter.DLQ {
+	if a == deadletter.ActionReplay && e.Source != dlstore.DLQ {
 		a = deadletter.ActionResubmit
 	}
-	d := deadletter.Decision{Action: a, Why: byHand(a, body != nil)}
-	return s.Apply(ctx, e.ID, d, body, actor, now)
-}
-
-func byHand(a deadletter.Action, corrected bool) string {
-	switch {
-	case corrected:
-		return string(a) + " by hand with a corrected body"
-	default:
-		return string(a) + " by hand"
+	why := string(a) + " by hand"
+	if !ed.IsZero() {
+		why += ", edited: " + ed.describe()
 	}
+	return s.Apply(ctx, e.ID, deadletter.Decision{Action: a, Why: why}, ed.hook(), actor, now)
 }
 
 // BulkReport is what a bulk action did.
@@ -95,11 +93,11 @@ func (s Ops) Bulk(ctx context.Context, a deadletter.Action, set []dlstore.Entry,
 			return rep, err
 		}
 		act := a
-		if act == deadletter.ActionReplay && e.Source != deadletter.DLQ {
+		if act == deadletter.ActionReplay && e.Source != dlstore.DLQ {
 			act = deadletter.ActionResubmit
 		}
 		now := s.Now()
-		it, err := s.Apply(ctx, e.ID, deadletter.Decision{Action: act, Why: byHand(act, false) + " (bulk)"}, nil, actor, now)
+		it, err := s.Apply(ctx, e.ID, deadletter.Decision{Action: act, Why: string(act) + " by hand (bulk)"}, nil, actor, now)
 		if err != nil {
 			it.Error = err.Error()
 			rep.Failed++
@@ -119,16 +117,46 @@ func (s Ops) Bulk(ctx context.Context, a deadletter.Action, set []dlstore.Entry,
 	return rep, nil
 }
 
+// Pinned splits set, as listed, into the entries still as listed (state,
+// update time and number of actions) and the ids of those changed or gone
+// since: a bulk action confirmed later acts on the first only.
+func (s Ops) Pinned(ctx context.Context, set []dlstore.Entry) (same []dlstore.Entry, changed []string, err error) {
+	f := dlstore.Filter{}
+	for _, e := range set {
+		f.IDs = append(f.IDs, e.ID)
+		if !slices.Contains(f.States, e.State) {
+			f.States = append(f.States, e.State)
+		}
+	}
+	cur, err := s.Store().List(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := make(map[string]dlstore.Entry, len(cur))
+	for _, e := range cur {
+		now[e.ID] = e
+	}
+	for _, e := range set {
+		c, ok := now[e.ID]
+		if ok && c.State == e.State && c.UpdatedAt.Equal(e.UpdatedAt) && c.Actions == e.Actions {
+			same = append(same, c)
+		} else {
+			changed = append(changed, e.ID)
+		}
+	}
+	return same, changed, nil
+}
+
 // Group is the entries sharing a source, reason and Fingerprint.
 type Group struct {
-	ID       string          `json:"group"`
-	Source   deadletter.Kind `json:"source"`
-	Reason   string          `json:"reason"`
-	Template string          `json:"template"`
-	Count    int             `json:"count"`
-	Orders   int             `json:"orders"`
-	First    time.Time       `json:"first_seen"`
-	Last     time.Time       `json:"last_seen"`
+	ID       string         `json:"group"`
+	Source   dlstore.Source `json:"source"`
+	Reason   string         `json:"reason"`
+	Template string         `json:"template"`
+	Count    int            `json:"count"`
+	Orders   int            `json:"orders"`
+	First    time.Time      `json:"first_seen"`
+	Last     time.Time      `json:"last_seen"`
 	// States counts the group's entries by state.
 	States map[string]int `json:"states"`
 	// Action is what the policy does with the group's entries now.
@@ -146,7 +174,7 @@ func (s Ops) Groups(ctx context.Context, f dlstore.Filter) ([]Group, error) {
 	}
 	now := s.Now()
 	type key struct {
-		src            deadletter.Kind
+		src            dlstore.Source
 		reason, finger string
 	}
 	by := map[key]*Group{}
@@ -213,7 +241,7 @@ func (s Ops) Stats(ctx context.Context) ([]deadletter.Stat, []string, error) {
 	if err != nil {
 		bad = append(bad, "the dead-letter store ("+err.Error()+")")
 	}
-	if len(bad) == len(deadletter.Kinds)+1 {
+	if len(bad) == len(dlstore.Sources)+1 {
 		return nil, bad, fmt.Errorf("deadletter: nothing could be read: %v", bad)
 	}
 	return deadletter.Stats(entries, queued, now), bad, nil
@@ -231,7 +259,7 @@ func (s Ops) DryRun(ctx context.Context) (deadletter.Report, error) {
 		rep.Unreadable = append(rep.Unreadable, "the dead-letter store ("+err.Error()+")")
 		entries = nil
 	}
-	for _, k := range deadletter.Kinds {
+	for _, k := range dlstore.Sources {
 		for _, m := range queued[k] {
 			e := deadletter.EntryOf(k, m, now)
 			d := s.DecideAt(e, now)

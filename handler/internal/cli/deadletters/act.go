@@ -1,15 +1,19 @@
 package deadletters
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlops"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/wording"
 )
@@ -20,12 +24,25 @@ const sampleSize = 5
 // actFlags are the flags of replay, discard and archive.
 type actFlags struct {
 	id     *string
-	body   *string // replay only
 	dry    *bool
 	yes    *bool
 	asJSON *bool
 	filter *filterFlags
+	// replay's edits of one message
+	set, remove   *listFlag
+	subject, body *string
 }
+
+// listFlag is a repeatable flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// editFlags name the edit fields (dlops.EditError) as flags.
+var editFlags = map[string]string{dlops.FieldSet: "--set-property", dlops.FieldRemove: "--remove-property",
+	dlops.FieldSubject: "--subject", dlops.FieldBody: "--body"}
 
 func (c *cli) replay(args []string) int  { return c.act(deadletter.ActionReplay, args) }
 func (c *cli) discard(args []string) int { return c.act(deadletter.ActionDiscard, args) }
@@ -49,7 +66,11 @@ func (c *cli) act(a deadletter.Action, args []string) int {
 	af := actFlags{filter: addFilterFlags(fs)}
 	af.id = fs.String("id", "", "the entry's `id` as list prints it, or the MessageId of the dead letter (its own, or a parked copy's original)")
 	if a == deadletter.ActionReplay {
-		af.body = fs.String("body", "", "`file` with a corrected body to send instead (checked against the message contract first; --id only)")
+		af.set, af.remove = &listFlag{}, &listFlag{}
+		fs.Var(af.set, "set-property", "set the application property `KEY`=VALUE (again for more; a value is read as the type of the one it replaces; --id only)")
+		fs.Var(af.remove, "remove-property", "remove the application property `KEY` (again for more; --id only)")
+		af.subject = fs.String("subject", "", "send with this `subject` instead (--id only)")
+		af.body = fs.String("body", "", "`file` with a corrected body to send instead, - for stdin (--id only)")
 	}
 	af.dry = fs.Bool("dry-run", false, "print what would be done and change nothing")
 	af.yes = fs.Bool("yes", false, "do not ask for confirmation (needed off a terminal for more than one entry, and for discard)")
@@ -64,35 +85,21 @@ func (c *cli) act(a deadletter.Action, args []string) int {
 	case id != "" && af.filter.given():
 		return c.usage("give --id or a filter, not both")
 	}
-	var body []byte
-	if af.body != nil && *af.body != "" {
-		if id == "" {
-			return c.usage("--body needs --id (a corrected body is for one message)")
-		}
-		b, err := os.ReadFile(*af.body)
-		if err != nil {
-			return c.usage("--body: %v", err)
-		}
-		body = b
+	ed, code := c.edit(af, id)
+	if code >= 0 {
+		return code
 	}
 	pf, code := c.checkFilter(af.filter, bulkStates)
 	if code >= 0 {
 		return code
 	}
-	u := changesStore
-	switch {
-	case *af.dry:
-		u = reads
-	case a == deadletter.ActionReplay:
-		u = sends
-	}
-	s, err := c.open(u)
+	s, err := c.open(useOf(a, *af.dry))
 	if err != nil {
 		return c.fail(err)
 	}
 	defer s.close()
 	if id != "" {
-		return c.actOne(s, a, id, body, af)
+		return c.actOne(s, a, id, ed, af)
 	}
 	f, code := c.resolve(s, pf)
 	if code >= 0 {
@@ -144,24 +151,132 @@ func readLine(r io.Reader) string {
 	return string(line)
 }
 
-func (c *cli) actOne(s *session, a deadletter.Action, id string, body []byte, af actFlags) int {
-	e, err := s.sw.Find(c.ctx, id)
+// edit reads replay's edits of one message; every edit is checked against
+// the message contract later, before anything is sent.
+func (c *cli) edit(af actFlags, id string) (*dlops.Edit, int) {
+	if af.body == nil {
+		return nil, -1
+	}
+	for _, g := range []struct {
+		flag  string
+		given bool
+	}{{"--set-property", len(*af.set) > 0}, {"--remove-property", len(*af.remove) > 0}, {"--subject", *af.subject != ""}, {"--body", *af.body != ""}} {
+		if g.given && id == "" {
+			return nil, c.usage("%s needs --id (edits are for one message)", g.flag)
+		}
+	}
+	ed := &dlops.Edit{Remove: *af.remove, Subject: strings.TrimSpace(*af.subject)}
+	for _, kv := range *af.set {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, c.usage("--set-property %q: want KEY=VALUE", kv)
+		}
+		if _, dup := ed.Set[k]; dup {
+			return nil, c.usage("--set-property %q: %s is set twice", kv, k)
+		}
+		if ed.Set == nil {
+			ed.Set = map[string]string{}
+		}
+		ed.Set[k] = v
+	}
+	if *af.body != "" {
+		var b []byte
+		var err error
+		if *af.body == "-" {
+			b, err = io.ReadAll(io.LimitReader(c.env.Stdin, dlstore.MaxBody+1))
+		} else {
+			b, err = os.ReadFile(*af.body)
+		}
+		if err != nil {
+			return nil, c.usage("--body: %v", err)
+		}
+		ed.Body = b
+	}
+	if err := ed.Check(); err != nil {
+		return nil, c.editErr(err, ed)
+	}
+	return ed, -1
+}
+
+// editErr reports a refused edit (exit 2) naming its flags; -1 if err is none.
+func (c *cli) editErr(err error, ed *dlops.Edit) int {
+	if f := editFields(err, ed, editFlags); f != "" {
+		return c.usage("%s: %v", f, err)
+	}
+	return -1
+}
+
+// editFields names, as names says, the fields at fault in a refused edit
+// (all the edits given when the contract refuses the message); "" when err
+// is no refused edit.
+func editFields(err error, ed *dlops.Edit, names map[string]string) string {
+	var ee *dlops.EditError
+	switch {
+	case errors.As(err, &ee):
+		return names[ee.Field]
+	case ed != nil && errors.Is(err, deadletter.ErrInvalidBody):
+		var given []string
+		for f, ok := range map[string]bool{dlops.FieldSet: len(ed.Set) > 0, dlops.FieldRemove: len(ed.Remove) > 0,
+			dlops.FieldSubject: ed.Subject != "", dlops.FieldBody: ed.Body != nil} {
+			if ok {
+				given = append(given, names[f])
+			}
+		}
+		slices.Sort(given)
+		return strings.Join(given, ", ")
+	}
+	return ""
+}
+
+// useOf is what action a (or its dry run) uses.
+func useOf(a deadletter.Action, dry bool) use {
+	switch {
+	case dry:
+		return reads
+	case a == deadletter.ActionReplay:
+		return sends
+	}
+	return changesStore
+}
+
+// target is the entry id names if a takes it in its state, and for a
+// replay the message it would send now with ed (checked first).
+func (s *session) target(ctx context.Context, a deadletter.Action, id string, ed *dlops.Edit) (dlstore.Entry, *broker.Message, error) {
+	if a == deadletter.ActionReplay {
+		e, m, err := s.sw.Preview(ctx, id, ed)
+		return e, &m, err
+	}
+	e, err := s.sw.Find(ctx, id)
+	if err == nil {
+		err = deadletter.Allowed(e, a)
+	}
+	return e, nil, err
+}
+
+func (c *cli) actOne(s *session, a deadletter.Action, id string, ed *dlops.Edit, af actFlags) int {
+	e, msg, err := s.target(c.ctx, a, id, ed)
 	if errors.Is(err, deadletter.ErrNoMessage) {
 		return c.noSuchID(err)
+	}
+	if code := c.editErr(err, ed); code >= 0 {
+		return code
 	}
 	if err != nil {
 		return c.fail(err)
 	}
 	w := c.info(*af.asJSON)
-	if err := deadletter.Allowed(e, a); err != nil {
-		return c.fail(err)
-	}
 	if *af.dry {
 		if *af.asJSON {
-			now := s.sw.Now()
-			jsonLines(c.stdout, []dryItem{dryOf(e, a, now)})
+			it := dryOf(e, a, s.sw.Now())
+			if msg != nil {
+				it.Message = messageOf(*msg)
+			}
+			jsonLines(c.stdout, []dryItem{it})
 		}
 		fmt.Fprintf(w, "would %s %s (%s, %s, %s); dry run, nothing changed\n", verbs[a], e.ID, e.MessageID, e.State, orDash(e.Reason))
+		if msg != nil && !*af.asJSON {
+			printMessage(c.stdout, *msg)
+		}
 		return exitOK
 	}
 	if a == deadletter.ActionDiscard {
@@ -169,9 +284,9 @@ func (c *cli) actOne(s *session, a deadletter.Action, id string, body []byte, af
 			return code
 		}
 	}
-	it, err := s.sw.Act(c.ctx, a, e.ID, body, c.actor())
-	if errors.Is(err, deadletter.ErrInvalidBody) {
-		return c.usage("%v", err)
+	it, err := s.sw.Act(c.ctx, a, e.ID, ed, c.actor())
+	if code := c.editErr(err, ed); code >= 0 {
+		return code
 	}
 	if err != nil {
 		return c.fail(err)
@@ -180,29 +295,31 @@ func (c *cli) actOne(s *session, a deadletter.Action, id string, body []byte, af
 		jsonLines(c.stdout, []deadletter.Item{it})
 		return exitOK
 	}
-	c.printDone(it, s.Queues)
+	printDone(c.stdout, it, s.Queues)
 	return exitOK
 }
 
-func (c *cli) printDone(it deadletter.Item, q deadletter.Queues) {
+func printDone(w io.Writer, it deadletter.Item, q deadletter.Queues) {
 	switch it.Action {
 	case deadletter.ActionReplay, deadletter.ActionResubmit:
-		fmt.Fprintf(c.stdout, "%s %s (%s) to %s as %s\n", it.Action, it.EntryID, it.MessageID, q.Queue, it.NewMessageID)
+		fmt.Fprintf(w, "%s %s (%s) to %s as %s\n", it.Action, it.EntryID, it.MessageID, q.Queue, it.NewMessageID)
 	case deadletter.ActionDiscard:
-		fmt.Fprintf(c.stdout, "discarded %s (%s): kept until the retention (%s), then purged\n", it.EntryID, it.MessageID, EnvDeadLetterRetention)
+		fmt.Fprintf(w, "discarded %s (%s): kept until the retention (%s), then purged\n", it.EntryID, it.MessageID, EnvDeadLetterRetention)
 	case deadletter.ActionArchive:
-		fmt.Fprintf(c.stdout, "archived %s (%s): 'restore --id %s' reopens it\n", it.EntryID, it.MessageID, it.EntryID)
+		fmt.Fprintf(w, "archived %s (%s): 'restore --id %s' reopens it\n", it.EntryID, it.MessageID, it.EntryID)
 	case deadletter.ActionRestore:
-		fmt.Fprintf(c.stdout, "restored %s (%s): open again\n", it.EntryID, it.MessageID)
+		fmt.Fprintf(w, "restored %s (%s): open again\n", it.EntryID, it.MessageID)
 	default:
-		fmt.Fprintf(c.stdout, "%s %s (%s)\n", it.Action, it.EntryID, it.MessageID)
+		fmt.Fprintf(w, "%s %s (%s)\n", it.Action, it.EntryID, it.MessageID)
 	}
 }
 
-// dryItem is a dry run's entry: what would be done, or why not.
+// dryItem is a dry run's entry: what would be done, or why not; a replay
+// of one entry adds the message it would send.
 type dryItem struct {
-	Would   string `json:"would,omitempty"`
-	Refused string `json:"refused,omitempty"`
+	Would   string      `json:"would,omitempty"`
+	Refused string      `json:"refused,omitempty"`
+	Message *messageOut `json:"message,omitempty"`
 	entryOut
 }
 
@@ -376,6 +493,6 @@ func (c *cli) restore(args []string) int {
 		jsonLines(c.stdout, []deadletter.Item{it})
 		return exitOK
 	}
-	c.printDone(it, s.Queues)
+	printDone(c.stdout, it, s.Queues)
 	return exitOK
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -112,10 +113,15 @@ const (
 	sends
 )
 
-// session is one connected command: the backend and its sweeper.
+// session is one connected command (or MCP server): the backend, the
+// settings and, for a command, its sweeper.
 type session struct {
 	*Backend
-	sw dlops.Ops
+	dl        config.DeadLetter
+	retention time.Duration
+	// logger gets the sweeper's log lines (nil: none).
+	logger *slog.Logger
+	sw     dlops.Ops
 }
 
 func (s *session) close() {
@@ -126,6 +132,19 @@ func (s *session) close() {
 
 // open reads the settings, connects and builds the sweeper for u.
 func (c *cli) open(u use) (*session, error) {
+	s, err := c.connectSession()
+	if err != nil {
+		return nil, err
+	}
+	if s.sw, err = s.ops(u); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// connectSession reads the settings and connects.
+func (c *cli) connectSession() (*session, error) {
 	dl, err := config.LoadDeadLetter(c.env.Getenv)
 	if err != nil {
 		return nil, err
@@ -142,16 +161,20 @@ func (c *cli) open(u use) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{Backend: b}
-	var bus deadletter.Broker = absentBroker{why: b.NoBroker}
+	return &session{Backend: b, dl: dl, retention: retention}, nil
+}
+
+// ops builds the sweeper for u: reads see one instant and wait for Service
+// Bus once; sends need it.
+func (s *session) ops(u use) (dlops.Ops, error) {
+	var bus deadletter.Broker = absentBroker{why: s.NoBroker}
 	switch {
-	case b.Broker != nil:
-		bus = b.Broker
+	case s.Broker != nil:
+		bus = s.Broker
 	case u == sends:
-		s.close()
-		return nil, cmp.Or(b.NoBroker, connect.ErrNoTarget)
+		return dlops.Ops{}, cmp.Or(s.NoBroker, connect.ErrNoTarget)
 	}
-	now := b.Now
+	now := s.Now
 	if now == nil {
 		now = time.Now
 	}
@@ -159,15 +182,15 @@ func (c *cli) open(u use) (*session, error) {
 		at := now()
 		bus, now = &waitOnce{Broker: bus}, func() time.Time { return at }
 	}
-	s.sw = dlops.Ops{Sweeper: deadletter.New(bus, b.Store, deadletter.Options{
-		Queues:        b.Queues,
-		Policy:        deadletter.Policy{Cooldown: dl.Cooldown, MaxReplays: dl.MaxReplays},
-		RatePerSecond: dl.SweepRate,
-		Retention:     retention,
-		ReceiveWait:   b.ReceiveWait,
+	return dlops.Ops{Sweeper: deadletter.New(bus, s.Store, deadletter.Options{
+		Queues:        s.Queues,
+		Policy:        deadletter.Policy{Cooldown: s.dl.Cooldown, MaxReplays: s.dl.MaxReplays},
+		RatePerSecond: s.dl.SweepRate,
+		Retention:     s.retention,
+		ReceiveWait:   s.ReceiveWait,
 		Now:           now,
-	})}
-	return s, nil
+		Logger:        s.logger,
+	})}, nil
 }
 
 // waitOnce fails peeks at once after a transient failure: one timeout.

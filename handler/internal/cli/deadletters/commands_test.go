@@ -50,7 +50,7 @@ func TestUnreadablePartsAreNamedAndTheRestReported(t *testing.T) {
 	}
 
 	f.st.Fail(dlmem.OpList, 0)
-	r.failPeek[f.q.Source(deadletter.Poison)] = true
+	r.failPeek[f.q.Source(dlstore.Poison)] = true
 	res := f.run("sweep", "--dry-run", "--json")
 	if res.code != exitFailure || !strings.Contains(res.stderr, "order-status-poison") {
 		t.Errorf("sweep --dry-run with the poison queue unreadable: exit %d, stderr %q", res.code, res.stderr)
@@ -84,7 +84,7 @@ func TestDryRunsWriteNothing(t *testing.T) {
 	f := newFixture(t)
 	f.deadLetter("m-1", "o-1")
 	f.park("m-2", "o-2", order.ReasonInvalidPayload, "bad json")
-	old := f.put(deadletter.DLQ, 90, "m-9", "o-9", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
+	old := f.put(dlstore.DLQ, 90, "m-9", "o-9", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
 	f.clk.Advance(time.Hour)
 	r := f.record()
 	res := f.must("sweep", "--dry-run")
@@ -98,7 +98,7 @@ func TestDryRunsWriteNothing(t *testing.T) {
 	if w := r.written(); len(w) != 0 {
 		t.Errorf("dry runs wrote: %v", w)
 	}
-	if n := len(f.peek(f.q.Source(deadletter.DLQ))) + len(f.peek(f.q.Source(deadletter.Poison))); n != 2 {
+	if n := len(f.peek(f.q.Source(dlstore.DLQ))) + len(f.peek(f.q.Source(dlstore.Poison))); n != 2 {
 		t.Errorf("%d messages left on the sources, want 2", n)
 	}
 	if st := f.entry(old.ID).State; st != dlstore.Open {
@@ -109,10 +109,10 @@ func TestDryRunsWriteNothing(t *testing.T) {
 // sweep --dry-run says, per message and entry, what sweep then does.
 func TestSweepAgreesWithItsDryRun(t *testing.T) {
 	f := newFixture(t)
-	f.put(deadletter.DLQ, 1, "due", "o-1", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
-	f.put(deadletter.Poison, 2, "human:parked", "o-2", order.ReasonInvalidTransition, "Shipped after Delivered")
+	f.put(dlstore.DLQ, 1, "due", "o-1", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
+	f.put(dlstore.Poison, 2, "human:parked", "o-2", order.ReasonInvalidTransition, "Shipped after Delivered")
 	f.clk.Advance(time.Hour)
-	f.put(deadletter.DLQ, 3, "cooling", "o-3", broker.ReasonTTLExpired, "expired")
+	f.put(dlstore.DLQ, 3, "cooling", "o-3", broker.ReasonTTLExpired, "expired")
 	f.deadLetter("fresh", "o-4")
 	f.park("bad", "o-5", order.ReasonInvalidPayload, "bad json")
 	dry := map[string]string{}
@@ -145,7 +145,7 @@ func TestSweepAgreesWithItsDryRun(t *testing.T) {
 			t.Errorf("sweep did %q to %s, the dry run said %q", did[id], id, a)
 		}
 	}
-	if n := len(f.peek(f.q.Source(deadletter.DLQ))) + len(f.peek(f.q.Source(deadletter.Poison))); n != 0 {
+	if n := len(f.peek(f.q.Source(dlstore.DLQ))) + len(f.peek(f.q.Source(dlstore.Poison))); n != 0 {
 		t.Errorf("%d messages left on the sources after the sweep", n)
 	}
 }
@@ -156,14 +156,14 @@ func TestBulkDiscardKeepsItsSet(t *testing.T) {
 	f := newFixture(t)
 	var set []string
 	for i := range 4 {
-		set = append(set, f.put(deadletter.Poison, int64(i+1), "old-"+string(rune('a'+i))+":parked", "o-1", order.ReasonInvalidTransition, "x").ID)
+		set = append(set, f.put(dlstore.Poison, int64(i+1), "old-"+string(rune('a'+i))+":parked", "o-1", order.ReasonInvalidTransition, "x").ID)
 	}
 	r := f.record()
 	var late []string
 	r.beforeTransition = func(n int) {
 		if n <= 2 { // new poison arrives during the first two discards
 			f.clk.Advance(time.Second)
-			late = append(late, f.put(deadletter.Poison, int64(100+n), "new-"+string(rune('a'+n))+":parked", "o-1", order.ReasonInvalidTransition, "x").ID)
+			late = append(late, f.put(dlstore.Poison, int64(100+n), "new-"+string(rune('a'+n))+":parked", "o-1", order.ReasonInvalidTransition, "x").ID)
 		}
 	}
 	res := f.must("discard", "--source", "poison", "--reason", order.ReasonInvalidTransition, "--yes")
@@ -190,8 +190,8 @@ func TestBulkDiscardKeepsItsSet(t *testing.T) {
 // nothing (exit 1), "y" goes on.
 func TestBulkAsksOnATerminal(t *testing.T) {
 	f := newFixture(t)
-	f.put(deadletter.Poison, 1, "a:parked", "o-1", order.ReasonInvalidTransition, "x")
-	f.put(deadletter.Poison, 2, "b:parked", "o-2", order.ReasonInvalidTransition, "x")
+	f.put(dlstore.Poison, 1, "a:parked", "o-1", order.ReasonInvalidTransition, "x")
+	f.put(dlstore.Poison, 2, "b:parked", "o-2", order.ReasonInvalidTransition, "x")
 	f.terminal = true
 	f.stdin = strings.NewReader("n\n")
 	res := f.run("archive", "--source", "poison")
@@ -215,7 +215,7 @@ func TestBulkAsksOnATerminal(t *testing.T) {
 // A filter that selects nothing exits 1, changing nothing.
 func TestNothingMatches(t *testing.T) {
 	f := newFixture(t)
-	f.put(deadletter.Poison, 1, "a:parked", "o-1", order.ReasonInvalidTransition, "x")
+	f.put(dlstore.Poison, 1, "a:parked", "o-1", order.ReasonInvalidTransition, "x")
 	for _, args := range [][]string{
 		{"replay", "--reason", "NoSuchReason", "--yes"},
 		{"list", "--order", "o-2"},
@@ -239,8 +239,8 @@ func TestFindOrderAfterAReplay(t *testing.T) {
 		OccurredAt: f.clk.Now().Add(-time.Hour), UpdatedAt: f.clk.Now().Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	e := f.put(deadletter.DLQ, 7, "o-1:2", "o-1", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
-	f.put(deadletter.DLQ, 8, "o-2:2", "o-2", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
+	e := f.put(dlstore.DLQ, 7, "o-1:2", "o-1", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
+	f.put(dlstore.DLQ, 8, "o-2:2", "o-2", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
 	f.clk.Advance(time.Minute) // within the cool-down: a human decides
 	res := f.must("replay", "--id", "o-1:2")
 	if !strings.Contains(res.stdout, "as o-1:2:replay:1") {
@@ -286,7 +286,7 @@ func TestFindOrderAfterAReplay(t *testing.T) {
 // anything is sent, and sends it when it is good.
 func TestReplayWithACorrectedBody(t *testing.T) {
 	f := newFixture(t)
-	e := f.put(deadletter.Poison, 1, "o-1:2:parked", "o-1", order.ReasonInvalidPayload, "bad json")
+	e := f.put(dlstore.Poison, 1, "o-1:2:parked", "o-1", order.ReasonInvalidPayload, "bad json")
 	dir := t.TempDir()
 	bad, good := filepath.Join(dir, "bad.json"), filepath.Join(dir, "good.json")
 	if err := os.WriteFile(bad, []byte(`{"orderId":"o-1","status":"Teleported"}`), 0o600); err != nil {
@@ -319,7 +319,7 @@ func TestReplayWithACorrectedBody(t *testing.T) {
 // archive, then restore: open again; restore of an open entry exits 1.
 func TestArchiveAndRestore(t *testing.T) {
 	f := newFixture(t)
-	e := f.put(deadletter.Poison, 1, "o-1:2:parked", "o-1", order.ReasonInvalidTransition, "x")
+	e := f.put(dlstore.Poison, 1, "o-1:2:parked", "o-1", order.ReasonInvalidTransition, "x")
 	f.must("archive", "--id", e.ID)
 	if st := f.entry(e.ID).State; st != dlstore.Archived {
 		t.Fatalf("after archive: %s", st)
@@ -343,12 +343,12 @@ func TestArchiveAndRestore(t *testing.T) {
 
 func TestListFilters(t *testing.T) {
 	f := newFixture(t)
-	a := f.put(deadletter.DLQ, 1, "o-1:2", "o-1", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
+	a := f.put(dlstore.DLQ, 1, "o-1:2", "o-1", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
 	f.clk.Advance(3 * time.Hour)
-	b := f.put(deadletter.Poison, 2, "o-2:5:parked", "o-2", order.ReasonInvalidTransition, `order "o-2": Shipped after Delivered`)
-	c := f.put(deadletter.Poison, 3, "o-3:5:parked", "o-3", order.ReasonInvalidTransition, `order "o-3": Shipped after Delivered`)
+	b := f.put(dlstore.Poison, 2, "o-2:5:parked", "o-2", order.ReasonInvalidTransition, `order "o-2": Shipped after Delivered`)
+	c := f.put(dlstore.Poison, 3, "o-3:5:parked", "o-3", order.ReasonInvalidTransition, `order "o-3": Shipped after Delivered`)
 	f.clk.Advance(time.Hour)
-	d := f.put(deadletter.PoisonDLQ, 4, "o-4:1:parked", "o-4", broker.ReasonTTLExpired, "expired")
+	d := f.put(dlstore.PoisonDLQ, 4, "o-4:1:parked", "o-4", broker.ReasonTTLExpired, "expired")
 	f.must("archive", "--id", d.ID)
 	if b.Group != c.Group || a.Group == b.Group {
 		t.Fatalf("groups %s %s %s", a.Group, b.Group, c.Group)
@@ -389,10 +389,10 @@ func TestListFilters(t *testing.T) {
 
 func TestGroupsAndStats(t *testing.T) {
 	f := newFixture(t)
-	f.put(deadletter.Poison, 2, "o-2:5:parked", "o-2", order.ReasonInvalidTransition, `order "o-2": Shipped after Delivered at 2026-11-29T10:00:00Z`)
+	f.put(dlstore.Poison, 2, "o-2:5:parked", "o-2", order.ReasonInvalidTransition, `order "o-2": Shipped after Delivered at 2026-11-29T10:00:00Z`)
 	f.clk.Advance(time.Minute)
-	f.put(deadletter.Poison, 3, "o-3:5:parked", "o-3", order.ReasonInvalidTransition, `order "o-3": Shipped after Delivered at 2026-11-30T11:00:00Z`)
-	f.put(deadletter.DLQ, 4, "o-4:1", "o-4", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
+	f.put(dlstore.Poison, 3, "o-3:5:parked", "o-3", order.ReasonInvalidTransition, `order "o-3": Shipped after Delivered at 2026-11-30T11:00:00Z`)
+	f.put(dlstore.DLQ, 4, "o-4:1", "o-4", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
 	f.deadLetter("o-5:1", "o-5")
 	ls := lines(t, f.must("groups", "--json").stdout)
 	if len(ls) != 2 {
@@ -434,8 +434,8 @@ func TestGroupsAndStats(t *testing.T) {
 // says so first; when it takes none, nothing is done (exit 1).
 func TestBulkLeavesAloneWhatItCannotTake(t *testing.T) {
 	f := newFixture(t)
-	a := f.put(deadletter.Poison, 1, "a:parked", "o-1", order.ReasonInvalidTransition, "x")
-	b := f.put(deadletter.Poison, 2, "b:parked", "o-2", order.ReasonInvalidTransition, "x")
+	a := f.put(dlstore.Poison, 1, "a:parked", "o-1", order.ReasonInvalidTransition, "x")
+	b := f.put(dlstore.Poison, 2, "b:parked", "o-2", order.ReasonInvalidTransition, "x")
 	f.must("discard", "--id", b.ID, "--yes")
 	res := f.run("archive", "--source", "poison", "--state", "discarded", "--yes")
 	if res.code != exitFailure || !strings.Contains(res.stderr, "1 dead letter matches, and archive does not take it in its state (discarded)") {
@@ -465,7 +465,7 @@ func TestBulkProgressBar(t *testing.T) {
 	for _, term := range []bool{true, false} {
 		f := newFixture(t)
 		for i := range 3 {
-			f.put(deadletter.Poison, int64(i+1), fmt.Sprintf("o-%d:1:parked", i), fmt.Sprintf("o-%d", i), order.ReasonInvalidTransition, "x")
+			f.put(dlstore.Poison, int64(i+1), fmt.Sprintf("o-%d:1:parked", i), fmt.Sprintf("o-%d", i), order.ReasonInvalidTransition, "x")
 		}
 		var out, errOut strings.Builder
 		code := Run(f.ctx, []string{"archive", "--source", "poison", "--yes"}, &out, &errOut, Env{
@@ -504,7 +504,7 @@ func TestBulkSetIsWhatListShows(t *testing.T) {
 			now := f.clk.Now()
 			var want []string
 			for i, at := range []time.Time{now.Add(-time.Hour), now, now.Add(2 * time.Hour)} { // the last ahead of the CLI's clock
-				e := f.putAt(at, deadletter.Poison, int64(i+1), fmt.Sprintf("o-%d:3:parked", i), fmt.Sprintf("o-%d", i), order.ReasonInvalidTransition, "x")
+				e := f.putAt(at, dlstore.Poison, int64(i+1), fmt.Sprintf("o-%d:3:parked", i), fmt.Sprintf("o-%d", i), order.ReasonInvalidTransition, "x")
 				want = append(want, e.ID)
 			}
 			f.must("sweep") // the policy leaves InvalidTransition for a human
@@ -555,7 +555,7 @@ func TestFindPrintsTheOrderRowThenTheStore(t *testing.T) {
 		OccurredAt: updated.Add(-time.Minute), UpdatedAt: updated}); err != nil {
 		t.Fatal(err)
 	}
-	e := f.put(deadletter.DLQ, 7, "o-1:2", "o-1", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
+	e := f.put(dlstore.DLQ, 7, "o-1:2", "o-1", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
 	res := f.must("find", "--order", "o-1", "--json")
 	if res.stderr != "" {
 		t.Errorf("find --json: stderr %q, want nothing", res.stderr)
@@ -612,7 +612,7 @@ func TestDiscardByIDAsksFirst(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			e := f.put(deadletter.Poison, 1, "o-1:2:parked", "o-1", order.ReasonInvalidTransition, "x")
+			e := f.put(dlstore.Poison, 1, "o-1:2:parked", "o-1", order.ReasonInvalidTransition, "x")
 			f.terminal, f.stdin = tc.terminal, strings.NewReader(tc.answer)
 			res := f.run(append([]string{"discard", "--id", e.ID}, tc.args...)...)
 			if res.code != tc.code {
@@ -639,7 +639,7 @@ func TestDiscardByIDAsksFirst(t *testing.T) {
 	}
 	for _, args := range [][]string{{"archive"}, {"replay"}} {
 		f := newFixture(t)
-		e := f.put(deadletter.Poison, 1, "o-1:2:parked", "o-1", order.ReasonInvalidTransition, "x")
+		e := f.put(dlstore.Poison, 1, "o-1:2:parked", "o-1", order.ReasonInvalidTransition, "x")
 		f.terminal, f.stdin = true, strings.NewReader("n\n")
 		if res := f.must(append(args, "--id", e.ID)...); strings.Contains(res.stdout, "[y/N]") {
 			t.Errorf("%s --id asked:\n%s", args[0], res.stdout)

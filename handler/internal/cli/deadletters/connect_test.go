@@ -14,7 +14,6 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
-	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devrun"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
@@ -100,11 +99,11 @@ func TestConnectsAsAgainstMakeRun(t *testing.T) {
 	if out := run("sweep", "--dry-run").stdout; !strings.Contains(out, "o-1:2") || !strings.Contains(out, "would be wait") {
 		t.Errorf("sweep --dry-run through the loopback broker:\n%s", out)
 	}
-	if n := len(f.peek(f.q.Source(deadletter.DLQ))); n != 1 {
+	if n := len(f.peek(f.q.Source(dlstore.DLQ))); n != 1 {
 		t.Fatalf("the dry run took the message: %d left", n)
 	}
 	run("sweep")
-	if n := len(f.peek(f.q.Source(deadletter.DLQ))); n != 0 {
+	if n := len(f.peek(f.q.Source(dlstore.DLQ))); n != 0 {
 		t.Fatalf("sweep left %d messages on the dlq", n)
 	}
 	run("replay", "--id", "o-1:2")

@@ -1,10 +1,11 @@
 // Package deadletters is `orderstatus deadletters`, the runbooks' dead-letter
 // tool: thin commands over package deadletter (the DeadLetterSweeper's policy
-// and actions), connecting as package connect says; only replay and sweep
-// need Service Bus. Its contract with scripts: --help everywhere; --json
-// prints JSON Lines; exit 0 success, 1 a failure or nothing found, 2 a usage
-// error or bad input, with one line on stderr; every refusal comes before the
-// first write and any question.
+// and actions, through package dlops), connecting as package connect says;
+// mcp serves the same as MCP tools. Only replay and sweep need Service Bus.
+// Its contract with scripts: --help everywhere; --json prints JSON Lines;
+// exit 0 success, 1 a failure or nothing found, 2 a usage error or bad input,
+// with one line on stderr; every refusal comes before the first write and any
+// question.
 package deadletters
 
 import (
@@ -60,8 +61,8 @@ const groupHelp = `usage: orderstatus deadletters <command> [flags]
 
 The runbooks' dead-letter tool, on the dead-letter store: every dead-lettered
 and parked message is drained into it by the DeadLetterSweeper timer (every
-5 minutes) or by 'sweep'. Every command takes --help, --json (JSON Lines),
---namespace and --tables (see below).
+5 minutes) or by 'sweep'. Every command takes --help, --namespace and
+--tables (see below), and all but mcp take --json (JSON Lines).
 
 commands:
   stats     depth, oldest age, in queue and left, per source and reason
@@ -70,15 +71,19 @@ commands:
   find      --order ID  everything about one order in time order: its row in the
             order table, its dead letters in every state, every audit entry
   list      [FILTER] [--max N]  the entries (default: those not closed)
-  replay    (--id ID [--body FILE] | FILTER) [--dry-run] [--yes]
-            send back to order-status as <original>:replay:<n>; --body sends a
-            corrected body instead, checked against the message contract first
+  replay    (--id ID [EDITS] | FILTER) [--dry-run] [--yes]
+            send back to order-status as <original>:replay:<n>; EDITS change the
+            message first, checked against the message contract: --set-property
+            K=V, --remove-property K (each again for more), --subject S, --body
+            FILE (- for stdin); --dry-run shows the message as it would be sent
   discard   (--id ID | FILTER) [--dry-run] [--yes]   close it for good (kept until
             the retention, then purged)
   archive   (--id ID | FILTER) [--dry-run] [--yes]   set it aside; restore reopens it
   restore   --id ID   an archived or left entry back to open
   sweep     [--dry-run]  run the dead-letter policy now, as the timer does; --dry-run
             says what it would do to each message and entry and writes nothing
+  mcp       [--allow-write]  the same tools for an assistant: an MCP server on
+            stdin and stdout (docs/mcp.md); read-only unless --allow-write
 
 stats, groups, find and list only read; replay, discard, archive and restore act on one entry (--id)
 or on every entry a FILTER selects when the command starts; sweep does what the timer does.
@@ -124,10 +129,11 @@ func commands() []command {
 		{"groups", "[FILTER] [--json]", "Prints the failure groups (source, reason and a fingerprint of the description with its\nids, numbers and times masked) of the entries not closed (or those FILTER selects):\ncount, orders affected, first and last seen, and what the policy does with them.\nAct on a group with --group G.", (*cli).groups},
 		{"find", "--order ID [--json]", "Prints everything about one order: its row in the order table (status, last sequence),\nthen its dead-letter entries in every state and every audit entry in time order.\nExit 1 when nothing at all is known of the order.", (*cli).find},
 		{"list", "[FILTER] [--max N] [--json]", "Lists the entries FILTER selects (default: those not closed; --state archived shows\nwhat is kept), oldest first. Messages still in Service Bus show once a sweep stored them\n(stats counts them as in queue).", (*cli).list},
-		{"replay", "(--id ID [--body FILE] | FILTER) [--dry-run] [--yes] [--json]", "Sends entries back to order-status (their session, MessageId <original>:replay:<n>)\nand records each as replayed (a parked one as resubmitted). With a filter it prints the\ncount and a sample first (the open and left entries it selects unless --state says\notherwise), and asks for more than one. --body sends FILE's body instead, checked against\nthe message contract before anything is sent (--id only). Needs Service Bus (not --dry-run).", (*cli).replay},
+		{"replay", "(--id ID [--set-property K=V]... [--remove-property K]... [--subject S] [--body FILE|-] | FILTER) [--dry-run] [--yes] [--json]", "Sends entries back to order-status (their session, MessageId <original>:replay:<n>)\nand records each as replayed (a parked one as resubmitted). With a filter it prints the\ncount and a sample first (the open and left entries it selects unless --state says\notherwise), and asks for more than one. With --id, edits change the message first: each is\nchecked against the message contract before anything is sent, and the audit entry says what\nchanged; --dry-run shows the message as it would be sent. Needs Service Bus (not --dry-run).", (*cli).replay},
 		{"discard", "(--id ID | FILTER) [--dry-run] [--yes] [--json]", "Closes entries as discarded: kept, with their audit entries, until DEAD_LETTER_RETENTION,\nthen purged. A filter takes the open and left entries it selects unless --state says\notherwise (--state archived: archived ones). Asks first on a terminal; off one, needs --yes.", (*cli).discard},
 		{"archive", "(--id ID | FILTER) [--dry-run] [--yes] [--json]", "Sets entries aside as archived: off every queue, kept until DEAD_LETTER_RETENTION;\nrestore --id reopens one. A filter takes the open and left entries it selects unless\n--state says otherwise.", (*cli).archive},
 		{"restore", "--id ID [--json]", "Reopens an archived (or left) entry: back to open, to be corrected and replayed.", (*cli).restore},
+		{"mcp", "[--allow-write] [--namespace NS] [--tables URL]", mcpSummary, (*cli).mcp},
 		{"sweep", "[--dry-run] [--json]", "Runs the dead-letter policy now, as the DeadLetterSweeper timer does: drains every source\ninto the store, replays after the cool-down, archives bad data, leaves the rest for a human,\npurges what the retention lets go. --dry-run reads only, writes nothing (no table is created\neither) and says, per message and entry, what the sweep would do and why; a part it cannot\nread is named on stderr (exit 1) and the rest still reported. Needs Service Bus (not --dry-run).", (*cli).sweep},
 	}
 }
@@ -244,7 +250,10 @@ func (c *cli) notFound(format string, args ...any) int {
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // actor names the operator in audit entries.
-func (c *cli) actor() string {
+func (c *cli) actor() string { return "cli:" + c.user() }
+
+// user is the operator's login name.
+func (c *cli) user() string {
 	name := c.env.Getenv("USER")
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		name = u.Username
@@ -252,7 +261,7 @@ func (c *cli) actor() string {
 	if name == "" {
 		name = "unknown"
 	}
-	return "cli:" + name
+	return name
 }
 
 // isTerminal reports whether f is a terminal (/dev/null is not).

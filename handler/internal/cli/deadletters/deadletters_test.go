@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
@@ -94,7 +93,7 @@ func TestAMissingIDExits2AndAsksNothing(t *testing.T) {
 	for _, cmd := range []string{"replay", "discard", "archive", "restore"} {
 		t.Run(cmd, func(t *testing.T) {
 			f := newFixture(t)
-			f.put(deadletter.Poison, 1, "m-1:parked", "o-1", order.ReasonInvalidTransition, "x")
+			f.put(dlstore.Poison, 1, "m-1:parked", "o-1", order.ReasonInvalidTransition, "x")
 			f.terminal = true
 			stdin := strings.NewReader("y\n")
 			f.stdin = stdin
@@ -133,8 +132,8 @@ func TestDevNullIsNotATerminal(t *testing.T) {
 		t.Fatalf("isTerminal(%s) = true", os.DevNull)
 	}
 	f := newFixture(t)
-	a := f.put(deadletter.Poison, 1, "m-1:parked", "o-1", order.ReasonInvalidTransition, "x")
-	f.put(deadletter.Poison, 2, "m-2:parked", "o-2", order.ReasonInvalidTransition, "x")
+	a := f.put(dlstore.Poison, 1, "m-1:parked", "o-1", order.ReasonInvalidTransition, "x")
+	f.put(dlstore.Poison, 2, "m-2:parked", "o-2", order.ReasonInvalidTransition, "x")
 	for _, args := range [][]string{
 		{"discard", "--id", a.ID},
 		{"discard", "--source", "poison"},

@@ -15,6 +15,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/dlops"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
@@ -93,19 +94,19 @@ func TestDocumentedCommandsRun(t *testing.T) {
 			// Yesterday's incident: two orders' updates dead-lettered,
 			// parked InvalidTransitions, an archived bad payload.
 			f.clk.Advance(-24 * time.Hour)
-			due := f.put(deadletter.DLQ, 1, "o-1:2", "o-1", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
-			f.put(deadletter.DLQ, 2, "o-2:2", "o-2", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
+			due := f.put(dlstore.DLQ, 1, "o-1:2", "o-1", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
+			f.put(dlstore.DLQ, 2, "o-2:2", "o-2", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
 			for i := range 3 {
 				o := fmt.Sprintf("p-%d", i)
-				f.put(deadletter.Poison, int64(10+i), o+":3:parked", o, order.ReasonInvalidTransition, `order "`+o+`": Paid after Cancelled`)
+				f.put(dlstore.Poison, int64(10+i), o+":3:parked", o, order.ReasonInvalidTransition, `order "`+o+`": Paid after Cancelled`)
 			}
-			kept := f.put(deadletter.Poison, 20, "o-7:1:parked", "o-7", order.ReasonInvalidPayload, "bad json")
+			kept := f.put(dlstore.Poison, 20, "o-7:1:parked", "o-7", order.ReasonInvalidPayload, "bad json")
 			f.must("archive", "--id", kept.ID)
-			fix := f.put(deadletter.Poison, 21, "o-8:1:parked", "o-8", order.ReasonInvalidPayload, "bad json")
+			fix := f.put(dlstore.Poison, 21, "o-8:1:parked", "o-8", order.ReasonInvalidPayload, "bad json")
 			f.clk.Advance(24 * time.Hour)
 			// Today: new arrivals, on the sources and stored.
 			f.deadLetter("o-3:2", "o-3")
-			f.put(deadletter.Poison, 30, "p-9:3:parked", "p-9", order.ReasonInvalidTransition, `order "p-9": Paid after Cancelled`)
+			f.put(dlstore.Poison, 30, "p-9:3:parked", "p-9", order.ReasonInvalidTransition, `order "p-9": Paid after Cancelled`)
 			if _, err := f.orders.Insert(f.ctx, "o-1", order.State{Status: order.Status("Created"), LastSequence: 1,
 				OccurredAt: f.clk.Now(), UpdatedAt: f.clk.Now()}); err != nil {
 				t.Fatal(err)
@@ -220,7 +221,8 @@ func TestDocumentedJSONKeys(t *testing.T) {
 		t.Errorf("docs row find: %v, the code prints %v", got, want)
 	}
 	dry := jsonKeys(reflect.TypeFor[dryItem]())
-	if !slices.Contains(dry, "would") || !slices.Contains(dry, "refused") || len(dry) != len(jsonKeys(reflect.TypeFor[entryOut]()))+2 {
-		t.Errorf("a dry run's entry prints %v: want would, refused and the keys of list", dry)
+	if !slices.Contains(dry, "would") || !slices.Contains(dry, "refused") || !slices.Contains(dry, "message") ||
+		len(dry) != len(jsonKeys(reflect.TypeFor[entryOut]()))+3 {
+		t.Errorf("a dry run's entry prints %v: want would, refused, message (a replay's) and the keys of list", dry)
 	}
 }

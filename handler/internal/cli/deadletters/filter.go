@@ -12,9 +12,22 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 )
 
-// filterFlags are the FILTER flags, as given.
+// filterFlags are the FILTER flags, as given; mcp names them as the MCP
+// tools' arguments in errors.
 type filterFlags struct {
 	source, reason, group, order, since, until, text, state string
+	mcp                                                     bool
+}
+
+// name is how an error names the flag: --order, or the argument order_id.
+func (ff *filterFlags) name(flag string) string {
+	switch {
+	case ff == nil || !ff.mcp:
+		return "--" + flag
+	case flag == "order":
+		return "order_id"
+	}
+	return flag
 }
 
 func addFilterFlags(fs *flag.FlagSet) *filterFlags {
@@ -30,12 +43,13 @@ func addFilterFlags(fs *flag.FlagSet) *filterFlags {
 	return ff
 }
 
-func (ff *filterFlags) given() bool { return *ff != filterFlags{} }
+func (ff *filterFlags) given() bool { return *ff != filterFlags{mcp: ff.mcp} }
 
 // filter is a checked FILTER; its relative times are resolved by at.
 type filter struct {
 	f           dlstore.Filter
 	since, till when
+	ff          *filterFlags
 }
 
 // when is a --since or --until: a time, or how long ago.
@@ -58,11 +72,11 @@ func (w when) resolve(now time.Time) time.Time {
 // check validates the flags (a usage error names the flag); states is the
 // default without --state (nil: every state).
 func (ff *filterFlags) check(states []dlstore.State) (filter, error) {
-	out := filter{f: dlstore.Filter{Reason: ff.reason, Group: ff.group, OrderID: ff.order, Text: ff.text, States: states}}
+	out := filter{f: dlstore.Filter{Reason: ff.reason, Group: ff.group, OrderID: ff.order, Text: ff.text, States: states}, ff: ff}
 	if ff.source != "" {
 		src, ok := parseSource(ff.source)
 		if !ok {
-			return out, fmt.Errorf("--source %q: want dlq, poison or poison-dlq", ff.source)
+			return out, fmt.Errorf("%s %q: want dlq, poison or poison-dlq", ff.name("source"), ff.source)
 		}
 		out.f.Source = src
 	}
@@ -71,16 +85,16 @@ func (ff *filterFlags) check(states []dlstore.State) (filter, error) {
 		for _, s := range strings.Split(ff.state, ",") {
 			st, ok := dlstore.ParseState(strings.TrimSpace(s))
 			if !ok {
-				return out, fmt.Errorf("--state %q: want open, left, replay-due, replayed, archived or discarded", s)
+				return out, fmt.Errorf("%s %q: want open, left, replay-due, replayed, archived or discarded", ff.name("state"), s)
 			}
 			out.f.States = append(out.f.States, st)
 		}
 	}
 	var err error
-	if out.since, err = parseWhen("--since", ff.since); err != nil {
+	if out.since, err = parseWhen(ff.name("since"), ff.since); err != nil {
 		return out, err
 	}
-	if out.till, err = parseWhen("--until", ff.until); err != nil {
+	if out.till, err = parseWhen(ff.name("until"), ff.until); err != nil {
 		return out, err
 	}
 	return out, nil
@@ -91,7 +105,7 @@ func (f filter) at(now time.Time) (dlstore.Filter, error) {
 	out := f.f
 	out.Since, out.Until = f.since.resolve(now), f.till.resolve(now)
 	if !out.Since.IsZero() && !out.Until.IsZero() && !out.Since.Before(out.Until) {
-		return out, fmt.Errorf("--since %s is not before --until %s", stamp(out.Since), stamp(out.Until))
+		return out, fmt.Errorf("%s %s is not before %s %s", f.ff.name("since"), stamp(out.Since), f.ff.name("until"), stamp(out.Until))
 	}
 	return out, nil
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
-	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
@@ -66,7 +66,7 @@ func TestFindOrderThatIsNotATableKey(t *testing.T) {
 		t.Run(fmt.Sprintf("%q", id), func(t *testing.T) {
 			f := newFixture(t)
 			table := &tableRows{rows: f.orders}
-			e := f.put(deadletter.Poison, 1, "m-1:parked", id, order.ReasonInvalidPayload, "orderId contains one of / \\ # ?")
+			e := f.put(dlstore.Poison, 1, "m-1:parked", id, order.ReasonInvalidPayload, "orderId contains one of / \\ # ?")
 			start := time.Now()
 			res := f.runOn(table, "find", "--order", id, "--json")
 			if res.code != exitUsage || !strings.Contains(res.stderr, "--order") {
@@ -104,9 +104,9 @@ func TestFindOrderKeepsTheIDsCase(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mixed := f.put(deadletter.DLQ, 1, "Ord-Mixed:2", "Ord-Mixed", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
-	f.put(deadletter.DLQ, 2, "ord-mixed:2", "ord-mixed", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
-	f.put(deadletter.DLQ, 3, "ORD-MIXED:2", "ORD-MIXED", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
+	mixed := f.put(dlstore.DLQ, 1, "Ord-Mixed:2", "Ord-Mixed", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
+	f.put(dlstore.DLQ, 2, "ord-mixed:2", "ord-mixed", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
+	f.put(dlstore.DLQ, 3, "ORD-MIXED:2", "ORD-MIXED", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
 	ls := lines(t, f.must("find", "--order", "Ord-Mixed", "--json").stdout)
 	var got []string
 	for _, l := range ls {

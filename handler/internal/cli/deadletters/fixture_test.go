@@ -89,7 +89,13 @@ func (f *fixture) run(args ...string) result {
 	if stdin == nil {
 		stdin = strings.NewReader("")
 	}
-	code := Run(f.ctx, args, &out, &errOut, Env{
+	code := Run(f.ctx, args, &out, &errOut, f.cliEnv(stdin))
+	return result{code, out.String(), errOut.String()}
+}
+
+// cliEnv is the environment the CLI runs in: the fixture's backend.
+func (f *fixture) cliEnv(stdin io.Reader) Env {
+	return Env{
 		Getenv:           func(k string) string { return f.env[k] },
 		Dir:              f.t.TempDir(),
 		Stdin:            stdin,
@@ -103,8 +109,7 @@ func (f *fixture) run(args ...string) result {
 			}
 			return b, nil
 		},
-	})
-	return result{code, out.String(), errOut.String()}
+	}
 }
 
 // must runs the CLI and fails the test unless it exits 0.
@@ -118,20 +123,20 @@ func (f *fixture) must(args ...string) result {
 }
 
 // put stores an entry as a sweep would have, at the clock's now.
-func (f *fixture) put(k deadletter.Kind, seq int64, msgID, orderID, reason, description string) dlstore.Entry {
+func (f *fixture) put(k dlstore.Source, seq int64, msgID, orderID, reason, description string) dlstore.Entry {
 	f.t.Helper()
 	return f.putAt(f.clk.Now(), k, seq, msgID, orderID, reason, description)
 }
 
 // putAt stores an entry as a sweep on a clock that says at would have (a
 // development host's that skipped idle time, another instance's).
-func (f *fixture) putAt(at time.Time, k deadletter.Kind, seq int64, msgID, orderID, reason, description string) dlstore.Entry {
+func (f *fixture) putAt(at time.Time, k dlstore.Source, seq int64, msgID, orderID, reason, description string) dlstore.Entry {
 	f.t.Helper()
 	m := broker.Received{Message: broker.Message{MessageID: msgID, SessionID: orderID, Subject: order.SubjectStatusChanged,
 		ContentType: "application/json", Body: updateBody(orderID, "Paid", 2),
 		ApplicationProperties: map[string]any{"tenant": "t-1"}},
 		SequenceNumber: seq, DeliveryCount: 5, EnqueuedTime: at, DeadLetterReason: reason, DeadLetterErrorDescription: description}
-	if k != deadletter.DLQ {
+	if k != dlstore.DLQ {
 		m.SessionID = ""
 		m.ApplicationProperties[parking.PropOriginalSessionID] = orderID
 		m.ApplicationProperties[parking.PropOriginalMessageID] = strings.TrimSuffix(msgID, ":parked")

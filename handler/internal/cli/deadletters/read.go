@@ -2,10 +2,13 @@ package deadletters
 
 import (
 	"cmp"
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -14,7 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
-	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 	"github.com/orderstatus/orderstatus/handler/internal/wording"
@@ -62,7 +65,7 @@ func (s *session) serviceBusParts(parts []string) []string {
 		return parts
 	}
 	sources := map[string]bool{}
-	for _, k := range deadletter.Kinds {
+	for _, k := range dlstore.Sources {
 		sources[s.Queues.Source(k).String()] = true
 	}
 	var out []string
@@ -286,57 +289,8 @@ func (c *cli) find(args []string) int {
 		return c.fail(err)
 	}
 	defer s.close()
-	now := s.sw.Now()
-	var events []event
-	var unreadable []string
-	noKey := contract.ValidateOrderID(*orderID) // the handler writes no row for such an id (too long)
-	switch {
-	case noKey != nil:
-	case s.Orders == nil:
-		unreadable = append(unreadable, "the order table (not connected)")
-	default:
-		row, err := s.Orders.Get(c.ctx, *orderID)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
-			unreadable = append(unreadable, "the order table ("+err.Error()+")")
-		default:
-			st := row.State
-			events = append(events, event{Kind: "order", At: st.UpdatedAt.UTC(), Order: &orderRow{OrderID: row.OrderID,
-				Status: string(st.Status), LastSequence: st.LastSequence, OccurredAt: st.OccurredAt.UTC(), UpdatedAt: st.UpdatedAt.UTC()}})
-		}
-	}
-	rep, err := s.sw.Order(c.ctx, *orderID)
-	if err != nil {
-		unreadable = append(unreadable, "the dead-letter store ("+err.Error()+")")
-	}
-	for _, e := range rep.Entries {
-		eo := entryOf(e, now)
-		events = append(events, event{Kind: "entry", At: eo.StoredAt, Entry: &eo})
-	}
-	for _, a := range rep.History {
-		events = append(events, event{Kind: "audit", At: a.At.UTC(), Audit: &auditOut{EntryID: a.EntryID, N: a.N, Action: a.Action,
-			From: a.From, To: a.To, Actor: a.Actor, Source: a.Source, SequenceNumber: a.SequenceNumber, MessageID: a.MessageID,
-			Reason: a.Reason, NewMessageID: a.NewMessageID, Detail: a.Detail}})
-	}
-	// The order row (the handler's latest write), then the store's events by
-	// time: an entry before its audit entries, those by number.
-	rank := map[string]int{"order": 0, "entry": 1, "audit": 2}
-	slices.SortStableFunc(events, func(a, b event) int {
-		if n := cmp.Compare(min(rank[a.Kind], 1), min(rank[b.Kind], 1)); n != 0 {
-			return n
-		}
-		if n := a.At.Compare(b.At); n != 0 {
-			return n
-		}
-		if n := cmp.Compare(rank[a.Kind], rank[b.Kind]); n != 0 {
-			return n
-		}
-		if a.Audit != nil && b.Audit != nil {
-			return cmp.Or(cmp.Compare(a.Audit.EntryID, b.Audit.EntryID), cmp.Compare(a.Audit.N, b.Audit.N))
-		}
-		return 0
-	})
+	events, unreadable := s.orderEvents(c.ctx, *orderID)
+	noKey := contract.ValidateOrderID(*orderID)
 	if len(events) == 0 && len(unreadable) == 0 {
 		return c.notFound("nothing known of order %q: no row in the order table, no dead letters, no audit entries", *orderID)
 	}
@@ -372,6 +326,61 @@ func (c *cli) find(args []string) int {
 	return c.unreadable(unreadable)
 }
 
+// orderEvents is everything known of one order, as find prints it: the
+// order row, then the store's entries and audit entries in time order; and
+// the parts that could not be read.
+func (s *session) orderEvents(ctx context.Context, orderID string) (events []event, unreadable []string) {
+	now := s.sw.Now()
+	switch {
+	case contract.ValidateOrderID(orderID) != nil: // the handler writes no row for such an id (too long)
+	case s.Orders == nil:
+		unreadable = append(unreadable, "the order table (not connected)")
+	default:
+		row, err := s.Orders.Get(ctx, orderID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			unreadable = append(unreadable, "the order table ("+err.Error()+")")
+		default:
+			st := row.State
+			events = append(events, event{Kind: "order", At: st.UpdatedAt.UTC(), Order: &orderRow{OrderID: row.OrderID,
+				Status: string(st.Status), LastSequence: st.LastSequence, OccurredAt: st.OccurredAt.UTC(), UpdatedAt: st.UpdatedAt.UTC()}})
+		}
+	}
+	rep, err := s.sw.Order(ctx, orderID)
+	if err != nil {
+		unreadable = append(unreadable, "the dead-letter store ("+err.Error()+")")
+	}
+	for _, e := range rep.Entries {
+		eo := entryOf(e, now)
+		events = append(events, event{Kind: "entry", At: eo.StoredAt, Entry: &eo})
+	}
+	for _, a := range rep.History {
+		events = append(events, event{Kind: "audit", At: a.At.UTC(), Audit: &auditOut{EntryID: a.EntryID, N: a.N, Action: a.Action,
+			From: a.From, To: a.To, Actor: a.Actor, Source: a.Source, SequenceNumber: a.SequenceNumber, MessageID: a.MessageID,
+			Reason: a.Reason, NewMessageID: a.NewMessageID, Detail: a.Detail}})
+	}
+	// The order row (the handler's latest write), then the store's events by
+	// time: an entry before its audit entries, those by number.
+	rank := map[string]int{"order": 0, "entry": 1, "audit": 2}
+	slices.SortStableFunc(events, func(a, b event) int {
+		if n := cmp.Compare(min(rank[a.Kind], 1), min(rank[b.Kind], 1)); n != 0 {
+			return n
+		}
+		if n := a.At.Compare(b.At); n != 0 {
+			return n
+		}
+		if n := cmp.Compare(rank[a.Kind], rank[b.Kind]); n != 0 {
+			return n
+		}
+		if a.Audit != nil && b.Audit != nil {
+			return cmp.Or(cmp.Compare(a.Audit.EntryID, b.Audit.EntryID), cmp.Compare(a.Audit.N, b.Audit.N))
+		}
+		return 0
+	})
+	return events, unreadable
+}
+
 func ifSet(prefix, s string) string {
 	if s == "" {
 		return ""
@@ -391,4 +400,89 @@ func tableKey(id string) error {
 		return fmt.Errorf("a Table Storage key cannot contain the control character %U", r)
 	}
 	return nil
+}
+
+// messageOut is a message as a replay would send it (replay --dry-run).
+type messageOut struct {
+	MessageID     string         `json:"message_id"`
+	SessionID     string         `json:"session_id"`
+	Subject       string         `json:"subject"`
+	ContentType   string         `json:"content_type,omitempty"`
+	CorrelationID string         `json:"correlation_id,omitempty"`
+	Properties    map[string]any `json:"properties"`
+	// Body is the body as text; BodyBase64 instead when it is not UTF-8.
+	Body       string `json:"body,omitempty"`
+	BodyBase64 string `json:"body_base64,omitempty"`
+}
+
+func messageOf(m broker.Message) *messageOut {
+	out := &messageOut{MessageID: m.MessageID, SessionID: m.SessionID, Subject: m.Subject, ContentType: m.ContentType,
+		CorrelationID: m.CorrelationID, Properties: propertiesOf(m.ApplicationProperties)}
+	out.Body, out.BodyBase64 = bodyOf(m.Body)
+	return out
+}
+
+// shownEntry is one entry with its message: list's keys, then the rest.
+type shownEntry struct {
+	entryOut
+	SessionID     string         `json:"session_id"`
+	ContentType   string         `json:"content_type,omitempty"`
+	CorrelationID string         `json:"correlation_id,omitempty"`
+	EnqueuedTime  time.Time      `json:"enqueued_time"`
+	ClaimedBy     string         `json:"claimed_by,omitempty"`
+	Properties    map[string]any `json:"properties"`
+	Body          string         `json:"body,omitempty"`
+	BodyBase64    string         `json:"body_base64,omitempty"`
+}
+
+func shownOf(e dlstore.Entry, now time.Time) shownEntry {
+	out := shownEntry{entryOut: entryOf(e, now), SessionID: e.SessionID, ContentType: e.ContentType, CorrelationID: e.CorrelationID,
+		EnqueuedTime: e.EnqueuedTime.UTC(), ClaimedBy: e.ClaimedBy, Properties: propertiesOf(e.Properties)}
+	out.Body, out.BodyBase64 = bodyOf(e.Body)
+	return out
+}
+
+// propertiesOf is props for JSON: never null, times in UTC.
+func propertiesOf(props map[string]any) map[string]any {
+	out := make(map[string]any, len(props))
+	for k, v := range props {
+		if t, ok := v.(time.Time); ok {
+			v = t.UTC()
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// bodyOf is b as text, or in base64 when it is not UTF-8.
+func bodyOf(b []byte) (text, b64 string) {
+	if utf8.Valid(b) {
+		return string(b), ""
+	}
+	return "", base64.StdEncoding.EncodeToString(b)
+}
+
+// printMessage prints m as replay --dry-run shows it: headers, properties
+// (sorted), then the body.
+func printMessage(w io.Writer, m broker.Message) {
+	fmt.Fprintln(w, "the message as it would be sent:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, h := range [][2]string{{"MessageId", m.MessageID}, {"SessionId", m.SessionID}, {"Subject", m.Subject},
+		{"ContentType", m.ContentType}, {"CorrelationId", m.CorrelationID}} {
+		fmt.Fprintf(tw, "  %s\t%s\n", h[0], orDash(h[1]))
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.ApplicationProperties)) {
+		v := m.ApplicationProperties[k]
+		if t, ok := v.(time.Time); ok {
+			v = t.UTC().Format(time.RFC3339Nano)
+		}
+		fmt.Fprintf(tw, "  property %s\t%v (%T)\n", k, v, m.ApplicationProperties[k])
+	}
+	_ = tw.Flush()
+	text, b64 := bodyOf(m.Body)
+	if b64 != "" {
+		fmt.Fprintf(w, "  body (%d bytes, not UTF-8; base64): %s\n", len(m.Body), b64)
+		return
+	}
+	fmt.Fprintf(w, "  body (%d bytes): %s\n", len(m.Body), text)
 }

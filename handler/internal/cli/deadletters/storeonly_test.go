@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devrun"
@@ -50,10 +51,11 @@ func TestReadsTheStoreWithoutServiceBus(t *testing.T) {
 	cs := testenv.Azurite(t)
 	suffix := strings.ToLower(rand.Text()[:10])
 	dlTable, orderTable := "dl"+suffix, "orders"+suffix
-	st, err := dltable.NewFromConnectionString(cs, dlTable, nil)
+	svc, err := aztables.NewServiceClientFromConnectionString(cs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := dltable.New(svc, dlTable, nil)
 	if err := st.EnsureTable(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestReadsTheStoreWithoutServiceBus(t *testing.T) {
 	if _, err := rows.Insert(ctx, "o-1", order.State{Status: order.Status("Created"), LastSequence: 1, OccurredAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	e := deadletter.EntryOf(deadletter.DLQ, broker.Received{Message: broker.Message{MessageID: "o-1:2", SessionID: "o-1",
+	e := deadletter.EntryOf(dlstore.DLQ, broker.Received{Message: broker.Message{MessageID: "o-1:2", SessionID: "o-1",
 		Subject: order.SubjectStatusChanged, Body: updateBody("o-1", "Paid", 2)}, SequenceNumber: 7, DeliveryCount: 5,
 		EnqueuedTime: now, DeadLetterReason: broker.ReasonMaxDeliveryCountExceeded, DeadLetterErrorDescription: "five deliveries"}, now)
 	if _, err := st.Put(ctx, e, "sweeper"); err != nil {
@@ -175,9 +177,9 @@ func TestReadsTheStoreWithoutServiceBus(t *testing.T) {
 func TestOnlyReplayAndSweepNeedServiceBus(t *testing.T) {
 	f := newFixture(t)
 	f.noBroker = true
-	a := f.put(deadletter.Poison, 1, "a:parked", "o-1", order.ReasonInvalidTransition, "x")
-	b := f.put(deadletter.Poison, 2, "b:parked", "o-2", order.ReasonInvalidTransition, "x")
-	d := f.put(deadletter.DLQ, 3, "o-3:2", "o-3", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
+	a := f.put(dlstore.Poison, 1, "a:parked", "o-1", order.ReasonInvalidTransition, "x")
+	b := f.put(dlstore.Poison, 2, "b:parked", "o-2", order.ReasonInvalidTransition, "x")
+	d := f.put(dlstore.DLQ, 3, "o-3:2", "o-3", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
 	for _, args := range [][]string{
 		{"replay", "--id", d.ID},
 		{"replay", "--source", "dlq", "--yes"},
@@ -228,7 +230,7 @@ func TestASilentServiceBusIsWaitedForOnce(t *testing.T) {
 	for _, args := range [][]string{{"stats"}, {"sweep", "--dry-run"}} {
 		t.Run(args[0], func(t *testing.T) {
 			f := newFixture(t)
-			e := f.put(deadletter.DLQ, 3, "o-3:2", "o-3", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
+			e := f.put(dlstore.DLQ, 3, "o-3:2", "o-3", broker.ReasonMaxDeliveryCountExceeded, "five deliveries")
 			sb := &silentBroker{Broker: f.mb}
 			f.broker = sb
 			res := f.run(args...)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
+	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
@@ -31,8 +31,8 @@ func TestCountsAgreeWithTheirNumber(t *testing.T) {
 		t.Run(fmt.Sprint(tc.n), func(t *testing.T) {
 			f := newFixture(t)
 			for i := range tc.n {
-				f.put(deadletter.Poison, int64(i+1), fmt.Sprintf("o-%d:3:parked", i), fmt.Sprintf("o-%d", i), order.ReasonInvalidTransition, "x")
-				gone := f.put(deadletter.Poison, int64(100+i), fmt.Sprintf("g-%d:3:parked", i), fmt.Sprintf("g-%d", i), order.ReasonInvalidTransition, "x")
+				f.put(dlstore.Poison, int64(i+1), fmt.Sprintf("o-%d:3:parked", i), fmt.Sprintf("o-%d", i), order.ReasonInvalidTransition, "x")
+				gone := f.put(dlstore.Poison, int64(100+i), fmt.Sprintf("g-%d:3:parked", i), fmt.Sprintf("g-%d", i), order.ReasonInvalidTransition, "x")
 				f.must("discard", "--id", gone.ID, "--yes")
 			}
 			var out strings.Builder
