@@ -9,11 +9,13 @@
 package publish
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -148,7 +150,7 @@ func New(s Sender, opts *Options) *Publisher {
 // NewServiceBus returns a publisher over the caller's azservicebus client;
 // Close closes the publisher's senders, not the client.
 func NewServiceBus(client *azservicebus.Client, opts *Options) *Publisher {
-	b := &serviceBus{client: client}
+	b := &serviceBus{client: client, senders: map[string]*azservicebus.Sender{}}
 	p := New(b, opts)
 	p.closer = b.Close
 	return p
@@ -220,10 +222,8 @@ type Progress func(sent, total int)
 // error, those before the failing batch); sending again is safe.
 func (p *Publisher) Statuses(ctx context.Context, changes []contract.StatusChanged, progress Progress) (int, error) {
 	msgs := make([]Message, len(changes))
-	seqs := make([]int64, len(changes))
 	seen := map[string]int{}
 	slots := map[string][]int{} // order id -> its indexes, in order
-	var orders []string
 	for i, c := range changes {
 		m, err := StatusMessage(c)
 		if err != nil {
@@ -233,18 +233,13 @@ func (p *Publisher) Statuses(ctx context.Context, changes []contract.StatusChang
 			return 0, &IndexError{Index: i, Err: fmt.Errorf("order %s sequence %d is also change %d: %w", c.OrderID, c.Sequence, j, contract.ErrInvalid)}
 		}
 		seen[m.MessageID] = i
-		m = traced(ctx, m)
-		if _, ok := slots[c.OrderID]; !ok {
-			orders = append(orders, c.OrderID)
-		}
+		msgs[i] = traced(ctx, m)
 		slots[c.OrderID] = append(slots[c.OrderID], i)
-		msgs[i], seqs[i] = m, c.Sequence
 	}
+	// Each order's messages go in its slots, in sequence order.
 	ordered := make([]Message, len(msgs))
-	for _, id := range orders {
-		idx := slots[id]
-		byseq := append([]int(nil), idx...)
-		sortBySeq(byseq, seqs)
+	for _, idx := range slots {
+		byseq := slices.SortedStableFunc(slices.Values(idx), func(a, b int) int { return cmp.Compare(changes[a].Sequence, changes[b].Sequence) })
 		for k, slot := range idx {
 			ordered[slot] = msgs[byseq[k]]
 		}
@@ -261,14 +256,6 @@ func (p *Publisher) Statuses(ctx context.Context, changes []contract.StatusChang
 		}
 	}
 	return sent, nil
-}
-
-func sortBySeq(idx []int, seqs []int64) {
-	for i := 1; i < len(idx); i++ { // insertion sort: an order has few changes
-		for j := i; j > 0 && seqs[idx[j]] < seqs[idx[j-1]]; j-- {
-			idx[j], idx[j-1] = idx[j-1], idx[j]
-		}
-	}
 }
 
 func (p *Publisher) sendBatch(ctx context.Context, msgs []Message) error {
@@ -329,6 +316,3 @@ func (p *Publisher) CancelTimeout(ctx context.Context, sequenceNumber int64) err
 	}
 	return nil
 }
-
-// IsInvalid reports whether err is a validation error: nothing was sent.
-func IsInvalid(err error) bool { return errors.Is(err, contract.ErrInvalid) }

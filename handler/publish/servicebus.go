@@ -30,9 +30,6 @@ func (b *serviceBus) sender(queue string) (*azservicebus.Sender, error) {
 	if err != nil {
 		return nil, err
 	}
-	if b.senders == nil {
-		b.senders = map[string]*azservicebus.Sender{}
-	}
 	b.senders[queue] = s
 	return s, nil
 }

@@ -6,11 +6,14 @@
 package dlstore
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -58,10 +61,8 @@ func (s State) Closed() bool { return s == Replayed || s == Archived || s == Dis
 
 // ParseState reads a --state value.
 func ParseState(s string) (State, bool) {
-	for _, st := range States {
-		if string(st) == s {
-			return st, true
-		}
+	if slices.Contains(States, State(s)) {
+		return State(s), true
 	}
 	return "", false
 }
@@ -159,10 +160,7 @@ func (c Claim) String() string {
 	if c.From == "" && !c.Corrected {
 		return c.By
 	}
-	from := c.From
-	if from == "" {
-		from = Open
-	}
+	from := cmp.Or(c.From, Open)
 	if c.Corrected {
 		return fmt.Sprintf("%s (from %s, corrected)", c.By, from)
 	}
@@ -262,14 +260,10 @@ func EntryID(src Source, seq int64, messageID string) string {
 
 // Matches reports whether e matches f: the semantics every backend implements.
 func (f Filter) Matches(e Entry) bool {
-	if len(f.States) > 0 && !containsState(f.States, e.State) {
-		return false
-	}
-	if len(f.IDs) > 0 && !containsString(f.IDs, e.ID) {
-		return false
-	}
 	switch {
-	case f.Source != "" && e.Source != f.Source,
+	case len(f.States) > 0 && !slices.Contains(f.States, e.State),
+		len(f.IDs) > 0 && !slices.Contains(f.IDs, e.ID),
+		f.Source != "" && e.Source != f.Source,
 		f.Reason != "" && e.Reason != f.Reason,
 		f.Group != "" && e.Group != f.Group,
 		f.OrderID != "" && e.OrderID != f.OrderID,
@@ -280,36 +274,90 @@ func (f Filter) Matches(e Entry) bool {
 	return f.Text == "" || matchText(f.Text, e)
 }
 
-// OnlyNotClosed reports whether f selects only states not closed (a bounded query).
-func (f Filter) OnlyNotClosed() bool {
-	if len(f.States) == 0 {
-		return false
-	}
-	for _, s := range f.States {
-		if s.Closed() {
-			return false
+// matchText is the --text match (Filter.Text).
+func matchText(text string, e Entry) bool {
+	t := strings.ToLower(text)
+	for _, s := range []string{e.MessageID, e.OrderID, e.Description} {
+		if strings.Contains(strings.ToLower(s), t) {
+			return true
 		}
 	}
-	return true
+	return bytes.Contains(bytes.ToLower(e.Body), []byte(t))
+}
+
+// NeedsBody reports whether f needs an entry's body (a --text filter), which a
+// summary index lacks.
+func (f Filter) NeedsBody() bool { return f.Text != "" }
+
+// OnlyNotClosed reports whether f selects only states not closed (a bounded query).
+func (f Filter) OnlyNotClosed() bool {
+	return len(f.States) > 0 && !slices.ContainsFunc(f.States, State.Closed)
 }
 
 // NotClosed is the filter of every entry that is not closed.
 func NotClosed() Filter { return Filter{States: []State{Open, Left, ReplayDue}} }
 
-func containsState(ss []State, s State) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
+// SortEntries orders entries as List does: by StoredAt, then id.
+func SortEntries(es []Entry) {
+	slices.SortFunc(es, func(a, b Entry) int {
+		return cmp.Or(a.StoredAt.Compare(b.StoredAt), cmp.Compare(a.ID, b.ID))
+	})
 }
 
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
+// Stored is e as Put stores it (Open, one action, no claim, no ETag) and its
+// "stored" audit entry by actor; an error if Put must refuse e: no ID, Source
+// or StoredAt, or ErrTooLarge past MaxBody or MaxProperties.
+func Stored(e Entry, actor string) (Entry, AuditEntry, error) {
+	if e.ID == "" || e.Source == "" || e.StoredAt.IsZero() {
+		return e, AuditEntry{}, errors.New("id, source and stored-at are required")
 	}
-	return false
+	if len(e.Body) > MaxBody {
+		return e, AuditEntry{}, fmt.Errorf("body of %d bytes (Service Bus allows %d): %w", len(e.Body), MaxBody, ErrTooLarge)
+	}
+	if n := PropertiesSize(e.Properties); n > MaxProperties {
+		return e, AuditEntry{}, fmt.Errorf("properties of %d bytes (Service Bus allows %d): %w", n, MaxProperties, ErrTooLarge)
+	}
+	e.State, e.UpdatedAt, e.Actions, e.ClaimedBy, e.ClaimedAt, e.ETag = Open, e.StoredAt, 1, "", time.Time{}, ""
+	return e, AuditEntry{EntryID: e.ID, OrderID: e.OrderID, N: 1, At: e.StoredAt, Action: ActionStored, To: Open, Actor: actor,
+		Source: e.Source, SequenceNumber: e.SequenceNumber, MessageID: e.MessageID, Reason: e.Reason, Detail: e.Description}, nil
+}
+
+// Apply is cur after t (without a new ETag), for backends to share.
+func Apply(cur Entry, t Transition) Entry {
+	next := cur
+	next.State, next.UpdatedAt = t.To, t.At
+	if t.ReplayCount != 0 {
+		next.ReplayCount = t.ReplayCount
+	}
+	if t.NewMessageID != "" {
+		next.NewMessageID = t.NewMessageID
+	}
+	next.ClaimedBy, next.ClaimedAt = "", time.Time{}
+	if t.To == ReplayDue {
+		next.ClaimedBy, next.ClaimedAt = t.ClaimedBy, t.At
+	}
+	if t.Audit != nil {
+		next.Actions = cur.Actions + 1
+	}
+	return next
+}
+
+// AuditFor is t's audit entry, numbered and keyed for cur.
+func AuditFor(cur Entry, t Transition) AuditEntry {
+	a := *t.Audit
+	a.EntryID, a.OrderID, a.N, a.From, a.To = cur.ID, cur.OrderID, cur.Actions+1, cur.State, t.To
+	if a.At.IsZero() {
+		a.At = t.At
+	}
+	if a.Source == "" {
+		a.Source, a.SequenceNumber, a.MessageID, a.Reason = cur.Source, cur.SequenceNumber, cur.MessageID, cur.Reason
+	}
+	return a
+}
+
+// SortAudit orders audit entries as History does: by time, entry and number.
+func SortAudit(as []AuditEntry) {
+	slices.SortFunc(as, func(a, b AuditEntry) int {
+		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.EntryID, b.EntryID), cmp.Compare(a.N, b.N))
+	})
 }

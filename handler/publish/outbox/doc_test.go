@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// TestDocSnippetsAreTheExample: the Go code the README, docs/publishing.md
-// and docs/outbox.md show is lines of ExampleTable_Commit, which compiles,
-// so the pages cannot drift from the API.
+// TestDocSnippetsAreTheExample: the Go code docs/publishing.md and
+// docs/outbox.md show is lines of ExampleTable_Commit, which compiles, so
+// the pages cannot drift from the API; so is any the README shows (it
+// links docs/outbox.md for the example, with the go get line).
 func TestDocSnippetsAreTheExample(t *testing.T) {
 	ex, err := os.ReadFile("example_test.go")
 	if err != nil {
@@ -18,7 +19,7 @@ func TestDocSnippetsAreTheExample(t *testing.T) {
 	for _, l := range strings.Split(string(ex), "\n") {
 		lines[strings.TrimSpace(l)] = true
 	}
-	for _, page := range []string{"../../../README.md", "../../../docs/publishing.md", "../../../docs/outbox.md"} {
+	for page, must := range map[string]bool{"../../../README.md": false, "../../../docs/publishing.md": true, "../../../docs/outbox.md": true} {
 		b, err := os.ReadFile(page)
 		if err != nil {
 			t.Fatal(err)
@@ -37,7 +38,7 @@ func TestDocSnippetsAreTheExample(t *testing.T) {
 				}
 			}
 		}
-		if !found {
+		if !found && must {
 			t.Errorf("%s shows no outbox.NewTable example", page)
 		}
 	}

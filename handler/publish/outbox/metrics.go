@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,17 +73,11 @@ func (m *relayMetrics) pass(res PassResult, err error, recs []Record, now time.T
 	if err != nil {
 		m.failures.Inc()
 	}
-	var oldest time.Time
-	for _, r := range recs {
-		if oldest.IsZero() || r.CommittedAt.Before(oldest) {
-			oldest = r.CommittedAt
-		}
+	switch {
+	case len(recs) > 0:
+		oldest := slices.MinFunc(recs, func(a, b Record) int { return a.CommittedAt.Compare(b.CommittedAt) })
+		m.oldest.Set(max(0, now.Sub(oldest.CommittedAt).Seconds()))
+	case err == nil:
+		m.oldest.Set(0)
 	}
-	if oldest.IsZero() {
-		if err == nil {
-			m.oldest.Set(0)
-		}
-		return
-	}
-	m.oldest.Set(max(0, now.Sub(oldest).Seconds()))
 }

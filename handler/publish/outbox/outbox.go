@@ -43,10 +43,11 @@ const (
 // Intent is one outgoing message of a commit, made by Status, ScheduleTimeout
 // or CancelTimeout; an invalid one fails the commit, writing nothing.
 type Intent struct {
-	kind  Kind
-	msg   publish.Message
-	order string
-	after time.Duration
+	kind   Kind
+	msg    publish.Message
+	change contract.StatusChanged // of KindStatus
+	order  string
+	after  time.Duration
 	// ofCommit: the check of the order's Created in the same commit (Encode).
 	ofCommit bool
 	err      error
@@ -58,7 +59,7 @@ func Status(c contract.StatusChanged) Intent {
 	if err != nil {
 		return Intent{err: fmt.Errorf("outbox: status %s seq %d: %w", c.OrderID, c.Sequence, err)}
 	}
-	return Intent{kind: KindStatus, msg: m, order: c.OrderID}
+	return Intent{kind: KindStatus, msg: m, change: c, order: c.OrderID}
 }
 
 // ScheduleTimeout is the intent to schedule the order's PaymentTimeoutCheck
@@ -136,7 +137,14 @@ func Encode(partition string, now time.Time, intents ...Intent) ([]Record, error
 	}
 	out := make([]Record, 0, len(intents))
 	seen := map[string]bool{}
-	created := createdIn(intents)
+	created := map[string]int64{} // each order's highest Created in the commit
+	for _, in := range intents {
+		if c := in.change; in.kind == KindStatus && c.Status == contract.Created {
+			created[c.OrderID] = max(created[c.OrderID], c.Sequence)
+		}
+	}
+	var changes []contract.StatusChanged // of the status records, by index in out
+	var at []int
 	for i, in := range intents {
 		if in.err != nil {
 			return nil, in.err
@@ -153,45 +161,22 @@ func Encode(partition string, now time.Time, intents ...Intent) ([]Record, error
 			}
 			seen[in.msg.MessageID] = true
 		}
+		if in.kind == KindStatus {
+			changes, at = append(changes, in.change), append(at, len(out))
+		}
 		out = append(out, Record{Partition: partition, Kind: in.kind, OrderID: in.order, Message: in.msg,
 			After: in.after, CommittedAt: now.UTC(), State: Pending})
 	}
-	sequenceOrder(out)
-	return out, nil
-}
-
-// createdIn maps each order with a Created among intents to its highest seq.
-func createdIn(intents []Intent) map[string]int64 {
-	created := map[string]int64{}
-	for _, in := range intents {
-		if in.kind != KindStatus {
-			continue
-		}
-		if c, err := statusChange(Record{Message: in.msg}); err == nil && c.Status == contract.Created && c.Sequence > created[c.OrderID] {
-			created[c.OrderID] = c.Sequence
-		}
-	}
-	return created
-}
-
-// sequenceOrder sorts each order's status records by sequence, in place.
-func sequenceOrder(recs []Record) {
-	var changes []contract.StatusChanged
-	var idx []int
-	for i, r := range recs {
-		if r.Kind == KindStatus {
-			c, _ := statusChange(r) // built by the encoder above: decodes
-			changes, idx = append(changes, c), append(idx, i)
-		}
-	}
-	sub := make([]Record, len(idx))
-	for k, i := range idx {
-		sub[k] = recs[i]
+	// Each order's status records in sequence order, in the places they hold.
+	sub := make([]Record, len(at))
+	for k, i := range at {
+		sub[k] = out[i]
 	}
 	sortEachOrder(changes, sub)
-	for k, i := range idx {
-		recs[i] = sub[k]
+	for k, i := range at {
+		out[i] = sub[k]
 	}
+	return out, nil
 }
 
 // Mark is the outcome a relay records for one record of a partition.
@@ -242,26 +227,27 @@ var (
 
 // timeoutCheck decodes and verifies a KindSchedule record's check.
 func timeoutCheck(r Record) (contract.PaymentTimeoutCheck, error) {
-	var c contract.PaymentTimeoutCheck
-	if err := json.Unmarshal(r.Message.Body, &c); err != nil {
-		return c, fmt.Errorf("outbox: record %s/%s: body: %v: %w", r.Partition, r.ID, err, contract.ErrInvalid)
+	c, err := decodeBody(r, func(c contract.PaymentTimeoutCheck) (publish.Message, error) {
+		return publish.TimeoutMessageFor(c.OrderID, c.CreatedSequence)
+	})
+	if err == nil && c.OrderID != r.OrderID {
+		err = fmt.Errorf("outbox: record %s/%s: body is of order %s, record of %s: %w", r.Partition, r.ID, c.OrderID, r.OrderID, contract.ErrInvalid)
 	}
-	if m, err := publish.TimeoutMessageFor(c.OrderID, c.CreatedSequence); err != nil {
-		return c, fmt.Errorf("outbox: record %s/%s: %w", r.Partition, r.ID, err)
-	} else if m.MessageID != r.Message.MessageID || c.OrderID != r.OrderID {
-		return c, fmt.Errorf("outbox: record %s/%s: body encodes %s of order %s, record says %s of order %s: %w",
-			r.Partition, r.ID, m.MessageID, c.OrderID, r.Message.MessageID, r.OrderID, contract.ErrInvalid)
-	}
-	return c, nil
+	return c, err
 }
 
 // statusChange decodes and verifies a KindStatus record's change.
 func statusChange(r Record) (contract.StatusChanged, error) {
-	var c contract.StatusChanged
+	return decodeBody(r, publish.StatusMessage)
+}
+
+// decodeBody reads r's body as a T, which encode must turn into r's MessageId.
+func decodeBody[T any](r Record, encode func(T) (publish.Message, error)) (T, error) {
+	var c T
 	if err := json.Unmarshal(r.Message.Body, &c); err != nil {
 		return c, fmt.Errorf("outbox: record %s/%s: body: %v: %w", r.Partition, r.ID, err, contract.ErrInvalid)
 	}
-	if m, err := publish.StatusMessage(c); err != nil {
+	if m, err := encode(c); err != nil {
 		return c, fmt.Errorf("outbox: record %s/%s: %w", r.Partition, r.ID, err)
 	} else if m.MessageID != r.Message.MessageID {
 		return c, fmt.Errorf("outbox: record %s/%s: body encodes %s, record says %s: %w", r.Partition, r.ID, m.MessageID, r.Message.MessageID, contract.ErrInvalid)

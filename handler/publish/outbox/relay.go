@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,21 +62,11 @@ func NewRelay(s Store, p *publish.Publisher, opts *RelayOptions) *Relay {
 	if opts != nil {
 		o = *opts
 	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = DefaultBatchSize
-	}
-	if o.Interval <= 0 {
-		o.Interval = DefaultInterval
-	}
-	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = DefaultMaxBackoff
-	}
-	if o.Retention <= 0 {
-		o.Retention = DefaultRetention
-	}
-	if o.PurgeEvery <= 0 {
-		o.PurgeEvery = DefaultPurgeEvery
-	}
+	orDefault(&o.BatchSize, DefaultBatchSize)
+	orDefault(&o.Interval, DefaultInterval)
+	orDefault(&o.MaxBackoff, DefaultMaxBackoff)
+	orDefault(&o.Retention, DefaultRetention)
+	orDefault(&o.PurgeEvery, DefaultPurgeEvery)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -83,6 +74,13 @@ func NewRelay(s Store, p *publish.Publisher, opts *RelayOptions) *Relay {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Relay{store: s, pub: p, o: o, m: newRelayMetrics(o.Registerer)}
+}
+
+// orDefault sets *v to def unless it is positive.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // PassResult counts what one pass did.
@@ -94,9 +92,6 @@ type PassResult struct {
 	Parked    int // records Service Bus refused for good, marked Failed
 	Waiting   int // cancels left pending: their schedule is not sent yet
 }
-
-// full reports whether the pass read a full batch (more may be pending).
-func (r PassResult) full(batch int) bool { return r.Read >= batch }
 
 // Pass reads up to BatchSize pending records and sends them (statuses,
 // schedules, cancels), marking each once sent. One refused for good
@@ -124,10 +119,9 @@ func (r *Relay) work(ctx context.Context, recs []Record, res *PassResult) error 
 		case KindCancel:
 			cancels = append(cancels, rec)
 		default:
-			if err := r.park(ctx, rec, fmt.Sprintf("unknown record kind %q", rec.Kind)); err != nil {
+			if err := r.park(ctx, rec, fmt.Sprintf("unknown record kind %q", rec.Kind), res); err != nil {
 				return err
 			}
-			res.Parked++
 		}
 	}
 	if err := r.sendStatuses(ctx, statuses, res); err != nil {
@@ -157,10 +151,9 @@ func (r *Relay) sendStatuses(ctx context.Context, recs []Record, res *PassResult
 	for _, rec := range recs {
 		c, err := statusChange(rec)
 		if err != nil {
-			if err := r.park(ctx, rec, err.Error()); err != nil {
+			if err := r.park(ctx, rec, err.Error(), res); err != nil {
 				return err
 			}
-			res.Parked++
 			continue
 		}
 		if first[rec.Message.MessageID] {
@@ -201,10 +194,9 @@ func (r *Relay) sendStatuses(ctx context.Context, recs []Record, res *PassResult
 			res.Sent++
 		case errors.Is(err, publish.ErrRefused):
 			for _, rec := range withDups(sent[i : i+1]) {
-				if err := r.park(ctx, rec, err.Error()); err != nil {
+				if err := r.park(ctx, rec, err.Error(), res); err != nil {
 					return err
 				}
-				res.Parked++
 			}
 		default:
 			return fmt.Errorf("outbox: relay: %w", err)
@@ -213,29 +205,18 @@ func (r *Relay) sendStatuses(ctx context.Context, recs []Record, res *PassResult
 	return nil
 }
 
-// sortEachOrder sorts each order's changes and records by sequence.
+// sortEachOrder sorts each order's changes and records by sequence, within
+// the order's places.
 func sortEachOrder(changes []contract.StatusChanged, recs []Record) {
 	slots := map[string][]int{}
-	var orders []string
 	for i, c := range changes {
-		if _, ok := slots[c.OrderID]; !ok {
-			orders = append(orders, c.OrderID)
-		}
 		slots[c.OrderID] = append(slots[c.OrderID], i)
 	}
-	for _, id := range orders {
-		idx := slots[id]
-		cs, rs := make([]contract.StatusChanged, len(idx)), make([]Record, len(idx))
+	cs, rs := slices.Clone(changes), slices.Clone(recs)
+	for _, idx := range slots {
+		byseq := slices.SortedStableFunc(slices.Values(idx), func(a, b int) int { return cmp.Compare(cs[a].Sequence, cs[b].Sequence) })
 		for k, i := range idx {
-			cs[k], rs[k] = changes[i], recs[i]
-		}
-		perm := make([]int, len(idx))
-		for k := range perm {
-			perm[k] = k
-		}
-		slices.SortStableFunc(perm, func(a, b int) int { return cmp.Compare(cs[a].Sequence, cs[b].Sequence) })
-		for k, i := range idx {
-			changes[i], recs[i] = cs[perm[k]], rs[perm[k]]
+			changes[i], recs[i] = cs[byseq[k]], rs[byseq[k]]
 		}
 	}
 }
@@ -261,24 +242,22 @@ func (r *Relay) markSent(ctx context.Context, recs []Record) error {
 	return nil
 }
 
-// park marks rec Failed with why.
-func (r *Relay) park(ctx context.Context, rec Record, why string) error {
+// park marks rec Failed with why and counts it.
+func (r *Relay) park(ctx context.Context, rec Record, why string, res *PassResult) error {
 	why = truncate(why, 1024)
 	r.o.Logger.Error("outbox record parked", slog.String("partition", rec.Partition), slog.String("record", rec.ID),
 		slog.String("message_id", rec.Message.MessageID), slog.String("order_id", rec.OrderID), slog.String("reason", why))
 	if err := r.store.Mark(ctx, rec.Partition, []Mark{{ID: rec.ID, State: Failed, DoneAt: r.o.Now().UTC(), Error: why}}); err != nil {
 		return fmt.Errorf("outbox: relay: park %s/%s: %w", rec.Partition, rec.ID, err)
 	}
+	res.Parked++
 	return nil
 }
 
 // schedule schedules rec's timeout for the time left and marks it if
 // unchanged; a relay losing that race leaves its (dropped) copy.
 func (r *Relay) schedule(ctx context.Context, rec Record, res *PassResult) error {
-	left := rec.CommittedAt.Add(rec.After).Sub(r.o.Now())
-	if left < time.Millisecond {
-		left = time.Millisecond // due already: as soon as possible
-	}
+	left := max(rec.CommittedAt.Add(rec.After).Sub(r.o.Now()), time.Millisecond) // due already: as soon as possible
 	var s publish.Scheduled
 	c, err := timeoutCheck(rec)
 	if err == nil {
@@ -286,11 +265,7 @@ func (r *Relay) schedule(ctx context.Context, rec Record, res *PassResult) error
 	}
 	switch {
 	case errors.Is(err, publish.ErrRefused), errors.Is(err, contract.ErrInvalid):
-		if err := r.park(ctx, rec, err.Error()); err != nil {
-			return err
-		}
-		res.Parked++
-		return nil
+		return r.park(ctx, rec, err.Error(), res)
 	case err != nil:
 		return fmt.Errorf("outbox: relay: %w", err)
 	}
@@ -316,11 +291,9 @@ func (r *Relay) cancel(ctx context.Context, rec Record, res *PassResult) error {
 	if len(ts) == 0 {
 		r.o.Logger.Warn("outbox cancel found no timeout", slog.String("partition", rec.Partition), slog.String("order_id", rec.OrderID))
 	}
-	for _, t := range ts {
-		if t.State == Pending {
-			res.Waiting++
-			return nil
-		}
+	if slices.ContainsFunc(ts, func(t Record) bool { return t.State == Pending }) {
+		res.Waiting++
+		return nil
 	}
 	for _, t := range ts {
 		if t.State != Sent || t.SequenceNumber <= 0 {
@@ -379,7 +352,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case err != nil:
 			r.o.Logger.Warn("outbox relay pass failed", slog.Int("sent", res.Sent), slog.String("error", err.Error()),
 				slog.Duration("retry_in", wait))
-		case res.full(r.o.BatchSize) && res.Waiting < res.Read:
+		case res.Read >= r.o.BatchSize && res.Waiting < res.Read: // a full batch: more may be pending
 			wait = r.o.Interval
 			continue
 		default:
@@ -398,12 +371,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
+// truncate cuts s to at most n bytes, dropping a character cut in two.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && n < len(s) && (s[n]&0xC0) == 0x80 {
-		n--
-	}
-	return s[:n]
+	return strings.ToValidUTF8(s[:n], "")
 }

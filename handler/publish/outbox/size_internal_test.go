@@ -39,19 +39,19 @@ func TestEntitySizeCountsAsTableStorage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := entitySize([]byte(tt.entity))
+			got, _, _, err := entitySize([]byte(tt.entity))
 			if err != nil || got != tt.want {
 				t.Errorf("entitySize(%s) = %d, %v; want %d", tt.entity, got, err, tt.want)
 			}
 		})
 	}
-	if _, err := entitySize([]byte(`{"PartitionKey":`)); err == nil {
+	if _, _, _, err := entitySize([]byte(`{"PartitionKey":`)); err == nil {
 		t.Errorf("entitySize of a cut JSON: no error")
 	}
 	// 400,000 CJK characters are 1.2 MB in UTF-8, 800,000 bytes in UTF-16:
 	// within the limit, as Table Storage counts.
 	cjk := `{` + keys + `,"S":"` + strings.Repeat("中", 400_000) + `"}`
-	if got, err := entitySize([]byte(cjk)); err != nil || got > MaxEntityBytes {
+	if got, _, _, err := entitySize([]byte(cjk)); err != nil || got > MaxEntityBytes {
 		t.Errorf("400,000 CJK characters: %d bytes, %v; want within %d", got, err, MaxEntityBytes)
 	}
 }
@@ -74,8 +74,8 @@ func TestLargestProperty(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if name, n := largestProperty([]byte(tt.entity)); name != tt.wantName || n != tt.want {
-				t.Errorf("largestProperty = %q, %d; want %q, %d", name, n, tt.wantName, tt.want)
+			if _, name, n, _ := entitySize([]byte(tt.entity)); name != tt.wantName || n != tt.want {
+				t.Errorf("entitySize's largest property = %q, %d; want %q, %d", name, n, tt.wantName, tt.want)
 			}
 		})
 	}

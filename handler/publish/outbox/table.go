@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
@@ -78,9 +79,7 @@ func NewTable(c *aztables.Client, opts *TableOptions) (*Table, error) {
 	if strings.Trim(o.Prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != "" || len(o.Prefix) > 64 {
 		return nil, fmt.Errorf("outbox: prefix %q: want letters, digits and '-', at most 64", o.Prefix)
 	}
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = DefaultCallTimeout
-	}
+	orDefault(&o.CallTimeout, DefaultCallTimeout)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -105,12 +104,8 @@ func (t *Table) EnsureTable(ctx context.Context) error {
 	ctx, cancel := t.call(ctx)
 	defer cancel()
 	_, err := t.c.CreateTable(ctx, nil)
-	var re *azcore.ResponseError
-	if errors.As(err, &re) && re.ErrorCode == string(aztables.TableAlreadyExists) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("outbox: create table: %w", classify(ctx, err))
+	if err = classify(ctx, err); err != nil && tableerr.CodeOf(err) != string(aztables.TableAlreadyExists) {
+		return fmt.Errorf("outbox: create table: %w", err)
 	}
 	return nil
 }
@@ -209,7 +204,7 @@ func (t *Table) Commit(ctx context.Context, partition string, ops ...Op) error {
 	}
 	commitID := rand.Text()
 	for attempt := 1; ; attempt++ {
-		next, etag, err := t.counter(ctx, partition)
+		next, etag, _, err := t.counter(ctx, partition)
 		if err != nil {
 			return fmt.Errorf("outbox: commit %s: %w", partition, err)
 		}
@@ -225,7 +220,7 @@ func (t *Table) Commit(ctx context.Context, partition string, ops ...Op) error {
 			return fmt.Errorf("outbox: commit %s: %w", partition, err)
 		}
 		// A lost answer: the counter holds this commit's ID.
-		_, etag2, last, rerr := t.counterWithLast(ctx, partition)
+		_, etag2, last, rerr := t.counter(ctx, partition)
 		switch {
 		case rerr == nil && last == commitID:
 			return nil
@@ -251,7 +246,7 @@ func (t *Table) checkOwn(partition string, i int, a aztables.TransactionAction) 
 	if strings.HasPrefix(*keys.RowKey, t.prefix) {
 		return fmt.Errorf("outbox: commit %s: op %d: RowKey %q starts with the outbox's prefix %q: %w", partition, i, *keys.RowKey, t.prefix, contract.ErrInvalid)
 	}
-	n, err := entitySize(a.Entity)
+	n, name, largest, err := entitySize(a.Entity)
 	if err != nil {
 		return fmt.Errorf("outbox: commit %s: op %d: %v: %w", partition, i, err, contract.ErrInvalid)
 	}
@@ -259,43 +254,11 @@ func (t *Table) checkOwn(partition string, i int, a aztables.TransactionAction) 
 		return fmt.Errorf("outbox: commit %s: op %d: entity of %d bytes as Table Storage counts it (strings in UTF-16), at most %d: %w",
 			partition, i, n, MaxEntityBytes, ErrTooLarge)
 	}
-	if name, n := largestProperty(a.Entity); n > MaxPropertyBytes {
+	if largest > MaxPropertyBytes {
 		return fmt.Errorf("outbox: commit %s: op %d: property %s of %d bytes as Table Storage counts it (strings in UTF-16), at most %d: %w",
-			partition, i, name, n, MaxPropertyBytes, ErrTooLarge)
+			partition, i, name, largest, MaxPropertyBytes, ErrTooLarge)
 	}
 	return nil
-}
-
-// largestProperty is the entity's largest string or binary property (keys
-// aside) and its size: 2 bytes per UTF-16 unit, or its bytes ("Understanding
-// the Table service data model", Microsoft Learn: Property types).
-func largestProperty(entity []byte) (string, int) {
-	var props map[string]json.RawMessage
-	if json.Unmarshal(entity, &props) != nil {
-		return "", 0
-	}
-	best, most := "", 0
-	for name, raw := range props {
-		if name == "Timestamp" || name == "PartitionKey" || name == "RowKey" || strings.HasPrefix(name, "odata.") || strings.Contains(name, "@odata.") {
-			continue
-		}
-		var typ string
-		if t, ok := props[name+"@odata.type"]; ok {
-			_ = json.Unmarshal(t, &typ)
-		}
-		if typ != "" && typ != "Edm.String" && typ != "Edm.Binary" {
-			continue
-		}
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			continue // not a string in JSON: neither a string nor a binary
-		}
-		n := valueSize(typ, raw) - 4 // the value's data, without its 4 bytes of length
-		if n > most {
-			best, most = name, n
-		}
-	}
-	return best, most
 }
 
 // entitySize is entity's size as Table Storage counts it against
@@ -304,13 +267,14 @@ func largestProperty(entity []byte) (string, int) {
 // "How the size of an entity is calculated in Windows Azure table storage"
 // (learn.microsoft.com/archive/blogs/avkashchauhan), "Understanding the Table
 // service data model" and "Payload format for Table service operations"
-// (Microsoft Learn). A null value counts its name only.
-func entitySize(entity []byte) (int, error) {
+// (Microsoft Learn). A null value counts its name only. largest is its largest
+// string or binary property and that value's size against MaxPropertyBytes.
+func entitySize(entity []byte) (size int, largest string, largestSize int, err error) {
 	var props map[string]json.RawMessage
 	if err := json.Unmarshal(entity, &props); err != nil {
-		return 0, fmt.Errorf("entity is not a JSON object: %v", err)
+		return 0, "", 0, fmt.Errorf("entity is not a JSON object: %v", err)
 	}
-	n := 4
+	size = 4
 	for name, raw := range props {
 		switch {
 		case name == "Timestamp" || strings.HasPrefix(name, "odata.") || strings.Contains(name, "@odata."):
@@ -318,16 +282,21 @@ func entitySize(entity []byte) (int, error) {
 		case name == "PartitionKey" || name == "RowKey":
 			var key string
 			_ = json.Unmarshal(raw, &key) // not a string: checkOwn refuses it
-			n += 2 * utf16Units(key)
+			size += 2 * utf16Units(key)
 			continue
 		}
-		var typ string
+		var typ, str string
 		if t, ok := props[name+"@odata.type"]; ok {
 			_ = json.Unmarshal(t, &typ)
 		}
-		n += 8 + 2*utf16Units(name) + valueSize(typ, raw)
+		n := valueSize(typ, raw)
+		size += 8 + 2*utf16Units(name) + n
+		// A string, or a binary: a string in JSON; its data is n without its 4 bytes of length.
+		if (typ == "" || typ == "Edm.String" || typ == "Edm.Binary") && json.Unmarshal(raw, &str) == nil && n-4 > largestSize {
+			largest, largestSize = name, n-4
+		}
 	}
-	return n, nil
+	return size, largest, largestSize, nil
 }
 
 // valueSize is the size of a value of OData type typ ("": by JSON kind).
@@ -368,22 +337,14 @@ func valueSize(typ string, raw json.RawMessage) int {
 func utf16Units(s string) int {
 	n := 0
 	for _, r := range s {
-		if r >= 0x10000 {
-			n += 2
-		} else {
-			n++
-		}
+		n += utf16.RuneLen(r)
 	}
 	return n
 }
 
-// counter reads the partition's last Seq and the counter's ETag ("": none).
-func (t *Table) counter(ctx context.Context, partition string) (int64, string, error) {
-	n, etag, _, err := t.counterWithLast(ctx, partition)
-	return n, etag, err
-}
-
-func (t *Table) counterWithLast(ctx context.Context, partition string) (int64, string, string, error) {
+// counter reads the partition's last Seq, the counter's ETag ("": none) and
+// the last commit's ID.
+func (t *Table) counter(ctx context.Context, partition string) (int64, string, string, error) {
 	cctx, cancel := t.call(ctx)
 	defer cancel()
 	resp, err := t.c.GetEntity(cctx, partition, t.counterKey(), nil)
@@ -410,7 +371,7 @@ func (t *Table) actions(partition string, own []aztables.TransactionAction, recs
 		if err != nil {
 			return fmt.Errorf("outbox: commit %s: encode %s: %w", partition, e.RowKey, err)
 		}
-		if n, err := entitySize(b); err != nil || n > MaxEntityBytes {
+		if n, _, _, err := entitySize(b); err != nil || n > MaxEntityBytes {
 			return fmt.Errorf("outbox: commit %s: row %s of %d bytes as Table Storage counts it, at most %d: %w", partition, e.RowKey, n, MaxEntityBytes, ErrTooLarge)
 		}
 		a := aztables.TransactionAction{ActionType: kind, Entity: b}
@@ -625,52 +586,39 @@ func (t *Table) Purge(ctx context.Context, before time.Time, max int) (int, erro
 	if err != nil {
 		return 0, fmt.Errorf("outbox: purge: %w", err)
 	}
-	byPart := map[string][]aztables.TransactionAction{}
+	byPart := map[string][]Record{}
 	var parts []string
-	del := func(partition, key string) {
-		if _, ok := byPart[partition]; !ok {
-			parts = append(parts, partition)
-		}
-		b, _ := json.Marshal(aztables.Entity{PartitionKey: partition, RowKey: key})
-		byPart[partition] = append(byPart[partition], aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: b})
-	}
 	for _, r := range recs {
-		del(r.Partition, r.ID)
-		if r.Kind == KindSchedule {
-			del(r.Partition, t.timeoutKey(r))
+		if _, ok := byPart[r.Partition]; !ok {
+			parts = append(parts, r.Partition)
 		}
+		byPart[r.Partition] = append(byPart[r.Partition], r)
+	}
+	del := func(partition, key string) aztables.TransactionAction {
+		b, _ := json.Marshal(aztables.Entity{PartitionKey: partition, RowKey: key})
+		return aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: b}
 	}
 	purged := 0
 	for _, p := range parts {
-		actions := byPart[p]
-		for len(actions) > 0 {
-			n := min(len(actions), MaxTransactionOps)
-			if n < len(actions) && isTimeoutDelete(actions[n]) { // keep a record with its index row
-				n--
-			}
-			err := t.submit(ctx, actions[:n])
-			if errors.Is(err, ErrNotFound) { // another purge deleted some first
-				actions = actions[n:]
-				continue
-			}
-			if err != nil {
-				return purged, fmt.Errorf("outbox: purge in %s: %w", p, err)
-			}
-			for _, a := range actions[:n] {
-				if !isTimeoutDelete(a) {
-					purged++
+		for rs := byPart[p]; len(rs) > 0; {
+			var actions []aztables.TransactionAction // records, each with its index row
+			n := 0
+			for ; n < len(rs) && len(actions) < MaxTransactionOps-1; n++ {
+				actions = append(actions, del(p, rs[n].ID))
+				if rs[n].Kind == KindSchedule {
+					actions = append(actions, del(p, t.timeoutKey(rs[n])))
 				}
 			}
-			actions = actions[n:]
+			// ErrNotFound: another purge deleted some first.
+			if err := t.submit(ctx, actions); err == nil {
+				purged += n
+			} else if !errors.Is(err, ErrNotFound) {
+				return purged, fmt.Errorf("outbox: purge in %s: %w", p, err)
+			}
+			rs = rs[n:]
 		}
 	}
 	return purged, nil
-}
-
-func isTimeoutDelete(a aztables.TransactionAction) bool {
-	var k struct{ RowKey string }
-	_ = json.Unmarshal(a.Entity, &k)
-	return strings.Contains(k.RowKey, ":t:")
 }
 
 func (t *Table) call(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -703,4 +651,36 @@ func timeProp(v any) time.Time {
 		return t
 	}
 	return time.Time{}
+}
+
+// ErrStorage is matched by a request refused for good (400, 403 on a key).
+var ErrStorage = errors.New("outbox: storage request failed")
+
+// ErrTableNotFound is matched by a request on a missing table (404
+// TableNotFound). It is ErrTransient too, as a new table may still be
+// propagating, so Relay.Run waits for it.
+var ErrTableNotFound = errors.New("outbox: table not found")
+
+// classify maps err from an aztables call made with callCtx onto the
+// sentinels via tableerr.Classify; anything unrecognised is ErrStorage.
+func classify(callCtx context.Context, err error) error {
+	e := tableerr.Classify(callCtx, "", err)
+	if e == nil {
+		return nil
+	}
+	switch e.Kind {
+	case tableerr.Conflict, tableerr.Exists:
+		return e.Wrap(ErrConflict)
+	case tableerr.NotFound:
+		return e.Wrap(ErrNotFound)
+	case tableerr.TableNotFound:
+		return e.Wrap(ErrTransient, ErrTableNotFound)
+	case tableerr.Forbidden, tableerr.Unavailable:
+		return e.Wrap(ErrTransient)
+	case tableerr.TooLarge:
+		return e.Wrap(ErrTooLarge)
+	case tableerr.Canceled:
+		return e.Wrap(callCtx.Err())
+	}
+	return e.Wrap(ErrStorage)
 }

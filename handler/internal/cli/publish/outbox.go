@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
@@ -33,7 +34,7 @@ func (o *outboxFlags) check() string {
 	if o.table == "" {
 		return "--table is required"
 	}
-	if !validTableName(o.table) {
+	if !tableName.MatchString(o.table) {
 		return fmt.Sprintf("--table %q: want 3 to 63 letters and digits, starting with a letter", o.table)
 	}
 	if _, err := outbox.NewTable(nil, &outbox.TableOptions{Prefix: o.prefix}); err != nil {
@@ -42,38 +43,21 @@ func (o *outboxFlags) check() string {
 	return ""
 }
 
-// validTableName: 3 to 63 alphanumerics, starting with a letter
+// tableName is 3 to 63 alphanumerics, starting with a letter
 // (https://learn.microsoft.com/rest/api/storageservices/understanding-the-table-service-data-model#table-names).
-func validTableName(s string) bool {
-	if len(s) < 3 || len(s) > 63 {
-		return false
-	}
-	for i, r := range s {
-		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
-		if !letter && (i == 0 || r < '0' || r > '9') {
-			return false
-		}
-	}
-	return true
-}
+var tableName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]{2,62}$`)
 
 // openOutbox connects to Service Bus and Table Storage, the relay's two ends.
 func (c *command) openOutbox(ctx context.Context, o outboxFlags, e env) (*outbox.Table, *connect.Target, string, func(), error) {
-	t, err := connect.ServiceBus(connect.Options{Namespace: c.namespace, Tables: o.tables, Getenv: e.getenv, Dir: e.dir})
+	t, closeFn, err := c.target(e, o.tables)
 	if err != nil {
 		return nil, nil, "", nil, err
-	}
-	closeFn := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = t.Broker.Close(ctx)
 	}
 	svc, where, err := t.Tables()
-	if err != nil {
-		closeFn()
-		return nil, nil, "", nil, err
+	var tbl *outbox.Table
+	if err == nil {
+		tbl, err = outbox.NewTable(svc.NewClient(o.table), &outbox.TableOptions{Prefix: o.prefix})
 	}
-	tbl, err := outbox.NewTable(svc.NewClient(o.table), &outbox.TableOptions{Prefix: o.prefix})
 	if err != nil {
 		closeFn()
 		return nil, nil, "", nil, err
@@ -84,14 +68,11 @@ func (c *command) openOutbox(ctx context.Context, o outboxFlags, e env) (*outbox
 func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
 	c := newCommand("relay", "usage: orderstatus publish relay --table T [--once] [--interval 1s] [--batch 100] [--retention 168h] [--tables ACCOUNT] [--namespace NS]",
 		`Relays a producer's transactional outbox (package handler/publish/outbox): sends
-the records its commits left pending, in Service Bus batches (status changes, each
-order's in sequence order), schedules the payment timeouts they ask for (recording
-each one's sequence number) and cancels those they cancel (by that number), marks
-each record sent, and purges sent records older than --retention. The producers run
-the same relay in their own processes; running this one beside them is safe (a
-message sent twice has the same MessageId: duplicate detection drops it). With
---once it relays until nothing is pending, purges, prints what it did and exits;
-without, it runs until interrupted.`, stdout, stderr)
+what its commits left pending, schedules and cancels their payment timeouts, marks
+each record sent and purges sent records older than --retention. Running it beside
+the producers' own relays is safe (duplicate detection drops a message sent twice).
+With --once it relays until nothing is pending, purges, prints what it did and
+exits; without, it runs until interrupted.`, stdout, stderr)
 	var o outboxFlags
 	o.register(c.fs)
 	once := c.fs.Bool("once", false, "relay until nothing is pending, purge, and exit (else run until interrupted)")
@@ -120,7 +101,7 @@ without, it runs until interrupted.`, stdout, stderr)
 	if err := tbl.Check(ctx); errors.Is(err, outbox.ErrTableNotFound) {
 		return c.fail(missingTable(o.table, where))
 	}
-	p := publishOn(t)
+	p := publish.New(brokerpub.Sender(t.Broker), &publish.Options{Queue: t.Queue})
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r := outbox.NewRelay(tbl, p, &outbox.RelayOptions{BatchSize: *batch, Interval: *interval, Retention: *retention, Logger: logger})
 	fmt.Fprintf(stdout, "relaying outbox table %s on %s to %s on %s\n", o.table, where, p.Queue(), t.Describe)
@@ -132,7 +113,6 @@ without, it runs until interrupted.`, stdout, stderr)
 	var total outbox.PassResult
 	for {
 		res, err := r.Pass(ctx)
-		total.Read += res.Read
 		total.Sent += res.Sent
 		total.Scheduled += res.Scheduled
 		total.Cancelled += res.Cancelled
@@ -190,8 +170,7 @@ for an operator's correction that must follow the producer's earlier messages.`,
 	if msg := o.check(); msg != "" {
 		return c.bad("%s", msg)
 	}
-	set := map[string]bool{}
-	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := c.set()
 	if !set["order"] {
 		return c.bad("--order is required")
 	}
@@ -201,7 +180,7 @@ for an operator's correction that must follow the producer's earlier messages.`,
 	if err := contract.ValidateOrderID(partition); err != nil {
 		return c.bad("--partition: %v", err)
 	}
-	var intents []outbox.Intent
+	var intents []outbox.Op
 	switch {
 	case set["status"] != set["sequence"]:
 		return c.bad("--status and --sequence go together")
@@ -214,11 +193,10 @@ for an operator's correction that must follow the producer's earlier messages.`,
 	case set["occurred-at"]:
 		return c.bad("--occurred-at needs --status")
 	}
-	if set["after"] && !*schedule {
-		return c.bad("--after needs --schedule-timeout")
-	}
-	if set["created-sequence"] && !*schedule {
-		return c.bad("--created-sequence needs --schedule-timeout")
+	for _, f := range []string{"after", "created-sequence"} {
+		if set[f] && !*schedule {
+			return c.bad("--%s needs --schedule-timeout", f)
+		}
 	}
 	if *schedule {
 		if *after <= 0 || *after > maxAfter {
@@ -245,7 +223,7 @@ for an operator's correction that must follow the producer's earlier messages.`,
 		return c.bad("nothing to commit: give --status and --sequence, --schedule-timeout or --cancel-timeout")
 	}
 	for _, in := range intents {
-		if err := in.Err(); err != nil {
+		if err := in.(outbox.Intent).Err(); err != nil {
 			return c.bad("%v", flagError(errors.Unwrap(err)))
 		}
 	}
@@ -257,11 +235,7 @@ for an operator's correction that must follow the producer's earlier messages.`,
 	if err := tbl.EnsureTable(ctx); err != nil {
 		return c.fail(err)
 	}
-	ops := make([]outbox.Op, len(intents))
-	for i, in := range intents {
-		ops[i] = in
-	}
-	if err := tbl.Commit(ctx, partition, ops...); err != nil {
+	if err := tbl.Commit(ctx, partition, intents...); err != nil {
 		return c.fail(err)
 	}
 	them := "them"
@@ -271,8 +245,4 @@ for an operator's correction that must follow the producer's earlier messages.`,
 	fmt.Fprintf(stdout, "committed %s for order %s in table %s partition %s on %s; 'orderstatus publish relay --table %s' sends %s\n",
 		wording.Count(len(intents), "outgoing message"), orderID, o.table, partition, where, o.table, them)
 	return ExitOK
-}
-
-func publishOn(t *connect.Target) *publish.Publisher {
-	return publish.New(brokerpub.Sender(t.Broker), &publish.Options{Queue: t.Queue})
 }

@@ -80,25 +80,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) in
 		return ExitUsage
 	}
 	cmd, args := args[0], args[1:]
-	switch cmd {
-	case "-h", "-help", "--help", "help":
+	if cmd == "-h" || cmd == "-help" || cmd == "--help" || cmd == "help" {
 		fmt.Fprint(stdout, usage)
 		return ExitOK
-	case "status":
-		return runStatus(ctx, args, stdout, stderr, e)
-	case "timeout":
-		return runTimeout(ctx, args, stdout, stderr, e)
-	case "cancel-timeout":
-		return runCancel(ctx, args, stdout, stderr, e)
-	case "relay":
-		return runRelay(ctx, args, stdout, stderr, e)
-	case "commit":
-		return runCommit(ctx, args, stdout, stderr, e)
-	case "wait":
-		return runWait(ctx, args, stdout, stderr, e)
 	}
-	fmt.Fprintf(stderr, "orderstatus publish: unknown command %q: want status, timeout, cancel-timeout, relay, commit or wait (orderstatus publish --help)\n", cmd)
-	return ExitUsage
+	f, ok := map[string]func(context.Context, []string, io.Writer, io.Writer, env) int{"status": runStatus, "timeout": runTimeout,
+		"cancel-timeout": runCancel, "relay": runRelay, "commit": runCommit, "wait": runWait}[cmd]
+	if !ok {
+		fmt.Fprintf(stderr, "orderstatus publish: unknown command %q: want status, timeout, cancel-timeout, relay, commit or wait (orderstatus publish --help)\n", cmd)
+		return ExitUsage
+	}
+	return f(ctx, args, stdout, stderr, e)
 }
 
 // command is one subcommand's flag set and its usage line.
@@ -159,19 +151,34 @@ func (c *command) fail(err error) int {
 	return ExitFailure
 }
 
-// connect resolves the target and returns a publisher on it and its closer.
-func (c *command) connect(e env) (*publish.Publisher, *connect.Target, func(), error) {
-	t, err := connect.ServiceBus(connect.Options{Namespace: c.namespace, Getenv: e.getenv, Dir: e.dir})
+// target resolves where to send (tables: --tables, for the outbox) and
+// returns it and its closer.
+func (c *command) target(e env, tables string) (*connect.Target, func(), error) {
+	t, err := connect.ServiceBus(connect.Options{Namespace: c.namespace, Tables: tables, Getenv: e.getenv, Dir: e.dir})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	p := publish.New(brokerpub.Sender(t.Broker), &publish.Options{Queue: t.Queue})
-	closeFn := func() {
+	return t, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = t.Broker.Close(ctx)
+	}, nil
+}
+
+// connect resolves the target and returns a publisher on it and its closer.
+func (c *command) connect(e env) (*publish.Publisher, *connect.Target, func(), error) {
+	t, closeFn, err := c.target(e, "")
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	return p, t, closeFn, nil
+	return publish.New(brokerpub.Sender(t.Broker), &publish.Options{Queue: t.Queue}), t, closeFn, nil
+}
+
+// set returns the names of the flags given.
+func (c *command) set() map[string]bool {
+	set := map[string]bool{}
+	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
 }
 
 // Bounds of what a flag or line may say, beyond the contract.
@@ -195,37 +202,34 @@ later one), for at most --wait-timeout, and exits 1 naming the orders that
 do not (queued still, or parked). Against the development host it asks its
 HTTP front; against Azure pass --get-order-url.`, stdout, stderr)
 	c.exitCodes = "exit codes: 0 sent (with --wait: and applied), 1 connecting or sending failed, or\n--wait's orders not applied in time, 2 bad input (one line on stderr; nothing is\nsent).\n"
-	var orderID, status, occurred, from, orderURL string
+	var orderID, status, occurred, from string
 	var seq int64
-	var wait bool
-	waitTimeout := defaultWaitTimeout
+	w := &c.waitOpts
 	c.fs.StringVar(&orderID, "order", "", "order `id` (the session): at most 128 characters, none of / \\ # ? or control characters")
 	c.fs.StringVar(&status, "status", "", "`status`: "+contract.StatusNames()+" (any case)")
 	c.fs.Int64Var(&seq, "sequence", 0, "the order's sequence `number` of this change, from 1 (the order owner's counter)")
 	c.fs.StringVar(&occurred, "occurred-at", "", "when it happened: RFC 3339 (`time`, e.g. 2026-11-29T10:00:00Z) or a duration ago (\"31m ago\"); default now")
 	c.fs.StringVar(&from, "from", "", "JSON Lines `file` of status changes instead of the flags above (- for standard input)")
-	c.fs.BoolVar(&wait, "wait", false, "after sending, wait until GetOrder shows each order at the sequence sent or later; exit 1 if one does not within --wait-timeout")
-	c.fs.DurationVar(&waitTimeout, "wait-timeout", defaultWaitTimeout, "how long --wait waits, at most 1h (a Go `duration`)")
-	c.fs.StringVar(&orderURL, "get-order-url", "", "GetOrder's `URL` for --wait, with {orderId} where the id goes, e.g. https://<app>.azurewebsites.net/api/orders/{orderId}?code=<function key>; default: the development host's front")
+	c.fs.BoolVar(&w.on, "wait", false, "after sending, wait until GetOrder shows each order at the sequence sent or later; exit 1 if one does not within --wait-timeout")
+	c.fs.DurationVar(&w.timeout, "wait-timeout", defaultWaitTimeout, "how long --wait waits, at most 1h (a Go `duration`)")
+	c.fs.StringVar(&w.url, "get-order-url", "", "GetOrder's `URL` for --wait, with {orderId} where the id goes, e.g. https://<app>.azurewebsites.net/api/orders/{orderId}?code=<function key>; default: the development host's front")
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
-	set := map[string]bool{}
-	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if !wait && (set["wait-timeout"] || set["get-order-url"]) {
+	set := c.set()
+	if !w.on && (set["wait-timeout"] || set["get-order-url"]) {
 		return c.bad("--wait-timeout and --get-order-url go with --wait")
 	}
-	if wait {
-		if err := checkWaitTimeout("wait-timeout", waitTimeout); err != nil {
+	if w.on {
+		if err := checkWaitTimeout("wait-timeout", w.timeout); err != nil {
 			return c.bad("%v", err)
 		}
 	}
-	if orderURL != "" {
-		if err := checkGetOrderURL(orderURL); err != nil {
+	if w.url != "" {
+		if err := checkGetOrderURL(w.url); err != nil {
 			return c.bad("%v", err)
 		}
 	}
-	c.waitOpts = waitOptions{on: wait, timeout: waitTimeout, url: orderURL}
 
 	if from != "" {
 		for _, f := range []string{"order", "status", "sequence", "occurred-at"} {
@@ -244,16 +248,13 @@ HTTP front; against Azure pass --get-order-url.`, stdout, stderr)
 	if err != nil {
 		return c.bad("%v", err)
 	}
-	m, err := publish.StatusMessage(ch)
-	if err != nil {
-		return c.bad("%v", err)
-	}
+	m, _ := publish.StatusMessage(ch) // valid: change checked it
 	p, t, closeFn, err := c.connect(e)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer closeFn()
-	w, code := c.waiter(t)
+	poll, code := c.waiter(t)
 	if code >= 0 {
 		return code
 	}
@@ -262,8 +263,8 @@ HTTP front; against Azure pass --get-order-url.`, stdout, stderr)
 	}
 	fmt.Fprintf(stdout, "sent %s %s (order %s %s, sequence %d) to %s on %s\n",
 		m.Subject, m.MessageID, ch.OrderID, ch.Status, ch.Sequence, p.Queue(), t.Describe)
-	if w != nil {
-		return waitAndReport(ctx, c, w, []contract.StatusChanged{ch})
+	if poll != nil {
+		return waitAndReport(ctx, c, poll, []contract.StatusChanged{ch})
 	}
 	return ExitOK
 }
@@ -463,17 +464,12 @@ func changesN(n int) string { return wording.Count(n, "status change") }
 func runTimeout(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
 	c := newCommand("timeout", "usage: orderstatus publish timeout --order ID [--created N] [--after 30m] [--namespace NS]",
 		`Schedules the PaymentTimeoutCheck of the order's Created of sequence --created
-(MessageId <order>:payment-timeout-<N>) in its session, --after from now on the
-broker's clock (on the development host, its scaled clock). When it arrives, the
-handler cancels the order only if it is still Created at that sequence (a check
-of an order created again since does nothing). Each Created has a check of its
-own. Prints the scheduled message's sequence number alone on standard output
-(keep it: cancel-timeout takes it) and two lines about it on standard error. The
-handler schedules the same check (the same MessageId) when it applies that
-Created; if the queue saw that MessageId within its duplicate detection window
-(10 minutes), Service Bus drops this copy and still returns a sequence number,
-so nothing here can tell: the handler's own check then stands, and
-cancel-timeout finds nothing to cancel.`, stdout, stderr)
+(MessageId <order>:payment-timeout-<N>) --after from now on the broker's clock;
+it cancels the order only if it is still Created at that sequence. Prints the
+sequence number alone on standard output (cancel-timeout takes it). The handler
+schedules the same check when it applies that Created: if the queue saw that
+MessageId within its duplicate detection window, this copy is dropped, the
+handler's check stands and cancel-timeout finds nothing to cancel.`, stdout, stderr)
 	var orderID string
 	after := contract.PaymentTimeout
 	created := int64(1)
@@ -483,8 +479,7 @@ cancel-timeout finds nothing to cancel.`, stdout, stderr)
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
-	set := map[string]bool{}
-	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := c.set()
 	if !set["order"] {
 		return c.bad("--order is required")
 	}
@@ -527,21 +522,16 @@ cancel-timeout finds nothing to cancel.`, stdout, stderr)
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
 	c := newCommand("cancel-timeout", "usage: orderstatus publish cancel-timeout --sequence N [--namespace NS]",
 		`Cancels a scheduled PaymentTimeoutCheck by the sequence number 'orderstatus publish
-timeout' printed: that Created's check, not another Created's of the order. If
-there is none, it says so and exits 0: the check was delivered or cancelled
-already, or duplicate detection dropped that copy because the handler had
-scheduled that Created's check itself (the same MessageId), and that check
-stands. Either is harmless: a check cancels an order only while it
-is still Created.`, stdout, stderr)
+timeout' printed. If there is none (delivered or cancelled already, or dropped as
+a duplicate of the handler's own check, which stands), it says so and exits 0:
+harmless, as a check cancels an order only while it is still Created.`, stdout, stderr)
 	c.exitCodes = "exit codes: 0 cancelled, or nothing to cancel (the line says which), 1 connecting or\ncancelling failed, 2 bad input (one line on stderr; nothing is changed).\n"
 	var seq int64
 	c.fs.Int64Var(&seq, "sequence", 0, "the scheduled message's sequence `number`")
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
-	set := false
-	c.fs.Visit(func(f *flag.Flag) { set = set || f.Name == "sequence" })
-	if !set {
+	if !c.set()["sequence"] {
 		return c.bad("--sequence is required")
 	}
 	if seq < 1 {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/contract"
@@ -28,10 +29,7 @@ const (
 // the development host's front; an error names what to pass.
 func getOrderURL(flagValue, devHostAddr string) (string, error) {
 	if flagValue != "" {
-		if err := checkGetOrderURL(flagValue); err != nil {
-			return "", err
-		}
-		return flagValue, nil
+		return flagValue, checkGetOrderURL(flagValue)
 	}
 	if devHostAddr != "" {
 		return "http://" + devHostAddr + "/api/orders/" + orderIDPlaceholder, nil
@@ -94,28 +92,6 @@ type waiter struct {
 	timeout time.Duration
 }
 
-// targets returns each order's highest sequence, in first-seen order.
-func targets(changes []contract.StatusChanged) ([]string, map[string]int64) {
-	var ids []string
-	want := map[string]int64{}
-	for _, c := range changes {
-		if _, ok := want[c.OrderID]; !ok {
-			ids = append(ids, c.OrderID)
-		}
-		want[c.OrderID] = max(want[c.OrderID], c.Sequence)
-	}
-	return ids, want
-}
-
-// wait polls until GetOrder shows every order at its highest sequence sent or
-// later; it returns the orders behind, with the last answer.
-func (w *waiter) wait(ctx context.Context, changes []contract.StatusChanged) (behind map[string]orderAnswer, err error) {
-	ids, want := targets(changes)
-	return w.until(ctx, ids, func(id string, a orderAnswer) bool {
-		return a.code == http.StatusOK && a.lastSequence >= want[id]
-	})
-}
-
 // until polls GetOrder for ids until reached holds or w.timeout passes.
 func (w *waiter) until(ctx context.Context, ids []string, reached func(id string, a orderAnswer) bool) (behind map[string]orderAnswer, err error) {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
@@ -125,18 +101,15 @@ func (w *waiter) until(ctx context.Context, ids []string, reached func(id string
 	for {
 		answers := make([]orderAnswer, len(pending))
 		sem := make(chan struct{}, waitParallel)
-		done := make(chan struct{})
+		var wg sync.WaitGroup
 		for i, id := range pending {
-			go func() {
+			wg.Go(func() {
 				sem <- struct{}{}
 				answers[i] = w.get(ctx, id)
 				<-sem
-				done <- struct{}{}
-			}()
+			})
 		}
-		for range pending {
-			<-done
-		}
+		wg.Wait()
 		var still []string
 		for i, id := range pending {
 			a := answers[i]
@@ -191,8 +164,17 @@ func (w *waiter) get(ctx context.Context, orderID string) orderAnswer {
 
 // waitAndReport waits after a send and reports (exit 0 or 1).
 func waitAndReport(ctx context.Context, c *command, w *waiter, changes []contract.StatusChanged) int {
-	ids, want := targets(changes)
-	behind, err := w.wait(ctx, changes)
+	var ids []string // in first-seen order, each with its highest sequence sent
+	want := map[string]int64{}
+	for _, c := range changes {
+		if _, ok := want[c.OrderID]; !ok {
+			ids = append(ids, c.OrderID)
+		}
+		want[c.OrderID] = max(want[c.OrderID], c.Sequence)
+	}
+	behind, err := w.until(ctx, ids, func(id string, a orderAnswer) bool {
+		return a.code == http.StatusOK && a.lastSequence >= want[id]
+	})
 	if len(behind) == 0 && err == nil {
 		if len(ids) == 1 {
 			fmt.Fprintf(c.stdout, "applied: order %s shows sequence %d or later (GetOrder)\n", ids[0], want[ids[0]])

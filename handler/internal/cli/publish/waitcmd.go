@@ -3,7 +3,6 @@ package publish
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,8 +34,7 @@ development host it asks its HTTP front; against Azure pass --get-order-url.`, s
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
-	set := map[string]bool{}
-	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := c.set()
 	if !set["order"] {
 		return c.bad("--order is required")
 	}
@@ -49,13 +47,9 @@ development host it asks its HTTP front; against Azure pass --get-order-url.`, s
 	if set["sequence"] && seq < 1 {
 		return c.bad("--sequence %d: want at least 1", seq)
 	}
-	var want contract.Status
-	if set["status"] {
-		st, ok := contract.ParseStatus(status)
-		if !ok {
-			return c.bad("--status %q: want one of %s", status, contract.StatusNames())
-		}
-		want = st
+	want, ok := contract.ParseStatus(status) // "" when not set
+	if set["status"] && !ok {
+		return c.bad("--status %q: want one of %s", status, contract.StatusNames())
 	}
 	if err := checkWaitTimeout("timeout", timeout); err != nil {
 		return c.bad("%v", err)

@@ -47,9 +47,16 @@ func (s *Store) Fail(op string, n int) {
 	s.fail[op] = n
 }
 
-func (s *Store) failing(op string) error {
+// lock checks ctx, locks s and takes an injected failure of op; on nil the
+// caller holds s.mu.
+func (s *Store) lock(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
 	if s.fail[op] > 0 {
 		s.fail[op]--
+		s.mu.Unlock()
 		return fmt.Errorf("dlmem: %s: injected: %w", op, dlstore.ErrUnavailable)
 	}
 	return nil
@@ -68,46 +75,29 @@ func clone(e dlstore.Entry) dlstore.Entry {
 
 // Put stores e unless an entry with its id exists (see dlstore.Store).
 func (s *Store) Put(ctx context.Context, e dlstore.Entry, actor string) (bool, error) {
-	if err := ctx.Err(); err != nil {
+	e, audit, err := dlstore.Stored(clone(e), actor)
+	if err != nil {
+		return false, fmt.Errorf("dlmem: put %q: %w", e.ID, err)
+	}
+	if err := s.lock(ctx, OpPut); err != nil {
 		return false, err
 	}
-	if e.ID == "" || e.Source == "" || e.StoredAt.IsZero() {
-		return false, fmt.Errorf("dlmem: put: id, source and stored-at are required")
-	}
-	if len(e.Body) > dlstore.MaxBody {
-		return false, fmt.Errorf("dlmem: put %s: body of %d bytes: %w", e.ID, len(e.Body), dlstore.ErrTooLarge)
-	}
-	if n := dlstore.PropertiesSize(e.Properties); n > dlstore.MaxProperties {
-		return false, fmt.Errorf("dlmem: put %s: properties of %d bytes: %w", e.ID, n, dlstore.ErrTooLarge)
-	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.failing(OpPut); err != nil {
-		return false, err
-	}
 	if _, ok := s.entries[e.ID]; ok {
 		return false, nil
 	}
-	e = clone(e)
-	e.State, e.UpdatedAt, e.Actions, e.ETag = dlstore.Open, e.StoredAt, 1, s.etag()
-	e.ClaimedBy, e.ClaimedAt = "", time.Time{}
+	e.ETag = s.etag()
 	s.entries[e.ID] = e
-	s.audit[e.ID] = []dlstore.AuditEntry{{EntryID: e.ID, OrderID: e.OrderID, N: 1, At: e.StoredAt, Action: dlstore.ActionStored,
-		To: dlstore.Open, Actor: actor, Source: e.Source, SequenceNumber: e.SequenceNumber, MessageID: e.MessageID,
-		Reason: e.Reason, Detail: e.Description}}
+	s.audit[e.ID] = []dlstore.AuditEntry{audit}
 	return true, nil
 }
 
 // Get returns the entry with id.
 func (s *Store) Get(ctx context.Context, id string) (dlstore.Entry, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.lock(ctx, OpGet); err != nil {
 		return dlstore.Entry{}, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.failing(OpGet); err != nil {
-		return dlstore.Entry{}, err
-	}
 	e, ok := s.entries[id]
 	if !ok {
 		return dlstore.Entry{}, fmt.Errorf("dlmem: get %s: %w", id, dlstore.ErrNotFound)
@@ -117,14 +107,10 @@ func (s *Store) Get(ctx context.Context, id string) (dlstore.Entry, error) {
 
 // List returns the entries matching f, by StoredAt then id.
 func (s *Store) List(ctx context.Context, f dlstore.Filter) ([]dlstore.Entry, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.lock(ctx, OpList); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.failing(OpList); err != nil {
-		return nil, err
-	}
 	out := []dlstore.Entry{}
 	for _, e := range s.entries {
 		if f.Matches(e) {
@@ -137,17 +123,13 @@ func (s *Store) List(ctx context.Context, f dlstore.Filter) ([]dlstore.Entry, er
 
 // Transition changes e conditionally on its ETag (see dlstore.Store).
 func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Transition) (dlstore.Entry, error) {
-	if err := ctx.Err(); err != nil {
-		return dlstore.Entry{}, err
-	}
 	if t.Audit == nil && !dlstore.NeedsNoAudit(e.State, t.To) {
 		return dlstore.Entry{}, fmt.Errorf("dlmem: transition %s to %s: an audit entry is required", e.ID, t.To)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.failing(OpTransition); err != nil {
+	if err := s.lock(ctx, OpTransition); err != nil {
 		return dlstore.Entry{}, err
 	}
+	defer s.mu.Unlock()
 	cur, ok := s.entries[e.ID]
 	if !ok {
 		return dlstore.Entry{}, fmt.Errorf("dlmem: transition %s: %w", e.ID, dlstore.ErrNotFound)
@@ -166,14 +148,10 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 
 // History returns one order's audit entries (all for ""), in time order.
 func (s *Store) History(ctx context.Context, orderID string) ([]dlstore.AuditEntry, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.lock(ctx, OpHistory); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.failing(OpHistory); err != nil {
-		return nil, err
-	}
 	out := []dlstore.AuditEntry{}
 	for _, as := range s.audit {
 		for _, a := range as {
@@ -186,16 +164,12 @@ func (s *Store) History(ctx context.Context, orderID string) ([]dlstore.AuditEnt
 	return out, nil
 }
 
-// Purge deletes up to max closed entries updated before before.
-func (s *Store) Purge(ctx context.Context, before time.Time, max int) (int, error) {
-	if err := ctx.Err(); err != nil {
+// Purge deletes up to limit closed entries updated before before.
+func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := s.lock(ctx, OpPurge); err != nil {
 		return 0, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.failing(OpPurge); err != nil {
-		return 0, err
-	}
 	var ids []string
 	for id, e := range s.entries {
 		if e.State.Closed() && e.UpdatedAt.Before(before) {
@@ -203,14 +177,10 @@ func (s *Store) Purge(ctx context.Context, before time.Time, max int) (int, erro
 		}
 	}
 	slices.Sort(ids)
-	n := 0
+	ids = ids[:max(0, min(limit, len(ids)))]
 	for _, id := range ids {
-		if n >= max {
-			break
-		}
 		delete(s.entries, id)
 		delete(s.audit, id)
-		n++
 	}
-	return n, nil
+	return len(ids), nil
 }

@@ -5,10 +5,12 @@
 package dlstoretest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -86,6 +88,15 @@ func mustGet(t *testing.T, s dlstore.Store, id string) dlstore.Entry {
 	return e
 }
 
+func mustHistory(t *testing.T, s dlstore.Store, orderID string) []dlstore.AuditEntry {
+	t.Helper()
+	h, err := s.History(ctxFor(t), orderID)
+	if err != nil {
+		t.Fatalf("History(%q): %v", orderID, err)
+	}
+	return h
+}
+
 // mustTransition reads id and changes it as tr says.
 func mustTransition(t *testing.T, s dlstore.Store, id string, tr dlstore.Transition) dlstore.Entry {
 	t.Helper()
@@ -107,46 +118,21 @@ func stored(e dlstore.Entry) dlstore.Entry {
 	return e
 }
 
-// diffEntry lists how got differs from want (Body and Properties: whole).
+// diffEntry lists how got differs from want, field by field (times by
+// Equal; never the ETag; Body and Properties only when whole).
 func diffEntry(got, want dlstore.Entry, whole bool) []string {
 	var d []string
-	str := func(name, g, w string) {
-		if g != w {
-			d = append(d, fmt.Sprintf("%s = %q, want %q", name, g, w))
+	g, w := reflect.ValueOf(got), reflect.ValueOf(want)
+	for i := range g.NumField() {
+		name, gv, wv := g.Type().Field(i).Name, g.Field(i).Interface(), w.Field(i).Interface()
+		switch gt, isTime := gv.(time.Time); {
+		case name == "ETag" || name == "Body" || name == "Properties":
+		case isTime && !gt.Equal(wv.(time.Time)):
+			d = append(d, fmt.Sprintf("%s = %v, want %v", name, gv, wv))
+		case !isTime && gv != wv:
+			d = append(d, fmt.Sprintf("%s = %#v, want %#v", name, gv, wv))
 		}
 	}
-	num := func(name string, g, w int64) {
-		if g != w {
-			d = append(d, fmt.Sprintf("%s = %d, want %d", name, g, w))
-		}
-	}
-	tm := func(name string, g, w time.Time) {
-		if !g.Equal(w) {
-			d = append(d, fmt.Sprintf("%s = %v, want %v", name, g, w))
-		}
-	}
-	str("ID", got.ID, want.ID)
-	str("Source", string(got.Source), string(want.Source))
-	num("SequenceNumber", got.SequenceNumber, want.SequenceNumber)
-	str("MessageID", got.MessageID, want.MessageID)
-	str("OrderID", got.OrderID, want.OrderID)
-	str("SessionID", got.SessionID, want.SessionID)
-	str("Subject", got.Subject, want.Subject)
-	str("ContentType", got.ContentType, want.ContentType)
-	str("CorrelationID", got.CorrelationID, want.CorrelationID)
-	str("Reason", got.Reason, want.Reason)
-	str("Description", got.Description, want.Description)
-	num("DeliveryCount", int64(got.DeliveryCount), int64(want.DeliveryCount))
-	tm("EnqueuedTime", got.EnqueuedTime, want.EnqueuedTime)
-	tm("StoredAt", got.StoredAt, want.StoredAt)
-	str("Group", got.Group, want.Group)
-	num("ReplayCount", int64(got.ReplayCount), int64(want.ReplayCount))
-	str("State", string(got.State), string(want.State))
-	tm("UpdatedAt", got.UpdatedAt, want.UpdatedAt)
-	num("Actions", int64(got.Actions), int64(want.Actions))
-	str("ClaimedBy", got.ClaimedBy, want.ClaimedBy)
-	tm("ClaimedAt", got.ClaimedAt, want.ClaimedAt)
-	str("NewMessageID", got.NewMessageID, want.NewMessageID)
 	if whole {
 		if string(got.Body) != string(want.Body) {
 			d = append(d, fmt.Sprintf("Body = %d bytes %.40q, want %d bytes %.40q", len(got.Body), got.Body, len(want.Body), want.Body))
@@ -219,10 +205,7 @@ func testPutInsertIfAbsent(t *testing.T, s dlstore.Store) {
 	if second.ETag != first.ETag {
 		t.Errorf("ETag after the second Put = %q, want %q (unchanged)", second.ETag, first.ETag)
 	}
-	h, err := s.History(ctx, "o-1")
-	if err != nil {
-		t.Fatalf("History: %v", err)
-	}
+	h := mustHistory(t, s, "o-1")
 	want := dlstore.AuditEntry{EntryID: e.ID, OrderID: "o-1", N: 1, At: e.StoredAt, Action: dlstore.ActionStored,
 		To: dlstore.Open, Actor: "sweeper-a", Source: e.Source, SequenceNumber: e.SequenceNumber, MessageID: e.MessageID,
 		Reason: e.Reason, Detail: e.Description}
@@ -404,10 +387,7 @@ func testTransitionConditional(t *testing.T, s dlstore.Store) {
 	if _, err := s.Transition(ctx, dlstore.Entry{ID: e.ID, OrderID: e.OrderID}, audited(dlstore.Archived, 7, "archived")); !errors.Is(err, dlstore.ErrConflict) {
 		t.Errorf("Transition without an ETag: %v, want ErrConflict", err)
 	}
-	h, err := s.History(ctx, "o-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustHistory(t, s, "o-1")
 	if got := actions(h); got != "stored/open,left/left" {
 		t.Errorf("History = %s, want stored/open,left/left (no audit entry for the conflicts)", got)
 	}
@@ -456,10 +436,7 @@ func testTransitionRace(t *testing.T, s dlstore.Store) {
 	if winner < 0 {
 		t.Fatalf("no actor won: %v", errs)
 	}
-	h, err := s.History(ctx, "o-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustHistory(t, s, "o-1")
 	if len(h) != 2 || h[1].Actor != fmt.Sprintf("actor-%d", winner) || h[1].N != 2 {
 		t.Errorf("History = %+v, want stored and the winner's (actor-%d) as #2", h, winner)
 	}
@@ -530,10 +507,7 @@ func testClaimAndReplay(t *testing.T, s dlstore.Store) {
 	want.State, want.UpdatedAt, want.ClaimedBy, want.ClaimedAt = dlstore.Replayed, at(101), "", time.Time{}
 	want.ReplayCount, want.NewMessageID, want.Actions = 1, "msg-dlq-1:replay:1", 2
 	checkEntry(t, "replayed", replayed, want, true)
-	h, err := s.History(ctx, "o-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustHistory(t, s, "o-1")
 	if len(h) != 2 {
 		t.Fatalf("History = %+v, want stored and replayed (a claim writes none)", h)
 	}
@@ -566,17 +540,13 @@ func testRestore(t *testing.T, s dlstore.Store) {
 		t.Fatalf("List(not closed) after the restore = %d, %v; want the entry", len(es), err)
 	}
 	checkEntry(t, "List(not closed) after the restore", es[0], want, false)
-	h, err := s.History(ctx, "o-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustHistory(t, s, "o-1")
 	if got := actions(h); got != "stored/open,archived/archived,restored/open" || h[2].From != dlstore.Archived {
 		t.Errorf("History = %s (last from %s), want stored/open,archived/archived,restored/open (from archived)", got, h[2].From)
 	}
 }
 
 func testHistory(t *testing.T, s dlstore.Store) {
-	ctx := ctxFor(t)
 	a1, a2 := entry(dlstore.DLQ, 1, "o-a", 0), entry(dlstore.Poison, 2, "o-a", 2)
 	b1 := entry(dlstore.DLQ, 3, "o-b", 1)
 	for _, e := range []dlstore.Entry{a1, a2, b1} {
@@ -615,10 +585,7 @@ func testHistory(t *testing.T, s dlstore.Store) {
 	}
 	for _, tt := range tests {
 		t.Run("order="+tt.order, func(t *testing.T) {
-			h, err := s.History(ctx, tt.order)
-			if err != nil {
-				t.Fatalf("History(%q): %v", tt.order, err)
-			}
+			h := mustHistory(t, s, tt.order)
 			if got := render(h); !slices.Equal(got, tt.want) {
 				t.Errorf("History(%q) =\n  %v\nwant\n  %v", tt.order, got, tt.want)
 			}
@@ -698,14 +665,11 @@ func testPurge(t *testing.T, s dlstore.Store) {
 	var kept []string
 	for _, f := range fx[3:] {
 		kept = append(kept, f.e.ID)
-		if got := mustGet(t, s, f.e.ID); string(got.State) != cmpState(f.to) {
-			t.Errorf("kept %s is %s, want %s", f.e.ID, got.State, cmpState(f.to))
+		if got := mustGet(t, s, f.e.ID); got.State != cmp.Or(f.to, dlstore.Open) {
+			t.Errorf("kept %s is %s, want %s", f.e.ID, got.State, cmp.Or(f.to, dlstore.Open))
 		}
 	}
-	h, err := s.History(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustHistory(t, s, "")
 	for _, a := range h {
 		if slices.Contains(purgeable, a.EntryID) {
 			t.Errorf("audit entry %s #%d of a purged entry is still there", a.EntryID, a.N)
@@ -731,13 +695,6 @@ func testPurge(t *testing.T, s dlstore.Store) {
 	if got := ids(es); !slices.Equal(got, kept[2:]) {
 		t.Errorf("left after every purge: %v, want the not-closed %v", got, kept[2:])
 	}
-}
-
-func cmpState(s dlstore.State) string {
-	if s == "" {
-		return string(dlstore.Open)
-	}
-	return string(s)
 }
 
 func ids(es []dlstore.Entry) []string {
@@ -782,10 +739,7 @@ func testOrderIDsThatAreNotKeys(t *testing.T, s dlstore.Store) {
 					t.Errorf("List(order %q) returned an entry of order %q", o, e.OrderID)
 				}
 			}
-			h, err := s.History(ctx, o)
-			if err != nil {
-				t.Fatalf("History(%q): %v", o, err)
-			}
+			h := mustHistory(t, s, o)
 			if len(h) != 2 || h[0].EntryID != byOrder[o][0] || h[1].EntryID != byOrder[o][1] || h[0].OrderID != o {
 				t.Errorf("History(%q) = %+v, want the stored entries of %v", o, h, byOrder[o])
 			}
@@ -797,5 +751,30 @@ func testOrderIDsThatAreNotKeys(t *testing.T, s dlstore.Store) {
 	}
 	if h, err := s.History(ctx, ""); err != nil || len(h) != 2*len(orders)+1+len(orders) {
 		t.Errorf("History(\"\") = %d entries, %v; want %d", len(h), err, 2*len(orders)+1+len(orders))
+	}
+}
+
+// testClaimOfArchived: claiming an archived entry reopens it (in
+// List(NotClosed()) at once), releasing it closes it, neither audited.
+func testClaimOfArchived(t *testing.T, s dlstore.Store) {
+	ctx := ctxFor(t)
+	e := entry(dlstore.Poison, 1, "o-1", 0)
+	mustPut(t, s, e)
+	mustTransition(t, s, e.ID, audited(dlstore.Archived, 5, "archived"))
+	mustTransition(t, s, e.ID, dlstore.Transition{To: dlstore.ReplayDue, At: at(9), ClaimedBy: "cli#1"})
+	es, err := s.List(ctx, dlstore.NotClosed())
+	if err != nil || len(es) != 1 || es[0].State != dlstore.ReplayDue {
+		t.Fatalf("List(not closed) with the archived entry claimed = %+v, %v; want it, replay-due", es, err)
+	}
+	released := mustTransition(t, s, e.ID, dlstore.Transition{To: dlstore.Archived, At: at(10)})
+	if released.State != dlstore.Archived || released.ClaimedBy != "" || released.Actions != 2 {
+		t.Errorf("released = %s claimed by %q, %d actions; want archived, not claimed, 2 actions", released.State, released.ClaimedBy, released.Actions)
+	}
+	if es, err := s.List(ctx, dlstore.NotClosed()); err != nil || len(es) != 0 {
+		t.Errorf("List(not closed) after the release = %d, %v; want none", len(es), err)
+	}
+	h := mustHistory(t, s, "o-1")
+	if got := actions(h); got != "stored/open,archived/archived" {
+		t.Errorf("History = %s, want stored/open,archived/archived (a claim and its release are no actions)", got)
 	}
 }

@@ -51,10 +51,7 @@ func TestAzureConformance(t *testing.T) {
 	}
 	dlstoretest.Run(t, func(t *testing.T) dlstore.Store {
 		table := azureTablePrefix + strings.ToLower(rand.Text())
-		s, err := dltable.NewWithCredential(uri, table, cred, nil)
-		if err != nil {
-			t.Fatalf("NewWithCredential(%s): %v", uri, err)
-		}
+		s := dltable.New(svc, table, nil)
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		if err := s.EnsureTable(ctx); err != nil {

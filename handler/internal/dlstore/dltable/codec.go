@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
@@ -31,15 +33,9 @@ var errCorrupt = errors.New("corrupt record")
 
 type writer struct{ b []byte }
 
-func (w *writer) byte(c byte) { w.b = append(w.b, c) }
-func (w *writer) bytes(p []byte) {
-	w.b = binary.AppendUvarint(w.b, uint64(len(p)))
-	w.b = append(w.b, p...)
-}
-func (w *writer) str(s string) {
-	w.b = binary.AppendUvarint(w.b, uint64(len(s)))
-	w.b = append(w.b, s...)
-}
+func (w *writer) byte(c byte)     { w.b = append(w.b, c) }
+func (w *writer) bytes(p []byte)  { w.b = append(binary.AppendUvarint(w.b, uint64(len(p))), p...) }
+func (w *writer) str(s string)    { w.b = append(binary.AppendUvarint(w.b, uint64(len(s))), s...) }
 func (w *writer) int(v int64)     { w.b = binary.AppendVarint(w.b, v) }
 func (w *writer) float(f float64) { w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(f)) }
 func (w *writer) time(t time.Time) {
@@ -126,14 +122,11 @@ func (r *reader) time() time.Time {
 	return time.Unix(sec, int64(ns)).UTC()
 }
 
-// encodeEntry is e's record at version (whole or summary), refusing unknown property types.
-func encodeEntry(e dlstore.Entry, version int64, whole bool) ([]byte, error) {
+// encodeEntry is e's record at version in format (formatEntry or
+// formatSummary), refusing unknown property types.
+func encodeEntry(e dlstore.Entry, version int64, format byte) ([]byte, error) {
 	w := &writer{b: make([]byte, 0, 256+len(e.Body)+dlstore.PropertiesSize(e.Properties)+8*len(e.Properties))}
-	if whole {
-		w.byte(formatEntry)
-	} else {
-		w.byte(formatSummary)
-	}
+	w.byte(format)
 	w.str(e.ID)
 	w.str(string(e.Source))
 	w.int(e.SequenceNumber)
@@ -152,12 +145,12 @@ func encodeEntry(e dlstore.Entry, version int64, whole bool) ([]byte, error) {
 	w.time(e.ClaimedAt)
 	w.str(e.NewMessageID)
 	w.int(version)
-	if !whole {
+	if format == formatSummary {
 		return w.b, nil
 	}
 	w.bytes(e.Body)
 	w.b = binary.AppendUvarint(w.b, uint64(len(e.Properties)))
-	for _, k := range sortedKeys(e.Properties) {
+	for _, k := range slices.Sorted(maps.Keys(e.Properties)) {
 		w.str(k)
 		switch v := e.Properties[k].(type) {
 		case string:
@@ -231,14 +224,11 @@ func decodeEntry(b []byte) (dlstore.Entry, int64, error) {
 			case propString:
 				e.Properties[name] = r.str()
 			case propBool:
-				switch r.byte() {
-				case 0:
-					e.Properties[name] = false
-				case 1:
-					e.Properties[name] = true
-				default:
+				b := r.byte()
+				if b > 1 {
 					r.fail()
 				}
+				e.Properties[name] = b == 1
 			case propInt64:
 				e.Properties[name] = r.int()
 			case propFloat:

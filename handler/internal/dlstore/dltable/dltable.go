@@ -4,7 +4,7 @@
 // transaction If-Match the entry's ETag (a 412 is dlstore.ErrConflict). An index
 // partition summarises every entry not closed; a crash leaves an index row saying
 // more than the truth, never one missing, which Get repairs. Entries are kept byte
-// for byte (codec.go); errors map to dlstore sentinels (errors.go).
+// for byte (codec.go); errors map to dlstore sentinels (classify).
 package dltable
 
 import (
@@ -12,11 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
@@ -38,8 +36,6 @@ type Options struct {
 	CallTimeout time.Duration
 	// IndexGrace: Get deletes a missing entry's index row once this old (0: DefaultIndexGrace).
 	IndexGrace time.Duration
-	// ClientOptions go to the SDK; a zero Retry retries at most twice, briefly.
-	ClientOptions *aztables.ClientOptions
 	// Logger, if not nil, receives index updates that failed after the entry's write.
 	Logger *slog.Logger
 	// Now is the clock IndexGrace is measured with; nil is time.Now.
@@ -54,7 +50,7 @@ type Store struct {
 	grace   time.Duration
 	log     *slog.Logger
 	now     func() time.Time
-	// crash (tests only) is called between writes; an error ends the operation there.
+	// crash (tests set it) is called between writes; an error ends the operation there.
 	crash func(point string) error
 }
 
@@ -69,44 +65,14 @@ const (
 	pointPurgeAfterEntryDeleted = "purge: after the entry, before the index and locator rows"
 )
 
-// NewFromConnectionString returns a Store for table ("": DefaultTable) in cs's account, not contacting it.
-func NewFromConnectionString(cs, table string, opts *Options) (*Store, error) {
-	svc, err := aztables.NewServiceClientFromConnectionString(cs, clientOptions(opts))
-	if err != nil {
-		return nil, fmt.Errorf("dltable: connection string: %w", err) // the SDK's message holds no secret
-	}
-	return newStore(svc, table, opts), nil
-}
-
-// NewWithCredential returns a Store for table (DefaultTable if empty) at
-// serviceURL (https://<account>.table.core.windows.net) with cred, without contacting it.
-func NewWithCredential(serviceURL, table string, cred azcore.TokenCredential, opts *Options) (*Store, error) {
-	if u, err := url.Parse(serviceURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("dltable: service URL %q: want https://<account>.table.core.windows.net", serviceURL)
-	}
-	svc, err := aztables.NewServiceClient(serviceURL, cred, clientOptions(opts))
-	if err != nil {
-		return nil, fmt.Errorf("dltable: service %s: %w", serviceURL, err)
-	}
-	return newStore(svc, table, opts), nil
-}
-
-func clientOptions(opts *Options) *aztables.ClientOptions {
-	var co aztables.ClientOptions
-	if opts != nil && opts.ClientOptions != nil {
-		co = *opts.ClientOptions
-	}
-	if r := co.Retry; r.MaxRetries == 0 && r.TryTimeout == 0 && r.RetryDelay == 0 && r.MaxRetryDelay == 0 && r.StatusCodes == nil && r.ShouldRetry == nil {
-		co.Retry = policy.RetryOptions{MaxRetries: 2, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}
-	}
-	return &co
-}
-
-func newStore(svc *aztables.ServiceClient, table string, opts *Options) *Store {
+// New returns a Store for table (DefaultTable if empty) on the caller's service
+// client, without contacting the service.
+func New(svc *aztables.ServiceClient, table string, opts *Options) *Store {
 	if table == "" {
 		table = DefaultTable
 	}
-	s := &Store{table: svc.NewClient(table), name: table, timeout: DefaultCallTimeout, grace: DefaultIndexGrace, now: time.Now}
+	s := &Store{table: svc.NewClient(table), name: table, timeout: DefaultCallTimeout, grace: DefaultIndexGrace, now: time.Now,
+		crash: func(string) error { return nil }}
 	if opts != nil {
 		if opts.CallTimeout > 0 {
 			s.timeout = opts.CallTimeout
@@ -131,25 +97,14 @@ func (s *Store) EnsureTable(ctx context.Context) error {
 	callCtx, cancel := s.callContext(ctx)
 	defer cancel()
 	_, err := s.table.CreateTable(callCtx, nil)
-	var re *azcore.ResponseError
-	if errors.As(err, &re) && re.StatusCode == 409 && re.ErrorCode == string(aztables.TableAlreadyExists) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("dltable: create table %s: %w", s.name, classify(callCtx, s.name, err))
+	if err = classify(callCtx, s.name, err); err != nil && tableerr.CodeOf(err) != string(aztables.TableAlreadyExists) {
+		return fmt.Errorf("dltable: create table %s: %w", s.name, err)
 	}
 	return nil
 }
 
 func (s *Store) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeoutCause(ctx, s.timeout, tableerr.ErrCallTimeout)
-}
-
-func (s *Store) hook(point string) error {
-	if s.crash != nil {
-		return s.crash(point)
-	}
-	return nil
 }
 
 // --- calls: each one SDK request with a deadline, its error classified.
@@ -226,35 +181,27 @@ func (s *Store) query(ctx context.Context, filter, sel string, yield func(stored
 // Put stores e as Open with its "stored" audit entry unless e.ID exists: the
 // locator and index rows first, then the entry and audit row in one transaction.
 func (s *Store) Put(ctx context.Context, e dlstore.Entry, actor string) (bool, error) {
-	if e.ID == "" || e.Source == "" || e.StoredAt.IsZero() {
-		return false, fmt.Errorf("dltable: put: id, source and stored-at are required")
+	e, a, err := dlstore.Stored(e, actor)
+	if err == nil && !legalKey(e.ID) {
+		err = errors.New("the entry id is not a legal key (dlstore.EntryID makes one)")
 	}
-	if !legalKey(e.ID) {
-		return false, fmt.Errorf("dltable: put %q: the entry id is not a legal key (dlstore.EntryID makes one)", e.ID)
+	var entry, audit row
+	if err == nil {
+		entry, err = entryRow(e, 1)
+		audit = auditRow(a)
 	}
-	if len(e.Body) > dlstore.MaxBody {
-		return false, fmt.Errorf("dltable: put %s: body of %d bytes (Service Bus allows %d): %w", e.ID, len(e.Body), dlstore.MaxBody, dlstore.ErrTooLarge)
+	if err == nil {
+		err = fits(entry, audit)
 	}
-	if n := dlstore.PropertiesSize(e.Properties); n > dlstore.MaxProperties {
-		return false, fmt.Errorf("dltable: put %s: properties of %d bytes (Service Bus allows %d): %w", e.ID, n, dlstore.MaxProperties, dlstore.ErrTooLarge)
-	}
-	e.State, e.UpdatedAt, e.Actions, e.ClaimedBy, e.ClaimedAt, e.ETag = dlstore.Open, e.StoredAt, 1, "", time.Time{}, ""
-	entry, err := entryRow(e, 1)
 	if err != nil {
-		return false, fmt.Errorf("dltable: put %s: %w", e.ID, err)
-	}
-	audit := auditRow(dlstore.AuditEntry{EntryID: e.ID, OrderID: e.OrderID, N: 1, At: e.StoredAt, Action: dlstore.ActionStored,
-		To: dlstore.Open, Actor: actor, Source: e.Source, SequenceNumber: e.SequenceNumber, MessageID: e.MessageID,
-		Reason: e.Reason, Detail: e.Description})
-	if err := fits(entry, audit); err != nil {
-		return false, fmt.Errorf("dltable: put %s: %w", e.ID, err)
+		return false, fmt.Errorf("dltable: put %q: %w", e.ID, err)
 	}
 	for _, r := range []row{locatorRow(e), indexRow(e, 1)} {
 		if err := s.addRow(ctx, r); err != nil && !exists(err) {
 			return false, fmt.Errorf("dltable: put %s: %s row: %w", e.ID, r[colKind], err)
 		}
 	}
-	if err := s.hook(pointPutAfterIndex); err != nil {
+	if err := s.crash(pointPutAfterIndex); err != nil {
 		return false, err
 	}
 	err = s.submit(ctx, []aztables.TransactionAction{
@@ -269,7 +216,7 @@ func (s *Store) Put(ctx context.Context, e dlstore.Entry, actor string) (bool, e
 		if gerr != nil {
 			return false, fmt.Errorf("dltable: put %s: exists; read it: %w", e.ID, gerr)
 		}
-		if err := s.syncIndex(ctx, cur, version); err != nil {
+		if err := s.syncIndex(ctx, cur, version, false); err != nil {
 			return false, fmt.Errorf("dltable: put %s: exists; its index row: %w", e.ID, err)
 		}
 		return false, nil
@@ -311,7 +258,7 @@ func (s *Store) Get(ctx context.Context, id string) (dlstore.Entry, error) {
 	if err != nil {
 		return dlstore.Entry{}, fmt.Errorf("dltable: get %s: %w", id, err)
 	}
-	if err := s.syncIndex(ctx, e, version); err != nil {
+	if err := s.syncIndex(ctx, e, version, false); err != nil {
 		s.logIndex("get", id, err)
 	}
 	return e, nil
@@ -342,7 +289,9 @@ func (s *Store) repairMissing(ctx context.Context, id string, loc stored) {
 
 // syncIndex brings e's index row up to date (a summary, or none when e is
 // closed), leaving a newer version's row; a lost race is retried a few times.
-func (s *Store) syncIndex(ctx context.Context, e dlstore.Entry, version int64) error {
+// With reopen (e is reopened from version) a row of that version is rewritten:
+// its fresh Timestamp keeps a later sync from taking it for a stale one.
+func (s *Store) syncIndex(ctx context.Context, e dlstore.Entry, version int64, reopen bool) error {
 	for range 4 {
 		idx, err := s.getRow(ctx, partitionIndex, e.ID)
 		found := err == nil
@@ -351,7 +300,7 @@ func (s *Store) syncIndex(ctx context.Context, e dlstore.Entry, version int64) e
 		}
 		if found {
 			// The same version beside a closed entry, past the grace: a reopening that did not happen.
-			if _, v, derr := idx.entry(); derr == nil && (v > version || v == version && (!e.State.Closed() || !idx.timestamp.Before(s.now().Add(-s.grace)))) {
+			if _, v, derr := idx.entry(); derr == nil && (v > version || !reopen && v == version && (!e.State.Closed() || !idx.timestamp.Before(s.now().Add(-s.grace)))) {
 				return nil
 			}
 		}
@@ -366,32 +315,6 @@ func (s *Store) syncIndex(ctx context.Context, e dlstore.Entry, version int64) e
 			err = s.addRow(ctx, indexRow(e, version))
 		}
 		if err == nil || (e.State.Closed() && errors.Is(err, dlstore.ErrNotFound)) {
-			return nil
-		}
-		if !errors.Is(err, dlstore.ErrConflict) && !errors.Is(err, dlstore.ErrNotFound) {
-			return err
-		}
-	}
-	return fmt.Errorf("index row of %s: changed at every try: %w", e.ID, dlstore.ErrConflict)
-}
-
-// reopenIndex writes e's index row before e is reopened from version, keeping
-// a newer row; a fresh Timestamp keeps syncIndex from taking it for a stale one.
-func (s *Store) reopenIndex(ctx context.Context, e dlstore.Entry, version int64) error {
-	for range 4 {
-		idx, err := s.getRow(ctx, partitionIndex, e.ID)
-		switch {
-		case err == nil:
-			if _, v, derr := idx.entry(); derr == nil && v > version {
-				return nil
-			}
-			err = s.replaceRow(ctx, indexRow(e, version), idx.etag)
-		case errors.Is(err, dlstore.ErrNotFound):
-			err = s.addRow(ctx, indexRow(e, version))
-		default:
-			return err
-		}
-		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, dlstore.ErrConflict) && !errors.Is(err, dlstore.ErrNotFound) {
@@ -444,11 +367,11 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 		actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: audit.json()})
 	}
 	if cur.State.Closed() && !next.State.Closed() {
-		if err := s.reopenIndex(ctx, next, version); err != nil {
+		if err := s.syncIndex(ctx, next, version, true); err != nil {
 			return dlstore.Entry{}, fmt.Errorf("dltable: transition %s to %s: its index row: %w", e.ID, t.To, err)
 		}
 	}
-	if err := s.hook(pointTransitionBeforeWrite); err != nil {
+	if err := s.crash(pointTransitionBeforeWrite); err != nil {
 		return dlstore.Entry{}, err
 	}
 	if err := s.submit(ctx, actions); err != nil {
@@ -457,10 +380,10 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 		}
 		return dlstore.Entry{}, fmt.Errorf("dltable: transition %s to %s: %w", e.ID, t.To, err)
 	}
-	if err := s.hook(pointTransitionAfterEntry); err != nil {
+	if err := s.crash(pointTransitionAfterEntry); err != nil {
 		return dlstore.Entry{}, err
 	}
-	if err := s.syncIndex(ctx, next, version+1); err != nil {
+	if err := s.syncIndex(ctx, next, version+1, false); err != nil {
 		s.logIndex("transition", e.ID, err)
 	}
 	// A transaction's answer has no ETag: read it, if the entry is unchanged.
@@ -469,3 +392,35 @@ func (s *Store) Transition(ctx context.Context, e dlstore.Entry, t dlstore.Trans
 	}
 	return next, nil
 }
+
+// ErrStorage matches a failure neither a dlstore sentinel nor the caller's context (HTTP 400...).
+var ErrStorage = errors.New("dltable: request failed")
+
+// classify sorts err, from an SDK call on table under callCtx (the caller's context
+// plus the per-call deadline), into the dlstore sentinels through tableerr.Classify.
+func classify(callCtx context.Context, table string, err error) error {
+	e := tableerr.Classify(callCtx, table, err)
+	if e == nil {
+		return nil
+	}
+	switch e.Kind {
+	case tableerr.Conflict:
+		return e.Wrap(dlstore.ErrConflict)
+	case tableerr.Exists:
+		if e.Code == string(aztables.EntityAlreadyExists) {
+			return e.Wrap(dlstore.ErrConflict)
+		}
+	case tableerr.NotFound:
+		return e.Wrap(dlstore.ErrNotFound)
+	case tableerr.TableNotFound, tableerr.Forbidden, tableerr.Unavailable:
+		return e.Wrap(dlstore.ErrUnavailable)
+	case tableerr.TooLarge:
+		return e.Wrap(dlstore.ErrTooLarge)
+	case tableerr.Canceled:
+		return e.Wrap(callCtx.Err())
+	}
+	return e.Wrap(ErrStorage)
+}
+
+// exists reports an insert that found its row.
+func exists(err error) bool { return tableerr.CodeOf(err) == string(aztables.EntityAlreadyExists) }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/internal/config"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
@@ -31,9 +30,9 @@ func tableName() string { return "dl" + rand.Text() }
 // newTable returns a Store on a new table in the test Azurite.
 func newTable(t *testing.T, opts *dltable.Options) *dltable.Store {
 	t.Helper()
-	s, err := dltable.NewFromConnectionString(testenv.Azurite(t), tableName(), opts)
+	s, err := dltable.Open(testenv.Azurite(t), tableName(), nil, nil, opts)
 	if err != nil {
-		t.Fatalf("NewFromConnectionString: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -58,7 +57,7 @@ func TestEnsureTableIdempotent(t *testing.T) {
 // created fails as unavailable (retry later, never "no such entry"),
 // naming the table.
 func TestMissingTable(t *testing.T) {
-	s, err := dltable.NewFromConnectionString(testenv.Azurite(t), tableName(), nil)
+	s, err := dltable.Open(testenv.Azurite(t), tableName(), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,22 +296,6 @@ func TestUnsupportedPropertyType(t *testing.T) {
 	}
 }
 
-func TestNewWithCredential(t *testing.T) {
-	for _, tt := range []struct {
-		url     string
-		wantErr bool
-	}{
-		{"https://account.table.core.windows.net", false},
-		{"://not a url", true},
-		{"account.table.core.windows.net", true},
-	} {
-		_, err := dltable.NewWithCredential(tt.url, "", nil, nil)
-		if (err != nil) != tt.wantErr {
-			t.Errorf("NewWithCredential(%q) error = %v, want error %t", tt.url, err, tt.wantErr)
-		}
-	}
-}
-
 // refuseCreateTable answers Create Table with 403, as the service may
 // for an identity whose role is scoped to a table, and passes every
 // other request on to Azurite.
@@ -350,8 +333,7 @@ func TestEnsureTableRefused(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			refuse := &refuseCreateTable{}
-			s, err := dltable.NewFromConnectionString(testenv.Azurite(t), tt.table, &dltable.Options{
-				ClientOptions: &aztables.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: refuse}}})
+			s, err := dltable.Open(testenv.Azurite(t), tt.table, refuse, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -383,7 +365,7 @@ func TestEnsureTableRefused(t *testing.T) {
 // not written: the other actor's change and record stand alone.
 func TestConflictInTheTransaction(t *testing.T) {
 	s := newTable(t, nil)
-	other, err := dltable.NewFromConnectionString(testenv.Azurite(t), s.Table(), nil)
+	other, err := dltable.Open(testenv.Azurite(t), s.Table(), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,8 +426,7 @@ func (silent) Do(req *http.Request) (*http.Response, error) {
 // is unavailable (retry later); the caller's own context ending is
 // reported as that, not as an outage.
 func TestDeadlines(t *testing.T) {
-	s, err := dltable.NewFromConnectionString(config.DevelopmentStorage, "deadletters", &dltable.Options{CallTimeout: 50 * time.Millisecond,
-		ClientOptions: &aztables.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: silent{}}}})
+	s, err := dltable.Open(config.DevelopmentStorage, "deadletters", silent{}, nil, &dltable.Options{CallTimeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

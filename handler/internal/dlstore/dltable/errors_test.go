@@ -13,7 +13,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/azurite"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/freeport"
@@ -21,10 +20,9 @@ import (
 )
 
 // quick retries once, at once, within a short call timeout.
-func quick() *Options {
-	return &Options{CallTimeout: 2 * time.Second, ClientOptions: &aztables.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Retry: policy.RetryOptions{MaxRetries: 1, RetryDelay: 10 * time.Millisecond, MaxRetryDelay: 10 * time.Millisecond},
-	}}}
+func quick(cs string) (*Store, error) {
+	return Open(cs, "deadletters", nil, &policy.RetryOptions{MaxRetries: 1, RetryDelay: 10 * time.Millisecond, MaxRetryDelay: 10 * time.Millisecond},
+		&Options{CallTimeout: 2 * time.Second})
 }
 
 // TestHTTPFailures runs a Get against a fake Table service on loopback
@@ -54,7 +52,7 @@ func TestHTTPFailures(t *testing.T) {
 				w.WriteHeader(tt.status)
 			}))
 			defer srv.Close()
-			s, err := NewFromConnectionString(azurite.ConnectionString(strings.TrimPrefix(srv.URL, "http://")), "deadletters", quick())
+			s, err := quick(azurite.ConnectionString(strings.TrimPrefix(srv.URL, "http://")))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +80,7 @@ func TestConnectionFailuresNeverCarryTheSAS(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := fmt.Sprintf("AccountName=devstoreaccount1;TableEndpoint=http://127.0.0.1:%d/devstoreaccount1;SharedAccessSignature=sv=2024-01-01&sig=SECRETSIG", port)
-	s, err := NewFromConnectionString(cs, "deadletters", quick())
+	s, err := quick(cs)
 	if err != nil {
 		t.Fatal(err)
 	}

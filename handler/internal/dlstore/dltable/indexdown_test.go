@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
-
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
@@ -56,8 +53,7 @@ func TestReopenWithTheIndexDown(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			table := newTable(t, nil).Table()
 			fault := &indexWritesDown{}
-			s, err := dltable.NewFromConnectionString(testenv.Azurite(t), table, &dltable.Options{
-				ClientOptions: &aztables.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: fault}}})
+			s, err := dltable.Open(testenv.Azurite(t), table, fault, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

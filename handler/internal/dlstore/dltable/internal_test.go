@@ -80,7 +80,7 @@ func TestClassifyStatus(t *testing.T) {
 // transactions are classified from the failed operation inside the
 // answer, not from its outer 202.
 func TestTransactionErrorsOnAzurite(t *testing.T) {
-	s, err := NewFromConnectionString(testenv.Azurite(t), "dlbatch"+rand.Text(), nil)
+	s, err := Open(testenv.Azurite(t), "dlbatch"+rand.Text(), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func fullEntry() dlstore.Entry {
 
 func TestCodecRoundTrip(t *testing.T) {
 	e := fullEntry()
-	b, err := encodeEntry(e, 42, true)
+	b, err := encodeEntry(e, 42, formatEntry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestCodecRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, e) {
 		t.Errorf("decodeEntry(encodeEntry(e)) =\n%+v\nwant\n%+v", got, e)
 	}
-	summary, err := encodeEntry(e, 7, false)
+	summary, err := encodeEntry(e, 7, formatSummary)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,9 +178,9 @@ func TestCodecRoundTrip(t *testing.T) {
 }
 
 func FuzzDecodeEntry(f *testing.F) {
-	b, _ := encodeEntry(fullEntry(), 1, true)
+	b, _ := encodeEntry(fullEntry(), 1, formatEntry)
 	f.Add(b)
-	s, _ := encodeEntry(fullEntry(), 1, false)
+	s, _ := encodeEntry(fullEntry(), 1, formatSummary)
 	f.Add(s)
 	f.Add(encodeAudit(dlstore.AuditEntry{EntryID: "x", N: 1}))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -190,7 +190,7 @@ func FuzzDecodeEntry(f *testing.F) {
 			return
 		}
 		// What decodes encodes back to the same record.
-		again, err := encodeEntry(e, v, b[0] == formatEntry)
+		again, err := encodeEntry(e, v, b[0])
 		if err != nil {
 			t.Fatalf("encodeEntry of a decoded entry: %v", err)
 		}

@@ -15,44 +15,29 @@ import (
 // List returns the entries matching f by StoredAt then ID (dlstore.Store), read from
 // f.OrderID's partition, else the index when f.OnlyNotClosed, else every entry row.
 func (s *Store) List(ctx context.Context, f dlstore.Filter) ([]dlstore.Entry, error) {
-	out := []dlstore.Entry{}
-	if f.OnlyNotClosed() && f.OrderID == "" {
-		conds := append([]string{"PartitionKey eq " + odataString(partitionIndex)}, filterConds(f)...)
-		err := s.query(ctx, strings.Join(conds, " and "), "", func(st stored) (bool, error) {
-			e, _, err := st.entry()
-			if err != nil {
-				return false, err
-			}
-			if f.NeedsBody() {
-				whole, _, err := s.readEntry(ctx, orderKey(e.OrderID), e.ID)
-				if errors.Is(err, dlstore.ErrNotFound) {
-					return true, nil // the index row of an interrupted Put
-				}
-				if err != nil {
-					return false, err
-				}
-				e = whole // a closed one no longer matches f
-			}
-			if f.Matches(e) {
-				out = append(out, e)
-			}
-			return true, nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("dltable: list not closed: %w", err)
-		}
-		dlstore.SortEntries(out)
-		return out, nil
-	}
+	index := f.OnlyNotClosed() && f.OrderID == ""
 	conds := []string{colKind + " eq " + odataString(kindEntry)}
-	if f.OrderID != "" {
+	switch {
+	case index:
+		conds = []string{"PartitionKey eq " + odataString(partitionIndex)}
+	case f.OrderID != "":
 		conds = append([]string{"PartitionKey eq " + odataString(orderKey(f.OrderID))}, conds...)
 	}
-	conds = append(conds, filterConds(f)...)
-	err := s.query(ctx, strings.Join(conds, " and "), "", func(st stored) (bool, error) {
+	out := []dlstore.Entry{}
+	err := s.query(ctx, strings.Join(append(conds, filterConds(f)...), " and "), "", func(st stored) (bool, error) {
 		e, _, err := st.entry()
 		if err != nil {
 			return false, err
+		}
+		if index && f.NeedsBody() {
+			whole, _, err := s.readEntry(ctx, orderKey(e.OrderID), e.ID)
+			if errors.Is(err, dlstore.ErrNotFound) {
+				return true, nil // the index row of an interrupted Put
+			}
+			if err != nil {
+				return false, err
+			}
+			e = whole // a closed one no longer matches f
 		}
 		if f.Matches(e) {
 			out = append(out, e)
@@ -126,9 +111,8 @@ func (s *Store) Purge(ctx context.Context, before time.Time, max int) (int, erro
 	if max <= 0 {
 		return 0, nil
 	}
-	conds := []string{colKind + " eq " + odataString(kindEntry),
-		"(" + colState + " eq " + odataString(string(dlstore.Replayed)) + " or " + colState + " eq " + odataString(string(dlstore.Archived)) +
-			" or " + colState + " eq " + odataString(string(dlstore.Discarded)) + ")"}
+	closed := dlstore.Filter{States: []dlstore.State{dlstore.Replayed, dlstore.Archived, dlstore.Discarded}}
+	conds := append([]string{colKind + " eq " + odataString(kindEntry)}, filterConds(closed)...)
 	if lit := odataTime(before.Add(time.Millisecond)); lit != "" {
 		conds = append(conds, colUpdatedAt+" lt "+lit)
 	}
@@ -176,7 +160,7 @@ func (s *Store) purgeOne(ctx context.Context, e dlstore.Entry) (bool, error) {
 		return aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, IfMatch: &etag,
 			Entity: row{"PartitionKey": pk, "RowKey": rk}.json()}
 	}
-	if err := s.hook(pointPurgeBeforeDelete); err != nil {
+	if err := s.crash(pointPurgeBeforeDelete); err != nil {
 		return false, err
 	}
 	// The entry (If-Match) and what audit rows fit first, the rest after: a restore keeps its history.
@@ -191,7 +175,7 @@ func (s *Store) purgeOne(ctx context.Context, e dlstore.Entry) (bool, error) {
 		}
 		return false, err
 	}
-	if err := s.hook(pointPurgeAfterEntryDeleted); err != nil {
+	if err := s.crash(pointPurgeAfterEntryDeleted); err != nil {
 		return true, err
 	}
 	for keys = keys[first:]; len(keys) > 0; {

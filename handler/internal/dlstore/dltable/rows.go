@@ -5,11 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
@@ -150,10 +149,7 @@ func (r row) size() int {
 func utf16Len(s string) int {
 	n := 0
 	for _, r := range s {
-		n++
-		if r >= 0x10000 {
-			n++
-		}
+		n += utf16.RuneLen(r)
 	}
 	return n
 }
@@ -167,7 +163,7 @@ func (r row) json() []byte {
 }
 
 func entryRow(e dlstore.Entry, version int64) (row, error) {
-	data, err := encodeEntry(e, version, true)
+	data, err := encodeEntry(e, version, formatEntry)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +174,7 @@ func entryRow(e dlstore.Entry, version int64) (row, error) {
 
 // indexRow is the index row of e at version: its summary.
 func indexRow(e dlstore.Entry, version int64) row {
-	data, _ := encodeEntry(e, version, false) // a summary has no properties to refuse
+	data, _ := encodeEntry(e, version, formatSummary) // a summary has no properties to refuse
 	r := newRow(partitionIndex, e.ID, kindIndex, data)
 	r.filterColumns(e, version)
 	return r
@@ -202,8 +198,7 @@ func auditRow(a dlstore.AuditEntry) row {
 
 // locatorRow points from e's id to its partition.
 func locatorRow(e dlstore.Entry) row {
-	r := row{"PartitionKey": partitionLocator, "RowKey": e.ID, colKind: kindLocator, colPartition: orderKey(e.OrderID)}
-	return r
+	return row{"PartitionKey": partitionLocator, "RowKey": e.ID, colKind: kindLocator, colPartition: orderKey(e.OrderID)}
 }
 
 // stored is an entity as read: its columns, ETag and the service's Timestamp.
@@ -274,8 +269,6 @@ func (s stored) audit() (dlstore.AuditEntry, error) {
 	}
 	return decodeAudit(data)
 }
-
-func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 func odataString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 

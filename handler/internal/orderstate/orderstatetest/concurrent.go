@@ -1,6 +1,7 @@
 package orderstatetest
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -13,22 +14,17 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store/storetest"
 )
 
-// RunConcurrentDelivery races two hosts on one order: hostA and hostB are
-// two independent clients of the same storage, each behind its own
-// orderstate.Service (own cache), and 16 goroutines deliver sequences 1..30,
-// four copies each, in a locally shuffled order, to either host. It checks
-// that each sequence was applied at most once, the last one exactly once,
-// that the successful writes form one chain of ETag-conditioned versions
-// whose LastSequence only grows, and that the final row holds the last
-// sequence.
+// RunConcurrentDelivery races two hosts (independent clients and caches of
+// one storage) on one order: four copies of each of 30 sequences, locally
+// shuffled. Each sequence is applied at most once, the last exactly once, and
+// the writes form one ETag chain (checkChain) ending at the last sequence.
 func RunConcurrentDelivery(t *testing.T, hostA, hostB store.Backend) {
 	const (
 		orderID = "o-race"
 		n       = 30
 		copies  = 4
 		workers = 16
-		window  = 8  // how far a delivery may move from its place in line
-		retries = 50 // a caller's retry budget for ErrTransient (contention)
+		window  = 8 // how far a delivery may move from its place in line
 	)
 	writes := &storetest.WriteLog{}
 	hosts := []*orderstate.Service{
@@ -73,17 +69,10 @@ func RunConcurrentDelivery(t *testing.T, hostA, hostB store.Backend) {
 		wg.Go(func() {
 			for i := range next {
 				u := deliveries[i]
-				host := hosts[i%len(hosts)]
-				for attempt := 1; ; attempt++ {
-					out, err := host.Apply(ctx, u)
-					if err == nil {
-						results <- result{u.Sequence, out}
-						break
-					}
-					if !errors.Is(err, store.ErrTransient) || attempt == retries {
-						t.Errorf("delivery %d (seq %d), attempt %d: %v", i, u.Sequence, attempt, err)
-						break
-					}
+				if out, err := apply(ctx, hosts[i%len(hosts)], u); err != nil {
+					t.Errorf("delivery %d (seq %d): %v", i, u.Sequence, err)
+				} else {
+					results <- result{u.Sequence, out}
 				}
 			}
 		})
@@ -121,6 +110,16 @@ func RunConcurrentDelivery(t *testing.T, hostA, hostB store.Backend) {
 
 	final := checkOrder(t, hostA, orderID, &rowWant{order.Delivered, n})
 	checkChain(t, writes.Writes(), byResult[order.Applied], final.ETag)
+}
+
+// apply is a caller's Apply, retried on ErrTransient (contention) up to 50 times.
+func apply(ctx context.Context, host *orderstate.Service, u order.Update) (orderstate.Outcome, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := host.Apply(ctx, u)
+		if err == nil || !errors.Is(err, store.ErrTransient) || attempt == 50 {
+			return out, err
+		}
+	}
 }
 
 // checkChain verifies that the successful writes form one chain from the
@@ -170,18 +169,14 @@ func checkChain(t *testing.T, writes []storetest.Write, appliedOutcomes int, fin
 	}
 }
 
-// RunLockstepDelivery races every copy of one sequence at once: for each
-// sequence 1..n in turn, eight concurrent deliveries of it, split across two
-// hosts (independent clients and caches of the same storage), must give
-// exactly one Applied and seven Duplicate; the final row holds sequence n.
-// This is the redelivery-during-lock-loss case: the same message in flight
-// in several calls at the same time.
+// RunLockstepDelivery delivers eight copies of each sequence at once across
+// two hosts (a redelivery during a lock loss): exactly one Applied and seven
+// Duplicate each, and the final row holds the last sequence.
 func RunLockstepDelivery(t *testing.T, hostA, hostB store.Backend) {
 	const (
 		orderID = "o-lockstep"
 		n       = 10
 		copies  = 8
-		retries = 50
 	)
 	writes := &storetest.WriteLog{}
 	hosts := []*orderstate.Service{
@@ -202,17 +197,10 @@ func RunLockstepDelivery(t *testing.T, hostA, hostB store.Backend) {
 		for i := range copies {
 			wg.Go(func() {
 				<-start
-				host := hosts[i%len(hosts)]
-				for attempt := 1; ; attempt++ {
-					out, err := host.Apply(ctx, u)
-					if err == nil {
-						results <- out.Result
-						return
-					}
-					if !errors.Is(err, store.ErrTransient) || attempt == retries {
-						t.Errorf("seq %d copy %d, attempt %d: %v", seq, i, attempt, err)
-						return
-					}
+				if out, err := apply(ctx, hosts[i%len(hosts)], u); err != nil {
+					t.Errorf("seq %d copy %d: %v", seq, i, err)
+				} else {
+					results <- out.Result
 				}
 			})
 		}

@@ -44,11 +44,8 @@ type step struct {
 
 func upd(status order.Status, seq int64) step { return step{status: status, seq: seq} }
 
-// updLate is upd occurred an hour later, past the Created's payment
-// deadline (the default 30 minutes).
-func updLate(status order.Status, seq int64) step {
-	return step{status: status, seq: seq, late: true}
-}
+// updLate is upd occurred an hour later, past the default payment deadline.
+func updLate(status order.Status, seq int64) step { return step{status: status, seq: seq, late: true} }
 
 var expire = step{expire: true}
 
@@ -75,12 +72,8 @@ func clock() func() time.Time {
 	return func() time.Time { return at(int(n.Add(1)) * 60) }
 }
 
-func newService(b store.Backend, o *orderstate.Options) *orderstate.Service {
-	opts := orderstate.Options{Now: clock()}
-	if o != nil {
-		opts.CacheSize, opts.MaxConflicts = o.CacheSize, o.MaxConflicts
-	}
-	return orderstate.New(b, &opts)
+func newService(b store.Backend) *orderstate.Service {
+	return orderstate.New(b, &orderstate.Options{Now: clock()})
 }
 
 func do(t *testing.T, svc *orderstate.Service, orderID string, s step) (orderstate.Outcome, error) {
@@ -120,9 +113,7 @@ func checkOrder(t *testing.T, b store.Backend, orderID string, want *rowWant) st
 	return row
 }
 
-// Run checks orderstate.Service over the backends newBackend
-// returns: the apply matrix, round trips, stale caches shared storage, and
-// retries after lost answers.
+// Run checks orderstate.Service over the backends newBackend returns.
 func Run(t *testing.T, newBackend func(t *testing.T) store.Backend) {
 	t.Run("ApplyMatrix", func(t *testing.T) { testApplyMatrix(t, newBackend(t)) })
 	t.Run("RoundTrips", func(t *testing.T) { testRoundTrips(t, newBackend(t)) })
@@ -132,10 +123,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) store.Backend) {
 	t.Run("Deadline", func(t *testing.T) { testDeadline(t, newBackend(t)) })
 }
 
-// testDeadline: a timeout's cancellation stores its deadline (the
-// Created's occurredAt plus the payment timeout, at the store's
-// precision) and a fresh service reads it back; the change that
-// supersedes the cancellation clears it.
+// testDeadline: a timeout's cancellation stores its deadline (Created's
+// occurredAt plus the payment timeout), read back by a fresh service; the
+// change that supersedes the cancellation clears it.
 func testDeadline(t *testing.T, b store.Backend) {
 	svc := orderstate.New(b, &orderstate.Options{Now: clock(), PaymentTimeout: 20 * time.Second})
 	mustDo(t, svc, "o-deadline", upd(order.Created, 1), expire)
@@ -207,10 +197,10 @@ func testApplyMatrix(t *testing.T, b store.Backend) {
 		for _, mode := range []string{"warm", "cold"} {
 			t.Run(tt.name+"/"+mode, func(t *testing.T) {
 				id := fmt.Sprintf("o-m%d-%s", i, mode)
-				svc := newService(b, nil)
+				svc := newService(b)
 				mustDo(t, svc, id, tt.before...)
 				if mode == "cold" {
-					svc = newService(b, nil)
+					svc = newService(b)
 				}
 				got, err := do(t, svc, id, tt.do)
 				if err != nil {
@@ -237,7 +227,7 @@ func testApplyMatrix(t *testing.T, b store.Backend) {
 
 func testRoundTrips(t *testing.T, b store.Backend) {
 	counting := storetest.NewCounting(b)
-	a, fresh := newService(counting, nil), newService(counting, nil)
+	a, fresh := newService(counting), newService(counting)
 	tests := []struct {
 		name      string
 		svc       *orderstate.Service
@@ -252,7 +242,7 @@ func testRoundTrips(t *testing.T, b store.Backend) {
 		{"duplicate from cache", a, upd(order.Shipped, 4), order.Duplicate, 0, true},
 		{"stale from cache", a, upd(order.Paid, 2), order.Stale, 0, true},
 		{"another instance: read and write", fresh, upd(order.Shipped, 5), order.Applied, 2, false},
-		{"first message already stored: insert, 409, read", newService(counting, nil), upd(order.Created, 1), order.Stale, 2, false},
+		{"first message already stored: insert, 409, read", newService(counting), upd(order.Created, 1), order.Stale, 2, false},
 		{"stale cache: write, 412, read", a, upd(order.Shipped, 6), order.Applied, 3, true},
 		{"expiry always reads", a, expire, order.Stale, 1, true},
 		{"terminal: one write", a, upd(order.Delivered, 7), order.Applied, 1, true},
@@ -280,7 +270,7 @@ func testRoundTrips(t *testing.T, b store.Backend) {
 	t.Run("one round trip per applied message", func(t *testing.T) {
 		const n = 20
 		counting := storetest.NewCounting(b)
-		svc := newService(counting, nil)
+		svc := newService(counting)
 		mustDo(t, svc, "o-steady", upd(order.Created, 1))
 		before := counting.Total()
 		for seq := int64(2); seq <= n; seq++ {
@@ -329,7 +319,7 @@ func testStaleCache(t *testing.T, b store.Backend) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			id := fmt.Sprintf("o-sc%d", i)
-			a, bsvc := newService(b, nil), newService(b, nil)
+			a, bsvc := newService(b), newService(b)
 			mustDo(t, a, id, tt.byA...)
 			mustDo(t, bsvc, id, tt.byB...)
 			got, err := do(t, a, id, tt.do)
@@ -373,10 +363,10 @@ func testLostAnswer(t *testing.T, b store.Backend) {
 		t.Run(tt.name, func(t *testing.T) {
 			id := fmt.Sprintf("o-la%d", i)
 			faulty := storetest.NewFaulty(b)
-			svc := newService(faulty, nil)
+			svc := newService(faulty)
 			mustDo(t, svc, id, tt.before...)
 			if tt.cold {
-				svc = newService(faulty, nil)
+				svc = newService(faulty)
 			}
 			faulty.Arm(tt.op, tt.fault)
 			_, err := do(t, svc, id, tt.do)
@@ -405,10 +395,8 @@ func testLostAnswer(t *testing.T, b store.Backend) {
 	}
 }
 
-// testInsertFirst checks the one-round-trip path of an order's first
-// message: with nothing cached, a sequence-1 update is inserted without a
-// read, and when the row exists (another instance, a redelivery after a
-// restart) the insert's 409 falls back to reading and deciding, writing
+// testInsertFirst: with nothing cached, a sequence-1 update is inserted
+// without a read; when the row exists, the 409 falls back to a read, writing
 // nothing twice.
 func testInsertFirst(t *testing.T, b store.Backend) {
 	tests := []struct {
@@ -434,13 +422,13 @@ func testInsertFirst(t *testing.T, b store.Backend) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			id := fmt.Sprintf("o-if%d", i)
-			mustDo(t, newService(b, nil), id, tt.before...)
+			mustDo(t, newService(b), id, tt.before...)
 			var before store.Row
 			if len(tt.before) > 0 {
 				before = checkOrder(t, b, id, rowAfter(tt.before))
 			}
 			counting := storetest.NewCounting(b)
-			got, err := do(t, newService(counting, nil), id, tt.do)
+			got, err := do(t, newService(counting), id, tt.do)
 			if err != nil {
 				t.Fatalf("%s: %v", tt.do, err)
 			}

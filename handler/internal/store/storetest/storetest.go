@@ -17,12 +17,6 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/store"
 )
 
-// Run runs the whole suite. newBackend returns an empty backend (for a real
-// service: a fresh table) and may call t.Skip or t.Fatal.
-func Run(t *testing.T, newBackend func(t *testing.T) store.Backend) {
-	t.Run("Store", func(t *testing.T) { RunStore(t, newBackend) })
-}
-
 // ctxFor returns a context bounded well below the test timeout.
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -39,8 +33,9 @@ func state(status order.Status, seq int64, sec int) order.State {
 	return order.State{Status: status, LastSequence: seq, OccurredAt: at(sec), UpdatedAt: at(sec + 1)}
 }
 
-// RunStore checks the store contract of the backends newBackend returns.
-func RunStore(t *testing.T, newBackend func(t *testing.T) store.Backend) {
+// Run runs the suite. newBackend returns an empty backend (for a real
+// service: a fresh table) and may call t.Skip or t.Fatal.
+func Run(t *testing.T, newBackend func(t *testing.T) store.Backend) {
 	t.Run("GetMissing", func(t *testing.T) {
 		ctx, b := ctxFor(t), newBackend(t)
 		_, err := b.Get(ctx, "o-missing")

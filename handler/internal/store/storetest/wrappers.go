@@ -24,70 +24,52 @@ const (
 // included. It is safe for concurrent use.
 type Counting struct {
 	store.Backend
-	gets, inserts, replaces atomic.Int64
+	calls map[Op]*atomic.Int64
 }
 
 var _ store.Backend = (*Counting)(nil)
 
 // NewCounting wraps b.
-func NewCounting(b store.Backend) *Counting { return &Counting{Backend: b} }
-
-// Calls returns the number of calls of op so far.
-func (c *Counting) Calls(op Op) int64 {
-	switch op {
-	case OpGet:
-		return c.gets.Load()
-	case OpInsert:
-		return c.inserts.Load()
-	case OpReplace:
-		return c.replaces.Load()
-	}
-	return 0
+func NewCounting(b store.Backend) *Counting {
+	return &Counting{Backend: b, calls: map[Op]*atomic.Int64{OpGet: {}, OpInsert: {}, OpReplace: {}}}
 }
 
+// Calls returns the number of calls of op so far.
+func (c *Counting) Calls(op Op) int64 { return c.calls[op].Load() }
+
 // Total returns the number of calls of every operation so far.
-func (c *Counting) Total() int64 { return c.gets.Load() + c.inserts.Load() + c.replaces.Load() }
+func (c *Counting) Total() int64 { return c.Calls(OpGet) + c.Calls(OpInsert) + c.Calls(OpReplace) }
 
 // Get counts and delegates.
 func (c *Counting) Get(ctx context.Context, orderID string) (store.Row, error) {
-	c.gets.Add(1)
+	c.calls[OpGet].Add(1)
 	return c.Backend.Get(ctx, orderID)
 }
 
 // Insert counts and delegates.
 func (c *Counting) Insert(ctx context.Context, orderID string, s order.State) (store.ETag, error) {
-	c.inserts.Add(1)
+	c.calls[OpInsert].Add(1)
 	return c.Backend.Insert(ctx, orderID, s)
 }
 
 // Replace counts and delegates.
 func (c *Counting) Replace(ctx context.Context, orderID string, s order.State, etag store.ETag) (store.ETag, error) {
-	c.replaces.Add(1)
+	c.calls[OpReplace].Add(1)
 	return c.Backend.Replace(ctx, orderID, s, etag)
 }
 
-// Fault is a failure Faulty injects into one call.
-type Fault int
+// Fault is a failure Faulty injects into one call ("": none).
+type Fault string
 
 // The faults.
 const (
 	// FailBefore fails the call with store.ErrTransient without calling the
 	// backend: the request never arrived.
-	FailBefore Fault = iota + 1
+	FailBefore Fault = "FailBefore"
 	// FailAfter calls the backend and then fails with store.ErrTransient
 	// whatever it answered: the request took effect but the answer was lost.
-	FailAfter
+	FailAfter Fault = "FailAfter"
 )
-
-func (f Fault) String() string {
-	switch f {
-	case FailBefore:
-		return "FailBefore"
-	case FailAfter:
-		return "FailAfter"
-	}
-	return fmt.Sprintf("Fault(%d)", int(f))
-}
 
 // Faulty is a store.Backend that fails armed calls. It is safe for concurrent use.
 type Faulty struct {
@@ -116,58 +98,38 @@ func (f *Faulty) Pending(op Op) int {
 	return len(f.armed[op])
 }
 
-func (f *Faulty) next(op Op) Fault {
+// faulted runs do unless the next fault armed for op fails it before or after.
+func faulted[T any](f *Faulty, op Op, orderID string, do func() (T, error)) (T, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	q := f.armed[op]
-	if len(q) == 0 {
-		return 0
+	var fault Fault
+	if q := f.armed[op]; len(q) > 0 {
+		fault, f.armed[op] = q[0], q[1:]
 	}
-	f.armed[op] = q[1:]
-	return q[0]
-}
-
-func injected(op Op, orderID string, fault Fault) error {
-	return fmt.Errorf("storetest: %s %s: injected %v: %w", op, orderID, fault, store.ErrTransient)
+	f.mu.Unlock()
+	var zero T
+	if fault == FailBefore {
+		return zero, fmt.Errorf("storetest: %s %s: injected %v: %w", op, orderID, fault, store.ErrTransient)
+	}
+	v, err := do()
+	if fault == FailAfter {
+		return zero, fmt.Errorf("storetest: %s %s: injected %v: %w", op, orderID, fault, store.ErrTransient)
+	}
+	return v, err
 }
 
 // Get delegates unless a fault is armed.
 func (f *Faulty) Get(ctx context.Context, orderID string) (store.Row, error) {
-	fault := f.next(OpGet)
-	if fault == FailBefore {
-		return store.Row{}, injected(OpGet, orderID, fault)
-	}
-	row, err := f.Backend.Get(ctx, orderID)
-	if fault == FailAfter {
-		return store.Row{}, injected(OpGet, orderID, fault)
-	}
-	return row, err
+	return faulted(f, OpGet, orderID, func() (store.Row, error) { return f.Backend.Get(ctx, orderID) })
 }
 
 // Insert delegates unless a fault is armed.
 func (f *Faulty) Insert(ctx context.Context, orderID string, s order.State) (store.ETag, error) {
-	fault := f.next(OpInsert)
-	if fault == FailBefore {
-		return "", injected(OpInsert, orderID, fault)
-	}
-	etag, err := f.Backend.Insert(ctx, orderID, s)
-	if fault == FailAfter {
-		return "", injected(OpInsert, orderID, fault)
-	}
-	return etag, err
+	return faulted(f, OpInsert, orderID, func() (store.ETag, error) { return f.Backend.Insert(ctx, orderID, s) })
 }
 
 // Replace delegates unless a fault is armed.
 func (f *Faulty) Replace(ctx context.Context, orderID string, s order.State, etag store.ETag) (store.ETag, error) {
-	fault := f.next(OpReplace)
-	if fault == FailBefore {
-		return "", injected(OpReplace, orderID, fault)
-	}
-	got, err := f.Backend.Replace(ctx, orderID, s, etag)
-	if fault == FailAfter {
-		return "", injected(OpReplace, orderID, fault)
-	}
-	return got, err
+	return faulted(f, OpReplace, orderID, func() (store.ETag, error) { return f.Backend.Replace(ctx, orderID, s, etag) })
 }
 
 // Write is one successful write seen by Recording.

@@ -80,7 +80,7 @@ func NewFromConnectionString(cs, table string, opts *Options) (*Store, error) {
 		// The SDK's message does not include the secret.
 		return nil, fmt.Errorf("tablestore: connection string: %w", err)
 	}
-	return newStore(svc, table, opts), nil
+	return NewFromService(svc, table, opts), nil
 }
 
 // NewWithCredential is NewFromConnectionString at serviceURL, authenticated with cred.
@@ -92,12 +92,7 @@ func NewWithCredential(serviceURL, table string, cred azcore.TokenCredential, op
 	if err != nil {
 		return nil, fmt.Errorf("tablestore: service %s: %w", serviceURL, err)
 	}
-	return newStore(svc, table, opts), nil
-}
-
-// NewFromService is NewWithCredential on the caller's service client (opts: timeout, Observe).
-func NewFromService(svc *aztables.ServiceClient, table string, opts *Options) *Store {
-	return newStore(svc, table, opts)
+	return NewFromService(svc, table, opts), nil
 }
 
 // MaxIdleConnsPerHost is a Store's idle connections to the table service (SDK default: 10).
@@ -125,18 +120,14 @@ func clientOptions(opts *Options) *aztables.ClientOptions {
 	if co.Transport == nil {
 		co.Transport = newTransport()
 	}
-	if isZeroRetry(co.Retry) {
+	if r := co.Retry; r.MaxRetries == 0 && r.TryTimeout == 0 && r.RetryDelay == 0 && r.MaxRetryDelay == 0 && r.StatusCodes == nil && r.ShouldRetry == nil {
 		co.Retry = policy.RetryOptions{MaxRetries: 2, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}
 	}
 	return &co
 }
 
-func isZeroRetry(r policy.RetryOptions) bool {
-	return r.MaxRetries == 0 && r.TryTimeout == 0 && r.RetryDelay == 0 && r.MaxRetryDelay == 0 &&
-		r.StatusCodes == nil && r.ShouldRetry == nil
-}
-
-func newStore(svc *aztables.ServiceClient, table string, opts *Options) *Store {
+// NewFromService is NewWithCredential on the caller's service client (opts: timeout, Observe).
+func NewFromService(svc *aztables.ServiceClient, table string, opts *Options) *Store {
 	if table == "" {
 		table = DefaultTable
 	}
@@ -155,12 +146,8 @@ func (s *Store) EnsureTable(ctx context.Context) error {
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	_, err := s.table.CreateTable(ctx, nil)
-	var re *azcore.ResponseError
-	if errors.As(err, &re) && re.StatusCode == 409 && re.ErrorCode == string(aztables.TableAlreadyExists) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("tablestore: create table: %w", classify(ctx, "create_table", err))
+	if err = classify(ctx, "create_table", err); err != nil && tableerr.CodeOf(err) != string(aztables.TableAlreadyExists) {
+		return fmt.Errorf("tablestore: create table: %w", err)
 	}
 	return nil
 }
@@ -255,19 +242,19 @@ type entity struct {
 func encode(orderID string, st order.State) ([]byte, error) {
 	e := entity{PartitionKey: orderID, RowKey: RowKey, Status: string(st.Status),
 		LastSequence: aztables.EDMInt64(st.LastSequence), LastSequenceType: "Edm.Int64"}
-	if !st.OccurredAt.IsZero() {
-		t := aztables.EDMDateTime(st.OccurredAt.UTC())
-		e.OccurredAt, e.OccurredAtType = &t, "Edm.DateTime"
-	}
-	if !st.UpdatedAt.IsZero() {
-		t := aztables.EDMDateTime(st.UpdatedAt.UTC())
-		e.UpdatedAt, e.UpdatedAtType = &t, "Edm.DateTime"
-	}
-	if !st.Deadline.IsZero() {
-		t := aztables.EDMDateTime(st.Deadline.UTC())
-		e.Deadline, e.DeadlineType = &t, "Edm.DateTime"
-	}
+	e.OccurredAt, e.OccurredAtType = edmTime(st.OccurredAt)
+	e.UpdatedAt, e.UpdatedAtType = edmTime(st.UpdatedAt)
+	e.Deadline, e.DeadlineType = edmTime(st.Deadline)
 	return json.Marshal(e)
+}
+
+// edmTime is a time column and its type, or none for the zero time.
+func edmTime(t time.Time) (*aztables.EDMDateTime, string) {
+	if t.IsZero() {
+		return nil, ""
+	}
+	v := aztables.EDMDateTime(t.UTC())
+	return &v, "Edm.DateTime"
 }
 
 // decode reads an entity written by encode; any other shape is an error (not a sentinel).
@@ -300,4 +287,48 @@ func decode(orderID string, body []byte, etag store.ETag) (store.Row, error) {
 		}
 	}
 	return row, nil
+}
+
+// ErrStorage matches a failure neither a sentinel nor the caller's context (HTTP 400...).
+var ErrStorage = errors.New("tablestore: request failed")
+
+// classify sorts err, from an SDK call for op under callCtx (the caller's context
+// plus the per-call deadline), into the store sentinels through tableerr.Classify.
+func classify(callCtx context.Context, op string, err error) error {
+	e := tableerr.Classify(callCtx, "", err)
+	if e == nil {
+		return nil
+	}
+	switch e.Kind {
+	case tableerr.Conflict:
+		return e.Wrap(store.ErrConflict)
+	case tableerr.Exists:
+		if op == OpInsert {
+			return e.Wrap(store.ErrConflict)
+		}
+	case tableerr.NotFound:
+		return e.Wrap(store.ErrNotFound)
+	case tableerr.TableNotFound, tableerr.Forbidden, tableerr.Unavailable:
+		return e.Wrap(store.ErrTransient)
+	case tableerr.Canceled:
+		return e.Wrap(callCtx.Err())
+	}
+	return e.Wrap(ErrStorage)
+}
+
+// outcome names the result of a storage call for Options.Observe.
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return OutcomeOK
+	case errors.Is(err, store.ErrConflict):
+		return OutcomeConflict
+	case errors.Is(err, store.ErrNotFound):
+		return OutcomeNotFound
+	case errors.Is(err, store.ErrTransient):
+		return OutcomeTransient
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return OutcomeCanceled
+	}
+	return OutcomeError
 }

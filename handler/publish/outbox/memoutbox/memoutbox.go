@@ -6,8 +6,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -99,20 +99,10 @@ func (s *Store) list(ctx context.Context, max int, keep func(*outbox.Record) boo
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keys := make([]string, 0, len(s.parts))
-	for k := range s.parts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var out []outbox.Record
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(s.parts)) {
 		p := s.parts[k]
-		ids := make([]string, 0, len(p.recs))
-		for id := range p.recs {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, id := range ids {
+		for _, id := range slices.Sorted(maps.Keys(p.recs)) {
 			if len(out) >= max {
 				return out, nil
 			}

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,8 +79,7 @@ func newBus(t *testing.T) *bus {
 	t.Helper()
 	mb := membroker.New(nil)
 	// Without sessions: a session queue refuses the suite's Peek.
-	o := membroker.DefaultQueueOptions()
-	if err := mb.CreateQueue(queue, o); err != nil {
+	if err := mb.CreateQueue(queue, membroker.DefaultQueueOptions()); err != nil {
 		t.Fatal(err)
 	}
 	return &bus{mb: mb, pub: brokerpub.Sender(mb)}
@@ -101,6 +99,15 @@ func (b *bus) ids(t *testing.T) []string {
 	var out []string
 	for _, m := range b.messages(t) {
 		out = append(out, m.MessageID)
+	}
+	return out
+}
+
+// byOrder is each order's MessageIds, in accept order.
+func (b *bus) byOrder(t *testing.T) map[string][]string {
+	out := map[string][]string{}
+	for _, m := range b.messages(t) {
+		out[m.SessionID] = append(out[m.SessionID], m.MessageID)
 	}
 	return out
 }
@@ -346,19 +353,19 @@ func testCrashAfterCommit(t *testing.T, f Factory) {
 	}
 }
 
-// failingMarks is a Store whose Mark fails while fail is set (a crash).
-type failingMarks struct {
-	outbox.Store
-	fail atomic.Bool
-}
+// failingMarks is a Store whose Mark fails: the relay dies before marking.
+type failingMarks struct{ outbox.Store }
 
 var errCrash = errors.New("outboxtest: the relay's process died")
 
-func (s *failingMarks) Mark(ctx context.Context, p string, m []outbox.Mark) error {
-	if s.fail.Load() {
-		return errCrash
+func (failingMarks) Mark(context.Context, string, []outbox.Mark) error { return errCrash }
+
+// crashBeforeMarks runs a pass of a relay that dies before marking.
+func crashBeforeMarks(t *testing.T, s outbox.Store, bus *bus) {
+	t.Helper()
+	if _, err := relay(failingMarks{s}, bus.pub, nil).Pass(ctx(t)); !errors.Is(err, errCrash) {
+		t.Fatalf("pass with failing marks: %v, want the crash", err)
 	}
-	return s.Store.Mark(ctx, p, m)
 }
 
 func testCrashAfterSend(t *testing.T, f Factory) {
@@ -366,11 +373,7 @@ func testCrashAfterSend(t *testing.T, f Factory) {
 	bus := newBus(t)
 	commit(t, a, "o-1", status("o-1", contract.Created, 1))
 	commit(t, a, "o-2", status("o-2", contract.Created, 1), status("o-2", contract.Paid, 2))
-	crashing := &failingMarks{Store: a.Store}
-	crashing.fail.Store(true)
-	if _, err := relay(crashing, bus.pub, nil).Pass(ctx(t)); !errors.Is(err, errCrash) {
-		t.Fatalf("pass with failing marks: %v, want the crash", err)
-	}
+	crashBeforeMarks(t, a.Store, bus)
 	sent := bus.ids(t)
 	if len(sent) != 3 {
 		t.Fatalf("broker after the crash %v, want the 3 messages sent", sent)
@@ -398,11 +401,7 @@ func testCrashAfterSchedule(t *testing.T, f Factory) {
 	a, b := f(t)
 	bus := newBus(t)
 	commit(t, a, "o-1", outbox.ScheduleTimeout("o-1", 30*time.Minute))
-	crashing := &failingMarks{Store: a.Store}
-	crashing.fail.Store(true)
-	if _, err := relay(crashing, bus.pub, nil).Pass(ctx(t)); !errors.Is(err, errCrash) {
-		t.Fatalf("pass with failing marks: %v, want the crash", err)
-	}
+	crashBeforeMarks(t, a.Store, bus)
 	pass(t, relay(a.Store, bus.pub, nil))
 	// One live scheduled check: the second schedule was a duplicate.
 	if s := bus.scheduled(t); len(s) != 1 || s[0].MessageID != "o-1:payment-timeout" {
@@ -431,10 +430,7 @@ func testOrdering(t *testing.T, f Factory) {
 	commit(t, a, "o-1", status("o-1", contract.Delivered, 4))
 	r := outbox.NewRelay(a.Store, publish.New(bus.pub, &publish.Options{Queue: queue, BatchSize: 3}), &outbox.RelayOptions{BatchSize: 2})
 	drain(t, r, a.Store)
-	byOrder := map[string][]string{}
-	for _, m := range bus.messages(t) {
-		byOrder[m.SessionID] = append(byOrder[m.SessionID], m.MessageID)
-	}
+	byOrder := bus.byOrder(t)
 	for _, o := range []string{"o-1", "o-2"} {
 		want := []string{o + ":1", o + ":2", o + ":3", o + ":4"}
 		if !slices.Equal(byOrder[o], want) {
@@ -582,17 +578,7 @@ func (k *killer) Send(ctx context.Context, q string, m publish.Message) error {
 }
 
 func (k *killer) SendBatch(ctx context.Context, q string, ms []publish.Message) error {
-	var err error
-	if bs, ok := k.Sender.(publish.BatchSender); ok {
-		err = bs.SendBatch(ctx, q, ms)
-	} else {
-		for _, m := range ms {
-			if err = k.Sender.Send(ctx, q, m); err != nil {
-				break
-			}
-		}
-	}
-	return k.after(err)
+	return k.after(k.Sender.(publish.BatchSender).SendBatch(ctx, q, ms))
 }
 
 func testKilledMidBatch(t *testing.T, f Factory) {
@@ -621,24 +607,15 @@ func testKilledMidBatch(t *testing.T, f Factory) {
 	}
 	drain(t, relay(a.Store, bus.pub, nil), a.Store)
 	got := bus.ids(t)
-	if slices.Sort(got); !slices.Equal(got, sortedCopy(want)) {
+	if slices.Sort(got); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Errorf("broker after the restart has %d messages %v, want each of the %d once", len(got), got, len(want))
 	}
-	byOrder := map[string][]string{}
-	for _, m := range bus.messages(t) {
-		byOrder[m.SessionID] = append(byOrder[m.SessionID], m.MessageID)
-	}
+	byOrder := bus.byOrder(t)
 	for o, ids := range byOrder {
 		if !slices.Equal(ids, []string{o + ":1", o + ":2", o + ":3"}) {
 			t.Errorf("%s in broker order %v, want sequence order", o, ids)
 		}
 	}
-}
-
-func sortedCopy(s []string) []string {
-	c := slices.Clone(s)
-	slices.Sort(c)
-	return c
 }
 
 // refusing refuses one MessageId for good, as for a too-large message.
