@@ -48,49 +48,20 @@ func (s *Server) ConnectionString() string { return ConnectionString(s.Addr) }
 
 // Options tune Start. The zero value is usable.
 type Options struct {
-	// Binary is the azurite-table executable; empty means Find().
+	// Binary is the azurite-table executable; empty means FindFrom(".").
 	Binary string
-	// Port is the TCP port; 0 picks a free one.
-	Port int
 	// Log receives the process output; nil discards it.
 	Log io.Writer
-	// StartTimeout bounds the wait for readiness (default 30 s).
-	StartTimeout time.Duration
 }
 
-// ErrNotInstalled is returned by Find and FindFrom when no azurite-table exists.
+// ErrNotInstalled is returned by FindFrom when no azurite-table exists.
 var ErrNotInstalled = errors.New("azurite: azurite-table not installed (run 'make tools')")
 
-// EnvBinary names an azurite-table executable Find and FindFrom return as is.
+// EnvBinary names an azurite-table executable FindFrom returns as is.
 const EnvBinary = "AZURITE_TABLE_BIN"
 
 // binInTools is where 'make tools' installs azurite-table, from the repository root.
 var binInTools = filepath.Join("tools", "node_modules", ".bin", "azurite-table")
-
-// Find returns $AZURITE_TABLE_BIN, else binInTools under the nearest go.mod upward.
-func Find() (string, error) {
-	if p := os.Getenv(EnvBinary); p != "" {
-		return p, nil
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, binInTools)
-			if _, err := os.Stat(p); err == nil {
-				return p, nil
-			}
-			return "", ErrNotInstalled
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", ErrNotInstalled
-		}
-		dir = parent
-	}
-}
 
 // FindFrom returns $AZURITE_TABLE_BIN, else binInTools in or above each of
 // dirs, else azurite-table on the PATH; the error wraps ErrNotInstalled.
@@ -140,30 +111,23 @@ func searchUp(dirs []string, found func(dir string) (string, bool)) (result stri
 	return "", searched
 }
 
-// Start launches azurite-table in memory on 127.0.0.1 and waits until it answers.
+// Start launches azurite-table in memory on a free port of 127.0.0.1 and
+// waits until it answers (30 s at most); it tries three ports.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	bin := opts.Binary
 	if bin == "" {
 		var err error
-		if bin, err = Find(); err != nil {
+		if bin, err = FindFrom("."); err != nil {
 			return nil, err
 		}
 	}
-	timeout := opts.StartTimeout
-	if timeout == 0 {
-		timeout = 30 * time.Second
-	}
 	for attempt := 0; ; attempt++ {
-		port := opts.Port
-		if port == 0 {
-			p, err := freeport.Pick()
-			if err != nil {
-				return nil, fmt.Errorf("azurite: free port: %w", err)
-			}
-			port = p
+		port, err := freeport.Pick()
+		if err != nil {
+			return nil, fmt.Errorf("azurite: free port: %w", err)
 		}
-		s, err := start(ctx, bin, port, opts.Log, timeout)
-		if err == nil || opts.Port != 0 || attempt >= 2 {
+		s, err := start(ctx, bin, port, opts.Log, 30*time.Second)
+		if err == nil || attempt >= 2 {
 			return s, err
 		}
 	}

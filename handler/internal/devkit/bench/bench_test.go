@@ -575,14 +575,14 @@ func TestOutageWorkload(t *testing.T) {
 			t.Errorf("%s: behind = %d, want %d", tt.name, got, tt.want)
 		}
 	}
-	if got := small.wrong(map[string]rowState{"p": {"Delivered", 4}, "u": {"Created", 1}}); got != 1 {
-		t.Errorf("wrong = %d, want 1 (the unpaid order not cancelled)", got)
+	if got := small.tally(map[string]rowState{"p": {"Delivered", 4}, "u": {"Created", 1}}, wrongRow); fmt.Sprint(got) != "map[unpaid at Created/1:1]" {
+		t.Errorf("wrong rows = %v, want the unpaid order not cancelled", got)
 	}
 	// A stopped run counts only what no later message can put right.
-	if got := small.paidCancelled(map[string]rowState{"p": {"Delivered", 4}, "u": {"Created", 1}}); len(got) != 0 {
+	if got := small.tally(map[string]rowState{"p": {"Delivered", 4}, "u": {"Created", 1}}, paidCancelled); len(got) != 0 {
 		t.Errorf("paidCancelled with the unpaid order's check still to come = %v, want none", got)
 	}
-	if got := small.paidCancelled(map[string]rowState{"p": {"Cancelled", 1}, "u": {"Cancelled", 1}}); fmt.Sprint(got) != "map[paid at Cancelled/1:1]" {
+	if got := small.tally(map[string]rowState{"p": {"Cancelled", 1}, "u": {"Cancelled", 1}}, paidCancelled); fmt.Sprint(got) != "map[paid at Cancelled/1:1]" {
 		t.Errorf("paidCancelled = %v, want the paid order at Cancelled/1", got)
 	}
 	// A row as Table Storage sends it: LastSequence an Edm.Int64 string.
@@ -624,7 +624,7 @@ func TestPacer(t *testing.T) {
 	p.statusCaughtUp() // once only
 	completed = 45
 	p.recovered()
-	p.windowOver()
+	p.recovered()
 	if got := clk.Factor(); got != 60 {
 		t.Fatalf("factor %v once recovered, want TimeScale 60", got)
 	}
@@ -641,7 +641,7 @@ func TestPacer(t *testing.T) {
 	p = newPacer(clk, o, false, func() int { return 0 })
 	end = clk.Now().Add(2 * time.Second)
 	p.slowAtReturn(t.Context(), outages)
-	p.windowOver()
+	p.recovered()
 	if got := clk.Factor(); got != 60 || strings.Contains(p.describe(), "12x") {
 		t.Errorf("factor %v, note %q after the window; want 60 and no settle stretch", got, p.describe())
 	}

@@ -2,15 +2,13 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -90,35 +88,30 @@ func (p *handlerProc) stop() {
 // postOrders sends n distinct orders' first messages straight to the
 // handler's OrderStatus function, concurrency at a time; each must be Applied.
 func postOrders(ctx context.Context, base, prefix string, n, concurrency int) error {
-	tr := &http.Transport{MaxIdleConnsPerHost: concurrency, DialContext: (&net.Dialer{}).DialContext}
+	tr := &http.Transport{MaxIdleConnsPerHost: concurrency}
 	client := &http.Client{Transport: tr, Timeout: time.Minute}
 	defer tr.CloseIdleConnections()
-	var (
-		next atomic.Int64
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		ferr error
-	)
+	next, errs := make(chan int), make(chan error, concurrency)
 	for range concurrency {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) || ctx.Err() != nil {
-					return
-				}
-				if err := postOne(ctx, client, base, fmt.Sprintf("%s-o%d", prefix, i)); err != nil {
-					mu.Lock()
-					ferr = err
-					mu.Unlock()
-					return
+			var err error
+			for i := range next {
+				if err == nil {
+					err = postOne(ctx, client, base, fmt.Sprintf("%s-o%d", prefix, i))
 				}
 			}
+			errs <- err
 		}()
 	}
-	wg.Wait()
-	return ferr
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	var err error
+	for range concurrency {
+		err = cmp.Or(err, <-errs)
+	}
+	return err
 }
 
 func postOne(ctx context.Context, client *http.Client, base, id string) error {

@@ -12,7 +12,9 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/azurite"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/cost"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/order"
 )
 
 // CostRun is what the cost phase measured and what it comes to.
@@ -76,9 +78,6 @@ func (b *runner) costPhase(ctx context.Context) error {
 		return err
 	}
 	defer h.Close()
-	if err := waitTable(ctx, "http://"+h.Addr()); err != nil {
-		return err
-	}
 	m0, err := scrapeHandler(ctx, h)
 	if err != nil {
 		return err
@@ -97,10 +96,7 @@ func (b *runner) costPhase(ctx context.Context) error {
 	if err := checkSettled(m, b.w, false); err != nil {
 		return err
 	}
-	invocations := 0
-	for _, in := range h.Instances() {
-		invocations += in.Invocations
-	}
+	invocations := invocations(h)
 	msgs := float64(b.w.Messages())
 	calls := m.Sum("orderstatus_handler_duration_seconds_count", nil)
 	if calls == 0 || invocations == 0 {
@@ -200,4 +196,48 @@ func (r *CostRun) targets() []string {
 		fmt.Sprintf("target cost_usd_idle_month <= %.2f (the Service Bus base charge + 1): %s (%.2f)", base+1, metWord(idle <= base+1), idle),
 		fmt.Sprintf("target cost_usd_per_million_messages <= half of the old defaults' %.2f: %s (%.2f)", before, metWord(mil <= before/2), mil),
 	}
+}
+
+// invocations counts the handler calls of every instance of h.
+func invocations(h *devhost.Host) int {
+	n := 0
+	for _, in := range h.Instances() {
+		n += in.Invocations
+	}
+	return n
+}
+
+// timeoutChecks measures what the handler's own payment-timeout check
+// costs: the same Created-then-Paid orders with rescheduling off and on,
+// drained; the differences per order in Service Bus operations and
+// executions are what the guarantee adds.
+func (b *runner) timeoutChecks(ctx context.Context) error {
+	orders := max(20, len(b.w.Orders)/5)
+	var lines []devhost.ScenarioLine
+	for i := range orders {
+		id := fmt.Sprintf("tc%s-%d", b.runID, i)
+		lines = append(lines, statusChange(id, order.Created, 1, 0), statusChange(id, order.Paid, 2, 0))
+	}
+	var ops [2]int64
+	var execs [2]int
+	for i, reschedule := range []bool{false, true} {
+		c := oursConfig{store: b.az.ConnectionString(), table: b.table("tc"), sessions: b.opts.InFlight, timeScale: b.opts.TimeScale, reschedule: reschedule}
+		h, err := b.startHost(ctx, c)
+		if err != nil {
+			return err
+		}
+		ops0 := h.Broker().Operations()
+		err = h.Play(ctx, lines)
+		if err == nil {
+			err = drainScheduled(ctx, h)
+		}
+		ops[i], execs[i] = h.Broker().Operations()-ops0, invocations(h)
+		h.Close()
+		if err != nil {
+			return fmt.Errorf("bench: timeout checks: %w", err)
+		}
+	}
+	b.results["timeout_check_servicebus_ops_per_order"] = float64(ops[1]-ops[0]) / float64(orders)
+	b.results["timeout_check_executions_per_order"] = float64(execs[1]-execs[0]) / float64(orders)
+	return nil
 }

@@ -1,15 +1,15 @@
 package bench
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost"
@@ -61,7 +61,7 @@ func instancesPrefix(n int) string { return fmt.Sprintf("instances_%d_", n) }
 // instanceSteps' scale events, from each handler's log at LOG_LEVEL info.
 func (b *runner) instances(ctx context.Context, cs string) error {
 	n := b.opts.Instances
-	var out lockedBuffer
+	var out sim.SyncBuffer
 	c := oursConfig{store: cs, table: b.table("instances"), sessions: max(1, b.opts.InFlight/n), timeScale: b.opts.TimeScale,
 		instances: n, lock: instancesLock, stdout: &out, logLevel: "info"}
 	h, err := b.startHost(ctx, c)
@@ -69,9 +69,6 @@ func (b *runner) instances(ctx context.Context, cs string) error {
 		return err
 	}
 	defer h.Close()
-	if err := waitTable(ctx, "http://"+h.Addr()); err != nil {
-		return err
-	}
 	run := InstancesRun{Instances: n, Sessions: c.sessions, Baseline: math.NaN()}
 	total := b.w.Messages()
 	start := time.Now()
@@ -150,10 +147,7 @@ func applyScale(ctx context.Context, h *devhost.Host, step scaleStep) (string, e
 // checkSettledInstances is checkSettled for a run whose instances were
 // killed and removed: a redelivered status change may settle as Duplicate.
 func checkSettledInstances(completed map[string]int, deadLettered, calls int, w Workload) error {
-	var all int
-	for _, n := range completed {
-		all += n
-	}
+	all := sumValues(completed)
 	applied, dup, stale := completed[string(order.Applied)], completed[string(order.Duplicate)], completed[string(order.Stale)]
 	again := calls - w.Messages()
 	switch {
@@ -173,25 +167,6 @@ func checkSettledInstances(completed map[string]int, deadLettered, calls int, w 
 		return fmt.Errorf("bench: %d status changes settled as Duplicate beyond the workload's, but only %d calls were made again", dup-w.Duplicates, max(0, again))
 	}
 	return nil
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// Bytes returns a copy of what was written.
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.buf.Bytes())
 }
 
 // print writes the instances run: its events and a row per instance.
@@ -221,17 +196,9 @@ func sumValues(m map[string]int) int {
 
 // results formats a result count map in name order: "Applied 10, Stale 2".
 func results(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
+	return cmp.Or(strings.Join(parts, ", "), "none")
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
-	"sort"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,6 +27,13 @@ type Sample struct {
 // Scrape is a parsed /api/metrics answer.
 type Scrape []Sample
 
+// sampleLine matches a series line of the Prometheus text format (name,
+// labels, value), labelPair each of its labels.
+var (
+	sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)`)
+	labelPair  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",?`)
+)
+
 // ParseMetrics reads the Prometheus text format (client_golang's subset).
 func ParseMetrics(r io.Reader) (Scrape, error) {
 	var out Scrape
@@ -35,90 +44,44 @@ func ParseMetrics(r io.Reader) (Scrape, error) {
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		s, err := parseSample(line)
-		if err != nil {
-			return nil, err
+		m := sampleLine.FindStringSubmatch(line)
+		if m == nil || labelPair.ReplaceAllString(m[2], "") != "" {
+			return nil, fmt.Errorf("bench: metric line %q: not name{labels} value", line)
+		}
+		s := Sample{Name: m[1], Labels: map[string]string{}}
+		for _, kv := range labelPair.FindAllStringSubmatch(m[2], -1) {
+			v, err := strconv.Unquote(`"` + kv[2] + `"`)
+			if err != nil {
+				return nil, fmt.Errorf("bench: metric line %q: label %s: %w", line, kv[1], err)
+			}
+			s.Labels[kv[1]] = v
+		}
+		var err error
+		if s.Value, err = strconv.ParseFloat(m[3], 64); err != nil {
+			return nil, fmt.Errorf("bench: metric line %q: %w", line, err)
 		}
 		out = append(out, s)
 	}
 	return out, sc.Err()
 }
 
-func parseSample(line string) (Sample, error) {
-	s := Sample{Labels: map[string]string{}}
-	rest := line
-	if i := strings.IndexAny(line, "{ "); i >= 0 && line[i] == '{' {
-		s.Name = line[:i]
-		j := strings.LastIndexByte(line, '}')
-		if j < i {
-			return s, fmt.Errorf("bench: metric line %q: unclosed labels", line)
-		}
-		for _, kv := range splitLabels(line[i+1 : j]) {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				return s, fmt.Errorf("bench: metric line %q: label %q", line, kv)
-			}
-			uq, err := strconv.Unquote(v)
-			if err != nil {
-				return s, fmt.Errorf("bench: metric line %q: label %q: %w", line, kv, err)
-			}
-			s.Labels[k] = uq
-		}
-		rest = line[j+1:]
-	} else if i >= 0 {
-		s.Name, rest = line[:i], line[i:]
-	} else {
-		return s, fmt.Errorf("bench: metric line %q: no value", line)
-	}
-	f := strings.Fields(rest)
-	if len(f) == 0 {
-		return s, fmt.Errorf("bench: metric line %q: no value", line)
-	}
-	v, err := strconv.ParseFloat(f[0], 64)
-	if err != nil {
-		return s, fmt.Errorf("bench: metric line %q: %w", line, err)
-	}
-	s.Value = v
-	return s, nil
-}
-
-// splitLabels splits `a="x",b="y,z"` at the commas outside quotes.
-func splitLabels(s string) []string {
-	var out []string
-	inQuote, esc, start := false, false, 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case esc:
-			esc = false
-		case c == '\\':
-			esc = true
-		case c == '"':
-			inQuote = !inQuote
-		case c == ',' && !inQuote:
-			out = append(out, s[start:i])
-			start = i + 1
+// has reports whether s is a series of name whose labels include match.
+func (s Sample) has(name string, match map[string]string) bool {
+	for k, v := range match {
+		if s.Labels[k] != v {
+			return false
 		}
 	}
-	if strings.TrimSpace(s[start:]) != "" {
-		out = append(out, s[start:])
-	}
-	return out
+	return s.Name == name
 }
 
 // Sum adds the values of the series name whose labels include match.
 func (sc Scrape) Sum(name string, match map[string]string) float64 {
 	var total float64
-next:
 	for _, s := range sc {
-		if s.Name != name {
-			continue
+		if s.has(name, match) {
+			total += s.Value
 		}
-		for k, v := range match {
-			if s.Labels[k] != v {
-				continue next
-			}
-		}
-		total += s.Value
 	}
 	return total
 }
@@ -126,65 +89,44 @@ next:
 // Quantile estimates the q-quantile of the histogram name (labels including
 // match) as Prometheus's histogram_quantile does; NaN without observations.
 func (sc Scrape) Quantile(name string, q float64, match map[string]string) float64 {
-	type bucket struct{ le, n float64 }
 	byLE := map[float64]float64{}
-next:
 	for _, s := range sc {
-		if s.Name != name+"_bucket" {
-			continue
+		if le, err := strconv.ParseFloat(s.Labels["le"], 64); err == nil && s.has(name+"_bucket", match) {
+			byLE[le] += s.Value
 		}
-		for k, v := range match {
-			if s.Labels[k] != v {
-				continue next
-			}
-		}
-		le, err := strconv.ParseFloat(s.Labels["le"], 64)
-		if err != nil {
-			continue
-		}
-		byLE[le] += s.Value
 	}
-	var bs []bucket
-	for le, n := range byLE {
-		bs = append(bs, bucket{le, n})
-	}
-	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
-	if len(bs) == 0 || bs[len(bs)-1].n == 0 {
+	les := slices.Sorted(maps.Keys(byLE))
+	if len(les) == 0 || byLE[les[len(les)-1]] == 0 {
 		return math.NaN()
 	}
-	rank := q * bs[len(bs)-1].n
+	rank := q * byLE[les[len(les)-1]]
 	lower, below := 0.0, 0.0
-	for _, b := range bs {
-		if b.n >= rank {
-			if math.IsInf(b.le, 1) {
+	for _, le := range les {
+		if n := byLE[le]; n >= rank {
+			if math.IsInf(le, 1) {
 				return lower // beyond the last finite bound
 			}
-			if b.n == below {
-				return b.le
+			if n == below {
+				return le
 			}
-			return lower + (b.le-lower)*(rank-below)/(b.n-below)
+			return lower + (le-lower)*(rank-below)/(n-below)
 		}
-		lower, below = b.le, b.n
+		lower, below = le, byLE[le]
 	}
 	return lower
 }
 
-// scrapeHandler reads the metrics of OrderStatus's oldest running
+// scrapeHandler reads GET /api/metrics of OrderStatus's oldest running
 // instance, not through the front (the HTTP group's registry counts no message).
 func scrapeHandler(ctx context.Context, h *devhost.Host) (Scrape, error) {
 	running := h.RunningIn("")
 	if len(running) == 0 {
-		return Scrape{}, errors.New("bench: no instance of OrderStatus is running")
+		return nil, errors.New("bench: no instance of OrderStatus is running")
 	}
 	base, err := h.InstanceURL(ctx, running[0])
 	if err != nil {
-		return Scrape{}, err
+		return nil, err
 	}
-	return scrape(ctx, base)
-}
-
-// scrape reads GET <base>/api/metrics.
-func scrape(ctx context.Context, base string) (Scrape, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/metrics", nil)
 	if err != nil {
 		return nil, err

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"sort"
 	"strconv"
 	"time"
 
@@ -75,7 +74,8 @@ func scaledRetry(scale float64) map[string]string {
 	}
 }
 
-// startHost starts the dev host with the handler, store cs and timers stopped.
+// startHost starts the dev host with the handler, store cs and timers
+// stopped, and waits for the handler's table.
 func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, error) {
 	scale := max(c.timeScale, 1)
 	lock, level, handler := c.lock, c.logLevel, c.handler
@@ -126,6 +126,10 @@ func (b *runner) startHost(ctx context.Context, c oursConfig) (*devhost.Host, er
 		return nil, err
 	}
 	h.StopTimers()
+	if err := waitTable(ctx, "http://"+h.Addr()); err != nil {
+		h.Close()
+		return nil, err
+	}
 	return h, nil
 }
 
@@ -139,13 +143,11 @@ func (b *runner) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun
 	}
 	defer h.Close()
 	pid := h.HandlerPID()
-	if err := waitTable(ctx, "http://"+h.Addr()); err != nil {
-		return r, err
-	}
 	if r.RSSIdle, err = RSS(pid); err != nil {
 		return r, err
 	}
-	cpu, err := startCPU(map[string]int{"handler": pid, "devhost": 0, "azurite": b.az.PID()})
+	pids := map[string]int{"handler": pid, "devhost": 0, "azurite": b.az.PID()}
+	cpu0, err := cpuTimes(pids)
 	if err != nil {
 		return r, err
 	}
@@ -180,8 +182,11 @@ func (b *runner) runOurs(ctx context.Context, c oursConfig, w Workload) (oursRun
 		return r, err
 	}
 	r.Elapsed = time.Since(start)
-	if r.CPU, err = cpu.since(); err != nil {
+	if r.CPU, err = cpuTimes(pids); err != nil {
 		return r, err
+	}
+	for p, d := range cpu0 {
+		r.CPU[p] -= d
 	}
 	if r.RSSAfter, err = RSS(pid); err != nil {
 		return r, err
@@ -294,9 +299,6 @@ func (b *runner) runSlots(ctx context.Context, c oursConfig, rounds int, prefix 
 		return row, err
 	}
 	defer h.Close()
-	if err := waitTable(ctx, "http://"+h.Addr()); err != nil {
-		return row, err
-	}
 	w := FirstOnly(prefix, rounds*c.sessions)
 	row.Messages = w.Messages()
 	var done []time.Duration // when the i-th message was completed, from the start
@@ -334,7 +336,6 @@ func (b *runner) runSlots(ctx context.Context, c oursConfig, rounds int, prefix 
 	busy := m.Sum("orderstatus_handler_duration_seconds_sum", nil)
 	row.MsgsPerS = float64(row.Messages) / elapsed.Seconds()
 	row.IdleShare = math.Max(0, 1-busy/(float64(c.sessions)*elapsed.Seconds()))
-	sort.Slice(done, func(i, j int) bool { return done[i] < done[j] })
-	row.P99Delay = done[max(0, int(math.Ceil(0.99*float64(len(done))))-1)]
+	row.P99Delay = done[max(0, int(math.Ceil(0.99*float64(len(done))))-1)] // done is in time order
 	return row, nil
 }

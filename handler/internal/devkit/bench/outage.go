@@ -77,7 +77,7 @@ func (o OutageOptions) paced(d time.Duration) OutageOptions {
 // minutes on the default policy, 30 on today's; 20 messages a second over
 // 200 open orders at 60x. From the table's return the clock runs at 1x
 // until the status changes caught up, then 2x, for at most 20 host
-// minutes; the 10-minute run is scaled by RecoveryReference (docs/outage.md).
+// minutes; the 10-minute run is scaled by RecoveryReference (docs/outages.md).
 func DefaultOutages() OutageOptions {
 	return OutageOptions{
 		New: []time.Duration{10 * time.Minute, 30 * time.Minute}, Before: []time.Duration{30 * time.Minute},
@@ -224,46 +224,33 @@ func (w outageWorkload) behindOf(rows map[string]rowState, at time.Duration, onl
 	return out
 }
 
-// wrong counts the orders whose row is not Delivered/4 (unpaid: Cancelled/1).
-func (w outageWorkload) wrong(rows map[string]rowState) int {
-	n := 0
-	for _, o := range w.orders {
-		want := rowState{string(order.Delivered), 4}
-		if !o.paid {
-			want = rowState{string(order.Cancelled), 1}
-		}
-		if rows[o.id] != want {
-			n++
-		}
-	}
-	return n
-}
-
-// wrongRows counts the wrong orders by what they show ("paid at Paid/2").
-func (w outageWorkload) wrongRows(rows map[string]rowState) map[string]int {
+// tally counts the orders keep selects by what their rows show
+// ("paid at Paid/2", "unpaid at -/0").
+func (w outageWorkload) tally(rows map[string]rowState, keep func(o outageOrder, got rowState) bool) map[string]int {
 	out := map[string]int{}
 	for _, o := range w.orders {
-		want := rowState{string(order.Delivered), 4}
-		kind := "paid"
-		if !o.paid {
-			want, kind = rowState{string(order.Cancelled), 1}, "unpaid"
-		}
-		if got := rows[o.id]; got != want {
-			out[fmt.Sprintf("%s at %s/%d", kind, orDash(got.Status), got.LastSequence)]++
+		if got := rows[o.id]; keep(o, got) {
+			kind := "paid"
+			if !o.paid {
+				kind = "unpaid"
+			}
+			out[fmt.Sprintf("%s at %s/%d", kind, cmp.Or(got.Status, "-"), got.LastSequence)]++
 		}
 	}
 	return out
 }
 
-// paidCancelled counts the paid orders shown Cancelled, as wrongRows.
-func (w outageWorkload) paidCancelled(rows map[string]rowState) map[string]int {
-	out := map[string]int{}
-	for _, o := range w.orders {
-		if got := rows[o.id]; o.paid && got.Status == string(order.Cancelled) {
-			out[fmt.Sprintf("paid at %s/%d", got.Status, got.LastSequence)]++
-		}
+// wrongRow: the row is not Delivered/4 (unpaid: Cancelled/1).
+func wrongRow(o outageOrder, got rowState) bool {
+	if !o.paid {
+		return got != rowState{string(order.Cancelled), 1}
 	}
-	return out
+	return got != rowState{string(order.Delivered), 4}
+}
+
+// paidCancelled: a paid order's row shows Cancelled.
+func paidCancelled(o outageOrder, got rowState) bool {
+	return o.paid && got.Status == string(order.Cancelled)
 }
 
 func closed(ch <-chan struct{}) bool {
@@ -275,42 +262,9 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
-// kinds counts ids by "<paid|unpaid> at <status>/<sequence>" of their rows.
-func (w outageWorkload) kinds(ids []string, rows map[string]rowState) map[string]int {
-	paid := make(map[string]bool, len(w.orders))
-	for _, o := range w.orders {
-		paid[o.id] = o.paid
-	}
-	out := map[string]int{}
-	for _, id := range ids {
-		kind := "paid"
-		if !paid[id] {
-			kind = "unpaid"
-		}
-		got := rows[id]
-		out[fmt.Sprintf("%s at %s/%d", kind, orDash(got.Status), got.LastSequence)]++
-	}
-	return out
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // rowReader reads the orders' rows straight from Azurite, not via the proxy.
 type rowReader struct {
 	client *aztables.Client
-}
-
-func newRowReader(cs, table string) (*rowReader, error) {
-	svc, err := aztables.NewServiceClientFromConnectionString(cs, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &rowReader{client: svc.NewClient(table)}, nil
 }
 
 // row is what the recovery check reads of a row (LastSequence: Edm.Int64).
@@ -386,7 +340,6 @@ type outageRun struct {
 	rescheduled    int
 	wall           time.Duration
 	messages       int
-	recoveryPolls  int
 	// pace is how the run's host clock ran.
 	pace *pacer
 	// behindAtWindow counts the orders behind when RecoveryWindow ended, by kind.
@@ -459,19 +412,22 @@ func (b *runner) outage(ctx context.Context, d time.Duration, before bool) error
 	if err != nil {
 		return err
 	}
-	p := outageName(d)
-	b.results[p+"dead_lettered"+suffix] = float64(r.deadLettered)
-	b.results[p+"store_calls_per_message"+suffix] = float64(r.refused) / float64(max(1, r.during))
-	b.results[p+"status_recovery_s"+suffix] = math.NaN()
-	if r.statusRecovery >= 0 {
-		b.results[p+"status_recovery_s"+suffix] = r.statusRecovery.Seconds()
+	seconds := func(d time.Duration) float64 { // < 0: not recovered
+		if d < 0 {
+			return math.NaN()
+		}
+		return d.Seconds()
 	}
-	b.results[p+"recovery_s"+suffix] = math.NaN()
-	if r.recovery >= 0 {
-		b.results[p+"recovery_s"+suffix] = r.recovery.Seconds()
+	for name, v := range map[string]float64{
+		"dead_lettered":                  float64(r.deadLettered),
+		"store_calls_per_message":        float64(r.refused) / float64(max(1, r.during)),
+		"recovery_s":                     seconds(r.recovery),
+		"status_recovery_s":              seconds(r.statusRecovery),
+		"paid_shown_cancelled":           float64(r.shownCancelled),
+		"paid_shown_cancelled_longest_s": r.longestCancelled.Seconds(),
+	} {
+		b.results[outageName(d)+name+suffix] = v
 	}
-	b.results[p+"paid_shown_cancelled"+suffix] = float64(r.shownCancelled)
-	b.results[p+"paid_shown_cancelled_longest_s"+suffix] = r.longestCancelled.Seconds()
 	policy := "the default retry policy"
 	if before {
 		policy = "today's policy (ORDER_STATUS_RETRY_RESCHEDULE=false)"
@@ -525,9 +481,6 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 		return r, err
 	}
 	defer h.Close()
-	if err := waitTable(ctx, "http://"+h.Addr()); err != nil {
-		return r, err
-	}
 	w := newOutageWorkload(fmt.Sprintf("out%d", b.tables), o, d)
 	r.messages, r.during = w.messages, w.during
 	completed := func() int { return h.Broker().Totals(h.Queue()).Completed }
@@ -548,10 +501,7 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 		}
 		played <- err
 	}()
-	rr, err := newRowReader(b.az.ConnectionString(), table)
-	if err != nil {
-		return r, err
-	}
+	rr := rowReader{b.tablesSvc.NewClient(table)}
 	// Recovery: read the rows until each order shows what was sent before the return.
 	var behind []string
 	var seen cancelledSeen
@@ -580,7 +530,6 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 		first = false
 		seen.look(w, rows, at)
 		wait = max(250*time.Millisecond, 9*time.Since(began))
-		r.recoveryPolls++
 		candidates := behind // the orders read: all the first time, then those behind
 		if len(rows) >= len(w.orders) {
 			candidates = nil
@@ -595,8 +544,12 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 			pc.statusCaughtUp()
 		}
 		if r.recovery < 0 && at.Sub(end) > o.RecoveryWindow && r.behindAtWindow == nil {
-			r.behindAtWindow = w.kinds(behind, rows)
-			pc.windowOver()
+			ids := map[string]bool{}
+			for _, id := range behind {
+				ids[id] = true
+			}
+			r.behindAtWindow = w.tally(rows, func(o outageOrder, _ rowState) bool { return ids[o.id] })
+			pc.recovered()
 		}
 		return nil
 	}
@@ -616,7 +569,6 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 			return r, ctx.Err()
 		case <-time.After(wait):
 		}
-		pc.sampleNow()
 		out := h.Outages()
 		if len(out) == 0 || !out[0].Ended {
 			continue
@@ -642,12 +594,11 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 				return r, ctx.Err()
 			case <-time.After(wait):
 			}
-			pc.sampleNow()
 			if err := look(out[0].End); err != nil {
 				return r, err
 			}
 		}
-		pc.windowOver()
+		pc.recovered()
 		if err := h.WaitIdle(ctx); err != nil {
 			return r, err
 		}
@@ -677,9 +628,9 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 	r.scheduledAtEnd = h.Broker().Stats(h.Queue()).Scheduled
 	if stopped {
 		// A paid order shown Cancelled never comes right; an unpaid one may.
-		r.wrongRows = w.paidCancelled(rows)
+		r.wrongRows = w.tally(rows, paidCancelled)
 	} else {
-		r.wrongRows = w.wrongRows(rows)
+		r.wrongRows = w.tally(rows, wrongRow)
 	}
 	for _, n := range r.wrongRows {
 		r.wrongAtEnd += n
@@ -694,19 +645,15 @@ func (b *runner) runOutage(ctx context.Context, o OutageOptions, d time.Duration
 }
 
 // pacer drives an outage run's host clock through the paceStages and records
-// the completions per wall second of the slowed stretches; safe for concurrent use.
+// the slowed stretches; safe for concurrent use.
 type pacer struct {
 	clk       *clock.ScaledClock
 	o         OutageOptions
 	completed func() int // the triggered queue's completed messages so far
 
-	mu     sync.Mutex
-	stage  paceStage
-	legs   []paceLeg // the slowed stretches, in order
-	sample struct {
-		at        time.Time
-		completed int
-	}
+	mu    sync.Mutex
+	stage paceStage
+	legs  []paceLeg // the slowed stretches, in order
 }
 
 // paceStage is where a run's clock is.
@@ -727,7 +674,6 @@ type paceLeg struct {
 	hostFrom, hostTo time.Time // on the host clock
 	completed        int       // messages completed in it
 	start            int       // the completed count at its start
-	peak             float64   // the most completed per wall second between two looks
 }
 
 func newPacer(clk *clock.ScaledClock, o OutageOptions, before bool, completed func() int) *pacer {
@@ -761,7 +707,7 @@ func (p *pacer) slowAtReturn(ctx context.Context, outages func() []devhost.Outag
 	p.to(paceOutage, paceRecovery, p.o.RecoveryScale)
 }
 
-// statusCaughtUp, recovered and windowOver move the clock to SettleScale or TimeScale.
+// statusCaughtUp and recovered move the clock to SettleScale or TimeScale.
 func (p *pacer) statusCaughtUp() { p.to(paceRecovery, paceSettle, p.o.SettleScale) }
 
 func (p *pacer) recovered() {
@@ -769,14 +715,12 @@ func (p *pacer) recovered() {
 	p.to(paceSettle, paceDrain, p.o.TimeScale)
 }
 
-func (p *pacer) windowOver() { p.recovered() }
-
 // to moves the clock from stage from to next at scale (0 keeps it), if it was at from.
-func (p *pacer) to(from, next paceStage, scale float64) bool {
+func (p *pacer) to(from, next paceStage, scale float64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stage != from {
-		return false
+		return
 	}
 	now, host, n := time.Now(), p.clk.Now(), p.completed()
 	if len(p.legs) > 0 && p.legs[len(p.legs)-1].to.IsZero() {
@@ -789,23 +733,6 @@ func (p *pacer) to(from, next paceStage, scale float64) bool {
 	p.stage = next
 	if next == paceRecovery || next == paceSettle {
 		p.legs = append(p.legs, paceLeg{scale: p.clk.Factor(), from: now, hostFrom: host, start: n})
-		p.sample.at, p.sample.completed = now, n
-	}
-	return true
-}
-
-// sampleNow records the completed messages per wall second since the last sample.
-func (p *pacer) sampleNow() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stage != paceRecovery && p.stage != paceSettle || len(p.legs) == 0 {
-		return
-	}
-	now, n := time.Now(), p.completed()
-	if dt := now.Sub(p.sample.at).Seconds(); dt >= 0.2 {
-		leg := &p.legs[len(p.legs)-1]
-		leg.peak = max(leg.peak, float64(n-p.sample.completed)/dt)
-		p.sample.at, p.sample.completed = now, n
 	}
 }
 
@@ -824,8 +751,8 @@ func (p *pacer) describe() string {
 			to, hostTo, n = time.Now(), p.clk.Now(), p.completed()-l.start
 		}
 		wall := to.Sub(l.from).Seconds()
-		parts = append(parts, fmt.Sprintf("%gx for %.0f host s (%.0f s of wall time): %d messages completed, %.0f a wall second, at most %.0f",
-			l.scale, hostTo.Sub(l.hostFrom).Seconds(), wall, n, float64(n)/max(wall, 1e-9), l.peak))
+		parts = append(parts, fmt.Sprintf("%gx for %.0f host s (%.0f s of wall time): %d messages completed, %.0f a wall second",
+			l.scale, hostTo.Sub(l.hostFrom).Seconds(), wall, n, float64(n)/max(wall, 1e-9)))
 	}
 	if len(parts) == 0 {
 		return fmt.Sprintf("the host clock at %gx throughout (the table's return was never reached)", p.o.TimeScale)

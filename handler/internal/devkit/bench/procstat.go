@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -60,7 +61,7 @@ func RSS(pid int) (int64, error) {
 	return parseVmRSS(f)
 }
 
-func parseVmRSS(r interface{ Read([]byte) (int, error) }) (int64, error) {
+func parseVmRSS(r io.Reader) (int64, error) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:")
@@ -83,33 +84,15 @@ func parseVmRSS(r interface{ Read([]byte) (int, error) }) (int64, error) {
 	return 0, fmt.Errorf("bench: no VmRSS line")
 }
 
-// cpuMeter samples the CPU time of a set of processes.
-type cpuMeter struct {
-	pids  map[string]int
-	start map[string]time.Duration
-}
-
-func startCPU(pids map[string]int) (*cpuMeter, error) {
-	m := &cpuMeter{pids: pids, start: map[string]time.Duration{}}
+// cpuTimes returns CPUTime of each named process.
+func cpuTimes(pids map[string]int) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
 	for name, pid := range pids {
 		d, err := CPUTime(pid)
 		if err != nil {
 			return nil, err
 		}
-		m.start[name] = d
-	}
-	return m, nil
-}
-
-// since returns each process's CPU time since startCPU.
-func (m *cpuMeter) since() (map[string]time.Duration, error) {
-	out := map[string]time.Duration{}
-	for name, pid := range m.pids {
-		d, err := CPUTime(pid)
-		if err != nil {
-			return nil, err
-		}
-		out[name] = d - m.start[name]
+		out[name] = d
 	}
 	return out, nil
 }

@@ -40,14 +40,13 @@ func Names(opts Options) []string {
 		}
 	}
 	names = append(names, CostNames...)
-	names = append(names, TimeoutCheckNames...)
 	names = append(names, outageNames(opts.Outages)...)
 	// Also printed: the direct loops' own round trips per message.
 	return append(names, "limit_round_trips_per_msg", "naive_round_trips_per_msg",
 		lat+"limit_round_trips_per_msg", lat+"naive_round_trips_per_msg")
 }
 
-// CostNames are the cost phase's figures (cost.go), in print order.
+// CostNames are the cost phases' figures (cost.go), in print order.
 var CostNames = []string{
 	"cost_usd_per_million_messages", "cost_usd_per_million_messages_before",
 	"cost_usd_per_million_messages_functions", "cost_usd_per_million_messages_servicebus",
@@ -60,6 +59,7 @@ var CostNames = []string{
 	"cost_handler_own_ms_per_execution", "cost_handler_own_gb_s_per_message",
 	"cost_sweep_seconds", "cost_sweep_servicebus_ops", "cost_sweep_table_transactions",
 	"cost_instance_memory_mb", "cost_sweeps_per_month",
+	"timeout_check_servicebus_ops_per_order", "timeout_check_executions_per_order",
 }
 
 // format prints v with the precision its kind of figure deserves.
@@ -187,7 +187,7 @@ func (r Report) defaultPolicyTargets(lat string) []string {
 
 // outageTargets: on the default policy no message dead-lettered by an
 // outage, at most a tenth of today's storage calls per message during one,
-// and recovery within reschedule.DefaultCap plus 60 s (docs/outage.md).
+// and recovery within reschedule.DefaultCap plus 60 s (docs/outages.md).
 func (r Report) outageTargets(opts Options) []string {
 	var out []string
 	bound := (reschedule.DefaultCap + time.Minute).Seconds()

@@ -89,10 +89,7 @@ func message(orderID, messageID string, st order.Status, seq int64) Message {
 }
 
 // Lines is the workload as dev host scenario lines, order by order, each
-// body with occurredAt now, as producers send them: without it the handler
-// takes a change's first enqueue time, which a host clock faster than the
-// wall clock puts hours back, and every Created's payment-timeout check
-// would fall due inside the timed run, work production does not do then.
+// body with occurredAt now, as producers send them (docs/performance.md).
 func (w Workload) Lines() []devhost.ScenarioLine {
 	lines := make([]devhost.ScenarioLine, 0, w.Messages())
 	now := time.Now().UTC().Format(time.RFC3339Nano)

@@ -120,9 +120,6 @@ func (c *ScaledClock) Real(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / c.Factor())
 }
 
-// Advanced returns how far Advance and AdvanceTo moved c in total.
-func (c *ScaledClock) Advanced() time.Duration { return time.Duration(c.offset.Load()) }
-
 // Advance moves c forward by d at once (nothing for d <= 0); due timers fire.
 func (c *ScaledClock) Advance(d time.Duration) {
 	if d <= 0 {

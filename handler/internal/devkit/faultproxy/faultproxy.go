@@ -123,14 +123,12 @@ func StartWith(upstream string, opts *Options) (*Proxy, error) {
 			w.Header().Set("x-ms-error-code", "ServerBusy")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte(`{"odata.error":{"code":"ServerBusy","message":{"lang":"en-US","value":"The server is busy (injected)."}}}`))
-		case Drop:
-			hijackClose(w)
-		case Refuse:
-			hijackReset(w)
+		case Drop, Refuse:
+			hijackClose(w, mode == Refuse)
 		case LoseAnswer:
 			rec := &discard{header: http.Header{}}
 			rp.ServeHTTP(rec, r)
-			hijackClose(w)
+			hijackClose(w, false)
 		default:
 			rp.ServeHTTP(w, r)
 		}
@@ -225,44 +223,11 @@ func AnswerHeader(r *http.Request) http.Header {
 	return nil
 }
 
-// Always returns a rule that gives every request mode m.
-func Always(m Mode) Rule { return func(*http.Request) Mode { return m } }
-
-// Writes returns a rule that gives writes mode m and passes reads.
-func Writes(m Mode) Rule {
-	return func(r *http.Request) Mode {
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			return Pass
-		}
-		return m
-	}
-}
-
-// Until returns a rule that applies inner until t, then passes.
-func Until(t time.Time, inner Rule) Rule {
-	return func(r *http.Request) Mode {
-		if time.Now().Before(t) {
-			return inner(r)
-		}
-		return Pass
-	}
-}
-
-func hijackClose(w http.ResponseWriter) {
+// hijackClose closes the client connection, with a TCP RST (SO_LINGER 0) if reset.
+func hijackClose(w http.ResponseWriter, reset bool) {
 	if hj, ok := w.(http.Hijacker); ok {
 		if c, _, err := hj.Hijack(); err == nil {
-			_ = c.Close()
-			return
-		}
-	}
-	panic(http.ErrAbortHandler)
-}
-
-// hijackReset closes the client connection with a TCP RST (SO_LINGER 0).
-func hijackReset(w http.ResponseWriter) {
-	if hj, ok := w.(http.Hijacker); ok {
-		if c, _, err := hj.Hijack(); err == nil {
-			if tc, ok := c.(*net.TCPConn); ok {
+			if tc, ok := c.(*net.TCPConn); ok && reset {
 				_ = tc.SetLinger(0)
 			}
 			_ = c.Close()

@@ -182,7 +182,7 @@ func TestGenerateShape(t *testing.T) {
 	}
 }
 
-// TestGenerateCoversEveryFault: the CI seeds (1 to 200) exercise every
+// TestGenerateCoversEveryFault: the CI seeds (1 to defaultSchedules) exercise every
 // fault many times, and both producer behaviours of the payment timeout:
 // an unpaid order whose producer never schedules the check, and one whose
 // producer schedules and cancels it.

@@ -28,7 +28,7 @@ const (
 	// 20 with -short); seeds are envFirstSeed, envFirstSeed+1, ...
 	envSchedules = "SIM_SCHEDULES"
 	envFirstSeed = "SIM_FIRST_SEED"
-	// envParallel is how many schedules run at once (default 6).
+	// envParallel is how many schedules run at once (default defaultParallel).
 	envParallel = "SIM_PARALLEL"
 	// envOutages is how many outage schedules of each kind (shorter and
 	// longer than the retry window, GenerateOutage) run besides (default
@@ -38,8 +38,10 @@ const (
 	envOutageSeed  = "SIM_OUTAGE_SEED"
 	defaultOutages = 3
 
-	defaultSchedules = 200
-	defaultParallel  = 6
+	// Seeds 1 to defaultSchedules draw every fault at least 10 times
+	// (TestGenerateCoversEveryFault); make soak runs 2,000.
+	defaultSchedules = 90
+	defaultParallel  = 8
 )
 
 // built is the handler binary and the app folder, made once per test
@@ -251,10 +253,8 @@ func TestSimulation(t *testing.T) {
 		replay string
 		gen    func() Schedule
 	}
+	// The outage schedules run longest: they start first.
 	var jobs []job
-	for _, seed := range seeds(t) {
-		jobs = append(jobs, job{fmt.Sprintf("seed=%d", seed), seed, fmt.Sprintf("%s=%d", envSeed, seed), func() Schedule { return Generate(seed) }})
-	}
 	for _, seed := range outageSeeds(t) {
 		for _, long := range []bool{false, true} {
 			kind := "short"
@@ -264,6 +264,9 @@ func TestSimulation(t *testing.T) {
 			jobs = append(jobs, job{fmt.Sprintf("outage-%s/seed=%d", kind, seed), seed, fmt.Sprintf("%s=0 %s=%d", envSchedules, envOutageSeed, seed),
 				func() Schedule { return GenerateOutage(seed, long) }})
 		}
+	}
+	for _, seed := range seeds(t) {
+		jobs = append(jobs, job{fmt.Sprintf("seed=%d", seed), seed, fmt.Sprintf("%s=%d", envSeed, seed), func() Schedule { return Generate(seed) }})
 	}
 	parallel := max(1, envInt(t, envParallel, defaultParallel))
 	var (

@@ -33,20 +33,21 @@ func Azurite(t testing.TB) string {
 	mu.Lock()
 	defer mu.Unlock()
 	if shared == nil {
-		s, err := azurite.Start(context.Background(), azurite.Options{})
-		if err != nil {
-			if required() {
-				t.Fatalf("Azurite is required here but could not start: %v", err)
-			}
-			t.Skipf("Azurite not available (%v); run 'make test' to include it", err)
-		}
-		shared = s
+		shared = start(t)
 	}
 	return shared.ConnectionString()
 }
 
 // StartAzurite starts a private Azurite for one test and stops it at cleanup.
 func StartAzurite(t testing.TB) *azurite.Server {
+	t.Helper()
+	s := start(t)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// start starts an Azurite, or skips or fails t without one.
+func start(t testing.TB) *azurite.Server {
 	t.Helper()
 	s, err := azurite.Start(context.Background(), azurite.Options{})
 	if err != nil {
@@ -55,7 +56,6 @@ func StartAzurite(t testing.TB) *azurite.Server {
 		}
 		t.Skipf("Azurite not available (%v); run 'make test' to include it", err)
 	}
-	t.Cleanup(s.Stop)
 	return s
 }
 

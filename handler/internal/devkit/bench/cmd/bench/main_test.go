@@ -49,13 +49,13 @@ func TestOnly(t *testing.T) {
 }
 
 // TestReadmeArguments: every BENCH_ARGS the README and the pages that
-// describe make bench (docs/performance.md, docs/outage.md) show, and
+// describe make bench (docs/performance.md, docs/outages.md) show, and
 // every `go run ./handler/internal/devkit/bench/cmd/bench ...` they name (the
 // bench part of make bench alone, without its Go micro-benchmarks), is
 // accepted.
 func TestReadmeArguments(t *testing.T) {
 	var found [][][]byte
-	for _, doc := range []string{"README.md", "docs/performance.md", "docs/outage.md"} {
+	for _, doc := range []string{"README.md", "docs/performance.md", "docs/outages.md"} {
 		text, err := os.ReadFile("../../../../../../" + doc)
 		if err != nil {
 			t.Fatal(err)

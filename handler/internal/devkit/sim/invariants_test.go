@@ -41,25 +41,6 @@ func (w Write) String() string {
 	return fmt.Sprintf("#%d %s %s %s", w.N, op, w.Order, w.Row)
 }
 
-// Answer is one answer of the handler to an OrderStatus invocation, as logged.
-type Answer struct {
-	MessageID     string
-	Order         string
-	Subject       string
-	DeliveryCount int
-	Sequence      int64
-	// Result is Applied, Duplicate, Stale, Parked or Failed; Reason a park's.
-	Result, Reason string
-	// Original is the MessageId a rescheduled copy stands for, else "".
-	Original string
-	// Start and End bound the call.
-	Start, End int64 // Unix nanoseconds
-	// RoundTrips, Conflicts, CacheHit and Instance are from the handler's log.
-	RoundTrips, Conflicts int
-	CacheHit              bool
-	Instance              string
-}
-
 // Parked is a message in the poison queue.
 type Parked struct {
 	ParkedID, OriginalMessageID, Reason string
@@ -381,15 +362,6 @@ func (c *checker) chain(id string, ws []Write) []Write {
 	}
 	sort.SliceStable(rest, func(i, j int) bool { return rest[i].N < rest[j].N })
 	return append(chain, rest...)
-}
-
-// successful reports whether result completes a message.
-func successful(result string) bool {
-	switch result {
-	case resultApplied, resultDuplicate, resultStale, resultParked:
-		return true
-	}
-	return false
 }
 
 // 2. Nothing lost.

@@ -1,12 +1,10 @@
 package sim
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -132,9 +130,9 @@ type run struct {
 	host    atomic.Pointer[devhost.Host]
 	wire    WireLog
 	timers  []*time.Timer
-	stdout  syncBuffer
-	stderr  syncBuffer
-	hostLog syncBuffer
+	stdout  SyncBuffer
+	stderr  SyncBuffer
+	hostLog SyncBuffer
 
 	// clk is the host's clock; observe moves it past the lock between sweeps.
 	clk       *clock.ScaledClock
@@ -771,27 +769,6 @@ func (r *run) deadLetterStore() dlstore.Store {
 func stringProp(props map[string]any, key string) string {
 	s, _ := props[key].(string)
 	return s
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-var _ io.Writer = (*syncBuffer)(nil)
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-// Bytes returns a copy of what was written.
-func (b *syncBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.b.Bytes())
 }
 
 // Tail returns the last n lines of out, each cut to at most width bytes.
