@@ -4,6 +4,7 @@ package brokertest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,24 +46,12 @@ type Harness struct {
 }
 
 func (h Harness) withDefaults() Harness {
-	if h.Clock == nil {
-		h.Clock = clock.Real()
-	}
-	if h.LockDuration == 0 {
-		h.LockDuration = time.Minute
-	}
-	if h.MaxDeliveryCount == 0 {
-		h.MaxDeliveryCount = 5
-	}
-	if h.Wait == 0 {
-		h.Wait = 10 * time.Second
-	}
-	if h.ShortWait == 0 {
-		h.ShortWait = 2 * time.Second
-	}
-	if h.ScheduleDelay == 0 {
-		h.ScheduleDelay = 10 * time.Second
-	}
+	h.Clock = cmp.Or(h.Clock, clock.Real())
+	h.LockDuration = cmp.Or(h.LockDuration, time.Minute)
+	h.MaxDeliveryCount = cmp.Or(h.MaxDeliveryCount, 5)
+	h.Wait = cmp.Or(h.Wait, 10*time.Second)
+	h.ShortWait = cmp.Or(h.ShortWait, 2*time.Second)
+	h.ScheduleDelay = cmp.Or(h.ScheduleDelay, 10*time.Second)
 	return h
 }
 
@@ -104,8 +93,7 @@ func Run(t *testing.T, h Harness) {
 			if h.FreshQueues {
 				t.Parallel()
 			}
-			e := newEnv(t, h)
-			tc.fn(t, e)
+			tc.fn(t, newEnv(t, h))
 		})
 	}
 }
@@ -157,18 +145,12 @@ func (e *env) drain(t *testing.T) {
 				break
 			}
 			for _, m := range got {
-				if err := e.b.Complete(e.ctx, src, m); err != nil {
-					t.Fatalf("drain %s: Complete seq %d: %v", src, m.SequenceNumber, err)
-				}
+				e.complete(t, src, m)
 			}
 		}
 	}
 
-	peeked, err := e.b.Peek(e.ctx, e.q, 100, 0)
-	if err != nil {
-		t.Fatalf("drain %s: Peek: %v", e.q, err)
-	}
-	for _, m := range peeked {
+	for _, m := range e.peek(t, e.q) {
 		if m.Scheduled {
 			if err := e.b.CancelScheduled(e.ctx, e.Queue, m.SequenceNumber); err != nil && !errors.Is(err, broker.ErrNotFound) {
 				t.Fatalf("drain %s: CancelScheduled %d: %v", e.q, m.SequenceNumber, err)
@@ -189,14 +171,7 @@ func (e *env) send(t *testing.T, m broker.Message) {
 // receiveOne receives exactly one message from src within Wait.
 func (e *env) receiveOne(t *testing.T, src broker.Source) broker.Received {
 	t.Helper()
-	got, err := e.b.Receive(e.ctx, src, 1, e.Wait)
-	if err != nil {
-		t.Fatalf("Receive %s: %v", src, err)
-	}
-	if len(got) != 1 {
-		t.Fatalf("Receive %s: got %d messages, want 1", src, len(got))
-	}
-	return got[0]
+	return e.receiveWithin(t, src, e.Wait)
 }
 
 // receiveN receives n messages from src, in as many calls as it takes.
@@ -205,11 +180,8 @@ func (e *env) receiveN(t *testing.T, src broker.Source, n int) []broker.Received
 	var all []broker.Received
 	for len(all) < n {
 		got, err := e.b.Receive(e.ctx, src, n-len(all), e.Wait)
-		if err != nil {
-			t.Fatalf("Receive %s: %v", src, err)
-		}
-		if len(got) == 0 {
-			t.Fatalf("Receive %s: got %d messages in all, want %d", src, len(all), n)
+		if err != nil || len(got) == 0 {
+			t.Fatalf("Receive %s = %v after %d messages in all, want %d", src, err, len(all), n)
 		}
 		all = append(all, got...)
 	}
@@ -239,6 +211,24 @@ func (e *env) abandon(t *testing.T, src broker.Source, m broker.Received) {
 	t.Helper()
 	if err := e.b.Abandon(e.ctx, src, m); err != nil {
 		t.Fatalf("Abandon %s seq %d: %v", src, m.SequenceNumber, err)
+	}
+}
+
+// schedule schedules m on Queue at at and returns its sequence number.
+func (e *env) schedule(t *testing.T, m broker.Message, at time.Time) int64 {
+	t.Helper()
+	seq, err := e.b.Schedule(e.ctx, e.Queue, m, at)
+	if err != nil {
+		t.Fatalf("Schedule %s: %v", m.MessageID, err)
+	}
+	return seq
+}
+
+// wantErr reports err unless it is want; what names the call.
+func wantErr(t *testing.T, err, want error, what string) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s = %v, want %v", what, err, want)
 	}
 }
 
@@ -403,29 +393,31 @@ func testFIFO(t *testing.T, e *env) {
 
 func testReceiveEmpty(t *testing.T, e *env) {
 	start := e.Clock.Now()
-	got, err := e.b.Receive(e.ctx, e.q, 10, e.ShortWait)
-	if err != nil {
-		t.Fatalf("Receive on an empty queue: %v, want nil", err)
-	}
-	if len(got) != 0 {
-		t.Fatalf("Receive on an empty queue: %d messages, want none", len(got))
+	if got, err := e.b.Receive(e.ctx, e.q, 10, e.ShortWait); err != nil || len(got) != 0 {
+		t.Fatalf("Receive on an empty queue = %d messages, %v; want none, nil", len(got), err)
 	}
 	if waited := e.Clock.Now().Sub(start); waited < e.ShortWait/2 {
 		t.Errorf("Receive on an empty queue returned after %v, want it to wait about %v", waited, e.ShortWait)
 	}
-	got, err = e.b.Receive(e.ctx, e.dlq, 10, 0)
-	if err != nil || len(got) != 0 {
+	if got, err := e.b.Receive(e.ctx, e.dlq, 10, 0); err != nil || len(got) != 0 {
 		t.Errorf("Receive with wait 0 on an empty dead-letter queue = %d messages, %v; want none, nil", len(got), err)
 	}
 }
 
-// peekOne finds the message with id among up to 100 peeked from src.
-func (e *env) peekOne(t *testing.T, src broker.Source, id string) broker.Received {
+// peek peeks up to 100 messages of src from the first.
+func (e *env) peek(t *testing.T, src broker.Source) []broker.Received {
 	t.Helper()
 	got, err := e.b.Peek(e.ctx, src, 100, 0)
 	if err != nil {
 		t.Fatalf("Peek %s: %v", src, err)
 	}
+	return got
+}
+
+// peekOne finds the message with id among up to 100 peeked from src.
+func (e *env) peekOne(t *testing.T, src broker.Source, id string) broker.Received {
+	t.Helper()
+	got := e.peek(t, src)
 	for _, m := range got {
 		if m.MessageID == id {
 			if m.LockToken != "" {
@@ -470,17 +462,11 @@ func testComplete(t *testing.T, e *env) {
 	m := e.receiveOne(t, e.q)
 	e.complete(t, e.q, m)
 	e.expectEmpty(t, e.q)
-	if err := e.b.Complete(e.ctx, e.q, m); !errors.Is(err, broker.ErrLockLost) {
-		t.Errorf("second Complete = %v, want ErrLockLost", err)
-	}
-	if err := e.b.Abandon(e.ctx, e.q, m); !errors.Is(err, broker.ErrLockLost) {
-		t.Errorf("Abandon after Complete = %v, want ErrLockLost", err)
-	}
+	wantErr(t, e.b.Complete(e.ctx, e.q, m), broker.ErrLockLost, "second Complete")
+	wantErr(t, e.b.Abandon(e.ctx, e.q, m), broker.ErrLockLost, "Abandon after Complete")
 	bogus := m
 	bogus.LockToken = msgutil.NewID()
-	if err := e.b.Complete(e.ctx, e.q, bogus); !errors.Is(err, broker.ErrLockLost) {
-		t.Errorf("Complete with an unknown lock token = %v, want ErrLockLost", err)
-	}
+	wantErr(t, e.b.Complete(e.ctx, e.q, bogus), broker.ErrLockLost, "Complete with an unknown lock token")
 }
 
 func testAbandon(t *testing.T, e *env) {
@@ -496,9 +482,7 @@ func testAbandon(t *testing.T, e *env) {
 	if again.LockToken == first.LockToken {
 		t.Error("redelivery kept the old LockToken")
 	}
-	if err := e.b.Complete(e.ctx, e.q, first); !errors.Is(err, broker.ErrLockLost) {
-		t.Errorf("Complete with the abandoned lock = %v, want ErrLockLost", err)
-	}
+	wantErr(t, e.b.Complete(e.ctx, e.q, first), broker.ErrLockLost, "Complete with the abandoned lock")
 	e.complete(t, e.q, again)
 	e.complete(t, e.q, e.receiveOne(t, e.q))
 }
@@ -563,10 +547,7 @@ func testDeadLetterProperties(t *testing.T, e *env) {
 func testSchedule(t *testing.T, e *env) {
 	at := e.Clock.Now().Add(e.ScheduleDelay)
 	id := e.id("scheduled")
-	seq, err := e.b.Schedule(e.ctx, e.Queue, broker.Message{MessageID: id, Body: []byte("later")}, at)
-	if err != nil {
-		t.Fatalf("Schedule: %v", err)
-	}
+	seq := e.schedule(t, broker.Message{MessageID: id, Body: []byte("later")}, at)
 	if seq <= 0 {
 		t.Errorf("Schedule returned sequence number %d, want > 0", seq)
 	}
@@ -597,30 +578,20 @@ func testSchedule(t *testing.T, e *env) {
 func (e *env) receiveWithin(t *testing.T, src broker.Source, d time.Duration) broker.Received {
 	t.Helper()
 	got, err := e.b.Receive(e.ctx, src, 1, d)
-	if err != nil {
-		t.Fatalf("Receive %s: %v", src, err)
-	}
-	if len(got) != 1 {
-		t.Fatalf("Receive %s within %v: %d messages, want 1", src, d, len(got))
+	if err != nil || len(got) != 1 {
+		t.Fatalf("Receive %s within %v = %d messages, %v; want 1, nil", src, d, len(got), err)
 	}
 	return got[0]
 }
 
 func testCancel(t *testing.T, e *env) {
 	at := e.Clock.Now().Add(e.ScheduleDelay)
-	cancelled, err := e.b.Schedule(e.ctx, e.Queue, broker.Message{MessageID: e.id("cancelled")}, at)
-	if err != nil {
-		t.Fatalf("Schedule: %v", err)
-	}
-	if _, err := e.b.Schedule(e.ctx, e.Queue, broker.Message{MessageID: e.id("kept")}, at); err != nil {
-		t.Fatalf("Schedule: %v", err)
-	}
+	cancelled := e.schedule(t, broker.Message{MessageID: e.id("cancelled")}, at)
+	e.schedule(t, broker.Message{MessageID: e.id("kept")}, at)
 	if err := e.b.CancelScheduled(e.ctx, e.Queue, cancelled); err != nil {
 		t.Fatalf("CancelScheduled %d: %v", cancelled, err)
 	}
-	if err := e.b.CancelScheduled(e.ctx, e.Queue, cancelled); !errors.Is(err, broker.ErrNotFound) {
-		t.Errorf("second CancelScheduled %d = %v, want ErrNotFound", cancelled, err)
-	}
+	wantErr(t, e.b.CancelScheduled(e.ctx, e.Queue, cancelled), broker.ErrNotFound, fmt.Sprintf("second CancelScheduled %d", cancelled))
 	m := e.receiveWithin(t, e.q, 3*e.ScheduleDelay+e.Wait)
 	if m.MessageID != e.id("kept") {
 		t.Errorf("got %s, want %s (the other was cancelled)", m.MessageID, e.id("kept"))
@@ -630,14 +601,10 @@ func testCancel(t *testing.T, e *env) {
 }
 
 func testCancelUnknown(t *testing.T, e *env) {
-	if err := e.b.CancelScheduled(e.ctx, e.Queue, 1<<40); !errors.Is(err, broker.ErrNotFound) {
-		t.Errorf("CancelScheduled of an unknown number = %v, want ErrNotFound", err)
-	}
+	wantErr(t, e.b.CancelScheduled(e.ctx, e.Queue, 1<<40), broker.ErrNotFound, "CancelScheduled of an unknown number")
 	e.send(t, broker.Message{MessageID: e.id("visible")})
 	m := e.receiveOne(t, e.q)
-	if err := e.b.CancelScheduled(e.ctx, e.Queue, m.SequenceNumber); !errors.Is(err, broker.ErrNotFound) {
-		t.Errorf("CancelScheduled of a visible message = %v, want ErrNotFound", err)
-	}
+	wantErr(t, e.b.CancelScheduled(e.ctx, e.Queue, m.SequenceNumber), broker.ErrNotFound, "CancelScheduled of a visible message")
 	e.complete(t, e.q, m)
 }
 
@@ -655,17 +622,11 @@ func testCancelUnknown(t *testing.T, e *env) {
 func testScheduleDuplicateDropped(t *testing.T, e *env) {
 	at := e.Clock.Now().Add(e.ScheduleDelay)
 	id := e.id("timeout-dup")
-	first, err := e.b.Schedule(e.ctx, e.Queue, broker.Message{MessageID: id, Body: []byte("first")}, at)
-	if err != nil {
-		t.Fatalf("Schedule: %v", err)
-	}
-	second, err := e.b.Schedule(e.ctx, e.Queue, broker.Message{MessageID: id, Body: []byte("second")}, at)
-	if err != nil {
-		t.Fatalf("Schedule of the duplicate = %v, want it reported as accepted", err)
-	}
+	first := e.schedule(t, broker.Message{MessageID: id, Body: []byte("first")}, at)
+	second := e.schedule(t, broker.Message{MessageID: id, Body: []byte("second")}, at) // the duplicate, reported as accepted
 	e.expectOneScheduled(t, id, first, "before the cancel")
 
-	err = e.b.CancelScheduled(e.ctx, e.Queue, second)
+	err := e.b.CancelScheduled(e.ctx, e.Queue, second)
 	switch {
 	case errors.Is(err, broker.ErrNotFound):
 	case err == nil && !e.DuplicateCancelNotFound:
@@ -689,12 +650,8 @@ func testScheduleDuplicateDropped(t *testing.T, e *env) {
 // expectOneScheduled asserts Peek shows one id, scheduled, seq seq.
 func (e *env) expectOneScheduled(t *testing.T, id string, seq int64, when string) {
 	t.Helper()
-	got, err := e.b.Peek(e.ctx, e.q, 100, 0)
-	if err != nil {
-		t.Fatalf("Peek %s: %v", e.q, err)
-	}
 	var copies []broker.Received
-	for _, m := range got {
+	for _, m := range e.peek(t, e.q) {
 		if m.MessageID == id {
 			copies = append(copies, m)
 		}
@@ -708,21 +665,16 @@ func (e *env) expectOneScheduled(t *testing.T, id string, seq int64, when string
 }
 
 func testSessionIDRequired(t *testing.T, e *env) {
-	err := e.b.Send(e.ctx, e.SessionQueue, broker.Message{MessageID: e.id("no-session")})
-	if !errors.Is(err, broker.ErrInvalid) {
-		t.Errorf("Send without SessionId to a session queue = %v, want ErrInvalid", err)
-	}
-	_, err = e.b.Schedule(e.ctx, e.SessionQueue, broker.Message{MessageID: e.id("no-session-2")}, e.Clock.Now().Add(time.Hour))
-	if !errors.Is(err, broker.ErrInvalid) {
-		t.Errorf("Schedule without SessionId to a session queue = %v, want ErrInvalid", err)
-	}
+	wantErr(t, e.b.Send(e.ctx, e.SessionQueue, broker.Message{MessageID: e.id("no-session")}), broker.ErrInvalid,
+		"Send without SessionId to a session queue")
+	_, err := e.b.Schedule(e.ctx, e.SessionQueue, broker.Message{MessageID: e.id("no-session-2")}, e.Clock.Now().Add(time.Hour))
+	wantErr(t, err, broker.ErrInvalid, "Schedule without SessionId to a session queue")
 }
 
 func testSessionQueueNotReceivable(t *testing.T, e *env) {
 	src := broker.Source{Queue: e.SessionQueue}
-	if _, err := e.b.Receive(e.ctx, src, 1, e.ShortWait); !errors.Is(err, broker.ErrInvalid) {
-		t.Errorf("Receive from a session queue without a session = %v, want ErrInvalid", err)
-	}
+	_, err := e.b.Receive(e.ctx, src, 1, e.ShortWait)
+	wantErr(t, err, broker.ErrInvalid, "Receive from a session queue without a session")
 	dlq := broker.Source{Queue: e.SessionQueue, DeadLetter: true}
 	if got, err := e.b.Receive(e.ctx, dlq, 1, 0); err != nil || len(got) != 0 {
 		t.Errorf("Receive from the session queue's dead-letter subqueue = %d messages, %v; want none, nil", len(got), err)
@@ -731,9 +683,7 @@ func testSessionQueueNotReceivable(t *testing.T, e *env) {
 
 func testUnknownQueue(t *testing.T, e *env) {
 	name := "no-such-queue-" + msgutil.NewID()[:8]
-	if err := e.b.Send(e.ctx, name, broker.Message{MessageID: e.id("lost")}); !errors.Is(err, broker.ErrNotFound) {
-		t.Errorf("Send to an unknown queue = %v, want ErrNotFound", err)
-	}
+	wantErr(t, e.b.Send(e.ctx, name, broker.Message{MessageID: e.id("lost")}), broker.ErrNotFound, "Send to an unknown queue")
 }
 
 func testConcurrentReceivers(t *testing.T, e *env) {
@@ -796,9 +746,7 @@ func testLockExpiry(t *testing.T, e *env) {
 	if again.MessageID != m.MessageID || again.DeliveryCount != 2 {
 		t.Errorf("after lock expiry got %s with DeliveryCount %d, want %s with 2", again.MessageID, again.DeliveryCount, m.MessageID)
 	}
-	if err := e.b.Abandon(e.ctx, e.q, m); !errors.Is(err, broker.ErrLockLost) {
-		t.Errorf("Abandon with the expired lock = %v, want ErrLockLost", err)
-	}
+	wantErr(t, e.b.Abandon(e.ctx, e.q, m), broker.ErrLockLost, "Abandon with the expired lock")
 	e.complete(t, e.q, again)
 }
 

@@ -18,24 +18,22 @@ import (
 
 // Options tune NewClient. The zero value (or nil) is usable.
 type Options struct {
-	// HTTPClient makes the requests; nil means a client of its own.
-	HTTPClient *http.Client
-	// Timeout bounds every call, on top of a receive's wait (default 30 s).
-	Timeout time.Duration
 	// BrokerTime keeps the broker's times (tests driving its clock).
 	BrokerTime bool
 }
 
-// MaxIdleConns is how many idle connections a client of its own keeps.
-const MaxIdleConns = 256
+// MaxIdleConns is how many idle connections a Client keeps; callTimeout
+// bounds every call, on top of a receive's wait.
+const (
+	MaxIdleConns = 256
+	callTimeout  = 30 * time.Second
+)
 
 // Client implements broker.Broker against a NewServer on 127.0.0.1. It is
 // safe for concurrent use.
 type Client struct {
 	base    string
 	http    *http.Client
-	own     bool
-	timeout time.Duration
 	brokerT bool
 }
 
@@ -54,23 +52,15 @@ func NewClient(baseURL string, opts *Options) (*Client, error) {
 	if opts != nil {
 		o = *opts
 	}
-	c := &Client{base: strings.TrimSuffix(u.String(), "/"), http: o.HTTPClient, timeout: o.Timeout, brokerT: o.BrokerTime}
-	if c.http == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		// Go's default of 2 idle connections per host churns ports in bursts.
-		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = MaxIdleConns, MaxIdleConns
-		c.http = &http.Client{Transport: tr}
-		c.own = true
-	}
-	if c.timeout <= 0 {
-		c.timeout = 30 * time.Second
-	}
-	return c, nil
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// Go's default of 2 idle connections per host churns ports in bursts.
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = MaxIdleConns, MaxIdleConns
+	return &Client{base: strings.TrimSuffix(u.String(), "/"), http: &http.Client{Transport: tr}, brokerT: o.BrokerTime}, nil
 }
 
 // call posts req and decodes the answer into resp; errors wrap sentinels.
 func (c *Client) call(ctx context.Context, op, key, endpoint string, extra time.Duration, req, resp any) error {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout+extra)
+	ctx, cancel := context.WithTimeout(ctx, callTimeout+extra)
 	defer cancel()
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -130,7 +120,7 @@ func (c *Client) Send(ctx context.Context, queue string, msg broker.Message) err
 func (c *Client) Schedule(ctx context.Context, queue string, msg broker.Message, at time.Time) (int64, error) {
 	var resp scheduleResponse
 	err := c.call(ctx, "schedule", queue+" message "+msg.MessageID, "schedule", 0,
-		scheduleRequest{Queue: queue, Message: encodeMessage(msgutil.Message(msg)), At: at}, &resp)
+		scheduleRequest{sendRequest{Queue: queue, Message: encodeMessage(msgutil.Message(msg))}, at}, &resp)
 	return resp.SequenceNumber, err
 }
 
@@ -144,25 +134,23 @@ func (c *Client) CancelScheduled(ctx context.Context, queue string, sequenceNumb
 func (c *Client) Receive(ctx context.Context, src broker.Source, maxMessages int, wait time.Duration) ([]broker.Received, error) {
 	var resp messagesResponse
 	err := c.call(ctx, "receive", src.String(), "receive", max(wait, 0),
-		receiveRequest{Source: toWireSource(src), Max: maxMessages, Wait: wait.String()}, &resp)
-	if err != nil {
-		return nil, err
-	}
-	return decodeMessages("receive", src, resp)
+		receiveRequest{Source: wireSource(src), Max: maxMessages, Wait: wait.String()}, &resp)
+	return decodeMessages("receive", src, resp, err)
 }
 
 // Peek returns up to max messages of src from sequence number from, unlocked.
 func (c *Client) Peek(ctx context.Context, src broker.Source, max int, from int64) ([]broker.Received, error) {
 	var resp messagesResponse
 	err := c.call(ctx, "peek", src.String(), "peek", 0,
-		peekRequest{Source: toWireSource(src), Max: max, From: from}, &resp)
+		peekRequest{Source: wireSource(src), Max: max, From: from}, &resp)
+	return decodeMessages("peek", src, resp, err)
+}
+
+// decodeMessages is the messages of resp, or err if the call failed.
+func decodeMessages(op string, src broker.Source, resp messagesResponse, err error) ([]broker.Received, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeMessages("peek", src, resp)
-}
-
-func decodeMessages(op string, src broker.Source, resp messagesResponse) ([]broker.Received, error) {
 	out := make([]broker.Received, len(resp.Messages))
 	for i, w := range resp.Messages {
 		m, err := decodeReceived(w)
@@ -177,19 +165,17 @@ func decodeMessages(op string, src broker.Source, resp messagesResponse) ([]brok
 // Complete removes a received message. ErrLockLost if its lock expired.
 func (c *Client) Complete(ctx context.Context, src broker.Source, m broker.Received) error {
 	return c.call(ctx, "complete", fmt.Sprintf("%s seq %d", src, m.SequenceNumber), "complete", 0,
-		settleRequest{Source: toWireSource(src), LockToken: m.LockToken, SequenceNumber: m.SequenceNumber}, nil)
+		settleRequest{Source: wireSource(src), LockToken: m.LockToken, SequenceNumber: m.SequenceNumber}, nil)
 }
 
 // Abandon releases a received message's lock.
 func (c *Client) Abandon(ctx context.Context, src broker.Source, m broker.Received) error {
 	return c.call(ctx, "abandon", fmt.Sprintf("%s seq %d", src, m.SequenceNumber), "abandon", 0,
-		settleRequest{Source: toWireSource(src), LockToken: m.LockToken, SequenceNumber: m.SequenceNumber}, nil)
+		settleRequest{Source: wireSource(src), LockToken: m.LockToken, SequenceNumber: m.SequenceNumber}, nil)
 }
 
-// Close releases its own HTTP client's idle connections.
+// Close releases its idle connections.
 func (c *Client) Close(context.Context) error {
-	if c.own {
-		c.http.CloseIdleConnections()
-	}
+	c.http.CloseIdleConnections()
 	return nil
 }

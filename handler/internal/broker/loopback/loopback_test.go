@@ -109,7 +109,7 @@ func TestServerDown(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	c, err := loopback.NewClient(url, &loopback.Options{Timeout: 5 * time.Second})
+	c, err := loopback.NewClient(url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

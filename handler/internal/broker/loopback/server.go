@@ -28,15 +28,68 @@ func NewServer(b broker.Broker) http.Handler {
 		s.clock = c.Clock()
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /broker/send", s.send)
-	mux.HandleFunc("POST /broker/schedule", s.schedule)
-	mux.HandleFunc("POST /broker/cancel", s.cancel)
-	mux.HandleFunc("POST /broker/receive", s.receive)
-	mux.HandleFunc("POST /broker/peek", s.peek)
-	mux.HandleFunc("POST /broker/complete", s.complete)
-	mux.HandleFunc("POST /broker/abandon", s.abandon)
-	mux.HandleFunc("POST /broker/now", s.now)
+	mux.HandleFunc("POST /broker/send", endpoint(func(r *http.Request, req sendRequest) (any, error) {
+		m, err := decodeMessage(req.Message)
+		if err != nil {
+			return nil, invalid("send %s: %v", req.Queue, err)
+		}
+		return struct{}{}, s.b.Send(r.Context(), req.Queue, m)
+	}))
+	mux.HandleFunc("POST /broker/schedule", endpoint(func(r *http.Request, req scheduleRequest) (any, error) {
+		m, err := decodeMessage(req.Message)
+		if err != nil {
+			return nil, invalid("schedule %s: %v", req.Queue, err)
+		}
+		seq, err := s.b.Schedule(r.Context(), req.Queue, m, s.view(r).ToClock(req.At))
+		return scheduleResponse{SequenceNumber: seq}, err
+	}))
+	mux.HandleFunc("POST /broker/cancel", endpoint(func(r *http.Request, req cancelRequest) (any, error) {
+		return struct{}{}, s.b.CancelScheduled(r.Context(), req.Queue, req.SequenceNumber)
+	}))
+	mux.HandleFunc("POST /broker/receive", endpoint(func(r *http.Request, req receiveRequest) (any, error) {
+		wait, err := time.ParseDuration(req.Wait)
+		if err != nil || wait < 0 {
+			return nil, invalid("receive %s: wait %q is not a duration of at least 0", req.Source.Queue, req.Wait)
+		}
+		got, err := s.b.Receive(r.Context(), broker.Source(req.Source), req.Max, wait)
+		return s.messages(r, got), err
+	}))
+	mux.HandleFunc("POST /broker/peek", endpoint(func(r *http.Request, req peekRequest) (any, error) {
+		got, err := s.b.Peek(r.Context(), broker.Source(req.Source), req.Max, req.From)
+		return s.messages(r, got), err
+	}))
+	settle := func(op func(context.Context, broker.Source, broker.Received) error) http.HandlerFunc {
+		return endpoint(func(r *http.Request, req settleRequest) (any, error) {
+			m := broker.Received{SequenceNumber: req.SequenceNumber, LockToken: req.LockToken}
+			return struct{}{}, op(r.Context(), broker.Source(req.Source), m)
+		})
+	}
+	mux.HandleFunc("POST /broker/complete", settle(s.b.Complete))
+	mux.HandleFunc("POST /broker/abandon", settle(s.b.Abandon))
+	mux.HandleFunc("POST /broker/now", endpoint(func(*http.Request, struct{}) (any, error) {
+		return nowResponse{Now: s.clock.Now()}, nil
+	}))
 	return mux
+}
+
+// endpoint serves one method: the JSON request decoded into Req (else 400),
+// f's answer as JSON, or its error as the wire's error.
+func endpoint[Req any](f func(r *http.Request, req Req) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			writeError(w, fmt.Errorf("loopback: %s: decode request: %v: %w", r.URL.Path, err, broker.ErrInvalid))
+			return
+		}
+		resp, err := f(r, req)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+	}
 }
 
 // clocked is a broker with a clock of its own.
@@ -45,25 +98,6 @@ type clocked interface{ Clock() clock.Clock }
 type server struct {
 	b     broker.Broker
 	clock clock.Clock
-}
-
-func (s *server) now(w http.ResponseWriter, r *http.Request) {
-	var req struct{}
-	if !decode(w, r, &req) {
-		return
-	}
-	writeJSON(w, http.StatusOK, nowResponse{Now: s.clock.Now()})
-}
-
-// decode reads the JSON request into v, answering 400 itself on failure.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeError(w, fmt.Errorf("loopback: %s: decode request: %v: %w", r.URL.Path, err, broker.ErrInvalid))
-		return false
-	}
-	return true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -81,10 +115,9 @@ func errorCode(err error) (string, int) {
 		return codeNotFound, http.StatusNotFound
 	case errors.Is(err, broker.ErrInvalid):
 		return codeInvalid, http.StatusBadRequest
-	case errors.Is(err, broker.ErrTransient), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, broker.ErrTransient), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, context.Canceled): // Canceled: the client went away
 		return codeTransient, http.StatusServiceUnavailable
-	case errors.Is(err, context.Canceled):
-		return codeTransient, http.StatusServiceUnavailable // the client went away
 	default:
 		return codeInternal, http.StatusInternalServerError
 	}
@@ -95,86 +128,9 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, status, errorResponse{Error: wireError{Code: code, Message: err.Error()}})
 }
 
-func invalid(w http.ResponseWriter, format string, args ...any) {
-	writeError(w, fmt.Errorf("loopback: "+format+": %w", append(args, broker.ErrInvalid)...))
-}
-
-func (s *server) send(w http.ResponseWriter, r *http.Request) {
-	var req sendRequest
-	if !decode(w, r, &req) {
-		return
-	}
-	m, err := decodeMessage(req.Message)
-	if err != nil {
-		invalid(w, "send %s: %v", req.Queue, err)
-		return
-	}
-	if err := s.b.Send(r.Context(), req.Queue, m); err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, struct{}{})
-}
-
-func (s *server) schedule(w http.ResponseWriter, r *http.Request) {
-	var req scheduleRequest
-	if !decode(w, r, &req) {
-		return
-	}
-	m, err := decodeMessage(req.Message)
-	if err != nil {
-		invalid(w, "schedule %s: %v", req.Queue, err)
-		return
-	}
-	seq, err := s.b.Schedule(r.Context(), req.Queue, m, s.view(r).ToClock(req.At))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, scheduleResponse{SequenceNumber: seq})
-}
-
-func (s *server) cancel(w http.ResponseWriter, r *http.Request) {
-	var req cancelRequest
-	if !decode(w, r, &req) {
-		return
-	}
-	if err := s.b.CancelScheduled(r.Context(), req.Queue, req.SequenceNumber); err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, struct{}{})
-}
-
-func (s *server) receive(w http.ResponseWriter, r *http.Request) {
-	var req receiveRequest
-	if !decode(w, r, &req) {
-		return
-	}
-	wait, err := time.ParseDuration(req.Wait)
-	if err != nil || wait < 0 {
-		invalid(w, "receive %s: wait %q is not a duration of at least 0", req.Source.Queue, req.Wait)
-		return
-	}
-	got, err := s.b.Receive(r.Context(), req.Source.source(), req.Max, wait)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	s.writeMessages(w, r, got)
-}
-
-func (s *server) peek(w http.ResponseWriter, r *http.Request) {
-	var req peekRequest
-	if !decode(w, r, &req) {
-		return
-	}
-	got, err := s.b.Peek(r.Context(), req.Source.source(), req.Max, req.From)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	s.writeMessages(w, r, got)
+// invalid is an ErrInvalid with the message format and args make.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("loopback: "+format+": %w", append(args, broker.ErrInvalid)...)
 }
 
 // view maps the broker's clock to r's client's (HeaderClientTime).
@@ -186,34 +142,13 @@ func (s *server) view(r *http.Request) clock.View {
 	return clock.OffsetOf(s.clock, t)
 }
 
-// writeMessages answers got, its times on the client's clock.
-func (s *server) writeMessages(w http.ResponseWriter, r *http.Request, got []broker.Received) {
+// messages is got as the answer, its times on r's client's clock.
+func (s *server) messages(r *http.Request, got []broker.Received) messagesResponse {
 	v := s.view(r)
 	resp := messagesResponse{Messages: make([]wireReceived, len(got))}
 	for i, m := range got {
 		m.EnqueuedTime, m.ExpiresAt = v.ToReal(m.EnqueuedTime), v.ToReal(m.ExpiresAt)
 		resp.Messages[i] = encodeReceived(m)
 	}
-	writeJSON(w, http.StatusOK, resp)
-}
-
-func (s *server) complete(w http.ResponseWriter, r *http.Request) {
-	s.settle(w, r, s.b.Complete)
-}
-
-func (s *server) abandon(w http.ResponseWriter, r *http.Request) {
-	s.settle(w, r, s.b.Abandon)
-}
-
-func (s *server) settle(w http.ResponseWriter, r *http.Request, op func(context.Context, broker.Source, broker.Received) error) {
-	var req settleRequest
-	if !decode(w, r, &req) {
-		return
-	}
-	m := broker.Received{SequenceNumber: req.SequenceNumber, LockToken: req.LockToken}
-	if err := op(r.Context(), req.Source.source(), m); err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	return resp
 }

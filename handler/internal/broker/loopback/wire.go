@@ -22,10 +22,6 @@ type wireSource struct {
 	DeadLetter bool   `json:"deadLetter,omitempty"`
 }
 
-func (s wireSource) source() broker.Source { return broker.Source(s) }
-
-func toWireSource(s broker.Source) wireSource { return wireSource(s) }
-
 // wireValue is an application property value with its type: "string",
 // "bool", "int64", "float64" or "time" (RFC 3339 nano).
 type wireValue struct {
@@ -68,9 +64,8 @@ type sendRequest struct {
 }
 
 type scheduleRequest struct {
-	Queue   string      `json:"queue"`
-	Message wireMessage `json:"message"`
-	At      time.Time   `json:"at"`
+	sendRequest
+	At time.Time `json:"at"`
 }
 
 type scheduleResponse struct {

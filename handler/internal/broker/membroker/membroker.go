@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -53,18 +54,10 @@ func DefaultQueueOptions() QueueOptions {
 
 func (o QueueOptions) withDefaults() QueueOptions {
 	d := DefaultQueueOptions()
-	if o.MaxDeliveryCount == 0 {
-		o.MaxDeliveryCount = d.MaxDeliveryCount
-	}
-	if o.LockDuration == 0 {
-		o.LockDuration = d.LockDuration
-	}
-	if o.DuplicateWindow == 0 {
-		o.DuplicateWindow = d.DuplicateWindow
-	}
-	if o.DefaultTTL == 0 {
-		o.DefaultTTL = d.DefaultTTL
-	}
+	o.MaxDeliveryCount = cmp.Or(o.MaxDeliveryCount, d.MaxDeliveryCount)
+	o.LockDuration = cmp.Or(o.LockDuration, d.LockDuration)
+	o.DuplicateWindow = cmp.Or(o.DuplicateWindow, d.DuplicateWindow)
+	o.DefaultTTL = cmp.Or(o.DefaultTTL, d.DefaultTTL)
 	return o
 }
 
@@ -77,9 +70,6 @@ type Options struct {
 	Clock clock.Clock
 	// Logger receives dead-letter, expiry and lock-loss events (nil: none).
 	Logger *slog.Logger
-	// MaxMessageSize caps body plus properties in bytes (negative: no cap;
-	// default DefaultMaxMessageSize).
-	MaxMessageSize int
 }
 
 // QueueStats counts a queue's messages at one instant.
@@ -109,9 +99,8 @@ type QueueTotals struct {
 
 // Broker is the in-memory broker. Its methods are safe for concurrent use.
 type Broker struct {
-	clock   clock.Clock
-	log     *slog.Logger
-	maxSize int
+	clock clock.Clock
+	log   *slog.Logger
 
 	mu     sync.Mutex
 	queues map[string]*queue
@@ -131,20 +120,10 @@ func New(opts *Options) *Broker {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real()
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.MaxMessageSize == 0 {
-		o.MaxMessageSize = DefaultMaxMessageSize
-	}
 	return &Broker{
-		clock:   o.Clock,
-		log:     o.Logger.With(slog.String("component", "membroker")),
-		maxSize: o.MaxMessageSize,
-		queues:  make(map[string]*queue),
+		clock:  cmp.Or(o.Clock, clock.Real()),
+		log:    cmp.Or(o.Logger, slog.New(slog.DiscardHandler)).With(slog.String("component", "membroker")),
+		queues: make(map[string]*queue),
 	}
 }
 
@@ -240,16 +219,14 @@ func (b *Broker) prepare(op, queue string, msg broker.Message) (broker.Message, 
 				op, queue, id.name, n, MaxIDLength, broker.ErrInvalid)
 		}
 	}
-	if b.maxSize > 0 {
-		if n := MessageSize(msg); n > b.maxSize {
-			return msg, fmt.Errorf("membroker: %s %s message %s: %d bytes exceed %d: %w",
-				op, queue, msg.MessageID, n, b.maxSize, broker.ErrInvalid)
-		}
+	if n := MessageSize(msg); n > DefaultMaxMessageSize {
+		return msg, fmt.Errorf("membroker: %s %s message %s: %d bytes exceed %d: %w",
+			op, queue, msg.MessageID, n, DefaultMaxMessageSize, broker.ErrInvalid)
 	}
 	return msg, nil
 }
 
-// MessageSize approximates m's size as Options.MaxMessageSize counts it.
+// MessageSize approximates m's size as DefaultMaxMessageSize bounds it.
 func MessageSize(m broker.Message) int {
 	n := len(m.Body) + len(m.MessageID) + len(m.SessionID) + len(m.Subject) + len(m.ContentType) + len(m.CorrelationID)
 	for k, v := range m.ApplicationProperties {
@@ -378,11 +355,7 @@ func (b *Broker) Peek(ctx context.Context, src broker.Source, max int, from int6
 	if src.DeadLetter {
 		all = q.dead.items
 	} else {
-		all = make([]*entry, 0, len(q.main.items)+len(q.scheduled))
-		all = append(all, q.main.items...)
-		for _, e := range q.scheduled {
-			all = append(all, e)
-		}
+		all = append(slices.Clone(q.main.items), slices.Collect(maps.Values(q.scheduled))...)
 		slices.SortFunc(all, func(a, b *entry) int { return cmp.Compare(a.seq, b.seq) })
 	}
 	out := []broker.Received{}
@@ -399,11 +372,28 @@ func (b *Broker) Peek(ctx context.Context, src broker.Source, max int, from int6
 	return out, nil
 }
 
-// lockedEntry finds the entry locked under m's token on src.
-func (b *Broker) lockedEntry(op string, src broker.Source, m broker.Received) (*queue, *entry, error) {
+// Complete removes a received message; ErrLockLost if its lock is gone.
+func (b *Broker) Complete(ctx context.Context, src broker.Source, m broker.Received) error {
+	return b.settle(ctx, "complete", src, m, (*queue).settle)
+}
+
+// Abandon releases a received message's lock and raises its delivery count
+// (dead-lettered past MaxDeliveryCount); ErrLockLost as for Complete.
+func (b *Broker) Abandon(ctx context.Context, src broker.Source, m broker.Received) error {
+	return b.settle(ctx, "abandon", src, m, func(q *queue, e *entry) { q.unlock(e, true) })
+}
+
+// settle applies done to the entry locked under m's token on src.
+func (b *Broker) settle(ctx context.Context, op string, src broker.Source, m broker.Received, done func(*queue, *entry)) error {
+	b.ops.Add(1)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("membroker: %s %s seq %d: %w", op, src, m.SequenceNumber, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	q, _, err := b.sourceLocked(op, src)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	locks := q.locks
 	if src.DeadLetter {
@@ -411,43 +401,10 @@ func (b *Broker) lockedEntry(op string, src broker.Source, m broker.Received) (*
 	}
 	e := locks[m.LockToken]
 	if e == nil || e.holder != nil {
-		return nil, nil, fmt.Errorf("membroker: %s %s seq %d: lock expired or message settled: %w",
+		return fmt.Errorf("membroker: %s %s seq %d: lock expired or message settled: %w",
 			op, src, m.SequenceNumber, broker.ErrLockLost)
 	}
-	return q, e, nil
-}
-
-// Complete removes a received message; ErrLockLost if its lock is gone.
-func (b *Broker) Complete(ctx context.Context, src broker.Source, m broker.Received) error {
-	b.ops.Add(1)
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("membroker: complete %s seq %d: %w", src, m.SequenceNumber, err)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q, e, err := b.lockedEntry("complete", src, m)
-	if err != nil {
-		return err
-	}
-	q.settle(e)
-	q.notify()
-	return nil
-}
-
-// Abandon releases a received message's lock and raises its delivery count
-// (dead-lettered past MaxDeliveryCount); ErrLockLost as for Complete.
-func (b *Broker) Abandon(ctx context.Context, src broker.Source, m broker.Received) error {
-	b.ops.Add(1)
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("membroker: abandon %s seq %d: %w", src, m.SequenceNumber, err)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q, e, err := b.lockedEntry("abandon", src, m)
-	if err != nil {
-		return err
-	}
-	q.unlock(e, true)
+	done(q, e)
 	q.notify()
 	return nil
 }
@@ -457,24 +414,14 @@ func (b *Broker) Close(context.Context) error { return nil }
 
 // Stats counts queue's messages now; zero for an unknown queue.
 func (b *Broker) Stats(queue string) QueueStats {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q, _, err := b.queueLocked("stats", queue)
-	if err != nil {
-		return QueueStats{}
-	}
-	return q.stats()
+	_, s := b.Snapshot(queue)
+	return s
 }
 
 // Totals returns queue's cumulative counts; zero for an unknown queue.
 func (b *Broker) Totals(queue string) QueueTotals {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q, _, err := b.queueLocked("totals", queue)
-	if err != nil {
-		return QueueTotals{}
-	}
-	return q.totals
+	t, _ := b.Snapshot(queue)
+	return t
 }
 
 // Snapshot returns queue's totals and stats read together, so they add up.
@@ -516,14 +463,6 @@ func (b *Broker) HoldScheduled(queue string, hold bool) error {
 		q.notify()
 	}
 	return nil
-}
-
-// Idle reports whether queue has no visible messages (unknown: idle).
-func (b *Broker) Idle(queue string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q, _, err := b.queueLocked("idle", queue)
-	return err != nil || q.visible == 0
 }
 
 // Quiet reports, cheaply, whether queue has nothing visible or scheduled.

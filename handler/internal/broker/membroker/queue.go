@@ -1,6 +1,7 @@
 package membroker
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"log/slog"
@@ -90,22 +91,7 @@ func (l *list) firstUnlocked(max int) []*entry {
 	return out
 }
 
-func (l *list) find(seq int64) *entry {
-	if i, ok := slices.BinarySearchFunc(l.items, seq, cmpSeq); ok {
-		return l.items[i]
-	}
-	return nil
-}
-
-func cmpSeq(e *entry, seq int64) int {
-	switch {
-	case e.seq < seq:
-		return -1
-	case e.seq > seq:
-		return 1
-	}
-	return 0
-}
+func cmpSeq(e *entry, seq int64) int { return cmp.Compare(e.seq, seq) }
 
 // group is one session of a session-enabled queue.
 type group struct {
@@ -148,10 +134,6 @@ func (ev event) valid() bool {
 	return ev.e.gen == ev.gen
 }
 
-type dupRecord struct {
-	first time.Time
-}
-
 type queue struct {
 	name string
 	opts QueueOptions
@@ -169,10 +151,10 @@ type queue struct {
 	// ready: acceptable sessions by first seq; stale ones dropped lazily.
 	ready     readyHeap
 	dead      list
-	locks     map[string]*entry // lock token -> active entry
-	deadLocks map[string]*entry // lock token -> dead-lettered entry
-	dupes     map[string]dupRecord
-	dupesMax  int // size that triggers the next purge
+	locks     map[string]*entry    // lock token -> active entry
+	deadLocks map[string]*entry    // lock token -> dead-lettered entry
+	dupes     map[string]time.Time // MessageId -> first sent in the window
+	dupesMax  int                  // size that triggers the next purge
 
 	events events
 	live   int // entries not gone, plus held session locks
@@ -195,7 +177,7 @@ func newQueue(name string, o QueueOptions, log *slog.Logger) *queue {
 		groups:    make(map[string]*group),
 		locks:     make(map[string]*entry),
 		deadLocks: make(map[string]*entry),
-		dupes:     make(map[string]dupRecord),
+		dupes:     make(map[string]time.Time),
 		dupesMax:  1024,
 		changed:   make(chan struct{}),
 	}
@@ -343,22 +325,16 @@ func (q *queue) accept(msg broker.Message, now time.Time, at *time.Time) int64 {
 	if msg.TimeToLive > 0 && msg.TimeToLive < ttl {
 		ttl = msg.TimeToLive
 	}
-	e := &entry{msg: msg, seq: seq, ttl: ttl}
+	e := &entry{msg: msg, seq: seq, ttl: ttl, state: stateActive, enqueued: now}
 	q.live++
 	if at != nil && at.After(now) {
-		e.state = stateScheduled
-		e.visibleAt = *at
-		e.enqueued = *at
-		e.expires = at.Add(ttl)
+		e.state, e.visibleAt, e.enqueued = stateScheduled, *at, *at
 		q.scheduled[seq] = e
-		q.touch(e)
 	} else {
-		e.state = stateActive
-		e.enqueued = now
-		e.expires = now.Add(ttl)
 		q.insertActive(e)
-		q.touch(e)
 	}
+	e.expires = e.enqueued.Add(ttl)
+	q.touch(e)
 	return seq
 }
 
@@ -367,18 +343,16 @@ func (q *queue) duplicate(id string, now time.Time) bool {
 	if !q.opts.RequiresDuplicateDetection {
 		return false
 	}
-	if r, ok := q.dupes[id]; ok && now.Before(r.first.Add(q.opts.DuplicateWindow)) {
+	if first, ok := q.dupes[id]; ok && now.Before(first.Add(q.opts.DuplicateWindow)) {
 		return true
 	}
 	if len(q.dupes) >= q.dupesMax {
-		for k, r := range q.dupes {
-			if !now.Before(r.first.Add(q.opts.DuplicateWindow)) {
-				delete(q.dupes, k)
-			}
-		}
+		maps.DeleteFunc(q.dupes, func(_ string, first time.Time) bool {
+			return !now.Before(first.Add(q.opts.DuplicateWindow))
+		})
 		q.dupesMax = max(1024, 2*len(q.dupes))
 	}
-	q.dupes[id] = dupRecord{first: now}
+	q.dupes[id] = now
 	return false
 }
 
@@ -464,12 +438,9 @@ func (q *queue) dropGroupIfEmpty(id string) {
 
 // lock hands e out: under the session lock l, or for LockDuration.
 func (q *queue) lock(e *entry, now time.Time, l *sessionLock) {
-	e.lockToken = msgutil.NewID()
+	e.lockToken, e.holder, e.lockedUntil = msgutil.NewID(), l, now.Add(q.opts.LockDuration)
 	if l != nil {
-		e.holder = l
 		e.lockedUntil = l.until
-	} else {
-		e.lockedUntil = now.Add(q.opts.LockDuration)
 	}
 	if e.state == stateDead {
 		q.deadLocks[e.lockToken] = e
@@ -515,7 +486,13 @@ func (q *queue) deadLetter(e *entry, reason, description string) {
 		slog.String("reason", reason), slog.Int("delivery_count", int(e.failed)))
 	q.removeActive(e)
 	q.totals.DeadLettered++
-	e.msg.ApplicationProperties = withDeadLetter(e.msg.ApplicationProperties, reason, description)
+	props := maps.Clone(e.msg.ApplicationProperties)
+	if props == nil {
+		props = make(map[string]any, 2)
+	}
+	props[broker.PropertyDeadLetterReason] = reason
+	props[broker.PropertyDeadLetterErrorDescription] = description
+	e.msg.ApplicationProperties = props
 	e.state = stateDead
 	q.dead.insert(e)
 	q.touch(e)
@@ -672,21 +649,8 @@ func (q *queue) stats() QueueStats {
 	return s
 }
 
+// deadLetterFields sets r's dead-letter fields from its properties.
 func deadLetterFields(r *broker.Received) {
-	if s, ok := r.ApplicationProperties[broker.PropertyDeadLetterReason].(string); ok {
-		r.DeadLetterReason = s
-	}
-	if s, ok := r.ApplicationProperties[broker.PropertyDeadLetterErrorDescription].(string); ok {
-		r.DeadLetterErrorDescription = s
-	}
-}
-
-func withDeadLetter(p map[string]any, reason, description string) map[string]any {
-	out := maps.Clone(p)
-	if out == nil {
-		out = make(map[string]any, 2)
-	}
-	out[broker.PropertyDeadLetterReason] = reason
-	out[broker.PropertyDeadLetterErrorDescription] = description
-	return out
+	r.DeadLetterReason, _ = r.ApplicationProperties[broker.PropertyDeadLetterReason].(string)
+	r.DeadLetterErrorDescription, _ = r.ApplicationProperties[broker.PropertyDeadLetterErrorDescription].(string)
 }

@@ -87,53 +87,37 @@ func (s *Session) Receive(ctx context.Context, wait time.Duration) (*broker.Rece
 	}
 }
 
-// held returns the entry of m if this session still holds it.
-func (s *Session) held(op string, m *broker.Received) (*entry, error) {
-	if _, err := s.check(op); err != nil {
-		return nil, err
-	}
-	if m == nil {
-		return nil, fmt.Errorf("membroker: %s %s session %s: nil message: %w", op, s.q.name, s.lock.g.id, broker.ErrInvalid)
-	}
-	e := s.q.locks[m.LockToken]
-	if e == nil || e.holder != s.lock {
-		return nil, fmt.Errorf("membroker: %s %s session %s seq %d: not held by this session: %w",
-			op, s.q.name, s.lock.g.id, m.SequenceNumber, broker.ErrLockLost)
-	}
-	return e, nil
-}
-
 // Complete removes m; ErrLockLost if the session no longer holds it.
 func (s *Session) Complete(ctx context.Context, m *broker.Received) error {
-	s.b.ops.Add(1)
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("membroker: complete %s session %s: %w", s.q.name, s.lock.g.id, err)
-	}
-	s.b.mu.Lock()
-	defer s.b.mu.Unlock()
-	e, err := s.held("complete", m)
-	if err != nil {
-		return err
-	}
-	s.q.settle(e)
-	s.q.notify()
-	return nil
+	return s.settle(ctx, "complete", m, (*queue).settle)
 }
 
 // Abandon releases m with its delivery count raised (dead-lettered past
 // MaxDeliveryCount); ErrLockLost as for Complete.
 func (s *Session) Abandon(ctx context.Context, m *broker.Received) error {
+	return s.settle(ctx, "abandon", m, func(q *queue, e *entry) { q.unlock(e, true) })
+}
+
+// settle applies done to m's entry if this session still holds it.
+func (s *Session) settle(ctx context.Context, op string, m *broker.Received, done func(*queue, *entry)) error {
 	s.b.ops.Add(1)
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("membroker: abandon %s session %s: %w", s.q.name, s.lock.g.id, err)
+		return fmt.Errorf("membroker: %s %s session %s: %w", op, s.q.name, s.lock.g.id, err)
 	}
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
-	e, err := s.held("abandon", m)
-	if err != nil {
+	if _, err := s.check(op); err != nil {
 		return err
 	}
-	s.q.unlock(e, true)
+	if m == nil {
+		return fmt.Errorf("membroker: %s %s session %s: nil message: %w", op, s.q.name, s.lock.g.id, broker.ErrInvalid)
+	}
+	e := s.q.locks[m.LockToken]
+	if e == nil || e.holder != s.lock {
+		return fmt.Errorf("membroker: %s %s session %s seq %d: not held by this session: %w",
+			op, s.q.name, s.lock.g.id, m.SequenceNumber, broker.ErrLockLost)
+	}
+	done(s.q, e)
 	s.q.notify()
 	return nil
 }

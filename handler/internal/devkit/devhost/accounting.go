@@ -1,10 +1,10 @@
 package devhost
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
@@ -81,15 +81,7 @@ func (a Accounting) writeTable(b *strings.Builder, width int) {
 		row("sent by the workload", a.Sent)
 		row("sent by the handler or CLI", a.SentByHandler)
 	}
-	rank := func(k string) int {
-		if i := slices.Index(resultOrder, k); i >= 0 {
-			return i
-		}
-		return len(resultOrder)
-	}
-	keys := slices.Sorted(maps.Keys(a.Completed))
-	sort.SliceStable(keys, func(i, j int) bool { return rank(keys[i]) < rank(keys[j]) })
-	for _, k := range keys {
+	for _, k := range ordered(a.Completed, resultOrder) {
 		row("completed "+k, a.Completed[k])
 	}
 	row("dead-lettered", a.DeadLettered)
@@ -115,6 +107,19 @@ func (a Accounting) accountingWidth() int {
 		w = max(w, len("completed "+k))
 	}
 	return w
+}
+
+// ordered returns m's keys in first's order, then the others sorted.
+func ordered(m map[string]int, first []string) []string {
+	rank := func(k string) int {
+		if i := slices.Index(first, k); i >= 0 {
+			return i
+		}
+		return len(first)
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	slices.SortStableFunc(keys, func(a, b string) int { return cmp.Compare(rank(a), rank(b)) })
+	return keys
 }
 
 // resultOrder is the order results are listed in.

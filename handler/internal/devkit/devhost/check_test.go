@@ -56,6 +56,7 @@ func goodRun() CheckInput {
 }
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		change func(*CheckInput)
@@ -258,6 +259,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestCheckPaidOrderTimeoutIsStale(t *testing.T) {
+	t.Parallel()
 	in := CheckInput{
 		Completions: []Completion{upd("o-1", 1, "Created", "Applied"), upd("o-1", 2, "Paid", "Applied"), timeoutFor("o-1", "Stale")},
 		Orders:      map[string]OrderRow{"o-1": {Status: "Paid", LastSequence: 2}},
@@ -278,6 +280,7 @@ func TestCheckPaidOrderTimeoutIsStale(t *testing.T) {
 // created again since (a higher sequence) cancels nothing; the newer
 // Created's own check does.
 func TestCheckOfAnOlderCreatedIsStale(t *testing.T) {
+	t.Parallel()
 	checkOf := func(seq int, result string) Completion {
 		return Completion{Queue: "order-status", SessionID: "o-1", MessageID: fmt.Sprintf("o-1:payment-timeout-%d", seq), Subject: "PaymentTimeoutCheck",
 			Body: []byte(fmt.Sprintf(`{"orderId":"o-1","createdSequence":%d}`, seq)), DeliveryCount: 1, Result: result}
@@ -339,6 +342,7 @@ func deadRun() CheckInput {
 }
 
 func TestCheckSessionsWithDeadLetters(t *testing.T) {
+	t.Parallel()
 	bad := Completion{Queue: "order-status", SessionID: "o-4", MessageID: "o-4:bad", Subject: "OrderStatusChanged",
 		Body: []byte("{oops"), DeliveryCount: 1, Result: "Parked"}
 	tests := []struct {

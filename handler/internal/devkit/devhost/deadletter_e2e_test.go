@@ -108,7 +108,6 @@ func newDLHost(t *testing.T) *dlHost {
 		Stdout:       d.out,
 		Stderr:       &lockedBuffer{},
 		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		ReadyTimeout: 20 * time.Second,
 		DrainTimeout: 2 * time.Second,
 	})
 	if err != nil {
@@ -197,6 +196,7 @@ func (d *dlHost) statsLines(source, reason string) []map[string]any {
 // left for a human, stays so across sweeps and is counted in
 // deadletter_stats. Nothing stays in the poison queue: no deferral.
 func TestSweeperArchivesPoisonAndLeavesInvalidTransition(t *testing.T) {
+	t.Parallel()
 	d := newDLHost(t)
 	bad := ScenarioLine{Subject: "OrderStatusChanged", SessionID: "o-5", MessageID: "o-5:bad", Body: []byte(`{"orderId":`)}
 	d.send(t, bad, update("o-4", "Created", 1), update("o-4", "Delivered", 2), update("o-4", "Shipped", 3))
@@ -256,6 +256,7 @@ func TestSweeperArchivesPoisonAndLeavesInvalidTransition(t *testing.T) {
 // and it is applied exactly once. 4. A replayed message whose order has
 // moved on is completed as Stale.
 func TestSweeperReplaysAfterTheCooldown(t *testing.T) {
+	t.Parallel()
 	d := newDLHost(t)
 	d.proxy.SetRule(func(r *http.Request) faultproxy.Mode {
 		if r.Method != http.MethodGet && strings.Contains(r.URL.Path, "e2e") {

@@ -82,7 +82,6 @@ func newCLIHost(t *testing.T) *cliHost {
 		Stdout:       io.Discard,
 		Stderr:       io.Discard,
 		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		ReadyTimeout: 20 * time.Second,
 		DrainTimeout: 2 * time.Second,
 	})
 	if err != nil {
@@ -277,6 +276,7 @@ func (w *holdWriter) Write(p []byte) (int, error) {
 // applies and find --order then shows with its audit entry, archive and
 // restore, and a corrected body resubmitted.
 func TestDeadLettersCLIAgainstTheDevHost(t *testing.T) {
+	t.Parallel()
 	d := newCLIHost(t)
 	// An outage longer than the deliveries dead-letters d-0..d-2; three
 	// orders get a Paid after Cancelled (InvalidTransition); one body is
@@ -468,6 +468,7 @@ func TestDeadLettersCLIAgainstTheDevHost(t *testing.T) {
 // what list shows, the entries stamped ahead of its clock included; the
 // real run discards that set. replay, which sends, refuses in one line.
 func TestDeadLettersCLIOnTheStoreAlone(t *testing.T) {
+	t.Parallel()
 	d := newCLIHost(t)
 	d.clk.Advance(2 * time.Hour) // as --exit-when-idle skips idle time: nobody outside the host can tell
 	d.invalidTransitions("s-0", "s-1")

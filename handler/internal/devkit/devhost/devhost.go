@@ -1,44 +1,36 @@
 // Package devhost is the development host behind `orderstatus-dev dev`: it
 // runs the real custom handler as the Azure Functions host does, on an
 // in-memory broker with Service Bus semantics (membroker) and Azurite for
-// Table Storage. Production never uses it. It emulates:
-//   - serviceBusTrigger: maxConcurrentSessions workers per function POST
-//     /<Function> with each message encoded as the host encodes it (hostenc);
-//     a 2xx completes the message, anything else abandons it; session locks
-//     are renewed up to maxAutoLockRenewalDuration;
-//   - timerTrigger: six-field NCRONTAB schedules (ncrontab) on the host's clock;
-//   - httpTrigger with enableForwardingHttpRequest: a front on 127.0.0.1:7071
-//     forwards /api/... (function keys are not checked, as with Core Tools);
-//   - Flex Consumption's per-function scaling: groups of instances, each with
-//     its own handler process (group.go, instance.go);
-//   - outages of Table Storage or Service Bus, through fault proxies (outage.go);
-//   - the AzureWebJobs.<name>.Disabled kill switch (funcapp.DisabledBy).
-//
-// Settings come from local.settings.json, the environment and
-// Options.Settings; without a configured store the host starts Azurite.
-// Main is the `orderstatus-dev dev` command; New and the Host methods are the
-// library the simulation tests drive.
+// Table Storage. It emulates session-enabled serviceBusTrigger functions
+// (maxConcurrentSessions workers POST /<Function> with each message encoded
+// by hostenc; 2xx completes, anything else abandons; locks are renewed up to
+// maxAutoLockRenewalDuration), timerTrigger on NCRONTAB schedules, httpTrigger
+// forwarded from a front on 127.0.0.1:7071 (keys not checked, as with Core
+// Tools), Flex Consumption's per-function instance groups, outages through
+// fault proxies and the AzureWebJobs.<name>.Disabled kill switch. Main is the
+// `orderstatus-dev dev` command; New and the Host methods are the library the
+// simulation tests and the bench drive.
 package devhost
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	hcfg "github.com/orderstatus/orderstatus/handler/internal/config"
@@ -95,7 +87,6 @@ type QueueOverrides struct {
 	LockDuration     time.Duration
 	MaxDeliveryCount int32
 	TimeToLive       time.Duration
-	DuplicateWindow  time.Duration
 }
 
 // SessionOverrides replace host.json's extensions.serviceBus session
@@ -132,20 +123,14 @@ type Options struct {
 	HTTPAddr string
 	// FallbackHTTPAddr, if set, is listened on when HTTPAddr is in use.
 	FallbackHTTPAddr string
-	// AzuriteBinary is the azurite-table executable (default: azurite.FindFrom).
-	AzuriteBinary string
 	// Stdout and Stderr receive the handler's output; nil discards it.
 	Stdout, Stderr io.Writer
 	// Logger receives the host's own events; nil discards them.
 	Logger *slog.Logger
 	// DisableLockRenewal stops renewing session locks (tests).
 	DisableLockRenewal bool
-	// ReadyTimeout bounds each wait for the handler's GET / (default 60 s).
-	ReadyTimeout time.Duration
 	// DrainTimeout is how long Close lets running calls finish (default 10 s).
 	DrainTimeout time.Duration
-	// AzuriteLog receives Azurite's output, and npm's when it installs it.
-	AzuriteLog io.Writer
 	// NoAzuriteInstall stops the host from running `npm ci` in tools/.
 	NoAzuriteInstall bool
 	// Instances is the default group's starting instances (default 1, at most MaxInstances).
@@ -176,7 +161,6 @@ type Host struct {
 	triggered          []string // queues with a Service Bus trigger, sorted
 	maxDelivery        int32    // the triggered queues' max delivery count
 	sessions           []*sessionDispatcher
-	plain              []*queueDispatcher
 	timers             []*timerDispatcher
 	routes             []route
 	groups             []*group      // in the order the app's functions come
@@ -221,30 +205,16 @@ type Host struct {
 
 // New reads the app and prepares the host; it starts nothing.
 func New(opts Options) (*Host, error) {
-	if opts.AppRoot == "" {
-		opts.AppRoot = "."
-	}
 	if opts.Env == nil {
 		opts.Env = os.Environ()
-	}
-	if opts.HTTPAddr == "" {
-		opts.HTTPAddr = DefaultHTTPAddr
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Stdout == nil {
-		opts.Stdout = io.Discard
-	}
-	if opts.Stderr == nil {
-		opts.Stderr = io.Discard
 	}
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 10 * time.Second
 	}
-	if opts.Instances == 0 {
-		opts.Instances = 1
-	}
+	opts.AppRoot, opts.HTTPAddr = cmp.Or(opts.AppRoot, "."), cmp.Or(opts.HTTPAddr, DefaultHTTPAddr)
+	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
+	opts.Stdout, opts.Stderr = cmp.Or(opts.Stdout, io.Discard), cmp.Or(opts.Stderr, io.Discard)
+	opts.Instances = cmp.Or(opts.Instances, 1)
 	if opts.Instances < 1 || opts.Instances > MaxInstances {
 		return nil, fmt.Errorf("devhost: %d instances: want 1 to %d", opts.Instances, MaxInstances)
 	}
@@ -259,12 +229,9 @@ func New(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n := opts.Sessions.MaxConcurrentSessions; n > 0 {
-		app.Host.ServiceBus.MaxConcurrentSessions = n
-	}
-	if d := opts.Sessions.SessionIdleTimeout; d > 0 {
-		app.Host.ServiceBus.SessionIdleTimeout = d
-	}
+	sb := &app.Host.ServiceBus
+	sb.MaxConcurrentSessions = cmp.Or(opts.Sessions.MaxConcurrentSessions, sb.MaxConcurrentSessions)
+	sb.SessionIdleTimeout = cmp.Or(opts.Sessions.SessionIdleTimeout, sb.SessionIdleTimeout)
 	h := &Host{opts: opts, app: app, log: opts.Logger, stats: newStats(), idleSessions: newIdleTracker(), pool: newPool()}
 	switch {
 	case opts.Clock != nil:
@@ -290,8 +257,8 @@ func New(opts Options) (*Host, error) {
 	}
 	h.outages = newOutages(h.clock)
 	h.broker = membroker.New(&membroker.Options{Clock: h.clock, Logger: h.log})
-	h.queue = app.Settings.Get(SettingQueue)
-	h.poisonQueue = app.Settings.Get(SettingPoisonQueue)
+	h.queue = app.Settings[SettingQueue]
+	h.poisonQueue = app.Settings[SettingPoisonQueue]
 	if h.queue == h.poisonQueue {
 		return nil, fmt.Errorf("devhost: %s and %s are both %q", SettingQueue, SettingPoisonQueue, h.queue)
 	}
@@ -304,23 +271,12 @@ func New(opts Options) (*Host, error) {
 
 // plan creates the queues and the dispatchers from the function folders.
 func (h *Host) plan() error {
-	base := membroker.DefaultQueueOptions()
-	o := h.opts.Queues
-	if o.LockDuration > 0 {
-		base.LockDuration = o.LockDuration
-	}
-	if o.MaxDeliveryCount > 0 {
-		base.MaxDeliveryCount = o.MaxDeliveryCount
-	}
-	if o.DuplicateWindow > 0 {
-		base.DuplicateWindow = o.DuplicateWindow
-	}
+	base, o := membroker.DefaultQueueOptions(), h.opts.Queues
+	base.LockDuration = cmp.Or(o.LockDuration, base.LockDuration)
+	base.MaxDeliveryCount = cmp.Or(o.MaxDeliveryCount, base.MaxDeliveryCount)
 	triggered := base
-	if o.TimeToLive > 0 {
-		triggered.DefaultTTL = o.TimeToLive
-	}
+	triggered.DefaultTTL = cmp.Or(o.TimeToLive, base.DefaultTTL)
 	h.maxDelivery = triggered.MaxDeliveryCount
-	sessionQueues := map[string]bool{}
 	sb := h.app.Host.ServiceBus
 	for _, fn := range h.app.Functions {
 		t, ok := fn.Trigger()
@@ -330,39 +286,26 @@ func (h *Host) plan() error {
 		}
 		switch t.Type {
 		case funcapp.TypeServiceBusTrigger:
-			if t.QueueName == "" {
-				return fmt.Errorf("devhost: %s: only queue triggers are supported (topic %q)", fn.Path, t.TopicName)
+			if t.QueueName == "" || !t.IsSessionsEnabled {
+				return fmt.Errorf("devhost: %s: only session-enabled queue triggers are supported", fn.Path)
 			}
-			if prev, seen := sessionQueues[t.QueueName]; seen && prev != t.IsSessionsEnabled {
-				return fmt.Errorf("devhost: %s: queue %s is used with and without sessions", fn.Path, t.QueueName)
-			}
-			if _, seen := sessionQueues[t.QueueName]; !seen {
+			if !slices.Contains(h.triggered, t.QueueName) {
 				opts := triggered
-				opts.RequiresSession = t.IsSessionsEnabled
+				opts.RequiresSession = true
 				if err := h.broker.CreateQueue(t.QueueName, opts); err != nil {
 					return fmt.Errorf("devhost: create queue %s: %w", t.QueueName, err)
 				}
 				h.triggered = append(h.triggered, t.QueueName)
 			}
-			sessionQueues[t.QueueName] = t.IsSessionsEnabled
-			if t.IsSessionsEnabled {
-				d := &sessionDispatcher{h: h, fn: fn.Name, binding: t.Name, queue: t.QueueName,
-					workers: sb.MaxConcurrentSessions, callsPerSession: sb.MaxConcurrentCallsPerSession,
-					idle: sb.SessionIdleTimeout, lock: triggered.LockDuration, maxRenew: sb.MaxAutoLockRenewalDuration}
-				h.sessions = append(h.sessions, d)
-				g := h.groupOf(fn.Name)
-				g.sessions = append(g.sessions, d)
-				d.g = g
-				// No session lock may run out in a fast-forward.
-				if step := triggered.LockDuration / 4; h.idleStep == 0 || step < h.idleStep {
-					h.idleStep = step
-				}
-			} else {
-				d := &queueDispatcher{h: h, fn: fn.Name, binding: t.Name, queue: t.QueueName,
-					workers: sb.MaxConcurrentCalls}
-				h.plain = append(h.plain, d)
-				g := h.groupOf(fn.Name)
-				g.plain = append(g.plain, d)
+			g := h.groupOf(fn.Name)
+			d := &sessionDispatcher{h: h, g: g, fn: fn.Name, binding: t.Name, queue: t.QueueName,
+				workers: sb.MaxConcurrentSessions, callsPerSession: sb.MaxConcurrentCallsPerSession,
+				idle: sb.SessionIdleTimeout, lock: triggered.LockDuration, maxRenew: sb.MaxAutoLockRenewalDuration}
+			h.sessions = append(h.sessions, d)
+			g.sessions = append(g.sessions, d)
+			// No session lock may run out in a fast-forward.
+			if step := triggered.LockDuration / 4; h.idleStep == 0 || step < h.idleStep {
+				h.idleStep = step
 			}
 		case funcapp.TypeTimerTrigger:
 			sched, err := ncrontab.Parse(t.Schedule)
@@ -391,26 +334,22 @@ func (h *Host) plan() error {
 		}
 	}
 	// The workload and poison queues exist even without a function.
-	if _, ok := sessionQueues[h.queue]; !ok {
+	if !slices.Contains(h.triggered, h.queue) {
 		opts := triggered
 		opts.RequiresSession = true
 		if err := h.broker.CreateQueue(h.queue, opts); err != nil {
 			return fmt.Errorf("devhost: create queue %s: %w", h.queue, err)
 		}
-	} else if !sessionQueues[h.queue] {
-		return fmt.Errorf("devhost: queue %s (%s) must have sessions", h.queue, SettingQueue)
 	}
-	if _, ok := sessionQueues[h.poisonQueue]; !ok {
+	if !slices.Contains(h.triggered, h.poisonQueue) {
 		po := base
-		po.RequiresSession = false
-		po.RequiresDuplicateDetection = true
 		po.DefaultTTL = PoisonQueueTTL
 		if err := h.broker.CreateQueue(h.poisonQueue, po); err != nil {
 			return fmt.Errorf("devhost: create queue %s: %w", h.poisonQueue, err)
 		}
 	}
-	sort.Strings(h.triggered)
-	sort.Slice(h.routes, func(i, j int) bool { return h.routes[i].less(h.routes[j]) })
+	slices.Sort(h.triggered)
+	slices.SortStableFunc(h.routes, bySpecificity)
 	return nil
 }
 
@@ -426,11 +365,8 @@ func (h *Host) Start(ctx context.Context) (err error) {
 			_ = h.Close()
 		}
 	}()
-	settings := h.app.Settings.Clone()
-	path := h.app.Host.ExecutablePath
-	if h.opts.HandlerPath != "" {
-		path = h.opts.HandlerPath
-	}
+	settings := maps.Clone(h.app.Settings)
+	path := cmp.Or(h.opts.HandlerPath, h.app.Host.ExecutablePath)
 
 	if h.opts.HTTPAddr != "off" {
 		if h.frontLn, err = h.listenFront(); err != nil {
@@ -440,32 +376,29 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	}
 
 	switch {
-	case settings.Get(SettingStoreConnection) != "":
+	case settings[SettingStoreConnection] != "":
 		h.storeSource = SettingStoreConnection + " (from settings)"
-		h.storeConn = settings.Get(SettingStoreConnection)
-	case settings.Get(SettingStoreServiceURI) != "":
-		h.storeSource = SettingStoreServiceURI + " " + settings.Get(SettingStoreServiceURI)
-		h.storeServiceURI = settings.Get(SettingStoreServiceURI)
+		h.storeConn = settings[SettingStoreConnection]
+	case settings[SettingStoreServiceURI] != "":
+		h.storeSource = SettingStoreServiceURI + " " + settings[SettingStoreServiceURI]
+		h.storeServiceURI = settings[SettingStoreServiceURI]
 	default:
-		bin := h.opts.AzuriteBinary
-		if bin == "" {
-			dirs := azuriteDirs(h.app.Root, path)
-			bin, err = azurite.FindFrom(dirs...)
-			if errors.Is(err, azurite.ErrNotInstalled) && !h.opts.NoAzuriteInstall {
-				// A fresh clone: install the pinned Azurite, as `make tools` would.
-				h.log.Warn("Azurite is not installed; installing it with npm ci in tools/ (once)")
-				if _, ierr := azurite.Install(ctx, h.installLog(), dirs...); ierr != nil {
-					err = fmt.Errorf("%w; installing it failed: %w", err, ierr)
-				} else {
-					bin, err = azurite.FindFrom(dirs...)
-				}
-			}
-			if err != nil {
-				return fmt.Errorf("devhost: no store configured (%s or %s) and no Azurite to start: %w",
-					SettingStoreConnection, SettingStoreServiceURI, err)
+		dirs := azuriteDirs(h.app.Root, path)
+		bin, err := azurite.FindFrom(dirs...)
+		if errors.Is(err, azurite.ErrNotInstalled) && !h.opts.NoAzuriteInstall {
+			// A fresh clone: install the pinned Azurite, as `make tools` would.
+			h.log.Warn("Azurite is not installed; installing it with npm ci in tools/ (once)")
+			if _, ierr := azurite.Install(ctx, h.opts.Stderr, dirs...); ierr != nil {
+				err = fmt.Errorf("%w; installing it failed: %w", err, ierr)
+			} else {
+				bin, err = azurite.FindFrom(dirs...)
 			}
 		}
-		az, err := azurite.Start(ctx, azurite.Options{Binary: bin, Log: h.opts.AzuriteLog})
+		if err != nil {
+			return fmt.Errorf("devhost: no store configured (%s or %s) and no Azurite to start: %w",
+				SettingStoreConnection, SettingStoreServiceURI, err)
+		}
+		az, err := azurite.Start(ctx, azurite.Options{Binary: bin})
 		if err != nil {
 			return fmt.Errorf("devhost: no store configured (%s or %s) and Azurite did not start: %w",
 				SettingStoreConnection, SettingStoreServiceURI, err)
@@ -494,17 +427,12 @@ func (h *Host) Start(ctx context.Context) (err error) {
 	}
 	settings[SettingDevBrokerURL] = h.brokerURL
 	// What --outage can break, the handler reaches through a fault proxy.
-	proxied, err := h.startProxies(settings.Get(SettingStoreConnection), h.brokerURL)
+	proxied, err := h.startProxies(settings[SettingStoreConnection], h.brokerURL)
 	if err != nil {
 		return err
 	}
-	for k, v := range proxied {
-		settings[k] = v
-	}
-	h.deadLetterTable = settings.Get(hcfg.EnvDeadLetterTable)
-	if h.deadLetterTable == "" {
-		h.deadLetterTable = hcfg.DefaultDeadLetterTable
-	}
+	maps.Copy(settings, proxied)
+	h.deadLetterTable = cmp.Or(settings[hcfg.EnvDeadLetterTable], hcfg.DefaultDeadLetterTable)
 	// The tables the functions read, before any of them runs.
 	h.ensureTables(ctx, settings)
 	settings[SettingAppRootPath] = h.app.Root
@@ -538,7 +466,7 @@ func (h *Host) Start(ctx context.Context) (err error) {
 		go func() { _ = h.front.Serve(h.frontLn) }()
 	}
 	for _, d := range h.timers {
-		d.start(timerCtx, callCtx, &h.timerRuns)
+		h.timerRuns.Go(func() { d.run(timerCtx, callCtx) })
 	}
 	h.log.Info("development host started", slog.String("handler", path), slog.String("instances", strings.Join(h.RunningInstances(), ",")), slog.String("store", h.storeSource),
 		slog.String("broker", h.brokerURL), slog.String("front", h.frontAddr), slog.String("settings", h.app.SettingsSource))
@@ -561,14 +489,6 @@ func (h *Host) listenFront() (net.Listener, error) {
 		return nil, fmt.Errorf("devhost: HTTP front on %s: %w", h.opts.HTTPAddr, err)
 	}
 	return l, nil
-}
-
-// installLog is where npm's output goes when the host installs Azurite.
-func (h *Host) installLog() io.Writer {
-	if h.opts.AzuriteLog != nil {
-		return h.opts.AzuriteLog
-	}
-	return h.opts.Stderr
 }
 
 // azuriteDirs are the directories azurite.FindFrom searches upward from.
@@ -616,7 +536,6 @@ func (h *Host) StoreDone() <-chan struct{} {
 
 // connections returns the Service Bus triggers' connections, disabled included.
 func (h *Host) connections() []string {
-	seen := map[string]bool{}
 	var out []string
 	fns := slices.Clone(h.app.Functions)
 	for _, d := range h.app.Disabled { // their connections are the app's too
@@ -624,12 +543,7 @@ func (h *Host) connections() []string {
 	}
 	for _, fn := range fns {
 		if t, ok := fn.Trigger(); ok && t.Type == funcapp.TypeServiceBusTrigger {
-			c := t.Connection
-			if c == "" {
-				c = defaultServiceBusConnKey
-			}
-			if !seen[c] {
-				seen[c] = true
+			if c := cmp.Or(t.Connection, defaultServiceBusConnKey); !slices.Contains(out, c) {
 				out = append(out, c)
 			}
 		}
@@ -766,12 +680,6 @@ func (h *Host) Processes() []ChildProcess {
 	}
 	return out
 }
-
-// StoreSource says which store the handler uses.
-func (h *Host) StoreSource() string { return h.storeSource }
-
-// SettingsSource says which settings file was read ("environment" if none).
-func (h *Host) SettingsSource() string { return h.app.SettingsSource }
 
 // HandlerDone is closed when a running instance's handler failed for good;
 // HandlerErr says why. Removals, kills and Close do not close it.
@@ -914,16 +822,10 @@ func (h *Host) WaitIdle(ctx context.Context) error {
 // CallsRunning is how many Service Bus and timer calls run now.
 func (h *Host) CallsRunning() int { return int(h.stats.inFlight.Load()) }
 
+// idle reports whether no call runs, no outage is under way and every triggered queue is quiet.
 func (h *Host) idle() bool {
-	if h.stats.inFlight.Load() != 0 || h.outages.anyUnended() {
-		return false
-	}
-	for _, q := range h.triggered {
-		if !h.broker.Quiet(q) {
-			return false
-		}
-	}
-	return true
+	return h.stats.inFlight.Load() == 0 && !h.outages.anyUnended() &&
+		!slices.ContainsFunc(h.triggered, func(q string) bool { return !h.broker.Quiet(q) })
 }
 
 // fastForward moves the clock, with FastForward and nothing running, to the
@@ -934,6 +836,12 @@ func (h *Host) fastForward(limit time.Time) {
 		return
 	}
 	var next time.Time
+	to := JumpScheduled
+	earlier := func(t time.Time, why string) { // t, if set and before next, is next
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next, to = t, why
+		}
+	}
 	anyHeld := false
 	var orphanEnd time.Time // the first lock a killed instance left that runs out
 	for _, q := range h.triggered {
@@ -942,38 +850,29 @@ func (h *Host) fastForward(limit time.Time) {
 		if s.Locked != orphanMsgs {
 			return
 		}
-		workers, sessions := h.slots(q)
 		held, allWaiting := h.idleSessions.state(q)
 		switch {
-		case !sessions && s.Active != 0: // a receiver takes it now
-			return
 		case s.LockedSessions != held+orphans || !allWaiting: // a session starts, or a receiver is about to receive
 			return
-		case s.Active != 0 && held < workers: // a free worker takes it now
+		case s.Active != 0 && held < h.slots(q): // a free worker takes it now
 			return
 		}
 		anyHeld = anyHeld || held > 0
-		if at, ok := h.broker.NextDue(q); ok && (next.IsZero() || at.Before(next)) {
-			next = at
-		}
+		at, _ := h.broker.NextDue(q) // zero: none
+		earlier(at, JumpScheduled)
 		if !end.IsZero() && (orphanEnd.IsZero() || end.Before(orphanEnd)) {
 			orphanEnd = end
 		}
 	}
-	to := JumpScheduled
 	if !orphanEnd.IsZero() && (next.IsZero() || !next.Before(orphanEnd)) {
 		next, to = orphanEnd.Add(time.Millisecond), JumpLockExpiry
 	}
-	if !limit.IsZero() && (next.IsZero() || limit.Before(next)) {
-		next, to = limit, JumpSendAfter
-	}
-	if end, ok := h.outages.nextEnd(h.clock.Now()); ok && (next.IsZero() || end.Before(next)) {
-		next, to = end, JumpOutageEnd
-	}
+	earlier(limit, JumpSendAfter)
+	end, _ := h.outages.nextEnd(h.clock.Now())
+	earlier(end, JumpOutageEnd)
 	if anyHeld {
-		if end, ok := h.idleSessions.firstWaitEnd(); ok && (next.IsZero() || end.Before(next)) {
-			next, to = end, JumpIdleSessions
-		}
+		end, _ := h.idleSessions.firstWaitEnd()
+		earlier(end, JumpIdleSessions)
 		if step := h.clock.Now().Add(h.idleStep); h.idleStep > 0 && !next.IsZero() && step.Before(next) {
 			next, to = step, JumpIdleSessions
 		}
@@ -1019,6 +918,3 @@ func (h *Host) TimerFunctions() []string {
 	}
 	return out
 }
-
-// deadLetters returns the broker.Source of a queue's dead-letter subqueue.
-func deadLetters(queue string) broker.Source { return broker.Source{Queue: queue, DeadLetter: true} }

@@ -13,6 +13,7 @@ import (
 // the HTTP functions are still served; without the setting, or with
 // "false", both are invoked.
 func TestKillSwitch(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name     string
 		settings map[string]string

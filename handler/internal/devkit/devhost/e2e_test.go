@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -80,21 +79,26 @@ func copyApp(t testing.TB, root, handler string) string {
 	return dst
 }
 
+// e2eEnv is the environment of a run on the real handler: the process's,
+// with the shared Azurite, an order table and a dead-letter table of the
+// run's own, then settings (KEY=value).
+func e2eEnv(t *testing.T, settings ...string) []string {
+	t.Helper()
+	suffix := strings.ToLower(rand.Text()[:10])
+	return envWith(append([]string{SettingStoreConnection + "=" + testenv.Azurite(t),
+		"OrderStore__tableName=devhost" + suffix, "DEAD_LETTER_TABLE=dl" + suffix}, settings...)...)
+}
+
 // TestEndToEndRealHandler runs `orderstatus-dev dev --scenario F --exit-when-idle`
 // with the real bin/handler and Azurite, in real time, and checks the
 // summary: the 30-minute payment timeouts are reached by fast-forwarding
 // the idle clock. It skips when bin/handler is not built, except under CI,
 // where it fails.
 func TestEndToEndRealHandler(t *testing.T) {
+	t.Parallel()
 	handler := testenv.Handler(t, repoRoot)
 	root := filepath.Dir(filepath.Dir(handler))
-	cs := testenv.Azurite(t)
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:])
-	table := fmt.Sprintf("devhost%x", suffix)
-	t.Setenv(SettingStoreConnection, cs)
-	t.Setenv("OrderStore__tableName", table)
-	t.Setenv("LOG_LEVEL", "warn")
+	env := e2eEnv(t, "LOG_LEVEL=warn")
 
 	app := copyApp(t, root, handler)
 	dir := t.TempDir()
@@ -107,8 +111,8 @@ func TestEndToEndRealHandler(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var stdout, stderr strings.Builder
-	code := Main(ctx, []string{"--app-root", app, "--scenario", scenarioPath, "--exit-when-idle", "--summary-json", summaryPath,
-		"--http-addr", "127.0.0.1:0", "--handler-log", handlerLog}, &stdout, &stderr)
+	code := run(ctx, []string{"--app-root", app, "--scenario", scenarioPath, "--exit-when-idle", "--summary-json", summaryPath,
+		"--http-addr", "127.0.0.1:0", "--handler-log", handlerLog}, env, &stdout, &stderr, DefaultHTTPAddr)
 	logTail := func() string {
 		b, _ := os.ReadFile(handlerLog)
 		if len(b) > 4000 {
@@ -182,13 +186,10 @@ func TestEndToEndRealHandler(t *testing.T) {
 // ran the timer, the summary counts per instance and names its group, and
 // every handler log line names its instance.
 func TestEndToEndScaledOut(t *testing.T) {
+	t.Parallel()
 	handler := testenv.Handler(t, repoRoot)
 	root := filepath.Dir(filepath.Dir(handler))
-	cs := testenv.Azurite(t)
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:])
-	t.Setenv(SettingStoreConnection, cs)
-	t.Setenv("OrderStore__tableName", fmt.Sprintf("devhost%x", suffix))
+	env := e2eEnv(t)
 	app := copyApp(t, root, handler)
 	dir := t.TempDir()
 	summaryPath := filepath.Join(dir, "summary.json")
@@ -196,8 +197,8 @@ func TestEndToEndScaledOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	var stdout, stderr strings.Builder
-	code := Main(ctx, []string{"--app-root", app, "--instances", "3", "--orders", "60", "--scale", "add@2m,kill:1@4m,remove:3@6m",
-		"--exit-when-idle", "--summary-json", summaryPath, "--http-addr", "127.0.0.1:0", "--handler-log", handlerLog}, &stdout, &stderr)
+	code := run(ctx, []string{"--app-root", app, "--instances", "3", "--orders", "60", "--scale", "add@2m,kill:1@4m,remove:3@6m",
+		"--exit-when-idle", "--summary-json", summaryPath, "--http-addr", "127.0.0.1:0", "--handler-log", handlerLog}, env, &stdout, &stderr, DefaultHTTPAddr)
 	if code != ExitOK {
 		t.Fatalf("exit code %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}

@@ -24,6 +24,7 @@ const goldenDir = "../../hostproto/testdata"
 // (compared as JSON values; sys.RandGuid is random in the host and left
 // out).
 func TestEncodingMatchesGolden(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{
 		"servicebus_session.json",
 		"servicebus_redelivery.json",

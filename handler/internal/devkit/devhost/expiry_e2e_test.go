@@ -35,12 +35,10 @@ const expiryScenario = `
 // producer scheduled its check (a late Created included), and no paid
 // order is cancelled, with or without the producer's own check.
 func TestEndToEndExpiryWithoutProducerChecks(t *testing.T) {
+	t.Parallel()
 	handler := testenv.Handler(t, repoRoot)
 	root := filepath.Dir(filepath.Dir(handler))
-	cs := testenv.Azurite(t)
-	t.Setenv(SettingStoreConnection, cs)
-	t.Setenv("OrderStore__tableName", fmt.Sprintf("expiry%d", time.Now().UnixNano()%1e9))
-	t.Setenv("LOG_LEVEL", "warn")
+	env := e2eEnv(t, "LOG_LEVEL=warn")
 	app := copyApp(t, root, handler)
 	dir := t.TempDir()
 	scenarioPath, summaryPath := filepath.Join(dir, "scenario.jsonl"), filepath.Join(dir, "summary.json")
@@ -51,8 +49,8 @@ func TestEndToEndExpiryWithoutProducerChecks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var stdout, stderr strings.Builder
-	code := Main(ctx, []string{"--app-root", app, "--scenario", scenarioPath, "--exit-when-idle", "--summary-json", summaryPath,
-		"--http-addr", "127.0.0.1:0", "--handler-log", filepath.Join(dir, "handler.log")}, &stdout, &stderr)
+	code := run(ctx, []string{"--app-root", app, "--scenario", scenarioPath, "--exit-when-idle", "--summary-json", summaryPath,
+		"--http-addr", "127.0.0.1:0", "--handler-log", filepath.Join(dir, "handler.log")}, env, &stdout, &stderr, DefaultHTTPAddr)
 	if code != ExitOK {
 		b, _ := os.ReadFile(filepath.Join(dir, "handler.log"))
 		t.Fatalf("exit code %d, want 0\nstdout:\n%s\nstderr:\n%s\nhandler log:\n%s", code, stdout.String(), stderr.String(), b)
@@ -106,12 +104,9 @@ const paidPastDeadline = `
 // cancellation (order.Decide). The unpaid order ends Cancelled; nothing
 // is dead-lettered or parked.
 func TestEndToEndPaidPastDeadline(t *testing.T) {
-	t.Setenv("ORDER_STATUS_RETRY_RESCHEDULE", "")
-	t.Setenv("ORDER_STATUS_RETRY_BUDGET", "1s")
-	t.Setenv("ORDER_STATUS_RETRY_BASE", "500ms")
-	t.Setenv("ORDER_STATUS_RETRY_CAP", "1s")
-	t.Setenv("ORDER_STATUS_PAYMENT_TIMEOUT", "5s")
-	t.Setenv("LOG_LEVEL", "info") // the lines of applied messages
+	t.Parallel()
+	settings := []string{"ORDER_STATUS_RETRY_RESCHEDULE=", "ORDER_STATUS_RETRY_BUDGET=1s", "ORDER_STATUS_RETRY_BASE=500ms",
+		"ORDER_STATUS_RETRY_CAP=1s", "ORDER_STATUS_PAYMENT_TIMEOUT=5s", "LOG_LEVEL=info"} // info: the lines of applied messages
 	now := time.Now().UTC()
 	path := filepath.Join(t.TempDir(), "paid-past-deadline.jsonl")
 	body := fmt.Sprintf(paidPastDeadline, now.Format(time.RFC3339Nano), now.Add(time.Second).Format(time.RFC3339Nano))
@@ -119,7 +114,7 @@ func TestEndToEndPaidPastDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A short lock: the killed instance's sessions move on sooner.
-	s, stdout, _, log := runScenario(t, path, "--lock-duration", "10s")
+	s, stdout, _, log := runScenario(t, path, settings, "--lock-duration", "10s")
 	logTail := func() string { return tail(log(), 4000) }
 	if len(s.Outages) != 1 || !s.Outages[0].Ended || s.Outages[0].Refused == 0 {
 		t.Fatalf("outages %+v, want one table outage, over, with requests refused\nstdout:\n%s", s.Outages, stdout)

@@ -75,6 +75,7 @@ func timeoutLine(session string, after time.Duration) ScenarioLine {
 // TestFastForwardScheduled: in real time, a message scheduled 30 minutes
 // ahead is handled at once when nothing else is left to do.
 func TestFastForwardScheduled(t *testing.T) {
+	t.Parallel()
 	var j jumps
 	h, up := testHost(t, appFiles(2), func(o *Options) {
 		o.FastForward = true
@@ -111,6 +112,7 @@ func TestFastForwardScheduled(t *testing.T) {
 // broker sees the time as passed: a replay after the 10-minute duplicate
 // detection window is delivered again.
 func TestFastForwardSendAfter(t *testing.T) {
+	t.Parallel()
 	var j jumps
 	h, up := testHost(t, appFiles(2), func(o *Options) {
 		o.FastForward = true
@@ -138,6 +140,7 @@ func TestFastForwardSendAfter(t *testing.T) {
 // TestFastForwardWaitsForCalls: no jump while a call runs (its lock would
 // run out in it); the jump comes once the call answered.
 func TestFastForwardWaitsForCalls(t *testing.T) {
+	t.Parallel()
 	var j jumps
 	h, up := testHost(t, appFiles(2), func(o *Options) {
 		o.FastForward = true
@@ -179,6 +182,7 @@ func TestFastForwardWaitsForCalls(t *testing.T) {
 }
 
 func TestFastForwardNeedsAnAdvancingClock(t *testing.T) {
+	t.Parallel()
 	_, err := New(Options{
 		AppRoot:     writeApp(t, appFiles(1)),
 		Env:         []string{},
@@ -194,6 +198,7 @@ func TestFastForwardNeedsAnAdvancingClock(t *testing.T) {
 // worker holds a finished session for sessionIdleTimeout (here a minute)
 // before it takes the next; that wait is skipped too, without a lost lock.
 func TestFastForwardIdleSessions(t *testing.T) {
+	t.Parallel()
 	files := appFiles(2)
 	files["host.json"] = strings.Replace(files["host.json"], `"sessionIdleTimeout":"00:00:01"`, `"sessionIdleTimeout":"00:01:00"`, 1)
 	var j jumps
@@ -227,6 +232,7 @@ func TestFastForwardIdleSessions(t *testing.T) {
 // left (a minute, in real time) is skipped when nothing else runs, and the
 // message is delivered again on the other instance.
 func TestFastForwardKilledInstanceLocks(t *testing.T) {
+	t.Parallel()
 	var j jumps
 	h, up := testHost(t, appFiles(1), func(o *Options) {
 		o.Instances = 2
@@ -283,6 +289,7 @@ func TestFastForwardKilledInstanceLocks(t *testing.T) {
 // times show it, mapped back to the host's clock: the handler receives
 // them on the real one (Host.view).
 func TestSendAfterCountsFromTheStartAndHoldsLaterLines(t *testing.T) {
+	t.Parallel()
 	h, up := testHost(t, appFiles(4), func(o *Options) { o.FastForward = true })
 	var mu sync.Mutex
 	enqueued := map[string]time.Time{}

@@ -2,9 +2,7 @@ package devhost
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,20 +20,17 @@ import (
 // orderstatus_lag_seconds counts equal the settled (200) lines with a
 // lag_ms. The last lines come from each handler's shutdown.
 func TestEndToEndFleetMetrics(t *testing.T) {
+	t.Parallel()
 	handler := testenv.Handler(t, repoRoot)
 	root := filepath.Dir(filepath.Dir(handler))
-	cs := testenv.Azurite(t)
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:])
-	t.Setenv(SettingStoreConnection, cs)
-	t.Setenv("OrderStore__tableName", fmt.Sprintf("fleet%x", suffix))
+	env := e2eEnv(t)
 	app := copyApp(t, root, handler)
 	handlerLog := filepath.Join(t.TempDir(), "handler.log")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	var stdout, stderr strings.Builder
-	code := Main(ctx, []string{"--app-root", app, "--instances", "2", "--orders", "30",
-		"--exit-when-idle", "--http-addr", "127.0.0.1:0", "--handler-log", handlerLog}, &stdout, &stderr)
+	code := run(ctx, []string{"--app-root", app, "--instances", "2", "--orders", "30",
+		"--exit-when-idle", "--http-addr", "127.0.0.1:0", "--handler-log", handlerLog}, env, &stdout, &stderr, DefaultHTTPAddr)
 	if code != ExitOK {
 		t.Fatalf("exit code %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}

@@ -1,10 +1,12 @@
 package devhost
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -25,49 +27,31 @@ type route struct {
 }
 
 func newRoute(prefix, fn string, b funcapp.Binding) (route, error) {
-	tmpl := b.Route
-	if tmpl == "" {
-		tmpl = fn // the host's default route is the function name
-	}
-	r := route{fn: fn, methods: map[string]bool{}}
+	tmpl := cmp.Or(b.Route, fn) // the host's default route is the function name
+	full := strings.Trim(prefix+"/"+strings.Trim(tmpl, "/"), "/")
+	r := route{fn: fn, methods: map[string]bool{}, segs: strings.Split(full, "/")}
 	for _, m := range b.Methods {
 		r.methods[strings.ToUpper(m)] = true
 	}
-	full := strings.Trim(prefix+"/"+strings.Trim(tmpl, "/"), "/")
-	for i, s := range strings.Split(full, "/") {
-		if s == "" {
+	for i, s := range r.segs {
+		switch {
+		case s == "":
 			return route{}, fmt.Errorf("route %q: empty segment", tmpl)
-		}
-		if strings.HasPrefix(s, "{") != strings.HasSuffix(s, "}") {
+		case strings.HasPrefix(s, "{") != strings.HasSuffix(s, "}"):
 			return route{}, fmt.Errorf("route %q: unbalanced braces in %q", tmpl, s)
-		}
-		if strings.HasPrefix(s, "{*") && i != len(strings.Split(full, "/"))-1 {
+		case strings.HasPrefix(s, "{*") && i != len(r.segs)-1:
 			return route{}, fmt.Errorf("route %q: a catch-all parameter must be last", tmpl)
 		}
-		r.segs = append(r.segs, s)
 	}
 	return r, nil
 }
 
 func isParam(s string) bool { return strings.HasPrefix(s, "{") }
 
-// literals counts literal segments, for ordering.
-func (r route) literals() int {
-	n := 0
-	for _, s := range r.segs {
-		if !isParam(s) {
-			n++
-		}
-	}
-	return n
-}
-
-// less orders routes by specificity: more literals first, then more segments.
-func (r route) less(o route) bool {
-	if a, b := r.literals(), o.literals(); a != b {
-		return a > b
-	}
-	return len(r.segs) > len(o.segs)
+// bySpecificity orders routes by specificity: more literals first, then more segments.
+func bySpecificity(a, b route) int {
+	literals := func(r route) int { return len(slices.DeleteFunc(slices.Clone(r.segs), isParam)) }
+	return cmp.Or(cmp.Compare(literals(b), literals(a)), cmp.Compare(len(b.segs), len(a.segs)))
 }
 
 // expand returns the route's escaped path with its one parameter set to value.
@@ -156,17 +140,12 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(list)
 		return
 	}
-	var found *route
-	for i := range f.routes {
-		if f.routes[i].match(r.URL.EscapedPath()) {
-			found = &f.routes[i]
-			break
-		}
-	}
-	if found == nil {
+	i := slices.IndexFunc(f.routes, func(rt route) bool { return rt.match(r.URL.EscapedPath()) })
+	if i < 0 {
 		api.WriteError(w, r, http.StatusNotFound, "not found: no function route matches"+f.nearest(r.URL.EscapedPath()), "")
 		return
 	}
+	found := f.routes[i]
 	if len(found.methods) > 0 && !found.methods[r.Method] {
 		allowed := found.allowed()
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
@@ -188,15 +167,8 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, target)))
 }
 
-// allowed lists the route's methods, sorted (nil: any).
-func (r route) allowed() []string {
-	var out []string
-	for m := range r.methods {
-		out = append(out, m)
-	}
-	slices.Sort(out)
-	return out
-}
+// allowed lists the route's methods, sorted (none: any).
+func (r route) allowed() []string { return slices.Sorted(maps.Keys(r.methods)) }
 
 // nearest names the routes sharing the path's first literals, a near miss's hint.
 func (f *front) nearest(escapedPath string) string {
@@ -207,16 +179,7 @@ func (f *front) nearest(escapedPath string) string {
 		for lit < len(rt.segs) && !isParam(rt.segs[lit]) {
 			lit++
 		}
-		if lit == 0 || lit > len(parts) {
-			continue
-		}
-		same := true
-		for i := range lit {
-			if !strings.EqualFold(parts[i], rt.segs[i]) {
-				same = false
-			}
-		}
-		if same {
+		if lit > 0 && lit <= len(parts) && slices.EqualFunc(parts[:lit], rt.segs[:lit], strings.EqualFold) {
 			near = append(near, rt.fn+" is /"+strings.Join(rt.segs, "/"))
 		}
 	}

@@ -13,6 +13,7 @@ import (
 )
 
 func TestRouteMatch(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		route string
 		path  string
@@ -52,6 +53,7 @@ func TestRouteMatch(t *testing.T) {
 }
 
 func TestFrontForwards(t *testing.T) {
+	t.Parallel()
 	h, up := testHost(t, appFiles(1), nil)
 	up.set(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -22,11 +22,11 @@ import (
 // product reads before it starts the functions, so the first Created is
 // applied at once, the sweeper finds its table, and the run exits 0.
 func TestEndToEndGivenFreshStore(t *testing.T) {
+	t.Parallel()
 	handler := testenv.Handler(t, repoRoot)
 	root := filepath.Dir(filepath.Dir(handler))
 	az := testenv.StartAzurite(t)
-	t.Setenv(SettingStoreConnection, az.ConnectionString())
-	t.Setenv("LOG_LEVEL", "warn")
+	env := envWith(SettingStoreConnection+"="+az.ConnectionString(), "LOG_LEVEL=warn")
 	app := copyApp(t, root, handler)
 	dir := t.TempDir()
 	scenarioPath := filepath.Join(dir, "scenario.jsonl")
@@ -42,8 +42,8 @@ func TestEndToEndGivenFreshStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var stdout, stderr strings.Builder
-	code := Main(ctx, []string{"--app-root", app, "--scenario", scenarioPath, "--exit-when-idle", "--summary-json", summaryPath,
-		"--http-addr", "127.0.0.1:0", "--handler-log", handlerLog}, &stdout, &stderr)
+	code := run(ctx, []string{"--app-root", app, "--scenario", scenarioPath, "--exit-when-idle", "--summary-json", summaryPath,
+		"--http-addr", "127.0.0.1:0", "--handler-log", handlerLog}, env, &stdout, &stderr, DefaultHTTPAddr)
 	if code != ExitOK {
 		b, _ := os.ReadFile(handlerLog)
 		if len(b) > 4000 {
@@ -83,6 +83,7 @@ func TestEndToEndGivenFreshStore(t *testing.T) {
 // functions; the fake handler creates nothing, so only the host can have.
 // A store that cannot be reached is said once, and the start goes on.
 func TestStartCreatesTablesOnGivenStore(t *testing.T) {
+	t.Parallel()
 	t.Run("fresh Azurite", func(t *testing.T) {
 		az := testenv.StartAzurite(t)
 		h, _ := testHost(t, appFiles(1), func(o *Options) {

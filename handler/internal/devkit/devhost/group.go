@@ -3,6 +3,7 @@ package devhost
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,18 +27,9 @@ type group struct {
 	// name is Flex's: "http" or "function:<NAME>".
 	name     string
 	sessions []*sessionDispatcher
-	plain    []*queueDispatcher
 	timers   []*timerDispatcher
 	routes   []route
 	started  int // instances started or starting, for their ids (pool.mu)
-}
-
-func newGroup(key string) *group {
-	name := HTTPGroup
-	if key != HTTPGroup {
-		name = "function:" + key
-	}
-	return &group{key: key, name: name}
 }
 
 // instanceID is the id of the group's n-th instance.
@@ -45,12 +37,13 @@ func (g *group) instanceID(n int) string { return g.key + "-" + strconv.Itoa(n) 
 
 // groupOf returns the group with key, creating it.
 func (h *Host) groupOf(key string) *group {
-	for _, g := range h.groups {
-		if g.key == key {
-			return g
-		}
+	if i := slices.IndexFunc(h.groups, func(g *group) bool { return g.key == key }); i >= 0 {
+		return h.groups[i]
 	}
-	g := newGroup(key)
+	g := &group{key: key, name: "function:" + key}
+	if key == HTTPGroup {
+		g.name = HTTPGroup
+	}
 	h.groups = append(h.groups, g)
 	return g
 }
@@ -124,12 +117,7 @@ func (h *Host) startCounts() (map[*group]int, error) {
 	if d := h.defaultGroup(); d != nil {
 		counts[d] = h.opts.Instances
 	}
-	keys := make([]string, 0, len(h.opts.GroupInstances))
-	for k := range h.opts.GroupInstances {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(h.opts.GroupInstances)) {
 		g := h.group(k)
 		if g == nil || k == "" {
 			return nil, fmt.Errorf("%w: %q (the app's groups: %s)", ErrUnknownGroup, k, h.groupKeys())
@@ -160,6 +148,7 @@ func ParseInstances(s string) (InstanceCounts, error) {
 		c.Default = n
 		return c, nil
 	}
+	c.ByGroup = map[string]int{}
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		key, v, ok := strings.Cut(part, "=")
@@ -171,9 +160,6 @@ func ParseInstances(s string) (InstanceCounts, error) {
 		case n < 1 || n > MaxInstances:
 			return c, fmt.Errorf("%s: want 1 to %d", part, MaxInstances)
 		}
-		if c.ByGroup == nil {
-			c.ByGroup = map[string]int{}
-		}
 		if _, dup := c.ByGroup[key]; dup {
 			return c, fmt.Errorf("%s named twice", key)
 		}
@@ -182,15 +168,13 @@ func ParseInstances(s string) (InstanceCounts, error) {
 	return c, nil
 }
 
-// slots returns the session slots on queue q over the running instances that
-// take its sessions, and whether q has sessions at all.
-func (h *Host) slots(q string) (int, bool) {
-	n, any := 0, false
+// slots returns the session slots on queue q over the running instances that take its sessions.
+func (h *Host) slots(q string) int {
+	n := 0
 	for _, d := range h.sessions {
 		if d.queue == q {
-			any = true
 			n += max(1, d.workers) * len(h.pool.runningIn(d.g))
 		}
 	}
-	return n, any
+	return n
 }

@@ -44,15 +44,13 @@ func messagesApplied(t *testing.T, base string) int {
 // OrderStatus instance's own registry counts them all. The row is read
 // through the front as well: GetOrder runs on the http group too.
 func TestEndToEndMetricsAnswerFromTheHTTPGroup(t *testing.T) {
+	t.Parallel()
 	handler := testenv.Handler(t, repoRoot)
 	root := filepath.Dir(filepath.Dir(handler))
-	cs := testenv.Azurite(t)
-	t.Setenv(SettingStoreConnection, cs)
-	t.Setenv("OrderStore__tableName", fmt.Sprintf("groups%d", time.Now().UnixNano()%1e9))
 	app := copyApp(t, root, handler)
 	// FastForward: the handler schedules the order's payment timeout
 	// check itself, 30 minutes on; WaitIdle skips to it.
-	h, err := New(Options{AppRoot: app, HTTPAddr: "127.0.0.1:0", FastForward: true, ReadyTimeout: 30 * time.Second, DrainTimeout: 2 * time.Second})
+	h, err := New(Options{AppRoot: app, Env: e2eEnv(t), HTTPAddr: "127.0.0.1:0", FastForward: true, DrainTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

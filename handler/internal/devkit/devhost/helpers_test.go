@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/internal/fakeazurite"
-	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/internal/fakehandler"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 )
 
@@ -23,11 +21,11 @@ import (
 const mainArg = "devhost-test-main"
 
 func TestMain(m *testing.M) {
-	fakeazurite.Main() // when re-executed as Azurite
+	fakeAzuriteMain() // when re-executed as Azurite
 	if len(os.Args) > 1 && os.Args[1] == mainArg {
 		os.Exit(Main(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
 	}
-	fakehandler.Main() // when re-executed as the fake handler
+	fakeHandlerMain() // when re-executed as the fake handler
 	os.Exit(testenv.Main(m))
 }
 
@@ -105,13 +103,12 @@ func testHost(t *testing.T, files map[string]string, tweak func(*Options)) (*Hos
 		HandlerPath: exe,
 		Env:         []string{"PATH=" + os.Getenv("PATH")},
 		Settings: map[string]string{
-			fakehandler.EnvUpstream: up.srv.URL,
-			SettingStoreConnection:  "UseDevelopmentStorage=true",
+			fakeUpstream:           up.srv.URL,
+			SettingStoreConnection: "UseDevelopmentStorage=true",
 		},
 		HTTPAddr:     "127.0.0.1:0",
 		Stderr:       os.Stderr,
 		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		ReadyTimeout: 20 * time.Second,
 		DrainTimeout: 2 * time.Second,
 	}
 	if tweak != nil {

@@ -1,6 +1,8 @@
 package devhost
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -21,19 +23,13 @@ func newIdleTracker() *idleTracker {
 	return &idleTracker{held: map[string]int{}, busy: map[string]int{}, waits: map[*receiver]time.Time{}}
 }
 
-// hold records a session accepted on queue, its receivers busy until they wait.
-func (t *idleTracker) hold(queue string, receivers int) {
+// hold records sessions accepted (n > 0) or closed (n < 0) on queue, and
+// receivers busy until they wait.
+func (t *idleTracker) hold(queue string, n, receivers int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.held[queue]++
+	t.held[queue] += n
 	t.busy[queue] += receivers
-}
-
-// release records that a session held on queue was closed.
-func (t *idleTracker) release(queue string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.held[queue]--
 }
 
 // wait records that r waits idle until until.
@@ -70,11 +66,8 @@ func (t *idleTracker) state(queue string) (held int, allWaiting bool) {
 func (t *idleTracker) firstWaitEnd() (time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var first time.Time
-	for _, until := range t.waits {
-		if first.IsZero() || until.Before(first) {
-			first = until
-		}
+	if len(t.waits) == 0 {
+		return time.Time{}, false
 	}
-	return first, !first.IsZero()
+	return slices.MinFunc(slices.Collect(maps.Values(t.waits)), time.Time.Compare), true
 }

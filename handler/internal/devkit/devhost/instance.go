@@ -67,29 +67,20 @@ type instanceCounts struct {
 	invocations int // Service Bus trigger calls
 	timerRuns   int // timer function calls
 	results     map[string]int
-	answers     int
 	roundTrips  int
 	conflicts   int
 	cacheHits   int
 }
 
-func (c *instanceCounts) invoked() {
+// bump adds one to the count n points at, under the lock.
+func (c *instanceCounts) bump(n *int) {
 	c.mu.Lock()
-	c.invocations++
-	c.mu.Unlock()
-}
-
-func (c *instanceCounts) timerRan() {
-	c.mu.Lock()
-	c.timerRuns++
+	*n++
 	c.mu.Unlock()
 }
 
 func (c *instanceCounts) result(r string) {
 	c.mu.Lock()
-	if c.results == nil {
-		c.results = map[string]int{}
-	}
 	c.results[r]++
 	c.mu.Unlock()
 }
@@ -147,7 +138,6 @@ func (t *logTap) line(l []byte) {
 	}
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()
-	t.c.answers++
 	t.c.roundTrips += rec.roundTrips
 	t.c.conflicts += rec.conflicts
 	if rec.cacheHit {
@@ -207,19 +197,13 @@ func newPool() *pool {
 	return &pool{holders: map[string]*instance{}, fail: make(chan struct{})}
 }
 
-func (p *pool) running() []*instance { return p.runningIn(nil) }
-
 // runningIn returns g's running instances (all for nil) in start order.
 func (p *pool) runningIn(g *group) []*instance {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []*instance
-	for _, in := range p.all {
-		if in.stateName() == InstanceRunning && (g == nil || in.g == g) {
-			out = append(out, in)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(p.all), func(in *instance) bool {
+		return in.stateName() != InstanceRunning || (g != nil && in.g != g)
+	})
 }
 
 // first is g's oldest running instance, which runs g's timers; nil if none.
@@ -288,19 +272,18 @@ func (h *Host) startInstance(ctx context.Context, g *group) (*instance, error) {
 	g.started++
 	n := g.started // reserved, so that instances started at once get distinct ids
 	h.pool.mu.Unlock()
-	in := &instance{g: g, n: n, id: g.instanceID(n)}
+	in := &instance{g: g, n: n, id: g.instanceID(n), counts: instanceCounts{results: map[string]int{}}}
 	in.state.Store(InstanceRunning)
 	env := append(slices.Clone(h.handlerEnv), logging.EnvContainerName+"="+in.id)
 	var err error
 	in.proc, err = child.Start(ctx, child.Options{
-		Path:         h.handlerPath,
-		Args:         h.app.Host.Arguments,
-		Dir:          h.app.Host.WorkingDirectory,
-		Env:          env,
-		Stdout:       &logTap{w: h.opts.Stdout, c: &in.counts},
-		Stderr:       &logTap{w: h.opts.Stderr, c: &in.counts},
-		ReadyTimeout: h.opts.ReadyTimeout,
-		Logger:       h.log.With(slog.String("instance", in.id)),
+		Path:   h.handlerPath,
+		Args:   h.app.Host.Arguments,
+		Dir:    h.app.Host.WorkingDirectory,
+		Env:    env,
+		Stdout: &logTap{w: h.opts.Stdout, c: &in.counts},
+		Stderr: &logTap{w: h.opts.Stderr, c: &in.counts},
+		Logger: h.log.With(slog.String("instance", in.id)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("devhost: start the handler of %s: %w", in.id, err)
@@ -320,21 +303,7 @@ func (h *Host) startInstance(ctx context.Context, g *group) (*instance, error) {
 	for _, d := range g.sessions {
 		d.start(in)
 	}
-	for _, d := range g.plain {
-		d.start(in)
-	}
 	return in, nil
-}
-
-// track runs f as one of in's dispatcher goroutines.
-func (h *Host) track(in *instance, f func()) {
-	h.workers.Add(1)
-	in.workers.Add(1)
-	go func() {
-		defer h.workers.Done()
-		defer in.workers.Done()
-		f()
-	}()
 }
 
 // resolve reads a scale target: a group key or "" (id ""), a number or an id.
@@ -372,19 +341,20 @@ func (h *Host) pick(target string) (*instance, error) {
 	}
 	switch {
 	case in == nil:
-		return nil, fmt.Errorf("%w: %q (running in %s: %s)", ErrNoInstance, id, g.name, ids(r))
+		return nil, fmt.Errorf("%w: %q (running in %s: %s)", ErrNoInstance, id, g.name, strings.Join(ids(r), ", "))
 	case len(r) == 1:
 		return nil, fmt.Errorf("%w (%s, the last of %s)", ErrLastInstance, in.id, g.name)
 	}
 	return in, nil
 }
 
-func ids(r []*instance) string {
+// ids returns the instances' ids.
+func ids(r []*instance) []string {
 	var s []string
 	for _, in := range r {
 		s = append(s, in.id)
 	}
-	return strings.Join(s, ", ")
+	return s
 }
 
 // AddInstance scales group ("": the default) out by one and returns the new id.
@@ -411,36 +381,17 @@ func (h *Host) AddInstance(ctx context.Context, group string) (string, error) {
 // instance (id, or the newest for "") takes no new work, its handler gets
 // SIGTERM and finishes its calls, and its sessions are closed.
 func (h *Host) RemoveInstance(ctx context.Context, id string) (string, error) {
-	h.scaleMu.Lock()
-	defer h.scaleMu.Unlock()
-	in, err := h.pick(id)
-	if err != nil {
-		return "", err
-	}
-	in.retired.Store(true)
-	in.state.Store(InstanceRemoved)
-	in.stopAccept()
-	in.proc.Stop() // SIGTERM; SIGKILL only after the grace period
-	done := make(chan struct{})
-	go func() { in.workers.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(h.opts.DrainTimeout):
-		in.stopCalls()
-		<-done
-	case <-ctx.Done():
-		in.stopCalls()
-		<-done
-	}
-	in.stopCalls()
-	in.inv.close()
-	h.log.Info("scaled in", slog.String("instance", in.id), slog.String("group", in.g.name), slog.Int("running", len(h.pool.runningIn(in.g))))
-	return in.id, nil
+	return h.retire(ctx, id, InstanceRemoved)
 }
 
 // KillInstance loses an instance (id, or the newest for "") without warning:
 // its handler gets SIGKILL, nothing is settled and its locks run out.
 func (h *Host) KillInstance(id string) (string, error) {
+	return h.retire(context.Background(), id, InstanceKilled)
+}
+
+// retire removes or kills the instance id names, leaving it in state.
+func (h *Host) retire(ctx context.Context, id, state string) (string, error) {
 	h.scaleMu.Lock()
 	defer h.scaleMu.Unlock()
 	in, err := h.pick(id)
@@ -448,27 +399,38 @@ func (h *Host) KillInstance(id string) (string, error) {
 		return "", err
 	}
 	in.retired.Store(true)
-	in.state.Store(InstanceKilled)
-	// A dead machine takes no new work; what it held stays locked.
-	in.stopAccept()
-	in.proc.Kill()
-	in.stopCalls()
-	in.workers.Wait()
+	in.state.Store(state)
+	in.stopAccept() // a dead machine takes no new work either; what it held stays locked
+	if state == InstanceKilled {
+		in.proc.Kill()
+		in.stopCalls()
+		in.workers.Wait()
+	} else {
+		in.proc.Stop() // SIGTERM; SIGKILL only after the grace period
+		done := make(chan struct{})
+		go func() { in.workers.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(h.opts.DrainTimeout):
+		case <-ctx.Done():
+		}
+		in.stopCalls()
+		<-done
+	}
 	in.inv.close()
-	h.log.Info("instance killed", slog.String("instance", in.id), slog.String("group", in.g.name), slog.Int("running", len(h.pool.runningIn(in.g))))
+	h.log.Info("instance "+state, slog.String("instance", in.id), slog.String("group", in.g.name), slog.Int("running", len(h.pool.runningIn(in.g))))
 	return in.id, nil
 }
 
 // Scale applies a scale action to target and returns the instance's id.
 func (h *Host) Scale(ctx context.Context, action, target string) (string, error) {
-	id := target
 	switch action {
 	case scenario.ScaleAdd:
 		return h.AddInstance(ctx, target)
 	case scenario.ScaleRemove:
-		return h.RemoveInstance(ctx, id)
+		return h.RemoveInstance(ctx, target)
 	case scenario.ScaleKill:
-		return h.KillInstance(id)
+		return h.KillInstance(target)
 	}
 	return "", fmt.Errorf("devhost: unknown scale action %q", action)
 }
@@ -488,51 +450,34 @@ func (h *Host) Instances() []InstanceSummary {
 			HandlerStarts: in.proc.Starts(),
 		}
 		in.counts.mu.Unlock()
-		if s.Results == nil {
-			s.Results = map[string]int{}
-		}
 		out = append(out, s)
 	}
 	return out
 }
 
 // RunningInstances returns the running instances' ids, oldest first.
-func (h *Host) RunningInstances() []string {
-	var out []string
-	for _, in := range h.pool.running() {
-		out = append(out, in.id)
-	}
-	return out
-}
+func (h *Host) RunningInstances() []string { return ids(h.pool.runningIn(nil)) }
 
 // InstancesIn returns Instances of group (a key, "" for the default group).
 func (h *Host) InstancesIn(group string) []InstanceSummary {
 	g := h.group(group)
-	var out []InstanceSummary
-	for _, in := range h.Instances() {
-		if g != nil && in.Group == g.name {
-			out = append(out, in)
-		}
+	if g == nil {
+		return nil
 	}
-	return out
+	return slices.DeleteFunc(h.Instances(), func(in InstanceSummary) bool { return in.Group != g.name })
 }
 
 // RunningIn returns group's running instances' ids, oldest first (nil: no such group).
 func (h *Host) RunningIn(group string) []string {
-	g := h.group(group)
-	if g == nil {
-		return nil
+	if g := h.group(group); g != nil {
+		return ids(h.pool.runningIn(g))
 	}
-	var out []string
-	for _, in := range h.pool.runningIn(g) {
-		out = append(out, in.id)
-	}
-	return out
+	return nil
 }
 
 // InstanceURL returns instance id's handler base URL, for its own GET /api/metrics.
 func (h *Host) InstanceURL(ctx context.Context, id string) (string, error) {
-	for _, in := range h.pool.running() {
+	for _, in := range h.pool.runningIn(nil) {
 		if in.id == id {
 			return in.proc.Ready(ctx)
 		}

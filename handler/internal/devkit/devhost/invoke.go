@@ -31,21 +31,13 @@ type invoker struct {
 	client  *http.Client
 	timeout time.Duration // functionTimeout; 0: none
 	log     *slog.Logger
-
-	mu       sync.Mutex
-	notFound map[string]bool // functions the handler answered 404 for (logged once)
+	// notFound holds the functions the handler answered 404 for (logged once).
+	notFound sync.Map
 }
 
 // newInvoker returns an invoker for proc's handler; like the host, it follows no redirect.
 func newInvoker(proc readier, timeout time.Duration, log *slog.Logger) *invoker {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 256
-	tr.Proxy = nil // loopback only
-	client := &http.Client{
-		Transport:     tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	return &invoker{proc: proc, client: client, timeout: timeout, log: log, notFound: map[string]bool{}}
+	return &invoker{proc: proc, client: newLoopbackClient(), timeout: timeout, log: log}
 }
 
 // close closes the idle connections to the handler.
@@ -56,9 +48,7 @@ type answer struct {
 	Status int
 	// Result is ReturnValue.result, "" when absent.
 	Result string
-	// ReturnValue is the raw ReturnValue, nil when absent.
-	ReturnValue json.RawMessage
-	Logs        []string
+	Logs   []string
 }
 
 // OK reports a 2xx status: the host counts the invocation as a success.
@@ -106,11 +96,7 @@ func (iv *invoker) invoke(ctx context.Context, function string, body []byte) (an
 	}
 	a := answer{Status: resp.StatusCode}
 	if resp.StatusCode == http.StatusNotFound {
-		iv.mu.Lock()
-		first := !iv.notFound[function]
-		iv.notFound[function] = true
-		iv.mu.Unlock()
-		if first {
+		if _, seen := iv.notFound.LoadOrStore(function, true); !seen {
 			iv.log.Warn("the handler does not implement this function (404); its invocations fail", slog.String("function", function))
 		}
 	}
@@ -137,8 +123,7 @@ func (iv *invoker) invoke(ctx context.Context, function string, body []byte) (an
 	case err != nil:
 		return fail("the answer is not JSON, the host fails such an invocation: " + err.Error())
 	}
-	a.Logs, a.ReturnValue = r.Logs, r.ReturnValue
-	a.Result = resultOf(r.ReturnValue)
+	a.Logs, a.Result = r.Logs, resultOf(r.ReturnValue)
 	return a, nil
 }
 

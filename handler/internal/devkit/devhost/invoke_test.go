@@ -23,6 +23,7 @@ var _ readier = fixedReady("")
 // TestInvokerDoesNotFollowRedirects: the host takes a 3xx as the answer;
 // following it would complete a message the handler never handled.
 func TestInvokerDoesNotFollowRedirects(t *testing.T) {
+	t.Parallel()
 	var followed atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/elsewhere" {
@@ -47,6 +48,7 @@ func TestInvokerDoesNotFollowRedirects(t *testing.T) {
 // TestInvokerCloseClosesIdleConnections: Close leaves no connection to
 // the handler open.
 func TestInvokerCloseClosesIdleConnections(t *testing.T) {
+	t.Parallel()
 	closed := make(chan struct{}, 1)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, "Applied")
@@ -82,6 +84,7 @@ func TestInvokerCloseClosesIdleConnections(t *testing.T) {
 }
 
 func TestResultOf(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, rv, want string
 	}{
@@ -108,6 +111,7 @@ func TestResultOf(t *testing.T) {
 // of the development host's own: no clock of the dev host reaches the
 // handler.
 func TestInvokerSendsOnlyTheHostsHeaders(t *testing.T) {
+	t.Parallel()
 	var seen atomic.Value
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen.Store(r.Header.Clone())

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/azurite"
-	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/internal/fakeazurite"
-	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/internal/fakehandler"
 )
 
 // mainApp writes an app whose handler is the fake handler (this test
@@ -68,17 +66,16 @@ func orderUpstream(t *testing.T, row *OrderRow) *httptest.Server {
 // unknown field, no messageId, nulls) only warned about, and the handler's
 // own output on stderr.
 func TestMainExitWhenIdleFastForwards(t *testing.T) {
+	t.Parallel()
 	root := mainApp(t)
 	up := orderUpstream(t, &OrderRow{Status: "Cancelled", LastSequence: 1})
-	t.Setenv(fakehandler.EnvUpstream, up.URL)
-	t.Setenv(fakehandler.EnvLogLine, `{"msg":"fake handler log line"}`)
-	t.Setenv(SettingStoreConnection, "UseDevelopmentStorage=true")
+	env := envWith(fakeUpstream+"="+up.URL, fakeLogLine+`={"msg":"fake handler log line"}`, SettingStoreConnection+"=UseDevelopmentStorage=true")
 	scenarioPath := writeScenario(t, root,
 		`{"subject":"OrderStatusChanged","sessionId":"o-1","body":{"orderId":"o-1","status":"Created","sequence":1},"note":"x","scheduleAfter":null}`,
 		`{"subject":"PaymentTimeoutCheck","sessionId":"o-1","messageId":"o-1:payment-timeout","body":{"orderId":"o-1"},"scheduleAfter":"30m","note":"y","applicationProperties":{"gone":null}}`)
 	summaryPath := filepath.Join(root, "summary.json")
 
-	code, stdout, stderr := runMain(t, "--app-root", root, "--scenario", scenarioPath, "--exit-when-idle",
+	code, stdout, stderr := runMainEnv(t, env, "--app-root", root, "--scenario", scenarioPath, "--exit-when-idle",
 		"--summary-json", summaryPath, "--http-addr", "127.0.0.1:0")
 	if code != ExitOK {
 		t.Fatalf("exit code %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
@@ -139,7 +136,7 @@ func TestMainFrontAddress(t *testing.T) {
 	busyAddr := busy.Addr().String()
 	root := mainApp(t)
 	up := orderUpstream(t, &OrderRow{Status: "Created", LastSequence: 1})
-	t.Setenv(fakehandler.EnvUpstream, up.URL)
+	t.Setenv(fakeUpstream, up.URL)
 	t.Setenv(SettingStoreConnection, "UseDevelopmentStorage=true")
 	scenarioPath := writeScenario(t, root,
 		`{"subject":"OrderStatusChanged","sessionId":"o-1","messageId":"o-1:1","body":{"orderId":"o-1","status":"Created","sequence":1}}`)
@@ -147,7 +144,7 @@ func TestMainFrontAddress(t *testing.T) {
 	defer cancel()
 
 	var out, errb bytes.Buffer
-	code := run(ctx, []string{"--app-root", root, "--scenario", scenarioPath, "--exit-when-idle", "--quiet"}, &out, &errb, busyAddr)
+	code := run(ctx, []string{"--app-root", root, "--scenario", scenarioPath, "--exit-when-idle", "--quiet"}, os.Environ(), &out, &errb, busyAddr)
 	if code != ExitOK || !strings.Contains(errb.String(), "warning: "+busyAddr+" is in use; the HTTP front is on http://127.0.0.1:") ||
 		!strings.Contains(out.String(), "HTTP front on http://127.0.0.1:") {
 		t.Errorf("default address busy: exit %d\nstdout:\n%s\nstderr:\n%s\nwant 0, a warning naming the fallback address, and the address on stdout", code, out.String(), errb.String())
@@ -160,7 +157,7 @@ func TestMainFrontAddress(t *testing.T) {
 		t.Setenv(azurite.EnvBinary, filepath.Join(t.TempDir(), "no-azurite-here"))
 		var out, errb bytes.Buffer
 		code := run(ctx, []string{"--app-root", root, "--scenario", scenarioPath, "--exit-when-idle", "--quiet", "--http-addr", busyAddr},
-			&out, &errb, busyAddr)
+			os.Environ(), &out, &errb, busyAddr)
 		if code != ExitFailure || !strings.Contains(errb.String(), "HTTP front on "+busyAddr) || strings.Contains(errb.String(), "Azurite") ||
 			!strings.Contains(errb.String(), `make run ARGS="--http-addr 127.0.0.1:PORT"`) {
 			t.Errorf("explicit address busy: exit %d, stderr:\n%s\nwant 1 naming the address and how to pick another, before any Azurite", code, errb.String())
@@ -191,11 +188,11 @@ func TestMainStoreDies(t *testing.T) {
 	}))
 	defer up.Close()
 	root := mainApp(t)
-	t.Setenv(fakehandler.EnvUpstream, up.URL)
+	t.Setenv(fakeUpstream, up.URL)
 	t.Setenv(SettingStoreConnection, "")
 	t.Setenv(SettingStoreServiceURI, "")
 	t.Setenv(azurite.EnvBinary, exe)
-	t.Setenv(fakeazurite.EnvMode, dieFile)
+	t.Setenv(fakeAzuriteDieFile, dieFile)
 	scenarioPath := writeScenario(t, root,
 		`{"subject":"OrderStatusChanged","sessionId":"o-1","messageId":"o-1:1","body":{"orderId":"o-1","status":"Created","sequence":1}}`)
 
@@ -209,6 +206,7 @@ func TestMainStoreDies(t *testing.T) {
 }
 
 func TestAzuriteDirs(t *testing.T) {
+	t.Parallel()
 	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
@@ -247,10 +245,10 @@ func (w *notifyWriter) Write(p []byte) (int, error) {
 // runs in real time, and a scenario that will take hours says so on
 // stderr even with --quiet.
 func TestMainNotesLateScheduleWhenQuiet(t *testing.T) {
+	t.Parallel()
 	root := mainApp(t)
 	up := orderUpstream(t, nil)
-	t.Setenv(fakehandler.EnvUpstream, up.URL)
-	t.Setenv(SettingStoreConnection, "UseDevelopmentStorage=true")
+	env := envWith(fakeUpstream+"="+up.URL, SettingStoreConnection+"=UseDevelopmentStorage=true")
 	scenarioPath := writeScenario(t, root,
 		`{"subject":"PaymentTimeoutCheck","sessionId":"o-1","messageId":"o-1:payment-timeout","body":{"orderId":"o-1"},"scheduleAfter":"2h"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -262,7 +260,7 @@ func TestMainNotesLateScheduleWhenQuiet(t *testing.T) {
 		}
 	}}
 	var out bytes.Buffer
-	code := run(ctx, []string{"--app-root", root, "--scenario", scenarioPath, "--http-addr", "127.0.0.1:0", "--quiet"}, &out, errw, DefaultHTTPAddr)
+	code := run(ctx, []string{"--app-root", root, "--scenario", scenarioPath, "--http-addr", "127.0.0.1:0", "--quiet"}, env, &out, errw, DefaultHTTPAddr)
 	errw.mu.Lock()
 	stderr := errw.buf.String()
 	errw.mu.Unlock()

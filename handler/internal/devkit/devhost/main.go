@@ -116,7 +116,6 @@ type config struct {
 	seed         uint64
 	orders       int
 	timeScale    float64
-	scaleSet     bool
 	lockDuration time.Duration
 	maxDelivery  int
 	httpAddr     string
@@ -161,7 +160,7 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	c.scaleSet, c.httpAddrSet = set["time-scale"], set["http-addr"]
+	c.httpAddrSet = set["http-addr"]
 	bad := func(format string, args ...any) (config, int) {
 		fmt.Fprintf(stderr, "orderstatus-dev dev: "+format+" (%s)\n", append(args, usageLine)...)
 		return c, ExitUsage
@@ -171,27 +170,24 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 		return bad("unexpected argument %q", fs.Arg(0))
 	case c.orders < 1:
 		return bad("--orders %d: want at least 1", c.orders)
-	case c.scaleSet && (!(c.timeScale > 0) || c.timeScale > MaxTimeScale):
+	case set["time-scale"] && (!(c.timeScale > 0) || c.timeScale > MaxTimeScale):
 		return bad("--time-scale %v: want a number above 0 and at most %d", c.timeScale, MaxTimeScale)
 	case set["lock-duration"] && (c.lockDuration < MinLockDuration || c.lockDuration > MaxLockDuration):
 		return bad("--lock-duration %s: Service Bus allows %s to %s", c.lockDuration, wording.Duration(MinLockDuration), wording.Duration(MaxLockDuration))
 	case set["max-delivery"] && (c.maxDelivery < 1 || c.maxDelivery > MaxDeliveryCountLimit):
 		return bad("--max-delivery %d: Service Bus allows 1 to %d", c.maxDelivery, MaxDeliveryCountLimit)
 	}
-	if ic, err := ParseInstances(*instancesFlag); err != nil {
+	var err error
+	if c.instances, err = ParseInstances(*instancesFlag); err != nil {
 		return bad("--instances %v", err)
-	} else {
-		c.instances = ic
 	}
 	if *scaleFlag != "" {
-		var err error
 		if c.scale, err = ParseScale(*scaleFlag); err != nil {
 			return bad("--scale: %v", err)
 		}
 	}
 	if *outageFlag != "" {
-		var err error
-		if c.outages, err = ParseOutages(*outageFlag); err != nil {
+		if c.outages, err = scenario.ParseOutages(*outageFlag); err != nil {
 			return bad("--outage: %v", err)
 		}
 	}
@@ -203,7 +199,7 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 			return bad("--summary-json %s: %v", c.summaryJSON, err)
 		}
 	}
-	if !c.scaleSet {
+	if !set["time-scale"] {
 		c.timeScale = 1
 	}
 	return c, -1
@@ -214,11 +210,12 @@ func parseFlags(args []string, stdout, stderr io.Writer, defaultHTTPAddr string)
 // clock fast-forwarded over idle stretches) or serves the HTTP functions until
 // ctx ends. It returns ExitOK, ExitFailure or ExitUsage.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return run(ctx, args, stdout, stderr, DefaultHTTPAddr)
+	return run(ctx, args, os.Environ(), stdout, stderr, DefaultHTTPAddr)
 }
 
-// run is Main with --http-addr's default as a parameter.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHTTPAddr string) int {
+// run is Main with the environment the settings are read from and
+// --http-addr's default as parameters.
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, defaultHTTPAddr string) int {
 	// The handler's output, the progress lines and the logs share two streams.
 	stdout, stderr = logging.Locked(stdout), logging.Locked(stderr)
 	c, code := parseFlags(args, stdout, stderr, defaultHTTPAddr)
@@ -284,7 +281,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 
 	// stdout holds the progress and the summary; the logs go to stderr.
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	handlerOut, handlerErr := io.Writer(stderr), io.Writer(stderr)
+	handlerOut := io.Writer(stderr)
 	if c.handlerLog != "" {
 		if err := os.MkdirAll(filepath.Dir(c.handlerLog), 0o755); err != nil {
 			return fail(err)
@@ -294,19 +291,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 			return fail(err)
 		}
 		defer f.Close()
-		w := logging.Locked(f)
-		handlerOut, handlerErr = w, w
+		handlerOut = logging.Locked(f)
 	}
 
 	var h *Host
 	opts := Options{
 		AppRoot:        c.appRoot,
+		Env:            environ,
 		HandlerPath:    c.handler,
 		Queues:         QueueOverrides{LockDuration: c.lockDuration, MaxDeliveryCount: int32(c.maxDelivery)},
 		TimeScale:      c.timeScale,
 		HTTPAddr:       c.httpAddr,
 		Stdout:         handlerOut,
-		Stderr:         handlerErr,
+		Stderr:         handlerOut,
 		Logger:         logger,
 		FastForward:    c.exitWhenIdle,
 		Instances:      c.instances.Default,
@@ -347,7 +344,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		fmt.Fprintf(stderr, "orderstatus-dev dev: %v (%s)\n", err, usageLine)
 		return ExitUsage
 	}
-	say("orderstatus-dev dev: app %s, settings from %s", h.app.Root, h.SettingsSource())
+	say("orderstatus-dev dev: app %s, settings from %s", h.app.Root, h.app.SettingsSource)
 	for _, d := range h.DisabledFunctions() {
 		note("warning: function %s is disabled by %s: it is not invoked", d.Name, d.By)
 	}
@@ -396,7 +393,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 		unannounce = remove
 		defer remove()
 	}
-	say("store: %s", h.StoreSource())
+	say("store: %s", h.storeSource)
 	switch line, ok := h.StoreTables(); {
 	case ok:
 		say("store %s", line)
@@ -425,32 +422,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, defaultHT
 	}
 
 	var progress sync.WaitGroup
-	stopProgress := make(chan struct{})
+	progressCtx, stopProgress := context.WithCancel(context.Background())
 	began := time.Now()
 	printer := &progressPrinter{w: stdout}
 	if !c.quiet {
-		progress.Add(1)
-		go func() {
-			defer progress.Done()
+		progress.Go(func() {
 			t := time.NewTicker(time.Second)
 			defer t.Stop()
 			for {
 				select {
-				case <-stopProgress:
+				case <-progressCtx.Done():
 					return
 				case <-t.C:
 					printer.print(h.progress(time.Since(began), total))
 				}
 			}
-		}()
+		})
 	}
 	finishProgress := func() {
-		select {
-		case <-stopProgress:
-		default:
-			close(stopProgress)
-			progress.Wait()
-		}
+		stopProgress()
+		progress.Wait()
 	}
 	defer finishProgress()
 	interrupted := func(err error) int {

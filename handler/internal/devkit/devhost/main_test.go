@@ -8,23 +8,41 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/internal/fakehandler"
 )
 
 func runMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runMainEnv(t, os.Environ(), args...)
+}
+
+// runMainEnv is runMain with the settings read from env, not the process's
+// environment: a test that can run in parallel.
+func runMainEnv(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	code = Main(ctx, args, &out, &errb)
+	code = run(ctx, args, env, &out, &errb, DefaultHTTPAddr)
 	return code, out.String(), errb.String()
 }
 
+// envWith is the process environment with kv's KEY=value settings in place
+// of KEY's (an empty value unsets it, as for t.Setenv(KEY, "")).
+func envWith(kv ...string) []string {
+	env := os.Environ()
+	for _, s := range kv {
+		k, _, _ := strings.Cut(s, "=")
+		env = append(slices.DeleteFunc(env, func(e string) bool { return strings.HasPrefix(e, k+"=") }), s)
+	}
+	return env
+}
+
 func TestMainUsage(t *testing.T) {
+	t.Parallel()
 	existingDir := t.TempDir()
 	missingDir := filepath.Join(existingDir, "missing")
 	tests := []struct {
@@ -70,6 +88,7 @@ func TestMainUsage(t *testing.T) {
 }
 
 func TestMainHelp(t *testing.T) {
+	t.Parallel()
 	code, stdout, _ := runMain(t, "-h")
 	if code != ExitOK || !strings.Contains(stdout, "-exit-when-idle") {
 		t.Errorf("-h: got %d %q, want 0 and the flags", code, stdout)
@@ -77,6 +96,7 @@ func TestMainHelp(t *testing.T) {
 }
 
 func TestParseFlagsTimeScale(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		want float64
@@ -96,6 +116,7 @@ func TestParseFlagsTimeScale(t *testing.T) {
 }
 
 func TestMainBadScenario(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "w.jsonl")
 	os.WriteFile(path, []byte(`{"sessionId":"o-1","messageId":"a"}`+"\n"+`{"messageId":"b"}`+"\n"), 0o644)
 	code, _, stderr := runMain(t, "--scenario", path)
@@ -115,9 +136,9 @@ func TestMainBadScenario(t *testing.T) {
 }
 
 func TestMainUnresolvedSetting(t *testing.T) {
+	t.Parallel()
 	root := writeApp(t, timerApp("%DEAD_LETTER_SWEEP_SCHEDULE%"))
-	t.Setenv("DEAD_LETTER_SWEEP_SCHEDULE", "")
-	code, _, stderr := runMain(t, "--app-root", root, "--quiet")
+	code, _, stderr := runMainEnv(t, envWith("DEAD_LETTER_SWEEP_SCHEDULE="), "--app-root", root, "--quiet")
 	if code != ExitFailure || !strings.Contains(stderr, "DEAD_LETTER_SWEEP_SCHEDULE") || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("got %d %q, want exit 1 and one line naming DEAD_LETTER_SWEEP_SCHEDULE", code, stderr)
 	}
@@ -127,12 +148,14 @@ func TestMainUnresolvedSetting(t *testing.T) {
 // when GetOrder shows the row the messages lead to, and fail (exit 1, the
 // violation in the summary) when it does not.
 func TestMainExitWhenIdle(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name     string
 		row      bool
 		wantCode int
 	}{{"invariants hold", true, ExitOK}, {"invariants fail", false, ExitFailure}} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				switch {
 				case r.Method == http.MethodPost:
@@ -155,10 +178,9 @@ func TestMainExitWhenIdle(t *testing.T) {
 			scenarioPath := filepath.Join(root, "w.jsonl")
 			os.WriteFile(scenarioPath, []byte(`{"subject":"OrderStatusChanged","sessionId":"o-1","messageId":"o-1:1","body":{"orderId":"o-1","status":"Created","sequence":1}}`+"\n"), 0o644)
 			summaryPath := filepath.Join(root, "summary.json")
-			t.Setenv(fakehandler.EnvUpstream, up.URL)
-			t.Setenv(SettingStoreConnection, "UseDevelopmentStorage=true")
+			env := envWith(fakeUpstream+"="+up.URL, SettingStoreConnection+"=UseDevelopmentStorage=true")
 
-			code, stdout, stderr := runMain(t, "--app-root", root, "--scenario", scenarioPath, "--exit-when-idle",
+			code, stdout, stderr := runMainEnv(t, env, "--app-root", root, "--scenario", scenarioPath, "--exit-when-idle",
 				"--summary-json", summaryPath, "--http-addr", "127.0.0.1:0", "--quiet")
 			if code != tt.wantCode {
 				t.Fatalf("exit code: got %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.wantCode, stdout, stderr)
@@ -206,6 +228,7 @@ func TestMainExitWhenIdle(t *testing.T) {
 
 // TestParseFlagsQueueLimits: the bounds Service Bus accepts are accepted.
 func TestParseFlagsQueueLimits(t *testing.T) {
+	t.Parallel()
 	summary := filepath.Join(t.TempDir(), "summary.json")
 	tests := []struct {
 		args     []string
@@ -233,6 +256,7 @@ func TestParseFlagsQueueLimits(t *testing.T) {
 // running then, the last one removed, too many) is a usage error before
 // anything starts: exit 2, one line naming the event, no start-up line.
 func TestMainBadScalePlan(t *testing.T) {
+	t.Parallel()
 	app := writeApp(t, appFiles(1))
 	scaleFile := filepath.Join(t.TempDir(), "scale.jsonl")
 	if err := os.WriteFile(scaleFile, []byte(`{"scale":"add","sendAfter":"1m"}`+"\n"+`{"scale":"kill","instance":4,"sendAfter":"2m"}`+"\n"), 0o644); err != nil {
@@ -287,6 +311,7 @@ func mustScale(t *testing.T, s string) []ScenarioLine {
 }
 
 func TestClockLine(t *testing.T) {
+	t.Parallel()
 	wall := time.Date(2026, 12, 1, 8, 7, 0, 0, time.UTC)
 	if got := clockLine(wall, wall, 1); got != "" {
 		t.Errorf("real time: %q, want no line", got)

@@ -77,22 +77,11 @@ func newOutages(c clock.Clock) *outages {
 // rule refuses while an outage of target is under way.
 func (o *outages) rule(target string) faultproxy.Rule {
 	return func(*http.Request) faultproxy.Mode {
-		if o.down(target, o.clock.Now()) {
+		if slices.Contains(o.downAt(o.clock.Now()), target) {
 			return faultproxy.Refuse
 		}
 		return faultproxy.Pass
 	}
-}
-
-func (o *outages) down(target string, now time.Time) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, x := range o.list {
-		if x.target == target && !now.Before(x.start) && now.Before(x.end) {
-			return true
-		}
-	}
-	return false
 }
 
 // nextEnd returns the earliest end, after now, of an outage under way.
@@ -142,18 +131,13 @@ func (h *Host) startProxies(storeConn, brokerURL string) (map[string]string, err
 		if _, done := h.outages.proxies[target]; done {
 			continue
 		}
-		var upstream string
-		switch target {
-		case OutageTable:
+		upstream := brokerURL // OutageServiceBus; New checked the targets
+		if target == OutageTable {
 			u, err := tableEndpoint(storeConn)
 			if err != nil {
 				return nil, fmt.Errorf("devhost: outage table: %w", err)
 			}
 			upstream = u.Scheme + "://" + u.Host
-		case OutageServiceBus:
-			upstream = brokerURL
-		default:
-			return nil, fmt.Errorf("devhost: outage target %q: want %s or %s", target, OutageTable, OutageServiceBus)
 		}
 		// Between outages the proxy is a plain path.
 		p, err := faultproxy.StartWith(upstream, &faultproxy.Options{FollowClient: true})
@@ -162,10 +146,9 @@ func (h *Host) startProxies(storeConn, brokerURL string) (map[string]string, err
 		}
 		p.SetRule(h.outages.rule(target))
 		h.outages.proxies[target] = p
-		switch target {
-		case OutageTable:
+		if target == OutageTable {
 			set[SettingStoreConnection] = replaceTableEndpoint(storeConn, p.Addr)
-		case OutageServiceBus:
+		} else {
 			set[SettingDevBrokerURL] = p.URL()
 		}
 	}
@@ -208,7 +191,8 @@ func replaceTableEndpoint(conn, addr string) string {
 
 // outageCounts reads the counters an outage's summary is made of.
 func (h *Host) outageCounts(target string) outageCounts {
-	c := outageCounts{rescheduled: h.rec.rescheduledCount(), parked: h.rec.parkedCount()}
+	var c outageCounts
+	c.rescheduled, c.parked, _ = h.rec.counts("")
 	if p := h.outages.proxies[target]; p != nil {
 		c.refused = int(p.Count(faultproxy.Refuse))
 	}
@@ -262,9 +246,7 @@ func (h *Host) endOutage(x *outage) {
 }
 
 // Outages returns every outage so far, in start order, with what each cost.
-func (h *Host) Outages() []OutageSummary { return h.outageSummaries() }
-
-func (h *Host) outageSummaries() []OutageSummary {
+func (h *Host) Outages() []OutageSummary {
 	h.outages.mu.Lock()
 	list := slices.Clone(h.outages.list)
 	h.outages.mu.Unlock()
@@ -290,13 +272,10 @@ func (h *Host) outageSummaries() []OutageSummary {
 func OutageTargets(lines []ScenarioLine) []string {
 	var out []string
 	for _, l := range lines {
-		if l.Outage != "" && !slices.Contains(out, l.Outage) {
+		if l.Outage != "" {
 			out = append(out, l.Outage)
 		}
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
-
-// ParseOutages reads the value of `orderstatus-dev dev --outage`.
-func ParseOutages(s string) ([]ScenarioLine, error) { return scenario.ParseOutages(s) }

@@ -2,9 +2,7 @@ package devhost
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -18,13 +16,13 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 )
 
-// outageExample is the scenario docs/outage.md shows and runs: the table
+// outageExample is the scenario docs/outages.md shows and runs: the table
 // is unreachable from 1m to 11m (o-1's Paid arrives in it), then the
 // handler's Service Bus calls from 13m to 18m (o-3's bad message, which
 // must be parked, arrives in it); o-2 and o-4 arrive after each.
 const outageExample = repoRoot + "/docs/outage-example.jsonl"
 
-// TestEndToEndOutage runs what docs/outage.md runs, `orderstatus-dev dev --scenario
+// TestEndToEndOutage runs what docs/outages.md runs, `orderstatus-dev dev --scenario
 // docs/outage-example.jsonl --exit-when-idle` with its outage lines, with
 // the real bin/handler and Azurite, on today's retry policy
 // (ORDER_STATUS_RETRY_RESCHEDULE=false: in-call retries, then 5xx, so a
@@ -35,9 +33,9 @@ const outageExample = repoRoot + "/docs/outage-example.jsonl"
 // parked); what came after each was handled, and the idle stretches were
 // skipped.
 func TestEndToEndOutage(t *testing.T) {
-	t.Setenv("ORDER_STATUS_RETRY_RESCHEDULE", "false")
-	t.Setenv("ORDER_STATUS_RETRY_BUDGET", "1s") // as docs/outage.md: five deliveries in seconds
-	s, stdout, stderr, logTail := runOutageExample(t)
+	t.Parallel()
+	s, stdout, stderr, logTail := runOutageExample(t, outageExample,
+		"ORDER_STATUS_RETRY_RESCHEDULE=false", "ORDER_STATUS_RETRY_BUDGET=1s") // as docs/outages.md: five deliveries in seconds
 	table, bus := s.Outages[0], s.Outages[1]
 	if table.Target != OutageTable || table.After != "1m" || table.Duration != "10m" || !table.Ended ||
 		table.Refused == 0 || table.DeadLettered != 1 || table.Rescheduled != 0 || table.Parked != 0 {
@@ -73,24 +71,35 @@ func TestEndToEndOutage(t *testing.T) {
 
 // TestEndToEndOutageDefaultPolicy runs the same example on the handler's
 // default retry policy (rescheduling; a one-second in-call budget), as
-// docs/outage.md's second command does: the table's outage becomes a
+// docs/outages.md's second command does: the table's outage becomes a
 // delay, not a dead letter. o-1:2, which meets it, is rescheduled until the
 // table is back and then applied (o-1 ends Paid); nothing is dead-lettered
 // by it. The Service Bus outage refuses the handler's own calls, the
 // rescheduling included, so o-3:bad, whose parking meets it, is still
 // dead-lettered, as docs/outages.md says; o-4:bad after it is parked. The
 // handler's own payment-timeout checks fall due (the idle time skipped)
-// and cancel o-2, never paid, and leave o-1, paid.
+// and cancel o-2, never paid, and leave o-1, paid. The table's outage is
+// cut from 10m to 2m (o-1:2, sent at 2m, still meets it): no check below
+// depends on its length, and each of its seconds costs about two
+// rescheduling rounds in real time.
 func TestEndToEndOutageDefaultPolicy(t *testing.T) {
-	t.Setenv("ORDER_STATUS_RETRY_RESCHEDULE", "")
-	t.Setenv("ORDER_STATUS_RETRY_BUDGET", "1s") // as docs/outage.md: the deliveries of o-3:bad in seconds
-	// The handler's waits are real time, which the host's skipped idle
-	// time does not shorten: a backoff cap (and so the breaker's probe
-	// interval) of a second, from a base of half that, lets the table's return be seen before the
-	// host's clock reaches the Service Bus outage.
-	t.Setenv("ORDER_STATUS_RETRY_BASE", "500ms")
-	t.Setenv("ORDER_STATUS_RETRY_CAP", "1s")
-	s, stdout, _, logTail := runOutageExample(t)
+	t.Parallel()
+	const long, short = `{"outage":"table","sendAfter":"1m","duration":"10m"}`, `{"outage":"table","sendAfter":"1m","duration":"2m"}`
+	example, err := os.ReadFile(outageExample)
+	if err != nil || strings.Count(string(example), long) != 1 {
+		t.Fatalf("docs/outage-example.jsonl: %v; want it to have the line %s", err, long)
+	}
+	path := filepath.Join(t.TempDir(), "outage-example.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Replace(string(example), long, short, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// As docs/outages.md: the deliveries of o-3:bad in seconds. The
+	// handler's waits are real time, which the host's skipped idle time
+	// does not shorten: a backoff cap (and so the breaker's probe
+	// interval) of a second, from a base of half that, lets the table's
+	// return be seen before the host's clock reaches the Service Bus outage.
+	s, stdout, _, logTail := runOutageExample(t, path, "ORDER_STATUS_RETRY_RESCHEDULE=", "ORDER_STATUS_RETRY_BUDGET=1s",
+		"ORDER_STATUS_RETRY_BASE=500ms", "ORDER_STATUS_RETRY_CAP=1s")
 	table, bus := s.Outages[0], s.Outages[1]
 	if table.Target != OutageTable || !table.Ended || table.Refused == 0 || table.Rescheduled == 0 ||
 		table.DeadLettered != 0 || table.Parked != 0 {
@@ -120,14 +129,13 @@ func TestEndToEndOutageDefaultPolicy(t *testing.T) {
 	}
 }
 
-// runOutageExample plays docs/outage-example.jsonl with `orderstatus-dev dev
-// --exit-when-idle` on the real bin/handler and Azurite, under the retry
-// settings the caller put in the environment, and returns the summary
-// (with its two outages), stdout, stderr and a function giving the
-// handler log's tail.
-func runOutageExample(t *testing.T) (s Summary, stdout, stderr string, logTail func() string) {
+// runOutageExample plays the outage example at path with `orderstatus-dev
+// dev --exit-when-idle` on the real bin/handler and Azurite, with the
+// retry settings (KEY=value), and returns the summary (with its two
+// outages), stdout, stderr and a function giving the handler log's tail.
+func runOutageExample(t *testing.T, path string, settings ...string) (s Summary, stdout, stderr string, logTail func() string) {
 	t.Helper()
-	s, stdout, stderr, log := runScenario(t, outageExample)
+	s, stdout, stderr, log := runScenario(t, path, settings)
 	logTail = func() string { return tail(log(), 4000) }
 	if len(s.Outages) != 2 {
 		t.Fatalf("outages %+v, want two\nstdout:\n%s", s.Outages, stdout)
@@ -136,22 +144,15 @@ func runOutageExample(t *testing.T) (s Summary, stdout, stderr string, logTail f
 }
 
 // runScenario plays the scenario at path with `orderstatus-dev dev
-// --exit-when-idle` on the real bin/handler and Azurite, under the
-// settings the caller put in the environment and with the extra flags,
+// --exit-when-idle` on the real bin/handler and Azurite, with the settings
+// (KEY=value; LOG_LEVEL warn unless they name it) and the extra flags,
 // and returns the summary, stdout, stderr and a function giving the
 // handler log.
-func runScenario(t *testing.T, path string, flags ...string) (s Summary, stdout, stderr string, log func() string) {
+func runScenario(t *testing.T, path string, settings []string, flags ...string) (s Summary, stdout, stderr string, log func() string) {
 	t.Helper()
 	handler := testenv.Handler(t, repoRoot)
 	root := filepath.Dir(filepath.Dir(handler))
-	cs := testenv.Azurite(t)
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:])
-	t.Setenv(SettingStoreConnection, cs)
-	t.Setenv("OrderStore__tableName", fmt.Sprintf("devhost%x", suffix))
-	if os.Getenv("LOG_LEVEL") == "" {
-		t.Setenv("LOG_LEVEL", "warn")
-	}
+	env := e2eEnv(t, append([]string{"LOG_LEVEL=warn"}, settings...)...)
 
 	app := copyApp(t, root, handler)
 	dir := t.TempDir()
@@ -164,8 +165,8 @@ func runScenario(t *testing.T, path string, flags ...string) (s Summary, stdout,
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	var out, errOut strings.Builder
-	code := Main(ctx, append([]string{"--app-root", app, "--scenario", scenarioPath, "--exit-when-idle", "--summary-json", summaryPath,
-		"--http-addr", "127.0.0.1:0", "--handler-log", handlerLog}, flags...), &out, &errOut)
+	code := run(ctx, append([]string{"--app-root", app, "--scenario", scenarioPath, "--exit-when-idle", "--summary-json", summaryPath,
+		"--http-addr", "127.0.0.1:0", "--handler-log", handlerLog}, flags...), env, &out, &errOut, DefaultHTTPAddr)
 	log = func() string {
 		b, _ := os.ReadFile(handlerLog)
 		return string(b)
@@ -191,28 +192,23 @@ func tail(s string, n int) string {
 	return s
 }
 
-// TestEndToEndKillSwitch runs what docs/outage.md runs with the kill
+// TestEndToEndKillSwitch runs what docs/outages.md runs with the kill
 // switch set, AzureWebJobs_OrderStatus_Disabled=true and `orderstatus-dev dev
 // --exit-when-idle --orders 10`, with the real bin/handler and Azurite:
 // OrderStatus is never invoked, a warning names the setting, and the run
 // ends with exit 1, its messages still waiting in the queue.
 func TestEndToEndKillSwitch(t *testing.T) {
+	t.Parallel()
 	handler := testenv.Handler(t, repoRoot)
 	root := filepath.Dir(filepath.Dir(handler))
-	cs := testenv.Azurite(t)
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:])
-	t.Setenv(SettingStoreConnection, cs)
-	t.Setenv("OrderStore__tableName", fmt.Sprintf("devhost%x", suffix))
-	t.Setenv("LOG_LEVEL", "warn")
-	t.Setenv("AzureWebJobs_OrderStatus_Disabled", "true")
+	env := e2eEnv(t, "LOG_LEVEL=warn", "AzureWebJobs_OrderStatus_Disabled=true")
 	app := copyApp(t, root, handler)
 	summaryPath := filepath.Join(t.TempDir(), "summary.json")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var stdout, stderr strings.Builder
-	code := Main(ctx, []string{"--app-root", app, "--exit-when-idle", "--orders", "10", "--summary-json", summaryPath,
-		"--http-addr", "127.0.0.1:0", "--quiet", "--handler-log", filepath.Join(t.TempDir(), "handler.log")}, &stdout, &stderr)
+	code := run(ctx, []string{"--app-root", app, "--exit-when-idle", "--orders", "10", "--summary-json", summaryPath,
+		"--http-addr", "127.0.0.1:0", "--quiet", "--handler-log", filepath.Join(t.TempDir(), "handler.log")}, env, &stdout, &stderr, DefaultHTTPAddr)
 	if code != ExitFailure {
 		t.Fatalf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
@@ -236,11 +232,12 @@ func TestEndToEndKillSwitch(t *testing.T) {
 	}
 }
 
-// TestDocsOutage: the commands docs/outage.md shows are the ones the
+// TestDocsOutage: the commands docs/outages.md shows are the ones the
 // tests above run: its `make run` arguments parse, and its example
 // scenario is docs/outage-example.jsonl.
 func TestDocsOutage(t *testing.T) {
-	doc, err := os.ReadFile(repoRoot + "/docs/outage.md")
+	t.Parallel()
+	doc, err := os.ReadFile(repoRoot + "/docs/outages.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,15 +246,15 @@ func TestDocsOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(doc), "```json\n"+string(example)+"```") {
-		t.Error("docs/outage.md does not show docs/outage-example.jsonl as its example scenario")
+		t.Error("docs/outages.md does not show docs/outage-example.jsonl as its example scenario")
 	}
 	runs := regexp.MustCompile(`make run ARGS="([^"]*)"`).FindAllStringSubmatch(string(doc), -1)
 	if len(runs) == 0 {
-		t.Fatal("docs/outage.md shows no make run; update this test")
+		t.Fatal("docs/outages.md shows no make run; update this test")
 	}
 	for _, m := range runs {
 		if _, code := parseFlags(strings.Fields(m[1]), io.Discard, io.Discard, DefaultHTTPAddr); code != -1 {
-			t.Errorf("docs/outage.md's make run ARGS=%q: parseFlags exit %d", m[1], code)
+			t.Errorf("docs/outages.md's make run ARGS=%q: parseFlags exit %d", m[1], code)
 		}
 	}
 	if _, err := scenario.ReadFile(outageExample, nil); err != nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/scenario"
+	"github.com/orderstatus/orderstatus/handler/internal/parking"
+	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 )
 
 // post sends one empty JSON POST and returns its status, or the error.
@@ -35,6 +37,7 @@ func post(t *testing.T, u string) (int, error) {
 // for the outage's end, fast-forwarding to it, and the summary counts the
 // refused requests.
 func TestOutageRefusesTheHandlersRequests(t *testing.T) {
+	t.Parallel()
 	var storeHits atomic.Int64
 	store := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		storeHits.Add(1)
@@ -85,7 +88,7 @@ func TestOutageRefusesTheHandlersRequests(t *testing.T) {
 		}
 	}
 	check("during the outage", true)
-	if line := h.progress(time.Second, 0).String(); !strings.HasSuffix(line, " | unreachable: servicebus, table") {
+	if line := h.progress(time.Second, 0).body; !strings.HasSuffix(line, " | unreachable: servicebus, table") {
 		t.Errorf("progress line %q, want it to end with the targets down", line)
 	}
 	if storeHits.Load() != 1 {
@@ -98,10 +101,10 @@ func TestOutageRefusesTheHandlersRequests(t *testing.T) {
 		t.Errorf("fast-forwards %q, want one %q", all, JumpOutageEnd)
 	}
 	check("after the outage", false)
-	if line := h.progress(time.Second, 0).String(); strings.Contains(line, "unreachable") {
+	if line := h.progress(time.Second, 0).body; strings.Contains(line, "unreachable") {
 		t.Errorf("progress line %q after the outage names a target down", line)
 	}
-	got := h.outageSummaries()
+	got := h.Outages()
 	for i := range got {
 		if got[i].End.Sub(got[i].Start) != 10*time.Minute {
 			t.Errorf("outage %d from %s to %s, want 10m", i, got[i].Start, got[i].End)
@@ -121,6 +124,7 @@ func TestOutageRefusesTheHandlersRequests(t *testing.T) {
 // start and its end: rescheduled copies (a RetryAttempt property),
 // dead-lettered and parked messages.
 func TestOutageCounts(t *testing.T) {
+	t.Parallel()
 	h, up := testHost(t, appFiles(1), func(o *Options) {
 		o.OutageTargets = []string{OutageServiceBus}
 		o.Queues.MaxDeliveryCount = 1
@@ -141,7 +145,7 @@ func TestOutageCounts(t *testing.T) {
 	}
 	copyOf := func(id string) ScenarioLine {
 		l := statusLine("o-c", id, "Created", 1)
-		l.ApplicationProperties = map[string]any{propRetryAttempt: int64(1), propOriginalMessageID: "o-c:1"}
+		l.ApplicationProperties = map[string]any{reschedule.PropRetryAttempt: int64(1), parking.PropOriginalMessageID: "o-c:1"}
 		return l
 	}
 	park := func(id string) {
@@ -169,7 +173,7 @@ func TestOutageCounts(t *testing.T) {
 	if _, err := h.rec.Schedule(ctx, h.Queue(), statusLine("o-s", "s-1", "Created", 1).Message(), h.clock.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.outageSummaries(); len(got) != 1 || got[0].Ended || got[0].DeadLettered != 2 || got[0].Parked != 1 || got[0].Rescheduled != 1 {
+	if got := h.Outages(); len(got) != 1 || got[0].Ended || got[0].DeadLettered != 2 || got[0].Parked != 1 || got[0].Rescheduled != 1 {
 		t.Errorf("during the outage: %+v, want it not over, 2 dead-lettered, 1 parked, 1 rescheduled", got)
 	}
 	// WaitIdle: the scheduled messages fall due (and are dead-lettered)
@@ -191,6 +195,7 @@ func TestOutageCounts(t *testing.T) {
 // prepared for fails, in StartOutage and in Play; a table outage needs a
 // store on loopback HTTP.
 func TestOutageNeedsItsTarget(t *testing.T) {
+	t.Parallel()
 	h, _ := testHost(t, appFiles(1), nil)
 	if err := h.StartOutage(OutageTable, time.Minute); err == nil || !strings.Contains(err.Error(), "OutageTargets") {
 		t.Errorf("StartOutage without the target: %v, want an error naming OutageTargets", err)
@@ -222,6 +227,7 @@ func TestOutageNeedsItsTarget(t *testing.T) {
 }
 
 func TestReplaceTableEndpoint(t *testing.T) {
+	t.Parallel()
 	in := "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=k==;TableEndpoint=http://127.0.0.1:10002/devstoreaccount1;"
 	want := "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=k==;TableEndpoint=http://127.0.0.1:9/devstoreaccount1;"
 	if got := replaceTableEndpoint(in, "127.0.0.1:9"); got != want {
@@ -230,6 +236,7 @@ func TestReplaceTableEndpoint(t *testing.T) {
 }
 
 func TestMainOutageFlag(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{"table", "table@2m", "disk@1m+1m", "table@1m+0s", "table@x+1m"} {
 		code, stdout, stderr := runMain(t, "--outage", bad)
 		if code != ExitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "--outage") || stdout != "" {

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/azurite"
-	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/internal/fakeazurite"
-	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/internal/fakehandler"
 )
 
 // TestKilledHostTakesChildrenDown runs `orderstatus-dev dev` as a process of its
@@ -23,6 +21,7 @@ import (
 // children too: nothing may be left running behind a killed development
 // host.
 func TestKilledHostTakesChildrenDown(t *testing.T) {
+	t.Parallel()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -37,9 +36,9 @@ func TestKilledHostTakesChildrenDown(t *testing.T) {
 		`{"subject":"OrderStatusChanged","sessionId":"o-2","messageId":"o-2:1","sendAfter":"1h","body":{"orderId":"o-2","status":"Created","sequence":1}}`)
 	cmd := exec.Command(exe, mainArg, "--app-root", root, "--scenario", scenarioPath, "--http-addr", "127.0.0.1:0", "--quiet")
 	cmd.Env = append(os.Environ(),
-		fakehandler.EnvUpstream+"="+up.URL,
+		fakeUpstream+"="+up.URL,
 		azurite.EnvBinary+"="+exe,
-		fakeazurite.EnvMode+"=",
+		fakeAzuriteDieFile+"=",
 		SettingStoreConnection+"=",
 		SettingStoreServiceURI+"=",
 	)

@@ -3,9 +3,6 @@ package devhost
 import (
 	"fmt"
 	"io"
-	"maps"
-	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -21,10 +18,6 @@ type progressReport struct {
 	idle string
 }
 
-func (r progressReport) String() string {
-	return fmt.Sprintf("[%5.1fs] %s", r.elapsed.Seconds(), r.body)
-}
-
 // progress reports the run's state: the workload sent, where every message
 // sent is (as Accounting adds it up), the calls by result, the dead-letter
 // and poison queues, and with several instances each one's calls.
@@ -38,15 +31,7 @@ func (h *Host) progress(elapsed time.Duration, total int) progressReport {
 	if len(results) == 0 {
 		b.WriteString(" none")
 	}
-	keys := slices.Sorted(maps.Keys(results))
-	rank := func(k string) int {
-		if i := slices.Index(resultOrder, k); i >= 0 {
-			return i
-		}
-		return len(resultOrder)
-	}
-	sort.SliceStable(keys, func(i, j int) bool { return rank(keys[i]) < rank(keys[j]) })
-	for _, k := range keys {
+	for _, k := range ordered(results, resultOrder) {
 		fmt.Fprintf(&b, " %s %d", k, results[k])
 	}
 	fmt.Fprintf(&b, " | DLQ %d", qs.DeadLettered)
@@ -141,7 +126,7 @@ type progressPrinter struct {
 
 func (p *progressPrinter) print(r progressReport) {
 	if r.body != p.last {
-		fmt.Fprintln(p.w, r)
+		fmt.Fprintf(p.w, "[%5.1fs] %s\n", r.elapsed.Seconds(), r.body)
 		p.last, p.saidQuiet = r.body, false
 		return
 	}

@@ -42,6 +42,7 @@ func progressTerms(t *testing.T, line string) (in int, terms map[string]int) {
 // while messages are still waiting, and names the poison queue's copies
 // the sweeper took.
 func TestProgressAccountsForEveryMessage(t *testing.T) {
+	t.Parallel()
 	h, up := testHost(t, appFiles(4), nil)
 	up.set(func(w http.ResponseWriter, r *http.Request) { reply(w, http.StatusOK, "Applied") })
 	ctx := testCtx(t)
@@ -104,6 +105,7 @@ func TestProgressAccountsForEveryMessage(t *testing.T) {
 // TestProgressPrinterSkipsUnchangedLines: a line that says what the last
 // one said is not printed; the first such says once why nothing changes.
 func TestProgressPrinterSkipsUnchangedLines(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	p := &progressPrinter{w: &b}
 	for i, body := range []string{"a", "a", "a", "b", "b", "a"} {

@@ -16,12 +16,6 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/reschedule"
 )
 
-// Application properties the handler sets on parked and rescheduled copies.
-const (
-	propOriginalMessageID = parking.PropOriginalMessageID
-	propRetryAttempt      = reschedule.PropRetryAttempt
-)
-
 // recorder is the broker the handler talks to through the loopback server:
 // the membroker, recording what the handler parked and took out of the DLQs.
 type recorder struct {
@@ -58,26 +52,24 @@ func (r *recorder) Clock() clock.Clock { return r.mb.Clock() }
 
 // Send forwards to the broker and records a message sent to the poison queue.
 func (r *recorder) Send(ctx context.Context, queue string, msg broker.Message) error {
-	err := r.Broker.Send(ctx, queue, msg)
-	if err == nil {
-		r.mu.Lock()
-		r.sent[queue]++
-		r.mu.Unlock()
+	if err := r.Broker.Send(ctx, queue, msg); err != nil {
+		return err
 	}
-	if err == nil && queue == r.poisonQueue {
-		r.mu.Lock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sent[queue]++
+	if queue == r.poisonQueue {
 		r.parkedSends++
 		if !r.parkedIDs[msg.MessageID] {
 			r.parkedIDs[msg.MessageID] = true
 			r.parked = append(r.parked, Entry{
-				MessageID: stringProp(msg.ApplicationProperties, propOriginalMessageID, msg.MessageID),
+				MessageID: stringProp(msg.ApplicationProperties, parking.PropOriginalMessageID, msg.MessageID),
 				Reason:    stringProp(msg.ApplicationProperties, broker.PropertyDeadLetterReason, ""),
 				ParkedID:  msg.MessageID,
 			})
 		}
-		r.mu.Unlock()
 	}
-	return err
+	return nil
 }
 
 // Schedule forwards to the broker and counts the message.
@@ -86,7 +78,7 @@ func (r *recorder) Schedule(ctx context.Context, queue string, msg broker.Messag
 	if err == nil {
 		r.mu.Lock()
 		r.sent[queue]++
-		if _, retry := msg.ApplicationProperties[propRetryAttempt]; retry {
+		if _, retry := msg.ApplicationProperties[reschedule.PropRetryAttempt]; retry {
 			r.rescheduled++
 		}
 		r.mu.Unlock()
@@ -94,24 +86,12 @@ func (r *recorder) Schedule(ctx context.Context, queue string, msg broker.Messag
 	return seq, err
 }
 
-// rescheduledCount is the number of scheduled copies with RetryAttempt.
-func (r *recorder) rescheduledCount() int {
+// counts returns the copies scheduled with RetryAttempt, the copies sent to
+// the poison queue, and the messages sent or scheduled to queue.
+func (r *recorder) counts(queue string) (rescheduled, parked, sent int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.rescheduled
-}
-
-func (r *recorder) parkedCount() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.parkedSends
-}
-
-// sentTo is the number of messages sent or scheduled to queue.
-func (r *recorder) sentTo(queue string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.sent[queue]
+	return r.rescheduled, r.parkedSends, r.sent[queue]
 }
 
 // Receive forwards to the broker and keeps dead-lettered messages for Complete.
@@ -126,11 +106,9 @@ func (r *recorder) Receive(ctx context.Context, src broker.Source, max int, wait
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for k, m := range r.dlqLocked {
-		if k.queue == src.Queue && seqs[m.SequenceNumber] {
-			delete(r.dlqLocked, k) // its lock expired: it was handed out again
-		}
-	}
+	maps.DeleteFunc(r.dlqLocked, func(k lockKey, m broker.Received) bool {
+		return k.queue == src.Queue && seqs[m.SequenceNumber] // its lock expired: it was handed out again
+	})
 	for _, m := range got {
 		r.dlqLocked[lockKey{src.Queue, m.LockToken}] = m
 	}
@@ -173,7 +151,7 @@ func (r *recorder) Abandon(ctx context.Context, src broker.Source, m broker.Rece
 func (r *recorder) snapshot() (parked, dlqRemoved []Entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Entry(nil), r.parked...), append([]Entry(nil), r.dlqRemoved...)
+	return append([]Entry{}, r.parked...), append([]Entry{}, r.dlqRemoved...)
 }
 
 func stringProp(props map[string]any, key, def string) string {
@@ -202,14 +180,13 @@ type stats struct {
 	mu          sync.Mutex
 	sentCount   int
 	sentIDs     map[string]bool
-	sessions    []string // session ids sent, in first-sent order
-	sessionSeen map[string]bool
+	sessions    map[string]bool // session ids sent or completed ("" included)
 	results     map[string]int
 	completions []Completion
 }
 
 func newStats() *stats {
-	return &stats{sentIDs: map[string]bool{}, sessionSeen: map[string]bool{}, results: map[string]int{},
+	return &stats{sentIDs: map[string]bool{}, sessions: map[string]bool{}, results: map[string]int{},
 		callEnded: make(chan struct{}, 1)}
 }
 
@@ -231,10 +208,7 @@ func (s *stats) sent(l ScenarioLine) {
 	defer s.mu.Unlock()
 	s.sentCount++
 	s.sentIDs[l.MessageID] = true
-	if l.SessionID != "" && !s.sessionSeen[l.SessionID] {
-		s.sessionSeen[l.SessionID] = true
-		s.sessions = append(s.sessions, l.SessionID)
-	}
+	s.sessions[l.SessionID] = true
 }
 
 func (s *stats) result(r string) {
@@ -252,10 +226,7 @@ func (s *stats) completed(queue string, m broker.Received, result string) {
 		Body: bytes.Clone(m.Body), DeliveryCount: m.DeliveryCount, Result: result,
 		Enqueued: reschedule.FirstEnqueued(reschedule.Original{EnqueuedTime: m.EnqueuedTime, ApplicationProperties: m.ApplicationProperties}),
 	})
-	if m.SessionID != "" && !s.sessionSeen[m.SessionID] {
-		s.sessionSeen[m.SessionID] = true
-		s.sessions = append(s.sessions, m.SessionID)
-	}
+	s.sessions[m.SessionID] = true
 }
 
 func (s *stats) snapshot() (sent int, results map[string]int) {

@@ -91,6 +91,7 @@ func (g *recorderRig) receiveDLQ(t *testing.T, ctx context.Context) broker.Recei
 // message taken out of the dead-letter queue is recorded with its
 // MessageId, session and reason.
 func TestRecorderDeadLetterCompletedThroughLoopback(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	g := newRecorderRig(t)
 	g.deadLetter(t, ctx, "o-2", "o-2:1")
@@ -127,6 +128,7 @@ func TestRecorderDeadLetterCompletedThroughLoopback(t *testing.T) {
 // abandoned through the loopback client stays in the dead-letter queue and
 // is not recorded as taken out; completed afterwards, it is, once.
 func TestRecorderAbandonedDeadLetterNotRecorded(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	g := newRecorderRig(t)
 	g.deadLetter(t, ctx, "o-3", "o-3:1")

@@ -137,6 +137,7 @@ type listedEntry struct {
 // never reuse an entry another line acted on; within one code block a
 // placeholder keeps its value. A prompt is answered y.
 func TestRunbookCommandsRunAgainstTheDevHost(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs(repoRoot)
 	if err != nil {
 		t.Fatal(err)

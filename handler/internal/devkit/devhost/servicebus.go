@@ -1,6 +1,7 @@
 package devhost
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -44,24 +45,20 @@ type sessionDispatcher struct {
 func (d *sessionDispatcher) start(in *instance) {
 	d.acceptOnce.Do(func() {
 		d.slots.init()
-		d.h.workers.Add(1)
-		go func() {
-			defer d.h.workers.Done()
-			d.accept(d.h.acceptCtx)
-		}()
+		d.h.workers.Go(func() { d.accept(d.h.acceptCtx) })
 	})
 	for range max(1, d.workers) {
-		d.h.track(in, func() { d.worker(in) })
-	}
-}
-
-func (d *sessionDispatcher) worker(in *instance) {
-	for {
-		s, ok := d.slots.wait(in)
-		if !ok {
-			return
-		}
-		d.session(in, s)
+		in.workers.Add(1)
+		d.h.workers.Go(func() {
+			defer in.workers.Done()
+			for {
+				s, ok := d.slots.wait(in)
+				if !ok {
+					return
+				}
+				d.session(in, s)
+			}
+		})
 	}
 }
 
@@ -191,8 +188,8 @@ func (q *slotQueue) give(s *membroker.Session) bool {
 func (d *sessionDispatcher) session(in *instance, s *membroker.Session) {
 	acceptCtx, callCtx := in.acceptCtx, in.callCtx
 	receivers := max(1, d.callsPerSession)
-	d.h.idleSessions.hold(d.queue, receivers)
-	defer d.h.idleSessions.release(d.queue) // after the Close below
+	d.h.idleSessions.hold(d.queue, 1, receivers)
+	defer d.h.idleSessions.hold(d.queue, -1, 0) // after the Close below
 	d.h.pool.hold(s.ID(), in)
 	defer d.h.pool.release(s.ID(), in)
 	var unsettled atomic.Int64 // messages left locked by a kill
@@ -209,11 +206,7 @@ func (d *sessionDispatcher) session(in *instance, s *membroker.Session) {
 	renewCtx, stopRenew := context.WithCancel(callCtx)
 	var renewing sync.WaitGroup
 	if !d.h.opts.DisableLockRenewal && d.maxRenew > 0 {
-		renewing.Add(1)
-		go func() {
-			defer renewing.Done()
-			d.renew(renewCtx, s, &lastReceive)
-		}()
+		renewing.Go(func() { d.renew(renewCtx, s, &lastReceive) })
 	}
 	defer func() {
 		stopRenew()
@@ -222,9 +215,7 @@ func (d *sessionDispatcher) session(in *instance, s *membroker.Session) {
 
 	var calls sync.WaitGroup
 	for range receivers {
-		calls.Add(1)
-		go func() {
-			defer calls.Done()
+		calls.Go(func() {
 			r := &receiver{queue: d.queue}
 			defer d.h.idleSessions.exited(r)
 			for acceptCtx.Err() == nil { // no new message once the host stops taking work
@@ -241,11 +232,11 @@ func (d *sessionDispatcher) session(in *instance, s *membroker.Session) {
 					return // idle for sessionIdleTimeout
 				}
 				lastReceive.Store(d.h.clock.Now().UnixNano())
-				if !d.h.handle(in, d.fn, d.binding, d.queue, m, s, s.LockedUntil()) {
+				if !d.h.handle(in, d.fn, d.binding, d.queue, m, s) {
 					unsettled.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	calls.Wait()
 }
@@ -274,59 +265,6 @@ func (d *sessionDispatcher) renew(ctx context.Context, s *membroker.Session, las
 	}
 }
 
-// queueDispatcher runs a serviceBusTrigger function on a queue without sessions.
-type queueDispatcher struct {
-	h                  *Host
-	fn, binding, queue string
-	workers            int
-}
-
-func (d *queueDispatcher) start(in *instance) {
-	for range max(1, d.workers) {
-		d.h.track(in, func() {
-			acceptCtx := in.acceptCtx
-			src := broker.Source{Queue: d.queue}
-			st := sourceSettler{b: d.h.broker, src: src}
-			for acceptCtx.Err() == nil {
-				msgs, err := d.h.broker.Receive(acceptCtx, src, 1, time.Minute)
-				if err != nil {
-					if acceptCtx.Err() != nil {
-						return
-					}
-					d.h.log.Error("receive failed", slog.String("queue", d.queue), slog.Any("error", err))
-					pause(acceptCtx, time.Second)
-					continue
-				}
-				for i := range msgs {
-					_ = d.h.handle(in, d.fn, d.binding, d.queue, &msgs[i], st, time.Time{})
-				}
-			}
-		})
-	}
-}
-
-// settler settles one received message.
-type settler interface {
-	Complete(ctx context.Context, m *broker.Received) error
-	Abandon(ctx context.Context, m *broker.Received) error
-}
-
-var _ settler = (*membroker.Session)(nil)
-
-// sourceSettler settles messages of a queue without sessions.
-type sourceSettler struct {
-	b   broker.Broker
-	src broker.Source
-}
-
-func (s sourceSettler) Complete(ctx context.Context, m *broker.Received) error {
-	return s.b.Complete(ctx, s.src, *m)
-}
-
-func (s sourceSettler) Abandon(ctx context.Context, m *broker.Received) error {
-	return s.b.Abandon(ctx, s.src, *m)
-}
-
 // hostMessage is m as the host hands it to the handler, its times mapped by v.
 func hostMessage(m broker.Received, sessionLockedUntil time.Time, v clock.View) hostproto.ServiceBusMessage {
 	return hostproto.ServiceBusMessage{
@@ -347,13 +285,13 @@ func hostMessage(m broker.Received, sessionLockedUntil time.Time, v clock.View) 
 	}
 }
 
-// handle invokes fn on in for m and settles it: 2xx completes, anything else
-// abandons. Once in was killed nothing is settled, and it reports false.
-func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Received, st settler, lockedUntil time.Time) (settled bool) {
+// handle invokes fn on in for m and settles it in st: 2xx completes, anything
+// else abandons. Once in was killed nothing is settled, and it reports false.
+func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Received, st *membroker.Session) (settled bool) {
 	ctx := in.callCtx
 	h.stats.callStarted()
 	defer h.stats.callDone()
-	in.counts.invoked()
+	in.counts.bump(&in.counts.invocations)
 	// Built only on the failure paths.
 	log := func() *slog.Logger {
 		return h.log.With(slog.String("function", fn), slog.String("message_id", m.MessageID),
@@ -361,8 +299,12 @@ func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Receive
 	}
 	// Settle even while the host shuts down: the answer is in.
 	settleCtx := context.WithoutCancel(ctx)
+	count := func(result string) {
+		h.stats.result(result)
+		in.counts.result(result)
+	}
 
-	body, err := hostenc.EncodeServiceBus(hostMessage(*m, lockedUntil, h.view()), binding, fn, time.Now())
+	body, err := hostenc.EncodeServiceBus(hostMessage(*m, st.LockedUntil(), h.view()), binding, fn, time.Now())
 	var a answer
 	if err == nil {
 		a, err = in.inv.invoke(ctx, fn, body)
@@ -372,8 +314,7 @@ func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Receive
 	}
 	if err == nil && a.OK() {
 		if err := st.Complete(settleCtx, m); err != nil {
-			h.stats.result(ResultLockLost)
-			in.counts.result(ResultLockLost)
+			count(ResultLockLost)
 			if errors.Is(err, broker.ErrLockLost) {
 				log().Warn("the answer came after the lock was lost; the message is delivered again", slog.Any("error", err))
 			} else {
@@ -381,10 +322,7 @@ func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Receive
 			}
 			return true
 		}
-		result := a.Result
-		if result == "" {
-			result = ResultCompleted
-		}
+		result := cmp.Or(a.Result, ResultCompleted)
 		h.stats.completed(queue, *m, result)
 		in.counts.result(result)
 		return true
@@ -398,12 +336,10 @@ func (h *Host) handle(in *instance, fn, binding, queue string, m *broker.Receive
 		log().Warn("invocation failed; abandoning the message", slog.Int("status", a.Status), slog.Any("logs", a.Logs))
 	}
 	if err := st.Abandon(settleCtx, m); err != nil {
-		h.stats.result(ResultLockLost)
-		in.counts.result(ResultLockLost)
-		return true
+		count(ResultLockLost)
+	} else {
+		count(ResultAbandoned)
 	}
-	h.stats.result(ResultAbandoned)
-	in.counts.result(ResultAbandoned)
 	return true
 }
 

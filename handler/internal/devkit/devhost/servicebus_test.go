@@ -16,7 +16,6 @@ import (
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
-	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/internal/fakehandler"
 	"github.com/orderstatus/orderstatus/handler/internal/hostproto"
 )
 
@@ -37,11 +36,12 @@ func decodeCall(t *testing.T, r *http.Request) call {
 	if r.Header.Get("X-Azure-Functions-InvocationId") == "" {
 		t.Errorf("invocation without X-Azure-Functions-InvocationId")
 	}
-	pid, _ := strconv.Atoi(r.Header.Get(fakehandler.HeaderPID))
+	pid, _ := strconv.Atoi(r.Header.Get(headerFakePID))
 	return call{Path: r.URL.Path, Msg: m, PID: pid}
 }
 
 func TestSettleByAnswer(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		answer      func(w http.ResponseWriter)
@@ -132,7 +132,7 @@ func TestSettleByAnswer(t *testing.T) {
 			if !reflect.DeepEqual(deliveries, want) {
 				t.Errorf("delivery counts seen: got %v, want %v", deliveries, want)
 			}
-			dl, err := broker.PeekAll(ctx, h.Broker(), deadLetters(h.Queue()))
+			dl, err := broker.PeekAll(ctx, h.Broker(), broker.Source{Queue: h.Queue(), DeadLetter: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,6 +147,7 @@ func TestSettleByAnswer(t *testing.T) {
 }
 
 func TestInvocationContent(t *testing.T) {
+	t.Parallel()
 	h, up := testHost(t, appFiles(1), nil)
 	got := make(chan call, 1)
 	up.set(func(w http.ResponseWriter, r *http.Request) {
@@ -172,6 +173,7 @@ func TestInvocationContent(t *testing.T) {
 }
 
 func TestHandlerKilledRestartedRedelivered(t *testing.T) {
+	t.Parallel()
 	h, up := testHost(t, appFiles(2), nil)
 	var mu sync.Mutex
 	var calls []call
@@ -223,6 +225,7 @@ func TestHandlerKilledRestartedRedelivered(t *testing.T) {
 }
 
 func TestConcurrencyLimits(t *testing.T) {
+	t.Parallel()
 	const sessions, perSession, maxSessions = 8, 4, 3
 	h, up := testHost(t, appFiles(maxSessions), nil)
 	var (
@@ -298,6 +301,7 @@ func TestConcurrencyLimits(t *testing.T) {
 }
 
 func TestLockLostWithoutRenewal(t *testing.T) {
+	t.Parallel()
 	h, up := testHost(t, appFiles(2), func(o *Options) {
 		o.DisableLockRenewal = true
 		o.Queues.LockDuration = 300 * time.Millisecond
@@ -341,6 +345,7 @@ func TestLockLostWithoutRenewal(t *testing.T) {
 }
 
 func TestLockRenewedDuringLongCall(t *testing.T) {
+	t.Parallel()
 	const lock = 200 * time.Millisecond
 	h, up := testHost(t, appFiles(2), func(o *Options) { o.Queues.LockDuration = lock })
 	var mu sync.Mutex
@@ -369,6 +374,7 @@ func TestLockRenewedDuringLongCall(t *testing.T) {
 }
 
 func TestSummaryRecordsParkedAndDeadLettered(t *testing.T) {
+	t.Parallel()
 	h, up := testHost(t, appFiles(2), func(o *Options) { o.Queues.MaxDeliveryCount = 1 })
 	up.set(func(w http.ResponseWriter, r *http.Request) {
 		c := decodeCall(t, r)
@@ -430,8 +436,8 @@ func TestSummaryRecordsParkedAndDeadLettered(t *testing.T) {
 	if len(s.Violations) != 0 {
 		t.Errorf("violations: got %q, want none", s.Violations)
 	}
-	if s.Sent != 3 {
-		t.Errorf("sent: got %d, want 3", s.Sent)
+	if s.Accounting.Sent != 3 {
+		t.Errorf("sent: got %d, want 3", s.Accounting.Sent)
 	}
 
 	// A sweeper takes the dead-lettered message out through the loopback
@@ -465,33 +471,21 @@ func TestSummaryRecordsParkedAndDeadLettered(t *testing.T) {
 	}
 }
 
+// TestQueueWithoutSessions: the app's triggers are session-enabled; a
+// trigger on a queue without sessions is refused at New, naming its file.
 func TestQueueWithoutSessions(t *testing.T) {
+	t.Parallel()
 	files := appFiles(1)
 	files["functions/Plain/function.json"] = `{"bindings":[{"type":"serviceBusTrigger","direction":"in","name":"message",
 	  "queueName":"plain","connection":"ServiceBusConnection","dataType":"binary"}]}`
-	h, up := testHost(t, files, nil)
-	got := make(chan call, 1)
-	up.set(func(w http.ResponseWriter, r *http.Request) {
-		got <- decodeCall(t, r)
-		reply(w, http.StatusOK, "Applied")
-	})
-	ctx := testCtx(t)
-	if err := h.Broker().Send(ctx, "plain", broker.Message{MessageID: "p-1", Body: []byte("x")}); err != nil {
-		t.Fatal(err)
-	}
-	c := <-got
-	if c.Path != "/Plain" || c.Msg.MessageID != "p-1" || c.Msg.SessionID != "" || !c.Msg.SessionLockedUntil.IsZero() {
-		t.Errorf("invocation: got %s %+v, want /Plain with p-1 and no session", c.Path, c.Msg)
-	}
-	if err := h.WaitIdle(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if s := h.Broker().Stats("plain"); s.Active+s.Locked+s.DeadLettered != 0 {
-		t.Errorf("queue plain after the 200: got %+v, want empty", s)
+	_, err := New(Options{AppRoot: writeApp(t, files), Env: []string{}, HTTPAddr: "off"})
+	if err == nil || !strings.Contains(err.Error(), "functions/Plain/function.json: only session-enabled queue triggers are supported") {
+		t.Errorf("New: got %v, want the Plain function refused", err)
 	}
 }
 
 func TestHandlerEnvironment(t *testing.T) {
+	t.Parallel()
 	h, _ := testHost(t, appFiles(1), func(o *Options) {
 		o.Settings = maps.Clone(o.Settings)
 		o.Settings["ServiceBusConnection__fullyQualifiedNamespace"] = "prod.servicebus.windows.net"
@@ -502,12 +496,12 @@ func TestHandlerEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get(base + fakehandler.PathEnv)
+	resp, err := http.Get(base + pathFakeEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var env fakehandler.Env
+	var env fakeEnv
 	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 )
 
 func TestSessionOverrides(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		over      SessionOverrides

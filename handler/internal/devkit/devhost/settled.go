@@ -17,49 +17,40 @@ type settled struct {
 // parseSettled reads a settled line as a decode would, but finds the fields
 // where they stand (logging.Line writes one flat JSON object a line). ok needs
 // a string message_id and a non-empty result; a field of the wrong type refuses it.
-func parseSettled(line []byte) (settled, bool) {
-	s, ok := readSettled(line)
-	if !ok {
-		return settled{}, false
-	}
-	return s, true
-}
-
-func readSettled(line []byte) (settled, bool) {
-	var s settled
+func parseSettled(line []byte) (s settled, ok bool) {
 	line = bytes.TrimSpace(line)
 	if len(line) < 2 || line[0] != '{' || line[len(line)-1] != '}' {
-		return s, false
+		return settled{}, false
 	}
 	if _, ok := stringField(line, "message_id"); !ok {
-		return s, false
+		return settled{}, false
 	}
 	raw, ok := stringField(line, "result")
 	if !ok {
-		return s, false
+		return settled{}, false
 	}
 	if bytes.IndexByte(raw, '\\') >= 0 {
 		if json.Unmarshal(raw, &s.result) != nil {
-			return s, false
+			return settled{}, false
 		}
 	} else {
 		s.result = string(raw[1 : len(raw)-1])
 	}
 	if s.result == "" {
-		return s, false
+		return settled{}, false
 	}
 	if s.roundTrips, ok = intField(line, "round_trips"); !ok {
-		return s, false
+		return settled{}, false
 	}
 	if s.conflicts, ok = intField(line, "etag_conflicts"); !ok {
-		return s, false
+		return settled{}, false
 	}
 	switch v := value(line, "cache_hit"); string(v) {
 	case "", "false", "null":
 	case "true":
 		s.cacheHit = true
 	default:
-		return s, false
+		return settled{}, false
 	}
 	return s, true
 }

@@ -28,6 +28,7 @@ func decodeSettled(l []byte) (settled, bool) {
 }
 
 func TestParseSettled(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		line string
 		want settled

@@ -1,6 +1,7 @@
 package devhost
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -47,8 +47,6 @@ type Summary struct {
 	Instances []InstanceSummary `json:"instances"`
 	// Outages lists the run's outages in start order, with what each cost.
 	Outages []OutageSummary `json:"outages"`
-	// Sent is the number of workload messages sent.
-	Sent int `json:"-"`
 	// PoisonDepth and DeadLetterDepth are the poison and dead-letter depths.
 	PoisonDepth     int `json:"-"`
 	DeadLetterDepth int `json:"-"`
@@ -58,51 +56,30 @@ type Summary struct {
 
 // MarshalJSON writes the --summary-json keys, empty rather than null.
 func (s Summary) MarshalJSON() ([]byte, error) {
-	type file struct {
-		Orders       map[string]OrderRow `json:"orders"`
-		Results      map[string]int      `json:"results"`
-		Parked       []Entry             `json:"parked"`
-		DeadLettered []Entry             `json:"deadLettered"`
-		Archived     []Entry             `json:"archived"`
-		Accounting   Accounting          `json:"accounting"`
-		Instances    []InstanceSummary   `json:"instances"`
-		Outages      []OutageSummary     `json:"outages"`
-	}
-	f := file{Orders: s.Orders, Results: s.Results, Parked: s.Parked, DeadLettered: s.DeadLettered, Archived: s.Archived,
-		Accounting: s.Accounting, Instances: s.Instances, Outages: s.Outages}
-	if f.Outages == nil {
-		f.Outages = []OutageSummary{}
-	}
-	if f.Archived == nil {
-		f.Archived = []Entry{}
-	}
-	if f.Instances == nil {
-		f.Instances = []InstanceSummary{}
-	}
-	if f.Accounting.Completed == nil {
-		f.Accounting.Completed = map[string]int{}
-	}
-	if f.Orders == nil {
-		f.Orders = map[string]OrderRow{}
-	}
-	if f.Results == nil {
-		f.Results = map[string]int{}
-	}
-	if f.Parked == nil {
-		f.Parked = []Entry{}
-	}
-	if f.DeadLettered == nil {
-		f.DeadLettered = []Entry{}
-	}
+	type file Summary // Summary without this method
+	f := file(s)
+	f.Orders = orEmpty(f.Orders)
+	f.Results = orEmpty(f.Results)
+	f.Accounting.Completed = orEmpty(f.Accounting.Completed)
+	f.Parked = append([]Entry{}, f.Parked...)
+	f.DeadLettered = append([]Entry{}, f.DeadLettered...)
+	f.Archived = append([]Entry{}, f.Archived...)
+	f.Instances = append([]InstanceSummary{}, f.Instances...)
+	f.Outages = append([]OutageSummary{}, f.Outages...)
 	return json.Marshal(f)
+}
+
+// orEmpty returns m, or an empty map for nil.
+func orEmpty[M ~map[K]V, K comparable, V any](m M) M {
+	if m == nil {
+		return M{}
+	}
+	return m
 }
 
 func sortEntries(entries []Entry) {
 	slices.SortStableFunc(entries, func(a, b Entry) int {
-		if c := strings.Compare(a.MessageID, b.MessageID); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Reason, b.Reason)
+		return cmp.Or(strings.Compare(a.MessageID, b.MessageID), strings.Compare(a.Reason, b.Reason))
 	})
 }
 
@@ -136,14 +113,11 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 	}
 	sent, results := h.stats.snapshot()
 	parked, removed := h.rec.snapshot()
-	s := Summary{Results: results, Parked: parked, Sent: sent, DeadLettered: []Entry{}, Instances: h.Instances(), Outages: h.outageSummaries()}
-	if s.Parked == nil {
-		s.Parked = []Entry{}
-	}
+	s := Summary{Results: results, Parked: parked, DeadLettered: []Entry{}, Instances: h.Instances(), Outages: h.Outages()}
 	ps := h.broker.Stats(h.poisonQueue)
 	s.PoisonDepth = ps.Active + ps.Locked
 	for _, q := range h.triggered {
-		dl, err := broker.PeekAll(ctx, h.broker, deadLetters(q))
+		dl, err := broker.PeekAll(ctx, h.broker, broker.Source{Queue: q, DeadLetter: true})
 		if err != nil {
 			return Summary{}, err
 		}
@@ -158,19 +132,15 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 	}
 	sortEntries(s.Parked)
 	sortEntries(s.DeadLettered)
-	archived, err := h.archived(ctx)
-	if err != nil {
+	var err error
+	if s.Archived, err = h.archived(ctx); err != nil {
 		return Summary{}, err
 	}
-	s.Archived = archived
 
 	h.stats.mu.Lock()
-	sessions := slices.Clone(h.stats.sessions)
+	sessions := slices.Sorted(maps.Keys(h.stats.sessions))
 	completions := slices.Clone(h.stats.completions)
-	sentIDs := make(map[string]bool, len(h.stats.sentIDs))
-	for id := range h.stats.sentIDs {
-		sentIDs[id] = true
-	}
+	sentIDs := maps.Clone(h.stats.sentIDs)
 	h.stats.mu.Unlock()
 
 	orders, queried, err := h.readOrders(ctx, sessions)
@@ -185,14 +155,9 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 			busy = append(busy, fmt.Sprintf("queue %s is not drained: %d active, %d locked, %d scheduled", q, st.Active, st.Locked, st.Scheduled))
 		}
 	}
-	var workload []Completion
-	for _, c := range completions {
-		if c.Queue == h.queue {
-			workload = append(workload, c)
-		}
-	}
+	paymentTimeout, _ := time.ParseDuration(h.app.Settings[handlerconfig.EnvPaymentTimeout]) // zero: the default
 	s.Violations = Check(CheckInput{
-		Completions:     workload,
+		Completions:     slices.DeleteFunc(slices.Clone(completions), func(c Completion) bool { return c.Queue != h.queue }),
 		SentIDs:         sentIDs,
 		Orders:          orders,
 		Queried:         queried,
@@ -202,14 +167,12 @@ func (h *Host) Summary(ctx context.Context) (Summary, error) {
 		MaxDelivery:     h.maxDelivery,
 		CallsPerSession: h.app.Host.ServiceBus.MaxConcurrentCallsPerSession,
 		Instances:       messageInstances(s.Instances),
-		PaymentTimeout:  settingDuration(h.app.Settings.Get(handlerconfig.EnvPaymentTimeout)),
+		PaymentTimeout:  paymentTimeout,
 	})
-	s.Accounting = account(sent, h.rec.sentTo(h.queue), completions, h.queue, h.broker.Totals(h.queue), h.broker.Stats(h.queue))
+	_, _, byHandler := h.rec.counts(h.queue)
+	s.Accounting = account(sent, byHandler, completions, h.queue, h.broker.Totals(h.queue), h.broker.Stats(h.queue))
 	if v := s.Accounting.violation(); v != "" {
 		s.Violations = append(s.Violations, v)
-	}
-	if s.Violations == nil {
-		s.Violations = []string{}
 	}
 	return s, nil
 }
@@ -249,9 +212,7 @@ func (h *Host) readOrders(ctx context.Context, ids []string) (map[string]OrderRo
 	)
 	client := h.client
 	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for id := range next {
 				row, found, err := getOrder(ctx, client, base+h.orderPath(id))
 				mu.Lock()
@@ -266,7 +227,7 @@ func (h *Host) readOrders(ctx context.Context, ids []string) (map[string]OrderRo
 				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	for _, id := range ids {
 		if order.ValidateID(id) == nil {
@@ -353,14 +314,11 @@ func (s Summary) WriteJSON(path string) error {
 		return fmt.Errorf("devhost: write %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("devhost: write %s: %w", path, err)
+	_, err = tmp.Write(append(data, '\n'))
+	if err = errors.Join(err, tmp.Close()); err == nil {
+		err = os.Rename(tmp.Name(), path)
 	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("devhost: write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err != nil {
 		return fmt.Errorf("devhost: write %s: %w", path, err)
 	}
 	return nil
@@ -381,26 +339,12 @@ func (s Summary) WriteTable(w io.Writer) error {
 	for _, st := range order.Statuses {
 		statusOrder = append(statusOrder, string(st))
 	}
-	parked := map[string]int{}
-	for _, e := range s.Parked {
-		parked[e.Reason]++
-	}
-	dead := map[string]int{}
-	for _, e := range s.DeadLettered {
-		if !e.Removed {
-			dead[e.Reason]++
-		}
-	}
-	archived := map[string]int{}
-	for _, e := range s.Archived {
-		archived[e.Reason]++
-	}
 	sections := []section{
 		{fmt.Sprintf("orders by status (%s)", wording.Count(len(s.Orders), "order")), statuses, statusOrder},
 		{"handler calls by result (a message abandoned and delivered again is called again)", s.Results, resultOrder},
-		{fmt.Sprintf("parked by reason (poison queue depth %d)", s.PoisonDepth), parked, nil},
-		{fmt.Sprintf("dead-lettered by reason (DLQ depth %d)", s.DeadLetterDepth), dead, nil},
-		{"archived by the dead-letter sweeper, by reason", archived, nil},
+		{fmt.Sprintf("parked by reason (poison queue depth %d)", s.PoisonDepth), byReason(s.Parked), nil},
+		{fmt.Sprintf("dead-lettered by reason (DLQ depth %d)", s.DeadLetterDepth), byReason(s.DeadLettered), nil},
+		{"archived by the dead-letter sweeper, by reason", byReason(s.Archived), nil},
 	}
 	width := max(len("(none)"), s.Accounting.accountingWidth())
 	for _, sec := range sections {
@@ -414,14 +358,7 @@ func (s Summary) WriteTable(w io.Writer) error {
 			s.Accounting.writeTable(&b, width)
 		}
 		b.WriteString(sec.title + "\n")
-		keys := slices.Sorted(maps.Keys(sec.counts))
-		rank := func(k string) int {
-			if i := slices.Index(sec.order, k); i >= 0 {
-				return i
-			}
-			return len(sec.order)
-		}
-		sort.SliceStable(keys, func(i, j int) bool { return rank(keys[i]) < rank(keys[j]) })
+		keys := ordered(sec.counts, sec.order)
 		if len(keys) == 0 {
 			b.WriteString("  (none)\n")
 		}
@@ -445,6 +382,17 @@ func (s Summary) WriteTable(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// byReason counts the entries still there (not Removed) by reason.
+func byReason(entries []Entry) map[string]int {
+	n := map[string]int{}
+	for _, e := range entries {
+		if !e.Removed {
+			n[e.Reason]++
+		}
+	}
+	return n
 }
 
 // archived reads the dead-letter store's archived and discarded entries.
@@ -522,10 +470,4 @@ func writeOutages(b *strings.Builder, list []OutageSummary) {
 		fmt.Fprintf(b, "  %-10s from %s for %s%s: %s refused | rescheduled %d, dead-lettered %d, parked %d\n",
 			o.Target, o.After, o.Duration, state, wording.Count(o.Refused, "request"), o.Rescheduled, o.DeadLettered, o.Parked)
 	}
-}
-
-// settingDuration is a duration setting's value, or zero.
-func settingDuration(v string) time.Duration {
-	d, _ := time.ParseDuration(v)
-	return d
 }

@@ -10,9 +10,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orderstatus/orderstatus/handler/internal/parking"
 )
 
 func TestSummaryJSON(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		s    Summary
@@ -20,7 +23,7 @@ func TestSummaryJSON(t *testing.T) {
 	}{
 		{
 			name: "empty: objects and arrays, never null",
-			s:    Summary{Sent: 3, PoisonDepth: 1, DeadLetterDepth: 2, Violations: []string{"v"}},
+			s:    Summary{PoisonDepth: 1, DeadLetterDepth: 2, Violations: []string{"v"}},
 			want: `{"orders":{},"results":{},"parked":[],"deadLettered":[],"archived":[],` +
 				`"accounting":{"sent":0,"sentByHandlerOrCli":0,"completed":{},"deadLettered":0,"droppedAsDuplicates":0,"cancelledScheduled":0,"expiredDropped":0,"waiting":0,"unaccounted":0},` +
 				`"instances":[],"outages":[]}`,
@@ -38,7 +41,6 @@ func TestSummaryJSON(t *testing.T) {
 					RoundTrips: 5, ETagConflicts: 1, CacheHits: 2, HandlerStarts: 1}},
 				Outages: []OutageSummary{{Target: OutageTable, After: "2m", Duration: "30m", Ended: true, Refused: 40, Rescheduled: 3,
 					DeadLettered: 1, Parked: 0}},
-				Sent:       9,
 				Violations: []string{},
 			},
 			want: `{"orders":{"o-1":{"status":"Created","lastSequence":1},"o-2":{"status":"Paid","lastSequence":2}},` +
@@ -87,6 +89,7 @@ func mustJSON(t *testing.T, v any) []byte {
 }
 
 func TestSortEntries(t *testing.T) {
+	t.Parallel()
 	got := []Entry{
 		{MessageID: "o-2:1", Reason: "TTLExpiredException"},
 		{MessageID: "o-1:9", Reason: "MaxDeliveryCountExceeded", Removed: true},
@@ -106,6 +109,7 @@ func TestSortEntries(t *testing.T) {
 // through the GetOrder function's own route, and lists parked messages by
 // messageId.
 func TestSummarySortsAndUsesTheGetOrderRoute(t *testing.T) {
+	t.Parallel()
 	files := appFiles(1)
 	files["functions/GetOrder/function.json"] = `{"bindings":[{"type":"httpTrigger","direction":"in","name":"req","authLevel":"function",
 	  "methods":["get"],"route":"v2/order/{orderId}/status"},{"type":"http","direction":"out","name":"res"}]}`
@@ -128,7 +132,7 @@ func TestSummarySortsAndUsesTheGetOrderRoute(t *testing.T) {
 	// What the handler parks, as it does, in an order other than the ids'.
 	for _, id := range []string{"o-9:bad", "o-1:bad", "o-5:bad"} {
 		msg := statusLine(id[:3], id+":parked", "Created", 1).Message()
-		msg.ApplicationProperties = map[string]any{propOriginalMessageID: id, "DeadLetterReason": "InvalidPayload"}
+		msg.ApplicationProperties = map[string]any{parking.PropOriginalMessageID: id, "DeadLetterReason": "InvalidPayload"}
 		if err := h.rec.Send(ctx, h.PoisonQueue(), msg); err != nil {
 			t.Fatal(err)
 		}
@@ -153,6 +157,7 @@ func TestSummarySortsAndUsesTheGetOrderRoute(t *testing.T) {
 }
 
 func TestOrderPath(t *testing.T) {
+	t.Parallel()
 	files := appFiles(1)
 	h, err := New(Options{AppRoot: writeApp(t, files), Env: []string{}})
 	if err != nil {
@@ -175,6 +180,7 @@ func TestOrderPath(t *testing.T) {
 // once: completed by result, dead-lettered, dropped by duplicate
 // detection, cancelled, or still waiting.
 func TestSummaryAccountsForEveryMessage(t *testing.T) {
+	t.Parallel()
 	h, up := testHost(t, appFiles(2), nil)
 	up.set(func(w http.ResponseWriter, r *http.Request) {
 		body := new(strings.Builder)
@@ -245,6 +251,7 @@ func TestSummaryAccountsForEveryMessage(t *testing.T) {
 // TestAccountingReportsAMismatch: a message the host lost track of is a
 // violation, never silently absorbed.
 func TestAccountingReportsAMismatch(t *testing.T) {
+	t.Parallel()
 	a := Accounting{Sent: 3, Completed: map[string]int{"Applied": 1}, Waiting: 1, Unaccounted: 1}
 	if got, want := a.violation(), "accounting: 3 messages sent, 2 accounted for (+1 unaccounted)"; got != want {
 		t.Errorf("violation = %q, want %q", got, want)
@@ -257,6 +264,7 @@ func TestAccountingReportsAMismatch(t *testing.T) {
 // An outage's line counts its refused requests in words that agree with
 // the number.
 func TestWriteOutagesCountsRefusedRequests(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		refused int
 		want    string

@@ -1,6 +1,7 @@
 package devhost
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,11 +27,7 @@ func (h *Host) StoreTables() (line string, ok bool) { return h.tablesLine, h.tab
 // ensureTables creates the order and dead-letter tables on a store named by a
 // connection string, as infra does on Azure; a service URI's is left as it is.
 func (h *Host) ensureTables(ctx context.Context, settings map[string]string) {
-	orders := strings.TrimSpace(settings[hcfg.EnvStoreTable])
-	if orders == "" {
-		orders = hcfg.DefaultTable
-	}
-	tables := []string{orders, h.deadLetterTable}
+	tables := []string{cmp.Or(strings.TrimSpace(settings[hcfg.EnvStoreTable]), hcfg.DefaultTable), h.deadLetterTable}
 	conn := h.storeConn
 	if strings.EqualFold(strings.TrimSuffix(conn, ";"), "UseDevelopmentStorage=true") {
 		conn = hcfg.DevelopmentStorage

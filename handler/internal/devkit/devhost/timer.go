@@ -28,16 +28,8 @@ type timerDispatcher struct {
 	lastUpdated time.Time  // when the status was last written
 }
 
-// start runs the schedule until scheduleCtx ends; invocations run on
+// run runs the schedule until scheduleCtx ends; invocations run on
 // callCtx, so one that started finishes.
-func (d *timerDispatcher) start(scheduleCtx, callCtx context.Context, wg *sync.WaitGroup) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		d.run(scheduleCtx, callCtx)
-	}()
-}
-
 func (d *timerDispatcher) run(scheduleCtx, callCtx context.Context) {
 	if d.binding.RunOnStartup {
 		_ = d.fire(callCtx, false)
@@ -49,11 +41,8 @@ func (d *timerDispatcher) run(scheduleCtx, callCtx context.Context) {
 			d.h.log.Warn("timer schedule never fires", slog.String("function", d.fn), slog.String("schedule", d.sched.String()))
 			return
 		}
-		if err := clock.Sleep(scheduleCtx, d.h.clock, next.Sub(now)); err != nil {
-			return
-		}
-		if scheduleCtx.Err() != nil {
-			return // stopped while the timer fired
+		if clock.Sleep(scheduleCtx, d.h.clock, next.Sub(now)) != nil || scheduleCtx.Err() != nil {
+			return // stopped, perhaps while the timer fired
 		}
 		_ = d.fire(callCtx, false)
 	}
@@ -80,7 +69,7 @@ func (d *timerDispatcher) fire(ctx context.Context, pastDue bool) error {
 	if in == nil {
 		return fmt.Errorf("devhost: timer %s: no instance is running", d.fn)
 	}
-	in.counts.timerRan()
+	in.counts.bump(&in.counts.timerRuns)
 	start := time.Now()
 	a, err := in.inv.invoke(ctx, d.fn, body)
 	d.last, d.lastUpdated = now, d.h.clock.Now().UTC()

@@ -67,6 +67,7 @@ func recordTimers(t *testing.T, up *upstream, status int) (get func() []timerCal
 }
 
 func TestFireTimers(t *testing.T) {
+	t.Parallel()
 	h, up := testHost(t, timerApp("%SWEEP%"), func(o *Options) {
 		o.Settings = maps.Clone(o.Settings)
 		o.Settings["SWEEP"] = "0 0 0 1 1 *" // yearly: never on its own during the test
@@ -108,6 +109,7 @@ func TestFireTimers(t *testing.T) {
 }
 
 func TestTimerRunsOnSchedule(t *testing.T) {
+	t.Parallel()
 	_, up := testHost(t, timerApp("*/30 * * * * *"), func(o *Options) { o.TimeScale = 600 }) // every 50 ms
 	calls := recordTimers(t, up, http.StatusOK)
 	waitFor(t, "three scheduled timer runs", func() bool { return len(calls()) >= 3 })
@@ -122,6 +124,7 @@ func TestTimerRunsOnSchedule(t *testing.T) {
 // TestStopTimers: after StopTimers no scheduled run starts (and none is
 // running), while FireTimers still runs each timer once.
 func TestStopTimers(t *testing.T) {
+	t.Parallel()
 	h, up := testHost(t, timerApp("*/30 * * * * *"), func(o *Options) { o.TimeScale = 600 }) // every 50 ms
 	calls := recordTimers(t, up, http.StatusOK)
 	waitFor(t, "a scheduled timer run", func() bool { return len(calls()) >= 1 })
@@ -144,6 +147,7 @@ func TestStopTimers(t *testing.T) {
 }
 
 func TestFireTimersReportsFailure(t *testing.T) {
+	t.Parallel()
 	h, up := testHost(t, timerApp("0 0 0 1 1 *"), nil)
 	recordTimers(t, up, http.StatusInternalServerError)
 	if err := h.FireTimers(testCtx(t)); err == nil || !strings.Contains(err.Error(), "Sweep") {
@@ -152,6 +156,7 @@ func TestFireTimersReportsFailure(t *testing.T) {
 }
 
 func TestFireTimersWithoutTimers(t *testing.T) {
+	t.Parallel()
 	h, up := testHost(t, appFiles(1), nil)
 	called := false
 	up.set(func(w http.ResponseWriter, r *http.Request) { called = true })
@@ -161,6 +166,7 @@ func TestFireTimersWithoutTimers(t *testing.T) {
 }
 
 func TestUnresolvedTimerSetting(t *testing.T) {
+	t.Parallel()
 	_, err := New(Options{
 		AppRoot:  writeApp(t, timerApp("%DEAD_LETTER_SWEEP_SCHEDULE%")),
 		Env:      []string{"PATH=" + os.Getenv("PATH")},
@@ -172,6 +178,7 @@ func TestUnresolvedTimerSetting(t *testing.T) {
 }
 
 func TestBadSchedule(t *testing.T) {
+	t.Parallel()
 	_, err := New(Options{
 		AppRoot: writeApp(t, timerApp("*/5 * * * *")),
 		Env:     []string{},
@@ -214,6 +221,7 @@ func mustTime(t *testing.T, s string) time.Time {
 // ScheduleStatus null, and a regular tick whose status names the previous
 // run (compared as JSON values; sys.RandGuid is random and left out).
 func TestTimerEncodingMatchesGolden(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var bodies [][]byte
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -237,7 +245,7 @@ func TestTimerEncodingMatchesGolden(t *testing.T) {
 			clk.times = append(clk.times, mustTime(t, s))
 		}
 		log := slog.New(slog.DiscardHandler)
-		g := newGroup("DeadLetterSweeper")
+		g := (&Host{}).groupOf("DeadLetterSweeper")
 		in := &instance{g: g, n: 1, id: g.instanceID(1), inv: newInvoker(fixedReady(srv.URL), 0, log)}
 		in.state.Store(InstanceRunning)
 		h := &Host{clock: clk, stats: newStats(), log: log, pool: newPool()}
@@ -279,6 +287,7 @@ func TestTimerEncodingMatchesGolden(t *testing.T) {
 // its start to its answer (the simulation moves the clock only when no
 // call runs, so that a sweeper's run is never cut in two by a jump).
 func TestCallsRunningCountsATimerCall(t *testing.T) {
+	t.Parallel()
 	h, up := testHost(t, timerApp("0 0 0 1 1 *"), nil) // once a year: only FireTimers runs it
 	h.StopTimers()
 	entered, release := make(chan struct{}), make(chan struct{})

@@ -28,6 +28,7 @@ import (
 // one line and starts nothing; the first still serves throughout, and
 // removes its file when it stops.
 func TestTwoRunsInOneAppRoot(t *testing.T) {
+	t.Parallel()
 	handler := testenv.Handler(t, repoRoot)
 	root := filepath.Dir(filepath.Dir(handler))
 	cs := testenv.Azurite(t)

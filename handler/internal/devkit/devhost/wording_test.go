@@ -13,6 +13,7 @@ import (
 // singular and two in the plural (package wording), in the progress
 // line's equation and in the invariant check's violations.
 func TestCountsReadRight(t *testing.T) {
+	t.Parallel()
 	t.Run("progress equation", func(t *testing.T) {
 		for _, tt := range []struct {
 			dropped int

@@ -53,11 +53,8 @@ func quoteJSON(s string) string {
 	if plainASCII(s) { // ids, subjects, lock tokens: nothing to escape
 		return `"` + s + `"`
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return strings.TrimSuffix(b.String(), "\n")
+	b, _ := marshal(s) // a string always encodes
+	return string(b)
 }
 
 // plainASCII reports whether s is printable ASCII without '"' and '\\',
@@ -106,10 +103,7 @@ func newSys(functionName string, now time.Time, seed ...string) (sysData, error)
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
-	var g uuid.UUID
-	copy(g[:], h.Sum(nil))
-	g[6] = g[6]&0x0f | 0x40 // version 4
-	g[8] = g[8]&0x3f | 0x80 // RFC 4122 variant
+	g, _ := uuid.NewRandomFromReader(bytes.NewReader(h.Sum(nil))) // the hash, as version 4
 	return sysData{MethodName: functionName, UtcNow: utcNow, RandGuid: g.String()}, nil
 }
 

@@ -43,24 +43,16 @@ type sessionActions struct {
 }
 
 // EncodeServiceBus encodes m as the host invokes functionName at time now
-// for a trigger whose binding is named binding and declared with
-// "dataType": "binary". Its output is what hostproto.DecodeServiceBus
-// reads back (times cut to whole seconds, as the host sends them).
-//
-// The shape follows the Service Bus extension: Data.<binding> is the body
-// in base64; Metadata holds DeliveryCount and SequenceNumber, the string
-// properties that are non-empty (empty stands for null, which the host
-// leaves out), Subject under both Subject and its old alias Label,
-// ApplicationProperties under both ApplicationProperties and UserProperties
-// ({} when nil), the enqueued and expiry times under both the ...Utc
-// (DateTime, no zone) and the DateTimeOffset keys, SessionActions
-// {SessionLockedUntil} for a session message (or any message with a
-// SessionLockedUntil), and sys {MethodName, UtcNow,
-// RandGuid}. The host's other action and client objects are left out:
-// handlers cannot use them.
-//
-// It fails when binding or functionName is empty, a time lies outside the
-// years 1 to 9999, or ApplicationProperties does not encode as JSON.
+// for a trigger binding named binding with "dataType": "binary", as
+// hostproto.DecodeServiceBus reads it back (times to the second). As in the
+// Service Bus extension: Data.<binding> is the body in base64; Metadata holds
+// the non-empty string properties (empty is the host's null, left out),
+// Subject also as Label, ApplicationProperties also as UserProperties ({}
+// when nil), the times under both the ...Utc and the DateTimeOffset keys,
+// SessionActions for a session message and sys; the host's action and
+// client objects, which handlers cannot use, are left out. It fails on an
+// empty binding or functionName, a time outside the years 1 to 9999, or
+// ApplicationProperties that do not encode as JSON.
 func EncodeServiceBus(m hostproto.ServiceBusMessage, binding, functionName string, now time.Time) ([]byte, error) {
 	if binding == "" {
 		return nil, errors.New("hostenc: binding name is empty")

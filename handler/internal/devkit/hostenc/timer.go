@@ -24,15 +24,11 @@ type scheduleStatus struct {
 }
 
 // EncodeTimer encodes t as the host invokes functionName at time now for a
-// timer trigger whose binding is named binding: Data.<binding> is the
-// TimerInfo object, with ScheduleStatus null when Last, Next and
-// LastUpdated are all zero, and Metadata holds only sys. Times are written
-// as Json.NET writes a local DateTime on a UTC machine (up to seven
-// fractional digits and "+00:00"), so they keep 100 ns precision.
-// hostproto.DecodeTimer reads its output back.
-//
-// It fails when binding or functionName is empty or a time lies outside the
-// years 1 to 9999.
+// timer binding named binding, as hostproto.DecodeTimer reads it back:
+// Data.<binding> is the TimerInfo (ScheduleStatus null when all its times
+// are zero), Metadata only sys; times as Json.NET writes a local DateTime on
+// a UTC machine (100 ns precision, "+00:00"). It fails on an empty binding
+// or functionName, or a time outside the years 1 to 9999.
 func EncodeTimer(t hostproto.TimerInfo, binding, functionName string, now time.Time) ([]byte, error) {
 	if binding == "" {
 		return nil, errors.New("hostenc: binding name is empty")

@@ -4,6 +4,7 @@ package msgutil
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
 
@@ -45,20 +46,8 @@ func Value(v any) any {
 		return x
 	case time.Time:
 		return x.UTC().Truncate(time.Millisecond)
-	case int:
-		return int64(x)
-	case int8:
-		return int64(x)
-	case int16:
-		return int64(x)
-	case int32:
-		return int64(x)
-	case uint8:
-		return int64(x)
-	case uint16:
-		return int64(x)
-	case uint32:
-		return int64(x)
+	case int, int8, int16, int32, uint8, uint16, uint32:
+		return reflect.ValueOf(x).Convert(reflect.TypeFor[int64]()).Int()
 	case float32:
 		return float64(x)
 	case []byte:

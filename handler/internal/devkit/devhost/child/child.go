@@ -5,6 +5,7 @@
 package child
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,8 +14,11 @@ import (
 	"net/http"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,7 +36,7 @@ const (
 var (
 	// ErrStopped: Stop was called.
 	ErrStopped = errors.New("child: stopped")
-	// ErrGaveUp: the process failed MaxFailures times in a row.
+	// ErrGaveUp: the process failed maxFailures times in a row.
 	ErrGaveUp = errors.New("child: handler keeps failing, gave up")
 )
 
@@ -46,43 +50,17 @@ type Options struct {
 	Stdout, Stderr io.Writer // nil discards
 	// ReadyTimeout bounds each start's wait for an answer (default 60 s, as the host).
 	ReadyTimeout time.Duration
-	// PollInterval is the pause between readiness probes (default 100 ms).
-	PollInterval time.Duration
 	// StopGrace is how long Stop waits after SIGTERM before SIGKILL (default 5 s).
 	StopGrace time.Duration
-	// MaxFailures is how many failed starts in a row end supervision (default 5).
-	MaxFailures int
-	// StableAfter is the run after answering that resets the failure count (default 10 s).
-	StableAfter time.Duration
 	// Logger receives starts, exits and restarts; nil discards.
 	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
-	if o.ReadyTimeout <= 0 {
-		o.ReadyTimeout = 60 * time.Second
-	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = 100 * time.Millisecond
-	}
-	if o.StopGrace <= 0 {
-		o.StopGrace = 5 * time.Second
-	}
-	if o.MaxFailures <= 0 {
-		o.MaxFailures = 5
-	}
-	if o.StableAfter <= 0 {
-		o.StableAfter = 10 * time.Second
-	}
-	if o.Stdout == nil {
-		o.Stdout = io.Discard
-	}
-	if o.Stderr == nil {
-		o.Stderr = io.Discard
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.ReadyTimeout = cmp.Or(o.ReadyTimeout, 60*time.Second)
+	o.StopGrace = cmp.Or(o.StopGrace, 5*time.Second)
+	o.Stdout, o.Stderr = cmp.Or(o.Stdout, io.Discard), cmp.Or(o.Stderr, io.Discard)
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	return o
 }
 
@@ -99,13 +77,21 @@ type Process struct {
 	starts   int
 	err      error // why supervision ended
 	stopOnce sync.Once
-	killNow  bool // Kill: SIGKILL instead of SIGTERM (guarded by mu)
+	killNow  atomic.Bool // Kill: SIGKILL instead of SIGTERM
 
 	pickPort func() (int, error) // freeport.Pick; tests replace it
 }
 
-// maxPortRetries bounds the immediate restarts after the port was taken.
-const maxPortRetries = 3
+// Supervision: maxFailures failed starts in a row end it; a run of
+// stableAfter after answering resets the count; GET / is probed every
+// pollInterval; maxPortRetries bounds the immediate restarts after the port
+// was taken.
+const (
+	maxFailures    = 5
+	stableAfter    = 10 * time.Second
+	pollInterval   = 100 * time.Millisecond
+	maxPortRetries = 3
+)
 
 // errPortTaken: the incarnation exited before answering, its port taken.
 var errPortTaken = errors.New("child: the port was taken before the handler could bind it")
@@ -196,9 +182,7 @@ func (p *Process) Stop() {
 // Kill ends supervision like Stop, but with SIGKILL at once, as when a machine
 // is lost. Safe to call more than once, and after Stop.
 func (p *Process) Kill() {
-	p.mu.Lock()
-	p.killNow = true
-	p.mu.Unlock()
+	p.killNow.Store(true)
 	p.Stop()
 }
 
@@ -224,11 +208,11 @@ func (p *Process) supervise(first chan<- error) {
 			continue
 		}
 		first, portRetries = nil, 0
-		if ready && time.Since(started) >= p.opts.StableAfter {
+		if ready && time.Since(started) >= stableAfter {
 			failures = 0
 		}
 		failures++
-		if failures >= p.opts.MaxFailures {
+		if failures >= maxFailures {
 			p.opts.Logger.Error("handler keeps failing; not restarting it again", slog.Int("failures", failures), slog.Any("error", err))
 			p.finish(fmt.Errorf("%w after %d failures in a row: %v", ErrGaveUp, failures, err))
 			return
@@ -269,7 +253,7 @@ func (p *Process) runOnce(first chan<- error, retryPort bool) (ready bool, err e
 	}
 	cmd := exec.Command(p.opts.Path, p.opts.Args...)
 	cmd.Dir = p.opts.Dir
-	cmd.Env = append(append([]string(nil), withoutKeys(p.opts.Env, EnvPort, EnvWorkerID)...),
+	cmd.Env = append(withoutKeys(p.opts.Env, EnvPort, EnvWorkerID),
 		EnvPort+"="+strconv.Itoa(port), EnvWorkerID+"="+hostenc.NewGUID())
 	cmd.Stdout, cmd.Stderr = p.opts.Stdout, p.opts.Stderr
 	cmd.SysProcAttr = sysProcAttr()
@@ -299,7 +283,7 @@ func (p *Process) runOnce(first chan<- error, retryPort bool) (ready bool, err e
 			if err != nil {
 				err = fmt.Errorf("child: %s did not answer GET / within %s: %w", p.opts.Path, p.opts.ReadyTimeout, err)
 				report(err)
-				p.kill(cmd, exited)
+				p.kill(cmd, exited, false)
 				return false, err
 			}
 			ready = true
@@ -326,15 +310,7 @@ func (p *Process) runOnce(first chan<- error, retryPort bool) (ready bool, err e
 			return ready, err
 		case <-p.stop:
 			report(ErrStopped)
-			p.mu.Lock()
-			now := p.killNow
-			p.mu.Unlock()
-			if now {
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-				<-exited
-			} else {
-				p.kill(cmd, exited)
-			}
+			p.kill(cmd, exited, p.killNow.Load())
 			p.mu.Lock()
 			p.pid = 0
 			p.mu.Unlock()
@@ -343,17 +319,21 @@ func (p *Process) runOnce(first chan<- error, retryPort bool) (ready bool, err e
 	}
 }
 
-// kill sends SIGTERM to the process group, SIGKILL after StopGrace, and waits.
-func (p *Process) kill(cmd *exec.Cmd, exited <-chan error) {
+// kill sends SIGTERM to the process group, SIGKILL after StopGrace (at once
+// with now), and waits.
+func (p *Process) kill(cmd *exec.Cmd, exited <-chan error, now bool) {
 	pgid := -cmd.Process.Pid
-	_ = syscall.Kill(pgid, syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(p.opts.StopGrace):
-		p.opts.Logger.Warn("handler ignored SIGTERM; killing it", slog.Int("pid", cmd.Process.Pid))
-		_ = syscall.Kill(pgid, syscall.SIGKILL)
-		<-exited
+	if !now {
+		_ = syscall.Kill(pgid, syscall.SIGTERM)
+		select {
+		case <-exited:
+			return
+		case <-time.After(p.opts.StopGrace):
+			p.opts.Logger.Warn("handler ignored SIGTERM; killing it", slog.Int("pid", cmd.Process.Pid))
+		}
 	}
+	_ = syscall.Kill(pgid, syscall.SIGKILL)
+	<-exited
 }
 
 // waitReady polls GET base/ until any HTTP answer, ReadyTimeout, or ctx.
@@ -369,7 +349,7 @@ func (p *Process) waitReady(ctx context.Context, base string) error {
 			resp.Body.Close()
 			return nil
 		}
-		t := time.NewTimer(p.opts.PollInterval)
+		t := time.NewTimer(pollInterval)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -379,16 +359,10 @@ func (p *Process) waitReady(ctx context.Context, base string) error {
 	}
 }
 
+// withoutKeys returns a copy of env without the settings of keys.
 func withoutKeys(env []string, keys ...string) []string {
-	out := make([]string, 0, len(env))
-outer:
-	for _, kv := range env {
-		for _, k := range keys {
-			if len(kv) > len(k) && kv[:len(k)] == k && kv[len(k)] == '=' {
-				continue outer
-			}
-		}
-		out = append(out, kv)
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		k, _, ok := strings.Cut(kv, "=")
+		return ok && slices.Contains(keys, k)
+	})
 }

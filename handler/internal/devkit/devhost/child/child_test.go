@@ -3,11 +3,12 @@ package child
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,24 +16,31 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost/internal/fakehandler"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/freeport"
 )
 
-func TestMain(m *testing.M) {
-	fakehandler.Main()
-	os.Exit(m.Run())
-}
+// The test binary re-executes itself as the handler when fakeHandler is
+// set: it answers GET / and GET /whoami (its pid) on EnvPort.
+const (
+	fakeHandler     = "CHILD_FAKE_HANDLER"
+	fakeExitAtStart = "CHILD_FAKE_HANDLER_EXIT"        // exit 3 at once
+	fakeIgnoreTerm  = "CHILD_FAKE_HANDLER_IGNORE_TERM" // ignore SIGTERM
+)
 
-// upstream is the test's side of the fake handler: it answers every
-// forwarded request with the forwarding process's id.
-func upstream(t *testing.T) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, r.Header.Get(fakehandler.HeaderPID))
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeHandler) == "" {
+		os.Exit(m.Run())
+	}
+	if os.Getenv(fakeExitAtStart) != "" {
+		os.Exit(3)
+	}
+	if os.Getenv(fakeIgnoreTerm) != "" {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	http.HandleFunc("GET /whoami", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, os.Getpid()) })
+	http.HandleFunc("GET /{$}", func(http.ResponseWriter, *http.Request) {})
+	fmt.Fprintln(os.Stderr, "fake handler:", http.ListenAndServe("127.0.0.1:"+os.Getenv(EnvPort), nil))
+	os.Exit(1)
 }
 
 func options(t *testing.T, extraEnv ...string) Options {
@@ -40,12 +48,11 @@ func options(t *testing.T, extraEnv ...string) Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), fakehandler.EnvUpstream+"="+upstream(t).URL)
+	env := append(os.Environ(), fakeHandler+"=1")
 	return Options{
 		Path:         exe,
 		Env:          append(env, extraEnv...),
 		ReadyTimeout: 20 * time.Second,
-		PollInterval: 20 * time.Millisecond,
 		StopGrace:    2 * time.Second,
 		Stderr:       os.Stderr,
 	}
@@ -57,7 +64,7 @@ func ctxFor(t *testing.T) context.Context {
 	return ctx
 }
 
-// pidAt asks the process behind base for its pid (through the upstream).
+// pidAt asks the process behind base for its pid.
 func pidAt(t *testing.T, base string) int {
 	t.Helper()
 	resp, err := http.Get(base + "/whoami")
@@ -74,6 +81,7 @@ func pidAt(t *testing.T, base string) int {
 }
 
 func TestStartReadyStop(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	p, err := Start(ctx, options(t))
 	if err != nil {
@@ -103,6 +111,7 @@ func TestStartReadyStop(t *testing.T) {
 }
 
 func TestRestartAfterKill(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	p, err := Start(ctx, options(t))
 	if err != nil {
@@ -134,6 +143,7 @@ func TestRestartAfterKill(t *testing.T) {
 }
 
 func TestStartFailures(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	t.Run("missing executable", func(t *testing.T) {
 		o := options(t)
@@ -143,7 +153,7 @@ func TestStartFailures(t *testing.T) {
 		}
 	})
 	t.Run("exits at start", func(t *testing.T) {
-		o := options(t, fakehandler.EnvExitAtStart+"=1")
+		o := options(t, fakeExitAtStart+"=1")
 		if _, err := Start(ctx, o); err == nil || !strings.Contains(err.Error(), "exited") {
 			t.Errorf("Start: got %v, want an error saying it exited", err)
 		}
@@ -159,17 +169,16 @@ func TestStartFailures(t *testing.T) {
 }
 
 func TestGivesUp(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
-	o := options(t)
-	o.MaxFailures = 2
 	var killed atomic.Int32
-	p, err := Start(ctx, o)
+	p, err := Start(ctx, options(t))
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	defer p.Stop()
 	// Kill each incarnation as soon as it runs: quick deaths count as
-	// failures, and the second one ends supervision.
+	// failures, and the maxFailures-th ends supervision.
 	for {
 		select {
 		case <-p.Done():
@@ -179,8 +188,8 @@ func TestGivesUp(t *testing.T) {
 			if _, err := p.Ready(ctx); !errors.Is(err, ErrGaveUp) {
 				t.Errorf("Ready: got %v, want ErrGaveUp", err)
 			}
-			if killed.Load() != 2 {
-				t.Errorf("kills: got %d, want 2", killed.Load())
+			if killed.Load() != maxFailures {
+				t.Errorf("kills: got %d, want %d", killed.Load(), maxFailures)
 			}
 			return
 		case <-ctx.Done():
@@ -200,8 +209,9 @@ func TestGivesUp(t *testing.T) {
 }
 
 func TestStopKillsAfterGrace(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
-	o := options(t, fakehandler.EnvIgnoreTerm+"=1")
+	o := options(t, fakeIgnoreTerm+"=1")
 	o.StopGrace = 200 * time.Millisecond
 	p, err := Start(ctx, o)
 	if err != nil {
@@ -215,6 +225,7 @@ func TestStopKillsAfterGrace(t *testing.T) {
 }
 
 func TestWithoutKeys(t *testing.T) {
+	t.Parallel()
 	got := withoutKeys([]string{"A=1", EnvPort + "=9", "B=2", EnvPort + "X=3", EnvWorkerID + "=w"}, EnvPort, EnvWorkerID)
 	want := []string{"A=1", "B=2", EnvPort + "X=3"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
@@ -223,10 +234,11 @@ func TestWithoutKeys(t *testing.T) {
 }
 
 func TestKillDoesNotWaitForTerm(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	// The process ignores SIGTERM; with a grace of 20 s, only a SIGKILL
 	// sent at once ends it within the test's bound.
-	o := options(t, fakehandler.EnvIgnoreTerm+"=1")
+	o := options(t, fakeIgnoreTerm+"=1")
 	o.StopGrace = 20 * time.Second
 	p, err := Start(ctx, o)
 	if err != nil {
@@ -255,6 +267,7 @@ func TestKillDoesNotWaitForTerm(t *testing.T) {
 // Start succeeds; a handler that keeps meeting a taken port fails as any
 // other after maxPortRetries.
 func TestTakenPortStartsAgain(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	held, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -302,7 +315,7 @@ func TestTakenPortStartsAgain(t *testing.T) {
 	t.Run("port free after the exit", func(t *testing.T) {
 		// A handler that exits at start on a free port is not retried:
 		// its own failure is reported at once.
-		p := newProcess(options(t, fakehandler.EnvExitAtStart+"=1"), freeport.Pick)
+		p := newProcess(options(t, fakeExitAtStart+"=1"), freeport.Pick)
 		if _, err := p.start(ctx); err == nil {
 			t.Fatal("Start succeeded")
 		}

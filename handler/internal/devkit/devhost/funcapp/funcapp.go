@@ -4,9 +4,12 @@
 package funcapp
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -54,10 +57,8 @@ type Host struct {
 type ServiceBus struct {
 	MaxConcurrentSessions        int           // default 8
 	MaxConcurrentCallsPerSession int           // default 1
-	MaxConcurrentCalls           int           // default 16 (non-session triggers)
 	SessionIdleTimeout           time.Duration // default: clientRetryOptions.tryTimeout, else 1 min
 	MaxAutoLockRenewalDuration   time.Duration // default 5 min; 0 disables renewal
-	AutoCompleteMessages         bool          // default true
 }
 
 // Defaults of host.json values that are absent.
@@ -66,7 +67,6 @@ const (
 	DefaultRoutePrefix                = "api"
 	DefaultMaxConcurrentSessions      = 8
 	DefaultMaxConcurrentCallsPerSess  = 1
-	DefaultMaxConcurrentCalls         = 16
 	DefaultSessionIdleTimeout         = time.Minute
 	DefaultMaxAutoLockRenewalDuration = 5 * time.Minute
 )
@@ -76,7 +76,6 @@ const (
 	TypeServiceBusTrigger = "serviceBusTrigger"
 	TypeTimerTrigger      = "timerTrigger"
 	TypeHTTPTrigger       = "httpTrigger"
-	TypeHTTP              = "http"
 )
 
 // Function is one function folder.
@@ -89,17 +88,14 @@ type Function struct {
 }
 
 // Binding is one of function.json's bindings, with %NAME% expressions in
-// QueueName, TopicName, SubscriptionName and Schedule resolved.
+// QueueName and Schedule resolved.
 type Binding struct {
 	Type      string `json:"type"`
 	Direction string `json:"direction"`
 	Name      string `json:"name"`
-	DataType  string `json:"dataType"`
 
 	// serviceBusTrigger
 	QueueName         string `json:"queueName"`
-	TopicName         string `json:"topicName"`
-	SubscriptionName  string `json:"subscriptionName"`
 	Connection        string `json:"connection"`
 	IsSessionsEnabled bool   `json:"isSessionsEnabled"`
 
@@ -109,9 +105,8 @@ type Binding struct {
 	RunOnStartup bool   `json:"runOnStartup"`
 
 	// httpTrigger
-	AuthLevel string   `json:"authLevel"`
-	Methods   []string `json:"methods"`
-	Route     string   `json:"route"`
+	Methods []string `json:"methods"`
+	Route   string   `json:"route"`
 }
 
 // Monitor reports whether a timer keeps schedule status (useMonitor, default true).
@@ -186,10 +181,8 @@ type hostFile struct {
 		ServiceBus struct {
 			MaxConcurrentSessions        *int    `json:"maxConcurrentSessions"`
 			MaxConcurrentCallsPerSession *int    `json:"maxConcurrentCallsPerSession"`
-			MaxConcurrentCalls           *int    `json:"maxConcurrentCalls"`
 			SessionIdleTimeout           *string `json:"sessionIdleTimeout"`
 			MaxAutoLockRenewalDuration   *string `json:"maxAutoLockRenewalDuration"`
-			AutoCompleteMessages         *bool   `json:"autoCompleteMessages"`
 			ClientRetryOptions           struct {
 				TryTimeout *string `json:"tryTimeout"`
 			} `json:"clientRetryOptions"`
@@ -219,10 +212,8 @@ func LoadHost(root string) (Host, error) {
 		ServiceBus: ServiceBus{
 			MaxConcurrentSessions:        DefaultMaxConcurrentSessions,
 			MaxConcurrentCallsPerSession: DefaultMaxConcurrentCallsPerSess,
-			MaxConcurrentCalls:           DefaultMaxConcurrentCalls,
 			SessionIdleTimeout:           DefaultSessionIdleTimeout,
 			MaxAutoLockRenewalDuration:   DefaultMaxAutoLockRenewalDuration,
-			AutoCompleteMessages:         true,
 		},
 	}
 	if v := f.FunctionTimeout; v != nil {
@@ -254,7 +245,6 @@ func LoadHost(root string) (Host, error) {
 	}{
 		{"extensions.serviceBus.maxConcurrentSessions", sb.MaxConcurrentSessions, &h.ServiceBus.MaxConcurrentSessions},
 		{"extensions.serviceBus.maxConcurrentCallsPerSession", sb.MaxConcurrentCallsPerSession, &h.ServiceBus.MaxConcurrentCallsPerSession},
-		{"extensions.serviceBus.maxConcurrentCalls", sb.MaxConcurrentCalls, &h.ServiceBus.MaxConcurrentCalls},
 	} {
 		if n.src == nil {
 			continue
@@ -264,29 +254,24 @@ func LoadHost(root string) (Host, error) {
 		}
 		*n.dst = *n.src
 	}
-	if v := sb.ClientRetryOptions.TryTimeout; v != nil {
-		d, err := ParseTimeSpan(*v)
-		if err != nil || d <= 0 {
-			return Host{}, bad("extensions.serviceBus.clientRetryOptions.tryTimeout", *v, orPositive(err))
+	for _, n := range []struct {
+		key    string
+		src    *string
+		dst    *time.Duration
+		zeroOK bool
+	}{
+		{"clientRetryOptions.tryTimeout", sb.ClientRetryOptions.TryTimeout, &h.ServiceBus.SessionIdleTimeout, false},
+		{"sessionIdleTimeout", sb.SessionIdleTimeout, &h.ServiceBus.SessionIdleTimeout, false},
+		{"maxAutoLockRenewalDuration", sb.MaxAutoLockRenewalDuration, &h.ServiceBus.MaxAutoLockRenewalDuration, true},
+	} {
+		if n.src == nil {
+			continue
 		}
-		h.ServiceBus.SessionIdleTimeout = d
-	}
-	if v := sb.SessionIdleTimeout; v != nil {
-		d, err := ParseTimeSpan(*v)
-		if err != nil || d <= 0 {
-			return Host{}, bad("extensions.serviceBus.sessionIdleTimeout", *v, orPositive(err))
+		d, err := ParseTimeSpan(*n.src)
+		if err != nil || d < 0 || (d == 0 && !n.zeroOK) {
+			return Host{}, bad("extensions.serviceBus."+n.key, *n.src, orPositive(err))
 		}
-		h.ServiceBus.SessionIdleTimeout = d
-	}
-	if v := sb.MaxAutoLockRenewalDuration; v != nil {
-		d, err := ParseTimeSpan(*v)
-		if err != nil || d < 0 {
-			return Host{}, bad("extensions.serviceBus.maxAutoLockRenewalDuration", *v, orPositive(err))
-		}
-		h.ServiceBus.MaxAutoLockRenewalDuration = d
-	}
-	if v := sb.AutoCompleteMessages; v != nil {
-		h.ServiceBus.AutoCompleteMessages = *v
+		*n.dst = d
 	}
 	return h, nil
 }
@@ -305,62 +290,33 @@ func absUnder(root, p string) string {
 	return filepath.Join(root, filepath.FromSlash(p))
 }
 
+// timeSpan is .NET TimeSpan text: [-]days, or [-][d.]hh:mm[:ss[.fffffff]].
+var timeSpan = regexp.MustCompile(`^(-?)(?:(\d+)|(?:(\d+)\.)?(\d+):(\d+)(?::(\d+)(?:\.(\d{1,7}))?)?)$`)
+
 // ParseTimeSpan parses .NET TimeSpan text as host.json uses it:
 // `[d.]hh:mm[:ss[.fffffff]]`, or a whole number of days.
 func ParseTimeSpan(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	bad := fmt.Errorf("not a TimeSpan like 00:05:00 or 1.02:03:04.5")
-	if s == "" {
+	bad := errors.New("not a TimeSpan like 00:05:00 or 1.02:03:04.5")
+	m := timeSpan.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
 		return 0, bad
 	}
-	var days int64
-	rest := s
-	if !strings.Contains(s, ":") {
-		n, err := strconv.ParseInt(s, 10, 32)
-		if err != nil {
+	var d time.Duration
+	for i, f := range []struct {
+		unit time.Duration
+		max  int64
+	}{{24 * time.Hour, math.MaxInt32}, {24 * time.Hour, math.MaxInt32}, {time.Hour, 23}, {time.Minute, 59}, {time.Second, 59}} {
+		n, err := strconv.ParseInt(cmp.Or(m[i+2], "0"), 10, 64)
+		if err != nil || n > f.max {
 			return 0, bad
 		}
-		days, rest = n, ""
-	} else if i := strings.IndexByte(s, '.'); i >= 0 && i < strings.IndexByte(s, ':') {
-		n, err := strconv.ParseInt(s[:i], 10, 32)
-		if err != nil {
-			return 0, bad
-		}
-		days, rest = n, s[i+1:]
+		d += time.Duration(n) * f.unit
 	}
-	d := time.Duration(days) * 24 * time.Hour
-	if rest != "" {
-		parts := strings.Split(rest, ":")
-		if len(parts) < 2 || len(parts) > 3 {
-			return 0, bad
-		}
-		limits := []int64{23, 59, 59}
-		units := []time.Duration{time.Hour, time.Minute, time.Second}
-		for i, p := range parts {
-			frac := ""
-			if i == 2 {
-				p, frac, _ = strings.Cut(p, ".")
-			}
-			n, err := strconv.ParseInt(p, 10, 32)
-			if err != nil || n < 0 || n > limits[i] || p == "" {
-				return 0, bad
-			}
-			d += time.Duration(n) * units[i]
-			if frac != "" {
-				if len(frac) > 7 {
-					return 0, bad
-				}
-				f, err := strconv.ParseInt(frac+strings.Repeat("0", 7-len(frac)), 10, 64)
-				if err != nil {
-					return 0, bad
-				}
-				d += time.Duration(f) * 100 // ticks of 100 ns
-			}
-		}
+	if frac := m[7]; frac != "" {
+		ticks, _ := strconv.ParseInt(frac+strings.Repeat("0", 7-len(frac)), 10, 64)
+		d += time.Duration(ticks) * 100 // ticks of 100 ns
 	}
-	if neg {
+	if m[1] == "-" {
 		d = -d
 	}
 	return d, nil
@@ -381,12 +337,7 @@ type DisabledFunction struct {
 	Bindings []Binding
 }
 
-// LoadFunctions reads every function.json and leaves out disabled functions.
-func LoadFunctions(root string, settings Settings) ([]Function, error) {
-	fns, _, err := loadFunctions(root, settings)
-	return fns, err
-}
-
+// loadFunctions reads every function.json and leaves out disabled functions.
 func loadFunctions(root string, settings Settings) ([]Function, []DisabledFunction, error) {
 	dir := functionsDir(root)
 	paths, err := filepath.Glob(filepath.Join(dir, "*", "function.json"))
@@ -419,7 +370,7 @@ func loadFunctions(root string, settings Settings) ([]Function, []DisabledFuncti
 			for _, field := range []struct {
 				key string
 				val *string
-			}{{"queueName", &b.QueueName}, {"topicName", &b.TopicName}, {"subscriptionName", &b.SubscriptionName}, {"schedule", &b.Schedule}} {
+			}{{"queueName", &b.QueueName}, {"schedule", &b.Schedule}} {
 				v, err := settings.Resolve(*field.val)
 				if err != nil {
 					return nil, nil, fmt.Errorf("%w: %s: binding %q: %s: %w", ErrConfig, fn.Path, b.Name, field.key, err)
@@ -456,18 +407,10 @@ func disabled(raw json.RawMessage, settings Settings, name string) (by string, o
 // src/Microsoft.Azure.WebJobs.Host/Listeners/HostListenerFactory.cs,
 // IsDisabled, with IConfigurationExtensions.IsSettingEnabled).
 func DisabledBy(settings Settings, fn string) (string, bool) {
-	names := []string{"AzureWebJobs." + fn + ".Disabled", "AzureWebJobs_" + fn + "_Disabled"}
-	keys := make([]string, 0, len(settings))
-	for k := range settings {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		for _, name := range names {
-			if strings.EqualFold(k, name) {
-				if v := strings.TrimSpace(settings[k]); v == "1" || strings.EqualFold(v, "true") {
-					return k, true
-				}
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		if strings.EqualFold(k, "AzureWebJobs."+fn+".Disabled") || strings.EqualFold(k, "AzureWebJobs_"+fn+"_Disabled") {
+			if v := strings.TrimSpace(settings[k]); v == "1" || strings.EqualFold(v, "true") {
+				return k, true
 			}
 		}
 	}
@@ -506,9 +449,6 @@ func (s Settings) Resolve(v string) (string, error) {
 	return out, nil
 }
 
-// Get returns the setting name, or "" when it is not set.
-func (s Settings) Get(name string) string { return s[name] }
-
 // Environ returns the settings as KEY=value lines, sorted.
 func (s Settings) Environ() []string {
 	out := make([]string, 0, len(s))
@@ -517,15 +457,6 @@ func (s Settings) Environ() []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// Clone returns a copy.
-func (s Settings) Clone() Settings {
-	c := make(Settings, len(s))
-	for k, v := range s {
-		c[k] = v
-	}
-	return c
 }
 
 // Setting-file names, in the order LoadSettings looks for them.
@@ -575,13 +506,7 @@ func LoadSettings(root string, env []string, overrides map[string]string) (Setti
 			s[k] = v
 		}
 	}
-	for k, v := range overrides {
-		s[k] = v
-	}
-	for k, v := range s {
-		if v == "" {
-			delete(s, k)
-		}
-	}
+	maps.Copy(s, overrides)
+	maps.DeleteFunc(s, func(_, v string) bool { return v == "" })
 	return s, source, nil
 }

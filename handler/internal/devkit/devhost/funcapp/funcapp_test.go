@@ -93,10 +93,8 @@ func TestLoadHost(t *testing.T) {
 		ServiceBus: ServiceBus{
 			MaxConcurrentSessions:        16,
 			MaxConcurrentCallsPerSession: 1,
-			MaxConcurrentCalls:           DefaultMaxConcurrentCalls,
 			SessionIdleTimeout:           5 * time.Second,
 			MaxAutoLockRenewalDuration:   5 * time.Minute,
-			AutoCompleteMessages:         true,
 		},
 	}
 	if !reflect.DeepEqual(h, want) {
@@ -293,7 +291,7 @@ func TestLoadFunctions(t *testing.T) {
 		t.Fatalf("functions: got %v, want %v", names, want)
 	}
 	sb, ok := app.Functions[2].Trigger()
-	if !ok || sb.Type != TypeServiceBusTrigger || sb.QueueName != "q1" || !sb.IsSessionsEnabled || sb.DataType != "binary" || sb.Name != "message" {
+	if !ok || sb.Type != TypeServiceBusTrigger || sb.QueueName != "q1" || !sb.IsSessionsEnabled || sb.Name != "message" {
 		t.Errorf("OrderStatus trigger: got %+v, ok=%v", sb, ok)
 	}
 	timer, _ := app.Functions[0].Trigger()
@@ -333,8 +331,8 @@ func TestDeployedLayout(t *testing.T) {
 		"OrderStatus/function.json": sbFunction,
 		"bin/handler":               "",
 	})
-	fns, err := LoadFunctions(root, Settings{"ORDER_STATUS_QUEUE": "q"})
+	fns, _, err := loadFunctions(root, Settings{"ORDER_STATUS_QUEUE": "q"})
 	if err != nil || len(fns) != 1 || fns[0].Name != "OrderStatus" {
-		t.Errorf("LoadFunctions: got %+v, %v; want OrderStatus", fns, err)
+		t.Errorf("loadFunctions: got %+v, %v; want OrderStatus", fns, err)
 	}
 }

@@ -8,7 +8,6 @@ package ncrontab
 import (
 	"errors"
 	"fmt"
-	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -64,15 +63,6 @@ func Parse(expr string) (*Schedule, error) {
 		s.fields[k] = set
 	}
 	return s, nil
-}
-
-// MustParse is Parse that panics on error, for expressions fixed in code.
-func MustParse(expr string) *Schedule {
-	s, err := Parse(expr)
-	if err != nil {
-		panic(err)
-	}
-	return s
 }
 
 // String returns the expression with its fields separated by single spaces.
@@ -148,23 +138,13 @@ func parseValue(spec fieldSpec, text string) (int, error) {
 
 func (s *Schedule) has(k fieldKind, v int) bool { return s.fields[k]&(1<<uint(v)) != 0 }
 
-// first returns field k's lowest matching value >= from, or -1.
-func (s *Schedule) first(k fieldKind, from int) int {
-	if from > specs[k].max {
-		return -1
-	}
-	rest := s.fields[k] >> uint(from) << uint(from)
-	if rest == 0 {
-		return -1
-	}
-	return bits.TrailingZeros64(rest)
-}
-
 // searchYears bounds the search (a 29 February on a given weekday recurs within 28 years).
 const searchYears = 30
 
 // Next returns the first occurrence strictly after t, in t's location, with
 // whole seconds; the zero Time if none within searchYears (30 February).
+// It works on t's wall clock: the first field that does not match moves on
+// by one and the finer fields restart, until every field matches.
 func (s *Schedule) Next(t time.Time) time.Time {
 	loc := t.Location()
 	limit := t.Year() + searchYears
@@ -172,72 +152,23 @@ func (s *Schedule) Next(t time.Time) time.Time {
 	year, mon, dd := t.Date()
 	hh, mm, ss := t.Clock()
 	for year <= limit {
-		if !s.has(month, int(mon)) {
-			next := s.first(month, int(mon)+1)
-			if next < 0 {
-				year, mon = year+1, time.Month(s.first(month, 1))
-			} else {
-				mon = time.Month(next)
-			}
-			dd, hh, mm, ss = 1, 0, 0, 0
-			continue
+		wall := time.Date(year, mon, dd, hh, mm, ss, 0, time.UTC) // carries an overflow
+		year, mon, dd = wall.Date()
+		hh, mm, ss = wall.Clock()
+		switch {
+		case !s.has(month, int(mon)):
+			mon, dd, hh, mm, ss = mon+1, 1, 0, 0, 0
+		case !s.has(day, dd) || !s.has(weekday, int(wall.Weekday())):
+			dd, hh, mm, ss = dd+1, 0, 0, 0
+		case !s.has(hour, hh):
+			hh, mm, ss = hh+1, 0, 0
+		case !s.has(minute, mm):
+			mm, ss = mm+1, 0
+		case !s.has(second, ss):
+			ss++
+		default:
+			return time.Date(year, mon, dd, hh, mm, ss, 0, loc)
 		}
-		if dd > daysIn(year, mon) {
-			year, mon, dd = nextMonth(year, mon)
-			hh, mm, ss = 0, 0, 0
-			continue
-		}
-		wd := time.Date(year, mon, dd, 12, 0, 0, 0, time.UTC).Weekday()
-		if !s.has(day, dd) || !s.has(weekday, int(wd)) {
-			dd++
-			hh, mm, ss = 0, 0, 0
-			continue
-		}
-		if h := s.first(hour, hh); h < 0 {
-			dd++
-			hh, mm, ss = 0, 0, 0
-			continue
-		} else if h != hh {
-			hh, mm, ss = h, 0, 0
-		}
-		if m := s.first(minute, mm); m < 0 {
-			hh++
-			mm, ss = 0, 0
-			if hh > 23 {
-				dd++
-				hh = 0
-			}
-			continue
-		} else if m != mm {
-			mm, ss = m, 0
-		}
-		if sec := s.first(second, ss); sec < 0 {
-			mm++
-			ss = 0
-			if mm > 59 {
-				hh++
-				mm = 0
-				if hh > 23 {
-					dd++
-					hh = 0
-				}
-			}
-			continue
-		} else {
-			ss = sec
-		}
-		return time.Date(year, mon, dd, hh, mm, ss, 0, loc)
 	}
 	return time.Time{}
-}
-
-func daysIn(year int, m time.Month) int {
-	return time.Date(year, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
-}
-
-func nextMonth(year int, m time.Month) (int, time.Month, int) {
-	if m == time.December {
-		return year + 1, time.January, 1
-	}
-	return year, m + 1, 1
 }

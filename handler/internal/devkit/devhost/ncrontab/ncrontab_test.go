@@ -112,3 +112,12 @@ func TestString(t *testing.T) {
 		t.Errorf("String: got %q, want %q", got, want)
 	}
 }
+
+// MustParse is Parse that panics on error, for expressions fixed in the tests.
+func MustParse(expr string) *Schedule {
+	s, err := Parse(expr)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}

@@ -140,11 +140,7 @@ func Demo(o DemoOptions) []Line {
 	}
 
 	// Interleave the orders, keeping each order's own order.
-	total := 0
-	for _, p := range plans {
-		total += len(p.events)
-	}
-	out := make([]Line, 0, total+total/10)
+	var out []Line
 	next := make([]int, len(plans))
 	live := make([]int, len(plans))
 	for i := range live {

@@ -39,13 +39,9 @@ func (p *parser) outageLine(obj map[string]json.RawMessage) (Line, error) {
 				return Line{}, fmt.Errorf("%s: want %q or %q, got %s", k, OutageTable, OutageServiceBus, snippet(raw))
 			}
 		case fieldSendAfter, fieldDuration:
-			var s string
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return Line{}, fmt.Errorf("%s: want a string, got %s", k, snippet(raw))
-			}
-			d, err := time.ParseDuration(s)
-			if err != nil || d < 0 {
-				return Line{}, fmt.Errorf("%s %q: want a Go duration such as 30m, at least 0", k, s)
+			d, err := parseDuration(k, raw)
+			if err != nil {
+				return Line{}, err
 			}
 			if strings.EqualFold(k, fieldDuration) {
 				l.Duration, hasDuration = d, true

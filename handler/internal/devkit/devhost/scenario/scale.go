@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Scale actions: add an instance to a group (a cold cache), remove one
@@ -57,15 +56,10 @@ func (p *parser) scaleLine(obj map[string]json.RawMessage) (Line, error) {
 				return Line{}, fmt.Errorf("%s: want a group name such as \"OrderStatus\" or \"http\", got %s", k, snippet(raw))
 			}
 		case fieldSendAfter:
-			var s string
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return Line{}, fmt.Errorf("%s: want a string, got %s", k, snippet(raw))
+			var err error
+			if l.SendAfter, err = parseDuration(k, raw); err != nil {
+				return Line{}, err
 			}
-			d, err := time.ParseDuration(s)
-			if err != nil || d < 0 {
-				return Line{}, fmt.Errorf("%s %q: want a Go duration such as 30s, at least 0", k, s)
-			}
-			l.SendAfter = d
 		default:
 			return Line{}, fmt.Errorf("field %q on a scale line (it takes scale, instance, group and sendAfter only)", k)
 		}

@@ -15,6 +15,7 @@ package scenario
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,7 +23,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -215,12 +216,7 @@ func (p *parser) line(text []byte, n int) (Line, error) {
 	}
 	fields := map[string]json.RawMessage{} // by lower-case name; null left out
 	given := map[string]string{}           // lower-case name -> name as written
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		lk := strings.ToLower(k)
 		if !knownFields[lk] {
 			if !p.warned[k] {
@@ -249,15 +245,10 @@ func (p *parser) line(text []byte, n int) (Line, error) {
 		return v, nil
 	}
 	dur := func(key string) (time.Duration, error) {
-		v, err := str(key)
-		if err != nil || v == "" {
+		if v, err := str(key); err != nil || v == "" {
 			return 0, err
 		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return 0, fmt.Errorf("%s %q: want a Go duration such as 30m or 1h30m, at least 0", given[key], v)
-		}
-		return d, nil
+		return parseDuration(given[key], fields[key])
 	}
 
 	var l Line
@@ -302,19 +293,16 @@ func (p *parser) line(text []byte, n int) (Line, error) {
 			l.Body = []byte(s)
 		} else {
 			l.Body = bytes.Clone(body)
-			if l.ContentType == "" {
-				l.ContentType = "application/json"
-			}
+			l.ContentType = cmp.Or(l.ContentType, "application/json")
 		}
 	}
-	if l.ScheduleAfter, err = dur(fieldScheduleAfter); err != nil {
-		return Line{}, err
-	}
-	if l.SendAfter, err = dur(fieldSendAfter); err != nil {
-		return Line{}, err
-	}
-	if l.TimeToLive, err = dur(fieldTimeToLive); err != nil {
-		return Line{}, err
+	for _, f := range []struct {
+		key string
+		dst *time.Duration
+	}{{fieldScheduleAfter, &l.ScheduleAfter}, {fieldSendAfter, &l.SendAfter}, {fieldTimeToLive, &l.TimeToLive}} {
+		if *f.dst, err = dur(f.key); err != nil {
+			return Line{}, err
+		}
 	}
 	if raw, ok := fields[fieldProperties]; ok {
 		var props map[string]json.RawMessage
@@ -341,6 +329,19 @@ func (p *parser) line(text []byte, n int) (Line, error) {
 	return l, nil
 }
 
+// parseDuration reads field k's JSON value raw: a Go duration string, at least 0.
+func parseDuration(k string, raw json.RawMessage) (time.Duration, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return 0, fmt.Errorf("%s: want a string, got %s", k, snippet(raw))
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s %q: want a Go duration such as 30s or 1h30m, at least 0", k, s)
+	}
+	return d, nil
+}
+
 // generatedID is the MessageId of a line without one: <file>:<line>, or line-<line>.
 func generatedID(name string, n int) string {
 	id := fmt.Sprintf("%s:%d", filepath.Base(name), n)
@@ -358,7 +359,9 @@ func propertyValue(raw json.RawMessage) (v any, ok bool, err error) {
 	case bytes.Equal(raw, []byte("null")):
 		return nil, false, nil
 	case raw[0] == '{' || raw[0] == '[':
-		return string(compact(raw)), true, nil
+		var b bytes.Buffer
+		_ = json.Compact(&b, raw) // raw was decoded: it compacts
+		return b.String(), true, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -379,15 +382,6 @@ func propertyValue(raw json.RawMessage) (v any, ok bool, err error) {
 		return f, true, nil
 	}
 	return nil, false, fmt.Errorf("unexpected value %s", snippet(raw))
-}
-
-// compact returns the JSON text raw without insignificant white space.
-func compact(raw json.RawMessage) []byte {
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return bytes.Clone(raw) // cannot happen: raw was decoded
-	}
-	return b.Bytes()
 }
 
 // snippet shortens raw JSON for a message.
