@@ -460,6 +460,13 @@ func firstScreen(t *testing.T) string {
 	return strings.Join(strings.Fields(md), " ")
 }
 
+// devHostText is the orderstatus-dev dev section of docs/dev-host.md, its
+// whitespace folded to single spaces.
+func devHostText(t *testing.T) string {
+	t.Helper()
+	return strings.Join(strings.Fields(section(t, doc(t, devHostDoc), "Running it locally: `orderstatus-dev dev`")), " ")
+}
+
 // makeTarget returns the prerequisites and the recipe lines of a target of
 // the Makefile.
 func makeTarget(t *testing.T, name string) (prereqs []string, recipe []string) {
@@ -547,15 +554,16 @@ func TestReadmeMakeTestOutput(t *testing.T) {
 	}
 }
 
-// TestReadmeInterruptUnderMake: the README says that on Ctrl-C `handler
-// dev` exits 0 (TestTwoRunsInOneAppRoot checks that) and that `make`,
-// interrupted too, adds no line of its own and ends with exit status 130.
+// TestReadmeInterruptUnderMake: docs/dev-host.md (which the README links
+// for what `make run` does) says that on Ctrl-C `orderstatus-dev dev` exits 0
+// (TestTwoRunsInOneAppRoot checks that) and that `make`, interrupted too,
+// adds no line of its own and ends with exit status 130.
 // A recipe that exits 0 on SIGINT, as `orderstatus-dev dev` does, shows make's
 // part: the whole process group gets the SIGINT, as from a terminal.
 func TestReadmeInterruptUnderMake(t *testing.T) {
-	text := firstScreen(t)
+	text := devHostText(t)
 	if want := "`orderstatus-dev dev` itself exits 0; `make`, which the Ctrl-C interrupts too, adds no line of its own and ends with exit status 130 (GNU Make 4.3)."; !strings.Contains(text, want) {
-		t.Fatalf("the README's first screen does not say %q", want)
+		t.Fatalf("%s does not say %q", devHostDoc, want)
 	}
 	mk, err := exec.LookPath("make")
 	if err != nil {
@@ -658,16 +666,20 @@ func TestReadmeConfirmations(t *testing.T) {
 	}
 }
 
-// TestReadmeTwoRuns: the README says that `make run` checks its address
-// before it installs or builds anything, and that a second clone's run
-// serves beside the first with --http-addr; the Makefile runs the check
-// first, and the check's refusal names that command.
+// TestReadmeTwoRuns: docs/dev-host.md (which the README links for a second
+// run beside the first) says that `make run` checks its address before it
+// installs or builds anything, and that a second clone's run serves beside
+// the first with --http-addr; the Makefile runs the check first, and the
+// check's refusal names that command.
 func TestReadmeTwoRuns(t *testing.T) {
-	text := firstScreen(t)
+	if !strings.Contains(readme(t), "](docs/dev-host.md)") {
+		t.Error("the README does not link docs/dev-host.md")
+	}
+	text := devHostText(t)
 	for _, want := range []string{"`make run` first checks that its address, `127.0.0.1:7071`, is free, and if it is not stops at once, before installing or building anything",
 		"two runs, from two clones, can serve side by side with the second on another address, `make run ARGS=\"--http-addr 127.0.0.1:7072\"`"} {
 		if !strings.Contains(text, want) {
-			t.Errorf("the README's first screen does not say %q", want)
+			t.Errorf("%s does not say %q", devHostDoc, want)
 		}
 	}
 	prereqs, recipe := makeTarget(t, "run")

@@ -48,7 +48,7 @@ param operatorPrincipalId string = ''
 ])
 param operatorPrincipalType string = 'Group'
 
-@description('Also give operatorPrincipalId Website Contributor on the function app: the right (Microsoft.Web/sites/config/write) to flip the kill switch, AzureWebJobs.OrderStatus.Disabled (docs/outage.md). Off by default: the role carries all of Microsoft.Web/sites/* on the app.')
+@description('Also give operatorPrincipalId Website Contributor on the function app: the right (Microsoft.Web/sites/config/write) to flip the kill switch, AzureWebJobs.OrderStatus.Disabled (docs/outages.md). Off by default: the role carries all of Microsoft.Web/sites/* on the app.')
 param grantOperatorKillSwitch bool = false
 
 @description('Give the app identity Azure Service Bus Data Owner on order-status (that queue only) so the target-based scaler can read the queue length and scale out under a backlog. On by default; see docs/deploy.md for the trade-off.')

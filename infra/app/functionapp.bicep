@@ -87,7 +87,7 @@ param operatorPrincipalId string = ''
 ])
 param operatorPrincipalType string = 'Group'
 
-@description('Give the operators Website Contributor on the app, for the kill switch (docs/outage.md). Off by default.')
+@description('Give the operators Website Contributor on the app, for the kill switch (docs/outages.md). Off by default.')
 param grantOperatorKillSwitch bool = false
 
 // Website Contributor ("Azure built-in roles for Web and Mobile",
@@ -232,7 +232,7 @@ resource scmPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2
 }
 
 // The kill switch: the operators may set AzureWebJobs.OrderStatus.Disabled
-// (docs/outage.md). Scoped to this app; no other resource.
+// (docs/outages.md). Scoped to this app; no other resource.
 resource operatorKillSwitch 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantKillSwitch) {
   name: guid(site.id, operatorPrincipalId, websiteContributor)
   scope: site
