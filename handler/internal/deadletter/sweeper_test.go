@@ -19,6 +19,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/broker/membroker"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/sim"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dlmem"
@@ -36,25 +37,7 @@ type fixture struct {
 	store dlstore.Store
 	mem   *dlmem.Store // the store when it is in memory (fault injection)
 	q     deadletter.Queues
-	log   lockedBuffer
-}
-
-// lockedBuffer is a log sink several sweepers may share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	log   sim.SyncBuffer
 }
 
 // newStore makes the store a fixture drains into; tests that need the real

@@ -16,13 +16,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker/loopback"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devhost"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devrun"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/sim"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 )
 
@@ -44,7 +44,7 @@ type liveHost struct {
 	app, handlerLog string
 	ep              devrun.Endpoints
 	broker          *loopback.Client
-	out             *lockedBuffer // the host's stdout
+	out             *sim.SyncBuffer // the host's stdout
 }
 
 // startLiveHost starts the host with its broker clock scale times faster
@@ -99,11 +99,11 @@ func startHost(t *testing.T, scale float64, demo bool) *liveHost {
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := &liveHost{app: app, handlerLog: filepath.Join(t.TempDir(), "handler.log"), out: &lockedBuffer{}}
+	h := &liveHost{app: app, handlerLog: filepath.Join(t.TempDir(), "handler.log"), out: &sim.SyncBuffer{}}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	errOut := &lockedBuffer{}
+	errOut := &sim.SyncBuffer{}
 	args := []string{"--app-root", app, "--time-scale", fmt.Sprint(scale),
 		"--lock-duration", "5m", "--http-addr", "127.0.0.1:0", "--handler-log", h.handlerLog, "--quiet"}
 	if !demo {
@@ -146,29 +146,6 @@ func startHost(t *testing.T, scale float64, demo bool) *liveHost {
 
 // appFiles are what the app root holds before the walkthrough runs.
 var appFiles = []string{"host.json", "local.settings.json.template", "functions", "bin", devrun.Dir}
-
-// syncWriter serialises writes to a strings.Builder read at the end.
-type syncWriter struct{ b *strings.Builder }
-
-func (w syncWriter) Write(p []byte) (int, error) { return w.b.Write(p) }
-
-// lockedBuffer is a strings.Builder the host writes to while a test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
 
 // demoCount is the number on the summary line that starts with label
 // (two-space indented, as the host prints it), 0 if there is none.

@@ -231,7 +231,7 @@ func TestOutboxRelayRunsUntilInterrupted(t *testing.T) {
 	var out, errOut strings.Builder
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"relay", "--table", table, "--interval", "10ms"}, syncWriter{&out}, syncWriter{&errOut}, e)
+		done <- run(ctx, []string{"relay", "--table", table, "--interval", "10ms"}, &out, &errOut, e)
 	}()
 	waitQueue := func(active int) {
 		t.Helper()

@@ -1,7 +1,6 @@
 package devhost
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +21,7 @@ import (
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/clock"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/devrun"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/faultproxy"
+	"github.com/orderstatus/orderstatus/handler/internal/devkit/sim"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
@@ -34,31 +33,13 @@ import (
 // measured on the broker's clock, which the handler reads through the
 // loopback broker.
 
-// lockedBuffer collects the handler's stdout.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type dlHost struct {
 	*Host
 	ctx    context.Context
 	clk    *clock.ScaledClock
 	proxy  *faultproxy.Proxy
 	store  dlstore.Store
-	out    *lockedBuffer
+	out    *sim.SyncBuffer
 	app    string
 	cs     string
 	suffix string
@@ -79,7 +60,7 @@ func newDLHost(t *testing.T) *dlHost {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	suffix := strings.ToLower(rand.Text()[:10])
-	d := &dlHost{clk: clock.Scaled(1), proxy: p, out: &lockedBuffer{}, app: copyApp(t, root, handler), cs: cs, suffix: suffix}
+	d := &dlHost{clk: clock.Scaled(1), proxy: p, out: &sim.SyncBuffer{}, app: copyApp(t, root, handler), cs: cs, suffix: suffix}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	d.ctx = ctx
@@ -106,7 +87,7 @@ func newDLHost(t *testing.T) *dlHost {
 		Clock:        d.clk,
 		HTTPAddr:     "off",
 		Stdout:       d.out,
-		Stderr:       &lockedBuffer{},
+		Stderr:       &sim.SyncBuffer{},
 		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		DrainTimeout: 2 * time.Second,
 	})

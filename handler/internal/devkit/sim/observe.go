@@ -148,3 +148,10 @@ func (b *SyncBuffer) Bytes() []byte {
 	defer b.mu.Unlock()
 	return bytes.Clone(b.b.Bytes())
 }
+
+// String returns what was written.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
