@@ -2,7 +2,6 @@ package deadletters
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -14,16 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orderstatus/orderstatus/handler/internal/broker"
 	"github.com/orderstatus/orderstatus/handler/internal/deadletter"
 	"github.com/orderstatus/orderstatus/handler/internal/devkit/testenv"
 	"github.com/orderstatus/orderstatus/handler/internal/dlstore"
-	"github.com/orderstatus/orderstatus/handler/internal/dlstore/dltable"
 	"github.com/orderstatus/orderstatus/handler/internal/order"
-	"github.com/orderstatus/orderstatus/handler/internal/store/tablestore"
 )
 
 // mcpClient connects the SDK's own client, named test-client, in process
@@ -398,30 +394,7 @@ func TestMCPOverStdioOfTheBuiltBinary(t *testing.T) {
 		}
 	}
 
-	suffix := strings.ToLower(rand.Text()[:10])
-	dlTable, orderTable := "dl"+suffix, "orders"+suffix
-	svc, err := aztables.NewServiceClientFromConnectionString(cs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := dltable.New(svc, dlTable, nil)
-	if err := st.EnsureTable(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rows := tablestore.NewFromService(svc, orderTable, nil)
-	if err := rows.EnsureTable(ctx); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UTC()
-	if _, err := rows.Insert(ctx, "o-1", order.State{Status: order.Status("Created"), LastSequence: 1, OccurredAt: now, UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
-	e := deadletter.EntryOf(dlstore.DLQ, broker.Received{Message: broker.Message{MessageID: "o-1:2", SessionID: "o-1",
-		Subject: order.SubjectStatusChanged, Body: updateBody("o-1", "Paid", 2)}, SequenceNumber: 7, DeliveryCount: 5,
-		EnqueuedTime: now, DeadLetterReason: broker.ReasonMaxDeliveryCountExceeded, DeadLetterErrorDescription: "five deliveries"}, now)
-	if _, err := st.Put(ctx, e, "sweeper"); err != nil {
-		t.Fatal(err)
-	}
+	dlTable, orderTable, e := seedAzurite(ctx, t, cs)
 
 	cmd := exec.CommandContext(ctx, bin, "deadletters", "mcp", "--tables", cs)
 	cmd.Dir = t.TempDir() // no development host here

@@ -37,6 +37,38 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
+// seedAzurite makes a dead-letter table and an order table of their own on
+// Azurite (cs), with order o-1 Created and its Paid (o-1:2) dead-lettered
+// after five deliveries, and returns the tables' names and the entry.
+func seedAzurite(ctx context.Context, t *testing.T, cs string) (dlTable, orderTable string, e dlstore.Entry) {
+	t.Helper()
+	suffix := strings.ToLower(rand.Text()[:10])
+	dlTable, orderTable = "dl"+suffix, "orders"+suffix
+	svc, err := aztables.NewServiceClientFromConnectionString(cs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := dltable.New(svc, dlTable, nil)
+	if err := st.EnsureTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows := tablestore.NewFromService(svc, orderTable, nil)
+	if err := rows.EnsureTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if _, err := rows.Insert(ctx, "o-1", order.State{Status: order.Status("Created"), LastSequence: 1, OccurredAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	e = deadletter.EntryOf(dlstore.DLQ, broker.Received{Message: broker.Message{MessageID: "o-1:2", SessionID: "o-1",
+		Subject: order.SubjectStatusChanged, Body: updateBody("o-1", "Paid", 2)}, SequenceNumber: 7, DeliveryCount: 5,
+		EnqueuedTime: now, DeadLetterReason: broker.ReasonMaxDeliveryCountExceeded, DeadLetterErrorDescription: "five deliveries"}, now)
+	if _, err := st.Put(ctx, e, "sweeper"); err != nil {
+		t.Fatal(err)
+	}
+	return dlTable, orderTable, e
+}
+
 // The reading commands need only the Table Storage account: with no
 // Service Bus to connect to (nothing names one; a namespace on 127.0.0.1
 // where nothing listens, by flag or by setting; a development host whose
@@ -49,33 +81,7 @@ func TestReadsTheStoreWithoutServiceBus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cs := testenv.Azurite(t)
-	suffix := strings.ToLower(rand.Text()[:10])
-	dlTable, orderTable := "dl"+suffix, "orders"+suffix
-	svc, err := aztables.NewServiceClientFromConnectionString(cs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := dltable.New(svc, dlTable, nil)
-	if err := st.EnsureTable(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := tablestore.NewFromConnectionString(cs, orderTable, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rows.EnsureTable(ctx); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UTC()
-	if _, err := rows.Insert(ctx, "o-1", order.State{Status: order.Status("Created"), LastSequence: 1, OccurredAt: now, UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
-	e := deadletter.EntryOf(dlstore.DLQ, broker.Received{Message: broker.Message{MessageID: "o-1:2", SessionID: "o-1",
-		Subject: order.SubjectStatusChanged, Body: updateBody("o-1", "Paid", 2)}, SequenceNumber: 7, DeliveryCount: 5,
-		EnqueuedTime: now, DeadLetterReason: broker.ReasonMaxDeliveryCountExceeded, DeadLetterErrorDescription: "five deliveries"}, now)
-	if _, err := st.Put(ctx, e, "sweeper"); err != nil {
-		t.Fatal(err)
-	}
+	dlTable, orderTable, e := seedAzurite(ctx, t, cs)
 
 	nowhere := t.TempDir() // no development host here
 	deadHost := t.TempDir()
